@@ -1,0 +1,1 @@
+"""Channel adapters: one module per platform, the vocabulary and Channel protocol in base.py."""

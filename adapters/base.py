@@ -1,0 +1,152 @@
+"""The message vocabulary every channel speaks, and the `Channel` protocol.
+
+Channels turn platform events into `InboundMessage`s and render `OutboundContent` back. Shared
+behaviour (dedup, access policy, edit throttling) lives in `bot/`, not here.
+
+Errors a channel raises when sending or editing::
+
+    ChannelError            any failure talking to the platform
+     ├── RateLimited        the platform asked us to wait `retry_after` seconds
+     └── MessageGone        the message to edit no longer exists (deleted, too old)
+
+"Message is not modified" is not an error: a channel treats it as success.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+
+@dataclass(frozen=True, slots=True)
+class ChatRef:
+    """Where a conversation happens: one chat, optionally one thread inside it."""
+
+    channel: str
+    chat_id: str
+    thread_id: str | None = None
+
+    @property
+    def key(self) -> str:
+        """Stable conversation key: one agent session per (user, key)."""
+        if self.thread_id:
+            return f"{self.channel}:{self.chat_id}:{self.thread_id}"
+        return f"{self.channel}:{self.chat_id}"
+
+
+@dataclass(frozen=True, slots=True)
+class Attachment:
+    kind: str  # photo | document | voice | audio | video | file
+    name: str | None = None
+    mime_type: str | None = None
+    size: int | None = None
+    url: str | None = None
+    platform_id: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class InboundMessage:
+    """One user message, normalized from any platform."""
+
+    chat: ChatRef
+    user_id: str
+    text: str
+    event_id: str  # the platform's id for this event: claimed once, duplicates dropped
+    message_id: str | None = None  # the platform's id of the message, for replies
+    user_name: str | None = None
+    is_group: bool = False
+    mentioned: bool = False  # addressed to the bot (mention, reply to the bot, private chat)
+    attachments: tuple[Attachment, ...] = ()
+    raw: Mapping[str, Any] = field(default_factory=dict, compare=False, repr=False)
+
+    @property
+    def conversation_key(self) -> str:
+        return self.chat.key
+
+    @property
+    def command(self) -> str | None:
+        """`/new`, `/new@botname` and the like → `"new"`; anything else → None."""
+        text = self.text.strip()
+        if not text.startswith("/") or len(text) < 2:
+            return None
+        word = text.split(maxsplit=1)[0][1:]
+        return word.split("@", 1)[0].lower() or None
+
+
+@dataclass(frozen=True, slots=True)
+class OutboundContent:
+    """What we show: text (markdown), plus optional structured display hints."""
+
+    text: str
+    display: tuple[Mapping[str, Any], ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class MessageHandle:
+    """A message we sent and may edit later; `data` is whatever the platform needs to edit it."""
+
+    chat: ChatRef
+    message_id: str
+    data: Mapping[str, Any] = field(default_factory=dict, compare=False)
+
+
+@dataclass(frozen=True, slots=True)
+class ChannelLimits:
+    max_text_length: int = 4096
+    min_edit_interval_s: float = 1.0
+    can_edit: bool = True
+
+    def length(self, text: str) -> int:
+        """Length as the platform measures it (overridden per channel when it differs)."""
+        return len(text)
+
+
+class ChannelError(Exception):
+    """A send or edit the platform refused or could not take."""
+
+
+class RateLimited(ChannelError):
+    def __init__(self, retry_after: float, message: str = "rate limited") -> None:
+        super().__init__(f"{message}; retry after {retry_after:.1f}s")
+        self.retry_after = retry_after
+
+
+class MessageGone(ChannelError):
+    """The message to edit is gone; continue in a new message."""
+
+
+Inbox = Callable[[InboundMessage], Awaitable[None]]
+
+
+class Channel(Protocol):
+    """A chat platform: runs until cancelled, handing each inbound message to `inbox`."""
+
+    name: str
+
+    def limits_for(self, chat: ChatRef) -> ChannelLimits: ...
+
+    async def run(self, inbox: Inbox) -> None: ...
+
+    async def send(
+        self,
+        chat: ChatRef,
+        content: OutboundContent,
+        *,
+        reply_to: str | None = None,
+        final: bool = False,
+    ) -> MessageHandle:
+        """Post a new message. `final=False` marks a placeholder that will be edited."""
+        ...
+
+    async def edit(
+        self, handle: MessageHandle, content: OutboundContent, *, final: bool = False
+    ) -> None:
+        """Replace the text of a message we sent; `final=True` for the last edit of a turn."""
+        ...
+
+
+class EventSink(Protocol):
+    """Optional: a channel that shows turn status events itself (the web socket does)."""
+
+    async def emit_event(self, chat: ChatRef, type: str, fields: Mapping[str, Any]) -> None: ...

@@ -1,0 +1,1 @@
+"""The agent runtime: coordinator loop, personas, model providers."""

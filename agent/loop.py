@@ -1,0 +1,179 @@
+"""The tool loop: ask the model, run the tools it calls (in parallel), feed results back, repeat."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Awaitable, Callable, Collection, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from agent.providers.base import Provider
+from agent.types import (
+    AuditRecord,
+    Message,
+    ModelRequest,
+    TextDelta,
+    ToolCall,
+    ToolCallEvent,
+    TurnUsage,
+    Usage,
+)
+from tools.base import Emit, ToolContext, ToolResult, ToolSpec
+from tools.events import AnswerDelta, AnswerReset, ToolStarted
+from tools.registry import ToolRegistry
+
+log = logging.getLogger(__name__)
+
+Audit = Callable[[AuditRecord], Awaitable[None]]
+UsageSink = Callable[[Provider, Usage], Awaitable[None]]
+
+ROUNDS_EXHAUSTED = "I had to stop after {n} rounds of tool calls without reaching an answer."
+
+
+@dataclass(frozen=True, slots=True)
+class LoopSettings:
+    max_rounds: int = 8
+    tool_timeout_s: float = 10.0
+    max_result_chars: int = 8000
+
+
+@dataclass(slots=True)
+class LoopResult:
+    text: str
+    messages: list[Message]  # everything this turn added, after the history it was given
+    usage: TurnUsage
+    display: list[Mapping[str, Any]] = field(default_factory=list)
+    rounds: int = 0
+
+
+async def run_loop(
+    *,
+    provider: Provider,
+    system: str,
+    messages: Sequence[Message],
+    tools: tuple[ToolSpec, ...],
+    registry: ToolRegistry,
+    allowed: Collection[str],
+    ctx: ToolContext,
+    emit: Emit,
+    settings: LoopSettings,
+    model: str | None = None,
+    audit: Audit | None = None,
+    on_usage: UsageSink | None = None,
+) -> LoopResult:
+    """Run the model until it answers without tool calls, or the round limit is reached.
+
+    The last allowed round offers no tools, so the model has to answer in words.
+    """
+    transcript = list(messages)
+    start = len(transcript)
+    usage = TurnUsage()
+    display: list[Mapping[str, Any]] = []
+    for round_no in range(1, settings.max_rounds + 2):
+        offer = tools if round_no <= settings.max_rounds else ()
+        request = ModelRequest(system=system, messages=tuple(transcript), tools=offer, model=model)
+        text, calls = await _ask(provider, request, emit, usage, on_usage)
+        if not calls or not offer:
+            transcript.append(Message("assistant", text))
+            final = text if text.strip() else ROUNDS_EXHAUSTED.format(n=settings.max_rounds)
+            return LoopResult(final, transcript[start:], usage, display, round_no)
+        if text:
+            await emit(AnswerReset())
+        transcript.append(Message("assistant", text, tool_calls=tuple(calls)))
+        results = await _run_tools(calls, registry, allowed, ctx, emit, settings, audit)
+        for call, result in zip(calls, results, strict=True):
+            display.extend(result.display)
+            transcript.append(
+                Message("tool", result.text, tool_call_id=call.id, name=call.name, is_error=not result.ok)
+            )
+    raise AssertionError("unreachable: the last round offers no tools")
+
+
+async def _ask(
+    provider: Provider,
+    request: ModelRequest,
+    emit: Emit,
+    usage: TurnUsage,
+    on_usage: UsageSink | None,
+) -> tuple[str, list[ToolCall]]:
+    parts: list[str] = []
+    calls: list[ToolCall] = []
+    usage.model_calls += 1
+    async for event in provider.stream(request):
+        if isinstance(event, TextDelta):
+            if event.text:
+                parts.append(event.text)
+                await emit(AnswerDelta(event.text))
+        elif isinstance(event, ToolCallEvent):
+            calls.append(event.call)
+        elif isinstance(event, Usage):
+            usage.add(event)
+            if on_usage is not None:
+                await on_usage(provider, event)
+    return "".join(parts), _unique_ids(calls)
+
+
+def _unique_ids(calls: list[ToolCall]) -> list[ToolCall]:
+    """Some compatible servers send no or repeated call ids; results must map to calls one to one."""
+    seen: set[str] = set()
+    fixed = []
+    for index, call in enumerate(calls):
+        if not call.id or call.id in seen:
+            call = replace(call, id=f"call_{index}_{len(seen)}")
+        seen.add(call.id)
+        fixed.append(call)
+    return fixed
+
+
+async def _run_tools(
+    calls: list[ToolCall],
+    registry: ToolRegistry,
+    allowed: Collection[str],
+    ctx: ToolContext,
+    emit: Emit,
+    settings: LoopSettings,
+    audit: Audit | None,
+) -> list[ToolResult]:
+    async with asyncio.TaskGroup() as group:
+        tasks = [
+            group.create_task(_run_tool(call, registry, allowed, ctx, emit, settings, audit))
+            for call in calls
+        ]
+    return [task.result() for task in tasks]
+
+
+async def _run_tool(
+    call: ToolCall,
+    registry: ToolRegistry,
+    allowed: Collection[str],
+    ctx: ToolContext,
+    emit: Emit,
+    settings: LoopSettings,
+    audit: Audit | None,
+) -> ToolResult:
+    await emit(ToolStarted(call.id, call.name))
+    started = time.perf_counter()
+    call_ctx = replace(ctx, call_id=call.id)
+    result = await registry.call(
+        call.name,
+        call.arguments,
+        call_ctx,
+        allowed=allowed,
+        timeout_s=settings.tool_timeout_s,
+        max_result_chars=settings.max_result_chars,
+    )
+    if audit is not None:
+        record = AuditRecord(
+            session_id=ctx.session_id,
+            turn_id=ctx.turn_id,
+            call_id=call.id,
+            tool_name=call.name,
+            arguments=call.arguments,
+            result=result.text,
+            ok=result.ok,
+            duration_ms=(time.perf_counter() - started) * 1000,
+        )
+        await audit(record)
+    return result

@@ -1,0 +1,86 @@
+"""Provider-neutral model vocabulary: messages, tool calls, requests and the events a model streams."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from tools.base import ToolSpec
+
+Role = Literal["user", "assistant", "tool"]
+
+
+@dataclass(frozen=True, slots=True)
+class ToolCall:
+    id: str
+    name: str
+    arguments: str  # JSON text exactly as the model sent it; parsed and validated by the registry
+
+
+@dataclass(frozen=True, slots=True)
+class Message:
+    role: Role
+    content: str
+    tool_calls: tuple[ToolCall, ...] = ()
+    tool_call_id: str | None = None  # on role="tool": the call this answers
+    name: str | None = None  # on role="tool": the tool's name
+    is_error: bool = False  # on role="tool": the call failed
+
+
+@dataclass(frozen=True, slots=True)
+class ModelRequest:
+    system: str
+    messages: tuple[Message, ...]
+    tools: tuple[ToolSpec, ...] = ()
+    model: str | None = None
+    max_tokens: int = 4096
+
+
+@dataclass(frozen=True, slots=True)
+class TextDelta:
+    text: str
+
+
+@dataclass(frozen=True, slots=True)
+class ToolCallEvent:
+    call: ToolCall
+
+
+@dataclass(frozen=True, slots=True)
+class Usage:
+    input_tokens: int = 0
+    output_tokens: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class Stop:
+    reason: Literal["end_turn", "tool_use", "max_tokens", "other"] = "end_turn"
+
+
+ModelEvent = TextDelta | ToolCallEvent | Usage | Stop
+
+
+@dataclass(slots=True)
+class TurnUsage:
+    model_calls: int = 0
+    input_tokens: int = 0
+    output_tokens: int = 0
+
+    def add(self, usage: Usage) -> None:
+        self.input_tokens += usage.input_tokens
+        self.output_tokens += usage.output_tokens
+
+
+@dataclass(frozen=True, slots=True)
+class AuditRecord:
+    """One tool call, as the audit log keeps it."""
+
+    session_id: str
+    turn_id: str | None
+    call_id: str
+    tool_name: str
+    arguments: str  # as the model sent them
+    result: str  # truncated
+    ok: bool
+    duration_ms: float
+    extra: dict[str, Any] = field(default_factory=dict)

@@ -1,0 +1,1 @@
+"""Composition root: CLI, config, app wiring, gateway, delivery, storage."""

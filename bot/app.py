@@ -1,0 +1,172 @@
+"""Wiring: build storage, personas, tools, model, gateway and channels from config, and run them."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from pathlib import Path
+from types import TracebackType
+from typing import Any
+
+from aiohttp import web
+
+from adapters.base import Channel
+from adapters.websocket import WebSocketChannel
+from agent.coordinator import AgentSettings, Coordinator
+from agent.personas import PersonaLibrary
+from agent.providers import build_provider
+from agent.providers.base import Provider
+from bot.config import Config
+from bot.dedup import MemoryDedup
+from bot.gateway import DefaultAccess, Gateway, GatewaySettings
+from bot.storage import SqliteStore
+from tools.builtin import builtin_registry
+from tools.registry import ToolRegistry
+
+log = logging.getLogger(__name__)
+
+READY = web.AppKey("ready", dict)
+
+
+class App:
+    """The running gateway. `async with App(config) as app:` starts it; leaving stops it cleanly."""
+
+    def __init__(
+        self,
+        config: Config,
+        *,
+        base_dir: Path | None = None,
+        provider: Provider | None = None,
+        registry: ToolRegistry | None = None,
+        channels: list[Channel] | None = None,
+        persona: str = "default",
+        web_server: bool = True,
+    ) -> None:
+        self.config = config
+        self.base_dir = base_dir or Path.cwd()
+        self.provider = provider or build_provider(config.llm)
+        self.registry = registry or builtin_registry()
+        self.store = SqliteStore(self._path(config.storage.path))
+        self.personas = PersonaLibrary(
+            [self._path(d) for d in config.personas.dirs], known_tools=self.registry.names()
+        )
+        self.channels: dict[str, Channel] = {c.name: c for c in channels or []}
+        self.websocket: WebSocketChannel | None = None
+        ws = config.channels.websocket
+        if web_server and ws.enabled:
+            self.websocket = WebSocketChannel(
+                path=ws.path,
+                allowed_origins=ws.allowed_origins,
+                max_frame_bytes=ws.max_frame_bytes,
+                heartbeat_s=ws.heartbeat_s,
+                rate_limit_per_minute=ws.rate_limit_per_minute,
+                max_text_chars=ws.max_text_chars,
+                identity_secret=ws.identity_secret,
+            )
+            self.channels[self.websocket.name] = self.websocket
+        agent = config.agent
+        self.coordinator = Coordinator(
+            provider=self.provider,
+            registry=self.registry,
+            store=self.store,
+            settings=AgentSettings(
+                max_rounds=agent.max_rounds,
+                tool_timeout_s=agent.tool_timeout_s,
+                context_budget_tokens=agent.context_budget_tokens,
+            ),
+            services={"default_timezone": agent.default_timezone},
+        )
+        self.gateway = Gateway(
+            channels=self.channels,
+            coordinator=self.coordinator,
+            store=self.store,
+            personas=self.personas,
+            dedup=MemoryDedup(
+                ttl_s=config.gateway.dedup_ttl_s, max_entries=config.gateway.dedup_max_entries
+            ),
+            settings=GatewaySettings(
+                turn_timeout_s=agent.turn_timeout_s,
+                coalesce_ms=config.gateway.coalesce_ms,
+                persona=persona,
+            ),
+            access=DefaultAccess(
+                allowed_users=frozenset(config.gateway.allowed_users),
+                group_reply=config.gateway.group_reply,
+            ),
+        )
+        self.web_server = web_server
+        self.port: int | None = None
+        self._runner: web.AppRunner | None = None
+        self._supervisor: asyncio.Task[None] | None = None
+
+    def _path(self, value: str) -> Path:
+        path = Path(value)
+        return path if path.is_absolute() or value == ":memory:" else self.base_dir / path
+
+    @property
+    def url(self) -> str:
+        return f"http://{self.config.server.host}:{self.port}"
+
+    async def __aenter__(self) -> App:
+        await self.store.open()
+        for error in self.personas.load():
+            log.error("%s", error)
+        if self.web_server:
+            await self._start_web()
+        self._supervisor = asyncio.create_task(self._supervise(), name="app")
+        log.info("model: %s (%s)", self.provider.name, self.provider.model)
+        if self.port is not None:
+            log.info("serving %s  (web widget demo at /, health at /healthz)", self.url)
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.stop()
+
+    async def stop(self) -> None:
+        if self._runner is not None:
+            await self._runner.cleanup()  # closes web sockets with 1001 before the tasks go
+            self._runner = None
+        if self._supervisor is not None:
+            self._supervisor.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._supervisor
+            self._supervisor = None
+        await self.store.close()
+
+    async def wait(self) -> None:
+        """Until the app stops (or one of its parts crashes, which stops it)."""
+        if self._supervisor is not None:
+            await self._supervisor
+
+    async def _supervise(self) -> None:
+        async with asyncio.TaskGroup() as group:
+            group.create_task(self.gateway.run(), name="gateway")
+            group.create_task(self.personas.watch(), name="personas")
+            for channel in self.channels.values():
+                group.create_task(channel.run(self.gateway.handle), name=f"channel:{channel.name}")
+
+    async def _start_web(self) -> None:
+        app = web.Application()
+        app[READY] = {"ready": False}
+        app.router.add_get("/healthz", self._healthz)
+        if self.websocket is not None:
+            self.websocket.install(app)
+        self._runner = web.AppRunner(app, shutdown_timeout=5, handle_signals=False)
+        await self._runner.setup()
+        site = web.TCPSite(self._runner, self.config.server.host, self.config.server.port)
+        await site.start()
+        self.port = self._runner.addresses[0][1]
+        app[READY]["ready"] = True
+
+    async def _healthz(self, request: web.Request) -> web.Response:
+        ready = request.app[READY]["ready"]
+        body: dict[str, Any] = {"status": "ok" if ready else "starting", "model": self.provider.name}
+        if self.websocket is not None:
+            body["connections"] = self.websocket.connections
+        return web.json_response(body, status=200 if ready else 503)

@@ -1,0 +1,110 @@
+"""The `bot` command: serve, chat in a terminal, check personas."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import logging
+import signal
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+from bot.config import Config, ConfigError, load_config
+
+log = logging.getLogger("bot")
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = _parser()
+    args = parser.parse_args(argv)
+    if not getattr(args, "command", None):
+        parser.print_help()
+        return 2
+    try:
+        config = load_config(args.config)
+    except ConfigError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    base_dir = Path(args.config).resolve().parent if args.config else Path.cwd()
+    if args.command == "personas":
+        return _personas_check(config, base_dir)
+    _setup_logging(config, quiet=args.command == "chat")
+    runner = _serve(config, base_dir) if args.command == "serve" else _chat(config, base_dir, args.persona)
+    with contextlib.suppress(KeyboardInterrupt):
+        return asyncio.run(runner)
+    return 0
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="bot", description="Multi-channel chat bot gateway.")
+    commands = parser.add_subparsers(dest="command")
+    serve = commands.add_parser("serve", help="run every enabled channel and the web server")
+    chat = commands.add_parser("chat", help="talk to the bot in this terminal")
+    chat.add_argument("--persona", default="default", help="persona to talk to (default: default)")
+    personas = commands.add_parser("personas", help="persona files")
+    personas_commands = personas.add_subparsers(dest="personas_command", required=True)
+    check = personas_commands.add_parser("check", help="validate every persona file")
+    for command in (serve, chat, check):
+        command.add_argument("--config", help="config file (default: ./config.yaml if present)")
+    return parser
+
+
+def _setup_logging(config: Config, *, quiet: bool) -> None:
+    level = logging.WARNING if quiet else getattr(logging, config.log.level)
+    logging.basicConfig(level=level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+
+
+async def _serve(config: Config, base_dir: Path) -> int:
+    from bot.app import App
+
+    loop = asyncio.get_running_loop()
+    main_task = asyncio.current_task()
+    assert main_task is not None
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, main_task.cancel)
+    try:
+        async with App(config, base_dir=base_dir) as app:
+            await app.wait()
+    except asyncio.CancelledError:
+        log.info("stopped")
+    except OSError as exc:
+        log.error("cannot serve on %s:%s: %s", config.server.host, config.server.port, exc)
+        return 1
+    return 0
+
+
+async def _chat(config: Config, base_dir: Path, persona: str) -> int:
+    from adapters.terminal import TerminalChannel
+    from bot.app import App
+
+    terminal = TerminalChannel(wait_turn=lambda: app.gateway.wait_idle())
+    app = App(config, base_dir=base_dir, channels=[terminal], persona=persona, web_server=False)
+    async with app:
+        if persona not in app.personas.all():
+            print(f"error: unknown persona {persona!r}; known: {sorted(app.personas.all())}", file=sys.stderr)
+            return 2
+        print(f"Chatting with {persona!r} on {app.provider.name} ({app.provider.model}). "
+              "Ctrl-D to quit, /help for commands.")
+        await terminal.closed.wait()
+        await app.gateway.wait_idle()
+    return 0
+
+
+def _personas_check(config: Config, base_dir: Path) -> int:
+    from agent.personas import PersonaLibrary
+    from tools.builtin import builtin_registry
+
+    dirs = [base_dir / d for d in config.personas.dirs]
+    library = PersonaLibrary(dirs, known_tools=builtin_registry().names())
+    errors = library.check()
+    for error in errors:
+        print(error)
+    if errors:
+        print(f"{len(errors)} persona file(s) broken", file=sys.stderr)
+        return 1
+    library.load()
+    names = ", ".join(sorted(library.all()))
+    print(f"ok: {len(library.all())} persona(s): {names}")
+    return 0

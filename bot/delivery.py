@@ -1,0 +1,202 @@
+"""The per-turn placeholder: one message posted before the model runs, edited into the answer.
+
+A delivery turns `TurnEvent`s into edits at the channel's safe cadence. Newest text wins: while an
+edit waits for its slot, later text replaces it, so stale intermediate states are never sent.
+The final edit always goes out (after any rate-limit pause), and text past the channel's length
+limit continues in new messages. A failed edit is logged and never followed by a second send.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Mapping
+from typing import Any
+
+from adapters.base import (
+    Channel,
+    ChannelError,
+    ChannelLimits,
+    ChatRef,
+    MessageGone,
+    MessageHandle,
+    OutboundContent,
+    RateLimited,
+)
+from bot.textsplit import split_text
+from tools.events import (
+    AgentFinished,
+    AgentStarted,
+    AnswerDelta,
+    AnswerReset,
+    Failed,
+    Final,
+    Interim,
+    ToolStarted,
+    TurnEvent,
+)
+
+log = logging.getLogger(__name__)
+
+PLACEHOLDER = "Thinking…"
+APOLOGY = "Sorry — something went wrong on my side and I couldn't finish this answer. Please try again."
+FINAL_ATTEMPTS = 5
+
+
+class Delivery:
+    def __init__(
+        self,
+        channel: Channel,
+        chat: ChatRef,
+        *,
+        reply_to: str | None = None,
+        limits: ChannelLimits | None = None,
+    ) -> None:
+        self.channel = channel
+        self.chat = chat
+        self.reply_to = reply_to
+        self.limits = limits or channel.limits_for(chat)
+        self.handles: list[MessageHandle] = []
+        self.edits = 0
+        self._sent: list[str] = []  # text last shown in each handle
+        self._interim = PLACEHOLDER
+        self._answer: list[str] = []
+        self._workers: dict[str, str] = {}  # task_id -> status line
+        self._dirty = asyncio.Event()
+        self._io = asyncio.Lock()  # one send/edit in flight; the final waits for it
+        self._last_edit = 0.0
+        self._paused_until = 0.0
+        self._flusher: asyncio.Task[None] | None = None
+        self._done = False
+
+    async def start(self, text: str = PLACEHOLDER) -> MessageHandle:
+        """Post the placeholder; previews flow from here on."""
+        self._interim = text
+        handle = await self.channel.send(self.chat, OutboundContent(text), reply_to=self.reply_to)
+        self.handles.append(handle)
+        self._sent.append(text)
+        self._last_edit = time.monotonic()
+        self._flusher = asyncio.create_task(self._flush_loop(), name=f"delivery:{self.chat.key}")
+        return handle
+
+    async def on_event(self, event: TurnEvent) -> None:
+        if self._done:
+            return
+        match event:
+            case AnswerDelta(text=text):
+                self._answer.append(text)
+            case AnswerReset():
+                self._answer.clear()
+            case Interim(text=text):
+                self._interim = text
+                self._answer.clear()
+            case AgentStarted(task_id=task_id, subagent_type=kind, description=what):
+                self._workers[task_id] = f"⏳ {kind} — {what}"
+            case AgentFinished(task_id=task_id):
+                self._workers.pop(task_id, None)
+            case Final(text=text, display=display):
+                await self.finish(text, display)
+                return
+            case Failed(reason=reason):
+                log.warning("turn failed in %s: %s", self.chat.key, reason)
+                await self.finish(APOLOGY)
+                return
+            case ToolStarted():
+                return
+        self._dirty.set()
+
+    def preview(self) -> str:
+        body = "".join(self._answer) if self._answer else self._interim
+        if self._workers:
+            body = body + "\n\n" + "\n".join(self._workers.values())
+        return body
+
+    async def finish(self, text: str, display: tuple[Mapping[str, Any], ...] = ()) -> None:
+        """The last word: replaces the placeholder (and continues past the length limit)."""
+        if self._done:
+            return
+        self._done = True
+        async with self._io:
+            await self._stop_flusher()
+            chunks = split_text(text or "…", self.limits.max_text_length, self.limits.length)
+            for index, chunk in enumerate(chunks):
+                hints = display if index == len(chunks) - 1 else ()
+                await self._put_final(index, OutboundContent(chunk, tuple(hints)))
+            for index in range(len(chunks), len(self.handles)):
+                await self._put_final(index, OutboundContent("⋯"))
+
+    async def close(self) -> None:
+        """Stop previews without a final (the caller decides what the user sees)."""
+        self._done = True
+        await self._stop_flusher()
+
+    async def _stop_flusher(self) -> None:
+        if self._flusher is not None:
+            self._flusher.cancel()
+            try:
+                await self._flusher
+            except asyncio.CancelledError:
+                if asyncio.current_task().cancelling():  # type: ignore[union-attr]
+                    raise
+            self._flusher = None
+
+    async def _flush_loop(self) -> None:
+        while True:
+            await self._dirty.wait()
+            wait = max(self._last_edit + self.limits.min_edit_interval_s, self._paused_until)
+            delay = wait - time.monotonic()
+            if delay > 0:
+                await asyncio.sleep(delay)
+            self._dirty.clear()
+            async with self._io:
+                if self._done:
+                    return
+                await self._put_preview(self.preview())
+
+    async def _put_preview(self, text: str) -> None:
+        chunks = split_text(text, self.limits.max_text_length, self.limits.length)
+        for index, chunk in enumerate(chunks):
+            if index < len(self._sent) and self._sent[index] == chunk:
+                continue
+            try:
+                await self._put(index, OutboundContent(chunk), final=False)
+            except RateLimited as exc:
+                self._paused_until = time.monotonic() + exc.retry_after
+                self._dirty.set()
+                return
+            except ChannelError as exc:
+                log.info("preview edit failed in %s: %s", self.chat.key, exc)
+                return
+        self._last_edit = time.monotonic()
+
+    async def _put_final(self, index: int, content: OutboundContent) -> None:
+        for attempt in range(1, FINAL_ATTEMPTS + 1):
+            pause = self._paused_until - time.monotonic()
+            if pause > 0:
+                await asyncio.sleep(pause)
+            try:
+                await self._put(index, content, final=True)
+                return
+            except RateLimited as exc:
+                self._paused_until = time.monotonic() + exc.retry_after
+            except MessageGone:
+                handle = await self.channel.send(self.chat, content, final=True)
+                self.handles[index] = handle
+                self._sent[index] = content.text
+                return
+            except ChannelError as exc:
+                log.warning("final edit %d/%d failed in %s: %s", attempt, FINAL_ATTEMPTS, self.chat.key, exc)
+                if attempt == FINAL_ATTEMPTS:
+                    raise
+                await asyncio.sleep(min(2.0**attempt / 4, 4.0))
+
+    async def _put(self, index: int, content: OutboundContent, *, final: bool) -> None:
+        if index < len(self.handles):
+            await self.channel.edit(self.handles[index], content, final=final)
+            self._sent[index] = content.text
+            self.edits += 1
+        else:
+            handle = await self.channel.send(self.chat, content, final=final)
+            self.handles.append(handle)
+            self._sent.append(content.text)

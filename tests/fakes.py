@@ -1,0 +1,71 @@
+"""A recording fake channel for delivery and gateway tests: every send and edit, in order."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from dataclasses import dataclass, field
+
+from adapters.base import (
+    ChannelLimits,
+    ChatRef,
+    Inbox,
+    MessageHandle,
+    OutboundContent,
+    RateLimited,
+)
+
+
+@dataclass
+class Call:
+    kind: str  # send | edit
+    message_id: str
+    text: str
+    final: bool
+    at: float = field(default_factory=time.monotonic)
+
+
+class RecordingChannel:
+    name = "fake"
+
+    def __init__(self, limits: ChannelLimits | None = None) -> None:
+        self.limits = limits or ChannelLimits(max_text_length=100, min_edit_interval_s=0.05)
+        self.calls: list[Call] = []
+        self.rate_limit_next: list[float] = []  # retry_after values for the next edits
+        self.edit_gate: asyncio.Event | None = None  # hold edits until set
+        self.changed = asyncio.Event()
+        self._ids = 0
+        self.inbox: Inbox | None = None
+
+    def limits_for(self, chat: ChatRef) -> ChannelLimits:
+        return self.limits
+
+    async def run(self, inbox: Inbox) -> None:
+        self.inbox = inbox
+        await asyncio.Future()
+
+    async def send(self, chat, content, *, reply_to=None, final=False) -> MessageHandle:
+        self._ids += 1
+        handle = MessageHandle(chat, f"m{self._ids}")
+        self._record(Call("send", handle.message_id, content.text, final))
+        return handle
+
+    async def edit(self, handle: MessageHandle, content: OutboundContent, *, final=False) -> None:
+        if self.edit_gate is not None:
+            await self.edit_gate.wait()
+        if self.rate_limit_next:
+            raise RateLimited(self.rate_limit_next.pop(0))
+        self._record(Call("edit", handle.message_id, content.text, final))
+
+    def _record(self, call: Call) -> None:
+        self.calls.append(call)
+        self.changed.set()
+
+    async def wait_for(self, predicate, timeout: float = 5.0) -> None:
+        async with asyncio.timeout(timeout):
+            while not predicate():
+                self.changed.clear()
+                await self.changed.wait()
+
+    def texts(self, message_id: str) -> list[str]:
+        return [c.text for c in self.calls if c.message_id == message_id]

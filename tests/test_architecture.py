@@ -1,0 +1,42 @@
+"""Imports go one way: bot -> adapters, agent, tools; agent -> tools; adapters and tools import none of ours."""
+
+import ast
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+OURS = {"bot", "adapters", "agent", "tools"}
+ALLOWED = {
+    "bot": {"bot", "adapters", "agent", "tools"},
+    "agent": {"agent", "tools"},
+    "tools": {"tools"},
+    "adapters": {"adapters"},
+}
+
+
+def _imports(path: Path) -> set[str]:
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Import):
+            found |= {alias.name.split(".")[0] for alias in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            found.add(node.module.split(".")[0])
+    return found & OURS
+
+
+def test_imports_go_one_way() -> None:
+    wrong = []
+    for package, allowed in ALLOWED.items():
+        for path in (ROOT / package).rglob("*.py"):
+            for imported in _imports(path) - allowed:
+                wrong.append(f"{path.relative_to(ROOT)} imports {imported}")
+    assert not wrong, wrong
+
+
+def test_every_module_has_a_docstring() -> None:
+    missing = [
+        str(path.relative_to(ROOT))
+        for package in ALLOWED
+        for path in (ROOT / package).rglob("*.py")
+        if ast.get_docstring(ast.parse(path.read_text())) is None
+    ]
+    assert not missing, missing

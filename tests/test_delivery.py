@@ -1,0 +1,114 @@
+"""The per-turn placeholder delivery, against a recording fake channel."""
+
+import asyncio
+import time
+
+from adapters.base import ChannelLimits, ChatRef
+from bot.delivery import APOLOGY, PLACEHOLDER, Delivery
+from tests.fakes import RecordingChannel
+from tools.events import AgentFinished, AgentStarted, AnswerDelta, AnswerReset, Failed, Final, Interim
+
+CHAT = ChatRef("fake", "c1")
+
+
+async def test_placeholder_first_then_few_edits_then_final() -> None:
+    channel = RecordingChannel(ChannelLimits(max_text_length=1000, min_edit_interval_s=0.05))
+    delivery = Delivery(channel, CHAT, reply_to="u1")
+    await delivery.start()
+    for index in range(50):
+        await delivery.on_event(AnswerDelta(f"w{index} "))
+        await asyncio.sleep(0.002)
+    await delivery.on_event(Final("the answer"))
+    assert channel.calls[0].kind == "send" and channel.calls[0].text == PLACEHOLDER
+    edits = [c for c in channel.calls if c.kind == "edit"]
+    assert edits[-1].text == "the answer" and edits[-1].final
+    assert all(not c.final for c in edits[:-1])
+    assert len(edits) <= 4, [c.text[:20] for c in edits]  # ~100 ms of stream at 50 ms cadence
+    previews = [c for c in edits if not c.final]
+    for before, after in zip(previews, previews[1:]):
+        assert after.at - before.at >= 0.045
+    assert len([c for c in channel.calls if c.kind == "send"]) == 1
+
+
+async def test_newest_text_wins_and_stale_edits_are_dropped() -> None:
+    channel = RecordingChannel(ChannelLimits(max_text_length=1000, min_edit_interval_s=0.0))
+    channel.edit_gate = asyncio.Event()
+    delivery = Delivery(channel, CHAT)
+    await delivery.start()
+    await delivery.on_event(AnswerDelta("a"))
+    await asyncio.sleep(0.01)  # the flusher is now blocked inside an edit of "a"
+    await delivery.on_event(AnswerDelta("b"))
+    await delivery.on_event(AnswerDelta("c"))
+    channel.edit_gate.set()
+    await channel.wait_for(lambda: any(c.text == "abc" for c in channel.calls))
+    await delivery.on_event(Final("abc!"))
+    texts = [c.text for c in channel.calls if c.kind == "edit"]
+    assert "ab" not in texts
+    assert texts[-1] == "abc!"
+
+
+async def test_overflow_continues_in_new_messages_in_order() -> None:
+    channel = RecordingChannel(ChannelLimits(max_text_length=100, min_edit_interval_s=0.01))
+    delivery = Delivery(channel, CHAT)
+    await delivery.start()
+    answer = " ".join(f"word{index:03d}" for index in range(30))  # 239 characters
+    await delivery.on_event(Final(answer))
+    sends = [c for c in channel.calls if c.kind == "send"]
+    assert len(sends) == 3  # the placeholder, then two continuations
+    assert all(c.final for c in sends[1:])
+    finals = [c for c in channel.calls if c.final]
+    assert " ".join(c.text for c in finals) == answer
+    assert all(len(c.text) <= 100 for c in finals)
+
+
+async def test_rate_limit_pauses_previews_and_the_final_still_lands() -> None:
+    channel = RecordingChannel(ChannelLimits(max_text_length=1000, min_edit_interval_s=0.0))
+    channel.rate_limit_next = [0.2]
+    delivery = Delivery(channel, CHAT)
+    await delivery.start()
+    await delivery.on_event(AnswerDelta("partial"))
+    await asyncio.sleep(0.02)  # the first preview edit drew a 429
+    limited_at = time.monotonic()
+    await delivery.on_event(AnswerDelta(" more"))
+    await delivery.on_event(Final("done"))
+    edits = [c for c in channel.calls if c.kind == "edit"]
+    assert edits[-1].text == "done" and edits[-1].final
+    assert all(c.at >= limited_at + 0.15 for c in edits), "an edit went out during the 429 pause"
+
+
+async def test_failure_edits_an_apology_into_the_placeholder() -> None:
+    channel = RecordingChannel()
+    delivery = Delivery(channel, CHAT)
+    handle = await delivery.start()
+    await delivery.on_event(AnswerDelta("half an ans"))
+    await delivery.on_event(Failed("provider down"))
+    assert channel.texts(handle.message_id)[-1] == APOLOGY
+    assert channel.calls[-1].final
+
+
+async def test_interim_text_and_worker_status_lines_then_final_replaces_them() -> None:
+    channel = RecordingChannel(ChannelLimits(max_text_length=1000, min_edit_interval_s=0.0))
+    delivery = Delivery(channel, CHAT)
+    handle = await delivery.start()
+    await delivery.on_event(Interim("Asking specialist-research — one moment"))
+    await delivery.on_event(AgentStarted("t1", "specialist-research", "find flights"))
+    await channel.wait_for(lambda: "⏳" in channel.texts(handle.message_id)[-1])
+    shown = channel.texts(handle.message_id)[-1]
+    assert shown.startswith("Asking specialist-research") and "specialist-research — find flights" in shown
+    await delivery.on_event(AgentFinished("t1", "specialist-research", "find flights", "completed"))
+    await delivery.on_event(Final("Here is what I found."))
+    assert channel.texts(handle.message_id)[-1] == "Here is what I found."
+
+
+async def test_reset_drops_preamble_and_nothing_after_final() -> None:
+    channel = RecordingChannel(ChannelLimits(max_text_length=1000, min_edit_interval_s=0.0))
+    delivery = Delivery(channel, CHAT)
+    await delivery.start()
+    await delivery.on_event(AnswerDelta("Let me check"))
+    await delivery.on_event(AnswerReset())
+    assert delivery.preview() == PLACEHOLDER
+    await delivery.on_event(Final("It is noon."))
+    count = len(channel.calls)
+    await delivery.on_event(AnswerDelta("late"))
+    await asyncio.sleep(0.01)
+    assert len(channel.calls) == count

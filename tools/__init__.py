@@ -1,0 +1,1 @@
+"""Tool registry, ToolContext, control tools and built-in tools."""

@@ -1,0 +1,65 @@
+"""What a turn tells the outside world while it runs: the `TurnEvent`s a delivery renders.
+
+They live in `tools/` because control tools (SendMessage, AgentTool) emit them, and `tools`
+imports none of our other packages; the agent loop emits them too.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+
+@dataclass(frozen=True, slots=True)
+class Interim:
+    """Interim text for the placeholder (SendMessage); replaced by the final answer."""
+
+    text: str
+
+
+@dataclass(frozen=True, slots=True)
+class AnswerDelta:
+    """A piece of the answer as the model streams it."""
+
+    text: str
+
+
+@dataclass(frozen=True, slots=True)
+class AnswerReset:
+    """The streamed text so far was preamble to tool calls, not the answer: drop it."""
+
+
+@dataclass(frozen=True, slots=True)
+class ToolStarted:
+    call_id: str
+    name: str
+
+
+@dataclass(frozen=True, slots=True)
+class AgentStarted:
+    task_id: str
+    subagent_type: str
+    description: str
+
+
+@dataclass(frozen=True, slots=True)
+class AgentFinished:
+    task_id: str
+    subagent_type: str
+    description: str
+    status: str  # completed | failed | killed | timeout
+
+
+@dataclass(frozen=True, slots=True)
+class Final:
+    text: str
+    display: tuple[Mapping[str, Any], ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class Failed:
+    reason: str  # for the log and storage; the user sees a short apology
+
+
+TurnEvent = Interim | AnswerDelta | AnswerReset | ToolStarted | AgentStarted | AgentFinished | Final | Failed

@@ -1,0 +1,278 @@
+"""The `@tool` decorator and `ToolRegistry`: schemas from signatures, calls that never crash."""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import inspect
+import json
+import logging
+import re
+import typing
+from collections.abc import Awaitable, Callable, Collection, Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any, overload
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
+
+from tools.base import ToolContext, ToolError, ToolResult, ToolSpec
+
+log = logging.getLogger(__name__)
+
+ToolFn = Callable[..., Awaitable[Any]]
+
+_NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")  # what the Anthropic and OpenAI APIs accept
+_ARGS_HEADER = re.compile(r"^(Args|Arguments|Parameters):\s*$")
+_ARG_LINE = re.compile(r"^\*{0,2}(\w+)\s*(?:\([^)]*\))?\s*:\s*(.*)$")
+_SCHEMA_VALUES = frozenset({"default", "enum", "const", "examples"})  # data: keep any "title"
+
+
+@dataclass(frozen=True, slots=True)
+class Tool:
+    """A plain async function plus what the model is told about it."""
+
+    name: str
+    description: str
+    spec: ToolSpec
+    params: type[BaseModel]
+    fn: ToolFn
+    timeout_s: float | None = None
+    max_result_chars: int | None = None
+
+    def bind(self, validated: BaseModel) -> dict[str, Any]:
+        """The keyword arguments for `fn` from validated params."""
+        fields = type(validated).model_fields
+        return {info.alias or f: getattr(validated, f) for f, info in fields.items()}
+
+    async def __call__(self, ctx: ToolContext, **kwargs: Any) -> Any:
+        return await self.fn(ctx, **self.bind(self.params.model_validate(kwargs)))
+
+
+@overload
+def tool(fn: ToolFn, /) -> Tool: ...
+
+
+@overload
+def tool(
+    *, name: str | None = None, timeout_s: float | None = None, max_result_chars: int | None = None
+) -> Callable[[ToolFn], Tool]: ...
+
+
+def tool(
+    fn: ToolFn | None = None,
+    *,
+    name: str | None = None,
+    timeout_s: float | None = None,
+    max_result_chars: int | None = None,
+) -> Tool | Callable[[ToolFn], Tool]:
+    """Turn an async function `(ctx, ...)` into a `Tool`; usable as `@tool` and `@tool(...)`."""
+
+    def make(f: ToolFn) -> Tool:
+        return _build(f, name or f.__name__, timeout_s, max_result_chars)
+
+    return make(fn) if fn is not None else make
+
+
+def _build(fn: ToolFn, name: str, timeout_s: float | None, max_chars: int | None) -> Tool:
+    where = f"tool {name!r} ({fn.__module__}.{fn.__qualname__})"
+    if not _NAME.match(name):
+        raise ValueError(f"{where}: name must match {_NAME.pattern}; pass @tool(name=...)")
+    if not inspect.iscoroutinefunction(fn):
+        raise TypeError(f"{where} must be an async function (async def)")
+    doc = inspect.getdoc(fn)
+    if not doc:
+        raise TypeError(f"{where} has no docstring; its first paragraph is what the model reads")
+    description, arg_docs = _parse_docstring(doc)
+    params = list(inspect.signature(fn).parameters.values())
+    positional = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
+    if not params or params[0].kind not in positional:
+        raise TypeError(f"{where}: the first parameter must be `ctx: ToolContext`")
+    params = params[1:]
+    try:
+        hints = typing.get_type_hints(fn, include_extras=True)
+    except NameError as exc:
+        fix = "import it at module level"
+        raise TypeError(f"{where}: unresolvable annotation ({exc}); {fix}") from exc
+    undocumented = set(arg_docs) - {p.name for p in params}
+    if undocumented:
+        raise ValueError(f"{where}: docstring Args {sorted(undocumented)} not in the signature")
+    fields: dict[str, Any] = {}
+    for p in params:
+        if p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD, p.POSITIONAL_ONLY):
+            raise TypeError(f"{where}: parameter {p.name!r} must be a plain named parameter")
+        default = ... if p.default is p.empty else p.default
+        field, alias = p.name, None
+        if field.startswith("_") or hasattr(BaseModel, field):  # would shadow pydantic's own names
+            field, alias = f"arg_{field.lstrip('_')}", p.name
+        info = Field(default, description=arg_docs.get(p.name), alias=alias)
+        fields[field] = (hints.get(p.name, Any), info)
+    config = ConfigDict(extra="forbid", protected_namespaces=())
+    model = create_model(f"{name}_arguments", __config__=config, **fields)
+    schema = _clean_schema(model.model_json_schema())
+    spec = ToolSpec(name=name, description=description, parameters=schema)
+    return Tool(name, description, spec, model, fn, timeout_s, max_chars)
+
+
+def _parse_docstring(doc: str) -> tuple[str, dict[str, str]]:
+    """First paragraph, and the Google-style `Args:` entries."""
+    lines = doc.splitlines()
+    summary: list[str] = []
+    for line in lines:
+        if not line.strip() or _ARGS_HEADER.match(line):
+            break
+        summary.append(line.strip())
+    args: dict[str, str] = {}
+    in_args, current, indent_of_entries = False, "", -1
+    for line in lines:
+        if not in_args:
+            in_args = bool(_ARGS_HEADER.match(line))
+            continue
+        if not line.strip():
+            continue
+        indent = len(line) - len(line.lstrip())
+        if indent == 0:
+            break  # the next section (Returns:, Raises: ...)
+        if indent_of_entries < 0:
+            indent_of_entries = indent
+        match = _ARG_LINE.match(line.strip())
+        if indent == indent_of_entries and match:
+            current = match[1]
+            args[current] = match[2].strip()
+        elif current:
+            args[current] = f"{args[current]} {line.strip()}".strip()
+    return " ".join(summary), args
+
+
+def _clean_schema(schema: dict[str, Any]) -> dict[str, Any]:
+    """Drop pydantic's generated titles; always give `properties` and `required`."""
+
+    def strip(node: Any) -> Any:
+        if isinstance(node, dict):
+            return {
+                k: v if k in _SCHEMA_VALUES else strip(v)
+                for k, v in node.items()
+                if not (k == "title" and isinstance(v, str))
+            }
+        if isinstance(node, list):
+            return [strip(v) for v in node]
+        return node
+
+    cleaned: dict[str, Any] = strip(schema)
+    cleaned.setdefault("properties", {})
+    cleaned.setdefault("required", [])
+    return cleaned
+
+
+def _jsonable(value: Any) -> Any:
+    if isinstance(value, BaseModel):
+        return value.model_dump(mode="json")
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return dataclasses.asdict(value)
+    return str(value)
+
+
+def _to_result(value: Any) -> ToolResult:
+    if isinstance(value, ToolResult):
+        return value
+    if isinstance(value, str):
+        return ToolResult(value)
+    return ToolResult(json.dumps(value, ensure_ascii=False, default=_jsonable))
+
+
+def _truncate(result: ToolResult, limit: int) -> ToolResult:
+    extra = len(result.text) - limit
+    if extra <= 0:
+        return result
+    text = f"{result.text[:limit]}\n…[truncated {extra} characters]"
+    return dataclasses.replace(result, text=text)
+
+
+def _validation_text(tool: Tool, exc: ValidationError) -> str:
+    lines = []
+    for err in exc.errors(include_url=False):
+        loc = ".".join(str(part) for part in err["loc"])
+        where = f"argument {loc!r}: " if loc else ""
+        lines.append(f"{tool.name}: {where}{err['msg']}")
+    props = list(tool.spec.parameters.get("properties", {}))
+    required = list(tool.spec.parameters.get("required", []))
+    optional = [p for p in props if p not in required]
+    lines.append(f"required arguments: {required}; optional: {optional}")
+    return "\n".join(lines)
+
+
+class ToolRegistry:
+    """Every tool the process knows; a call names the subset the caller may use."""
+
+    def __init__(self, tools: Iterable[Tool] = ()) -> None:
+        self._tools: dict[str, Tool] = {}
+        self._specs: dict[tuple[str, ...], tuple[ToolSpec, ...]] = {}
+        for t in tools:
+            self.add(t)
+
+    def add(self, tool: Tool) -> None:
+        if tool.name in self._tools:
+            raise ValueError(f"tool {tool.name!r} is already registered; rename one (@tool(name=))")
+        self._tools[tool.name] = tool
+        self._specs.clear()
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._tools
+
+    def names(self) -> list[str]:
+        return list(self._tools)
+
+    def get(self, name: str) -> Tool | None:
+        return self._tools.get(name)
+
+    def specs(self, names: Iterable[str]) -> tuple[ToolSpec, ...]:
+        """Specs of the known tools among `names`, in that order; built once per tuple of names."""
+        key = tuple(names)
+        specs = self._specs.get(key)
+        if specs is None:
+            specs = self._specs[key] = tuple(self._tools[n].spec for n in key if n in self._tools)
+        return specs
+
+    async def call(
+        self,
+        name: str,
+        arguments: str | Mapping[str, Any],
+        ctx: ToolContext,
+        *,
+        allowed: Collection[str],
+        timeout_s: float,
+        max_result_chars: int = 8000,
+    ) -> ToolResult:
+        """Run one tool call; every problem comes back as a failed result the model can read."""
+        tool = self._tools.get(name)
+        if tool is None or name not in allowed:
+            available = sorted(n for n in allowed if n in self._tools)
+            if tool is None:
+                return ToolResult(f"unknown tool {name!r}; available tools: {available}", ok=False)
+            text = f"tool {name!r} is not available here; available tools: {available}"
+            return ToolResult(text, ok=False)
+        try:
+            raw = json.loads(arguments.strip() or "{}") if isinstance(arguments, str) else arguments
+            if not isinstance(raw, Mapping | None):
+                raise ValueError(f"expected a JSON object, got {type(raw).__name__}")
+        except ValueError as exc:
+            text = f"invalid arguments for {name}: {exc}; send a JSON object matching the schema"
+            return ToolResult(text, ok=False)
+        try:
+            validated = tool.params.model_validate(dict(raw or {}))
+        except ValidationError as exc:
+            return ToolResult(_validation_text(tool, exc), ok=False)
+        deadline = tool.timeout_s or timeout_s
+        limit = tool.max_result_chars or max_result_chars
+        scope = asyncio.timeout(deadline)
+        try:
+            async with scope:
+                value = await tool.fn(ctx, **tool.bind(validated))
+            return _truncate(_to_result(value), limit)
+        except ToolError as exc:
+            return ToolResult(f"{name}: {exc}", ok=False)
+        except Exception as exc:
+            # a TimeoutError of the tool's own (say, a network deadline) is a failure, not ours
+            if isinstance(exc, TimeoutError) and scope.expired():
+                return ToolResult(f"tool {name} timed out after {deadline:g} s", ok=False)
+            log.warning("tool %s failed", name, exc_info=True)
+            return ToolResult(f"tool {name} failed: {type(exc).__name__}: {exc}", ok=False)
