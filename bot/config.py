@@ -42,7 +42,7 @@ def _url_path(value: str) -> str:
 
 class ServerConfig(_Section):
     host: str = "127.0.0.1"
-    port: int = Field(8080, ge=1, le=65535)
+    port: int = Field(8080, ge=0, le=65535)  # 0: any free port (tests)
     public_url: str | None = None
 
 

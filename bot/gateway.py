@@ -156,16 +156,11 @@ class Gateway:
                 self._idle.set()
 
     async def _run_turn(self, conversation: _Conversation, batch: list[InboundMessage]) -> None:
+        """Run one turn as a task of its own, so `/stop` can cancel it at any point."""
         last = batch[-1]
-        channel = self.channels[last.chat.channel]
-        delivery = Delivery(channel, last.chat, reply_to=last.message_id)
+        delivery = Delivery(self.channels[last.chat.channel], last.chat, reply_to=last.message_id)
         turn_id = uuid.uuid4().hex
-        try:
-            placeholder = await delivery.start()
-        except Exception:
-            log.exception("could not post the placeholder in %s; turn dropped", last.chat.key)
-            return
-        turn = asyncio.create_task(self._turn(turn_id, batch, delivery, placeholder.message_id))
+        turn = asyncio.create_task(self._turn(turn_id, batch, delivery))
         conversation.turn = turn
         try:
             await turn
@@ -173,26 +168,35 @@ class Gateway:
             if asyncio.current_task().cancelling():  # type: ignore[union-attr]
                 turn.cancel()
                 raise
-            await delivery.finish(STOPPED)
-            await self.store.finish_turn(turn_id, status="stopped")
+            if delivery.handles:
+                await delivery.finish(STOPPED)
+            else:
+                await self._reply(last, STOPPED)
+            if await self.store.get_turn(turn_id) is not None:
+                await self.store.finish_turn(turn_id, status="stopped")
         finally:
             conversation.turn = None
             await delivery.close()
 
-    async def _turn(
-        self, turn_id: str, batch: list[InboundMessage], delivery: Delivery, placeholder_id: str
-    ) -> None:
+    async def _turn(self, turn_id: str, batch: list[InboundMessage], delivery: Delivery) -> None:
         last = batch[-1]
-        persona = self.personas.get(self.settings.persona)
-        session_id = await self._session(last, persona.name, persona.version)
-        await self.store.create_turn(
-            turn_id=turn_id,
-            session_id=session_id,
-            channel=last.chat.channel,
-            conversation_key=last.conversation_key,
-            inbound_event_ids=[m.event_id for m in batch],
-            placeholder={"chat": last.chat.key, "message_id": placeholder_id},
-        )
+        try:
+            placeholder = await delivery.start()  # before any other work: the user sees us at once
+            persona = self.personas.get(self.settings.persona)
+            session_id = await self._session(last, persona.name, persona.version)
+            await self.store.create_turn(
+                turn_id=turn_id,
+                session_id=session_id,
+                channel=last.chat.channel,
+                conversation_key=last.conversation_key,
+                inbound_event_ids=[m.event_id for m in batch],
+                placeholder={"chat": last.chat.key, "message_id": placeholder.message_id},
+            )
+        except Exception:
+            log.exception("could not start a turn in %s", last.chat.key)
+            if delivery.handles:
+                await delivery.finish(APOLOGY)
+            return
         turn = TurnInput(
             persona=persona,
             session_id=session_id,

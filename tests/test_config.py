@@ -202,16 +202,16 @@ def test_bad_literal(tmp_path: Path) -> None:
 
 def test_bad_int(tmp_path: Path) -> None:
     assert error_of(tmp_path, "server: {port: eighty}\n").endswith(
-        ": server.port: expected an integer between 1 and 65535, got 'eighty'"
+        ": server.port: expected an integer between 0 and 65535, got 'eighty'"
     )
     assert error_of(tmp_path, "server: {port: '${PORT}'}\n", {"PORT": "x1"}).endswith(
-        ": server.port: expected an integer between 1 and 65535, got 'x1'"
+        ": server.port: expected an integer between 0 and 65535, got 'x1'"
     )
 
 
 def test_out_of_range(tmp_path: Path) -> None:
     assert error_of(tmp_path, "server: {port: 70000}\n").endswith(
-        ": server.port: expected an integer between 1 and 65535, got 70000"
+        ": server.port: expected an integer between 0 and 65535, got 70000"
     )
     assert error_of(tmp_path, "agent: {context_budget_tokens: 10}\n").endswith(
         ": agent.context_budget_tokens: expected an integer >= 1000, got 10"

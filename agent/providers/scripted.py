@@ -44,6 +44,13 @@ class ScriptedProvider:
         self.requests: list[ModelRequest] = []
         self._fn = script if callable(script) else None
         self._queue = [] if callable(script) else list(script)
+        self._seen = asyncio.Event()
+
+    async def wait_requests(self, count: int) -> None:
+        """Until at least `count` model calls have started."""
+        while len(self.requests) < count:
+            self._seen.clear()
+            await self._seen.wait()
 
     def add(self, *replies: Reply) -> None:
         self._queue.extend(replies)
@@ -57,6 +64,7 @@ class ScriptedProvider:
 
     async def stream(self, request: ModelRequest) -> AsyncIterator[ModelEvent]:
         self.requests.append(request)
+        self._seen.set()
         reply = self._next(request)
         if reply.wait is not None:
             await reply.wait.wait()

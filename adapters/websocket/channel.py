@@ -1,0 +1,246 @@
+"""The web socket channel: the socket endpoint, the demo page and widget, and replies as frames."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import uuid
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from aiohttp import WSCloseCode, WSMsgType, hdrs, web
+
+from adapters.base import (
+    ChannelLimits,
+    ChatRef,
+    InboundMessage,
+    Inbox,
+    MessageHandle,
+    OutboundContent,
+)
+from adapters.websocket.connection import Connection, TokenBucket
+from adapters.websocket.hub import ConversationHub
+from adapters.websocket.protocol import (
+    CLOSE_IDENTITY_INVALID,
+    Hello,
+    ProtocolError,
+    inbound_message,
+    new_id,
+    parse_client_frame,
+    resolve_identity,
+)
+from adapters.websocket.static import add_page_routes
+
+log = logging.getLogger(__name__)
+
+_LIMITS = ChannelLimits(max_text_length=100_000, min_edit_interval_s=0.05, can_edit=True)
+
+
+class WebSocketChannel:
+    """Browsers (the widget) and third-party clients; the protocol is docs/websocket-protocol.md."""
+
+    name = "websocket"
+
+    def __init__(
+        self,
+        *,
+        path: str = "/ws",
+        allowed_origins: Sequence[str],
+        max_frame_bytes: int = 65536,
+        heartbeat_s: float = 20,
+        rate_limit_per_minute: int = 30,
+        max_text_chars: int = 8000,
+        identity_secret: str | None = None,
+        replay_events: int = 200,
+    ) -> None:
+        if not path.startswith("/"):
+            raise ValueError(f"websocket path {path!r} must start with '/', e.g. '/ws'")
+        if isinstance(allowed_origins, str):
+            raise TypeError(
+                f"allowed_origins must be a list of origins, e.g. [{allowed_origins!r}]"
+            )
+        for origin in allowed_origins:
+            if origin.endswith("/"):
+                raise ValueError(
+                    f"allowed origin {origin!r} ends with '/'; browsers send {origin.rstrip('/')!r}"
+                )
+        for name, value in (
+            ("max_frame_bytes", max_frame_bytes),
+            ("rate_limit_per_minute", rate_limit_per_minute),
+            ("max_text_chars", max_text_chars),
+        ):
+            if value < 1:
+                raise ValueError(f"{name} must be at least 1, not {value}")
+        if replay_events < 0:
+            raise ValueError(f"replay_events must be 0 (no replay) or more, not {replay_events}")
+        self._path = path
+        self._allowed_origins = frozenset(allowed_origins)
+        self._max_frame_bytes = max_frame_bytes
+        self._heartbeat_s = heartbeat_s or None
+        self._rate_limit_per_minute = rate_limit_per_minute
+        self._max_text_chars = max_text_chars
+        self._identity_secret = identity_secret or None
+        self._hub = ConversationHub(replay_events=replay_events)
+        self._sockets: set[Connection] = set()
+        self._inbox: Inbox | None = None
+        self._inbox_ready = asyncio.Event()
+
+    @property
+    def connections(self) -> int:
+        return len(self._sockets)
+
+    def install(self, app: web.Application) -> None:
+        """Add the socket, the demo page and the widget's files to `app`."""
+        add_page_routes(app, socket_path=self._path)
+        app.router.add_get(self._path, self._serve_socket)
+        app.on_shutdown.append(self._close_all)
+
+    async def run(self, inbox: Inbox) -> None:
+        """Hand inbound messages to `inbox` until cancelled; the sockets live in the web app."""
+        self._inbox = inbox
+        self._inbox_ready.set()
+        try:
+            await asyncio.get_running_loop().create_future()
+        finally:
+            self._inbox = None
+            self._inbox_ready.clear()
+
+    def limits_for(self, chat: ChatRef) -> ChannelLimits:
+        return _LIMITS
+
+    async def send(
+        self,
+        chat: ChatRef,
+        content: OutboundContent,
+        *,
+        reply_to: str | None = None,
+        final: bool = False,
+    ) -> MessageHandle:
+        message_id = new_id("m_")
+        self._hub.publish(
+            chat.chat_id,
+            "message.created",
+            {"message_id": message_id, "reply_to": reply_to, "text": content.text},
+        )
+        if final:
+            self._complete(chat.chat_id, message_id, content)
+        return MessageHandle(chat=chat, message_id=message_id)
+
+    async def edit(
+        self, handle: MessageHandle, content: OutboundContent, *, final: bool = False
+    ) -> None:
+        if final:
+            self._complete(handle.chat.chat_id, handle.message_id, content)
+        else:
+            self._hub.publish(
+                handle.chat.chat_id,
+                "message.updated",
+                {"message_id": handle.message_id, "text": content.text},
+            )
+
+    async def emit_event(self, chat: ChatRef, type: str, fields: Mapping[str, Any]) -> None:
+        self._hub.publish(chat.chat_id, type, fields)
+
+    def _complete(self, identity: str, message_id: str, content: OutboundContent) -> None:
+        display = [dict(hint) for hint in content.display]
+        self._hub.publish(
+            identity,
+            "message.completed",
+            {"message_id": message_id, "text": content.text, "display": display},
+        )
+
+    async def _serve_socket(self, request: web.Request) -> web.StreamResponse:
+        origin = request.headers.get(hdrs.ORIGIN)
+        # Browsers apply no CORS to web sockets: without this check any site could put our bot
+        # on its pages. A missing Origin means a non-browser client, which could forge one anyway.
+        if origin is not None and origin not in self._allowed_origins:
+            log.info("websocket refused: origin %r is not in allowed_origins", origin)
+            raise web.HTTPForbidden(
+                text=f"origin {origin!r} is not allowed; "
+                "add it to channels.websocket.allowed_origins"
+            )
+        # No permessage-deflate: its zlib state costs ~100 KiB per connection (measured: 113 KiB
+        # per idle socket with it, 16 KiB without), and chat frames are small.
+        ws = web.WebSocketResponse(
+            heartbeat=self._heartbeat_s, max_msg_size=self._max_frame_bytes, compress=False
+        )
+        await ws.prepare(request)
+        conn = Connection(ws, TokenBucket(self._rate_limit_per_minute))
+        self._sockets.add(conn)
+        try:
+            await self._read_frames(conn)
+            await conn.finish()
+        finally:
+            conn.abort()
+            self._sockets.discard(conn)
+            if conn.identity is not None:
+                self._hub.detach(conn.identity, conn)
+        return ws
+
+    async def _read_frames(self, conn: Connection) -> None:
+        async for msg in conn.ws:
+            if conn.closing:
+                continue
+            if msg.type is WSMsgType.TEXT:
+                await self._handle_text(conn, msg.data)
+            elif msg.type is WSMsgType.BINARY:
+                conn.send_error("binary_not_supported", "send JSON text frames, not binary ones")
+            elif msg.type is WSMsgType.ERROR:
+                log.debug("websocket %s closed: %r", conn.identity, conn.ws.exception())
+
+    async def _handle_text(self, conn: Connection, data: str) -> None:
+        try:
+            frame, raw = parse_client_frame(data, max_text_chars=self._max_text_chars)
+            if isinstance(frame, Hello):
+                self._hello(conn, frame)
+                return
+            if conn.identity is None:
+                raise ProtocolError(
+                    "hello_required", 'send {"type": "hello"} first and wait for ready'
+                )
+            if not conn.bucket.take():
+                raise ProtocolError(
+                    "rate_limited",
+                    f"more than {self._rate_limit_per_minute} messages a minute from this "
+                    "connection; this one was dropped, send it again in a few seconds",
+                )
+            await self._deliver(inbound_message(self.name, conn.identity, frame, raw))
+        except ProtocolError as exc:
+            conn.send_error(exc.code, exc.message)
+            if exc.code == "identity_invalid":
+                conn.close(CLOSE_IDENTITY_INVALID, "identity_invalid")
+        except Exception:
+            log.exception("websocket %s: handling a frame failed", conn.identity)
+            conn.send_error("internal_error", "the server failed on this frame; it is logged")
+
+    def _hello(self, conn: Connection, hello: Hello) -> None:
+        if conn.identity is not None:
+            raise ProtocolError(
+                "hello_repeated", "this socket already said hello; open a new one to switch"
+            )
+        visitor_id = hello.visitor_id or uuid.uuid4().hex
+        identity = resolve_identity(hello, visitor_id, self._identity_secret)
+        conn.identity = identity
+        # No await from attach to the last push: a frame published in between would be lost.
+        seq, replay = self._hub.attach(identity, conn, hello.resume_after)
+        ready = {"type": "ready", "visitor_id": visitor_id, "conversation_id": identity, "seq": seq}
+        conn.push(json.dumps(ready))
+        for frame in replay:
+            conn.push(frame)
+        log.debug("websocket %s ready at seq %d, replaying %d", identity, seq, len(replay))
+
+    async def _deliver(self, message: InboundMessage) -> None:
+        # A socket may open before the app starts `run`; its first message waits for it.
+        inbox = self._inbox
+        while inbox is None:
+            await self._inbox_ready.wait()
+            inbox = self._inbox
+        await inbox(message)
+
+    async def _close_all(self, app: web.Application) -> None:
+        async with asyncio.TaskGroup() as group:
+            for conn in list(self._sockets):
+                group.create_task(
+                    conn.ws.close(code=WSCloseCode.GOING_AWAY, message=b"server shutdown")
+                )

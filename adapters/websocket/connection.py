@@ -1,0 +1,133 @@
+"""One open web socket: its ordered outbound queue, its inbound rate budget, who it speaks for.
+
+Publishing never awaits a socket. Frames go into the socket's own queue and a writer task sends
+them, for three reasons: a send may wait for the transport to drain, and two publishes awaiting
+sends directly could then reach two tabs in different orders; a slow tab must not hold up the
+gateway or the other tabs; and the queue is bounded, so a client that stops reading is closed
+with 1013 instead of growing without limit (it reconnects and resumes from the replay buffer).
+The writer task exists only while frames are queued: an idle connection costs no task.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import time
+from dataclasses import dataclass
+from typing import Final
+
+from aiohttp import web
+
+log = logging.getLogger(__name__)
+
+MAX_PENDING_FRAMES: Final = 256
+
+
+@dataclass(frozen=True, slots=True)
+class _Close:
+    code: int
+    reason: str
+
+
+class TokenBucket:
+    """`per_minute` messages a minute on average, at most `min(10, per_minute)` in a burst."""
+
+    __slots__ = ("_capacity", "_per_second", "_tokens", "_updated")
+
+    def __init__(self, per_minute: int) -> None:
+        self._capacity = float(min(10, per_minute))
+        self._per_second = per_minute / 60
+        self._tokens = self._capacity
+        self._updated = time.monotonic()
+
+    def take(self) -> bool:
+        now = time.monotonic()
+        self._tokens = min(self._capacity, self._tokens + (now - self._updated) * self._per_second)
+        self._updated = now
+        if self._tokens < 1:
+            return False
+        self._tokens -= 1
+        return True
+
+
+class Connection:
+    """A socket of the channel; `identity` is set by its hello."""
+
+    __slots__ = ("_dead", "_pending", "_writer", "bucket", "closing", "identity", "ws")
+
+    def __init__(self, ws: web.WebSocketResponse, bucket: TokenBucket) -> None:
+        self.ws = ws
+        self.bucket = bucket
+        self.identity: str | None = None
+        self.closing = False  # a close is queued: ignore whatever the client still sends
+        self._pending: list[str | _Close] = []
+        self._writer: asyncio.Task[None] | None = None
+        self._dead = False
+
+    def push(self, frame: str) -> bool:
+        """Queue an encoded frame; False once the socket can take no more."""
+        if self._dead:
+            return False
+        if self.closing:
+            return True  # the handler detaches it once the close has gone out
+        if len(self._pending) >= MAX_PENDING_FRAMES:
+            log.info(
+                "websocket %s fell %d frames behind; closing it", self.identity, MAX_PENDING_FRAMES
+            )
+            self._pending.clear()
+            self.close(1013, "too slow: reconnect with resume_after")
+            return False
+        self._enqueue(frame)
+        return True
+
+    def send_error(self, code: str, message: str) -> None:
+        """A connection-scoped error: this socket only, no seq, never replayed."""
+        self.push(json.dumps({"type": "error", "code": code, "message": message}))
+
+    def close(self, code: int, reason: str) -> None:
+        """Close after the frames already queued have gone out."""
+        if not self.closing and not self._dead:
+            self.closing = True
+            self._enqueue(_Close(code, reason))
+
+    async def finish(self) -> None:
+        """The client is gone: drop what is queued, or let a queued close go out first."""
+        writer = self._writer
+        if writer is not None:
+            if not self.closing:
+                writer.cancel()
+            await asyncio.wait([writer])
+
+    def abort(self) -> None:
+        self._dead = True
+        if self._writer is not None:
+            self._writer.cancel()
+
+    def _enqueue(self, item: str | _Close) -> None:
+        self._pending.append(item)
+        if self._writer is None:
+            self._writer = asyncio.create_task(self._write(), name="websocket-writer")
+
+    async def _write(self) -> None:
+        try:
+            while self._pending:
+                batch, self._pending = self._pending, []
+                for item in batch:
+                    if isinstance(item, _Close):
+                        await self.ws.close(code=item.code, message=item.reason.encode())
+                        self._dead = True
+                        return
+                    await self.ws.send_str(item)
+        except (ConnectionError, RuntimeError) as exc:
+            # The tab went away mid-send; the reader sees the close and ends the handler.
+            log.debug("websocket %s send failed: %r", self.identity, exc)
+            self._dead = True
+        except Exception:
+            log.exception("websocket %s writer failed; closing the socket", self.identity)
+            self._dead = True
+            await self.ws.close(code=1011, message=b"internal error")
+        finally:
+            self._writer = None
+            if self._dead:
+                self._pending.clear()

@@ -1,0 +1,207 @@
+"""Benchmark: N concurrent web socket conversations against the real gateway, model at 0 ms.
+
+Prints turns/s, time-to-placeholder and turn latency (p50/p99), the gateway's CPU per turn, and,
+measured in the same run as the ceiling, a raw aiohttp web socket echo server's rate and latency.
+The server runs in a child process (its own core); this process is the load generator.
+
+    python bench/ws_bench.py [--conversations 50] [--turns 40]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import aiohttp
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+ORIGIN = "http://127.0.0.1:8080"
+
+
+# ---------------------------------------------------------------- servers (child process)
+
+
+async def serve_gateway(data_dir: str) -> None:
+    from agent.providers.scripted import Reply, ScriptedProvider
+    from bot.app import App
+    from bot.config import load_config
+
+    config_path = Path(data_dir) / "config.yaml"
+    config_path.write_text(
+        json.dumps(
+            {
+                "server": {"port": 0},
+                "storage": {"path": str(Path(data_dir) / "bench.db")},
+                "personas": {"dirs": [str(ROOT / "personas")]},
+                "log": {"level": "WARNING"},
+                "channels": {"websocket": {"rate_limit_per_minute": 1_000_000}},
+            }
+        )
+    )
+    config = load_config(config_path, env={})
+    provider = ScriptedProvider(lambda request: Reply("ok: " + request.messages[-1].content[:40]))
+    provider.requests = _Discard()  # type: ignore[assignment]  # don't grow memory in a long run
+    async with App(config, base_dir=Path(data_dir), provider=provider) as app:
+        print(f"PORT {app.port}", flush=True)
+        await app.wait()
+
+
+class _Discard(list):  # type: ignore[type-arg]
+    def append(self, item: object) -> None:
+        return None
+
+
+async def serve_echo() -> None:
+    from aiohttp import web
+
+    async def handler(request: web.Request) -> web.WebSocketResponse:
+        ws = web.WebSocketResponse()
+        await ws.prepare(request)
+        async for message in ws:
+            await ws.send_str(message.data)
+        return ws
+
+    app = web.Application()
+    app.router.add_get("/ws", handler)
+    runner = web.AppRunner(app)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    print(f"PORT {runner.addresses[0][1]}", flush=True)
+    await asyncio.Future()
+
+
+# ---------------------------------------------------------------- load (this process)
+
+
+def cpu_seconds(pid: int) -> float:
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def start_server(*args: str) -> tuple[subprocess.Popen[str], int]:
+    process = subprocess.Popen(
+        [sys.executable, __file__, *args], stdout=subprocess.PIPE, text=True, cwd=ROOT
+    )
+    assert process.stdout is not None
+    line = process.stdout.readline()
+    if not line.startswith("PORT "):
+        process.kill()
+        raise SystemExit(f"server did not start: {line!r}")
+    return process, int(line.split()[1])
+
+
+async def gateway_conversation(
+    session: aiohttp.ClientSession, url: str, index: int, turns: int, placeholder: list[float], total: list[float]
+) -> None:
+    async with session.ws_connect(url, headers={"Origin": ORIGIN}) as ws:
+        await ws.send_str(json.dumps({"type": "hello", "visitor_id": f"bench-visitor-{index:04d}"}))
+        await _until(ws, "ready")
+        for turn in range(turns):
+            started = time.perf_counter()
+            await ws.send_str(json.dumps({"type": "message", "text": f"hello {turn}", "client_message_id": f"{index}-{turn}"}))
+            await _until(ws, "message.created")
+            placeholder.append(time.perf_counter() - started)
+            await _until(ws, "message.completed")
+            total.append(time.perf_counter() - started)
+
+
+async def _until(ws: aiohttp.ClientWebSocketResponse, kind: str) -> dict[str, object]:
+    while True:
+        message = await ws.receive(timeout=30)
+        if message.type != aiohttp.WSMsgType.TEXT:
+            raise RuntimeError(f"socket closed: {message.type} {message.data!r}")
+        frame = json.loads(message.data)
+        if frame["type"] == kind:
+            return frame
+        if frame["type"] == "error":
+            raise RuntimeError(f"server error: {frame}")
+
+
+async def echo_conversation(session: aiohttp.ClientSession, url: str, turns: int, total: list[float]) -> None:
+    async with session.ws_connect(url) as ws:
+        for turn in range(turns):
+            started = time.perf_counter()
+            await ws.send_str(json.dumps({"type": "message", "text": f"hello {turn}"}))
+            message = await ws.receive(timeout=30)
+            json.loads(message.data)
+            total.append(time.perf_counter() - started)
+
+
+def pct(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))] * 1000
+
+
+async def run(conversations: int, turns: int) -> None:
+    with tempfile.TemporaryDirectory() as data_dir:
+        gateway, gateway_port = start_server("--serve-gateway", data_dir)
+        echo, echo_port = start_server("--serve-echo")
+        try:
+            async with aiohttp.ClientSession() as session:
+                # warm up: imports, the persona, the SQLite file
+                await gateway_conversation(session, f"http://127.0.0.1:{gateway_port}/ws", 9999, 3, [], [])
+                placeholder: list[float] = []
+                total: list[float] = []
+                cpu_before = cpu_seconds(gateway.pid)
+                started = time.perf_counter()
+                await asyncio.gather(*(
+                    gateway_conversation(session, f"http://127.0.0.1:{gateway_port}/ws", i, turns, placeholder, total)
+                    for i in range(conversations)
+                ))
+                wall = time.perf_counter() - started
+                cpu = cpu_seconds(gateway.pid) - cpu_before
+                echo_total: list[float] = []
+                echo_started = time.perf_counter()
+                await asyncio.gather(*(
+                    echo_conversation(session, f"http://127.0.0.1:{echo_port}/ws", turns * 3, echo_total)
+                    for _ in range(conversations)
+                ))
+                echo_wall = time.perf_counter() - echo_started
+        finally:
+            gateway.terminate()
+            echo.terminate()
+            gateway.wait(10)
+            echo.wait(10)
+    count = len(total)
+    print(f"gateway: {conversations} conversations x {turns} turns, scripted model at 0 ms")
+    print(f"  turns/s                   {count / wall:8.0f}")
+    print(f"  time to placeholder  p50  {pct(placeholder, 0.5):8.2f} ms   p99 {pct(placeholder, 0.99):8.2f} ms")
+    print(f"  turn latency         p50  {pct(total, 0.5):8.2f} ms   p99 {pct(total, 0.99):8.2f} ms")
+    print(f"  gateway CPU per turn      {cpu / count * 1000:8.2f} ms")
+    echo_count = len(echo_total)
+    print(f"raw aiohttp echo (ceiling), same clients, {echo_count} round trips")
+    print(f"  round trips/s             {echo_count / echo_wall:8.0f}")
+    print(f"  latency              p50  {pct(echo_total, 0.5):8.2f} ms   p99 {pct(echo_total, 0.99):8.2f} ms")
+    overhead_50 = pct(total, 0.5) - pct(echo_total, 0.5)
+    overhead_99 = pct(total, 0.99) - pct(echo_total, 0.99)
+    print(f"gateway overhead over echo  p50  {overhead_50:8.2f} ms   p99 {overhead_99:8.2f} ms")
+    print(f"  (a turn is ~3 frames out, 1 in; the echo is 1 out, 1 in)  mean {statistics.mean(total) * 1000:.2f} ms")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--conversations", type=int, default=50)
+    parser.add_argument("--turns", type=int, default=40)
+    parser.add_argument("--serve-gateway", metavar="DIR")
+    parser.add_argument("--serve-echo", action="store_true")
+    args = parser.parse_args()
+    if args.serve_gateway:
+        asyncio.run(serve_gateway(args.serve_gateway))
+    elif args.serve_echo:
+        asyncio.run(serve_echo())
+    else:
+        asyncio.run(run(args.conversations, args.turns))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,102 @@
+"""Shared fixtures: a running gateway app on a free port, and a web socket test client."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import AsyncIterator, Callable
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+import pytest
+
+from agent.providers.base import Provider
+from bot.app import App
+from bot.config import Config, load_config
+
+ROOT = Path(__file__).resolve().parent.parent
+ORIGIN = "http://127.0.0.1:8080"
+
+
+def make_config(tmp_path: Path, **sections: Any) -> Config:
+    data: dict[str, Any] = {
+        "server": {"port": 0},
+        "storage": {"path": str(tmp_path / "bot.db")},
+        "personas": {"dirs": [str(ROOT / "personas")]},
+    }
+    for key, value in sections.items():
+        data.setdefault(key, {}).update(value)
+    path = tmp_path / "config.yaml"
+    path.write_text(json.dumps(data))  # JSON is YAML
+    return load_config(path, env={})
+
+
+class WsClient:
+    """A real web socket client that keeps every frame it received."""
+
+    def __init__(self, ws: aiohttp.ClientWebSocketResponse) -> None:
+        self.ws = ws
+        self.frames: list[dict[str, Any]] = []
+
+    async def send(self, **frame: Any) -> None:
+        await self.ws.send_json(frame)
+
+    async def next(self, timeout: float = 5.0) -> dict[str, Any]:
+        message = await self.ws.receive(timeout=timeout)
+        if message.type != aiohttp.WSMsgType.TEXT:
+            raise AssertionError(f"expected a text frame, got {message.type} {message.data!r}")
+        frame = json.loads(message.data)
+        self.frames.append(frame)
+        return frame
+
+    async def until(
+        self, predicate: Callable[[dict[str, Any]], bool], timeout: float = 5.0
+    ) -> dict[str, Any]:
+        async with asyncio.timeout(timeout):
+            while True:
+                frame = await self.next(timeout)
+                if predicate(frame):
+                    return frame
+
+    async def until_type(self, kind: str, timeout: float = 5.0) -> dict[str, Any]:
+        return await self.until(lambda f: f["type"] == kind, timeout)
+
+    async def hello(self, visitor_id: str = "visitor-0001", **extra: Any) -> dict[str, Any]:
+        await self.send(type="hello", visitor_id=visitor_id, **extra)
+        return await self.until_type("ready")
+
+    async def ask(self, text: str, client_message_id: str | None = None) -> dict[str, Any]:
+        """Send a message; return its message.completed frame."""
+        frame: dict[str, Any] = {"type": "message", "text": text}
+        if client_message_id:
+            frame["client_message_id"] = client_message_id
+        await self.ws.send_json(frame)
+        return await self.until_type("message.completed")
+
+
+@pytest.fixture
+async def session() -> AsyncIterator[aiohttp.ClientSession]:
+    async with aiohttp.ClientSession() as client:
+        yield client
+
+
+@pytest.fixture
+async def running(tmp_path: Path) -> AsyncIterator[Callable[..., Any]]:
+    """`app = await running(provider, **config_sections)`: a started app, stopped after the test."""
+    started: list[App] = []
+
+    async def start(provider: Provider | None = None, **sections: Any) -> App:
+        app = App(make_config(tmp_path, **sections), base_dir=tmp_path, provider=provider)
+        await app.__aenter__()
+        started.append(app)
+        return app
+
+    yield start
+    for app in started:
+        await app.stop()
+
+
+async def connect(session: aiohttp.ClientSession, app: App, origin: str = ORIGIN) -> WsClient:
+    ws = await session.ws_connect(f"{app.url}/ws", headers={"Origin": origin})
+    return WsClient(ws)

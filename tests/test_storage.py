@@ -1,0 +1,324 @@
+"""SqliteStore: migrations, WAL, sessions, history and its cache, audit, turns, usage, threading."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import sqlite3
+import threading
+from pathlib import Path
+
+import pytest
+from sqlite_utils import Database
+
+from agent.types import AuditRecord, Message, ToolCall
+from bot.storage import AUDIT_RESULT_LIMIT, MIGRATIONS, SqliteStore, migrate
+
+KEY = {"channel": "websocket", "conversation_key": "chat-1", "user_id": "user-1"}
+
+CONVERSATION = [
+    ("t1", Message("user", "What's the weather in Zürich? 🌦")),
+    (
+        "t1",
+        Message(
+            "assistant",
+            "",
+            (
+                ToolCall("call_1", "web_search", '{"query": "Zürich weather"}'),
+                ToolCall("call_2", "get_current_datetime", "{}"),
+            ),
+        ),
+    ),
+    ("t1", Message("tool", "12°C, rain", tool_call_id="call_1", name="web_search")),
+    (
+        "t1",
+        Message(
+            "tool",
+            "clock unavailable",
+            tool_call_id="call_2",
+            name="get_current_datetime",
+            is_error=True,
+        ),
+    ),
+    ("t1", Message("assistant", "It is 12°C and raining.")),
+    ("t2", Message("user", "")),
+]
+
+
+async def append_all(store: SqliteStore, session_id: str, items: list[tuple[str, Message]]) -> None:
+    for turn_id in dict.fromkeys(turn for turn, _ in items):
+        await store.append_messages(session_id, turn_id, [m for t, m in items if t == turn_id])
+
+
+def versions(path: Path) -> list[int]:
+    with Database(path) as db:
+        return [row["version"] for row in db.query("SELECT version FROM schema_migrations")]
+
+
+async def test_fresh_database_gets_every_migration(tmp_path: Path) -> None:
+    path = tmp_path / "nested" / "bot.db"
+    async with SqliteStore(path):
+        pass
+    assert versions(path) == list(range(1, len(MIGRATIONS) + 1))
+    with Database(path) as db:
+        assert {"chat_sessions", "messages", "audit_logs", "turns", "memories", "usage"} <= set(
+            db.table_names()
+        )
+        assert "idx_session_key" in {index.name for index in db["chat_sessions"].indexes}
+
+
+async def test_reopening_a_migrated_database_changes_nothing(tmp_path: Path) -> None:
+    path = tmp_path / "bot.db"
+    async with SqliteStore(path) as store:
+        session_id = await store.active_session(**KEY)
+    with Database(path) as db:
+        before = list(db.query("SELECT * FROM schema_migrations"))
+        assert migrate(db) == []
+    async with SqliteStore(path) as store:
+        assert await store.active_session(**KEY) == session_id
+    with Database(path) as db:
+        assert list(db.query("SELECT * FROM schema_migrations")) == before
+
+
+async def test_a_v1_database_gains_the_later_columns_and_keeps_its_rows(tmp_path: Path) -> None:
+    path = tmp_path / "old.db"
+    with Database(path) as db:
+        assert migrate(db, target=1) == [1]
+        assert "title" not in db["chat_sessions"].columns_dict
+        db["chat_sessions"].insert(
+            {
+                "id": "s-old",
+                "agent_id": "default",
+                "channel": "telegram",
+                "conversation_key": "42",
+                "user_id": "7",
+                "status": "active",
+            }
+        )
+    async with SqliteStore(path) as store:
+        session = await store.get_session("s-old")
+        assert session is not None and session["title"] is None
+        await store.record_tool_call(
+            AuditRecord("s-old", "t", "c", "tool", "{}", "r", True, 1.0, extra={"attempt": 2})
+        )
+        assert (await store.audit_for_session("s-old"))[0]["extra"] == '{"attempt": 2}'
+    assert versions(path) == [1, 2]
+
+
+async def test_a_database_newer_than_the_code_is_refused(tmp_path: Path) -> None:
+    path = tmp_path / "future.db"
+    async with SqliteStore(path):
+        pass
+    with Database(path) as db:
+        db["schema_migrations"].insert({"version": 99, "applied_at": "later"})
+    with pytest.raises(RuntimeError, match="schema v99 is newer"):
+        await SqliteStore(path).open()
+
+
+async def test_wal_is_on_with_normal_sync(tmp_path: Path) -> None:
+    async with SqliteStore(tmp_path / "bot.db") as store:
+        with contextlib.closing(sqlite3.connect(tmp_path / "bot.db")) as other:
+            assert other.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+        # synchronous is per connection, so ask the store's own (NORMAL is 1)
+        synchronous = await store._run(lambda: store._conn.execute("PRAGMA synchronous").fetchone())
+        assert synchronous == (1,)
+
+
+async def test_sessions_are_found_per_key_and_closed_by_new(tmp_path: Path) -> None:
+    async with SqliteStore(tmp_path / "bot.db") as store:
+        first = await store.active_session(**KEY, persona_version="v1")
+        assert await store.active_session(**KEY) == first
+        assert await store.active_session(**{**KEY, "user_id": "user-2"}) != first
+        assert await store.active_session(**KEY, agent_id="specialist-research") != first
+        session = await store.get_session(first)
+        assert session is not None
+        assert (session["agent_id"], session["status"], session["persona_version"]) == (
+            "default",
+            "active",
+            "v1",
+        )
+
+        await store.close_session(first)
+        second = await store.active_session(**KEY)
+        assert second != first
+        assert (await store.get_session(first) or {})["status"] == "closed"
+
+        child = await store.create_session(
+            agent_id="specialist-research", parent_session_id=second, **KEY
+        )
+        await store.set_session_status(child, "completed")
+        assert [(c["id"], c["status"]) for c in await store.child_sessions(second)] == [
+            (child, "completed")
+        ]
+        assert await store.get_session("nope") is None
+        with pytest.raises(ValueError, match="'paused'"):
+            await store.set_session_status(child, "paused")
+        with pytest.raises(LookupError, match="'nope'"):
+            await store.close_session("nope")
+
+
+async def test_history_round_trips_exactly(tmp_path: Path) -> None:
+    async with SqliteStore(tmp_path / "bot.db") as store:
+        session_id = await store.active_session(**KEY)
+        await append_all(store, session_id, CONVERSATION)
+        assert await store.load_history(session_id) == CONVERSATION
+        rows = await store.messages_for_session(session_id)
+        assert [row["is_error"] for row in rows] == [0, 0, 0, 1, 0, 0]
+    async with SqliteStore(tmp_path / "bot.db") as reopened:
+        assert await reopened.load_history(session_id) == CONVERSATION
+
+
+async def test_history_cache_stays_consistent(tmp_path: Path) -> None:
+    path = tmp_path / "bot.db"
+    async with SqliteStore(path, history_cache_size=2) as store, SqliteStore(path) as other:
+        sessions = [await store.active_session(**{**KEY, "user_id": f"u{i}"}) for i in range(3)]
+        for session_id in sessions:
+            await store.load_history(session_id)
+        for n, (turn_id, message) in enumerate(CONVERSATION):
+            await store.append_messages(sessions[n % 3], turn_id, [message])
+        history = await store.load_history(sessions[0])
+        history.append(("mine", Message("user", "callers may not change the cache")))
+        # `other` shares the file, like a second gateway process: the cache must see its rows
+        await other.append_messages(sessions[0], "t9", [Message("user", "from elsewhere")])
+        await store.append_messages(sessions[0], "t10", [Message("user", "back here")])
+        for n, session_id in enumerate(sessions):
+            expected = CONVERSATION[n::3]
+            if n == 0:
+                expected += [
+                    ("t9", Message("user", "from elsewhere")),
+                    ("t10", Message("user", "back here")),
+                ]
+            assert await store.load_history(session_id) == expected
+            assert await other.load_history(session_id) == expected
+
+
+async def test_audit_truncates_long_results_with_a_marker(tmp_path: Path) -> None:
+    async with SqliteStore(tmp_path / "bot.db") as store:
+        args = '{"query":  "spaces kept"}'
+        await store.record_tool_call(
+            AuditRecord("s", "t", "c1", "web_search", args, "x" * 10_000, False, 12.5)
+        )
+        await store.record_tool_call(
+            AuditRecord("s", None, "c2", "clock", "{}", "short", True, 0.1)
+        )
+        long, short = await store.audit_for_session("s")
+        assert long["arguments"] == args and long["ok"] == 0 and long["duration_ms"] == 12.5
+        assert len(long["result"]) == AUDIT_RESULT_LIMIT
+        assert long["result"].startswith("x" * 3000)
+        assert long["result"].endswith("[truncated: 10000 chars in all]")
+        assert (short["result"], short["ok"], short["turn_id"], short["extra"]) == (
+            "short",
+            1,
+            None,
+            None,
+        )
+
+
+async def test_turns_are_created_updated_and_finished(tmp_path: Path) -> None:
+    async with SqliteStore(tmp_path / "bot.db") as store:
+        session_id = await store.active_session(**KEY)
+        await store.create_turn(
+            turn_id="turn-1",
+            session_id=session_id,
+            channel="websocket",
+            conversation_key="chat-1",
+            inbound_event_ids=["e1", "e2"],
+            placeholder=None,
+        )
+        turn = await store.get_turn("turn-1")
+        assert turn is not None
+        assert (turn["status"], turn["placeholder"], turn["inbound_event_ids"]) == (
+            "running",
+            None,
+            ["e1", "e2"],
+        )
+        handle = {"chat": {"chat_id": "chat-1", "thread_id": None}, "message_id": "m1", "data": {}}
+        await store.update_turn_placeholder("turn-1", handle)
+        await store.finish_turn("turn-1", status="completed", final_text="done")
+        turn = await store.get_turn("turn-1") or {}
+        assert (turn["placeholder"], turn["status"], turn["final_text"], turn["error"]) == (
+            handle,
+            "completed",
+            "done",
+            None,
+        )
+        assert turn["finished_at"] >= turn["created_at"]
+        assert await store.get_turn("turn-2") is None
+        with pytest.raises(LookupError, match="'turn-2'"):
+            await store.finish_turn("turn-2", status="failed", error="boom")
+        with pytest.raises(ValueError, match="'done'"):
+            await store.finish_turn("turn-1", status="done")
+
+
+async def test_usage_is_recorded(tmp_path: Path) -> None:
+    async with SqliteStore(":memory:") as store:
+        await store.record_usage(
+            session_id="s",
+            turn_id="t",
+            provider="offline",
+            model="echo",
+            input_tokens=12,
+            output_tokens=3,
+        )
+        [row] = await store.usage_for_session("s")
+        assert (row["provider"], row["model"], row["input_tokens"], row["output_tokens"]) == (
+            "offline",
+            "echo",
+            12,
+            3,
+        )
+
+
+async def test_concurrent_appends_land_in_order_per_session(tmp_path: Path) -> None:
+    async with SqliteStore(tmp_path / "bot.db") as store:
+        sessions = [await store.active_session(**{**KEY, "user_id": f"u{i}"}) for i in range(4)]
+        await store.load_history(sessions[0])  # one cached, three not
+        await asyncio.gather(
+            *(
+                store.append_messages(sessions[n % 4], f"t{n}", [Message("user", str(n))])
+                for n in range(200)
+            )
+        )
+    async with SqliteStore(tmp_path / "bot.db") as reopened:
+        for i, session_id in enumerate(sessions):
+            expected = [(f"t{n}", Message("user", str(n))) for n in range(i, 200, 4)]
+            assert await reopened.load_history(session_id) == expected
+
+
+async def test_a_failing_call_fails_alone_among_queued_calls(tmp_path: Path) -> None:
+    async with SqliteStore(tmp_path / "bot.db") as store:
+        session_id = await store.active_session(**KEY)
+        calls = [
+            store.append_messages(session_id, f"t{n}", [Message("user", str(n))]) for n in range(5)
+        ]
+        calls.insert(2, store.finish_turn("no-such-turn", status="failed"))
+        results = await asyncio.gather(*calls, return_exceptions=True)
+        assert [type(r).__name__ for r in results] == ["NoneType"] * 2 + ["LookupError"] + [
+            "NoneType"
+        ] * 3
+        assert [m.content for _, m in await store.load_history(session_id)] == list("01234")
+
+
+async def test_a_cancelled_caller_still_gets_its_write(tmp_path: Path) -> None:
+    async with SqliteStore(":memory:") as store:
+        session_id = await store.active_session(**KEY)
+        task = asyncio.create_task(store.append_messages(session_id, "t", [Message("user", "hi")]))
+        await asyncio.sleep(0)  # let the task hand its job to the store thread
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        assert await store.load_history(session_id) == [("t", Message("user", "hi"))]
+
+
+async def test_sqlite_work_runs_off_the_event_loop_thread(tmp_path: Path) -> None:
+    store = SqliteStore(tmp_path / "bot.db")
+    assert store.thread_ident is None
+    with pytest.raises(RuntimeError, match="not open"):
+        await store.active_session(**KEY)
+    async with store:
+        # the connection refuses use from any thread but its own (check_same_thread)
+        await store.active_session(**KEY)
+        assert store.thread_ident not in (None, threading.get_ident())
+        assert store.thread_ident in {t.ident for t in threading.enumerate()}
+    with pytest.raises(RuntimeError, match="not open"):
+        await store.load_history("s")
