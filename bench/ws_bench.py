@@ -142,7 +142,7 @@ def pct(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, int(q * len(ordered)))] * 1000
 
 
-async def run(conversations: int, turns: int) -> None:
+async def run(conversations: int, turns: int, solo_turns: int) -> None:
     with tempfile.TemporaryDirectory() as data_dir:
         gateway, gateway_port = start_server("--serve-gateway", data_dir)
         echo, echo_port = start_server("--serve-echo")
@@ -150,6 +150,11 @@ async def run(conversations: int, turns: int) -> None:
             async with aiohttp.ClientSession() as session:
                 # warm up: imports, the persona, the SQLite file
                 await gateway_conversation(session, f"http://127.0.0.1:{gateway_port}/ws", 9999, 3, [], [])
+                solo_placeholder: list[float] = []
+                solo: list[float] = []
+                await gateway_conversation(
+                    session, f"http://127.0.0.1:{gateway_port}/ws", 5000, solo_turns, solo_placeholder, solo
+                )
                 placeholder: list[float] = []
                 total: list[float] = []
                 cpu_before = cpu_seconds(gateway.pid)
@@ -172,6 +177,11 @@ async def run(conversations: int, turns: int) -> None:
             echo.terminate()
             gateway.wait(10)
             echo.wait(10)
+    first, last = solo[:100], solo[-100:]
+    print(f"gateway: one conversation of {solo_turns} turns, scripted model at 0 ms (unloaded latency)")
+    print(f"  time to placeholder  p50  {pct(solo_placeholder, 0.5):8.2f} ms   p99 {pct(solo_placeholder, 0.99):8.2f} ms")
+    print(f"  turns 1-100          p50  {pct(first, 0.5):8.2f} ms   p99 {pct(first, 0.99):8.2f} ms")
+    print(f"  last 100 turns       p50  {pct(last, 0.5):8.2f} ms   p99 {pct(last, 0.99):8.2f} ms")
     count = len(total)
     print(f"gateway: {conversations} conversations x {turns} turns, scripted model at 0 ms")
     print(f"  turns/s                   {count / wall:8.0f}")
@@ -192,6 +202,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--conversations", type=int, default=50)
     parser.add_argument("--turns", type=int, default=40)
+    parser.add_argument("--solo-turns", type=int, default=500)
     parser.add_argument("--serve-gateway", metavar="DIR")
     parser.add_argument("--serve-echo", action="store_true")
     args = parser.parse_args()
@@ -200,7 +211,7 @@ def main() -> None:
     elif args.serve_echo:
         asyncio.run(serve_echo())
     else:
-        asyncio.run(run(args.conversations, args.turns))
+        asyncio.run(run(args.conversations, args.turns, args.solo_turns))
 
 
 if __name__ == "__main__":
