@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 from pathlib import Path
 from types import TracebackType
@@ -112,9 +111,15 @@ class App:
         await self.store.open()
         for error in self.personas.load():
             log.error("%s", error)
+        self._supervisor = asyncio.create_task(self._supervise(), name="app")
+        started = asyncio.create_task(self.gateway.started.wait())
+        await asyncio.wait({started, self._supervisor}, return_when=asyncio.FIRST_COMPLETED)
+        if not started.done():
+            started.cancel()
+            await self.stop()  # logs the supervisor's exception
+            raise RuntimeError("the gateway failed to start; see the log")
         if self.web_server:
             await self._start_web()
-        self._supervisor = asyncio.create_task(self._supervise(), name="app")
         log.info("model: %s (%s)", self.provider.name, self.provider.model)
         if self.port is not None:
             log.info("serving %s  (web widget demo at /, health at /healthz)", self.url)
@@ -134,9 +139,15 @@ class App:
             self._runner = None
         if self._supervisor is not None:
             self._supervisor.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
+            try:
                 await self._supervisor
-            self._supervisor = None
+            except asyncio.CancelledError:
+                if asyncio.current_task().cancelling():  # type: ignore[union-attr]
+                    raise
+            except Exception:
+                log.exception("a part of the gateway crashed")
+            finally:
+                self._supervisor = None
         await self.store.close()
 
     async def wait(self) -> None:

@@ -93,11 +93,13 @@ class Gateway:
         self._group: asyncio.TaskGroup | None = None
         self._idle = asyncio.Event()
         self._idle.set()
+        self.started = asyncio.Event()
 
     async def run(self) -> None:
         """Own every conversation task until cancelled."""
         async with asyncio.TaskGroup() as group:
             self._group = group
+            self.started.set()
             try:
                 await asyncio.Future()
             finally:

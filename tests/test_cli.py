@@ -1,0 +1,62 @@
+"""The `bot` command as a user runs it: exit codes, one-line errors, a terminal conversation."""
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _bot(*args: str, cwd: Path, stdin: str = "", timeout: float = 60) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "bot", *args],
+        input=stdin,
+        capture_output=True,
+        text=True,
+        cwd=cwd,
+        timeout=timeout,
+        env={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(ROOT)},
+    )
+
+
+def test_config_typo_stops_the_start_with_one_line_and_exit_2(tmp_path: Path) -> None:
+    (tmp_path / "config.yaml").write_text("agent:\n  max_round: 3\n")
+    result = _bot("serve", cwd=tmp_path)
+    assert result.returncode == 2
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1, result.stderr
+    assert "agent.max_round" in lines[0] and "max_rounds" in lines[0]
+    assert "Traceback" not in result.stderr
+
+
+def test_personas_check_reports_file_and_line(tmp_path: Path) -> None:
+    personas = tmp_path / "personas"
+    personas.mkdir()
+    (personas / "default.md").write_text((ROOT / "personas" / "default.md").read_text())
+    (personas / "helper.md").write_text("---\nname: helper\ndescription: x\ntools: [nope]\n---\nHi\n")
+    result = _bot("personas", "check", cwd=tmp_path)
+    assert result.returncode == 1
+    assert f"{personas / 'helper.md'}:4: unknown tool 'nope'" in result.stdout
+    (personas / "helper.md").unlink()
+    result = _bot("personas", "check", cwd=tmp_path)
+    assert result.returncode == 0 and "default" in result.stdout
+
+
+def test_chat_answers_in_the_terminal(tmp_path: Path) -> None:
+    config = {"storage": {"path": str(tmp_path / "chat.db")}, "personas": {"dirs": [str(ROOT / "personas")]}}
+    (tmp_path / "config.yaml").write_text(json.dumps(config))
+    result = _bot("chat", cwd=tmp_path, stdin="hello there\nwhat time is it in UTC?\n/help\n")
+    assert result.returncode == 0, result.stderr
+    assert "not an LLM" in result.stdout
+    assert "It is **" in result.stdout
+    assert "/stop" in result.stdout
+    assert "Traceback" not in result.stderr
+
+
+def test_chat_with_an_unknown_persona_is_a_clear_error(tmp_path: Path) -> None:
+    config = {"storage": {"path": str(tmp_path / "chat.db")}, "personas": {"dirs": [str(ROOT / "personas")]}}
+    (tmp_path / "config.yaml").write_text(json.dumps(config))
+    result = _bot("chat", "--persona", "ghost", cwd=tmp_path)
+    assert result.returncode == 2
+    assert "unknown persona 'ghost'" in result.stderr

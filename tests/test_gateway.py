@@ -1,0 +1,89 @@
+"""The gateway with a recording fake channel: access policy, dedup, timeouts, commands."""
+
+import asyncio
+from pathlib import Path
+
+from adapters.base import ChatRef, InboundMessage
+from agent.providers.scripted import Reply, ScriptedProvider
+from bot.app import App
+from bot.gateway import HELP, REFUSAL, TIMED_OUT
+from tests.conftest import make_config
+from tests.fakes import RecordingChannel
+
+
+async def _app(tmp_path: Path, provider: ScriptedProvider, **sections) -> tuple[App, RecordingChannel]:
+    channel = RecordingChannel()
+    app = App(make_config(tmp_path, **sections), base_dir=tmp_path, provider=provider, channels=[channel], web_server=False)
+    await app.__aenter__()
+    return app, channel
+
+
+def _msg(text: str, event: str, *, user: str = "u1", group: bool = False, mentioned: bool = True) -> InboundMessage:
+    chat = ChatRef("fake", "group-1" if group else f"dm-{user}")
+    return InboundMessage(chat, user, text, event, f"msg-{event}", is_group=group, mentioned=mentioned)
+
+
+async def _finals(app: App, channel: RecordingChannel) -> list[str]:
+    await app.gateway.wait_idle()
+    return [c.text for c in channel.calls if c.final]
+
+
+async def test_allowlist_refuses_politely_and_never_calls_the_model(tmp_path: Path) -> None:
+    provider = ScriptedProvider([Reply("hi friend")])
+    app, channel = await _app(tmp_path, provider, gateway={"allowed_users": ["u1"]})
+    try:
+        await app.gateway.handle(_msg("hello", "e1", user="stranger"))
+        await app.gateway.handle(_msg("hello", "e2", user="u1"))
+        assert await _finals(app, channel) == [REFUSAL, "hi friend"]
+        assert len(provider.requests) == 1
+    finally:
+        await app.stop()
+
+
+async def test_group_messages_need_a_mention(tmp_path: Path) -> None:
+    provider = ScriptedProvider([Reply("you called?")])
+    app, channel = await _app(tmp_path, provider)
+    try:
+        await app.gateway.handle(_msg("chatter", "e1", group=True, mentioned=False))
+        await app.gateway.handle(_msg("@bot help me", "e2", group=True, mentioned=True))
+        assert await _finals(app, channel) == ["you called?"]
+        assert provider.requests[0].messages[-1].content == "@bot help me"
+    finally:
+        await app.stop()
+
+
+async def test_a_redelivered_event_is_answered_once(tmp_path: Path) -> None:
+    provider = ScriptedProvider([Reply("once")])
+    app, channel = await _app(tmp_path, provider)
+    try:
+        await app.gateway.handle(_msg("hello", "same-event"))
+        await app.gateway.handle(_msg("hello", "same-event"))
+        await app.gateway.wait_idle()
+        await app.gateway.handle(_msg("hello", "same-event"))
+        assert await _finals(app, channel) == ["once"]
+        assert len([c for c in channel.calls if c.kind == "send"]) == 1
+    finally:
+        await app.stop()
+
+
+async def test_turn_timeout_edits_a_clear_message_into_the_placeholder(tmp_path: Path) -> None:
+    provider = ScriptedProvider([Reply("too late", wait=asyncio.Event())])
+    app, channel = await _app(tmp_path, provider, agent={"turn_timeout_s": 0.1})
+    try:
+        await app.gateway.handle(_msg("slow please", "e1"))
+        assert await _finals(app, channel) == [TIMED_OUT]
+        assert channel.calls[-1].message_id == channel.calls[0].message_id
+    finally:
+        await app.stop()
+
+
+async def test_help_and_unknown_commands(tmp_path: Path) -> None:
+    provider = ScriptedProvider([Reply("a model answer")])
+    app, channel = await _app(tmp_path, provider)
+    try:
+        await app.gateway.handle(_msg("/help@somebot", "e1"))
+        await app.gateway.handle(_msg("/frobnicate now", "e2"))
+        assert await _finals(app, channel) == [HELP, "a model answer"]
+        assert provider.requests[0].messages[-1].content == "/frobnicate now"
+    finally:
+        await app.stop()
