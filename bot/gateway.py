@@ -15,6 +15,7 @@ from typing import Literal, Protocol
 from adapters.base import Channel, InboundMessage, OutboundContent
 from agent.coordinator import Coordinator, TurnInput
 from agent.personas import PersonaLibrary
+from agent.providers.base import ProviderError
 from bot.dedup import MemoryDedup
 from bot.delivery import APOLOGY, Delivery
 from bot.storage import SqliteStore
@@ -215,6 +216,11 @@ class Gateway:
             log.warning("turn %s timed out after %ss", turn_id, self.settings.turn_timeout_s)
             await delivery.finish(TIMED_OUT)
             await self.store.finish_turn(turn_id, status="failed", error="turn timeout")
+            return
+        except ProviderError as exc:
+            log.error("turn %s failed: model provider: %s", turn_id, exc)
+            await delivery.finish(f"Sorry — {exc.user_message}")
+            await self.store.finish_turn(turn_id, status="failed", error=f"{type(exc).__name__}: {exc}")
             return
         except Exception as exc:
             log.exception("turn %s failed", turn_id)

@@ -87,3 +87,17 @@ async def test_help_and_unknown_commands(tmp_path: Path) -> None:
         assert provider.requests[0].messages[-1].content == "/frobnicate now"
     finally:
         await app.stop()
+
+
+async def test_a_provider_failure_shows_its_safe_message(tmp_path: Path) -> None:
+    from agent.providers.base import ProviderRejected
+
+    provider = ScriptedProvider([Reply(error=ProviderRejected("401 invalid x-api-key sk-secret"))])
+    app, channel = await _app(tmp_path, provider)
+    try:
+        await app.gateway.handle(_msg("hi", "e1"))
+        finals = await _finals(app, channel)
+        assert finals == [f"Sorry — {ProviderRejected.user_message}"]
+        assert "sk-secret" not in finals[0]
+    finally:
+        await app.stop()

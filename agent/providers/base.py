@@ -16,7 +16,9 @@ from agent.types import ModelEvent, ModelRequest
 
 
 class ProviderError(Exception):
-    """A model call failed."""
+    """A model call failed. `user_message` is safe to show in the chat (no secrets, no internals)."""
+
+    user_message = "the AI model is not reachable right now. Please try again in a minute."
 
 
 class ProviderUnavailable(ProviderError):
@@ -27,6 +29,8 @@ class ProviderUnavailable(ProviderError):
 
 class ProviderRejected(ProviderError):
     """The provider refused the request; the same request will fail again."""
+
+    user_message = "the AI model refused the request (the bot's admin should check its API key and model)."
 
 
 class Provider(Protocol):
