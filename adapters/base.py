@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, Protocol, runtime_checkable
 
 
 @dataclass(frozen=True, slots=True)
@@ -96,6 +96,9 @@ class ChannelLimits:
     max_text_length: int = 4096
     min_edit_interval_s: float = 1.0
     can_edit: bool = True
+    # The final edit means something even with unchanged text (web: `message.completed`), so it
+    # is always sent; elsewhere an unchanged final is skipped rather than sent twice.
+    final_marker: bool = False
 
     def length(self, text: str) -> int:
         """Length as the platform measures it (overridden per channel when it differs)."""
@@ -146,6 +149,7 @@ class Channel(Protocol):
         ...
 
 
+@runtime_checkable
 class EventSink(Protocol):
     """Optional: a channel that shows turn status events itself (the web socket does)."""
 

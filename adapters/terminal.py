@@ -35,7 +35,7 @@ class TerminalChannel:
         self.closed = asyncio.Event()  # set when stdin ends
 
     def limits_for(self, chat: ChatRef) -> ChannelLimits:
-        return ChannelLimits(max_text_length=1_000_000, min_edit_interval_s=0.05, can_edit=True)
+        return ChannelLimits(max_text_length=1_000_000, min_edit_interval_s=0.05, can_edit=True, final_marker=True)
 
     async def run(self, inbox: Inbox) -> None:
         loop = asyncio.get_running_loop()

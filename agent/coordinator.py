@@ -3,16 +3,21 @@
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass, field
+from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
+from agent.catalog import catalog_reminder
 from agent.history import fit_history
 from agent.loop import LoopResult, LoopSettings, run_loop
-from agent.personas import Persona
+from agent.personas import Persona, PersonaLibrary
 from agent.providers.base import Provider
 from agent.store import Store
 from agent.types import Message, Usage
 from tools.base import Emit, ToolContext, ToolSpec
+from tools.control import CONTROL_TOOLS
+from tools.events import Interim, TurnEvent
+from tools.redirects import Redirect
 from tools.registry import ToolRegistry
 
 log = logging.getLogger(__name__)
@@ -54,22 +59,36 @@ class Coordinator:
         registry: ToolRegistry,
         store: Store,
         settings: AgentSettings,
+        personas: PersonaLibrary | None = None,
+        redirects: Mapping[str, Redirect] | None = None,
         services: dict[str, Any] | None = None,
     ) -> None:
         self.provider = provider
         self.registry = registry
         self.store = store
         self.settings = settings
+        self.personas = personas
+        self.redirects = redirects or {}
         self.services = services if services is not None else {}
-        self._prepared: dict[tuple[str, str], _Prepared] = {}
+        self._prepared: dict[tuple[str, str, int], _Prepared] = {}
 
     def prepare(self, persona: Persona) -> _Prepared:
-        key = (persona.name, persona.version)
+        """The coordinator gets the control tools and the catalog; a specialist talked to directly
+        (`bot chat --persona`) gets only its own tools."""
+        generation = self.personas.generation if self.personas is not None else 0
+        key = (persona.name, persona.version, generation)
         prepared = self._prepared.get(key)
         if prepared is None:
-            allowed = frozenset(persona.tools)
-            tools = self.registry.specs(name for name in persona.tools if name in self.registry)
-            prepared = _Prepared(persona.prompt, tools, allowed)
+            names = list(persona.tools)
+            system = persona.prompt
+            if persona.is_coordinator:
+                names += [n for n in CONTROL_TOOLS if n not in names and n in self.registry]
+                if self.personas is not None:
+                    system = f"{system}\n\n{catalog_reminder(self.personas.all())}"
+            else:
+                names = [n for n in names if n not in CONTROL_TOOLS]
+            tools = self.registry.specs(n for n in names if n in self.registry)
+            prepared = _Prepared(system, tools, frozenset(names))
             if len(self._prepared) > 256:
                 self._prepared.clear()
             self._prepared[key] = prepared
@@ -92,6 +111,14 @@ class Coordinator:
             services=self.services,
         )
         usages: list[Usage] = []
+        interim: list[str] = []
+
+        async def emit_and_note(event: TurnEvent) -> None:
+            if isinstance(event, Interim):
+                interim.append(event.text)
+            await emit(event)
+
+        ctx.emit = emit_and_note
 
         async def on_usage(provider: Provider, usage: Usage) -> None:
             usages.append(usage)
@@ -106,17 +133,21 @@ class Coordinator:
                 registry=self.registry,
                 allowed=prepared.allowed,
                 ctx=ctx,
-                emit=emit,
+                emit=emit_and_note,
                 settings=LoopSettings(
                     max_rounds=turn.persona.max_rounds or self.settings.max_rounds,
                     tool_timeout_s=self.settings.tool_timeout_s,
                     max_result_chars=self.settings.max_result_chars,
+                    redirects=self.redirects if turn.persona.is_coordinator else {},
                 ),
                 model=turn.persona.model,
                 audit=self.store.record_tool_call,
                 on_usage=on_usage,
             )
             written.extend(result.messages)
+            if interim and not result.answered:
+                # everything was said through SendMessage: the last note is the answer, sent once
+                result.text = interim[-1]
             return result
         finally:
             # The user's words are kept even when the turn fails or is stopped; a half-done

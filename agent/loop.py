@@ -22,6 +22,7 @@ from agent.types import (
 )
 from tools.base import Emit, ToolContext, ToolResult, ToolSpec
 from tools.events import AnswerDelta, AnswerReset, ToolStarted
+from tools.redirects import Redirect
 from tools.registry import ToolRegistry
 
 log = logging.getLogger(__name__)
@@ -30,6 +31,7 @@ Audit = Callable[[AuditRecord], Awaitable[None]]
 UsageSink = Callable[[Provider, Usage], Awaitable[None]]
 
 ROUNDS_EXHAUSTED = "I had to stop after {n} rounds of tool calls without reaching an answer."
+NO_ANSWER = "I couldn't put an answer together this time. Please try asking again."
 
 
 @dataclass(frozen=True, slots=True)
@@ -37,6 +39,7 @@ class LoopSettings:
     max_rounds: int = 8
     tool_timeout_s: float = 10.0
     max_result_chars: int = 8000
+    redirects: Mapping[str, Redirect] = field(default_factory=dict)  # stubs for hallucinated tools
 
 
 @dataclass(slots=True)
@@ -46,6 +49,7 @@ class LoopResult:
     usage: TurnUsage
     display: list[Mapping[str, Any]] = field(default_factory=list)
     rounds: int = 0
+    answered: bool = True  # False: the model ended without words and `text` is our fallback
 
 
 async def run_loop(
@@ -77,8 +81,10 @@ async def run_loop(
         text, calls = await _ask(provider, request, emit, usage, on_usage)
         if not calls or not offer:
             transcript.append(Message("assistant", text))
-            final = text if text.strip() else ROUNDS_EXHAUSTED.format(n=settings.max_rounds)
-            return LoopResult(final, transcript[start:], usage, display, round_no)
+            if text.strip():
+                return LoopResult(text, transcript[start:], usage, display, round_no)
+            fallback = NO_ANSWER if offer or not tools else ROUNDS_EXHAUSTED.format(n=settings.max_rounds)
+            return LoopResult(fallback, transcript[start:], usage, display, round_no, answered=False)
         if text:
             await emit(AnswerReset())
         transcript.append(Message("assistant", text, tool_calls=tuple(calls)))
@@ -155,15 +161,18 @@ async def _run_tool(
 ) -> ToolResult:
     await emit(ToolStarted(call.id, call.name))
     started = time.perf_counter()
-    call_ctx = replace(ctx, call_id=call.id)
-    result = await registry.call(
-        call.name,
-        call.arguments,
-        call_ctx,
-        allowed=allowed,
-        timeout_s=settings.tool_timeout_s,
-        max_result_chars=settings.max_result_chars,
-    )
+    redirect = settings.redirects.get(call.name) if call.name not in allowed else None
+    if redirect is not None:
+        result = redirect.result(call.arguments)
+    else:
+        result = await registry.call(
+            call.name,
+            call.arguments,
+            replace(ctx, call_id=call.id),
+            allowed=allowed,
+            timeout_s=settings.tool_timeout_s,
+            max_result_chars=settings.max_result_chars,
+        )
     if audit is not None:
         record = AuditRecord(
             session_id=ctx.session_id,

@@ -16,11 +16,14 @@ from agent.coordinator import AgentSettings, Coordinator
 from agent.personas import PersonaLibrary
 from agent.providers import build_provider
 from agent.providers.base import Provider
+from agent.workers import WorkerSettings, Workers
 from bot.config import Config
 from bot.dedup import MemoryDedup
 from bot.gateway import DefaultAccess, Gateway, GatewaySettings
 from bot.storage import SqliteStore
 from tools.builtin import builtin_registry
+from tools.control import CONTROL
+from tools.redirects import load_redirects
 from tools.registry import ToolRegistry
 
 log = logging.getLogger(__name__)
@@ -46,6 +49,9 @@ class App:
         self.base_dir = base_dir or Path.cwd()
         self.provider = provider or build_provider(config.llm)
         self.registry = registry or builtin_registry()
+        for control in CONTROL:
+            if control.name not in self.registry:
+                self.registry.add(control)
         self.store = SqliteStore(self._path(config.storage.path))
         self.personas = PersonaLibrary(
             [self._path(d) for d in config.personas.dirs], known_tools=self.registry.names()
@@ -65,6 +71,20 @@ class App:
             )
             self.channels[self.websocket.name] = self.websocket
         agent = config.agent
+        self.workers = Workers(
+            provider=self.provider,
+            registry=self.registry,
+            store=self.store,
+            personas=self.personas,
+            settings=WorkerSettings(
+                max_per_turn=agent.max_workers,
+                max_total=agent.max_workers_total,
+                timeout_s=agent.worker_timeout_s,
+                result_chars=agent.worker_result_chars,
+                max_rounds=agent.max_rounds,
+                tool_timeout_s=agent.tool_timeout_s,
+            ),
+        )
         self.coordinator = Coordinator(
             provider=self.provider,
             registry=self.registry,
@@ -74,7 +94,9 @@ class App:
                 tool_timeout_s=agent.tool_timeout_s,
                 context_budget_tokens=agent.context_budget_tokens,
             ),
-            services={"default_timezone": agent.default_timezone},
+            personas=self.personas,
+            redirects=load_redirects(),
+            services={"default_timezone": agent.default_timezone, "agents": self.workers},
         )
         self.gateway = Gateway(
             channels=self.channels,
@@ -93,6 +115,7 @@ class App:
                 allowed_users=frozenset(config.gateway.allowed_users),
                 group_reply=config.gateway.group_reply,
             ),
+            workers=self.workers,
         )
         self.web_server = web_server
         self.port: int | None = None
@@ -158,6 +181,7 @@ class App:
     async def _supervise(self) -> None:
         async with asyncio.TaskGroup() as group:
             group.create_task(self.gateway.run(), name="gateway")
+            group.create_task(self.workers.run(), name="workers")
             group.create_task(self.personas.watch(), name="personas")
             for channel in self.channels.values():
                 group.create_task(channel.run(self.gateway.handle), name=f"channel:{channel.name}")

@@ -83,6 +83,9 @@ class AgentConfig(_Section):
     tool_timeout_s: float = Field(10, gt=0)
     turn_timeout_s: float = Field(120, gt=0)
     max_workers: int = Field(4, ge=1, le=64)
+    max_workers_total: int = Field(16, ge=1, le=1024)
+    worker_timeout_s: float = Field(90, gt=0)
+    worker_result_chars: int = Field(6000, ge=100)
     context_budget_tokens: int = Field(24000, ge=1000)
     default_timezone: str = "UTC"
 

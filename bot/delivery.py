@@ -17,6 +17,7 @@ from typing import Any
 from adapters.base import (
     Channel,
     ChannelError,
+    EventSink,
     ChannelLimits,
     ChatRef,
     MessageGone,
@@ -81,6 +82,8 @@ class Delivery:
         return handle
 
     async def on_event(self, event: TurnEvent) -> None:
+        if isinstance(event, AgentStarted | AgentFinished):
+            await self._agent_event(event)  # also after the final: background workers end later
         if self._done:
             return
         match event:
@@ -93,6 +96,8 @@ class Delivery:
                 self._answer.clear()
             case AgentStarted(task_id=task_id, subagent_type=kind, description=what):
                 self._workers[task_id] = f"⏳ {kind} — {what}"
+                if self._interim == PLACEHOLDER:
+                    self._interim = f"Asking {kind} — one moment"
             case AgentFinished(task_id=task_id):
                 self._workers.pop(task_id, None)
             case Final(text=text, display=display):
@@ -105,6 +110,22 @@ class Delivery:
             case ToolStarted():
                 return
         self._dirty.set()
+
+    async def _agent_event(self, event: AgentStarted | AgentFinished) -> None:
+        if not isinstance(self.channel, EventSink):
+            return
+        kind = "agent.started" if isinstance(event, AgentStarted) else "agent.finished"
+        status = "running" if isinstance(event, AgentStarted) else event.status
+        fields = {
+            "task_id": event.task_id,
+            "subagent_type": event.subagent_type,
+            "description": event.description,
+            "status": status,
+        }
+        try:
+            await self.channel.emit_event(self.chat, kind, fields)
+        except ChannelError as exc:
+            log.info("could not show %s in %s: %s", kind, self.chat.key, exc)
 
     def preview(self) -> str:
         body = "".join(self._answer) if self._answer else self._interim
@@ -171,6 +192,9 @@ class Delivery:
         self._last_edit = time.monotonic()
 
     async def _put_final(self, index: int, content: OutboundContent) -> None:
+        unchanged = index < len(self._sent) and self._sent[index] == content.text
+        if unchanged and not content.display and not self.limits.final_marker:
+            return  # already shown exactly so (e.g. the last SendMessage note): never twice
         for attempt in range(1, FINAL_ATTEMPTS + 1):
             pause = self._paused_until - time.monotonic()
             if pause > 0:

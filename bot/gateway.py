@@ -12,10 +12,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Literal, Protocol
 
-from adapters.base import Channel, InboundMessage, OutboundContent
+from adapters.base import Channel, ChatRef, InboundMessage, OutboundContent
 from agent.coordinator import Coordinator, TurnInput
 from agent.personas import PersonaLibrary
 from agent.providers.base import ProviderError
+from agent.workers import BackgroundResult, Workers
 from bot.dedup import MemoryDedup
 from bot.delivery import APOLOGY, Delivery
 from bot.storage import SqliteStore
@@ -33,6 +34,7 @@ HELP = (
 )
 REFUSAL = "Sorry — this bot isn't available to you here. Ask its admin to add you."
 STOPPED = "⏹ Stopped."
+MAX_REMEMBERED_CHATS = 100_000
 TIMED_OUT = "Sorry — this took too long, so I stopped. Please try again, perhaps with a smaller request."
 
 
@@ -81,6 +83,7 @@ class Gateway:
         dedup: MemoryDedup,
         settings: GatewaySettings,
         access: AccessPolicy | None = None,
+        workers: Workers | None = None,
     ) -> None:
         self.channels = channels
         self.coordinator = coordinator
@@ -89,7 +92,11 @@ class Gateway:
         self.dedup = dedup
         self.settings = settings
         self.access = access or DefaultAccess()
+        self.workers = workers
+        if workers is not None:
+            workers.deliver = self.deliver_background
         self._conversations: dict[str, _Conversation] = {}
+        self._chats: dict[str, ChatRef] = {}  # conversation key -> where to deliver follow-ups
         self._sessions: dict[tuple[str, str], str] = {}
         self._group: asyncio.TaskGroup | None = None
         self._idle = asyncio.Event()
@@ -130,9 +137,32 @@ class Gateway:
         elif message.text.strip() or message.attachments:
             self._enqueue(message)
 
+    def deliver_background(self, result: BackgroundResult) -> None:
+        """A background specialist finished: its result becomes the coordinator's next turn."""
+        chat = self._chats.get(result.conversation_key)
+        event_id = f"task:{result.task_id}"
+        if chat is None or self._group is None or not self.dedup.claim(event_id):
+            log.warning("background result %s not delivered (conversation gone)", result.task_id)
+            return
+        text = (
+            f'<task-notification task_id="{result.task_id}" subagent_type="{result.subagent_type}" '
+            f'status="{result.status}">\n'
+            f"The specialist you dispatched in the background ({result.description}) finished. "
+            f"Its result:\n{result.result_text()}\n</task-notification>\n"
+            "This comes from the system, not the user: tell the user what it found, in your own words."
+        )
+        self._enqueue(InboundMessage(chat, result.user_id, text, event_id, None, mentioned=True))
+
+    def _remember_chat(self, message: InboundMessage) -> None:
+        self._chats.pop(message.conversation_key, None)
+        self._chats[message.conversation_key] = message.chat
+        if len(self._chats) > MAX_REMEMBERED_CHATS:
+            del self._chats[next(iter(self._chats))]  # the least recently active
+
     def _enqueue(self, message: InboundMessage) -> None:
         if self._group is None:
             raise RuntimeError("the gateway is not running: start Gateway.run() first")
+        self._remember_chat(message)
         conversation = self._conversations.get(message.conversation_key)
         if conversation is None:
             conversation = _Conversation(message.conversation_key)
@@ -256,8 +286,10 @@ class Gateway:
 
     async def _stop(self, message: InboundMessage) -> None:
         conversation = self._conversations.get(message.conversation_key)
+        killed = self.workers.stop_conversation(message.conversation_key) if self.workers else 0
         if conversation is None or (conversation.turn is None and not conversation.pending):
-            await self._reply(message, "Nothing to stop.")
+            note = f"{STOPPED} ({killed} background task(s) stopped)" if killed else "Nothing to stop."
+            await self._reply(message, note)
             return
         dropped = len(conversation.pending)
         conversation.pending.clear()

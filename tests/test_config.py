@@ -176,8 +176,8 @@ def test_unknown_nested_key(tmp_path: Path) -> None:
     message = error_of(tmp_path, "agent:\n  max_round: 3\n")
     assert message == (
         f"{tmp_path / 'config.yaml'}: agent.max_round: unknown key; expected one of: "
-        "context_budget_tokens, default_timezone, max_rounds, max_workers, tool_timeout_s, "
-        "turn_timeout_s"
+        "context_budget_tokens, default_timezone, max_rounds, max_workers, max_workers_total, "
+        "tool_timeout_s, turn_timeout_s, worker_result_chars, worker_timeout_s"
     )
     message = error_of(tmp_path, "channels: {slack: {token: x}}\n")
     assert message.endswith(": channels.slack.token: unknown key; expected one of: "

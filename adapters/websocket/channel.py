@@ -34,7 +34,7 @@ from adapters.websocket.static import add_page_routes
 
 log = logging.getLogger(__name__)
 
-_LIMITS = ChannelLimits(max_text_length=100_000, min_edit_interval_s=0.05, can_edit=True)
+_LIMITS = ChannelLimits(max_text_length=100_000, min_edit_interval_s=0.05, can_edit=True, final_marker=True)
 
 
 class WebSocketChannel:

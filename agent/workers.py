@@ -1,0 +1,287 @@
+"""Specialist sub-agents: each dispatch runs a persona's own tool loop in its own session.
+
+A foreground dispatch returns the specialist's result as the AgentTool result. A background
+dispatch returns a task id at once; its result reaches the coordinator exactly once, through
+`deliver`, as a new turn in the same conversation (the gateway merges results that arrive together).
+A stopped task is marked `killed`; whatever it produced is recorded and never delivered.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from agent.loop import LoopSettings, run_loop
+from agent.personas import COORDINATOR, PersonaLibrary
+from agent.providers.base import Provider
+from agent.store import Store
+from agent.types import Message
+from tools.base import Emit, ToolContext, ToolError, ToolResult
+from tools.control import CONTROL_TOOLS
+from tools.events import AgentFinished, AgentStarted, TurnEvent
+from tools.registry import ToolRegistry
+
+log = logging.getLogger(__name__)
+
+MIN_PROMPT_WORDS = 6
+
+
+@dataclass(frozen=True, slots=True)
+class WorkerSettings:
+    max_per_turn: int = 4
+    max_total: int = 16
+    timeout_s: float = 300.0
+    result_chars: int = 6000
+    max_rounds: int = 8
+    tool_timeout_s: float = 10.0
+    max_result_chars: int = 8000
+
+
+@dataclass(frozen=True, slots=True)
+class BackgroundResult:
+    task_id: str
+    subagent_type: str
+    description: str
+    status: str
+    text: str
+    conversation_key: str
+    channel: str
+    user_id: str
+
+    def result_text(self) -> str:
+        return self.text or f"(no result: the task ended with status {self.status})"
+
+
+Deliver = Callable[[BackgroundResult], None]
+
+
+@dataclass(slots=True)
+class WorkerTask:
+    task_id: str
+    subagent_type: str
+    description: str
+    prompt: str
+    background: bool
+    parent: ToolContext
+    session_id: str | None = None
+    status: str = "running"  # running | completed | failed | killed | timeout
+    result: str = ""
+    task: asyncio.Task[None] | None = None
+    waiters: int = 0
+    done: asyncio.Event = field(default_factory=asyncio.Event)
+
+    def summary(self) -> dict[str, Any]:
+        return {"task_id": self.task_id, "subagent_type": self.subagent_type, "status": self.status}
+
+
+async def _quiet(event: TurnEvent) -> None:
+    """A worker's own text and tool events never reach the user: only its result does."""
+
+
+class Workers:
+    def __init__(
+        self,
+        *,
+        provider: Provider,
+        registry: ToolRegistry,
+        store: Store,
+        personas: PersonaLibrary,
+        settings: WorkerSettings,
+    ) -> None:
+        self.provider = provider
+        self.registry = registry
+        self.store = store
+        self.personas = personas
+        self.settings = settings
+        self.deliver: Deliver | None = None
+        self.tasks: dict[str, WorkerTask] = {}
+        self._slots = asyncio.Semaphore(settings.max_total)
+        self._group: asyncio.TaskGroup | None = None
+
+    async def run(self) -> None:
+        """Own every worker task until cancelled."""
+        async with asyncio.TaskGroup() as group:
+            self._group = group
+            try:
+                await asyncio.Future()
+            finally:
+                self._group = None
+
+    def specialists(self) -> list[str]:
+        return sorted(name for name in self.personas.all() if name != COORDINATOR)
+
+    async def dispatch(
+        self, ctx: ToolContext, *, description: str, subagent_type: str, prompt: str, background: bool
+    ) -> ToolResult:
+        valid = self.specialists()
+        if subagent_type == COORDINATOR:
+            raise ToolError(f"'{COORDINATOR}' is the coordinator (you) and cannot be dispatched; valid subagent_type: {valid}")
+        if subagent_type not in valid:
+            raise ToolError(f"unknown subagent_type {subagent_type!r}; valid: {valid}")
+        text = prompt.strip()
+        if not text:
+            raise ToolError(f"prompt is empty; give {subagent_type} a self-contained task. Valid subagent_type: {valid}")
+        if len(text.split()) < MIN_PROMPT_WORDS:
+            raise ToolError(
+                f"prompt {text!r} is too short to stand alone: the specialist cannot see this chat. "
+                "If this is a simple question, answer it directly; otherwise state the goal, the facts "
+                "it needs and what to return."
+            )
+        joined = self._running_twin(ctx, subagent_type, text)
+        if joined is None:
+            if self._group is None:
+                raise ToolError("specialists are not running in this process")
+            in_turn = [t for t in self.tasks.values() if t.status == "running" and t.parent.turn_id == ctx.turn_id]
+            if len(in_turn) >= self.settings.max_per_turn:
+                raise ToolError(
+                    f"{len(in_turn)} specialists are already running for this message (the limit is "
+                    f"{self.settings.max_per_turn}); wait for their results or stop one with TaskStop"
+                )
+            joined = WorkerTask(uuid.uuid4().hex[:12], subagent_type, description.strip(), text, background, ctx)
+            self.tasks[joined.task_id] = joined
+            await ctx.emit(AgentStarted(joined.task_id, subagent_type, joined.description))
+            joined.task = self._group.create_task(self._work(joined), name=f"worker:{joined.task_id}")
+        if background:
+            payload = joined.summary() | {"note": "running in the background; the result will arrive as a new message"}
+            return ToolResult(json.dumps(payload))
+        return await self._wait(joined)
+
+    async def stop(self, ctx: ToolContext, task_id: str) -> ToolResult:
+        task = self.tasks.get(task_id)
+        if task is None or task.parent.conversation_key != ctx.conversation_key:
+            raise ToolError(f"no task {task_id!r} in this conversation")
+        if task.status != "running":
+            return ToolResult(json.dumps(task.summary() | {"note": "already finished"}))
+        self._kill(task)
+        return ToolResult(json.dumps(task.summary()))
+
+    def stop_conversation(self, conversation_key: str) -> int:
+        """Kill every running task of a conversation (the user's /stop); how many were running."""
+        running = [t for t in self.tasks.values() if t.status == "running" and t.parent.conversation_key == conversation_key]
+        for task in running:
+            self._kill(task)
+        return len(running)
+
+    def _kill(self, task: WorkerTask) -> None:
+        task.status = "killed"  # first: a result racing the stop sees it and is not delivered
+        if task.task is not None:
+            task.task.cancel()
+
+    def _running_twin(self, ctx: ToolContext, subagent_type: str, prompt: str) -> WorkerTask | None:
+        for task in self.tasks.values():
+            if (
+                task.status == "running"
+                and task.subagent_type == subagent_type
+                and task.prompt == prompt
+                and task.parent.session_id == ctx.session_id
+            ):
+                return task
+        return None
+
+    async def _wait(self, task: WorkerTask) -> ToolResult:
+        task.waiters += 1
+        try:
+            await task.done.wait()
+        except asyncio.CancelledError:
+            task.waiters -= 1
+            if task.waiters == 0 and not task.background and task.status == "running":
+                self._kill(task)  # the turn that wanted it is gone
+            raise
+        task.waiters -= 1
+        payload = task.summary() | {"result": task.result}
+        return ToolResult(json.dumps(payload, ensure_ascii=False), ok=task.status == "completed")
+
+    async def _work(self, task: WorkerTask) -> None:
+        parent = task.parent
+        try:
+            async with self._slots:
+                if task.status == "running":
+                    await self._run(task)
+        except asyncio.CancelledError:
+            task.status = "killed"
+            raise
+        finally:
+            task.done.set()
+            if task.session_id is not None:
+                await self.store.set_session_status(task.session_id, task.status)
+            await parent.emit(AgentFinished(task.task_id, task.subagent_type, task.description, task.status))
+            self._forget_later(task)
+        if task.background and task.status != "killed" and self.deliver is not None:
+            self.deliver(
+                BackgroundResult(
+                    task.task_id,
+                    task.subagent_type,
+                    task.description,
+                    task.status,
+                    task.result,
+                    parent.conversation_key,
+                    parent.channel,
+                    parent.user_id,
+                )
+            )
+
+    async def _run(self, task: WorkerTask) -> None:
+        persona = self.personas.get(task.subagent_type)  # pinned for the whole task
+        parent = task.parent
+        task.session_id = await self.store.create_session(
+            agent_id=persona.name,
+            channel=parent.channel,
+            conversation_key=parent.conversation_key,
+            user_id=parent.user_id,
+            parent_session_id=parent.session_id,
+            persona_version=persona.version,
+        )
+        await self.store.set_session_status(task.session_id, "running")
+        allowed = tuple(name for name in persona.tools if name not in CONTROL_TOOLS)
+        ctx = replace(parent, session_id=task.session_id, persona=persona.name, emit=_quiet, call_id="")
+        user = Message("user", task.prompt)
+        written = [user]
+        try:
+            async with asyncio.timeout(self.settings.timeout_s):
+                result = await run_loop(
+                    provider=self.provider,
+                    system=persona.prompt,
+                    messages=[user],
+                    tools=self.registry.specs(allowed),
+                    registry=self.registry,
+                    allowed=allowed,
+                    ctx=ctx,
+                    emit=_quiet,
+                    settings=LoopSettings(
+                        max_rounds=persona.max_rounds or self.settings.max_rounds,
+                        tool_timeout_s=self.settings.tool_timeout_s,
+                        max_result_chars=self.settings.max_result_chars,
+                    ),
+                    model=persona.model,
+                    audit=self.store.record_tool_call,
+                )
+            written.extend(result.messages)
+            task.result = _budget(result.text, self.settings.result_chars)
+            if task.status == "running":
+                task.status = "completed"
+        except TimeoutError:
+            task.status = "timeout"
+            task.result = f"{task.subagent_type} ran out of time after {self.settings.timeout_s:g} s"
+        except Exception as exc:
+            log.warning("worker %s (%s) failed", task.task_id, task.subagent_type, exc_info=True)
+            task.status = "failed"
+            task.result = f"{task.subagent_type} failed: {type(exc).__name__}: {exc}"
+        finally:
+            await self.store.append_messages(task.session_id, parent.turn_id or task.task_id, written)
+
+    def _forget_later(self, task: WorkerTask) -> None:
+        """Keep finished tasks for a while (TaskStop answers "already finished"), then drop them."""
+        finished = [t for t in self.tasks.values() if t.status != "running"]
+        for old in finished[: max(0, len(finished) - 1000)]:
+            self.tasks.pop(old.task_id, None)
+
+
+def _budget(text: str, limit: int) -> str:
+    if len(text) <= limit:
+        return text
+    return text[:limit] + f"\n…[truncated {len(text) - limit} characters]"
