@@ -76,7 +76,10 @@ class WorkerTask:
     done: asyncio.Event = field(default_factory=asyncio.Event)
 
     def summary(self) -> dict[str, Any]:
-        return {"task_id": self.task_id, "subagent_type": self.subagent_type, "status": self.status}
+        summary = {"task_id": self.task_id, "subagent_type": self.subagent_type, "status": self.status}
+        if self.session_id:
+            summary["session_id"] = self.session_id
+        return summary
 
 
 async def _quiet(event: TurnEvent) -> None:

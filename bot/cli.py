@@ -30,6 +30,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     base_dir = Path(args.config).resolve().parent if args.config else Path.cwd()
     if args.command == "personas":
         return _personas_check(config, base_dir)
+    if args.command == "sessions":
+        return asyncio.run(_sessions(config, base_dir, args))
     _setup_logging(config, quiet=args.command == "chat")
     runner = _serve(config, base_dir) if args.command == "serve" else _chat(config, base_dir, args.persona)
     with contextlib.suppress(KeyboardInterrupt):
@@ -46,7 +48,13 @@ def _parser() -> argparse.ArgumentParser:
     personas = commands.add_parser("personas", help="persona files")
     personas_commands = personas.add_subparsers(dest="personas_command", required=True)
     check = personas_commands.add_parser("check", help="validate every persona file")
-    for command in (serve, chat, check):
+    sessions = commands.add_parser("sessions", help="read stored sessions and their tool calls")
+    sessions_commands = sessions.add_subparsers(dest="sessions_command", required=True)
+    listing = sessions_commands.add_parser("list", help="the newest conversations' sessions")
+    listing.add_argument("--limit", type=int, default=20)
+    show = sessions_commands.add_parser("show", help="one session's tree with every tool call")
+    show.add_argument("session_id", help="a session id (or its first characters)")
+    for command in (serve, chat, check, listing, show):
         command.add_argument("--config", help="config file (default: ./config.yaml if present)")
     return parser
 
@@ -107,4 +115,25 @@ def _personas_check(config: Config, base_dir: Path) -> int:
     library.load()
     names = ", ".join(sorted(library.all()))
     print(f"ok: {len(library.all())} persona(s): {names}")
+    return 0
+
+
+async def _sessions(config: Config, base_dir: Path, args: argparse.Namespace) -> int:
+    from bot.sessions_view import list_sessions, show_session
+    from bot.storage import SqliteStore
+
+    path = Path(config.storage.path)
+    path = path if path.is_absolute() else base_dir / path
+    if not path.exists():
+        print(f"error: no database at {path}; has the bot run with this config?", file=sys.stderr)
+        return 2
+    async with SqliteStore(path) as store:
+        try:
+            if args.sessions_command == "list":
+                print(await list_sessions(store, args.limit))
+            else:
+                print(await show_session(store, args.session_id))
+        except LookupError as exc:
+            print(f"error: {exc.args[0]}", file=sys.stderr)
+            return 1
     return 0

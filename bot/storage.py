@@ -10,7 +10,7 @@ import sqlite3
 import threading
 import uuid
 from collections import OrderedDict, deque
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime
 from pathlib import Path
@@ -45,7 +45,9 @@ _INSERT_SESSION = _insert_sql(
     " created_at updated_at",
 )
 _INSERT_MESSAGE = _insert_sql(
-    "messages", "session_id turn_id role content tool_calls tool_call_id name is_error created_at"
+    "messages",
+    "session_id turn_id role content tool_calls tool_call_id name is_error tokens_in tokens_out"
+    " created_at",
 )
 _INSERT_AUDIT = _insert_sql(
     "audit_logs",
@@ -54,6 +56,11 @@ _INSERT_AUDIT = _insert_sql(
 _INSERT_USAGE = _insert_sql(
     "usage", "session_id turn_id provider model input_tokens output_tokens created_at"
 )
+_ORDER_COLUMNS = (
+    "id tenant user_id session_id service category method amount currency status payment_url"
+    " created_at expires_at"
+).split()
+_INSERT_ORDER = _insert_sql("orders", " ".join(_ORDER_COLUMNS))
 _INSERT_TURN = _insert_sql(
     "turns",
     "id session_id channel conversation_key inbound_event_ids placeholder status created_at",
@@ -95,6 +102,8 @@ def _message_fields(m: Message) -> tuple[Any, ...]:
         m.tool_call_id,
         m.name,
         int(m.is_error),
+        None if m.usage is None else m.usage.input_tokens,
+        None if m.usage is None else m.usage.output_tokens,
     )
 
 
@@ -176,7 +185,21 @@ def _v2_titles_and_audit_extra(db: Database) -> None:
     db.table("audit_logs").add_column("extra", str)  # AuditRecord.extra, as JSON
 
 
-MIGRATIONS: tuple[Callable[[Database], None], ...] = (_v1_core_tables, _v2_titles_and_audit_extra)
+def _v3_memory_scope_and_orders(db: Database) -> None:
+    db.table("memories").add_column("tenant", str, not_null_default="")
+    db.table("memories").add_column("key", str)  # e.g. "intake:age": a newer value replaces it
+    db.table("memories").create_index(["tenant", "user_id", "key"])
+    db.table("orders").create({
+        "id": str, "tenant": str, "user_id": str, "session_id": str, "service": str,
+        "category": str, "method": str, "amount": float, "currency": str, "status": str,
+        "payment_url": str, "created_at": str, "expires_at": str,
+    }, pk="id", not_null={"tenant", "user_id", "service", "amount", "currency", "status"})
+    db.table("orders").create_index(["tenant", "user_id"])
+
+
+MIGRATIONS: tuple[Callable[[Database], None], ...] = (
+    _v1_core_tables, _v2_titles_and_audit_extra, _v3_memory_scope_and_orders
+)
 
 
 def migrate(db: Database, *, target: int | None = None) -> list[int]:
@@ -381,6 +404,47 @@ class SqliteStore:
         sql = "SELECT * FROM messages WHERE session_id = ? ORDER BY id"
         return await self._run(self._select, sql, session_id)
 
+    async def recent_sessions(self, *, limit: int = 20, root_only: bool = True) -> list[dict[str, Any]]:
+        """The newest sessions first (coordinator sessions only, unless `root_only` is False)."""
+        where = "WHERE parent_session_id IS NULL" if root_only else ""
+        sql = f"SELECT * FROM chat_sessions {where} ORDER BY updated_at DESC, rowid DESC LIMIT ?"
+        return await self._run(self._select, sql, limit)
+
+    async def find_sessions(self, prefix: str) -> list[dict[str, Any]]:
+        """Sessions whose id starts with `prefix` (admins type short ids)."""
+        sql = "SELECT * FROM chat_sessions WHERE id LIKE ? ORDER BY rowid LIMIT 10"
+        return await self._run(self._select, sql, prefix.replace("%", "").replace("_", "") + "%")
+
+    # -- tools: memories and orders, always scoped by tenant and user --------------------
+    async def save_memory(
+        self,
+        *,
+        tenant: str,
+        user_id: str,
+        memory_type: str,
+        content: str,
+        category: str | None,
+        importance: int,
+        key: str | None = None,
+    ) -> int:
+        row = (tenant, user_id, memory_type, content, category, importance, key)
+        return await self._run(self._save_memory_db, row)
+
+    async def list_memories(
+        self, *, tenant: str, user_id: str, limit: int = 200
+    ) -> list[dict[str, Any]]:
+        sql = (
+            "SELECT * FROM memories WHERE tenant = ? AND user_id = ?"
+            " ORDER BY importance DESC, updated_at DESC LIMIT ?"
+        )
+        return await self._run(self._select, sql, tenant, user_id, limit)
+
+    async def create_order(self, order: Mapping[str, Any]) -> None:
+        await self._run(self._create_order_db, dict(order))
+
+    async def get_order(self, order_id: str) -> dict[str, Any] | None:
+        return await self._one("SELECT * FROM orders WHERE id = ?", order_id)
+
     async def usage_for_session(self, session_id: str) -> list[dict[str, Any]]:
         sql = "SELECT * FROM usage WHERE session_id = ? ORDER BY id"
         return await self._run(self._select, sql, session_id)
@@ -464,8 +528,8 @@ class SqliteStore:
                 conn.execute("ROLLBACK")
             raise
 
-    def _select(self, sql: str, key: str) -> list[dict[str, Any]]:
-        return _dicts(self._conn.execute(sql, (key,)))
+    def _select(self, sql: str, *params: Any) -> list[dict[str, Any]]:
+        return _dicts(self._conn.execute(sql, params))
 
     def _insert(self, sql: str, row: tuple[Any, ...]) -> None:
         self._conn.execute(sql, (*row, _now()))
@@ -538,6 +602,36 @@ class SqliteStore:
         extra = json.dumps(r.extra, default=str) if r.extra else None
         call = (r.session_id, r.turn_id, r.call_id, r.tool_name, r.arguments)
         self._insert(_INSERT_AUDIT, (*call, _truncate(r.result), int(r.ok), r.duration_ms, extra))
+
+    def _save_memory_db(self, row: tuple[Any, ...]) -> int:
+        tenant, user_id, memory_type, content, category, importance, key = row
+        now = _now()
+        with self._transaction() as conn:
+            found = conn.execute(
+                "SELECT id FROM memories WHERE tenant = ? AND user_id = ? AND "
+                + ("key = ?" if key else "key IS NULL AND content = ?"),
+                (tenant, user_id, key or content),
+            ).fetchone()
+            if found is not None:
+                conn.execute(
+                    "UPDATE memories SET memory_type = ?, content = ?, category = ?,"
+                    " importance = ?, updated_at = ? WHERE id = ?",
+                    (memory_type, content, category, importance, now, found[0]),
+                )
+                return cast(int, found[0])
+            cursor = conn.execute(
+                "INSERT INTO memories (tenant, user_id, memory_type, content, category,"
+                " importance, key, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                (*row, now, now),
+            )
+            return cast(int, cursor.lastrowid)
+
+    def _create_order_db(self, order: dict[str, Any]) -> None:
+        unknown = set(order) - set(_ORDER_COLUMNS)
+        if unknown:
+            raise ValueError(f"unknown order fields {sorted(unknown)}; known: {_ORDER_COLUMNS}")
+        order.setdefault("created_at", _now())
+        self._conn.execute(_INSERT_ORDER, tuple(order.get(c) for c in _ORDER_COLUMNS))
 
     def _create_turn_db(
         self,

@@ -14,6 +14,7 @@ import pytest
 from agent.providers.base import Provider
 from bot.app import App
 from bot.config import Config, load_config
+from tools.registry import ToolRegistry
 
 ROOT = Path(__file__).resolve().parent.parent
 ORIGIN = "http://127.0.0.1:8080"
@@ -59,6 +60,15 @@ class WsClient:
                 if predicate(frame):
                     return frame
 
+    async def seen(
+        self, predicate: Callable[[dict[str, Any]], bool], timeout: float = 5.0
+    ) -> dict[str, Any]:
+        """A frame already received that matches, or the next one that does."""
+        for frame in self.frames:
+            if predicate(frame):
+                return frame
+        return await self.until(predicate, timeout)
+
     async def until_type(self, kind: str, timeout: float = 5.0) -> dict[str, Any]:
         return await self.until(lambda f: f["type"] == kind, timeout)
 
@@ -86,8 +96,15 @@ async def running(tmp_path: Path) -> AsyncIterator[Callable[..., Any]]:
     """`app = await running(provider, **config_sections)`: a started app, stopped after the test."""
     started: list[App] = []
 
-    async def start(provider: Provider | None = None, **sections: Any) -> App:
-        app = App(make_config(tmp_path, **sections), base_dir=tmp_path, provider=provider)
+    async def start(
+        provider: Provider | None = None,
+        *,
+        registry: ToolRegistry | None = None,
+        channels: list[Any] | None = None,
+        **sections: Any,
+    ) -> App:
+        config = make_config(tmp_path, **sections)
+        app = App(config, base_dir=tmp_path, provider=provider, registry=registry, channels=channels)
         await app.__aenter__()
         started.append(app)
         return app

@@ -36,6 +36,7 @@ async def test_message_gets_placeholder_edits_and_final(running, session) -> Non
     seqs = [f["seq"] for f in client.frames if "seq" in f]
     assert seqs == sorted(seqs) and len(set(seqs)) == len(seqs)
     assert provider.requests[0].messages[-1].content == "what is the answer?"
+    await app.gateway.wait_idle()  # the turn row is written just after the final edit
     rows = _rows(app, "select status, placeholder, final_text from turns")
     assert len(rows) == 1 and rows[0][0] == "completed"
     assert created["message_id"] in rows[0][1] and rows[0][2] == completed["text"]

@@ -1,0 +1,74 @@
+"""`bot sessions`: what admins read — recent sessions, and one session's tree with every tool call."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from bot.storage import SqliteStore
+
+PREVIEW = 160
+
+
+async def list_sessions(store: SqliteStore, limit: int) -> str:
+    rows = await store.recent_sessions(limit=limit)
+    if not rows:
+        return "no sessions yet"
+    lines = [f"{'id':12}  {'updated (UTC)':19}  {'status':9}  {'agent':10}  conversation"]
+    for row in rows:
+        lines.append(
+            f"{row['id'][:12]}  {row['updated_at'][:19].replace('T', ' ')}  {row['status']:9}  "
+            f"{row['agent_id']:10}  {row['conversation_key']}  (user {row['user_id']})"
+        )
+    return "\n".join(lines)
+
+
+async def show_session(store: SqliteStore, session_id: str) -> str:
+    """The session, each tool call in order, and each child session nested under it."""
+    session = await store.get_session(session_id)
+    if session is None:
+        matches = await store.find_sessions(session_id)
+        if len(matches) != 1:
+            known = ", ".join(m["id"][:12] for m in matches) or "none"
+            raise LookupError(f"no session {session_id!r} (matches: {known}); see `bot sessions list`")
+        session = matches[0]
+    lines: list[str] = []
+    await _render(store, session, lines, depth=0)
+    return "\n".join(lines)
+
+
+async def _render(store: SqliteStore, session: dict[str, Any], lines: list[str], depth: int) -> None:
+    pad = "    " * depth
+    messages = await store.messages_for_session(session["id"])
+    lines.append(
+        f"{pad}{'└─ ' if depth else ''}session {session['id']}  agent={session['agent_id']}  "
+        f"status={session['status']}  persona={session['persona_version'] or '-'}"
+    )
+    lines.append(
+        f"{pad}   {session['conversation_key']}  user={session['user_id']}  "
+        f"created={session['created_at'][:19].replace('T', ' ')}  messages={len(messages)}"
+    )
+    children = {c["id"]: c for c in await store.child_sessions(session["id"])}
+    calls = await store.audit_for_session(session["id"])
+    if not calls:
+        lines.append(f"{pad}   (no tool calls)")
+    for call in calls:
+        mark = "ok " if call["ok"] else "ERR"
+        lines.append(
+            f"{pad}   {call['created_at'][11:23]}  {mark}  {call['tool_name']}({_short(call['arguments'])})"
+            f"  {call['duration_ms']:.0f} ms"
+        )
+        lines.append(f"{pad}       → {_short(call['result'])}")
+        for child_id in [c for c in children if c in (call["result"] or "")]:
+            await _render(store, children.pop(child_id), lines, depth + 1)
+    for child in children.values():  # e.g. a dispatch whose result was cut off
+        await _render(store, child, lines, depth + 1)
+
+
+def _short(text: str | None) -> str:
+    text = (text or "").replace("\n", " ")
+    try:
+        text = json.dumps(json.loads(text), ensure_ascii=False)
+    except ValueError:
+        pass
+    return text if len(text) <= PREVIEW else text[: PREVIEW - 1] + "…"
