@@ -8,7 +8,7 @@ import uuid
 from collections.abc import Awaitable, Callable
 from typing import TextIO
 
-from adapters.base import ChannelLimits, ChatRef, InboundMessage, Inbox, MessageHandle, OutboundContent
+from adapters.base import ChannelError, ChannelLimits, ChatRef, InboundMessage, Inbox, MessageHandle, OutboundContent
 
 
 class TerminalChannel:
@@ -33,6 +33,7 @@ class TerminalChannel:
         self._wait_turn = wait_turn  # prompt again only once the answer is complete
         self._shown: dict[str, str] = {}  # message id -> text already printed
         self.closed = asyncio.Event()  # set when stdin ends
+        self.greeting = ""  # printed once before the first prompt
 
     def limits_for(self, chat: ChatRef) -> ChannelLimits:
         return ChannelLimits(max_text_length=1_000_000, min_edit_interval_s=0.05, can_edit=True, final_marker=True)
@@ -40,6 +41,8 @@ class TerminalChannel:
     async def run(self, inbox: Inbox) -> None:
         loop = asyncio.get_running_loop()
         try:
+            if self.greeting:
+                self._write(self.greeting + "\n")
             while True:
                 self._write(self._prompt)
                 line = await loop.run_in_executor(None, self._stdin.readline)
@@ -52,6 +55,8 @@ class TerminalChannel:
                 await inbox(InboundMessage(self.chat, self.user_id, text, event, event, mentioned=True))
                 if self._wait_turn is not None:
                     await self._wait_turn()
+        except ChannelError:
+            return
         finally:
             self.closed.set()
 
@@ -86,5 +91,9 @@ class TerminalChannel:
             self._shown.pop(handle.message_id, None)
 
     def _write(self, text: str) -> None:
-        self._out.write(text)
-        self._out.flush()
+        try:
+            self._out.write(text)
+            self._out.flush()
+        except OSError as exc:  # the reader went away (a closed pipe): nobody to talk to
+            self.closed.set()
+            raise ChannelError(f"terminal output closed: {exc}") from exc

@@ -157,8 +157,9 @@ class Coordinator:
                 await self.store.record_usage(
                     session_id=turn.session_id,
                     turn_id=turn.turn_id,
-                    provider=self.provider.name,
-                    model=turn.persona.model or self.provider.model,
+                    # in a fallback chain the usage names who actually served the call
+                    provider=usage.provider or self.provider.name,
+                    model=usage.model or turn.persona.model or self.provider.model,
                     input_tokens=usage.input_tokens,
                     output_tokens=usage.output_tokens,
                 )

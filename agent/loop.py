@@ -6,6 +6,7 @@ import asyncio
 import logging
 import time
 from collections.abc import Awaitable, Callable, Collection, Mapping, Sequence
+from contextlib import aclosing
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -14,6 +15,7 @@ from agent.types import (
     AuditRecord,
     Message,
     ModelRequest,
+    StreamRestart,
     TextDelta,
     ToolCall,
     ToolCallEvent,
@@ -78,16 +80,16 @@ async def run_loop(
     for round_no in range(1, settings.max_rounds + 2):
         offer = tools if round_no <= settings.max_rounds else ()
         request = ModelRequest(system=system, messages=tuple(transcript), tools=offer, model=model)
-        text, calls = await _ask(provider, request, emit, usage, on_usage)
+        text, calls, cost = await _ask(provider, request, emit, usage, on_usage)
         if not calls or not offer:
-            transcript.append(Message("assistant", text))
+            transcript.append(Message("assistant", text, usage=cost))
             if text.strip():
                 return LoopResult(text, transcript[start:], usage, display, round_no)
             fallback = NO_ANSWER if offer or not tools else ROUNDS_EXHAUSTED.format(n=settings.max_rounds)
             return LoopResult(fallback, transcript[start:], usage, display, round_no, answered=False)
         if text:
             await emit(AnswerReset())
-        transcript.append(Message("assistant", text, tool_calls=tuple(calls)))
+        transcript.append(Message("assistant", text, tool_calls=tuple(calls), usage=cost))
         results = await _run_tools(calls, registry, allowed, ctx, emit, settings, audit)
         for call, result in zip(calls, results, strict=True):
             display.extend(result.display)
@@ -103,22 +105,36 @@ async def _ask(
     emit: Emit,
     usage: TurnUsage,
     on_usage: UsageSink | None,
-) -> tuple[str, list[ToolCall]]:
+) -> tuple[str, list[ToolCall], Usage | None]:
     parts: list[str] = []
     calls: list[ToolCall] = []
+    cost: Usage | None = None  # None: the server reported no usage (some compatible servers)
     usage.model_calls += 1
-    async for event in provider.stream(request):
-        if isinstance(event, TextDelta):
-            if event.text:
-                parts.append(event.text)
-                await emit(AnswerDelta(event.text))
-        elif isinstance(event, ToolCallEvent):
-            calls.append(event.call)
-        elif isinstance(event, Usage):
-            usage.add(event)
-            if on_usage is not None:
-                await on_usage(provider, event)
-    return "".join(parts), _unique_ids(calls)
+    # aclosing: a stopped turn closes the provider's HTTP stream now, not when GC finds it
+    async with aclosing(provider.stream(request)) as events:
+        async for event in events:
+            if isinstance(event, TextDelta):
+                if event.text:
+                    parts.append(event.text)
+                    await emit(AnswerDelta(event.text))
+            elif isinstance(event, ToolCallEvent):
+                calls.append(event.call)
+            elif isinstance(event, Usage):
+                usage.add(event)
+                cost = event if cost is None else _plus(cost, event)
+                if on_usage is not None:
+                    await on_usage(provider, event)
+            elif isinstance(event, StreamRestart):
+                # the provider starts this call over (retry or fallback): the preview goes back
+                if parts:
+                    await emit(AnswerReset())
+                parts.clear()
+                calls.clear()
+    return "".join(parts), _unique_ids(calls), cost
+
+
+def _plus(a: Usage, b: Usage) -> Usage:
+    return Usage(a.input_tokens + b.input_tokens, a.output_tokens + b.output_tokens)
 
 
 def _unique_ids(calls: list[ToolCall]) -> list[ToolCall]:

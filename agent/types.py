@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -16,6 +17,14 @@ class ToolCall:
     name: str
     arguments: str  # JSON text exactly as the model sent it; parsed and validated by the registry
 
+    def arguments_object(self) -> dict[str, Any]:
+        """The arguments as a JSON object, or {} when they are not one (APIs want an object back)."""
+        try:
+            value = json.loads(self.arguments) if self.arguments.strip() else {}
+        except ValueError:
+            return {}
+        return value if isinstance(value, dict) else {}
+
 
 @dataclass(frozen=True, slots=True)
 class Message:
@@ -25,6 +34,7 @@ class Message:
     tool_call_id: str | None = None  # on role="tool": the call this answers
     name: str | None = None  # on role="tool": the tool's name
     is_error: bool = False  # on role="tool": the call failed
+    usage: Usage | None = None  # on role="assistant": what the model call that wrote it cost
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,6 +60,8 @@ class ToolCallEvent:
 class Usage:
     input_tokens: int = 0
     output_tokens: int = 0
+    provider: str | None = None  # who served the call (in a fallback chain, not always the first)
+    model: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,7 +69,13 @@ class Stop:
     reason: Literal["end_turn", "tool_use", "max_tokens", "other"] = "end_turn"
 
 
-ModelEvent = TextDelta | ToolCallEvent | Usage | Stop
+@dataclass(frozen=True, slots=True)
+class StreamRestart:
+    """The call failed after some events and starts over (a retry or the fallback provider):
+    forget the text and tool calls streamed so far in this call; usage already reported stands."""
+
+
+ModelEvent = TextDelta | ToolCallEvent | Usage | Stop | StreamRestart
 
 
 @dataclass(slots=True)

@@ -8,21 +8,25 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
+import aiohttp
 from aiohttp import web
 
 from adapters.base import Channel
+from adapters.telegram import TelegramChannel
 from adapters.websocket import WebSocketChannel
 from agent.coordinator import AgentSettings, Coordinator
 from agent.personas import PersonaLibrary
-from agent.providers import build_provider
+from agent.providers import build_provider, describe_provider
 from agent.providers.base import Provider
 from agent.workers import WorkerSettings, Workers
+from bot.access import Allowlist, ChannelAccess
 from bot.config import Config
 from bot.dedup import MemoryDedup
 from bot.gateway import DefaultAccess, Gateway, GatewaySettings
 from bot.storage import SqliteStore
 from tools.builtin import builtin_registry
 from tools.control import CONTROL
+from tools.knowledge import KnowledgeBase
 from tools.redirects import load_redirects
 from tools.registry import ToolRegistry
 
@@ -47,8 +51,16 @@ class App:
     ) -> None:
         self.config = config
         self.base_dir = base_dir or Path.cwd()
+        self._own_provider = provider is None  # a provider handed in is closed by its owner
         self.provider = provider or build_provider(config.llm)
-        self.registry = registry or builtin_registry()
+        self.registry = registry or builtin_registry(config.tools.intake)
+        self.registry.pii = config.tools.pii.masker()
+        self.knowledge = KnowledgeBase(
+            [self._path(d) for d in config.knowledge.dirs],
+            passage_chars=config.knowledge.passage_chars,
+            max_results=config.knowledge.max_results,
+        )
+        self.http: aiohttp.ClientSession | None = None  # for tools; opened with the app
         for control in CONTROL:
             if control.name not in self.registry:
                 self.registry.add(control)
@@ -70,6 +82,20 @@ class App:
                 identity_secret=ws.identity_secret,
             )
             self.channels[self.websocket.name] = self.websocket
+        self.telegram: TelegramChannel | None = None
+        tg = config.channels.telegram
+        if web_server and tg.enabled:  # not in `bot chat`: it would steal a serving bot's updates
+            self.telegram = TelegramChannel(
+                token=tg.token,
+                mode=tg.mode,
+                api_base=tg.api_base,
+                webhook_secret=tg.webhook_secret,
+                webhook_path=tg.webhook_path,
+                public_url=config.server.public_url,
+                private_edit_interval_s=tg.private_edit_interval_s,
+                group_edit_interval_s=tg.group_edit_interval_s,
+            )
+            self.channels[self.telegram.name] = self.telegram
         agent = config.agent
         self.workers = Workers(
             provider=self.provider,
@@ -96,7 +122,12 @@ class App:
             ),
             personas=self.personas,
             redirects=load_redirects(),
-            services={"default_timezone": agent.default_timezone, "agents": self.workers},
+            services={
+                "default_timezone": agent.default_timezone,
+                "agents": self.workers,
+                "tools_config": config.tools,
+                "knowledge": self.knowledge,
+            },
         )
         self.gateway = Gateway(
             channels=self.channels,
@@ -111,9 +142,12 @@ class App:
                 coalesce_ms=config.gateway.coalesce_ms,
                 persona=persona,
             ),
-            access=DefaultAccess(
-                allowed_users=frozenset(config.gateway.allowed_users),
-                group_reply=config.gateway.group_reply,
+            access=ChannelAccess(
+                DefaultAccess(
+                    allowed_users=frozenset(config.gateway.allowed_users),
+                    group_reply=config.gateway.group_reply,
+                ),
+                {"telegram": Allowlist.of(tg.allowed_users, tg.allowed_chats)},
             ),
             workers=self.workers,
         )
@@ -132,6 +166,13 @@ class App:
 
     async def __aenter__(self) -> App:
         await self.store.open()
+        indexed = await self.knowledge.open()
+        if self.config.knowledge.dirs:
+            log.info("knowledge: %d documents, %d passages indexed in %.0f ms",
+                     indexed.documents, indexed.passages, indexed.seconds * 1000)  # fmt: skip
+        # tools keep their own shorter deadlines; this one only bounds a forgotten request
+        self.http = aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=60))
+        self.coordinator.services["http"] = self.http
         for error in self.personas.load():
             log.error("%s", error)
         self._supervisor = asyncio.create_task(self._supervise(), name="app")
@@ -143,7 +184,7 @@ class App:
             raise RuntimeError("the gateway failed to start; see the log")
         if self.web_server:
             await self._start_web()
-        log.info("model: %s (%s)", self.provider.name, self.provider.model)
+        log.info("model: %s", describe_provider(self.provider))
         if self.port is not None:
             log.info("serving %s  (web widget demo at /, health at /healthz)", self.url)
         return self
@@ -171,6 +212,13 @@ class App:
                 log.exception("a part of the gateway crashed")
             finally:
                 self._supervisor = None
+        if self.http is not None:
+            await self.http.close()
+            self.http = None
+        await self.knowledge.close()
+        close_provider = getattr(self.provider, "aclose", None)
+        if self._own_provider and close_provider is not None:
+            await close_provider()  # the SDKs' HTTP connection pools
         await self.store.close()
 
     async def wait(self) -> None:
@@ -183,8 +231,24 @@ class App:
             group.create_task(self.gateway.run(), name="gateway")
             group.create_task(self.workers.run(), name="workers")
             group.create_task(self.personas.watch(), name="personas")
+            group.create_task(self.knowledge.watch(), name="knowledge")
             for channel in self.channels.values():
-                group.create_task(channel.run(self.gateway.handle), name=f"channel:{channel.name}")
+                group.create_task(self._keep_running(channel), name=f"channel:{channel.name}")
+
+    async def _keep_running(self, channel: Channel) -> None:
+        """Run a channel; if it crashes, log and restart it with backoff: other channels go on."""
+        backoff = 1.0
+        while True:
+            started = asyncio.get_running_loop().time()
+            try:
+                await channel.run(self.gateway.handle)
+                return  # the channel finished (say, stdin ended)
+            except Exception:
+                log.exception("channel %s crashed; restarting in %.0f s", channel.name, backoff)
+            if asyncio.get_running_loop().time() - started > 60:
+                backoff = 1.0  # it ran fine for a while: this is a new problem
+            await asyncio.sleep(backoff)
+            backoff = min(backoff * 2, 60.0)
 
     async def _start_web(self) -> None:
         app = web.Application()
@@ -192,6 +256,8 @@ class App:
         app.router.add_get("/healthz", self._healthz)
         if self.websocket is not None:
             self.websocket.install(app)
+        if self.telegram is not None:
+            self.telegram.install(app)  # the webhook route, in webhook mode
         self._runner = web.AppRunner(app, shutdown_timeout=5, handle_signals=False)
         await self._runner.setup()
         site = web.TCPSite(self._runner, self.config.server.host, self.config.server.port)

@@ -11,6 +11,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
+from agent.providers.base import ProviderConfigError
 from bot.config import Config, ConfigError, load_config
 
 log = logging.getLogger("bot")
@@ -35,7 +36,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     _setup_logging(config, quiet=args.command == "chat")
     runner = _serve(config, base_dir) if args.command == "serve" else _chat(config, base_dir, args.persona)
     with contextlib.suppress(KeyboardInterrupt):
-        return asyncio.run(runner)
+        try:
+            return asyncio.run(runner)
+        except ProviderConfigError as exc:  # a missing key: one line, not a traceback
+            print(f"error: {exc}", file=sys.stderr)
+            return 2
     return 0
 
 
@@ -89,12 +94,14 @@ async def _chat(config: Config, base_dir: Path, persona: str) -> int:
 
     terminal = TerminalChannel(wait_turn=lambda: app.gateway.wait_idle())
     app = App(config, base_dir=base_dir, channels=[terminal], persona=persona, web_server=False)
+    terminal.greeting = (
+        f"Chatting with {persona!r} on {app.provider.name} ({app.provider.model}). "
+        "Ctrl-D to quit, /help for commands."
+    )
     async with app:
         if persona not in app.personas.all():
             print(f"error: unknown persona {persona!r}; known: {sorted(app.personas.all())}", file=sys.stderr)
             return 2
-        print(f"Chatting with {persona!r} on {app.provider.name} ({app.provider.model}). "
-              "Ctrl-D to quit, /help for commands.")
         await terminal.closed.wait()
         await app.gateway.wait_idle()
     return 0

@@ -11,8 +11,17 @@ from typing import Any, Literal, get_args, get_origin
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
+)
 from pydantic.fields import FieldInfo
+
+from tools.builtin.settings import KnowledgeSettings, ToolsSettings
 
 log = logging.getLogger(__name__)
 
@@ -75,6 +84,7 @@ class LLMConfig(_Section):
     first_token_timeout_s: float = Field(30, gt=0)
     total_timeout_s: float = Field(120, gt=0)
     max_retries: int = Field(2, ge=0, le=10)
+    retry_backoff_s: float = Field(0.5, ge=0, le=60)
     tool_mode: Literal["native", "text", "auto"] = "auto"
 
 
@@ -130,7 +140,7 @@ class TelegramConfig(_Section):
     token: str = _secret(env="TELEGRAM_BOT_TOKEN")
     mode: Literal["polling", "webhook"] = "polling"
     api_base: str | None = None
-    webhook_secret: str | None = _secret(None)
+    webhook_secret: str | None = _secret(None, env="TELEGRAM_WEBHOOK_SECRET")
     webhook_path: str = "/telegram/webhook"
     allowed_users: list[str] = []
     allowed_chats: list[str] = []
@@ -138,6 +148,23 @@ class TelegramConfig(_Section):
     group_edit_interval_s: float = Field(3.0, gt=0)
 
     _check_path = field_validator("webhook_path")(_url_path)
+
+    @field_validator("token")
+    @classmethod
+    def _token_when_enabled(cls, value: str, info: ValidationInfo) -> str:
+        if info.data.get("enabled") and not value:
+            raise ValueError("required when the channel is enabled; set TELEGRAM_BOT_TOKEN to "
+                             "the token @BotFather gave you")
+        return value
+
+    @field_validator("webhook_secret")
+    @classmethod
+    def _secret_for_webhook(cls, value: str | None, info: ValidationInfo) -> str | None:
+        # Without it aiogram-style handlers accept any POST: anyone could forge updates.
+        if info.data.get("enabled") and info.data.get("mode") == "webhook" and not value:
+            raise ValueError("required in webhook mode; set TELEGRAM_WEBHOOK_SECRET to 1-256 "
+                             "characters from A-Z a-z 0-9 _ -")
+        return value or None
 
 
 class SlackConfig(_Section):
@@ -177,6 +204,8 @@ class Config(_Section):
     gateway: GatewayConfig = GatewayConfig()
     personas: PersonasConfig = PersonasConfig()
     channels: ChannelsConfig = ChannelsConfig()
+    knowledge: KnowledgeSettings = KnowledgeSettings()  # defined beside the tools that read it
+    tools: ToolsSettings = ToolsSettings()
 
 
 # `$${` is an escaped literal; a bare `${` that is not a well-formed reference is an error.

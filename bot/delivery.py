@@ -189,6 +189,10 @@ class Delivery:
             except ChannelError as exc:
                 log.info("preview edit failed in %s: %s", self.chat.key, exc)
                 return
+            except Exception:
+                # an adapter bug must cost a preview, never the turn or the process
+                log.exception("preview edit crashed in %s", self.chat.key)
+                return
         self._last_edit = time.monotonic()
 
     async def _put_final(self, index: int, content: OutboundContent) -> None:

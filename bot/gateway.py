@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Literal, Protocol
 
-from adapters.base import Channel, ChatRef, InboundMessage, OutboundContent
+from adapters.base import Channel, ChannelError, ChatRef, InboundMessage, OutboundContent
 from agent.coordinator import Coordinator, TurnInput
 from agent.personas import PersonaLibrary
 from agent.providers.base import ProviderError
@@ -50,10 +50,11 @@ class DefaultAccess:
     group_reply: Literal["mention", "all"] = "mention"
 
     def check(self, message: InboundMessage) -> Access:
-        if self.allowed_users and message.user_id not in self.allowed_users:
-            return "refuse"
+        # Ignore first: group chatter not addressed to the bot must not draw a refusal each time.
         if message.is_group and self.group_reply == "mention" and not message.mentioned:
             return "ignore"
+        if self.allowed_users and message.user_id not in self.allowed_users:
+            return "refuse"
         return "allow"
 
 
@@ -180,7 +181,11 @@ class Gateway:
                 user = conversation.pending[0].user_id
                 batch = [m for m in conversation.pending if m.user_id == user]
                 conversation.pending = [m for m in conversation.pending if m.user_id != user]
-                await self._run_turn(conversation, batch)
+                try:
+                    await self._run_turn(conversation, batch)
+                except Exception:
+                    # one conversation's failure (say, its channel cannot deliver) never stops others
+                    log.exception("turn in %s failed to deliver", conversation.key)
         finally:
             conversation.drain = None
             if not conversation.pending:
@@ -257,7 +262,12 @@ class Gateway:
             await delivery.finish(APOLOGY)
             await self.store.finish_turn(turn_id, status="failed", error=f"{type(exc).__name__}: {exc}")
             return
-        await delivery.finish(result.text, tuple(result.display))
+        try:
+            await delivery.finish(result.text, tuple(result.display))
+        except ChannelError as exc:
+            log.error("turn %s answered but not delivered: %s", turn_id, exc)
+            await self.store.finish_turn(turn_id, status="failed", final_text=result.text, error=str(exc))
+            return
         await self.store.finish_turn(turn_id, status="completed", final_text=result.text)
 
     async def _session(self, message: InboundMessage, agent_id: str, version: str) -> str:

@@ -609,7 +609,7 @@ class SqliteStore:
         with self._transaction() as conn:
             found = conn.execute(
                 "SELECT id FROM memories WHERE tenant = ? AND user_id = ? AND "
-                + ("key = ?" if key else "key IS NULL AND content = ?"),
+                + ("key = ?" if key else "key IS NULL AND content = ? COLLATE NOCASE"),
                 (tenant, user_id, key or content),
             ).fetchone()
             if found is not None:

@@ -12,14 +12,25 @@ def split_text(text: str, limit: int, measure: Callable[[str], int] = len) -> li
     chunks: list[str] = []
     rest = text
     while measure(rest) > limit:
-        cut = _best_cut(rest, _longest_prefix(rest, limit - len(FENCE) - 1, measure))
-        head, rest = rest[:cut].rstrip(), rest[cut:].lstrip("\n")
-        if head.count(FENCE) % 2:  # forced to cut inside a code block: close it, reopen it
-            head += "\n" + FENCE
-            rest = FENCE + "\n" + rest
+        head, rest = _cut(rest, limit, measure)
         chunks.append(head)
     chunks.append(rest)
     return chunks
+
+
+def _cut(text: str, limit: int, measure: Callable[[str], int]) -> tuple[str, str]:
+    hard = _longest_prefix(text, limit - len(FENCE) - 1, measure)
+    while True:
+        cut = _best_cut(text, hard)
+        head, rest = text[:cut].rstrip(), text[cut:].lstrip("\n")
+        if head.count(FENCE) % 2:  # forced to cut inside a code block: close it, reopen it
+            head += "\n" + FENCE
+            rest = FENCE + "\n" + rest
+        # A measure of rendered text need not grow with the text: cutting a link or a bold
+        # span open shows its markup. Then cut earlier.
+        if cut <= 1 or measure(head) <= limit:
+            return head, rest
+        hard = cut - 1
 
 
 def _longest_prefix(text: str, limit: int, measure: Callable[[str], int]) -> int:

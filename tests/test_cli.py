@@ -60,3 +60,27 @@ def test_chat_with_an_unknown_persona_is_a_clear_error(tmp_path: Path) -> None:
     result = _bot("chat", "--persona", "ghost", cwd=tmp_path)
     assert result.returncode == 2
     assert "unknown persona 'ghost'" in result.stderr
+
+
+def test_sessions_show_prints_the_tree_an_admin_reads(tmp_path: Path) -> None:
+    config = {"storage": {"path": str(tmp_path / "chat.db")}, "personas": {"dirs": [str(tmp_path / "p")]}}
+    (tmp_path / "config.yaml").write_text(json.dumps(config))
+    (tmp_path / "p").mkdir()
+    (tmp_path / "p" / "default.md").write_text((ROOT / "personas" / "default.md").read_text())
+    (tmp_path / "p" / "specialist-clock.md").write_text(
+        "---\nname: specialist-clock\ndescription: Tells the time.\ntools: [get_current_datetime]\n---\nClock.\n"
+    )
+    result = _bot("chat", cwd=tmp_path, stdin="@specialist-clock what time is it in Asia/Tokyo?\n")
+    assert "specialist-clock** reports" in result.stdout, result.stdout + result.stderr
+    listing = _bot("sessions", "list", cwd=tmp_path)
+    assert listing.returncode == 0 and "terminal:local" in listing.stdout
+    session_id = listing.stdout.splitlines()[1].split()[0]
+    tree = _bot("sessions", "show", session_id, cwd=tmp_path)
+    assert tree.returncode == 0, tree.stderr
+    lines = tree.stdout.splitlines()
+    assert lines[0].startswith("session ") and "agent=default" in lines[0]
+    assert any("ok   AgentTool(" in line for line in lines)
+    assert any(line.startswith("    └─ session ") and "agent=specialist-clock" in line for line in lines)
+    assert any("get_current_datetime(" in line and "Asia/Tokyo" in line for line in lines)
+    missing = _bot("sessions", "show", "nope", cwd=tmp_path)
+    assert missing.returncode == 1 and "no session 'nope'" in missing.stderr

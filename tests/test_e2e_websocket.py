@@ -172,3 +172,18 @@ async def test_healthz_and_demo_page(running, session) -> None:
     async with session.get(f"{app.url}/") as response:
         assert response.status == 200
         assert "widget.js" in await response.text()
+
+
+async def test_offline_model_dispatches_a_specialist(running, session, tmp_path) -> None:
+    from tests.agents_kit import write_personas
+
+    folder = write_personas(tmp_path / "personas")
+    (folder / "specialist-clock.md").write_text(
+        "---\nname: specialist-clock\ndescription: Tells the time.\ntools: [get_current_datetime]\n---\nClock.\n"
+    )
+    app = await running(OfflineProvider(word_delay_s=0), personas={"dirs": [str(folder)]})
+    client = await connect(session, app)
+    await client.hello()
+    reply = await client.ask("@specialist-clock what time is it in Europe/Paris?")
+    assert "**specialist-clock** reports" in reply["text"] and "Europe/Paris" in reply["text"]
+    assert any(f["type"] == "agent.started" for f in client.frames)

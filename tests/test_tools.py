@@ -372,7 +372,18 @@ async def test_clock_bad_zone_names_the_fix() -> None:
 
 def test_builtin_registry() -> None:
     registry = builtin_registry()
-    assert registry.names() == ["get_current_datetime"]
+    assert registry.names() == [
+        "get_current_datetime",
+        "get_exchange_rate",
+        "web_search",
+        "search_knowledge",
+        "check_off_topic",
+        "save_user_memory",
+        "get_user_context",
+        "collect_info",
+        "create_payment",
+        "fetch_news",
+    ]
     assert registry.get("get_current_datetime") is get_current_datetime
     assert isinstance(get_current_datetime, Tool)
     assert registry is not builtin_registry()  # each caller may add its own tools

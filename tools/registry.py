@@ -6,6 +6,7 @@ import asyncio
 import dataclasses
 import inspect
 import json
+import keyword
 import logging
 import re
 import typing
@@ -16,6 +17,7 @@ from typing import Any, overload
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
 
 from tools.base import ToolContext, ToolError, ToolResult, ToolSpec
+from tools.pii import DEFAULT_MASKER, PiiMasker
 
 log = logging.getLogger(__name__)
 
@@ -38,11 +40,12 @@ class Tool:
     fn: ToolFn
     timeout_s: float | None = None
     max_result_chars: int | None = None
+    mask_pii: bool = True
 
     def bind(self, validated: BaseModel) -> dict[str, Any]:
         """The keyword arguments for `fn` from validated params."""
         fields = type(validated).model_fields
-        return {info.alias or f: getattr(validated, f) for f, info in fields.items()}
+        return {_param_name(f, info.alias): getattr(validated, f) for f, info in fields.items()}
 
     async def __call__(self, ctx: ToolContext, **kwargs: Any) -> Any:
         return await self.fn(ctx, **self.bind(self.params.model_validate(kwargs)))
@@ -54,7 +57,11 @@ def tool(fn: ToolFn, /) -> Tool: ...
 
 @overload
 def tool(
-    *, name: str | None = None, timeout_s: float | None = None, max_result_chars: int | None = None
+    *,
+    name: str | None = None,
+    timeout_s: float | None = None,
+    max_result_chars: int | None = None,
+    mask_pii: bool = True,
 ) -> Callable[[ToolFn], Tool]: ...
 
 
@@ -64,13 +71,26 @@ def tool(
     name: str | None = None,
     timeout_s: float | None = None,
     max_result_chars: int | None = None,
+    mask_pii: bool = True,
 ) -> Tool | Callable[[ToolFn], Tool]:
-    """Turn an async function `(ctx, ...)` into a `Tool`; usable as `@tool` and `@tool(...)`."""
+    """Turn an async function `(ctx, ...)` into a `Tool`; usable as `@tool` and `@tool(...)`.
+
+    `mask_pii=False` lets the tool's output reach the model unmasked (see `tools.pii`); a
+    parameter named after a Python keyword plus `_` (`from_`) is called `from` in the schema.
+    """
 
     def make(f: ToolFn) -> Tool:
-        return _build(f, name or f.__name__, timeout_s, max_result_chars)
+        tool = _build(f, name or f.__name__, timeout_s, max_result_chars)
+        return tool if mask_pii else dataclasses.replace(tool, mask_pii=False)
 
     return make(fn) if fn is not None else make
+
+
+def _param_name(field: str, alias: str | None) -> str:
+    """The function's parameter name for a model field (see `_build` for the renames)."""
+    if alias is None or field == f"{alias}_":
+        return field
+    return alias
 
 
 def _build(fn: ToolFn, name: str, timeout_s: float | None, max_chars: int | None) -> Tool:
@@ -102,7 +122,9 @@ def _build(fn: ToolFn, name: str, timeout_s: float | None, max_chars: int | None
             raise TypeError(f"{where}: parameter {p.name!r} must be a plain named parameter")
         default = ... if p.default is p.empty else p.default
         field, alias = p.name, None
-        if field.startswith("_") or hasattr(BaseModel, field):  # would shadow pydantic's own names
+        if keyword.iskeyword(field.removesuffix("_")) and field.endswith("_"):
+            alias = field.removesuffix("_")  # `from_` in Python is `from` for the model
+        elif field.startswith("_") or hasattr(BaseModel, field):  # would shadow pydantic's names
             field, alias = f"arg_{field.lstrip('_')}", p.name
         info = Field(default, description=arg_docs.get(p.name), alias=alias)
         fields[field] = (hints.get(p.name, Any), info)
@@ -203,14 +225,16 @@ def _validation_text(tool: Tool, exc: ValidationError) -> str:
 class ToolRegistry:
     """Every tool the process knows; a call names the subset the caller may use."""
 
-    def __init__(self, tools: Iterable[Tool] = ()) -> None:
+    def __init__(self, tools: Iterable[Tool] = (), *, pii: PiiMasker | None = DEFAULT_MASKER) -> None:
+        self.pii = pii  # masks every result of a tool with mask_pii; None switches masking off
         self._tools: dict[str, Tool] = {}
         self._specs: dict[tuple[str, ...], tuple[ToolSpec, ...]] = {}
         for t in tools:
             self.add(t)
 
-    def add(self, tool: Tool) -> None:
-        if tool.name in self._tools:
+    def add(self, tool: Tool, *, replace: bool = False) -> None:
+        """Register `tool`; `replace=True` swaps out a tool of the same name (a configured one)."""
+        if tool.name in self._tools and not replace:
             raise ValueError(f"tool {tool.name!r} is already registered; rename one (@tool(name=))")
         self._tools[tool.name] = tool
         self._specs.clear()
@@ -242,7 +266,10 @@ class ToolRegistry:
         timeout_s: float,
         max_result_chars: int = 8000,
     ) -> ToolResult:
-        """Run one tool call; every problem comes back as a failed result the model can read."""
+        """Run one tool call; every problem comes back as a failed result the model can read.
+
+        The text is PII-masked (unless the tool opted out) before the result budget applies.
+        """
         tool = self._tools.get(name)
         if tool is None or name not in allowed:
             available = sorted(n for n in allowed if n in self._tools)
@@ -261,18 +288,24 @@ class ToolRegistry:
             validated = tool.params.model_validate(dict(raw or {}))
         except ValidationError as exc:
             return ToolResult(_validation_text(tool, exc), ok=False)
-        deadline = tool.timeout_s or timeout_s
-        limit = tool.max_result_chars or max_result_chars
+        result = await self._run(tool, validated, ctx, tool.timeout_s or timeout_s)
+        if tool.mask_pii and self.pii is not None:
+            result = dataclasses.replace(result, text=self.pii.mask(result.text))
+        return _truncate(result, tool.max_result_chars or max_result_chars)
+
+    async def _run(
+        self, tool: Tool, validated: BaseModel, ctx: ToolContext, deadline: float
+    ) -> ToolResult:
         scope = asyncio.timeout(deadline)
         try:
             async with scope:
                 value = await tool.fn(ctx, **tool.bind(validated))
-            return _truncate(_to_result(value), limit)
+            return _to_result(value)
         except ToolError as exc:
-            return ToolResult(f"{name}: {exc}", ok=False)
+            return ToolResult(f"{tool.name}: {exc}", ok=False)
         except Exception as exc:
             # a TimeoutError of the tool's own (say, a network deadline) is a failure, not ours
             if isinstance(exc, TimeoutError) and scope.expired():
-                return ToolResult(f"tool {name} timed out after {deadline:g} s", ok=False)
-            log.warning("tool %s failed", name, exc_info=True)
-            return ToolResult(f"tool {name} failed: {type(exc).__name__}: {exc}", ok=False)
+                return ToolResult(f"tool {tool.name} timed out after {deadline:g} s", ok=False)
+            log.warning("tool %s failed", tool.name, exc_info=True)
+            return ToolResult(f"tool {tool.name} failed: {type(exc).__name__}: {exc}", ok=False)

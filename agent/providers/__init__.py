@@ -1,4 +1,9 @@
-"""LLM providers: one module per vendor, the Provider protocol in base.py, and the choice of one."""
+"""LLM providers: one module per vendor, the Provider protocol in base.py, and the choice of one.
+
+`build_provider(llm)` turns the `llm` config section into the provider the app uses: the chosen
+vendor (`provider: auto` as DESIGN §3.2 says), its fallbacks, each in `llm.tool_mode`, all behind
+one `ResilientProvider` that retries and fails over. The SDKs are imported only when used.
+"""
 
 from __future__ import annotations
 
@@ -7,10 +12,13 @@ import os
 from collections.abc import Mapping
 from typing import Any
 
-from agent.providers.base import Provider
+from agent.providers.base import Provider, ProviderConfigError
 from agent.providers.offline import OfflineProvider
 
 log = logging.getLogger(__name__)
+
+# local servers ignore the key, but the OpenAI SDK refuses to start without one
+NO_KEY_NEEDED = "not-needed"
 
 
 def choose_provider_name(provider: str, env: Mapping[str, str]) -> str:
@@ -25,12 +33,66 @@ def choose_provider_name(provider: str, env: Mapping[str, str]) -> str:
 
 
 def build_provider(llm: Any, env: Mapping[str, str] | None = None) -> Provider:
-    """The provider `llm` (the `llm` config section) asks for."""
-    name = choose_provider_name(llm.provider, os.environ if env is None else env)
+    """The provider `llm` (the `llm` config section) asks for; ProviderConfigError if it cannot be built."""
+    env = os.environ if env is None else env
+    name = choose_provider_name(llm.provider, env)
+    if name == "offline" and llm.provider == "auto":
+        log.info("no LLM key found (ANTHROPIC_API_KEY, OPENAI_API_KEY, OPENAI_BASE_URL):"
+                 " using the offline demo model, which is not an LLM")  # fmt: skip
+    entries = [(name, llm.model, llm.base_url, llm.api_key, "llm")]
+    entries += [
+        (f.provider, f.model, f.base_url, f.api_key, f"llm.fallback[{i}]")
+        for i, f in enumerate(llm.fallback)
+    ]
+    chain = [_one(*entry, llm=llm, env=env) for entry in entries]
+    if len(chain) == 1 and chain[0].name == "offline":
+        return chain[0]
+    from agent.providers.resilient import ResilientProvider
+
+    return ResilientProvider(chain, max_retries=llm.max_retries, backoff_s=llm.retry_backoff_s)
+
+
+def describe_provider(provider: Provider) -> str:
+    """"anthropic (claude-…)", or the whole chain for a provider with fallbacks."""
+    return getattr(provider, "description", None) or f"{provider.name} ({provider.model})"
+
+
+def _one(
+    name: str, model: str | None, base_url: str | None, api_key: str, where: str, *, llm: Any, env: Mapping[str, str]
+) -> Provider:
     if name == "offline":
-        if llm.provider == "auto":
-            log.info("no LLM key found: using the offline demo model (not an LLM)")
         return OfflineProvider()
-    # The Anthropic and OpenAI providers arrive with their own issue; until then, say so plainly.
-    log.warning("provider %r is not available in this build yet; using the offline demo model", name)
-    return OfflineProvider()
+    from agent.providers.deadline import Timeouts
+    from agent.providers.textmode import ToolModeProvider
+
+    timeouts = Timeouts(llm.connect_timeout_s, llm.first_token_timeout_s, llm.total_timeout_s)
+    vendor: Provider
+    if name == "anthropic":
+        from agent.providers.anthropic import DEFAULT_MODEL, AnthropicProvider
+
+        key = api_key or env.get("ANTHROPIC_API_KEY", "")
+        if not key:
+            raise ProviderConfigError(
+                f"{where}.provider is 'anthropic' but no API key is set: set ANTHROPIC_API_KEY"
+                f" (or {where}.api_key, e.g. ${{LLM_API_KEY}})"
+            )
+        base_url = base_url or env.get("ANTHROPIC_BASE_URL") or None
+        vendor = AnthropicProvider(api_key=key, model=model or DEFAULT_MODEL, base_url=base_url, timeouts=timeouts)
+    elif name == "openai":
+        from agent.providers.openai import DEFAULT_MODEL as OPENAI_MODEL
+        from agent.providers.openai import OpenAIProvider
+
+        base_url = base_url or env.get("OPENAI_BASE_URL") or None
+        key = api_key or env.get("OPENAI_API_KEY", "")
+        if not key and base_url is None:
+            raise ProviderConfigError(
+                f"{where}.provider is 'openai' but no API key is set: set OPENAI_API_KEY"
+                f" (or {where}.api_key), or OPENAI_BASE_URL / {where}.base_url for a compatible"
+                " server such as Ollama"
+            )
+        vendor = OpenAIProvider(
+            api_key=key or NO_KEY_NEEDED, model=model or OPENAI_MODEL, base_url=base_url, timeouts=timeouts
+        )
+    else:
+        raise ProviderConfigError(f"{where}.provider: unknown provider {name!r}; use anthropic, openai or offline")
+    return vendor if llm.tool_mode == "native" else ToolModeProvider(vendor, llm.tool_mode)

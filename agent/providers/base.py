@@ -5,6 +5,9 @@ Errors a provider raises (SDK errors are mapped at the boundary, never leaked)::
     ProviderError                 the call failed
      ├── ProviderUnavailable      worth retrying, then failing over (429, 5xx, overloaded, timeouts)
      └── ProviderRejected         retrying will not help (bad key, bad request, spend cap)
+          └── ToolsUnsupported    the server refuses the `tools` parameter (text mode can help)
+
+    ProviderConfigError           the config cannot build a provider (a missing key): a startup error
 """
 
 from __future__ import annotations
@@ -16,14 +19,22 @@ from agent.types import ModelEvent, ModelRequest
 
 
 class ProviderError(Exception):
-    """A model call failed. `user_message` is safe to show in the chat (no secrets, no internals)."""
+    """A model call failed. `user_message` is safe to show in the chat (no secrets, no internals);
+    str() is for the log: what failed and what to fix, never the key."""
 
     user_message = "the AI model is not reachable right now. Please try again in a minute."
 
+    def __init__(self, message: str, *, user_message: str | None = None) -> None:
+        super().__init__(message)
+        if user_message is not None:
+            self.user_message = user_message
+
 
 class ProviderUnavailable(ProviderError):
-    def __init__(self, message: str, *, retry_after: float | None = None) -> None:
-        super().__init__(message)
+    def __init__(
+        self, message: str, *, retry_after: float | None = None, user_message: str | None = None
+    ) -> None:
+        super().__init__(message, user_message=user_message)
         self.retry_after = retry_after
 
 
@@ -31,6 +42,14 @@ class ProviderRejected(ProviderError):
     """The provider refused the request; the same request will fail again."""
 
     user_message = "the AI model refused the request (the bot's admin should check its API key and model)."
+
+
+class ToolsUnsupported(ProviderRejected):
+    """The model or server does not do native function calling (`llm.tool_mode: auto` switches)."""
+
+
+class ProviderConfigError(ValueError):
+    """The `llm` config cannot build a provider; str() is one line naming the key and the fix."""
 
 
 class Provider(Protocol):

@@ -19,9 +19,11 @@ INTRO = (
     "the gateway work without an API key."
 )
 HINT = (
-    "Try asking *what time is it?* to see a tool call. To talk to a real model, set "
+    "Try asking *what time is it?* to see a tool call, or *@specialist-planner what day is it?* "
+    "to see a specialist dispatched. To talk to a real model, set "
     "`ANTHROPIC_API_KEY`, `OPENAI_API_KEY` or `OPENAI_BASE_URL` and restart."
 )
+FOOTNOTE = "\n\n_(Answered by the offline demo model from the tool's result.)_"
 _TIME = re.compile(r"\b(time|clock|date|day is it|today|what day)\b", re.I)
 _ZONE = re.compile(r"\b([A-Z][a-z]+(?:/[A-Z][A-Za-z_]+)+|UTC|GMT)\b")
 _MENTION = re.compile(r"^@([a-z0-9][a-z0-9_-]*)\s+(.+)$", re.I | re.S)
@@ -54,10 +56,16 @@ class OfflineProvider:
 
 
 def _choose_call(text: str, tools: set[str]) -> ToolCall | None:
+    if text.startswith("<task-notification"):
+        return None
     mention = _MENTION.match(text.strip())
     if mention and "AgentTool" in tools:
         name, task = mention.group(1), mention.group(2).strip()
-        args = {"description": task[:60], "subagent_type": name, "prompt": task}
+        prompt = (
+            f'A user asked the coordinator: "{task}". Work on this with your tools and reply with '
+            "a short, factual answer the coordinator can pass on."
+        )
+        args = {"description": task[:60], "subagent_type": name, "prompt": prompt}
         return ToolCall(id=f"offline_{abs(hash(text)) % 10**8}", name="AgentTool", arguments=json.dumps(args))
     if _TIME.search(text) and "get_current_datetime" in tools:
         zone = _ZONE.search(text)
@@ -67,6 +75,9 @@ def _choose_call(text: str, tools: set[str]) -> ToolCall | None:
 
 
 def _answer_text(text: str) -> str:
+    if text.startswith("<task-notification"):
+        body = text.split(">", 1)[1].split("</task-notification>", 1)[0].strip()
+        return f"A background task finished.\n\n{body}"
     said = text.strip().replace("\n", " ")
     if len(said) > 200:
         said = said[:200] + "…"
@@ -82,12 +93,20 @@ def _answer_tools(messages: tuple[Message, ...]) -> str:
             break
         results.append(message)
     lines = [_describe(result) for result in reversed(results)]
-    return "\n\n".join(lines) + "\n\n_(Answered by the offline demo model from the tool's result.)_"
+    return "\n\n".join(lines) + FOOTNOTE
 
 
 def _describe(result: Message) -> str:
     if result.is_error:
         return f"The tool `{result.name}` reported a problem: {result.content}"
+    if result.name == "AgentTool":
+        try:
+            data = json.loads(result.content)
+        except ValueError:
+            data = {}
+        if "result" in data:
+            report = str(data["result"]).replace(FOOTNOTE, "").strip()
+            return f"**{data.get('subagent_type')}** reports:\n\n{report}"
     if result.name == "get_current_datetime":
         try:
             data = json.loads(result.content)

@@ -1,0 +1,264 @@
+"""The Telegram channel: placeholder, edits and finals through aiogram, inside a per-chat budget.
+
+Every call to a chat takes a slot from `ChatBudget` (see throttle.py), so previews, "typing" and
+finals together stay under Telegram's rate; a 429 pauses the whole chat. Text is rendered from
+markdown to HTML; if Telegram cannot parse it, the same message goes again as plain text.
+Receiving updates (long polling or webhook) is in ingress.py.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from typing import Literal, TypeVar
+
+from aiogram import Bot
+from aiogram.client.session.aiohttp import AiohttpSession
+from aiogram.client.telegram import PRODUCTION, TelegramAPIServer
+from aiogram.enums import ChatAction, ParseMode
+from aiogram.exceptions import TelegramAPIError, TelegramBadRequest, TelegramRetryAfter
+from aiogram.types import LinkPreviewOptions, ReplyParameters
+from aiogram.utils.token import TokenValidationError
+
+from adapters.base import (
+    ChannelError,
+    ChannelLimits,
+    ChatRef,
+    Inbox,
+    MessageGone,
+    MessageHandle,
+    OutboundContent,
+    RateLimited,
+)
+from adapters.telegram.ingress import Ingress
+from adapters.telegram.render import rendered_length, to_html, visible_text
+from adapters.telegram.throttle import Busy, ChatBudget, Rank
+
+log = logging.getLogger(__name__)
+
+T = TypeVar("T")
+MAX_TEXT = 4096  # UTF-16 code units after entity parsing
+TYPING_EVERY_S = 4.5  # the "typing…" status lasts about 5 s
+TYPING_MAX_S = 600.0  # a turn whose final never lands must not type forever
+NO_PREVIEW = LinkPreviewOptions(is_disabled=True)  # model-written links never unfurl
+
+
+@dataclass(frozen=True, slots=True)
+class TelegramLimits(ChannelLimits):
+    def length(self, text: str) -> int:
+        return rendered_length(text)
+
+
+class _NotModified(ChannelError):
+    """Telegram already shows exactly this text: the edit succeeded."""
+
+
+class _ParseError(ChannelError):
+    """Telegram could not parse our HTML."""
+
+
+class TelegramChannel:
+    """Private chats, groups and forum topics; long polling or a webhook on the gateway's server."""
+
+    name = "telegram"
+
+    def __init__(
+        self,
+        *,
+        token: str,
+        mode: Literal["polling", "webhook"] = "polling",
+        api_base: str | None = None,
+        webhook_secret: str | None = None,
+        webhook_path: str = "/telegram/webhook",
+        public_url: str | None = None,
+        private_edit_interval_s: float = 1.0,
+        group_edit_interval_s: float = 3.0,
+        request_timeout_s: float = 15.0,
+        poll_timeout_s: int = 25,
+    ) -> None:
+        if mode == "webhook" and not webhook_secret:
+            raise ValueError(
+                "channels.telegram.webhook_secret is required in webhook mode (without it anyone "
+                "could post fake updates); set TELEGRAM_WEBHOOK_SECRET to 1-256 characters A-Z a-z 0-9 _ -"
+            )
+        api = TelegramAPIServer.from_base(api_base.rstrip("/")) if api_base else PRODUCTION
+        try:
+            self.bot = Bot(token, session=AiohttpSession(api=api, timeout=request_timeout_s))
+        except TokenValidationError:
+            raise ValueError(
+                "channels.telegram.token is empty or malformed; set TELEGRAM_BOT_TOKEN to the "
+                "token @BotFather gave you (it looks like 123456789:AA...)"
+            ) from None
+        self.mode = mode
+        self._private = TelegramLimits(MAX_TEXT, private_edit_interval_s, True)
+        self._group = TelegramLimits(MAX_TEXT, group_edit_interval_s, True)
+        self._budget = ChatBudget(lambda chat_id: self._limits(chat_id).min_edit_interval_s)
+        self._typing: dict[str, asyncio.Task[None]] = {}
+        self.ingress = Ingress(
+            self,
+            mode=mode,
+            secret=webhook_secret,
+            path=webhook_path,
+            public_url=public_url,
+            request_timeout_s=request_timeout_s,
+            poll_timeout_s=poll_timeout_s,
+        )
+
+    def limits_for(self, chat: ChatRef) -> ChannelLimits:
+        return self._limits(chat.chat_id)
+
+    def _limits(self, chat_id: str) -> TelegramLimits:
+        return self._group if chat_id.startswith("-") else self._private  # groups are negative
+
+    def install(self, app: object) -> None:
+        """Webhook mode: add the webhook route to the gateway's aiohttp app."""
+        self.ingress.install(app)  # type: ignore[arg-type]
+
+    async def run(self, inbox: Inbox) -> None:
+        """Receive updates until cancelled (long polling, or the webhook route)."""
+        try:
+            await self.ingress.run(inbox)
+        finally:
+            for task in self._typing.values():
+                task.cancel()
+            self._typing.clear()
+            await self.bot.session.close()
+
+    async def send(
+        self,
+        chat: ChatRef,
+        content: OutboundContent,
+        *,
+        reply_to: str | None = None,
+        final: bool = False,
+    ) -> MessageHandle:
+        reply = (
+            ReplyParameters(message_id=int(reply_to), allow_sending_without_reply=True)
+            if reply_to else None
+        )
+
+        def request(text: str, mode: str | None) -> Awaitable[object]:
+            return self.bot.send_message(
+                chat_id=chat.chat_id,
+                text=text,
+                parse_mode=mode,
+                message_thread_id=_thread(chat),
+                reply_parameters=reply,
+                link_preview_options=NO_PREVIEW,
+            )
+
+        message = await self._deliver(chat, content, "final" if final else "send", request)
+        if final:
+            self._stop_typing(chat)
+        else:
+            self._start_typing(chat)
+        return MessageHandle(chat, str(message.message_id))  # type: ignore[attr-defined]
+
+    async def edit(
+        self, handle: MessageHandle, content: OutboundContent, *, final: bool = False
+    ) -> None:
+        chat = handle.chat
+
+        def request(text: str, mode: str | None) -> Awaitable[object]:
+            return self.bot.edit_message_text(
+                chat_id=chat.chat_id,
+                message_id=int(handle.message_id),
+                text=text,
+                parse_mode=mode,
+                link_preview_options=NO_PREVIEW,
+            )
+
+        try:
+            await self._deliver(chat, content, "final" if final else "preview", request)
+        except _NotModified:
+            pass
+        finally:
+            if final:
+                self._stop_typing(chat)
+
+    async def _deliver(
+        self,
+        chat: ChatRef,
+        content: OutboundContent,
+        rank: Rank,
+        request: Callable[[str, str | None], Awaitable[T]],
+    ) -> T:
+        rendered = to_html(content.text)
+        plain = visible_text(rendered)
+        if not plain.strip():
+            rendered = plain = "…"  # Telegram refuses empty text
+        try:
+            async with self._call(chat, rank):
+                return await request(rendered, ParseMode.HTML)
+        except _ParseError as exc:
+            log.info("Telegram could not parse our HTML in %s (%s); sending plain text", chat.key, exc)
+        async with self._call(chat, "final" if rank == "final" else "send"):
+            return await request(plain, None)
+
+    @asynccontextmanager
+    async def _call(self, chat: ChatRef, rank: Rank) -> AsyncIterator[None]:
+        """One Bot API call to `chat` inside its budget, its errors as `ChannelError`s."""
+        try:
+            async with self._budget.slot(chat.chat_id, rank):
+                yield
+        except Busy as exc:
+            raise RateLimited(exc.retry_after, "chat budget in use") from None
+        except TelegramRetryAfter as exc:
+            log.warning("Telegram 429 in %s: retry after %ss", chat.key, exc.retry_after)
+            self._budget.penalize(chat.chat_id, exc.retry_after)
+            raise RateLimited(exc.retry_after, "Telegram flood control") from exc
+        except TelegramBadRequest as exc:
+            raise _bad_request(exc) from exc
+        except TelegramAPIError as exc:
+            raise ChannelError(f"Telegram {type(exc).__name__}: {exc.message}") from exc
+
+    def _start_typing(self, chat: ChatRef) -> None:
+        group = self.ingress.group
+        if group is not None and chat.key not in self._typing:
+            self._typing[chat.key] = group.create_task(self._keep_typing(chat))
+
+    def _stop_typing(self, chat: ChatRef) -> None:
+        task = self._typing.pop(chat.key, None)
+        if task is not None:
+            task.cancel()
+
+    async def _keep_typing(self, chat: ChatRef) -> None:
+        """'typing…' while a turn works, in slots nothing else wants (it never delays an edit)."""
+        loop = asyncio.get_running_loop()
+        give_up = loop.time() + TYPING_MAX_S
+        wait = self._limits(chat.chat_id).min_edit_interval_s
+        try:
+            while loop.time() < give_up:
+                await asyncio.sleep(wait)
+                try:
+                    async with self._call(chat, "typing"):
+                        await self.bot.send_chat_action(
+                            chat_id=chat.chat_id, action=ChatAction.TYPING,
+                            message_thread_id=_thread(chat),
+                        )
+                    wait = TYPING_EVERY_S
+                except RateLimited as exc:
+                    wait = min(exc.retry_after, TYPING_EVERY_S)
+        except ChannelError as exc:
+            log.debug("typing in %s stopped: %s", chat.key, exc)
+        finally:
+            if self._typing.get(chat.key) is asyncio.current_task():
+                del self._typing[chat.key]
+
+
+def _thread(chat: ChatRef) -> int | None:
+    return int(chat.thread_id) if chat.thread_id else None
+
+
+def _bad_request(exc: TelegramBadRequest) -> ChannelError:
+    reason = exc.message.lower()
+    if "message is not modified" in reason:
+        return _NotModified(exc.message)
+    if "can't parse entities" in reason or "can't find end tag" in reason:
+        return _ParseError(exc.message)
+    if "message to edit not found" in reason or "message can't be edited" in reason:
+        return MessageGone(exc.message)
+    return ChannelError(f"Telegram refused the request: {exc.message}")

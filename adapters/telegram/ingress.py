@@ -1,0 +1,188 @@
+"""Updates in: long polling, or a webhook route on the gateway's aiohttp server; then aiogram's
+Dispatcher routes each update to our handler, which normalizes it and hands it to the inbox.
+
+We run the polling loop ourselves instead of `Dispatcher.start_polling`: cancelling that one
+leaves its polling task running (it waits on `asyncio.wait`, which does not cancel what it waits
+for), and its per-update tasks have no owner. Here one TaskGroup owns them all. The webhook route
+is ours too, for the same reason; it checks the secret header in constant time before parsing.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import secrets
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, Literal, TypeVar
+
+from aiogram import Dispatcher
+from aiogram.exceptions import (
+    TelegramBadRequest,
+    TelegramConflictError,
+    TelegramNetworkError,
+    TelegramRetryAfter,
+    TelegramServerError,
+    TelegramUnauthorizedError,
+)
+from aiogram.types import BotCommand, Message, Update
+from aiogram.utils.backoff import Backoff, BackoffConfig
+from aiohttp import web
+from pydantic import ValidationError
+
+from adapters.base import ChannelError, Inbox, OutboundContent
+from adapters.telegram.normalize import BotIdentity, Unsupported, normalize
+
+if TYPE_CHECKING:
+    from adapters.telegram.channel import TelegramChannel
+
+log = logging.getLogger(__name__)
+
+T = TypeVar("T")
+SECRET_HEADER = "X-Telegram-Bot-Api-Secret-Token"
+BACKOFF = BackoffConfig(min_delay=1.0, max_delay=30.0, factor=1.5, jitter=0.1)
+RETRYABLE = (TelegramNetworkError, TelegramServerError, TelegramRetryAfter, TelegramConflictError)
+COMMANDS = [
+    BotCommand(command="new", description="start a fresh conversation"),
+    BotCommand(command="stop", description="stop the answer in progress"),
+    BotCommand(command="help", description="what this bot can do"),
+]
+
+
+class Ingress:
+    def __init__(
+        self,
+        channel: TelegramChannel,
+        *,
+        mode: Literal["polling", "webhook"],
+        secret: str | None,
+        path: str,
+        public_url: str | None,
+        request_timeout_s: float,
+        poll_timeout_s: int,
+    ) -> None:
+        self.channel = channel
+        self.bot = channel.bot
+        self.mode = mode
+        self.dp = Dispatcher()
+        self.dp.message.register(self._on_message)
+        self.group: asyncio.TaskGroup | None = None  # owns update handlers and typing
+        self._secret = (secret or "").encode()
+        self._path = path
+        self._public_url = public_url
+        self._request_timeout_s = request_timeout_s
+        self._poll_timeout_s = poll_timeout_s
+        self._inbox: Inbox | None = None
+        self._me: BotIdentity | None = None
+
+    def install(self, app: web.Application) -> None:
+        if self.mode == "webhook":
+            app.router.add_post(self._path, self._on_webhook)
+
+    async def run(self, inbox: Inbox) -> None:
+        me = await self._retrying("getMe", self.bot.me)
+        self._me = BotIdentity(me.id, me.username or "")
+        log.info("Telegram: @%s (%s)", me.username, self.mode)
+        await self._best_effort("setMyCommands", lambda: self.bot.set_my_commands(COMMANDS))
+        try:
+            async with asyncio.TaskGroup() as group:
+                self.group, self._inbox = group, inbox
+                if self.mode == "webhook":
+                    await self._register_webhook()
+                    await asyncio.get_running_loop().create_future()
+                else:
+                    await self._poll(group)
+        finally:
+            self.group = self._inbox = None
+
+    async def _poll(self, group: asyncio.TaskGroup) -> None:
+        await self._best_effort("deleteWebhook", lambda: self.bot.delete_webhook())
+        offset: int | None = None
+        kinds = self.dp.resolve_used_update_types()
+        wait = int(self._request_timeout_s + self._poll_timeout_s)  # the long poll is no timeout
+        while True:
+            updates = await self._retrying(
+                "getUpdates",
+                lambda: self.bot.get_updates(
+                    offset=offset, timeout=self._poll_timeout_s, allowed_updates=kinds,
+                    request_timeout=wait,
+                ),
+            )
+            for update in updates:
+                offset = update.update_id + 1
+                group.create_task(self._feed(update))
+
+    async def _on_webhook(self, request: web.Request) -> web.Response:
+        given = request.headers.get(SECRET_HEADER, "").encode()
+        if not secrets.compare_digest(given, self._secret):
+            log.info("Telegram webhook: wrong or missing %s from %s", SECRET_HEADER, request.remote)
+            return web.Response(status=401, text="Unauthorized")
+        group = self.group
+        if group is None:  # not started yet (or stopping): Telegram delivers it again later
+            return web.Response(status=503, text="starting")
+        try:
+            update = Update.model_validate(await request.json(), context={"bot": self.bot})
+        except (ValueError, ValidationError):
+            return web.Response(status=400, text="expected a Telegram Update as JSON")
+        group.create_task(self._feed(update))  # answer at once; the turn runs on its own
+        return web.json_response({})
+
+    async def _feed(self, update: Update) -> None:
+        try:
+            await self.dp.feed_update(self.bot, update)
+        except Exception:
+            log.exception("handling Telegram update %s failed", update.update_id)
+
+    async def _on_message(self, message: Message, event_update: Update) -> None:
+        inbox, me = self._inbox, self._me
+        if inbox is None or me is None:
+            return
+        inbound = normalize(message, event_update.update_id, me)
+        if isinstance(inbound, Unsupported):
+            content = OutboundContent(inbound.reply)
+            await self.channel.send(inbound.chat, content, reply_to=inbound.message_id, final=True)
+        elif inbound is not None:
+            await inbox(inbound)
+
+    async def _register_webhook(self) -> None:
+        if not self._public_url:
+            log.warning("Telegram webhook mode without server.public_url: register %s with "
+                        "Telegram's setWebhook yourself, with the secret token", self._path)
+            return
+        url = self._public_url.rstrip("/") + self._path
+        kinds = self.dp.resolve_used_update_types()
+        try:
+            await self._retrying("setWebhook", lambda: self.bot.set_webhook(
+                url=url, secret_token=self._secret.decode(), allowed_updates=kinds))
+        except TelegramBadRequest as exc:
+            raise ChannelError(
+                f"Telegram refused the webhook URL {url!r}: {exc.message}; server.public_url must "
+                "be a public https URL on port 443, 80, 88 or 8443"
+            ) from exc
+        log.info("Telegram webhook registered at %s", url)
+
+    async def _retrying(self, what: str, call: Callable[[], Awaitable[T]]) -> T:
+        """Retry network trouble, 5xx and 429 with backoff; a refused token stops the channel."""
+        backoff = Backoff(BACKOFF)
+        while True:
+            try:
+                return await call()
+            except TelegramUnauthorizedError as exc:
+                raise ChannelError(
+                    "Telegram refused the bot token (401 Unauthorized); check TELEGRAM_BOT_TOKEN "
+                    "against @BotFather"
+                ) from exc
+            except RETRYABLE as exc:
+                delay = getattr(exc, "retry_after", None) or backoff.next_delay
+                if isinstance(exc, TelegramConflictError):
+                    log.warning("Telegram %s: another process polls this bot or a webhook is set"
+                                " (%s); retrying in %.1fs", what, exc.message, delay)
+                else:
+                    log.warning("Telegram %s failed (%s); retrying in %.1fs", what, exc, delay)
+                await asyncio.sleep(delay)
+                next(backoff)
+
+    async def _best_effort(self, what: str, call: Callable[[], Awaitable[object]]) -> None:
+        try:
+            await call()
+        except (TelegramBadRequest, *RETRYABLE) as exc:
+            log.warning("Telegram %s failed (%s); carrying on", what, exc)

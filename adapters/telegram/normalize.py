@@ -1,0 +1,124 @@
+"""A Telegram message as an `InboundMessage`: chat and forum topic, sender, mention, attachments."""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+
+from aiogram.types import Message, MessageEntity
+
+from adapters.base import Attachment, ChatRef, InboundMessage
+
+log = logging.getLogger(__name__)
+
+CHANNEL = "telegram"
+GROUP_TYPES = frozenset({"group", "supergroup"})
+OWN_COMMANDS = frozenset({"new", "stop", "help", "start"})  # a bare /new in a group is for us
+
+# What people send that we cannot read yet, as the reply names it. Service messages (joins,
+# pins, topic edits ...) are not in here: they are ignored without a word.
+UNSUPPORTED = {
+    "sticker": "stickers", "animation": "GIFs", "location": "locations", "venue": "locations",
+    "contact": "contacts", "poll": "polls", "dice": "dice", "game": "games", "story": "stories",
+    "live_photo": "live photos", "paid_media": "paid media", "checklist": "checklists",
+    "invoice": "invoices",
+}
+
+
+@dataclass(frozen=True, slots=True)
+class BotIdentity:
+    id: int
+    username: str
+
+
+@dataclass(frozen=True, slots=True)
+class Unsupported:
+    """A message we cannot read, addressed to us: it gets a short reply naming what we can read."""
+
+    chat: ChatRef
+    message_id: str
+    what: str
+
+    @property
+    def reply(self) -> str:
+        return (f"Sorry — I can't read {self.what} yet. "
+                "Send me text, a photo, a document or a voice message.")
+
+
+def normalize(message: Message, update_id: int, me: BotIdentity) -> InboundMessage | Unsupported | None:
+    """None for what is not for us: service messages, other bots, a channel's own posts."""
+    sender = message.from_user
+    if sender is None or (sender.is_bot and message.sender_chat is None):
+        return None  # channel posts have no sender; other bots would talk to us in loops
+    thread = str(message.message_thread_id) if message.is_topic_message else None
+    chat = ChatRef(CHANNEL, str(message.chat.id), thread)
+    is_group = message.chat.type in GROUP_TYPES
+    text = message.text if message.text is not None else message.caption or ""
+    entities = message.entities or message.caption_entities or []
+    addressed = not is_group or _addressed(message, text, entities, me)
+    kind = str(message.content_type)
+    attachments = _attachments(message)
+    if not attachments and message.text is None:
+        if kind in UNSUPPORTED and addressed:
+            return Unsupported(chat, str(message.message_id), UNSUPPORTED[kind])
+        return None
+    if message.sender_chat is not None:  # an anonymous admin, or a linked channel, speaking
+        user_id, user_name = str(message.sender_chat.id), message.sender_chat.title
+    else:
+        user_id, user_name = str(sender.id), sender.username or sender.full_name
+    return InboundMessage(
+        chat=chat,
+        user_id=user_id,
+        text=_start_is_help(text, me),
+        event_id=f"{CHANNEL}:{update_id}",
+        message_id=str(message.message_id),
+        user_name=user_name,
+        is_group=is_group,
+        mentioned=addressed,
+        attachments=attachments,
+        raw={"update_id": update_id, "message": message.model_dump(mode="json", exclude_none=True)},
+    )
+
+
+def _addressed(message: Message, text: str, entities: list[MessageEntity], me: BotIdentity) -> bool:
+    """A mention of @us, a text_mention of us, a reply to one of our messages, or our command."""
+    reply = message.reply_to_message
+    if reply is not None and reply.from_user is not None and reply.from_user.id == me.id:
+        return True
+    handle = "@" + me.username.lower()
+    for entity in entities:
+        if entity.type == "mention" and entity.extract_from(text).lower() == handle:
+            return True
+        if entity.type == "text_mention" and entity.user is not None and entity.user.id == me.id:
+            return True
+        if entity.type == "bot_command" and entity.offset == 0:
+            command, _, target = entity.extract_from(text)[1:].partition("@")
+            if target.lower() == me.username.lower() or (not target and command.lower() in OWN_COMMANDS):
+                return True
+    return False
+
+
+def _attachments(message: Message) -> tuple[Attachment, ...]:
+    if message.photo:
+        largest = message.photo[-1]
+        return (Attachment("photo", mime_type="image/jpeg", size=largest.file_size,
+                           platform_id=largest.file_id),)
+    for kind in ("document", "voice", "audio", "video", "video_note"):
+        media = getattr(message, kind)
+        if media is not None:
+            return (Attachment(
+                "video" if kind == "video_note" else kind,
+                name=getattr(media, "file_name", None) or getattr(media, "title", None),
+                mime_type=getattr(media, "mime_type", None),
+                size=media.file_size,
+                platform_id=media.file_id,
+            ),)
+    return ()
+
+
+def _start_is_help(text: str, me: BotIdentity) -> str:
+    """Telegram sends /start when someone first opens the bot: greet them with the help."""
+    word = text.split(maxsplit=1)[0] if text.strip() else ""
+    if word.lower() in ("/start", f"/start@{me.username.lower()}"):
+        return "/help"
+    return text

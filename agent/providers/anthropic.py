@@ -1,0 +1,221 @@
+"""AnthropicProvider: the Messages API through the official async `anthropic` SDK, streamed.
+
+Raw stream events (not the SDK's accumulating helper, which re-parses the partial JSON of tool
+arguments on every delta) become our events: text deltas as they arrive, a tool call when its
+`content_block_stop` closes it (arguments passed on exactly as sent, valid JSON or not), usage
+from `message_start` and `message_delta`. SDK types and errors never leave this module.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import AsyncIterator, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import anthropic
+import httpx2
+
+from agent.providers.base import ProviderError, ProviderUnavailable
+from agent.providers.classify import classify
+from agent.providers.deadline import Deadline, Timeouts
+from agent.types import Message, ModelEvent, ModelRequest, Stop, TextDelta, ToolCall, ToolCallEvent, Usage
+from tools.base import ToolSpec
+
+log = logging.getLogger(__name__)
+
+DEFAULT_MODEL = "claude-sonnet-5-5"  # the SDK's newest Sonnet; 4-5 is deprecated
+KEY_HINT = "ANTHROPIC_API_KEY (or llm.api_key)"
+_STOPS = {"end_turn": "end_turn", "tool_use": "tool_use", "max_tokens": "max_tokens"}
+
+
+class AnthropicProvider:
+    name = "anthropic"
+
+    def __init__(
+        self,
+        *,
+        api_key: str,
+        model: str = DEFAULT_MODEL,
+        base_url: str | None = None,
+        timeouts: Timeouts | None = None,
+    ) -> None:
+        self.model = model
+        self.timeouts = timeouts or Timeouts()
+        self._api_key = api_key
+        # SDK retries off: ours (resilient.py) know about fallback and about text already shown
+        self._client = anthropic.AsyncAnthropic(
+            api_key=api_key, base_url=base_url, max_retries=0, timeout=self.timeouts.httpx()
+        )
+        self.base_url = str(self._client.base_url).rstrip("/")
+        self._tools: tuple[tuple[ToolSpec, ...], list[dict[str, Any]]] = ((), [])
+
+    async def aclose(self) -> None:
+        await self._client.close()
+
+    async def stream(self, request: ModelRequest) -> AsyncIterator[ModelEvent]:
+        model = request.model or self.model
+        who = f"anthropic {model} at {self.base_url}"
+        params: dict[str, Any] = {
+            "model": model,
+            "max_tokens": request.max_tokens,
+            "messages": to_anthropic(request.messages),
+        }
+        if request.system:
+            params["system"] = request.system
+        if request.tools:
+            params["tools"] = self._tool_params(request.tools)
+        deadline = Deadline(self.timeouts, who)
+        try:
+            stream = await deadline.wait(self._client.messages.create(**params, stream=True))
+        except (anthropic.APIError, httpx2.HTTPError) as exc:
+            raise self._error(exc, who, bool(request.tools)) from exc
+        state = _State()
+        events = aiter(stream)
+        try:
+            while True:
+                try:
+                    event = await deadline.wait(anext(events))
+                except StopAsyncIteration:
+                    break
+                if event.type != "message_start":
+                    deadline.token()
+                for ours in state.take(event):
+                    yield ours
+        except (anthropic.APIError, httpx2.HTTPError) as exc:
+            raise self._error(exc, who, bool(request.tools)) from exc
+        finally:
+            await events.aclose()
+            await stream.close()
+        if not state.done:
+            raise ProviderUnavailable(f"{who}: the stream ended before message_stop")
+        yield Usage(state.input_tokens, state.output_tokens, self.name, model)
+        yield Stop(_STOPS.get(state.stop or "", "other"))  # type: ignore[arg-type]
+
+    def _tool_params(self, tools: tuple[ToolSpec, ...]) -> list[dict[str, Any]]:
+        # the coordinator hands the same tuple for a persona version: convert once, not per call
+        if self._tools[0] is not tools:
+            params = [
+                {"name": t.name, "description": t.description, "input_schema": dict(t.parameters)}
+                for t in tools
+            ]
+            self._tools = (tools, params)
+        return self._tools[1]
+
+    def _error(self, exc: Exception, who: str, had_tools: bool) -> ProviderError:
+        if isinstance(exc, anthropic.APIStatusError):
+            # a mid-stream `event: error` arrives with the stream's HTTP status, 200
+            status = exc.status_code if exc.status_code >= 400 else None
+            error = exc.body.get("error") if isinstance(exc.body, dict) else None
+            error = error if isinstance(error, dict) else {}
+            return classify(
+                who=who,
+                key_hint=KEY_HINT,
+                status=status,
+                kind=error.get("type") or exc.type,
+                code=exc.error_code,
+                message=str(error.get("message") or exc.api_message or exc.message),
+                headers=exc.response.headers,
+                had_tools=had_tools,
+                api_key=self._api_key,
+            )
+        reason = type(exc).__name__ if not isinstance(exc, anthropic.APIError) else exc.message
+        return ProviderUnavailable(f"{who}: connection failed: {reason}")
+
+
+@dataclass(slots=True)
+class _ToolBlock:
+    id: str
+    name: str
+    start_input: Any
+    parts: list[str] = field(default_factory=list)
+
+    def call(self) -> ToolCall:
+        text = "".join(self.parts)
+        if not text.strip() and self.start_input:
+            text = json.dumps(self.start_input)  # some proxies send the whole input at the start
+        return ToolCall(self.id, self.name, text or "{}")
+
+
+@dataclass(slots=True)
+class _State:
+    """What one stream has said so far."""
+
+    blocks: dict[int, _ToolBlock] = field(default_factory=dict)
+    input_tokens: int = 0
+    output_tokens: int = 0
+    stop: str | None = None
+    done: bool = False
+
+    def take(self, event: Any) -> Sequence[ModelEvent]:
+        kind = event.type
+        if kind == "content_block_delta":
+            delta = event.delta
+            if delta.type == "text_delta":
+                return (TextDelta(delta.text),) if delta.text else ()
+            if delta.type == "input_json_delta" and event.index in self.blocks:
+                self.blocks[event.index].parts.append(delta.partial_json)
+        elif kind == "content_block_start":
+            block = event.content_block
+            if block.type == "tool_use":
+                self.blocks[event.index] = _ToolBlock(block.id, block.name, block.input)
+            elif block.type == "text" and block.text:
+                return (TextDelta(block.text),)
+        elif kind == "content_block_stop":
+            tool = self.blocks.pop(event.index, None)
+            if tool is not None:
+                return (ToolCallEvent(tool.call()),)
+        elif kind == "message_start":
+            self._count(getattr(event.message, "usage", None))
+        elif kind == "message_delta":
+            self.stop = event.delta.stop_reason or self.stop
+            self._count(getattr(event, "usage", None))
+        elif kind == "message_stop":
+            self.done = True
+        return ()
+
+    def _count(self, usage: Any) -> None:
+        """Counts are cumulative; input includes cache writes and reads (they are billed)."""
+        if usage is None:
+            return
+        fresh = getattr(usage, "input_tokens", None)
+        if fresh is not None:
+            cached = (getattr(usage, "cache_creation_input_tokens", None) or 0) + (
+                getattr(usage, "cache_read_input_tokens", None) or 0
+            )
+            self.input_tokens = max(self.input_tokens, fresh + cached)
+        self.output_tokens = max(self.output_tokens, getattr(usage, "output_tokens", 0) or 0)
+
+
+def to_anthropic(messages: Sequence[Message]) -> list[dict[str, Any]]:
+    """Our messages as Messages API turns: tool results are `tool_result` blocks in a user turn,
+    tool calls `tool_use` blocks; consecutive same-role turns merge (the API wants them alternating)."""
+    out: list[dict[str, Any]] = []
+    for message in messages:
+        role, blocks = _blocks(message)
+        if not blocks:
+            continue  # an empty text block is refused
+        if out and out[-1]["role"] == role:
+            out[-1]["content"].extend(blocks)
+        else:
+            out.append({"role": role, "content": blocks})
+    return out
+
+
+def _blocks(message: Message) -> tuple[str, list[dict[str, Any]]]:
+    if message.role == "tool":
+        result = {
+            "type": "tool_result",
+            "tool_use_id": message.tool_call_id or "",
+            "content": message.content or "(no output)",
+            "is_error": message.is_error,
+        }
+        return "user", [result]
+    blocks: list[dict[str, Any]] = []
+    if message.content.strip():
+        blocks.append({"type": "text", "text": message.content})
+    for call in message.tool_calls:
+        use = {"type": "tool_use", "id": call.id, "name": call.name, "input": call.arguments_object()}
+        blocks.append(use)
+    return message.role, blocks

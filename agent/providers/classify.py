@@ -1,0 +1,115 @@
+"""Sort a vendor's failure into our error tree: retry it, fail over, or tell the admin what to fix.
+
+Both vendor modules pull (HTTP status, error type, code, message, headers) out of their SDK's
+exception and call `classify`; the rules, the user-facing wording and the redaction of keys live
+here once.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from email.utils import parsedate_to_datetime
+from datetime import UTC, datetime
+
+from agent.providers.base import ProviderError, ProviderRejected, ProviderUnavailable, ToolsUnsupported
+
+KEY_REFUSED = "the AI model rejected the bot's API key (the bot's admin needs to fix the key)."
+OUT_OF_CREDIT = (
+    "the AI model's account is out of credit or over its spending limit "
+    "(the bot's admin should check billing)."
+)
+
+# OpenAI `insufficient_quota` (a 429 that must not be retried), Anthropic "credit balance is too
+# low" and "reached your specified API usage limits" (400), DeepSeek 402 "Insufficient Balance".
+_QUOTA = re.compile(
+    r"insufficient[_ ](quota|balance|funds)|credit balance|billing|spend(ing)?[_ ](limit|cap)"
+    r"|usage limits?|exceeded your current quota|payment required",
+    re.I,
+)
+# Ollama "does not support tools", vLLM "tool choice requires --enable-auto-tool-choice",
+# llama.cpp "tools param requires --jinja flag", "function calling is not supported" ...
+_TOOLS_WORD = re.compile(r"\btools?\b|tool[ _]choice|function[ _]?call|\bfunctions?\b", re.I)
+_UNSUPPORTED = re.compile(
+    r"support|requires?|enabl|--jinja|unrecogni[sz]ed|not allowed|unknown (param|field|argument)", re.I
+)
+_REJECTED_KINDS = frozenset(
+    {"invalid_request_error", "authentication_error", "permission_error", "not_found_error",
+     "billing_error", "invalid_api_key", "request_too_large"}
+)  # fmt: skip
+_KEYLIKE = re.compile(r"\b(sk|rk|key)-[A-Za-z0-9_\-*.]{6,}")
+
+
+def classify(
+    *,
+    who: str,
+    key_hint: str,
+    status: int | None,
+    kind: str | None,
+    code: str | None,
+    message: str,
+    headers: Mapping[str, str] | None = None,
+    had_tools: bool = False,
+    api_key: str = "",
+) -> ProviderError:
+    """The error for one failed call. `status` None: an error event inside a 200 stream.
+
+    `who` names the provider, model and server for the log; `key_hint` names where the key comes
+    from (e.g. "ANTHROPIC_API_KEY or llm.api_key"). The key itself never reaches a message.
+    """
+    message = redact(message, api_key)
+    text = " ".join(part for part in (kind, code, message) if part)
+    shown = f"HTTP {status}" if status else "error event in the stream"
+    detail = f"{shown} {kind or code or ''}: {message}".replace(" :", ":")
+    if status == 402 or _QUOTA.search(text):
+        return ProviderRejected(
+            f"{who}: {detail} — the account is out of credit or over its spending limit;"
+            " check billing, or add a provider to llm.fallback",
+            user_message=OUT_OF_CREDIT,
+        )
+    if status == 401 or kind == "authentication_error" or code == "invalid_api_key":
+        return ProviderRejected(
+            f"{who}: the API key was refused ({detail}); set a valid {key_hint}",
+            user_message=KEY_REFUSED,
+        )
+    if status == 403 or kind == "permission_error":
+        return ProviderRejected(
+            f"{who}: not allowed ({detail}); check that {key_hint} may use this model"
+        )
+    if had_tools and _TOOLS_WORD.search(message) and _UNSUPPORTED.search(message):
+        if status is None or status in (400, 404, 422, 500, 501):
+            return ToolsUnsupported(
+                f"{who}: the server refuses native tool calling ({detail}); "
+                "set llm.tool_mode to text or auto, or enable tool calling on the server"
+            )
+    if status == 404 or kind == "not_found_error":
+        return ProviderRejected(f"{who}: not found ({detail}); check llm.model and llm.base_url")
+    retryable = status in (408, 409, 425, 429) or (status or 0) >= 500
+    if retryable or (status is None and kind not in _REJECTED_KINDS):
+        return ProviderUnavailable(f"{who}: {detail}", retry_after=retry_after(headers or {}))
+    return ProviderRejected(f"{who}: the request was refused ({detail})")
+
+
+def retry_after(headers: Mapping[str, str]) -> float | None:
+    """Seconds the server asks us to wait: `retry-after-ms`, or `retry-after` (seconds or a date)."""
+    lower = {k.lower(): v for k, v in headers.items()}
+    try:
+        if "retry-after-ms" in lower:
+            return max(0.0, float(lower["retry-after-ms"]) / 1000)
+        value = lower.get("retry-after")
+        if value is None:
+            return None
+        try:
+            return max(0.0, float(value))
+        except ValueError:
+            when = parsedate_to_datetime(value)
+            return max(0.0, (when - datetime.now(UTC)).total_seconds())
+    except (TypeError, ValueError):
+        return None
+
+
+def redact(text: str, api_key: str = "") -> str:
+    """`text` without the key (some servers echo it, masked or not)."""
+    if api_key and len(api_key) >= 4:
+        text = text.replace(api_key, "[key]")
+    return _KEYLIKE.sub("[key]", text)

@@ -1,0 +1,230 @@
+"""OpenAIProvider: Chat Completions through the official async `openai` SDK, streamed, for OpenAI
+and every compatible server (Ollama, vLLM, llama.cpp, LM Studio, DeepSeek ...) via `base_url`.
+
+Compatible servers differ in what they stream, so tool-call deltas are accumulated defensively:
+by `index` (or by position when a server sends none), a new id at a used index starts a new
+call, arguments may come in one piece (or as an object), ids may be missing, there may be no
+usage chunk, and text and tool calls may share one message. SDK types never leave this module.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import AsyncIterator, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import httpx2
+import openai
+
+from agent.providers.base import ProviderError, ProviderUnavailable
+from agent.providers.classify import classify
+from agent.providers.deadline import Deadline, Timeouts
+from agent.types import Message, ModelEvent, ModelRequest, Stop, TextDelta, ToolCall, ToolCallEvent, Usage
+from tools.base import ToolSpec
+
+log = logging.getLogger(__name__)
+
+DEFAULT_MODEL = "gpt-5.4-mini"  # the SDK's current small model; gpt-4o-mini is being retired
+KEY_HINT = "OPENAI_API_KEY (or llm.api_key)"
+OPENAI_HOST = "api.openai.com"
+_STOPS = {"stop": "end_turn", "tool_calls": "tool_use", "function_call": "tool_use", "length": "max_tokens"}
+
+
+class OpenAIProvider:
+    name = "openai"
+
+    def __init__(
+        self,
+        *,
+        api_key: str,
+        model: str = DEFAULT_MODEL,
+        base_url: str | None = None,
+        timeouts: Timeouts | None = None,
+    ) -> None:
+        self.model = model
+        self.timeouts = timeouts or Timeouts()
+        self._api_key = api_key
+        self._client = openai.AsyncOpenAI(
+            api_key=api_key, base_url=base_url, max_retries=0, timeout=self.timeouts.httpx()
+        )
+        self.base_url = str(self._client.base_url).rstrip("/")
+        # OpenAI's newer models refuse `max_tokens`; compatible servers may not know the new name
+        self._max_key = "max_completion_tokens" if OPENAI_HOST in self.base_url else "max_tokens"
+        self._tools: tuple[tuple[ToolSpec, ...], list[dict[str, Any]]] = ((), [])
+
+    async def aclose(self) -> None:
+        await self._client.close()
+
+    async def stream(self, request: ModelRequest) -> AsyncIterator[ModelEvent]:
+        model = request.model or self.model
+        who = f"openai {model} at {self.base_url}"
+        params: dict[str, Any] = {
+            "model": model,
+            "messages": to_openai(request.system, request.messages),
+            "stream_options": {"include_usage": True},
+            self._max_key: request.max_tokens,
+        }
+        if request.tools:
+            params["tools"] = self._tool_params(request.tools)
+        deadline = Deadline(self.timeouts, who)
+        try:
+            stream = await deadline.wait(self._client.chat.completions.create(**params, stream=True))
+        except (openai.OpenAIError, httpx2.HTTPError) as exc:
+            raise self._error(exc, who, bool(request.tools)) from exc
+        state = _State()
+        chunks = aiter(stream)
+        try:
+            while True:
+                try:
+                    chunk = await deadline.wait(anext(chunks))
+                except StopAsyncIteration:
+                    break
+                text = state.take(chunk)
+                if state.started:
+                    deadline.token()
+                if text:
+                    yield TextDelta(text)
+        except (openai.OpenAIError, httpx2.HTTPError) as exc:
+            raise self._error(exc, who, bool(request.tools)) from exc
+        finally:
+            await chunks.aclose()
+            await stream.close()
+        if state.finish is None and not state.calls:
+            raise ProviderUnavailable(f"{who}: the stream ended before a finish_reason")
+        for call in state.tool_calls():
+            yield ToolCallEvent(call)
+        if state.usage is not None:
+            yield Usage(*state.usage, self.name, model)
+        stop = "tool_use" if state.calls else _STOPS.get(state.finish or "", "other")
+        yield Stop(stop)  # type: ignore[arg-type]
+
+    def _tool_params(self, tools: tuple[ToolSpec, ...]) -> list[dict[str, Any]]:
+        # the coordinator hands the same tuple for a persona version: convert once, not per call
+        if self._tools[0] is not tools:
+            params = [
+                {
+                    "type": "function",
+                    "function": {"name": t.name, "description": t.description, "parameters": dict(t.parameters)},
+                }
+                for t in tools
+            ]
+            self._tools = (tools, params)
+        return self._tools[1]
+
+    def _error(self, exc: Exception, who: str, had_tools: bool) -> ProviderError:
+        if isinstance(exc, openai.APIConnectionError | httpx2.HTTPError):
+            return ProviderUnavailable(f"{who}: connection failed: {type(exc).__name__}")
+        if not isinstance(exc, openai.APIError):
+            return ProviderUnavailable(f"{who}: {type(exc).__name__}: {exc}")
+        body = exc.body if isinstance(exc.body, dict) else {}
+        status = getattr(exc, "status_code", None)  # None: an error object inside the stream
+        response = getattr(exc, "response", None)
+        return classify(
+            who=who,
+            key_hint=KEY_HINT,
+            status=status,
+            kind=exc.type or body.get("type"),
+            code=exc.code,
+            message=str(body.get("message") or exc.message),
+            headers=response.headers if response is not None else None,
+            had_tools=had_tools,
+            api_key=self._api_key,
+        )
+
+
+@dataclass(slots=True)
+class _Call:
+    id: str
+    name: str
+    parts: list[str] = field(default_factory=list)
+
+
+@dataclass(slots=True)
+class _State:
+    calls: list[_Call] = field(default_factory=list)
+    slots: dict[int, int] = field(default_factory=dict)  # the server's index -> our call
+    usage: tuple[int, int] | None = None
+    finish: str | None = None
+    started: bool = False
+
+    def take(self, chunk: Any) -> str:
+        """Fold one chunk in; returns its text."""
+        usage = getattr(chunk, "usage", None)
+        if usage is not None:
+            self.usage = (usage.prompt_tokens or 0, usage.completion_tokens or 0)
+            self.started = True
+        text = ""
+        for choice in chunk.choices or ():
+            if choice.index not in (0, None):
+                continue  # n > 1 is never asked for
+            if choice.finish_reason:
+                self.finish = choice.finish_reason
+                self.started = True
+            delta = choice.delta
+            if delta is None:
+                continue
+            if delta.content:
+                text += delta.content
+                self.started = True
+            for position, piece in enumerate(delta.tool_calls or ()):
+                self._add(position, piece)
+                self.started = True
+        return text
+
+    def _add(self, position: int, piece: Any) -> None:
+        index = piece.index if piece.index is not None else position
+        function = piece.function
+        name = getattr(function, "name", None) or ""
+        args = getattr(function, "arguments", None)
+        if args is not None and not isinstance(args, str):
+            args = json.dumps(args)  # a server that sends the arguments as an object
+        slot = self.slots.get(index)
+        current = self.calls[slot] if slot is not None else None
+        if current is None or (piece.id and current.id and piece.id != current.id):
+            self.slots[index] = len(self.calls)
+            current = _Call(piece.id or "", name)
+            self.calls.append(current)
+        else:
+            current.id = current.id or piece.id or ""
+            current.name = current.name or name
+        if args:
+            current.parts.append(args)
+
+    def tool_calls(self) -> list[ToolCall]:
+        # a missing id gets one here; the loop also makes ids unique per round
+        return [
+            ToolCall(call.id or f"call_{n}", call.name, "".join(call.parts) or "{}")
+            for n, call in enumerate(self.calls)
+            if call.name
+        ]
+
+
+def to_openai(system: str, messages: Sequence[Message]) -> list[dict[str, Any]]:
+    """Our messages as Chat Completions messages: `tool_calls` on the assistant, role "tool" for results."""
+    out: list[dict[str, Any]] = [{"role": "system", "content": system}] if system else []
+    for message in messages:
+        if message.role == "tool":
+            content = message.content or "(no output)"
+            if message.is_error and not content.lower().startswith("error"):
+                content = f"Error: {content}"  # the API has no is_error flag
+            out.append({"role": "tool", "tool_call_id": message.tool_call_id or "", "content": content})
+        elif message.role == "assistant":
+            if not message.content and not message.tool_calls:
+                continue
+            item: dict[str, Any] = {"role": "assistant", "content": message.content or None}
+            if message.tool_calls:
+                item["tool_calls"] = [
+                    {"id": c.id, "type": "function", "function": {"name": c.name, "arguments": _object_text(c)}}
+                    for c in message.tool_calls
+                ]
+            out.append(item)
+        else:
+            out.append({"role": "user", "content": message.content})
+    return out
+
+
+def _object_text(call: ToolCall) -> str:
+    """The call's arguments if they are a JSON object, else "{}": some servers parse history."""
+    return call.arguments if call.arguments_object() or call.arguments.strip() == "{}" else "{}"

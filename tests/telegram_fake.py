@@ -1,0 +1,302 @@
+"""A local Telegram Bot API for the real aiogram client: records every call, enforces flood limits.
+
+It speaks what aiogram sends (form-encoded fields, JSON-dumped non-strings; JSON bodies work too)
+and answers in Telegram's shapes. Per chat, sendMessage, editMessageText and sendChatAction must
+be `interval_s` apart, else 429 + retry_after and a ban for that long, as Telegram does. HTML is
+checked the way Telegram checks it (known tags, balanced) and the 4096 limit is counted in UTF-16
+units of the text after entity parsing.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import json
+import math
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from html.parser import HTMLParser
+from typing import Any
+
+from aiohttp import web
+
+TOKEN = "123456:TEST"
+BOT = {"id": 123456, "is_bot": True, "first_name": "Bot", "username": "test_bot"}
+RATED = frozenset({"sendmessage", "editmessagetext", "sendchataction"})
+JSON_FIELDS = frozenset({"reply_parameters", "link_preview_options", "allowed_updates", "commands",
+                         "entities", "reply_markup"})
+INT_FIELDS = frozenset({"chat_id", "message_id", "message_thread_id", "offset", "timeout", "limit"})
+TAGS = frozenset({"b", "strong", "i", "em", "u", "ins", "s", "strike", "del", "a", "code", "pre",
+                  "blockquote", "tg-spoiler", "span", "tg-emoji"})
+
+
+@dataclass
+class Call:
+    method: str  # lower case: sendmessage, editmessagetext ...
+    params: dict[str, Any]
+    at: float = field(default_factory=time.monotonic)
+    status: int = 200
+    error: str | None = None
+    text: str | None = None  # the visible text a send or edit left in the chat
+    message_id: int | None = None  # the message a successful sendMessage created
+
+    @property
+    def chat_id(self) -> int | None:
+        return self.params.get("chat_id")
+
+
+class ApiError(Exception):
+    def __init__(self, status: int, description: str, retry_after: int | None = None) -> None:
+        super().__init__(description)
+        self.status, self.description, self.retry_after = status, description, retry_after
+
+
+class FakeBotAPI:
+    def __init__(self, *, interval_s: float = 1.0, token: str = TOKEN) -> None:
+        self.interval_s = interval_s
+        self.token = token
+        self.calls: list[Call] = []
+        self.messages: dict[tuple[int, int], str] = {}  # (chat, message id) -> visible text
+        self.webhook: dict[str, Any] = {}
+        self.fail_parse_next = 0  # the next N HTML texts get "can't parse entities"
+        self._forced: dict[int, int] = {}  # chat -> retry_after for its next rated call
+        self._last: dict[int, float] = {}
+        self._banned_until: dict[int, float] = {}
+        self._updates: list[dict[str, Any]] = []
+        self._update_ids = itertools.count(1000)
+        self._message_ids = itertools.count(500)
+        self._changed = asyncio.Event()
+        self._closing = False
+        self._runner: web.AppRunner | None = None
+        self.url = ""
+
+    # ---------------------------------------------------------------- lifecycle and scripting
+
+    async def start(self) -> str:
+        app = web.Application()
+        app.router.add_post("/bot{token}/{method}", self._handle)
+        self._runner = web.AppRunner(app, shutdown_timeout=1)
+        await self._runner.setup()
+        site = web.TCPSite(self._runner, "127.0.0.1", 0)
+        await site.start()
+        self.url = f"http://127.0.0.1:{self._runner.addresses[0][1]}"
+        return self.url
+
+    async def close(self) -> None:
+        self._closing = True
+        self._notify()
+        if self._runner is not None:
+            await self._runner.cleanup()
+
+    def push(self, update: dict[str, Any]) -> dict[str, Any]:
+        """Queue an update for getUpdates (and return it, to post to a webhook instead)."""
+        self._updates.append(update)
+        self._notify()
+        return update
+
+    def message(
+        self,
+        chat_id: int,
+        text: str | None = "hello",
+        *,
+        user_id: int | None = None,
+        entities: list[dict[str, Any]] | None = None,
+        thread_id: int | None = None,
+        reply_to: dict[str, Any] | None = None,
+        **extra: Any,
+    ) -> dict[str, Any]:
+        """An Update carrying one user message (not queued: pass it to `push`)."""
+        user = user_id if user_id is not None else (chat_id if chat_id > 0 else 42)
+        chat = ({"id": chat_id, "type": "private", "first_name": "U"} if chat_id > 0
+                else {"id": chat_id, "type": "supergroup", "title": "Group",
+                      **({"is_forum": True} if thread_id else {})})
+        message: dict[str, Any] = {
+            "message_id": next(self._message_ids), "date": int(time.time()), "chat": chat,
+            "from": {"id": user, "is_bot": False, "first_name": "Alice", "username": f"u{user}"},
+        }
+        if text is not None:
+            message["text"] = text
+        if entities:
+            message["entities"] = entities
+        if thread_id:
+            message |= {"message_thread_id": thread_id, "is_topic_message": True}
+        if reply_to:
+            message["reply_to_message"] = reply_to
+        return {"update_id": next(self._update_ids), "message": message | extra}
+
+    def force_429(self, chat_id: int, retry_after: int) -> None:
+        """The next rated call to the chat draws a 429 and bans the chat for `retry_after`."""
+        self._forced[chat_id] = retry_after
+
+    # ---------------------------------------------------------------- reading the records
+
+    def to_chat(self, chat_id: int, *methods: str) -> list[Call]:
+        wanted = {m.lower() for m in methods} or RATED
+        return [c for c in self.calls if c.chat_id == chat_id and c.method in wanted]
+
+    def ok(self, chat_id: int, *methods: str) -> list[Call]:
+        return [c for c in self.to_chat(chat_id, *methods) if c.status == 200]
+
+    @property
+    def rate_limited(self) -> list[Call]:
+        return [c for c in self.calls if c.status == 429]
+
+    async def wait_for(self, predicate: Callable[[], bool], timeout: float = 10.0) -> None:
+        async with asyncio.timeout(timeout):
+            while not predicate():
+                self._changed.clear()
+                await self._changed.wait()
+
+    # ---------------------------------------------------------------- the Bot API
+
+    def _notify(self) -> None:
+        self._changed.set()
+
+    async def _handle(self, request: web.Request) -> web.Response:
+        call = Call(request.match_info["method"].lower(), {})
+        if request.content_type == "application/json":
+            raw = await request.json()
+        else:
+            raw = dict(await request.post())
+        call.params = {k: _decode(k, v) for k, v in raw.items()}
+        self.calls.append(call)
+        try:
+            if request.match_info["token"] != self.token:
+                raise ApiError(401, "Unauthorized")
+            result = await self._method(call)
+        except ApiError as exc:
+            call.status, call.error = exc.status, exc.description
+            body: dict[str, Any] = {"ok": False, "error_code": exc.status, "description": exc.description}
+            if exc.retry_after is not None:
+                body["parameters"] = {"retry_after": exc.retry_after}
+            self._notify()
+            return web.json_response(body, status=exc.status)
+        self._notify()
+        return web.json_response({"ok": True, "result": result})
+
+    async def _method(self, call: Call) -> Any:
+        p = call.params
+        if call.method in RATED:
+            self._check_rate(call)
+        match call.method:
+            case "getme":
+                return BOT
+            case "getupdates":
+                return await self._get_updates(p.get("offset"), p.get("timeout", 0))
+            case "setwebhook":
+                self.webhook = dict(p)
+                return True
+            case "deletewebhook" | "setmycommands" | "sendchataction":
+                return True
+            case "sendmessage":
+                call.text = self._visible(p)
+                message_id = call.message_id = next(self._message_ids)
+                self.messages[(p["chat_id"], message_id)] = call.text
+                return self._result(p, message_id, call.text)
+            case "editmessagetext":
+                key = (p["chat_id"], p["message_id"])
+                if key not in self.messages:
+                    raise ApiError(400, "Bad Request: message to edit not found")
+                text = self._visible(p)
+                if self.messages[key] == text:
+                    raise ApiError(400, "Bad Request: message is not modified: specified new "
+                                   "message content and reply markup are exactly the same as a "
+                                   "current content and reply markup of the message")
+                call.text = self.messages[key] = text
+                return self._result(p, p["message_id"], text) | {"edit_date": int(time.time())}
+        raise ApiError(404, "Not Found: method not found")
+
+    def _check_rate(self, call: Call) -> None:
+        chat, now = call.chat_id, call.at
+        assert chat is not None, "a rated call without chat_id"
+        banned = self._banned_until.get(chat, 0.0)
+        if now < banned:
+            raise ApiError(429, f"Too Many Requests: retry after {math.ceil(banned - now)}",
+                           math.ceil(banned - now))
+        retry = self._forced.pop(chat, None)
+        gap = now - self._last.get(chat, -math.inf)
+        if retry is None and gap < self.interval_s:
+            retry = max(1, math.ceil(self.interval_s - gap))
+        if retry is not None:
+            self._banned_until[chat] = now + retry
+            raise ApiError(429, f"Too Many Requests: retry after {retry}", retry)
+        self._last[chat] = now
+
+    def _visible(self, p: dict[str, Any]) -> str:
+        text = str(p.get("text", ""))
+        if str(p.get("parse_mode", "")).lower() == "html":
+            if self.fail_parse_next:
+                self.fail_parse_next -= 1
+                raise ApiError(400, "Bad Request: can't parse entities: Unsupported start tag "
+                               '"foo" at byte offset 0')
+            text = _HtmlCheck.visible(text)
+        if not text.strip():
+            raise ApiError(400, "Bad Request: message text is empty")
+        if len(text.encode("utf-16-le")) // 2 > 4096:
+            raise ApiError(400, "Bad Request: message is too long")
+        return text
+
+    def _result(self, p: dict[str, Any], message_id: int, text: str) -> dict[str, Any]:
+        chat_id = p["chat_id"]
+        chat = ({"id": chat_id, "type": "private", "first_name": "U"} if chat_id > 0
+                else {"id": chat_id, "type": "supergroup", "title": "Group"})
+        result = {"message_id": message_id, "date": int(time.time()), "chat": chat, "from": BOT,
+                  "text": text}
+        if p.get("message_thread_id"):
+            result["message_thread_id"] = p["message_thread_id"]
+        return result
+
+    async def _get_updates(self, offset: int | None, timeout: int) -> list[dict[str, Any]]:
+        if offset is not None:
+            self._updates = [u for u in self._updates if u["update_id"] >= offset]
+        try:
+            async with asyncio.timeout(timeout):
+                while not self._updates and not self._closing:
+                    self._changed.clear()
+                    await self._changed.wait()
+        except TimeoutError:
+            pass
+        return self._updates[:100]
+
+
+class _HtmlCheck(HTMLParser):
+    """Telegram's HTML rules, as far as our renderer can break them: known tags, balanced."""
+
+    def __init__(self) -> None:
+        super().__init__(convert_charrefs=True)
+        self.stack: list[str] = []
+        self.text: list[str] = []
+
+    @classmethod
+    def visible(cls, html: str) -> str:
+        parser = cls()
+        parser.feed(html)
+        parser.close()
+        if parser.stack:
+            raise ApiError(400, "Bad Request: can't parse entities: Can't find end tag "
+                           f'corresponding to start tag "{parser.stack[-1]}"')
+        return "".join(parser.text)
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        if tag not in TAGS or (tag == "a" and not dict(attrs).get("href")):
+            raise ApiError(400, f'Bad Request: can\'t parse entities: Unsupported start tag "{tag}"')
+        self.stack.append(tag)
+
+    def handle_endtag(self, tag: str) -> None:
+        if not self.stack or self.stack[-1] != tag:
+            raise ApiError(400, f'Bad Request: can\'t parse entities: Unexpected end tag "{tag}"')
+        self.stack.pop()
+
+    def handle_data(self, data: str) -> None:
+        self.text.append(data)
+
+
+def _decode(name: str, value: Any) -> Any:
+    if not isinstance(value, str):
+        return value
+    if name in INT_FIELDS:
+        return int(value)
+    if name in JSON_FIELDS:
+        return json.loads(value)
+    return value

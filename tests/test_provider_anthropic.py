@@ -1,0 +1,130 @@
+"""The real `anthropic` client against a local fake Messages API, through a web socket conversation."""
+
+import json
+import logging
+import sqlite3
+
+import pytest
+
+from agent.providers.classify import KEY_REFUSED
+from tests.conftest import connect
+from tests.fake_anthropic import FakeAnthropic
+from tests.fake_llm import Call, Reply, llm_config
+
+
+@pytest.fixture
+async def fake():
+    async with FakeAnthropic() as server:
+        yield server
+
+
+def _rows(app, sql: str) -> list[tuple]:
+    with sqlite3.connect(app.store.path) as db:
+        return db.execute(sql).fetchall()
+
+
+async def _ask(session, app, text: str) -> tuple[dict, list[dict]]:
+    client = await connect(session, app)
+    await client.hello()
+    completed = await client.ask(text)
+    return completed, client.frames
+
+
+async def test_text_streams_into_the_placeholder(running, session, fake) -> None:
+    fake.add(Reply(text=["The answer ", "is forty-", "two."], delay_s=0.05, usage=(31, 9)))
+    app = await running(llm=llm_config("anthropic", fake))
+    completed, frames = await _ask(session, app, "what is the answer?")
+    assert completed["text"] == "The answer is forty-two."
+    updates = [f["text"] for f in frames if f["type"] == "message.updated"]
+    assert any(t.startswith("The answer") and t != completed["text"] for t in updates), updates
+    [sent] = fake.requests
+    assert sent.api_key == "test-key" and sent.headers["Authorization"] == "Bearer test-key"
+    body = sent.body
+    assert body["stream"] is True and body["model"] == "test-model"
+    assert body["messages"] == [{"role": "user", "content": [{"type": "text", "text": "what is the answer?"}]}]
+    assert "helpful assistant" in body["system"]
+    assert "get_current_datetime" in [t["name"] for t in body["tools"]]
+    assert _rows(app, "select provider, model, input_tokens, output_tokens from usage") == [
+        ("anthropic", "test-model", 31, 9)
+    ]
+    tokens = _rows(app, "select role, tokens_in, tokens_out from messages order by id")
+    assert tokens == [("user", None, None), ("assistant", 31, 9)]
+
+
+async def test_a_tool_call_split_across_chunks(running, session, fake) -> None:
+    args = '{"timezone": "Asia/Tokyo"}'
+    fake.add(
+        Reply(text=["Let me check. "], calls=[Call("get_current_datetime", args, split=4)]),
+        Reply(text=["It is evening in Tokyo."]),
+    )
+    app = await running(llm=llm_config("anthropic", fake))
+    completed, _ = await _ask(session, app, "time in Tokyo?")
+    assert completed["text"] == "It is evening in Tokyo."
+    second = fake.requests[1].body["messages"]
+    assert [m["role"] for m in second] == ["user", "assistant", "user"]
+    text, use = second[1]["content"]
+    assert text == {"type": "text", "text": "Let me check. "}
+    assert use["type"] == "tool_use" and use["input"] == {"timezone": "Asia/Tokyo"}
+    [result] = second[2]["content"]
+    assert result["type"] == "tool_result" and result["tool_use_id"] == use["id"]
+    assert not result["is_error"] and "Asia/Tokyo" in result["content"]
+    assert _rows(app, "select tool_name, arguments, ok from audit_logs") == [("get_current_datetime", args, 1)]
+
+
+async def test_two_parallel_tool_calls_answered_in_one_turn(running, session, fake) -> None:
+    fake.add(
+        Reply(calls=[
+            Call("get_current_datetime", '{"timezone": "Europe/Paris"}'),
+            Call("get_current_datetime", '{"timezone": "America/New_York"}', split=3),
+        ]),
+        Reply(text=["Paris is six hours ahead."]),
+    )  # fmt: skip
+    app = await running(llm=llm_config("anthropic", fake))
+    completed, _ = await _ask(session, app, "Paris vs New York?")
+    assert completed["text"] == "Paris is six hours ahead."
+    assistant, results = fake.requests[1].body["messages"][1:]
+    ids = [block["id"] for block in assistant["content"]]
+    assert len(set(ids)) == 2
+    assert [r["tool_use_id"] for r in results["content"]] == ids
+    assert "Europe/Paris" in results["content"][0]["content"]
+    assert "America/New_York" in results["content"][1]["content"]
+
+
+async def test_malformed_tool_arguments_come_back_as_an_error_result(running, session, fake) -> None:
+    fake.add(
+        Reply(calls=[Call("get_current_datetime", '{"timezone": "Asia/To')]),
+        Reply(text=["Sorry, let me answer without the tool."]),
+    )
+    app = await running(llm=llm_config("anthropic", fake))
+    completed, _ = await _ask(session, app, "time?")
+    assert completed["text"] == "Sorry, let me answer without the tool."
+    assistant, results = fake.requests[1].body["messages"][1:]
+    assert assistant["content"][0]["input"] == {}  # the API wants an object back
+    [result] = results["content"]
+    assert result["is_error"] is True and "invalid arguments" in result["content"]
+    assert _rows(app, "select arguments, ok from audit_logs") == [('{"timezone": "Asia/To', 0)]
+
+
+async def test_history_goes_back_as_alternating_turns(running, session, fake) -> None:
+    fake.add(Reply(text=["one"]), Reply(text=["two"]))
+    app = await running(llm=llm_config("anthropic", fake))
+    client = await connect(session, app)
+    await client.hello()
+    await client.ask("first")
+    await client.ask("second")
+    roles = [(m["role"], m["content"][0]["text"]) for m in fake.requests[1].body["messages"]]
+    assert roles == [("user", "first"), ("assistant", "one"), ("user", "second")]
+
+
+async def test_a_wrong_key_says_so_in_the_chat_and_the_log(running, session, fake, caplog) -> None:
+    caplog.set_level(logging.WARNING)
+    app = await running(llm=llm_config("anthropic", fake, api_key="sk-ant-wrong-key-123456"))
+    completed, _ = await _ask(session, app, "hi")
+    assert completed["text"] == f"Sorry — {KEY_REFUSED}"
+    assert len(fake.requests) == 1  # a refused key is not retried
+    logged = "\n".join(r.getMessage() for r in caplog.records)
+    assert "set a valid ANTHROPIC_API_KEY" in logged
+    assert "wrong-key" not in logged and not any(r.exc_info for r in caplog.records)
+    [(status, error)] = _rows(app, "select status, error from turns")
+    assert status == "failed" and "API key was refused" in error
+    assert "wrong-key" not in json.dumps(_rows(app, "select * from turns"))

@@ -1,0 +1,38 @@
+"""Helpers for built-in tool tests: call a tool through the real registry with given settings."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from tools.base import ToolContext, ToolResult
+from tools.builtin import builtin_registry
+from tools.builtin.settings import ToolsSettings
+
+REGISTRY = builtin_registry()
+
+
+def settings(**sections: Any) -> ToolsSettings:
+    return ToolsSettings.model_validate(sections)
+
+
+def context(
+    *, user: str = "u1", storage: Any = None, config: ToolsSettings | None = None, **services: Any
+) -> ToolContext:
+    return ToolContext(
+        user_id=user,
+        session_id="s1",
+        storage=storage,
+        services={"tools_config": config or ToolsSettings(), **services},
+    )
+
+
+async def call(name: str, args: dict[str, Any] | str, ctx: ToolContext, timeout_s: float = 5) -> ToolResult:
+    text = args if isinstance(args, str) else json.dumps(args)
+    return await REGISTRY.call(name, text, ctx, allowed=REGISTRY.names(), timeout_s=timeout_s)
+
+
+async def call_json(name: str, args: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
+    result = await call(name, args, ctx)
+    assert result.ok, result.text
+    return json.loads(result.text)

@@ -1,0 +1,72 @@
+"""HTTP for tools: the app's shared aiohttp session, a deadline on every request, one error type."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+from collections.abc import AsyncIterator, Mapping
+from typing import Any
+
+import aiohttp
+from yarl import URL
+
+from tools.base import ToolContext
+from tools.builtin.settings import settings
+
+USER_AGENT = "chat-gateway-tools/0.1"
+MAX_BODY_BYTES = 2_000_000
+
+
+class Unreachable(Exception):
+    """A service did not answer usefully (network, timeout, HTTP status, bad body); degrade."""
+
+
+@contextlib.asynccontextmanager
+async def _session(ctx: ToolContext) -> AsyncIterator[aiohttp.ClientSession]:
+    shared = ctx.services.get("http")
+    if isinstance(shared, aiohttp.ClientSession) and not shared.closed:
+        yield shared
+        return
+    async with aiohttp.ClientSession() as own:  # outside the app (tests, scripts)
+        yield own
+
+
+async def fetch(
+    ctx: ToolContext,
+    url: str,
+    *,
+    params: Mapping[str, str] | None = None,
+    headers: Mapping[str, str] | None = None,
+) -> bytes:
+    """GET `url` within `tools.http_timeout_s`; any failure raises Unreachable naming the host."""
+    deadline = settings(ctx).http_timeout_s
+    sent = {"User-Agent": USER_AGENT, **(headers or {})}
+    try:
+        async with asyncio.timeout(deadline), _session(ctx) as session:
+            async with session.get(url, params=params, headers=sent) as response:
+                if response.status >= 400:
+                    raise Unreachable(f"{_host(url)} answered HTTP {response.status}")
+                body = await response.content.read(MAX_BODY_BYTES + 1)
+    except TimeoutError:
+        raise Unreachable(f"{_host(url)} did not answer within {deadline:g} s") from None
+    except (aiohttp.ClientError, OSError) as exc:
+        raise Unreachable(f"{_host(url)} is unreachable ({type(exc).__name__})") from exc
+    if len(body) > MAX_BODY_BYTES:
+        raise Unreachable(f"{_host(url)} sent more than {MAX_BODY_BYTES} bytes")
+    return body
+
+
+async def fetch_json(ctx: ToolContext, url: str, **kwargs: Any) -> Any:
+    body = await fetch(ctx, url, **kwargs)
+    try:
+        return json.loads(body)
+    except ValueError as exc:
+        raise Unreachable(f"{_host(url)} did not send JSON") from exc
+
+
+def _host(url: str) -> str:
+    try:
+        return URL(url).host or url
+    except ValueError:
+        return url

@@ -1,0 +1,115 @@
+"""PII masking of tool output before the model reads it: phones, e-mail, ID and card numbers.
+
+Card and mainland-China ID numbers are only masked when their check digits agree, so that an
+amount, an order number or a timestamp that merely looks similar is left alone.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Collection, Mapping
+from dataclasses import dataclass
+from typing import Literal
+
+Kind = Literal["email", "card", "national_id", "passport", "phone"]
+KINDS: tuple[Kind, ...] = ("email", "card", "national_id", "passport", "phone")
+
+_CN_ID_WEIGHTS = (7, 9, 10, 5, 8, 4, 2, 1, 6, 3, 7, 9, 10, 5, 8, 4, 2)
+_CN_ID_CHECK = "10X98765432"
+
+
+def luhn_ok(digits: str) -> bool:
+    """The Luhn checksum every payment card number carries."""
+    total = 0
+    for i, ch in enumerate(reversed(digits)):
+        n = int(ch)
+        if i % 2:
+            n = n * 2 - 9 if n > 4 else n * 2
+        total += n
+    return total % 10 == 0
+
+
+def _digits(text: str) -> str:
+    return "".join(ch for ch in text if ch.isdigit())
+
+
+def _card(match: re.Match[str]) -> bool:
+    digits = _digits(match.group())
+    return 13 <= len(digits) <= 19 and luhn_ok(digits)
+
+
+def _cn_id(match: re.Match[str]) -> bool:
+    text = match.group().upper()
+    total = sum(int(d) * w for d, w in zip(text[:17], _CN_ID_WEIGHTS, strict=True))
+    return _CN_ID_CHECK[total % 11] == text[17]
+
+
+def _phone(match: re.Match[str]) -> bool:
+    return 8 <= len(_digits(match.group())) <= 15  # E.164 allows at most 15 digits
+
+
+def _always(match: re.Match[str]) -> bool:
+    return True
+
+
+Check = Callable[[re.Match[str]], bool]
+_NOT_IN_WORD = r"(?<![\w@.+-])"
+
+# Order matters: e-mail first (its digits must not be taken for a phone), cards before phones.
+BUILTIN: dict[Kind, list[tuple[re.Pattern[str], Check]]] = {
+    "email": [(re.compile(r"[\w.+-]+@[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)*\.[A-Za-z]{2,}"), _always)],
+    "card": [
+        # IIN ranges of the card networks (2-6), so timestamps and ids starting with 1 stay
+        (re.compile(r"(?<![\d.,])(?:[3-6]\d{3}|2[2-7]\d{2})(?:[ -]?\d){9,15}(?![\d.,]\d)"), _card)
+    ],
+    "national_id": [
+        (re.compile(r"(?<![\w])[1-9]\d{5}(?:19|20)\d{2}[01]\d[0-3]\d{4}[\dXx](?!\w)"), _cn_id),
+        (re.compile(r"(?<![\w])[A-Z]{1,2}\d{6}\s?\([0-9A]\)"), _always),  # Hong Kong identity card
+        (re.compile(r"(?<![\w-])\d{3}-\d{2}-\d{4}(?![\w-])"), _always),  # US social security
+    ],
+    "passport": [(re.compile(r"(?<![\w-])[A-Z]{1,2}\d{7,8}(?![\w-])"), _always)],
+    "phone": [
+        (re.compile(_NOT_IN_WORD + r"\+\d{1,3}(?:[ .-]?\(?\d{1,5}\)?){1,5}(?![\d])"), _phone),
+        (re.compile(r"(?<![\d+])1[3-9]\d[ -]?\d{4}[ -]?\d{4}(?!\d)"), _phone),  # mainland mobile
+        (re.compile(r"(?<![\d+])\(?\d{3}\)?[ .-]\d{3}[ .-]\d{4}(?!\d)"), _phone),  # 415-555-2671
+    ],
+}
+LABELS: dict[Kind, str] = {
+    "email": "[email]",
+    "card": "[card number]",
+    "national_id": "[id number]",
+    "passport": "[passport number]",
+    "phone": "[phone]",
+}
+
+
+@dataclass(frozen=True, slots=True)
+class PiiMasker:
+    """Replaces personal data in text with a label such as `[phone]`; cheap when nothing matches."""
+
+    rules: tuple[tuple[re.Pattern[str], Check, str], ...]
+
+    @classmethod
+    def build(
+        cls, kinds: Collection[str] = KINDS, extra_patterns: Mapping[str, str] | None = None
+    ) -> PiiMasker:
+        """Built-in `kinds` (in their fixed order), then `extra_patterns` (label -> regex)."""
+        unknown = set(kinds) - set(KINDS)
+        if unknown:
+            raise ValueError(f"unknown PII kinds {sorted(unknown)}; known: {list(KINDS)}")
+        rules = [(p, check, LABELS[k]) for k in KINDS if k in kinds for p, check in BUILTIN[k]]
+        for label, pattern in (extra_patterns or {}).items():
+            try:
+                compiled = re.compile(pattern)
+            except re.error as exc:
+                raise ValueError(f"PII pattern {label!r} is not a valid regex: {exc}") from exc
+            rules.append((compiled, _always, f"[{label}]"))
+        return cls(tuple(rules))
+
+    def mask(self, text: str) -> str:
+        for pattern, check, label in self.rules:
+            text = pattern.sub(lambda m, c=check, lb=label: lb if c(m) else m.group(), text)
+        return text
+
+
+DEFAULT_MASKER = PiiMasker.build()
