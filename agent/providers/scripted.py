@@ -39,8 +39,9 @@ class ScriptExhausted(AssertionError):
 class ScriptedProvider:
     name = "scripted"
 
-    def __init__(self, script: Script, *, model: str = "scripted") -> None:
+    def __init__(self, script: Script, *, model: str = "scripted", latency_s: float = 0.0) -> None:
         self.model = model
+        self.latency_s = latency_s  # before each response, like a real model's time to first token
         self.requests: list[ModelRequest] = []
         self._fn = script if callable(script) else None
         self._queue = [] if callable(script) else list(script)
@@ -66,6 +67,8 @@ class ScriptedProvider:
         self.requests.append(request)
         self._seen.set()
         reply = self._next(request)
+        if self.latency_s:
+            await asyncio.sleep(self.latency_s)
         if reply.wait is not None:
             await reply.wait.wait()
         if reply.error is not None:
