@@ -468,3 +468,14 @@ def test_widget_markdown_never_renders_markup_or_images() -> None:
     assert '<a href="https://example.com/a?b=1&amp;c=2" rel="noopener' in rendered[3]
     assert 'target="_blank"' in rendered[3]
     assert rendered[4] == "<pre><code>&lt;script&gt;alert(1)&lt;/script&gt;\n</code></pre>"
+
+
+async def test_the_servers_own_pages_may_connect_under_any_host_name(running, session) -> None:
+    from agent.providers.scripted import ScriptedProvider
+    from tests.conftest import connect
+
+    app = await running(ScriptedProvider([]))
+    same = await connect(session, app, origin=app.url)  # e.g. http://127.0.0.1:<port>
+    await same.hello()
+    with pytest.raises(aiohttp.WSServerHandshakeError):
+        await connect(session, app, origin=f"http://evil.example:{app.port}")

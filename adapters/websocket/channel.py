@@ -8,6 +8,7 @@ import logging
 import uuid
 from collections.abc import Mapping, Sequence
 from typing import Any
+from urllib.parse import urlsplit
 
 from aiohttp import WSCloseCode, WSMsgType, hdrs, web
 
@@ -154,7 +155,7 @@ class WebSocketChannel:
         origin = request.headers.get(hdrs.ORIGIN)
         # Browsers apply no CORS to web sockets: without this check any site could put our bot
         # on its pages. A missing Origin means a non-browser client, which could forge one anyway.
-        if origin is not None and origin not in self._allowed_origins:
+        if origin is not None and origin not in self._allowed_origins and not _same_origin(origin, request):
             log.info("websocket refused: origin %r is not in allowed_origins", origin)
             raise web.HTTPForbidden(
                 text=f"origin {origin!r} is not allowed; "
@@ -244,3 +245,11 @@ class WebSocketChannel:
                 group.create_task(
                     conn.ws.close(code=WSCloseCode.GOING_AWAY, message=b"server shutdown")
                 )
+
+
+def _same_origin(origin: str, request: web.Request) -> bool:
+    """Our own pages (the demo at `/`, under any host name the server is reached by) may connect.
+
+    A browser sets both Origin and Host; a page on another site cannot make them agree.
+    """
+    return urlsplit(origin).netloc.lower() == (request.host or "").lower()
