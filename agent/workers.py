@@ -12,14 +12,14 @@ import asyncio
 import json
 import logging
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
 from agent.loop import LoopSettings, run_loop
 from agent.personas import COORDINATOR, PersonaLibrary
 from agent.providers.base import Provider
-from agent.store import Store
+from agent.store import Store, UsageLog
 from agent.types import Message
 from tools.base import Emit, ToolContext, ToolError, ToolResult
 from tools.control import CONTROL_TOOLS
@@ -71,6 +71,7 @@ class WorkerTask:
     session_id: str | None = None
     status: str = "running"  # running | completed | failed | killed | timeout
     result: str = ""
+    display: tuple[Mapping[str, Any], ...] = ()  # e.g. a payment card made by the specialist
     task: asyncio.Task[None] | None = None
     waiters: int = 0
     done: asyncio.Event = field(default_factory=asyncio.Event)
@@ -197,7 +198,8 @@ class Workers:
             raise
         task.waiters -= 1
         payload = task.summary() | {"result": task.result}
-        return ToolResult(json.dumps(payload, ensure_ascii=False), ok=task.status == "completed")
+        text = json.dumps(payload, ensure_ascii=False)
+        return ToolResult(text, ok=task.status == "completed", display=task.display)
 
     async def _work(self, task: WorkerTask) -> None:
         parent = task.parent
@@ -244,6 +246,7 @@ class Workers:
         ctx = replace(parent, session_id=task.session_id, persona=persona.name, emit=_quiet, call_id="")
         user = Message("user", task.prompt)
         written = [user]
+        usage_log = UsageLog(self.provider, persona.model)
         try:
             async with asyncio.timeout(self.settings.timeout_s):
                 result = await run_loop(
@@ -262,9 +265,11 @@ class Workers:
                     ),
                     model=persona.model,
                     audit=self.store.record_tool_call,
+                    on_usage=usage_log,
                 )
             written.extend(result.messages)
             task.result = _budget(result.text, self.settings.result_chars)
+            task.display = tuple(result.display)
             if task.status == "running":
                 task.status = "completed"
         except TimeoutError:
@@ -276,6 +281,8 @@ class Workers:
             task.result = f"{task.subagent_type} failed: {type(exc).__name__}: {exc}"
         finally:
             await self.store.append_messages(task.session_id, parent.turn_id or task.task_id, written)
+            # the parent's turn id: a turn's usage totals include its specialists
+            await usage_log.write(self.store, session_id=task.session_id, turn_id=parent.turn_id)
 
     def _forget_later(self, task: WorkerTask) -> None:
         """Keep finished tasks for a while (TaskStop answers "already finished"), then drop them."""

@@ -6,13 +6,12 @@ import asyncio
 import logging
 from pathlib import Path
 from types import TracebackType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import aiohttp
 from aiohttp import web
 
 from adapters.base import Channel
-from adapters.telegram import TelegramChannel
 from adapters.websocket import WebSocketChannel
 from agent.coordinator import AgentSettings, Coordinator
 from agent.personas import PersonaLibrary
@@ -29,6 +28,9 @@ from tools.control import CONTROL
 from tools.knowledge import KnowledgeBase
 from tools.redirects import load_redirects
 from tools.registry import ToolRegistry
+
+if TYPE_CHECKING:
+    from adapters.telegram import TelegramChannel
 
 log = logging.getLogger(__name__)
 
@@ -85,6 +87,8 @@ class App:
         self.telegram: TelegramChannel | None = None
         tg = config.channels.telegram
         if web_server and tg.enabled:  # not in `bot chat`: it would steal a serving bot's updates
+            from adapters.telegram import TelegramChannel  # aiogram takes seconds to import
+
             self.telegram = TelegramChannel(
                 token=tg.token,
                 mode=tg.mode,
@@ -166,10 +170,7 @@ class App:
 
     async def __aenter__(self) -> App:
         await self.store.open()
-        indexed = await self.knowledge.open()
-        if self.config.knowledge.dirs:
-            log.info("knowledge: %d documents, %d passages indexed in %.0f ms",
-                     indexed.documents, indexed.passages, indexed.seconds * 1000)  # fmt: skip
+        await self.knowledge.open()  # logs what it indexed
         # tools keep their own shorter deadlines; this one only bounds a forgotten request
         self.http = aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=60))
         self.coordinator.services["http"] = self.http

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from agent.providers.scripted import Reply
 from agent.types import ModelRequest
-from tools.base import ToolContext
+from tools.base import ToolContext, ToolResult
 from tools.builtin import builtin_registry
 from tools.registry import ToolRegistry, tool
 
@@ -17,7 +17,7 @@ ROOT = Path(__file__).resolve().parent.parent
 
 SPECIALISTS = {
     "specialist-a": ("Finds facts in the archive.", ["lookup", "slow_tool"], "You are SPECIALIST-A."),
-    "specialist-b": ("Does arithmetic.", ["calc"], "You are SPECIALIST-B."),
+    "specialist-b": ("Does arithmetic.", ["calc", "make_card"], "You are SPECIALIST-B."),
 }
 
 
@@ -74,8 +74,13 @@ def registry_with(probe: Probe) -> ToolRegistry:
             raise
         return "slow result"
 
+    @tool
+    async def make_card(ctx: ToolContext) -> ToolResult:
+        """Make a card for the user."""
+        return ToolResult("card made", display=({"type": "card", "title": "Order 7"},))
+
     registry = builtin_registry()
-    for extra in (lookup, calc, slow_tool):
+    for extra in (lookup, calc, slow_tool, make_card):
         registry.add(extra)
     return registry
 

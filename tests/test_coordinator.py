@@ -322,3 +322,15 @@ async def test_a_final_equal_to_the_last_note_is_not_sent_twice(running, tmp_pat
     shown = [c for c in channel.calls if c.text == "All done: 42."]
     assert len(shown) == 1 and len([c for c in channel.calls if c.kind == "send"]) == 1
     assert json.loads('"ok"') == "ok"
+
+
+async def test_a_specialists_display_hints_reach_the_user(start, session, probe) -> None:
+    router = Router(
+        default=[Reply(calls=[dispatch("specialist-b", SUM)]), Reply("Here is your order.")],
+        specialist_b=[Reply(calls=[("make_card", {})]), Reply("made the card")],
+    )
+    app = await start(router)
+    client = await connect(session, app)
+    await client.hello()
+    final = await client.ask("order it")
+    assert final["display"] == [{"type": "card", "title": "Order 7"}]
