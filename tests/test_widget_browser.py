@@ -52,3 +52,49 @@ async def test_widget_shows_the_placeholder_live_then_the_final_answer_safely(ru
             assert "onerror" in await bot.inner_text()  # shown as text, never run
         finally:
             await browser.close()
+
+
+PIXEL = "data:image/png;base64,iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNkYPhfDwAChwGA60e6kgAAAABJRU5ErkJggg=="
+
+
+async def test_widget_renders_a_card_and_its_buttons_answer_back(running, tmp_path) -> None:
+    from tools.base import ToolContext, ToolResult
+    from tools.builtin import builtin_registry
+    from tools.display import button, card
+    from tools.registry import tool
+
+    @tool
+    async def show_order(ctx: ToolContext) -> ToolResult:
+        """Show the order card."""
+        hint = card(
+            "Order 7",
+            {"Amount": "120 HKD", "Expires": "in 30 minutes"},
+            image=PIXEL,
+            buttons=[button("Confirm", "confirm_order", value="yes, confirm order 7", style="primary")],
+        )
+        return ToolResult("order card shown", display=(hint,))
+
+    registry = builtin_registry()
+    registry.add(show_order)
+    personas = tmp_path / "personas"
+    personas.mkdir()
+    (personas / "default.md").write_text("---\nname: default\ndescription: d\ntools: [show_order]\n---\nHi\n")
+    provider = ScriptedProvider([Reply(calls=[("show_order", {})]), Reply("Here is your order."), Reply("Confirmed.")])
+    app = await running(provider, registry=registry, personas={"dirs": [str(personas)]})
+    async with playwright_api.async_playwright() as playwright:
+        browser = await playwright.chromium.launch(executable_path=CHROMIUM, args=ARGS)
+        try:
+            page = await browser.new_page()
+            await page.goto(app.url + "/")
+            await page.wait_for_selector(".cgw-state:has-text('connected')")
+            await page.fill(".cgw-input", "my order")
+            await page.press(".cgw-input", "Enter")
+            await page.wait_for_selector(".cgw-card")
+            assert await page.inner_text(".cgw-card .cgw-hint-title") == "Order 7"
+            assert "120 HKD" in await page.inner_text(".cgw-fields")
+            assert await page.locator(".cgw-card img").get_attribute("src") == PIXEL
+            await page.click(".cgw-card button:has-text('Confirm')")
+            await page.wait_for_selector(".cgw-msg.cgw-bot:has-text('Confirmed.')")
+            assert provider.requests[-1].messages[-1].content == "yes, confirm order 7"
+        finally:
+            await browser.close()

@@ -130,6 +130,60 @@
     if (log.scrollHeight - log.scrollTop - log.clientHeight < 120) log.scrollTop = log.scrollHeight;
   }
 
+  // --- display hints (cards, confirmations, alerts): built with textContent only, never HTML
+  function hints(messageId, display) {
+    var holder = bubbles[messageId];
+    if (!holder || !Array.isArray(display)) return;
+    display.forEach(function (hint) {
+      var node = hint && hint.type === "card" ? hintCard(hint)
+        : hint && hint.type === "confirm" ? hintBox("cgw-confirm", null, hint.text)
+        : hint && hint.type === "alert" ? hintBox("cgw-alert cgw-alert-" + (hint.level || "info"), hint.title, hint.text)
+        : null;
+      if (!node) return;
+      addButtons(node, hint.buttons, messageId);
+      holder.append(node);
+    });
+  }
+
+  function hintBox(className, title, text) {
+    var box = el("div", "cgw-hint " + className);
+    if (title) box.append(el("strong", "cgw-hint-title", title));
+    if (text) box.append(el("div", "", text));
+    return box;
+  }
+
+  function hintCard(hint) {
+    var box = hintBox("cgw-card", hint.title, hint.subtitle);
+    var rows = el("dl", "cgw-fields");
+    (hint.fields || []).forEach(function (field) {
+      rows.append(el("dt", "", field.label), el("dd", "", String(field.value)));
+    });
+    box.append(rows);
+    // Only images we generated ourselves (data: URLs); a URL a model wrote could leak the chat.
+    if (typeof hint.image === "string" && hint.image.indexOf("data:image/") === 0) {
+      var image = el("img", "cgw-hint-image");
+      image.src = hint.image;
+      image.alt = hint.title || "";
+      box.append(image);
+    }
+    return box;
+  }
+
+  function addButtons(box, buttons, messageId) {
+    if (!Array.isArray(buttons) || !buttons.length) return;
+    var row = el("div", "cgw-hint-buttons");
+    buttons.forEach(function (b) {
+      var button = el("button", "cgw-button cgw-" + (b.style || "secondary"), b.label);
+      button.type = "button";
+      button.addEventListener("click", function () {
+        row.querySelectorAll("button").forEach(function (x) { x.disabled = true; });
+        send({ type: "action", action_id: b.action_id, value: b.value || b.action_id, message_id: messageId });
+      });
+      row.append(button);
+    });
+    box.append(row);
+  }
+
   // --- the connection
   var ws = null, ready = false, lastSeq = null, backoff = 500, outbox = [], stopped = false;
 
@@ -154,7 +208,10 @@
       lastSeq = frame.seq;
     }
     if (frame.type === "message.created" || frame.type === "message.updated") bubble(frame.message_id, frame.text, false);
-    else if (frame.type === "message.completed") bubble(frame.message_id, frame.text, true);
+    else if (frame.type === "message.completed") {
+      bubble(frame.message_id, frame.text, true);
+      hints(frame.message_id, frame.display || []);
+    }
     else if (frame.type === "agent.started") status("⚙ " + (frame.subagent_type || "agent") + ": " + (frame.description || "working") + "…");
     else if (frame.type === "agent.finished") status("✓ " + (frame.subagent_type || "agent") + " " + (frame.status || "finished"));
     else if (frame.type === "error") status(frame.message || frame.code || "error", "error");
