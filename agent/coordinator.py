@@ -12,8 +12,8 @@ from agent.history import fit_history
 from agent.loop import LoopResult, LoopSettings, run_loop
 from agent.personas import Persona, PersonaLibrary
 from agent.providers.base import Provider
-from agent.store import Store
-from agent.types import Message, Usage
+from agent.store import Store, UsageLog
+from agent.types import Message
 from tools.base import Emit, ToolContext, ToolSpec
 from tools.control import CONTROL_TOOLS
 from tools.events import Interim, TurnEvent
@@ -110,7 +110,7 @@ class Coordinator:
             emit=emit,
             services=self.services,
         )
-        usages: list[Usage] = []
+        usage_log = UsageLog(self.provider, turn.persona.model)
         interim: list[str] = []
 
         async def emit_and_note(event: TurnEvent) -> None:
@@ -119,10 +119,6 @@ class Coordinator:
             await emit(event)
 
         ctx.emit = emit_and_note
-
-        async def on_usage(provider: Provider, usage: Usage) -> None:
-            usages.append(usage)
-
         written: list[Message] = [user]
         try:
             result = await run_loop(
@@ -142,7 +138,7 @@ class Coordinator:
                 ),
                 model=turn.persona.model,
                 audit=self.store.record_tool_call,
-                on_usage=on_usage,
+                on_usage=usage_log,
             )
             written.extend(result.messages)
             if interim and not result.answered:
@@ -153,13 +149,4 @@ class Coordinator:
             # The user's words are kept even when the turn fails or is stopped; a half-done
             # exchange of tool calls is not, so history never holds a call without its result.
             await self.store.append_messages(turn.session_id, turn.turn_id, written)
-            for usage in usages:
-                await self.store.record_usage(
-                    session_id=turn.session_id,
-                    turn_id=turn.turn_id,
-                    # in a fallback chain the usage names who actually served the call
-                    provider=usage.provider or self.provider.name,
-                    model=usage.model or turn.persona.model or self.provider.model,
-                    input_tokens=usage.input_tokens,
-                    output_tokens=usage.output_tokens,
-                )
+            await usage_log.write(self.store, session_id=turn.session_id, turn_id=turn.turn_id)

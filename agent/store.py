@@ -5,7 +5,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Protocol
 
-from agent.types import AuditRecord, Message
+from agent.providers.base import Provider
+from agent.types import AuditRecord, Message, Usage
 
 
 class Store(Protocol):
@@ -42,3 +43,27 @@ class Store(Protocol):
         input_tokens: int,
         output_tokens: int,
     ) -> None: ...
+
+
+class UsageLog:
+    """Collects a loop's usage (`run_loop(on_usage=...)`) and writes it: one `usage` row per model
+    call, attributed to the provider and model that actually served it (fallbacks included)."""
+
+    def __init__(self, provider: Provider, model: str | None) -> None:
+        self.provider = provider
+        self.model = model
+        self.usages: list[Usage] = []
+
+    async def __call__(self, provider: Provider, usage: Usage) -> None:
+        self.usages.append(usage)
+
+    async def write(self, store: Store, *, session_id: str, turn_id: str | None) -> None:
+        for usage in self.usages:
+            await store.record_usage(
+                session_id=session_id,
+                turn_id=turn_id,
+                provider=usage.provider or self.provider.name,
+                model=usage.model or self.model or self.provider.model,
+                input_tokens=usage.input_tokens,
+                output_tokens=usage.output_tokens,
+            )

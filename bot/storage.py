@@ -449,6 +449,15 @@ class SqliteStore:
         sql = "SELECT * FROM usage WHERE session_id = ? ORDER BY id"
         return await self._run(self._select, sql, session_id)
 
+    async def turn_usage(self, turn_id: str) -> dict[str, Any]:
+        """A turn's totals: model calls, input and output tokens (all providers of a fallback)."""
+        sql = (
+            "SELECT count(*) AS model_calls, coalesce(sum(input_tokens), 0) AS input_tokens,"
+            " coalesce(sum(output_tokens), 0) AS output_tokens FROM usage WHERE turn_id = ?"
+        )
+        [totals] = await self._run(self._select, sql, turn_id)
+        return totals
+
     # -- plumbing (loop side) ------------------------------------------------------------
     def _run(self, fn: Callable[..., T], *args: Any) -> asyncio.Future[T]:
         if self._executor is None:

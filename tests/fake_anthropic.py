@@ -16,7 +16,10 @@ class FakeAnthropic(FakeLLM):
     path = "/v1/messages"
 
     def error_body(self, reply: Reply) -> dict[str, Any]:
-        return {"type": "error", "error": {"type": reply.error or "api_error", "message": reply.message}}
+        return {
+            "type": "error",
+            "error": {"type": reply.error or "api_error", "message": reply.message},
+        }
 
     def frames(self, reply: Reply, body: dict[str, Any]) -> list[str]:
         n = len(self.requests)
@@ -36,7 +39,12 @@ class FakeAnthropic(FakeLLM):
             out.append(sse({"type": "content_block_stop", "index": index}, "content_block_stop"))
             index += 1
         for k, call in enumerate(reply.calls):
-            block = {"type": "tool_use", "id": call.id or f"toolu_{n}_{k}", "name": call.name, "input": {}}
+            block = {
+                "type": "tool_use",
+                "id": call.id or f"toolu_{n}_{k}",
+                "name": call.name,
+                "input": {},
+            }
             out.append(_start(index, block))
             for piece in pieces(call.arguments, call.split):
                 out.append(_delta(index, {"type": "input_json_delta", "partial_json": piece}))
@@ -60,4 +68,6 @@ def _start(index: int, block: dict[str, Any]) -> str:
 
 
 def _delta(index: int, delta: dict[str, Any]) -> str:
-    return sse({"type": "content_block_delta", "index": index, "delta": delta}, "content_block_delta")
+    return sse(
+        {"type": "content_block_delta", "index": index, "delta": delta}, "content_block_delta"
+    )

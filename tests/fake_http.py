@@ -8,7 +8,7 @@ import socket
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Self
 
 from aiohttp import web
 
@@ -40,7 +40,9 @@ class FakeHttp:
     def json(self, path: str, data: Any, status: int = 200) -> None:
         self.routes[path] = Canned(json.dumps(data).encode(), status)
 
-    def text(self, path: str, body: str, content_type: str = "application/xml", status: int = 200) -> None:
+    def text(
+        self, path: str, body: str, content_type: str = "application/xml", status: int = 200
+    ) -> None:
         self.routes[path] = Canned(body.encode(), status, content_type)
 
     def hang(self, path: str) -> None:
@@ -56,9 +58,11 @@ class FakeHttp:
             return web.Response(status=404, text=f"no route {request.path}")
         if canned.hang:
             await asyncio.Event().wait()
-        return web.Response(body=canned.body, status=canned.status, content_type=canned.content_type)
+        return web.Response(
+            body=canned.body, status=canned.status, content_type=canned.content_type
+        )
 
-    async def __aenter__(self) -> FakeHttp:
+    async def __aenter__(self) -> Self:
         app = web.Application()
         app.router.add_route("GET", "/{tail:.*}", self._answer)
         self._runner = web.AppRunner(app, shutdown_timeout=0.1)

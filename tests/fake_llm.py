@@ -12,7 +12,7 @@ import json
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Self
 
 from aiohttp import web
 
@@ -99,7 +99,7 @@ class FakeLLM:
     def url(self) -> str:
         return f"http://127.0.0.1:{self.port}{self.api_prefix}"
 
-    async def __aenter__(self) -> FakeLLM:
+    async def __aenter__(self) -> Self:
         app = web.Application()
         app.router.add_post(self.path, self._handle)
         self._runner = web.AppRunner(app, shutdown_timeout=0.5, handle_signals=False)
@@ -129,7 +129,11 @@ class FakeLLM:
             return self.replies.pop(0)
         if self.script is not None:
             return self.script(body)
-        return fail(400, "invalid_request_error", f"fake server: no scripted reply left for #{len(self.requests)}")
+        return fail(
+            400,
+            "invalid_request_error",
+            f"fake server: no scripted reply left for #{len(self.requests)}",
+        )
 
     async def _handle(self, request: web.Request) -> web.StreamResponse:
         body = await request.json()
@@ -141,9 +145,15 @@ class FakeLLM:
         else:
             reply = self._next(body)
         if reply.status != 200:
-            return web.json_response(self.error_body(reply), status=reply.status, headers=reply.headers)
+            return web.json_response(
+                self.error_body(reply), status=reply.status, headers=reply.headers
+            )
         response = web.StreamResponse(
-            headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache", **reply.headers}
+            headers={
+                "Content-Type": "text/event-stream",
+                "Cache-Control": "no-cache",
+                **reply.headers,
+            }
         )
         await response.prepare(request)
         frames = self.frames(reply, body)

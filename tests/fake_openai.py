@@ -22,12 +22,22 @@ class FakeOpenAI(FakeLLM):
 
     def error_body(self, reply: Reply) -> dict[str, Any]:
         code = reply.error if reply.error in ("insufficient_quota", "invalid_api_key") else None
-        error = {"message": reply.message, "type": reply.error or "server_error", "param": None, "code": code}
+        error = {
+            "message": reply.message,
+            "type": reply.error or "server_error",
+            "param": None,
+            "code": code,
+        }
         return {"error": error}
 
     def frames(self, reply: Reply, body: dict[str, Any]) -> list[str]:
         n = len(self.requests)
-        head = {"id": f"chatcmpl-{n}", "object": "chat.completion.chunk", "created": 1, "model": body["model"]}
+        head = {
+            "id": f"chatcmpl-{n}",
+            "object": "chat.completion.chunk",
+            "created": 1,
+            "model": body["model"],
+        }
 
         def chunk(delta: dict[str, Any], finish: str | None = None) -> str:
             choice = {"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish}
@@ -49,13 +59,22 @@ class FakeOpenAI(FakeLLM):
             for piece in args:
                 out.append(chunk({"tool_calls": [{"index": k, "function": {"arguments": piece}}]}))
         if reply.error:
-            error = {"message": reply.message, "type": reply.error, "param": None, "code": reply.error}
+            error = {
+                "message": reply.message,
+                "type": reply.error,
+                "param": None,
+                "code": reply.error,
+            }
             return [*out, sse({"error": error})]
         out.append(chunk({}, reply.stop or ("tool_calls" if reply.calls else "stop")))
         wants_usage = (body.get("stream_options") or {}).get("include_usage")
         if reply.usage is not None and wants_usage and not self.compat:
             prompt, completion = reply.usage
-            usage = {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion}
+            usage = {
+                "prompt_tokens": prompt,
+                "completion_tokens": completion,
+                "total_tokens": prompt + completion,
+            }
             out.append(sse({**head, "choices": [], "usage": usage}))
         out.append(sse("[DONE]"))
         return out

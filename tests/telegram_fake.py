@@ -161,6 +161,7 @@ class FakeBotAPI:
             raw = dict(await request.post())
         call.params = {k: _decode(k, v) for k, v in raw.items()}
         self.calls.append(call)
+        self._notify()
         try:
             if request.match_info["token"] != self.token:
                 raise ApiError(401, "Unauthorized")

@@ -27,6 +27,7 @@ async def _ask(session, app, text: str) -> tuple[dict, list[dict]]:
     client = await connect(session, app)
     await client.hello()
     completed = await client.ask(text)
+    await app.gateway.wait_idle()  # the turn row is written after the final edit
     return completed, client.frames
 
 
@@ -41,7 +42,9 @@ async def test_text_streams_into_the_placeholder(running, session, fake) -> None
     assert sent.api_key == "test-key" and sent.headers["Authorization"] == "Bearer test-key"
     body = sent.body
     assert body["stream"] is True and body["model"] == "test-model"
-    assert body["messages"] == [{"role": "user", "content": [{"type": "text", "text": "what is the answer?"}]}]
+    assert body["messages"] == [
+        {"role": "user", "content": [{"type": "text", "text": "what is the answer?"}]}
+    ]
     assert "helpful assistant" in body["system"]
     assert "get_current_datetime" in [t["name"] for t in body["tools"]]
     assert _rows(app, "select provider, model, input_tokens, output_tokens from usage") == [
@@ -68,7 +71,12 @@ async def test_a_tool_call_split_across_chunks(running, session, fake) -> None:
     [result] = second[2]["content"]
     assert result["type"] == "tool_result" and result["tool_use_id"] == use["id"]
     assert not result["is_error"] and "Asia/Tokyo" in result["content"]
-    assert _rows(app, "select tool_name, arguments, ok from audit_logs") == [("get_current_datetime", args, 1)]
+    assert _rows(app, "select tool_name, arguments, ok from audit_logs") == [
+        ("get_current_datetime", args, 1)
+    ]
+    [(turn_id,)] = _rows(app, "select id from turns")
+    totals = await app.store.turn_usage(turn_id)
+    assert totals == {"model_calls": 2, "input_tokens": 24, "output_tokens": 14}
 
 
 async def test_two_parallel_tool_calls_answered_in_one_turn(running, session, fake) -> None:
@@ -90,7 +98,9 @@ async def test_two_parallel_tool_calls_answered_in_one_turn(running, session, fa
     assert "America/New_York" in results["content"][1]["content"]
 
 
-async def test_malformed_tool_arguments_come_back_as_an_error_result(running, session, fake) -> None:
+async def test_malformed_tool_arguments_come_back_as_an_error_result(
+    running, session, fake
+) -> None:
     fake.add(
         Reply(calls=[Call("get_current_datetime", '{"timezone": "Asia/To')]),
         Reply(text=["Sorry, let me answer without the tool."]),
@@ -128,3 +138,31 @@ async def test_a_wrong_key_says_so_in_the_chat_and_the_log(running, session, fak
     [(status, error)] = _rows(app, "select status, error from turns")
     assert status == "failed" and "API key was refused" in error
     assert "wrong-key" not in json.dumps(_rows(app, "select * from turns"))
+
+
+async def test_a_turn_counts_the_usage_of_its_specialists(running, session, fake) -> None:
+    PROMPT = "Find out what X is in the 2026 standard and return one sentence with the value and a source."
+    dispatch = json.dumps(
+        {"description": "look it up", "subagent_type": "specialist-research", "prompt": PROMPT}
+    )
+
+    def script(body: dict) -> Reply:
+        if "research specialist" in body["system"]:
+            return Reply(text=["X is 42."], usage=(100, 10))
+        if body["messages"][-1]["content"][0]["type"] == "tool_result":
+            return Reply(text=["They say X is 42."], usage=(50, 5))
+        return Reply(calls=[Call("AgentTool", dispatch)], usage=(40, 4))
+
+    fake.script = script
+    app = await running(llm=llm_config("anthropic", fake))
+    completed, _ = await _ask(session, app, "what is X?")
+    assert completed["text"] == "They say X is 42."
+    [(turn_id, session_id)] = _rows(app, "select id, session_id from turns")
+    totals = await app.store.turn_usage(turn_id)
+    assert totals == {"model_calls": 3, "input_tokens": 190, "output_tokens": 19}
+    child = _rows(
+        app,
+        "select u.input_tokens from usage u join chat_sessions s on s.id = u.session_id"
+        f" where s.parent_session_id = '{session_id}'",
+    )
+    assert child == [(100,)]  # recorded in the specialist's own session

@@ -6,6 +6,8 @@ where the cadence itself is under test in bench/telegram_bench.py.
 
 from __future__ import annotations
 
+import asyncio
+import itertools
 import time
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
@@ -44,7 +46,8 @@ async def telegram(tmp_path: Path, fake: FakeBotAPI) -> AsyncIterator[Start]:
     async def start(provider: ScriptedProvider, server: dict[str, Any] | None = None, **settings: Any) -> App:
         channel = {"enabled": True, "token": TOKEN, "api_base": fake.url,
                    "private_edit_interval_s": INTERVAL, "group_edit_interval_s": INTERVAL} | settings
-        config = make_config(tmp_path, channels={"telegram": channel}, server=server or {})
+        server = server or {"public_url": "https://bot.example.com"}  # webhook mode registers it
+        config = make_config(tmp_path, channels={"telegram": channel}, server=server)
         app = App(config, base_dir=tmp_path, provider=provider)
         await app.__aenter__()
         apps.append(app)
@@ -96,7 +99,7 @@ async def test_long_polling_turn_is_one_message_filled_in_at_the_cadence(
     for call in fake.to_chat(42, "sendMessage", "editMessageText"):
         assert call.params["link_preview_options"] == {"is_disabled": True}
     rated = fake.to_chat(42)
-    assert all(b.at - a.at >= INTERVAL for a, b in zip(rated, rated[1:]))
+    assert all(b.at - a.at >= INTERVAL for a, b in itertools.pairwise(rated))
     assert not fake.rate_limited
     polls = [c for c in fake.calls if c.method == "getupdates"]
     assert "offset" not in polls[0].params
@@ -130,6 +133,23 @@ async def test_an_edit_to_the_same_text_is_success(telegram: Start, fake: FakeBo
     assert edit.status == 400 and "message is not modified" in (edit.error or "")
 
 
+async def test_typing_while_nothing_new_shows_and_never_after_the_final(
+    telegram: Start, fake: FakeBotAPI
+) -> None:
+    hold = asyncio.Event()
+    provider = ScriptedProvider([Reply("done", wait=hold)])
+    app = await telegram(provider)
+    fake.push(fake.message(42, "think hard"))
+    await fake.wait_for(lambda: bool(fake.ok(42, "sendChatAction")))
+    assert fake.ok(42, "sendChatAction")[0].params["action"] == "typing"
+    hold.set()
+    await answered(app, provider)
+    final = fake.ok(42, "editMessageText")[-1]
+    await asyncio.sleep(3 * INTERVAL)  # longer than the quiet time after which typing repeats
+    assert all(c.at < final.at for c in fake.ok(42, "sendChatAction"))
+    assert not fake.rate_limited
+
+
 async def test_a_9000_character_answer_is_three_messages_in_order(telegram: Start, fake: FakeBotAPI) -> None:
     paragraphs = [f"Paragraph {i}: " + "lorem ipsum dolor sit amet " * 12 for i in range(27)]
     answer = "\n\n".join(paragraphs)[:9000].rstrip()
@@ -155,7 +175,7 @@ async def test_length_is_counted_in_utf16_units(telegram: Start, fake: FakeBotAP
     fake.push(fake.message(42, "emoji please"))
     await answered(app, provider)
     parts = shown(fake, 42)
-    assert len(parts) == 2 and "".join(parts).split() == answer.split()
+    assert len(parts) == 2 and " ".join(parts).split() == answer.split()
     assert all(c.status == 200 for c in fake.to_chat(42, "sendMessage", "editMessageText")
                if c.error is None or "not modified" not in c.error)
 

@@ -1,4 +1,4 @@
-"""The knowledge index (FTS5, BM25, live re-index) and the search_knowledge / check_off_topic tools."""
+"""The knowledge index (FTS5, BM25, live re-index) and the search and off-topic tools."""
 
 from __future__ import annotations
 
@@ -55,7 +55,9 @@ async def test_search_ranks_passages_with_sources(kb: KnowledgeBase) -> None:
     assert (kb.documents, kb.passages) == (3, 6)
     hits = await kb.search("how many points do applicants need")
     assert hits[0].heading == "Points test" and hits[0].path == "talent/eligibility.md"
-    assert hits[0].score > 0 and [h.score for h in hits] == sorted((h.score for h in hits), reverse=True)
+    assert hits[0].score > 0 and [h.score for h in hits] == sorted(
+        (h.score for h in hits), reverse=True
+    )
     assert (await kb.search("visa fee"))[0].title == "Fees and processing times"
     assert (await kb.search("申请条件"))[0].heading == "人才签证申请条件"
     in_talent = await kb.search("visa", category="talent")  # the title is in every passage's head
@@ -68,7 +70,9 @@ async def test_search_ranks_passages_with_sources(kb: KnowledgeBase) -> None:
 async def test_the_index_lives_on_its_own_thread(kb: KnowledgeBase) -> None:
     seen: list[int] = []
     assert kb._executor is not None
-    await asyncio.get_running_loop().run_in_executor(kb._executor, lambda: seen.append(threading.get_ident()))
+    await asyncio.get_running_loop().run_in_executor(
+        kb._executor, lambda: seen.append(threading.get_ident())
+    )
     assert seen[0] != threading.get_ident()
 
 
@@ -82,7 +86,9 @@ async def test_files_are_reindexed_when_they_change(tmp_path: Path) -> None:
     try:
         async with asyncio.timeout(10):
             await base.watching.wait()
-            (root / "graduate" / "stay.md").write_text("# Graduate Stay\n\nNow 36 months of zebra time.\n")
+            (root / "graduate" / "stay.md").write_text(
+                "# Graduate Stay\n\nNow 36 months of zebra time.\n"
+            )
             (root / "fees.md").unlink()
             while (await base.search("zebra")) == [] or await base.search("fee"):
                 await updates.get()
@@ -99,16 +105,31 @@ async def test_search_knowledge_tool_returns_passages_sources_and_memories(
 ) -> None:
     async with SqliteStore(tmp_path / "bot.db") as store:
         own = context(user="u1", storage=store, knowledge=kb)
-        await call_json("save_user_memory", {"memory_type": "FACT", "content": "Has 6 years of work experience"}, own)
+        await call_json(
+            "save_user_memory",
+            {"memory_type": "FACT", "content": "Has 6 years of work experience"},
+            own,
+        )
         other = context(user="u2", storage=store, knowledge=kb)
-        await call_json("save_user_memory", {"memory_type": "FACT", "content": "Has 2 years of work experience"}, other)
+        await call_json(
+            "save_user_memory",
+            {"memory_type": "FACT", "content": "Has 2 years of work experience"},
+            other,
+        )
         data = await call_json("search_knowledge", {"query": "points for work experience"}, own)
         assert data["success"] is True
-        assert data["sources"][0] == {"title": "Talent Visa eligibility", "path": "talent/eligibility.md",
-                                      "score": data["sources"][0]["score"]}  # fmt: skip
-        assert data["passages"][0]["section"] == "Points test" and data["passages"][0]["source"] == 1
+        assert data["sources"][0] == {
+            "title": "Talent Visa eligibility",
+            "path": "talent/eligibility.md",
+            "score": data["sources"][0]["score"],
+        }
+        assert (
+            data["passages"][0]["section"] == "Points test" and data["passages"][0]["source"] == 1
+        )
         assert data["user_context"] == ["Has 6 years of work experience"]
-        narrowed = await call_json("search_knowledge", {"query": "months", "category": "TALENT"}, own)
+        narrowed = await call_json(
+            "search_knowledge", {"query": "months", "category": "TALENT"}, own
+        )
         assert narrowed["sources"][0]["path"] == "graduate/stay.md"
         assert "Nothing in category 'TALENT'" in narrowed["message"]
 
@@ -116,23 +137,41 @@ async def test_search_knowledge_tool_returns_passages_sources_and_memories(
 async def test_search_knowledge_without_a_knowledge_base_says_so() -> None:
     data = await call_json("search_knowledge", {"query": "visa"}, context())
     assert data == {
-        "success": False, "passages": [], "sources": [], "user_context": [],
+        "success": False,
+        "passages": [],
+        "sources": [],
+        "user_context": [],
         "message": data["message"],
-    }  # fmt: skip
+    }
     assert "No knowledge base is configured" in data["message"]
 
 
 async def test_check_off_topic(kb: KnowledgeBase) -> None:
-    config = settings(off_topic={"topic": "visas and moving to Avalon", "keywords": ["immigration"]})
+    config = settings(
+        off_topic={"topic": "visas and moving to Avalon", "keywords": ["immigration"]}
+    )
     ctx = context(config=config, knowledge=kb)
-    on = await call_json("check_off_topic", {"question": "Can I bring my family on a skilled visa?"}, ctx)
+    on = await call_json(
+        "check_off_topic", {"question": "Can I bring my family on a skilled visa?"}, ctx
+    )
     assert on["is_off_topic"] is False and on["confidence"] >= 0.5
-    kb_only = await call_json("check_off_topic", {"question": "How long are processing times?"}, ctx)
+    kb_only = await call_json(
+        "check_off_topic", {"question": "How long are processing times?"}, ctx
+    )
     assert kb_only["is_off_topic"] is False
-    off = await call_json("check_off_topic", {"question": "Recommend a good pizza recipe with mushrooms"}, ctx)
+    off = await call_json(
+        "check_off_topic", {"question": "Recommend a good pizza recipe with mushrooms"}, ctx
+    )
     assert off["is_off_topic"] is True and 0.5 < off["confidence"] <= 0.9
-    assert off["suggestion"].startswith("That seems outside what I can help with here (visas and moving")
+    assert off["suggestion"].startswith(
+        "That seems outside what I can help with here (visas and moving"
+    )
     short = await call_json("check_off_topic", {"question": "pizza?"}, ctx)
     assert short["is_off_topic"] is False and short["confidence"] == 0.0
-    nothing_configured = await call_json("check_off_topic", {"question": "Recommend a pizza recipe"}, context())
-    assert nothing_configured["is_off_topic"] is False and "anything goes" in nothing_configured["reason"]
+    nothing_configured = await call_json(
+        "check_off_topic", {"question": "Recommend a pizza recipe"}, context()
+    )
+    assert (
+        nothing_configured["is_off_topic"] is False
+        and "anything goes" in nothing_configured["reason"]
+    )

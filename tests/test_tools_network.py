@@ -24,7 +24,9 @@ async def test_live_rate_converts_and_is_cached() -> None:
         config = settings(exchange_rate={"url": fake.url + "/latest/{base}"})
         async with aiohttp.ClientSession() as http:
             ctx = context(config=config, http=http)
-            data = await call_json("get_exchange_rate", {"from": "usd", "to": "HKD", "amount": 1000}, ctx)
+            data = await call_json(
+                "get_exchange_rate", {"from": "usd", "to": "HKD", "amount": 1000}, ctx
+            )
             again = await call_json("get_exchange_rate", {"from": "USD", "to": "EUR"}, ctx)
     assert data["rate"] == 7.8 and data["is_estimate"] is False
     assert data["converted_amount"] == 7800.0
@@ -37,7 +39,9 @@ async def test_live_rate_converts_and_is_cached() -> None:
 
 async def test_key_goes_into_the_url_and_never_into_the_answer() -> None:
     async with FakeHttp() as fake:
-        fake.json("/v6/s3cret-key/latest/EUR", {"result": "success", "conversion_rates": {"USD": 1.1}})
+        fake.json(
+            "/v6/s3cret-key/latest/EUR", {"result": "success", "conversion_rates": {"USD": 1.1}}
+        )
         url = fake.url + "/v6/{key}/latest/{base}"
         ctx = context(config=settings(exchange_rate={"url": url, "api_key": "s3cret-key"}))
         data = await call_json("get_exchange_rate", {"from": "EUR", "to": "USD"}, ctx)
@@ -64,7 +68,9 @@ async def test_slow_api_falls_back_before_the_tool_deadline() -> None:
     async with FakeHttp() as fake:
         fake.hang("/USD")
         config = settings(http_timeout_s=0.05, exchange_rate={"url": fake.url + "/{base}"})
-        data = await call_json("get_exchange_rate", {"from": "USD", "to": "EUR"}, context(config=config))
+        data = await call_json(
+            "get_exchange_rate", {"from": "USD", "to": "EUR"}, context(config=config)
+        )
     assert data["is_estimate"] is True and data["rate"] == 0.92
     assert "did not answer within 0.05 s" in data["note"]
 
@@ -96,39 +102,71 @@ SEARX = {
 async def test_searxng_results_are_capped_and_cleaned() -> None:
     async with FakeHttp() as fake:
         fake.json("/search", SEARX)
-        config = settings(web_search={"backend": "searxng", "url": fake.url + "/", "max_results": 2})
+        config = settings(
+            web_search={"backend": "searxng", "url": fake.url + "/", "max_results": 2}
+        )
         data = await call_json(
-            "web_search", {"query": "visa fees", "site": "gov.example", "language": "en"}, context(config=config)
+            "web_search",
+            {"query": "visa fees", "site": "gov.example", "language": "en"},
+            context(config=config),
         )
     assert data["success"] is True and data["result_count"] == 2
     assert data["results"] == [
         {"title": "Visa rules", "url": "https://gov.example/visa", "snippet": "All about visas."},
         {"title": "Fees", "url": "https://gov.example/fees", "snippet": "What it costs."},
     ]
-    assert fake.requests[0].query == {"q": "visa fees site:gov.example", "format": "json", "language": "en"}
+    assert fake.requests[0].query == {
+        "q": "visa fees site:gov.example",
+        "format": "json",
+        "language": "en",
+    }
 
 
 async def test_brave_and_google_speak_their_own_formats() -> None:
     async with FakeHttp() as fake:
-        fake.json("/brave", {"web": {"results": [{"title": "B", "url": "https://b.example", "description": "b!"}]}})
-        fake.json("/google", {"items": [{"title": "G", "link": "https://g.example", "snippet": "g!"}]})
-        brave = settings(web_search={"backend": "brave", "url": fake.url + "/brave", "api_key": "bk"})
+        fake.json(
+            "/brave",
+            {"web": {"results": [{"title": "B", "url": "https://b.example", "description": "b!"}]}},
+        )
+        fake.json(
+            "/google", {"items": [{"title": "G", "link": "https://g.example", "snippet": "g!"}]}
+        )
+        brave = settings(
+            web_search={"backend": "brave", "url": fake.url + "/brave", "api_key": "bk"}
+        )
         google = settings(
-            web_search={"backend": "google", "url": fake.url + "/google", "api_key": "gk", "engine_id": "cx1"}
+            web_search={
+                "backend": "google",
+                "url": fake.url + "/google",
+                "api_key": "gk",
+                "engine_id": "cx1",
+            }
         )
         b = await call_json("web_search", {"query": "x"}, context(config=brave))
         g = await call_json("web_search", {"query": "y", "language": "de"}, context(config=google))
     assert b["results"] == [{"title": "B", "url": "https://b.example", "snippet": "b!"}]
     assert g["results"] == [{"title": "G", "url": "https://g.example", "snippet": "g!"}]
     assert fake.seen("/brave")[0].headers["X-Subscription-Token"] == "bk"
-    assert fake.seen("/google")[0].query == {"key": "gk", "cx": "cx1", "q": "y", "num": "5", "hl": "de"}
+    assert fake.seen("/google")[0].query == {
+        "key": "gk",
+        "cx": "cx1",
+        "q": "y",
+        "num": "5",
+        "hl": "de",
+    }
 
 
 async def test_no_backend_suggests_sites_and_invents_nothing() -> None:
     sites = {"Immigration Office": "https://immigration.example"}
-    data = await call_json("web_search", {"query": "visa"}, context(config=settings(web_search={"suggested_sites": sites})))
+    data = await call_json(
+        "web_search",
+        {"query": "visa"},
+        context(config=settings(web_search={"suggested_sites": sites})),
+    )
     assert data["success"] is False and data["results"] == []
-    assert data["suggested_sites"] == [{"name": "Immigration Office", "url": "https://immigration.example"}]
+    assert data["suggested_sites"] == [
+        {"name": "Immigration Office", "url": "https://immigration.example"}
+    ]
     assert "no search backend is configured" in data["message"]
 
 
@@ -149,7 +187,8 @@ async def test_failing_backend_is_reported_not_papered_over() -> None:
 
 # -- fetch_news -----------------------------------------------------------------------------------
 RSS = """<?xml version="1.0"?><rss version="2.0"><channel><title>Office news</title>
-<item><title>Old rule</title><link>https://n.example/1</link><description>&lt;p&gt;Before.&lt;/p&gt;</description>
+<item><title>Old rule</title><link>https://n.example/1</link>
+<description>&lt;p&gt;Before.&lt;/p&gt;</description>
 <pubDate>Mon, 01 Jan 2024 10:00:00 GMT</pubDate></item>
 <item><title>New rule</title><link>https://n.example/2</link><description>After.</description>
 <pubDate>Tue, 02 Jul 2024 10:00:00 GMT</pubDate></item></channel></rss>"""
@@ -160,7 +199,13 @@ BOMB = """<?xml version="1.0"?><!DOCTYPE lolz [<!ENTITY lol "lol"><!ENTITY lol2 
 <rss><channel><item><title>&lol2;</title></item></channel></rss>"""
 STATIC = {
     "static_items": [
-        {"title": "Talent visa open", "summary": "All year.", "date": "2024-01", "source": "Office", "category": "TALENT"},
+        {
+            "title": "Talent visa open",
+            "summary": "All year.",
+            "date": "2024-01",
+            "source": "Office",
+            "category": "TALENT",
+        },
         {"title": "Graduate stay", "summary": "24 months.", "category": "GRADUATE"},
     ],
     "official_sources": {"Office": "https://office.example/news"},
@@ -177,8 +222,11 @@ async def test_feeds_are_merged_newest_first() -> None:
         talent = await call_json("fetch_news", {"category": "talent"}, ctx)
     assert [n["title"] for n in everything["news"]] == ["Newest", "New rule"]
     assert everything["news"][0] == {
-        "title": "Newest", "url": "https://t.example/a", "summary": "Latest talent news.",
-        "date": "2024-09-01T00:00:00+00:00", "source": "Talent blog",
+        "title": "Newest",
+        "url": "https://t.example/a",
+        "summary": "Latest talent news.",
+        "date": "2024-09-01T00:00:00+00:00",
+        "source": "Talent blog",
     }
     assert everything["news"][1]["source"] == "Office news"
     assert "is_static" not in everything
@@ -195,7 +243,13 @@ async def test_no_reachable_feed_gives_the_static_items_marked() -> None:
         data = await call_json("fetch_news", {"category": "TALENT"}, ctx)
     assert data["is_static"] is True and data["success"] is True
     assert data["news"] == [
-        {"title": "Talent visa open", "summary": "All year.", "date": "2024-01", "source": "Office", "category": "TALENT"}
+        {
+            "title": "Talent visa open",
+            "summary": "All year.",
+            "date": "2024-01",
+            "source": "Office",
+            "category": "TALENT",
+        }
     ]
     assert data["official_sources"] == [{"name": "Office", "url": "https://office.example/news"}]
     assert "not current news" in data["message"]

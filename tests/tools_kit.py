@@ -27,7 +27,9 @@ def context(
     )
 
 
-async def call(name: str, args: dict[str, Any] | str, ctx: ToolContext, timeout_s: float = 5) -> ToolResult:
+async def call(
+    name: str, args: dict[str, Any] | str, ctx: ToolContext, timeout_s: float = 5
+) -> ToolResult:
     text = args if isinstance(args, str) else json.dumps(args)
     return await REGISTRY.call(name, text, ctx, allowed=REGISTRY.names(), timeout_s=timeout_s)
 

@@ -24,7 +24,7 @@ class Field(TypedDict):
 
 class Button(TypedDict):
     label: str  # what the user sees
-    action: str  # what the client sends back in an `action` frame
+    action_id: str  # sent back as `action_id` in the client's `action` frame
     value: NotRequired[str]
     style: ButtonStyle
 
@@ -54,10 +54,12 @@ class Alert(TypedDict):
 DisplayHint = Card | Confirm | Alert
 
 
-def button(label: str, action: str, *, value: str | None = None, style: str = "secondary") -> Button:
+def button(
+    label: str, action_id: str, *, value: str | None = None, style: str = "secondary"
+) -> Button:
     if style not in _STYLES:
         raise ValueError(f"unknown button style {style!r}; use one of {sorted(_STYLES)}")
-    made = Button(label=label, action=action, style=style)  # type: ignore[typeddict-item]
+    made = Button(label=label, action_id=action_id, style=style)  # type: ignore[typeddict-item]
     if value is not None:
         made["value"] = value
     return made

@@ -81,7 +81,9 @@ def _view(row: Mapping[str, Any]) -> dict[str, Any]:
     return view
 
 
-def relevant(rows: Iterable[Mapping[str, Any]], query: str, limit: int = RELEVANT_LIMIT) -> list[Mapping[str, Any]]:
+def relevant(
+    rows: Iterable[Mapping[str, Any]], query: str, limit: int = RELEVANT_LIMIT
+) -> list[Mapping[str, Any]]:
     """Memories that share words with `query`, best first (shared words, then importance)."""
     wanted = set(unique_terms(query))
     if not wanted:

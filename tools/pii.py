@@ -54,6 +54,9 @@ def _always(match: re.Match[str]) -> bool:
 
 Check = Callable[[re.Match[str]], bool]
 _NOT_IN_WORD = r"(?<![\w@.+-])"
+# Every built-in kind but e-mail needs six digits in a row (single separators allowed): text
+# without such a run, or without an "@", skips those rules, which is most text.
+_LONG_NUMBER = re.compile(r"\d(?:[ ().+-]?\d){5}")
 
 # Order matters: e-mail first (its digits must not be taken for a phone), cards before phones.
 BUILTIN: dict[Kind, list[tuple[re.Pattern[str], Check]]] = {
@@ -88,6 +91,7 @@ class PiiMasker:
     """Replaces personal data in text with a label such as `[phone]`; cheap when nothing matches."""
 
     rules: tuple[tuple[re.Pattern[str], Check, str], ...]
+    builtin: int = 0  # how many of the rules are built-in ones (these use the pre-checks)
 
     @classmethod
     def build(
@@ -98,16 +102,21 @@ class PiiMasker:
         if unknown:
             raise ValueError(f"unknown PII kinds {sorted(unknown)}; known: {list(KINDS)}")
         rules = [(p, check, LABELS[k]) for k in KINDS if k in kinds for p, check in BUILTIN[k]]
+        builtin = len(rules)
         for label, pattern in (extra_patterns or {}).items():
             try:
                 compiled = re.compile(pattern)
             except re.error as exc:
                 raise ValueError(f"PII pattern {label!r} is not a valid regex: {exc}") from exc
             rules.append((compiled, _always, f"[{label}]"))
-        return cls(tuple(rules))
+        return cls(tuple(rules), builtin)
 
     def mask(self, text: str) -> str:
-        for pattern, check, label in self.rules:
+        has_at = "@" in text
+        has_number = _LONG_NUMBER.search(text) is not None
+        for i, (pattern, check, label) in enumerate(self.rules):
+            if i < self.builtin and not (has_at if label == LABELS["email"] else has_number):
+                continue
             text = pattern.sub(lambda m, c=check, lb=label: lb if c(m) else m.group(), text)
         return text
 

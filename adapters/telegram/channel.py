@@ -8,7 +8,6 @@ Receiving updates (long polling or webhook) is in ingress.py.
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
@@ -22,6 +21,7 @@ from aiogram.enums import ChatAction, ParseMode
 from aiogram.exceptions import TelegramAPIError, TelegramBadRequest, TelegramRetryAfter
 from aiogram.types import LinkPreviewOptions, ReplyParameters
 from aiogram.utils.token import TokenValidationError
+from aiohttp import web
 
 from adapters.base import (
     ChannelError,
@@ -34,6 +34,7 @@ from adapters.base import (
     RateLimited,
 )
 from adapters.telegram.ingress import Ingress
+from adapters.telegram.presence import TypingStatus
 from adapters.telegram.render import rendered_length, to_html, visible_text
 from adapters.telegram.throttle import Busy, ChatBudget, Rank
 
@@ -41,15 +42,13 @@ log = logging.getLogger(__name__)
 
 T = TypeVar("T")
 MAX_TEXT = 4096  # UTF-16 code units after entity parsing
-TYPING_EVERY_S = 4.5  # the "typing…" status lasts about 5 s
-TYPING_MAX_S = 600.0  # a turn whose final never lands must not type forever
 NO_PREVIEW = LinkPreviewOptions(is_disabled=True)  # model-written links never unfurl
 
 
 @dataclass(frozen=True, slots=True)
 class TelegramLimits(ChannelLimits):
     def length(self, text: str) -> int:
-        return rendered_length(text)
+        return rendered_length(text, limit=self.max_text_length)
 
 
 class _NotModified(ChannelError):
@@ -93,10 +92,12 @@ class TelegramChannel:
                 "token @BotFather gave you (it looks like 123456789:AA...)"
             ) from None
         self.mode = mode
-        self._private = TelegramLimits(MAX_TEXT, private_edit_interval_s, True)
-        self._group = TelegramLimits(MAX_TEXT, group_edit_interval_s, True)
+        self._private_limits = TelegramLimits(MAX_TEXT, private_edit_interval_s, True)
+        self._group_limits = TelegramLimits(MAX_TEXT, group_edit_interval_s, True)
         self._budget = ChatBudget(lambda chat_id: self._limits(chat_id).min_edit_interval_s)
-        self._typing: dict[str, asyncio.Task[None]] = {}
+        self._typing = TypingStatus(
+            self._send_typing, lambda chat: self._limits(chat.chat_id).min_edit_interval_s
+        )
         self.ingress = Ingress(
             self,
             mode=mode,
@@ -111,20 +112,18 @@ class TelegramChannel:
         return self._limits(chat.chat_id)
 
     def _limits(self, chat_id: str) -> TelegramLimits:
-        return self._group if chat_id.startswith("-") else self._private  # groups are negative
+        # Group and channel ids are negative, users' (and so private chats') positive.
+        return self._group_limits if chat_id.startswith("-") else self._private_limits
 
-    def install(self, app: object) -> None:
+    def install(self, app: web.Application) -> None:
         """Webhook mode: add the webhook route to the gateway's aiohttp app."""
-        self.ingress.install(app)  # type: ignore[arg-type]
+        self.ingress.install(app)
 
     async def run(self, inbox: Inbox) -> None:
         """Receive updates until cancelled (long polling, or the webhook route)."""
         try:
-            await self.ingress.run(inbox)
+            await self.ingress.run(inbox)  # its TaskGroup owns the typing tasks too
         finally:
-            for task in self._typing.values():
-                task.cancel()
-            self._typing.clear()
             await self.bot.session.close()
 
     async def send(
@@ -152,9 +151,9 @@ class TelegramChannel:
 
         message = await self._deliver(chat, content, "final" if final else "send", request)
         if final:
-            self._stop_typing(chat)
+            self._typing.stop(chat)
         else:
-            self._start_typing(chat)
+            self._typing.start(chat, self.ingress.group)
         return MessageHandle(chat, str(message.message_id))  # type: ignore[attr-defined]
 
     async def edit(
@@ -177,7 +176,7 @@ class TelegramChannel:
             pass
         finally:
             if final:
-                self._stop_typing(chat)
+                self._typing.stop(chat)
 
     async def _deliver(
         self,
@@ -192,11 +191,13 @@ class TelegramChannel:
             rendered = plain = "…"  # Telegram refuses empty text
         try:
             async with self._call(chat, rank):
-                return await request(rendered, ParseMode.HTML)
+                result = await request(rendered, ParseMode.HTML)
         except _ParseError as exc:
             log.info("Telegram could not parse our HTML in %s (%s); sending plain text", chat.key, exc)
-        async with self._call(chat, "final" if rank == "final" else "send"):
-            return await request(plain, None)
+            async with self._call(chat, "final" if rank == "final" else "send"):
+                result = await request(plain, None)
+        self._typing.shown(chat)
+        return result
 
     @asynccontextmanager
     async def _call(self, chat: ChatRef, rank: Rank) -> AsyncIterator[None]:
@@ -215,38 +216,11 @@ class TelegramChannel:
         except TelegramAPIError as exc:
             raise ChannelError(f"Telegram {type(exc).__name__}: {exc.message}") from exc
 
-    def _start_typing(self, chat: ChatRef) -> None:
-        group = self.ingress.group
-        if group is not None and chat.key not in self._typing:
-            self._typing[chat.key] = group.create_task(self._keep_typing(chat))
-
-    def _stop_typing(self, chat: ChatRef) -> None:
-        task = self._typing.pop(chat.key, None)
-        if task is not None:
-            task.cancel()
-
-    async def _keep_typing(self, chat: ChatRef) -> None:
-        """'typing…' while a turn works, in slots nothing else wants (it never delays an edit)."""
-        loop = asyncio.get_running_loop()
-        give_up = loop.time() + TYPING_MAX_S
-        wait = self._limits(chat.chat_id).min_edit_interval_s
-        try:
-            while loop.time() < give_up:
-                await asyncio.sleep(wait)
-                try:
-                    async with self._call(chat, "typing"):
-                        await self.bot.send_chat_action(
-                            chat_id=chat.chat_id, action=ChatAction.TYPING,
-                            message_thread_id=_thread(chat),
-                        )
-                    wait = TYPING_EVERY_S
-                except RateLimited as exc:
-                    wait = min(exc.retry_after, TYPING_EVERY_S)
-        except ChannelError as exc:
-            log.debug("typing in %s stopped: %s", chat.key, exc)
-        finally:
-            if self._typing.get(chat.key) is asyncio.current_task():
-                del self._typing[chat.key]
+    async def _send_typing(self, chat: ChatRef) -> None:
+        async with self._call(chat, "typing"):
+            await self.bot.send_chat_action(
+                chat_id=chat.chat_id, action=ChatAction.TYPING, message_thread_id=_thread(chat)
+            )
 
 
 def _thread(chat: ChatRef) -> int | None:

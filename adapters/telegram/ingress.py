@@ -98,11 +98,11 @@ class Ingress:
         await self._best_effort("deleteWebhook", lambda: self.bot.delete_webhook())
         offset: int | None = None
         kinds = self.dp.resolve_used_update_types()
-        wait = int(self._request_timeout_s + self._poll_timeout_s)  # the long poll is no timeout
+        wait = int(self._request_timeout_s + self._poll_timeout_s)  # the long poll holds it open
         while True:
             updates = await self._retrying(
                 "getUpdates",
-                lambda: self.bot.get_updates(
+                lambda offset=offset: self.bot.get_updates(  # type: ignore[misc]
                     offset=offset, timeout=self._poll_timeout_s, allowed_updates=kinds,
                     request_timeout=wait,
                 ),
@@ -137,6 +137,8 @@ class Ingress:
         if inbox is None or me is None:
             return
         inbound = normalize(message, event_update.update_id, me)
+        log.debug("Telegram update %s from user %s in chat %s", event_update.update_id,
+                  message.from_user.id if message.from_user else None, message.chat.id)
         if isinstance(inbound, Unsupported):
             content = OutboundContent(inbound.reply)
             await self.channel.send(inbound.chat, content, reply_to=inbound.message_id, final=True)

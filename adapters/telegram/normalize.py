@@ -56,7 +56,7 @@ def normalize(message: Message, update_id: int, me: BotIdentity) -> InboundMessa
     text = message.text if message.text is not None else message.caption or ""
     entities = message.entities or message.caption_entities or []
     addressed = not is_group or _addressed(message, text, entities, me)
-    kind = str(message.content_type)
+    kind = getattr(message.content_type, "value", message.content_type)
     attachments = _attachments(message)
     if not attachments and message.text is None:
         if kind in UNSUPPORTED and addressed:

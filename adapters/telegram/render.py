@@ -18,11 +18,12 @@ _QUOTE = re.compile(r"^>\s?(.*)$")
 _BULLET = re.compile(r"^(\s*)[-*+]\s+(.*)$")
 _RULE = re.compile(r"^\s*([-*_])(\s*\1){2,}\s*$")
 _TAG = re.compile(r"<[^>]*>")
-_SAFE_URL = re.compile(r"^(https?://|tg://|mailto:)[^\s<>\"]+$", re.I)
+_SAFE_URL = re.compile(r"^(https?://|tg://|mailto:)[^\s<>\"]+$", re.IGNORECASE)
 
 # One line at a time; at each position the first alternative that matches wins.
 _INLINE = re.compile(
-    r"(?P<code>`+)(?P<code_body>.+?)(?P=code)"
+    r"(?=[`!\[*_~|])"  # most positions start no span: one cheap test rejects them
+    r"(?:(?P<code>`+)(?P<code_body>.+?)(?P=code)"
     r"|!?\[(?P<label>[^\]\n]*)\]\((?P<url>[^)\s]+)\)"
     r"|\*\*\*(?P<bolditalic>\S(?:.*?\S)?)\*\*\*"
     r"|\*\*(?P<bold>\S(?:.*?\S)?)\*\*"
@@ -30,7 +31,7 @@ _INLINE = re.compile(
     r"|~~(?P<strike>\S(?:.*?\S)?)~~"
     r"|\|\|(?P<spoiler>\S(?:.*?\S)?)\|\|"
     r"|(?<![\w*])\*(?P<italic>[^\s*](?:[^*]*?[^\s*])?)\*(?![\w*])"
-    r"|(?<!\w)_(?P<italic2>[^\s_](?:[^_]*?[^\s_])?)_(?!\w)"
+    r"|(?<!\w)_(?P<italic2>[^\s_](?:[^_]*?[^\s_])?)_(?!\w))"
 )
 _WRAP = {"bold": "b", "bold2": "b", "strike": "s", "spoiler": "tg-spoiler", "italic": "i", "italic2": "i"}
 
@@ -72,8 +73,15 @@ def utf16_len(text: str) -> int:
     return len(text.encode("utf-16-le")) // 2
 
 
-def rendered_length(markdown: str) -> int:
-    """Length as Telegram counts it: UTF-16 code units of the text after entity parsing."""
+def rendered_length(markdown: str, *, limit: int | None = None) -> int:
+    """Length as Telegram counts it: UTF-16 code units of the text after entity parsing.
+
+    Rendering only ever drops markup, so text within `limit` as written is within it rendered:
+    then the written length is returned without rendering (measuring is on the hot path).
+    """
+    written = utf16_len(markdown)
+    if limit is not None and written <= limit:
+        return written
     return utf16_len(visible_text(to_html(markdown)))
 
 
@@ -89,7 +97,7 @@ def _line(line: str) -> str:
     if heading:
         return f"<b>{_inline(heading.group(1))}</b>"
     if _RULE.match(line):
-        return "──────────"
+        return "───"  # no longer than the shortest rule: rendering never lengthens text
     bullet = _BULLET.match(line)
     if bullet:
         return f"{bullet.group(1)}• {_inline(bullet.group(2))}"

@@ -8,7 +8,8 @@ spaced if we measure from the reply). Callers rank themselves:
 
 - finals and sends wait for the slot, finals first in line (the answer beats everything);
 - previews and chat actions never wait: they get `Busy(retry_after)` and try again later with
-  newer text, so stale intermediate states are never queued.
+  newer text, so stale intermediate states are never queued. They also yield the bot-wide rate
+  to sends and finals waiting for it in other chats.
 
 A 429 from the platform (`penalize`) pushes the chat's next slot past its `retry_after`, which
 every kind of call then respects.
@@ -65,8 +66,9 @@ class ChatBudget:
             raise ValueError(f"per_second must be > 0 and burst >= 1, not {per_second}, {burst}")
         self._interval_for = interval_for
         self._spacing = 1.0 / per_second
-        self._burst_s = burst * self._spacing
+        self._burst_s = (burst - 1) * self._spacing  # `burst` calls may go at once
         self._tat = 0.0  # bot-wide: theoretical arrival time of the next call (GCRA)
+        self._held_globally = 0  # waiting sends/finals held back by the bot-wide rate
         self._clock = clock
         self._chats: dict[str, _Chat] = {}
         self._arrivals = itertools.count()
@@ -81,6 +83,8 @@ class ChatBudget:
             delay = self._delay(chat)
             if chat.busy or chat.queue:  # whoever holds or waits for the slot goes first
                 raise Busy(max(delay, 0.0) + self._interval_for(chat_id))
+            if self._held_globally:  # sends and finals elsewhere wait for the bot-wide rate
+                delay = max(delay, self._global_delay() + self._spacing * self._held_globally)
             if delay > 0:
                 raise Busy(delay)
             self._take(chat)
@@ -107,7 +111,12 @@ class ChatBudget:
                 delay = self._delay(chat)
                 if delay <= 0:
                     break
-                await asyncio.sleep(delay)  # then look again: a final may have come first
+                held = self._global_delay() >= chat.free_at - self._clock()
+                self._held_globally += int(held)
+                try:
+                    await asyncio.sleep(delay)  # then look again: a final may have come first
+                finally:
+                    self._held_globally -= int(held)
         except BaseException:
             chat.queue.remove(ticket)
             heapq.heapify(chat.queue)

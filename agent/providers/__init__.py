@@ -21,21 +21,22 @@ log = logging.getLogger(__name__)
 NO_KEY_NEEDED = "not-needed"
 
 
-def choose_provider_name(provider: str, env: Mapping[str, str]) -> str:
-    """`auto` → anthropic with ANTHROPIC_API_KEY, openai with OPENAI_API_KEY/OPENAI_BASE_URL, else offline."""
+def choose_provider_name(provider: str, env: Mapping[str, str], base_url: str | None = None) -> str:
+    """`auto` → anthropic with ANTHROPIC_API_KEY, openai with OPENAI_API_KEY/OPENAI_BASE_URL (or a
+    `llm.base_url`: that is always an OpenAI-compatible server), else offline."""
     if provider != "auto":
         return provider
-    if env.get("ANTHROPIC_API_KEY"):
+    if env.get("ANTHROPIC_API_KEY") and not base_url:
         return "anthropic"
-    if env.get("OPENAI_API_KEY") or env.get("OPENAI_BASE_URL"):
+    if env.get("OPENAI_API_KEY") or env.get("OPENAI_BASE_URL") or base_url:
         return "openai"
     return "offline"
 
 
 def build_provider(llm: Any, env: Mapping[str, str] | None = None) -> Provider:
-    """The provider `llm` (the `llm` config section) asks for; ProviderConfigError if it cannot be built."""
+    """The provider the `llm` config section asks for; ProviderConfigError if it cannot be built."""
     env = os.environ if env is None else env
-    name = choose_provider_name(llm.provider, env)
+    name = choose_provider_name(llm.provider, env, llm.base_url)
     if name == "offline" and llm.provider == "auto":
         log.info("no LLM key found (ANTHROPIC_API_KEY, OPENAI_API_KEY, OPENAI_BASE_URL):"
                  " using the offline demo model, which is not an LLM")  # fmt: skip
@@ -53,12 +54,19 @@ def build_provider(llm: Any, env: Mapping[str, str] | None = None) -> Provider:
 
 
 def describe_provider(provider: Provider) -> str:
-    """"anthropic (claude-…)", or the whole chain for a provider with fallbacks."""
+    """Who serves, e.g. "anthropic (claude-…)"; with fallbacks, the whole chain."""
     return getattr(provider, "description", None) or f"{provider.name} ({provider.model})"
 
 
 def _one(
-    name: str, model: str | None, base_url: str | None, api_key: str, where: str, *, llm: Any, env: Mapping[str, str]
+    name: str,
+    model: str | None,
+    base_url: str | None,
+    api_key: str,
+    where: str,
+    *,
+    llm: Any,
+    env: Mapping[str, str],
 ) -> Provider:
     if name == "offline":
         return OfflineProvider()
@@ -68,20 +76,19 @@ def _one(
     timeouts = Timeouts(llm.connect_timeout_s, llm.first_token_timeout_s, llm.total_timeout_s)
     vendor: Provider
     if name == "anthropic":
-        from agent.providers.anthropic import DEFAULT_MODEL, AnthropicProvider
-
         key = api_key or env.get("ANTHROPIC_API_KEY", "")
         if not key:
             raise ProviderConfigError(
                 f"{where}.provider is 'anthropic' but no API key is set: set ANTHROPIC_API_KEY"
                 f" (or {where}.api_key, e.g. ${{LLM_API_KEY}})"
             )
-        base_url = base_url or env.get("ANTHROPIC_BASE_URL") or None
-        vendor = AnthropicProvider(api_key=key, model=model or DEFAULT_MODEL, base_url=base_url, timeouts=timeouts)
-    elif name == "openai":
-        from agent.providers.openai import DEFAULT_MODEL as OPENAI_MODEL
-        from agent.providers.openai import OpenAIProvider
+        from agent.providers.anthropic import DEFAULT_MODEL, AnthropicProvider  # ~1 s to import
 
+        base_url = base_url or env.get("ANTHROPIC_BASE_URL") or None
+        vendor = AnthropicProvider(
+            api_key=key, model=model or DEFAULT_MODEL, base_url=base_url, timeouts=timeouts
+        )
+    elif name == "openai":
         base_url = base_url or env.get("OPENAI_BASE_URL") or None
         key = api_key or env.get("OPENAI_API_KEY", "")
         if not key and base_url is None:
@@ -90,9 +97,23 @@ def _one(
                 f" (or {where}.api_key), or OPENAI_BASE_URL / {where}.base_url for a compatible"
                 " server such as Ollama"
             )
+        from agent.providers.openai import DEFAULT_MODEL as OPENAI_MODEL
+        from agent.providers.openai import OPENAI_HOST, OpenAIProvider
+
+        if not model and base_url and OPENAI_HOST not in base_url:
+            log.warning(
+                "%s.model is not set: asking %s for %r, which it may not have;"
+                " set %s.model to one of its models",
+                where, base_url, OPENAI_MODEL, where,
+            )  # fmt: skip
         vendor = OpenAIProvider(
-            api_key=key or NO_KEY_NEEDED, model=model or OPENAI_MODEL, base_url=base_url, timeouts=timeouts
+            api_key=key or NO_KEY_NEEDED,
+            model=model or OPENAI_MODEL,
+            base_url=base_url,
+            timeouts=timeouts,
         )
     else:
-        raise ProviderConfigError(f"{where}.provider: unknown provider {name!r}; use anthropic, openai or offline")
+        raise ProviderConfigError(
+            f"{where}.provider: unknown provider {name!r}; use anthropic, openai or offline"
+        )
     return vendor if llm.tool_mode == "native" else ToolModeProvider(vendor, llm.tool_mode)

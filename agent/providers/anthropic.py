@@ -20,7 +20,16 @@ import httpx2
 from agent.providers.base import ProviderError, ProviderUnavailable
 from agent.providers.classify import classify
 from agent.providers.deadline import Deadline, Timeouts
-from agent.types import Message, ModelEvent, ModelRequest, Stop, TextDelta, ToolCall, ToolCallEvent, Usage
+from agent.types import (
+    Message,
+    ModelEvent,
+    ModelRequest,
+    Stop,
+    TextDelta,
+    ToolCall,
+    ToolCallEvent,
+    Usage,
+)
 from tools.base import ToolSpec
 
 log = logging.getLogger(__name__)
@@ -120,8 +129,9 @@ class AnthropicProvider:
                 had_tools=had_tools,
                 api_key=self._api_key,
             )
-        reason = type(exc).__name__ if not isinstance(exc, anthropic.APIError) else exc.message
-        return ProviderUnavailable(f"{who}: connection failed: {reason}")
+        if isinstance(exc, anthropic.APITimeoutError | httpx2.TimeoutException):
+            return self.timeouts.timed_out(who)
+        return ProviderUnavailable(f"{who}: connection failed: {type(exc).__name__}")
 
 
 @dataclass(slots=True)
@@ -190,7 +200,7 @@ class _State:
 
 def to_anthropic(messages: Sequence[Message]) -> list[dict[str, Any]]:
     """Our messages as Messages API turns: tool results are `tool_result` blocks in a user turn,
-    tool calls `tool_use` blocks; consecutive same-role turns merge (the API wants them alternating)."""
+    tool calls `tool_use` blocks; consecutive same-role turns merge (the API wants alternation)."""
     out: list[dict[str, Any]] = []
     for message in messages:
         role, blocks = _blocks(message)
@@ -216,6 +226,11 @@ def _blocks(message: Message) -> tuple[str, list[dict[str, Any]]]:
     if message.content.strip():
         blocks.append({"type": "text", "text": message.content})
     for call in message.tool_calls:
-        use = {"type": "tool_use", "id": call.id, "name": call.name, "input": call.arguments_object()}
+        use = {
+            "type": "tool_use",
+            "id": call.id,
+            "name": call.name,
+            "input": call.arguments_object(),
+        }
         blocks.append(use)
     return message.role, blocks

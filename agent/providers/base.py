@@ -7,7 +7,7 @@ Errors a provider raises (SDK errors are mapped at the boundary, never leaked)::
      └── ProviderRejected         retrying will not help (bad key, bad request, spend cap)
           └── ToolsUnsupported    the server refuses the `tools` parameter (text mode can help)
 
-    ProviderConfigError           the config cannot build a provider (a missing key): a startup error
+    ProviderConfigError           the config cannot build a provider (a missing key): startup error
 """
 
 from __future__ import annotations
@@ -41,7 +41,9 @@ class ProviderUnavailable(ProviderError):
 class ProviderRejected(ProviderError):
     """The provider refused the request; the same request will fail again."""
 
-    user_message = "the AI model refused the request (the bot's admin should check its API key and model)."
+    user_message = (
+        "the AI model refused the request (the bot's admin should check its API key and model)."
+    )
 
 
 class ToolsUnsupported(ProviderRejected):

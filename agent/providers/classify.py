@@ -9,10 +9,15 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from email.utils import parsedate_to_datetime
 from datetime import UTC, datetime
+from email.utils import parsedate_to_datetime
 
-from agent.providers.base import ProviderError, ProviderRejected, ProviderUnavailable, ToolsUnsupported
+from agent.providers.base import (
+    ProviderError,
+    ProviderRejected,
+    ProviderUnavailable,
+    ToolsUnsupported,
+)
 
 KEY_REFUSED = "the AI model rejected the bot's API key (the bot's admin needs to fix the key)."
 OUT_OF_CREDIT = (
@@ -25,13 +30,16 @@ OUT_OF_CREDIT = (
 _QUOTA = re.compile(
     r"insufficient[_ ](quota|balance|funds)|credit balance|billing|spend(ing)?[_ ](limit|cap)"
     r"|usage limits?|exceeded your current quota|payment required",
-    re.I,
+    re.IGNORECASE,
 )
 # Ollama "does not support tools", vLLM "tool choice requires --enable-auto-tool-choice",
 # llama.cpp "tools param requires --jinja flag", "function calling is not supported" ...
-_TOOLS_WORD = re.compile(r"\btools?\b|tool[ _]choice|function[ _]?call|\bfunctions?\b", re.I)
+_TOOLS_WORD = re.compile(
+    r"\btools?\b|tool[ _]choice|function[ _]?call|\bfunctions?\b", re.IGNORECASE
+)
 _UNSUPPORTED = re.compile(
-    r"support|requires?|enabl|--jinja|unrecogni[sz]ed|not allowed|unknown (param|field|argument)", re.I
+    r"support|requires?|enabl|--jinja|unrecogni[sz]ed|not allowed|unknown (param|field|argument)",
+    re.IGNORECASE,
 )
 _REJECTED_KINDS = frozenset(
     {"invalid_request_error", "authentication_error", "permission_error", "not_found_error",
@@ -76,12 +84,12 @@ def classify(
         return ProviderRejected(
             f"{who}: not allowed ({detail}); check that {key_hint} may use this model"
         )
-    if had_tools and _TOOLS_WORD.search(message) and _UNSUPPORTED.search(message):
-        if status is None or status in (400, 404, 422, 500, 501):
-            return ToolsUnsupported(
-                f"{who}: the server refuses native tool calling ({detail}); "
-                "set llm.tool_mode to text or auto, or enable tool calling on the server"
-            )
+    refusal = status is None or status in (400, 404, 422, 500, 501)
+    if had_tools and refusal and _TOOLS_WORD.search(message) and _UNSUPPORTED.search(message):
+        return ToolsUnsupported(
+            f"{who}: the server refuses native tool calling ({detail}); "
+            "set llm.tool_mode to text or auto, or enable tool calling on the server"
+        )
     if status == 404 or kind == "not_found_error":
         return ProviderRejected(f"{who}: not found ({detail}); check llm.model and llm.base_url")
     retryable = status in (408, 409, 425, 429) or (status or 0) >= 500
@@ -91,7 +99,7 @@ def classify(
 
 
 def retry_after(headers: Mapping[str, str]) -> float | None:
-    """Seconds the server asks us to wait: `retry-after-ms`, or `retry-after` (seconds or a date)."""
+    """Seconds the server asks us to wait: `retry-after-ms`, or `retry-after` (seconds or date)."""
     lower = {k.lower(): v for k, v in headers.items()}
     try:
         if "retry-after-ms" in lower:

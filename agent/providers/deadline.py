@@ -30,12 +30,22 @@ class Timeouts:
     def httpx(self) -> httpx2.Timeout:
         # read: any silence on the wire longer than the first-token deadline is a stall
         return httpx2.Timeout(
-            connect=self.connect_s, read=self.first_token_s, write=self.first_token_s, pool=self.connect_s
+            connect=self.connect_s,
+            read=self.first_token_s,
+            write=self.first_token_s,
+            pool=self.connect_s,
+        )
+
+    def timed_out(self, who: str) -> ProviderUnavailable:
+        """What an httpx timeout means here: no connection, or the wire went quiet."""
+        return ProviderUnavailable(
+            f"{who}: timed out: no connection within {self.connect_s:g} s (llm.connect_timeout_s)"
+            f" or no data for {self.first_token_s:g} s (llm.first_token_timeout_s)"
         )
 
 
 class Deadline:
-    __slots__ = ("_first", "_total", "_loop", "_who", "_timeouts", "_started")
+    __slots__ = ("_first", "_loop", "_started", "_timeouts", "_total", "_who")
 
     def __init__(self, timeouts: Timeouts, who: str) -> None:
         self._loop = asyncio.get_running_loop()

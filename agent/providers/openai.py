@@ -21,7 +21,16 @@ import openai
 from agent.providers.base import ProviderError, ProviderUnavailable
 from agent.providers.classify import classify
 from agent.providers.deadline import Deadline, Timeouts
-from agent.types import Message, ModelEvent, ModelRequest, Stop, TextDelta, ToolCall, ToolCallEvent, Usage
+from agent.types import (
+    Message,
+    ModelEvent,
+    ModelRequest,
+    Stop,
+    TextDelta,
+    ToolCall,
+    ToolCallEvent,
+    Usage,
+)
 from tools.base import ToolSpec
 
 log = logging.getLogger(__name__)
@@ -29,7 +38,12 @@ log = logging.getLogger(__name__)
 DEFAULT_MODEL = "gpt-5.4-mini"  # the SDK's current small model; gpt-4o-mini is being retired
 KEY_HINT = "OPENAI_API_KEY (or llm.api_key)"
 OPENAI_HOST = "api.openai.com"
-_STOPS = {"stop": "end_turn", "tool_calls": "tool_use", "function_call": "tool_use", "length": "max_tokens"}
+_STOPS = {
+    "stop": "end_turn",
+    "tool_calls": "tool_use",
+    "function_call": "tool_use",
+    "length": "max_tokens",
+}
 
 
 class OpenAIProvider:
@@ -70,7 +84,9 @@ class OpenAIProvider:
             params["tools"] = self._tool_params(request.tools)
         deadline = Deadline(self.timeouts, who)
         try:
-            stream = await deadline.wait(self._client.chat.completions.create(**params, stream=True))
+            stream = await deadline.wait(
+                self._client.chat.completions.create(**params, stream=True)
+            )
         except (openai.OpenAIError, httpx2.HTTPError) as exc:
             raise self._error(exc, who, bool(request.tools)) from exc
         state = _State()
@@ -106,7 +122,11 @@ class OpenAIProvider:
             params = [
                 {
                     "type": "function",
-                    "function": {"name": t.name, "description": t.description, "parameters": dict(t.parameters)},
+                    "function": {
+                        "name": t.name,
+                        "description": t.description,
+                        "parameters": dict(t.parameters),
+                    },
                 }
                 for t in tools
             ]
@@ -114,6 +134,8 @@ class OpenAIProvider:
         return self._tools[1]
 
     def _error(self, exc: Exception, who: str, had_tools: bool) -> ProviderError:
+        if isinstance(exc, openai.APITimeoutError | httpx2.TimeoutException):
+            return self.timeouts.timed_out(who)
         if isinstance(exc, openai.APIConnectionError | httpx2.HTTPError):
             return ProviderUnavailable(f"{who}: connection failed: {type(exc).__name__}")
         if not isinstance(exc, openai.APIError):
@@ -202,21 +224,27 @@ class _State:
 
 
 def to_openai(system: str, messages: Sequence[Message]) -> list[dict[str, Any]]:
-    """Our messages as Chat Completions messages: `tool_calls` on the assistant, role "tool" for results."""
+    """Our messages for Chat Completions: `tool_calls` on the assistant, role "tool" for results."""
     out: list[dict[str, Any]] = [{"role": "system", "content": system}] if system else []
     for message in messages:
         if message.role == "tool":
             content = message.content or "(no output)"
             if message.is_error and not content.lower().startswith("error"):
                 content = f"Error: {content}"  # the API has no is_error flag
-            out.append({"role": "tool", "tool_call_id": message.tool_call_id or "", "content": content})
+            out.append(
+                {"role": "tool", "tool_call_id": message.tool_call_id or "", "content": content}
+            )
         elif message.role == "assistant":
             if not message.content and not message.tool_calls:
                 continue
             item: dict[str, Any] = {"role": "assistant", "content": message.content or None}
             if message.tool_calls:
                 item["tool_calls"] = [
-                    {"id": c.id, "type": "function", "function": {"name": c.name, "arguments": _object_text(c)}}
+                    {
+                        "id": c.id,
+                        "type": "function",
+                        "function": {"name": c.name, "arguments": _object_text(c)},
+                    }
                     for c in message.tool_calls
                 ]
             out.append(item)

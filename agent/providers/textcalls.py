@@ -16,7 +16,7 @@ from typing import Any
 from agent.types import ToolCall
 from tools.base import ToolSpec
 
-_FENCE = re.compile(r"^```[a-zA-Z]*\s*\n?(.*?)\n?```$", re.S)
+_FENCE = re.compile(r"^```[a-zA-Z]*\s*\n?(.*?)\n?```$", re.DOTALL)
 _DECODER = json.JSONDecoder()
 
 PROMPT = """\
@@ -44,7 +44,7 @@ def tools_prompt(tools: Iterable[ToolSpec]) -> str:
 
 
 def parse_calls(text: str, known: frozenset[str]) -> list[ToolCall] | None:
-    """The calls in a reply; None when it is a plain answer; CallFormatError when it tried and failed."""
+    """The calls in a reply; None for a plain answer; CallFormatError when it tried and failed."""
     body = text.strip()
     fenced = _FENCE.match(body)
     if fenced:
@@ -57,7 +57,9 @@ def parse_calls(text: str, known: frozenset[str]) -> list[ToolCall] | None:
     if isinstance(items, dict):
         items = [items]
     if not isinstance(items, list) or not items:
-        raise CallFormatError('"tool_calls" must be a non-empty list of {"name": ..., "arguments": {...}}')
+        raise CallFormatError(
+            '"tool_calls" must be a non-empty list of {"name": ..., "arguments": {...}}'
+        )
     return [_call(item, n) for n, item in enumerate(items, start=1)]
 
 
@@ -106,7 +108,11 @@ def _call(item: Any, n: int) -> ToolCall:
         try:
             args = json.loads(args) if args.strip() else {}
         except ValueError as exc:
-            raise CallFormatError(f'call #{n} ({item["name"]}): "arguments" is not valid JSON ({exc})') from None
+            raise CallFormatError(
+                f'call #{n} ({item["name"]}): "arguments" is not valid JSON ({exc})'
+            ) from None
     if not isinstance(args, dict):
         raise CallFormatError(f'call #{n} ({item["name"]}): "arguments" must be a JSON object')
-    return ToolCall(f"call_{uuid.uuid4().hex[:12]}", item["name"], json.dumps(args, ensure_ascii=False))
+    return ToolCall(
+        f"call_{uuid.uuid4().hex[:12]}", item["name"], json.dumps(args, ensure_ascii=False)
+    )

@@ -24,7 +24,15 @@ from typing import Any, Literal
 
 from agent.providers.base import Provider, ToolsUnsupported
 from agent.providers.textcalls import CallFormatError, parse_calls, tools_prompt
-from agent.types import Message, ModelEvent, ModelRequest, Stop, StreamRestart, TextDelta, ToolCallEvent
+from agent.types import (
+    Message,
+    ModelEvent,
+    ModelRequest,
+    Stop,
+    StreamRestart,
+    TextDelta,
+    ToolCallEvent,
+)
 
 log = logging.getLogger(__name__)
 
@@ -50,7 +58,7 @@ class ToolModeProvider:
             await close()
 
     async def stream(self, request: ModelRequest) -> AsyncIterator[ModelEvent]:
-        if self.mode != "text" or not request.tools:
+        if self.mode != "text":
             yielded = False
             try:
                 async with aclosing(self.inner.stream(request)) as events:
@@ -61,7 +69,9 @@ class ToolModeProvider:
             except ToolsUnsupported as exc:
                 if self.mode != "auto":
                     raise
-                log.warning("%s; using text-mode tool calling from now on (llm.tool_mode: auto)", exc)
+                log.warning(
+                    "%s; using text-mode tool calling from now on (llm.tool_mode: auto)", exc
+                )
                 self.mode = "text"
                 if yielded:
                     yield StreamRestart()
@@ -70,8 +80,14 @@ class ToolModeProvider:
                 yield event
 
     async def _text_mode(self, request: ModelRequest) -> AsyncIterator[ModelEvent]:
-        system = f"{request.system}\n\n{self._tools_prompt(request)}".strip()
-        plain = replace(request, system=system, tools=(), messages=as_text_messages(request.messages))
+        # the history goes as text even when no tools are offered: the server may not know them
+        plain = replace(request, tools=(), messages=as_text_messages(request.messages))
+        if not request.tools:
+            async with aclosing(self.inner.stream(plain)) as events:
+                async for event in events:
+                    yield event
+            return
+        plain = replace(plain, system=f"{request.system}\n\n{self._tools_prompt(request)}".strip())
         names = frozenset(spec.name for spec in request.tools)
         for attempt in (1, 2):
             reader = _Reader()
@@ -89,10 +105,15 @@ class ToolModeProvider:
                 calls = parse_calls(reader.text, names)
             except CallFormatError as exc:
                 if attempt == 1:
-                    log.info("%s: unreadable text-mode tool call (%s); asking again", self.name, exc)
+                    log.info(
+                        "%s: unreadable text-mode tool call (%s); asking again", self.name, exc
+                    )
                     if reader.emitted:
                         yield StreamRestart()
-                    retry = (Message("assistant", reader.text), Message("user", RETRY.format(error=exc)))
+                    retry = (
+                        Message("assistant", reader.text),
+                        Message("user", RETRY.format(error=exc)),
+                    )
                     plain = replace(plain, messages=(*plain.messages, *retry))
                     continue
                 calls = None  # asked twice: take the words as they are
@@ -116,7 +137,7 @@ class ToolModeProvider:
 class _Reader:
     """Streams a reply that cannot be a call; holds back one that opens like JSON or a fence."""
 
-    __slots__ = ("parts", "mode", "emitted")
+    __slots__ = ("emitted", "mode", "parts")
 
     def __init__(self) -> None:
         self.parts: list[str] = []
@@ -132,7 +153,7 @@ class _Reader:
         start = "".join(self.parts)
         if not start.strip():
             return ""
-        if start.lstrip()[0] in "{[`":
+        if start.lstrip()[0] in "{`":
             self.mode = "hold"
             return ""
         self.mode = "stream"
@@ -148,19 +169,23 @@ class _Reader:
 
 
 def as_text_messages(messages: Sequence[Message]) -> tuple[Message, ...]:
-    """History without native tool messages: calls as the JSON the model writes, results as user text."""
+    """History without native tool messages: calls as the JSON the model writes, results as text."""
     out: list[Message] = []
     results: list[str] = []
     for message in messages:
         if message.role == "tool":
             verb = "failed" if message.is_error else "returned"
-            results.append(f"Tool {message.name or 'call'} ({message.tool_call_id}) {verb}:\n{message.content}")
+            results.append(
+                f"Tool {message.name or 'call'} ({message.tool_call_id}) {verb}:\n{message.content}"
+            )
             continue
         if results:
             out.append(Message("user", "[tool results]\n\n" + "\n\n".join(results)))
             results = []
         if message.role == "assistant" and message.tool_calls:
-            calls = [{"name": c.name, "arguments": c.arguments_object()} for c in message.tool_calls]
+            calls = [
+                {"name": c.name, "arguments": c.arguments_object()} for c in message.tool_calls
+            ]
             text = json.dumps({"tool_calls": calls}, ensure_ascii=False)
             out.append(Message("assistant", f"{message.content}\n\n{text}".strip()))
         else:

@@ -23,15 +23,17 @@ def builtin_registry(intake: IntakeSettings | None = None) -> ToolRegistry:
 
     `intake` sets the fields `collect_info` asks for (its schema is built from them).
     """
-    return ToolRegistry([
-        get_current_datetime,
-        get_exchange_rate,
-        web_search,
-        search_knowledge,
-        check_off_topic,
-        save_user_memory,
-        get_user_context,
-        intake_tool(intake),
-        create_payment,
-        fetch_news,
-    ])
+    return ToolRegistry(
+        [
+            get_current_datetime,
+            get_exchange_rate,
+            web_search,
+            search_knowledge,
+            check_off_topic,
+            save_user_memory,
+            get_user_context,
+            intake_tool(intake),
+            create_payment,
+            fetch_news,
+        ]
+    )

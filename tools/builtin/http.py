@@ -43,11 +43,14 @@ async def fetch(
     deadline = settings(ctx).http_timeout_s
     sent = {"User-Agent": USER_AGENT, **(headers or {})}
     try:
-        async with asyncio.timeout(deadline), _session(ctx) as session:
-            async with session.get(url, params=params, headers=sent) as response:
-                if response.status >= 400:
-                    raise Unreachable(f"{_host(url)} answered HTTP {response.status}")
-                body = await response.content.read(MAX_BODY_BYTES + 1)
+        async with (
+            asyncio.timeout(deadline),
+            _session(ctx) as session,
+            session.get(url, params=params, headers=sent) as response,
+        ):
+            if response.status >= 400:
+                raise Unreachable(f"{_host(url)} answered HTTP {response.status}")
+            body = await response.content.read(MAX_BODY_BYTES + 1)
     except TimeoutError:
         raise Unreachable(f"{_host(url)} did not answer within {deadline:g} s") from None
     except (aiohttp.ClientError, OSError) as exc:

@@ -1,5 +1,4 @@
-"""Knowledge tools: `search_knowledge` (passages with sources, plus the user's memories) and
-`check_off_topic` (is a question inside the bot's domain?)."""
+"""Knowledge tools: `search_knowledge` (passages, sources, memories) and `check_off_topic`."""
 
 from __future__ import annotations
 
@@ -42,8 +41,13 @@ async def search_knowledge(
     user_context = await _memories(ctx, query)
     kb = knowledge_base(ctx)
     if kb is None:
-        return {"success": False, "passages": [], "sources": [], "user_context": user_context,
-                "message": NO_KNOWLEDGE}  # fmt: skip
+        return {
+            "success": False,
+            "passages": [],
+            "sources": [],
+            "user_context": user_context,
+            "message": NO_KNOWLEDGE,
+        }
     hits = await kb.search(query, category=category)
     note = ""
     if not hits and category:
@@ -59,17 +63,23 @@ async def search_knowledge(
         if hits
         else "Nothing in the knowledge base matches. Say so rather than guessing."
     )
-    return {"success": bool(hits), "passages": passages, "sources": sources,
-            "user_context": user_context, "message": message}  # fmt: skip
+    return {
+        "success": bool(hits),
+        "passages": passages,
+        "sources": sources,
+        "user_context": user_context,
+        "message": message,
+    }
 
 
 def _overlap(question: list[str], domain: set[str]) -> list[str]:
     """Question terms that are domain terms, allowing a plural or suffix ('visas' ~ 'visa')."""
     return [
-        t for t in question
-        if t in domain or (len(t) >= 4 and any(d.startswith(t) or t.startswith(d)
-                                               for d in domain if len(d) >= 4))
-    ]  # fmt: skip
+        t
+        for t in question
+        if t in domain
+        or (len(t) >= 4 and any(d.startswith(t) or t.startswith(d) for d in domain if len(d) >= 4))
+    ]
 
 
 @tool
@@ -93,8 +103,12 @@ async def check_off_topic(ctx: ToolContext, question: str) -> dict[str, Any]:
         matched.update((await kb.coverage(question))[0])
     if matched:
         confidence = round(min(0.95, 0.5 + 0.5 * len(matched) / len(asked)), 2)
-        return {"is_off_topic": False, "confidence": confidence, "suggestion": "",
-                "reason": f"it mentions {sorted(matched)[:5]}"}  # fmt: skip
+        return {
+            "is_off_topic": False,
+            "confidence": confidence,
+            "suggestion": "",
+            "reason": f"it mentions {sorted(matched)[:5]}",
+        }
     if len(asked) < 2:
         return undecided | {"reason": "too little to go on; treat it as on topic"}
     topic = config.topic or "this assistant's subject"

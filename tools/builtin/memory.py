@@ -65,9 +65,16 @@ def intake_tool(settings: IntakeSettings | None = None) -> Tool:
         for name, value in given.items():
             text = f"{name.replace('_', ' ')}: {value}"
             await remember(
-                ctx, "FACT", text, category=category, importance=INTAKE_IMPORTANCE, key=f"intake:{name}"
+                ctx,
+                "FACT",
+                text,
+                category=category,
+                importance=INTAKE_IMPORTANCE,
+                key=f"intake:{name}",
             )
-        known = {row["key"].removeprefix("intake:") for row in await user_rows(ctx) if row.get("key")}
+        known = {
+            row["key"].removeprefix("intake:") for row in await user_rows(ctx) if row.get("key")
+        }
         missing = [n for n, f in fields.items() if f.required and n not in known]
         message = (
             f"Recorded {', '.join(given) or 'nothing new'}. Still missing: {', '.join(missing)}."
@@ -79,13 +86,20 @@ def intake_tool(settings: IntakeSettings | None = None) -> Tool:
     params = [inspect.Parameter("ctx", inspect.Parameter.POSITIONAL_OR_KEYWORD)]
     annotations: dict[str, Any] = {"ctx": ToolContext}
     docs = []
-    for name, field in {**fields, "category": IntakeField(description="topic the user asks about")}.items():
+    for name, field in {
+        **fields,
+        "category": IntakeField(description="topic the user asks about"),
+    }.items():
         if not name.isidentifier():
             raise ValueError(f"intake field {name!r} must be a plain name like years_of_experience")
         kind = _TYPES[field.type] | None
-        params.append(inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=None, annotation=kind))
+        params.append(
+            inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=None, annotation=kind)
+        )
         annotations[name] = kind
-        docs.append(f"    {name}: {_describe(name, field) if name != 'category' else field.description}")
+        docs.append(
+            f"    {name}: {_describe(name, field) if name != 'category' else field.description}"
+        )
     collect_info.__signature__ = inspect.Signature(params)  # type: ignore[attr-defined]
     collect_info.__annotations__ = annotations
     collect_info.__doc__ = (

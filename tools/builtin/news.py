@@ -18,7 +18,7 @@ from tools.registry import tool
 try:  # refuses entity expansion bombs; the stdlib parser is the fallback
     from defusedxml.ElementTree import ParseError, fromstring
 except ImportError:  # pragma: no cover - defusedxml is a dependency
-    from xml.etree.ElementTree import ParseError, fromstring  # noqa: S405
+    from xml.etree.ElementTree import ParseError, fromstring
 
 log = logging.getLogger(__name__)
 
@@ -42,7 +42,7 @@ def _when(value: str) -> datetime | None:
         parsed = parsedate_to_datetime(value)  # RSS: RFC 822
     except (TypeError, ValueError):
         try:
-            parsed = datetime.fromisoformat(value.replace("Z", "+00:00"))  # Atom: RFC 3339
+            parsed = datetime.fromisoformat(value)  # Atom: RFC 3339
         except ValueError:
             return None
     return parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)
@@ -59,30 +59,49 @@ def parse_feed(body: bytes, source: str) -> list[dict[str, Any]]:
         feed_title = _text(root.find(f"{_ATOM}title")) or source
         for entry in root.iter(f"{_ATOM}entry"):
             link = next(
-                (el.get("href", "") for el in entry.findall(f"{_ATOM}link")
-                 if el.get("rel", "alternate") == "alternate"), "",
-            )  # fmt: skip
+                (
+                    el.get("href", "")
+                    for el in entry.findall(f"{_ATOM}link")
+                    if el.get("rel", "alternate") == "alternate"
+                ),
+                "",
+            )
             summary = entry.find(f"{_ATOM}summary")
             if summary is None:
                 summary = entry.find(f"{_ATOM}content")
             date = _text(entry.find(f"{_ATOM}updated")) or _text(entry.find(f"{_ATOM}published"))
-            items.append((_text(entry.find(f"{_ATOM}title")), link, _text(summary), date, feed_title))
+            items.append(
+                (_text(entry.find(f"{_ATOM}title")), link, _text(summary), date, feed_title)
+            )
     else:
         channel = root.find("channel")
         feed_title = _text(channel.find("title")) if channel is not None else source
         for item in root.iter("item"):
             date = _text(item.find("pubDate"))
-            items.append((_text(item.find("title")), _text(item.find("link")),
-                          _text(item.find("description")), date, feed_title or source))  # fmt: skip
+            items.append(
+                (
+                    _text(item.find("title")),
+                    _text(item.find("link")),
+                    _text(item.find("description")),
+                    date,
+                    feed_title or source,
+                )
+            )
     out = []
     for title, link, summary, date, origin in items:
         if not title:
             continue
         when = _when(date)
-        out.append({
-            "title": title, "url": link, "summary": summary[:SUMMARY_CHARS],
-            "date": when.isoformat() if when else date, "source": origin, "_sort": when,
-        })  # fmt: skip
+        out.append(
+            {
+                "title": title,
+                "url": link,
+                "summary": summary[:SUMMARY_CHARS],
+                "date": when.isoformat() if when else date,
+                "source": origin,
+                "_sort": when,
+            }
+        )
     return out
 
 
@@ -95,14 +114,17 @@ async def _read(ctx: ToolContext, url: str) -> list[dict[str, Any]] | Unreachabl
 
 def _static(config: NewsSettings, category: str | None, limit: int) -> list[dict[str, Any]]:
     items = [
-        i for i in config.static_items
+        i
+        for i in config.static_items
         if not category or not i.category or i.category.upper() == category.upper()
-    ]  # fmt: skip
+    ]
     return [i.model_dump(exclude_defaults=True) for i in items[:limit]]
 
 
 @tool
-async def fetch_news(ctx: ToolContext, category: str | None = None, limit: int = 5) -> dict[str, Any]:
+async def fetch_news(
+    ctx: ToolContext, category: str | None = None, limit: int = 5
+) -> dict[str, Any]:
     """Get the latest news items from the configured news feeds, newest first.
 
     Args:
@@ -112,13 +134,17 @@ async def fetch_news(ctx: ToolContext, category: str | None = None, limit: int =
     if not 1 <= limit <= 20:
         raise ToolError(f"limit {limit} is out of range; use 1 to 20")
     config = settings(ctx).news
+    if category and category.lower() in ("all", "*"):
+        category = None
     if category and config.feeds and not any(c.upper() == category.upper() for c in config.feeds):
         raise ToolError(f"unknown category {category!r}; choose one of {list(config.feeds)}")
     urls = [
-        u for c, feed in config.feeds.items()
+        u
+        for c, feed in config.feeds.items()
         if not category or c.upper() == category.upper() or c in ("*", "all")
         for u in feed
-    ]  # fmt: skip
+    ]
+    urls = list(dict.fromkeys(urls))  # a feed listed under two categories is read once
     async with asyncio.TaskGroup() as group:
         reads = [group.create_task(_read(ctx, u)) for u in urls]
     items: list[dict[str, Any]] = []
@@ -133,8 +159,12 @@ async def fetch_news(ctx: ToolContext, category: str | None = None, limit: int =
         oldest = datetime.min.replace(tzinfo=UTC)
         items.sort(key=lambda i: i["_sort"] or oldest, reverse=True)
         news = [{k: v for k, v in i.items() if k != "_sort"} for i in items[:limit]]
-        return {"success": True, "category": category or "all", "news": news,
-                "message": f"{len(news)} news items from the configured feeds"}  # fmt: skip
+        return {
+            "success": True,
+            "category": category or "all",
+            "news": news,
+            "message": f"{len(news)} news items from the configured feeds",
+        }
     if problems:
         log.info("fetch_news: no feed reachable: %s", "; ".join(problems))
     sources = [{"name": n, "url": u} for n, u in config.official_sources.items()]
@@ -143,8 +173,11 @@ async def fetch_news(ctx: ToolContext, category: str | None = None, limit: int =
         "category": category or "all",
         "news": _static(config, category, limit),
         "is_static": True,
-        "message": ("No live news is available" + (f" ({problems[0]})" if problems else "")
-                    + ". These are stored reference items, not current news; point the user to "
-                    "the official sources for the latest."),
+        "message": (
+            "No live news is available"
+            + (f" ({problems[0]})" if problems else "")
+            + ". These are stored reference items, not current news; point the user to "
+            "the official sources for the latest."
+        ),
         "official_sources": sources,
-    }  # fmt: skip
+    }

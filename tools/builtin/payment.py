@@ -83,26 +83,41 @@ async def create_payment(ctx: ToolContext, service: str, category: str, method: 
         "category": category,
     }
     url = _payment_url(config, order)
-    await store.create_order({
-        "id": order["order_id"], "tenant": ctx.tenant or "", "user_id": ctx.user_id,
-        "session_id": ctx.session_id, "service": service, "category": category,
-        "method": method, "amount": amount, "currency": config.currency,
-        "status": "pending", "payment_url": url, "expires_at": expires.isoformat(),
-    })  # fmt: skip
+    await store.create_order(
+        {
+            "id": order["order_id"],
+            "tenant": ctx.tenant or "",
+            "user_id": ctx.user_id,
+            "session_id": ctx.session_id,
+            "service": service,
+            "category": category,
+            "method": method,
+            "amount": amount,
+            "currency": config.currency,
+            "status": "pending",
+            "payment_url": url,
+            "expires_at": expires.isoformat(),
+        }
+    )
     await remember(
         ctx,
         "INTENT",
-        f"Wants to pay for {service} ({category}) by {method}; order {order['order_id']} is pending",
+        f"Wants to pay for {service} ({category}) by {method}; "
+        f"order {order['order_id']} is pending",
         category=category,
         importance=INTENT_IMPORTANCE,
     )
     price = f"{order['amount']} {config.currency}"
     if url:
-        how = (f"The user can pay {price} by scanning the QR code shown with this message, or at "
-               f"{url}, before {expires:%H:%M} UTC ({config.expiry_minutes} minutes).")
+        how = (
+            f"Give the user the payment link {url} to pay {price} before {expires:%H:%M} UTC "
+            f"({config.expiry_minutes} minutes); chats that can show it also get a QR code card."
+        )
     else:
-        how = ("Online payment is not set up in this deployment, so there is no QR code: give the "
-               "user the order number and say payment instructions will follow.")
+        how = (
+            "Online payment is not set up in this deployment, so there is no link or QR code: "
+            "give the user the order number and say that payment cannot be made in this chat."
+        )
     summary = {
         "success": True,
         "order_id": order["order_id"],
@@ -117,10 +132,15 @@ async def create_payment(ctx: ToolContext, service: str, category: str, method: 
     image = await asyncio.to_thread(qr_data_url, url) if url else None
     hint = card(
         "Payment order",
-        {"Order": order["order_id"], "Service": f"{service} · {category}", "Amount": price,
-         "Method": method, "Pay before": f"{expires:%Y-%m-%d %H:%M} UTC",
-         "Status": "waiting for payment"},
+        {
+            "Order": order["order_id"],
+            "Service": f"{service} · {category}",
+            "Amount": price,
+            "Method": method,
+            "Pay before": f"{expires:%Y-%m-%d %H:%M} UTC",
+            "Status": "waiting for payment",
+        },
         subtitle="Scan the code to pay" if url else "Online payment is not available here",
         image=image,
-    )  # fmt: skip
+    )
     return ToolResult(json.dumps(summary, ensure_ascii=False), display=(hint,))

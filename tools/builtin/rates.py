@@ -22,7 +22,9 @@ CACHE_KEY = "exchange_rate_cache"  # in ctx.services: base -> (fetched at, rates
 def _code(value: str, what: str) -> str:
     code = value.strip().upper()
     if not _CODE.match(code):
-        raise ToolError(f"{what} {value!r} is not an ISO 4217 code; use three letters like USD, EUR, CNY")
+        raise ToolError(
+            f"{what} {value!r} is not an ISO 4217 code; use three letters like USD, EUR, CNY"
+        )
     return code
 
 
@@ -44,8 +46,12 @@ def fallback_rate(table: Mapping[str, float], src: str, dst: str) -> float | Non
     return None
 
 
-async def _live_rates(ctx: ToolContext, config: ExchangeRateSettings, base: str) -> tuple[dict[str, float], str | None]:
-    cache: dict[str, tuple[float, dict[str, float], str | None]] = ctx.services.setdefault(CACHE_KEY, {})
+async def _live_rates(
+    ctx: ToolContext, config: ExchangeRateSettings, base: str
+) -> tuple[dict[str, float], str | None]:
+    cache: dict[str, tuple[float, dict[str, float], str | None]] = ctx.services.setdefault(
+        CACHE_KEY, {}
+    )
     hit = cache.get(base)
     if hit is not None and time.monotonic() - hit[0] < config.cache_s:
         return hit[1], hit[2]
@@ -98,7 +104,9 @@ async def get_exchange_rate(
     if amount is not None:
         result |= {"amount": amount, "converted_amount": round(amount * rate, 2)}
     approx = "≈" if result["is_estimate"] else "="
-    converted = f"{amount:g} {src} {approx} {amount * rate:,.2f} {dst}; " if amount is not None else ""
+    converted = (
+        f"{amount:g} {src} {approx} {amount * rate:,.2f} {dst}; " if amount is not None else ""
+    )
     kind = "reference rate, may be out of date" if result["is_estimate"] else "live rate"
     result["message"] = f"{converted}1 {src} {approx} {rate:g} {dst} ({kind})"
     return result

@@ -1,4 +1,4 @@
-"""The `web_search` tool: a configured search backend (SearXNG, Brave, Google), never made-up hits."""
+"""The `web_search` tool: a configured backend (SearXNG, Brave, Google); never made-up hits."""
 
 from __future__ import annotations
 
@@ -23,7 +23,9 @@ def _items(body: Any, *path: str) -> list[dict[str, Any]]:
     if body is None:
         return []
     if not isinstance(body, list):
-        raise Unreachable(f"the search backend sent an unexpected answer (no list at {'.'.join(path)})")
+        raise Unreachable(
+            f"the search backend sent an unexpected answer (no list at {'.'.join(path)})"
+        )
     return [item for item in body if isinstance(item, dict)]
 
 

@@ -46,8 +46,14 @@ class ExchangeRateSettings(_Section):
     api_key: str = _secret("EXCHANGE_RATE_API_KEY")
     cache_s: float = Field(3600, ge=0)
     fallback_rates: dict[str, float] = {
-        "USD/CNY": 7.24, "USD/HKD": 7.78, "USD/EUR": 0.92, "USD/GBP": 0.79, "USD/JPY": 151.0,
-        "USD/SGD": 1.35, "USD/AUD": 1.52, "USD/CAD": 1.37,
+        "USD/CNY": 7.24,
+        "USD/HKD": 7.78,
+        "USD/EUR": 0.92,
+        "USD/GBP": 0.79,
+        "USD/JPY": 151.0,
+        "USD/SGD": 1.35,
+        "USD/AUD": 1.52,
+        "USD/CAD": 1.37,
     }  # "FROM/TO": rate, used (and marked is_estimate) when the API cannot be reached
 
 

@@ -80,6 +80,7 @@ class KnowledgeBase:
         self.max_results = max_results
         self._executor: ThreadPoolExecutor | None = None
         self._conn: sqlite3.Connection | None = None  # used on the worker thread only
+        self._df: dict[str, int] = {}  # passages per term, on the worker thread; reset on change
         self.documents = 0
         self.passages = 0
         self.watching = asyncio.Event()  # set once changes are being watched
@@ -108,7 +109,11 @@ class KnowledgeBase:
         if stats.changed or stats.removed:
             log.info(
                 "knowledge: %d documents, %d passages (%d changed, %d removed) in %.0f ms",
-                stats.documents, stats.passages, stats.changed, stats.removed, stats.seconds * 1000,
+                stats.documents,
+                stats.passages,
+                stats.changed,
+                stats.removed,
+                stats.seconds * 1000,
             )
             for callback in tuple(self._subscribers):
                 callback(stats)
@@ -120,7 +125,7 @@ class KnowledgeBase:
         found = unique_terms(query)
         if not found or self._executor is None:
             return []
-        return await self._run(self._search_db, _match(found), category, limit or self.max_results)
+        return await self._run(self._search_db, found, category, limit or self.max_results)
 
     async def coverage(self, query: str) -> tuple[list[str], list[str]]:
         """(query terms found in the knowledge, all query terms)."""
@@ -160,17 +165,18 @@ class KnowledgeBase:
             self._conn.close()
             self._conn = None
 
-    def _files(self) -> dict[str, tuple[Path, Path, int, int]]:
-        found: dict[str, tuple[Path, Path, int, int]] = {}
+    def _files(self) -> dict[str, tuple[Path, int, int]]:
+        found: dict[str, tuple[Path, int, int]] = {}
         for root in self.dirs:
-            if not root.is_dir():
-                continue
-            for path in sorted(root.rglob("*.md")):
-                rel = path.relative_to(root)
-                if any(part.startswith(".") for part in rel.parts) or not path.is_file():
-                    continue
-                st = path.stat()
-                found[str(path)] = (root, path, st.st_mtime_ns, st.st_size)
+            for folder, subdirs, names in os.walk(root):
+                subdirs[:] = sorted(d for d in subdirs if not d.startswith("."))
+                for name in sorted(n for n in names if _is_doc(n)):
+                    key = os.path.join(folder, name)
+                    try:
+                        st = os.stat(key)
+                    except OSError:  # removed while we looked
+                        continue
+                    found[key] = (root, st.st_mtime_ns, st.st_size)
         return found
 
     def _refresh_db(self) -> Refresh:
@@ -180,18 +186,21 @@ class KnowledgeBase:
         files = self._files()
         known = {row[0]: (row[1], row[2]) for row in conn.execute("SELECT * FROM docs")}
         removed = [key for key in known if key not in files]
-        changed = [k for k, (_, _, m, s) in files.items() if known.get(k) != (m, s)]
+        changed = [k for k, (_, m, s) in files.items() if known.get(k) != (m, s)]
         conn.execute("BEGIN")
         try:
             for key in removed + changed:
                 conn.execute(
-                    "DELETE FROM passages WHERE rowid IN (SELECT id FROM chunks WHERE doc = ?)", (key,)
+                    "DELETE FROM passages WHERE rowid IN (SELECT id FROM chunks WHERE doc = ?)",
+                    (key,),
                 )
                 conn.execute("DELETE FROM chunks WHERE doc = ?", (key,))
                 conn.execute("DELETE FROM docs WHERE path = ?", (key,))
             for key in changed:
                 self._index_file(conn, key, *files[key])
             conn.execute("COMMIT")
+            if removed or changed:
+                self._df.clear()
         except BaseException:
             conn.execute("ROLLBACK")
             raise
@@ -201,8 +210,9 @@ class KnowledgeBase:
         return Refresh(self.documents, self.passages, len(changed), len(removed), elapsed)
 
     def _index_file(
-        self, conn: sqlite3.Connection, key: str, root: Path, path: Path, mtime: int, size: int
+        self, conn: sqlite3.Connection, key: str, root: Path, mtime: int, size: int
     ) -> None:
+        path = Path(key)
         rel = path.relative_to(root)
         try:
             text = path.read_text(encoding="utf-8", errors="replace")
@@ -225,8 +235,23 @@ class KnowledgeBase:
                 (cursor.lastrowid, head, " ".join(terms(passage.text))),
             )
 
-    def _search_db(self, match: str, category: str | None, limit: int) -> list[Hit]:
+    def _useful(self, found: list[str]) -> list[str]:
+        """The terms that can change the ranking: FTS5's BM25 gives a term found in more than
+        half the passages an IDF of ~0, yet matching it would rank (nearly) every passage."""
         assert self._conn is not None
+        kept = []
+        for term in found:
+            df = self._df.get(term)
+            if df is None:
+                sql = "SELECT count(*) FROM passages WHERE passages MATCH ?"
+                df = self._df[term] = self._conn.execute(sql, (_match([term]),)).fetchone()[0]
+            if 0 < df <= self.passages / 2:
+                kept.append(term)
+        return kept or found
+
+    def _search_db(self, found: list[str], category: str | None, limit: int) -> list[Hit]:
+        assert self._conn is not None
+        match = _match(self._useful(found))
         sql = (
             f"SELECT c.title, c.path, c.heading, c.body, c.category, {_RANK} AS rank"
             " FROM passages JOIN chunks c ON c.id = passages.rowid WHERE passages MATCH ?"

@@ -23,7 +23,7 @@ STOP_WORDS = frozenset(
     such than that the their theirs them then there these they this those through to too under
     until up very was we were what when where which while who whom why will with would you your
     yours please tell know want need like get give make much many thanks thank hi hello ok okay
-    的 了 是 我 你 他 她 它 们 吗 呢 吧 啊 和 与 在 有 也 都 就 请 问 一下 什么 怎么 如何 可以""".split()
+    的 了 是 我 你 他 她 它 们 吗 呢 吧 啊 和 与 在 有 也 都 就 请 问 一下 什么 怎么 如何 可以""".split()  # noqa: SIM905
 )
 
 

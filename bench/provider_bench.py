@@ -1,0 +1,188 @@
+"""Benchmark: the provider layer's own cost per model call, against a fake model that answers at once.
+
+A child process serves the fake Anthropic and OpenAI APIs (tests/fake_*.py, real SSE wire format).
+This process makes sequential model calls three ways, each on its own kept-alive connection:
+  raw   aiohttp POST of the same request body, reading the whole SSE body (the floor);
+  sdk   the official SDK alone: `create(stream=True)` and iterating its parsed events;
+  ours  the app's provider from `build_provider` (retry/fallback layer, tool mode, vendor
+        module, SDK), consuming our events.
+It prints wall time p50/p99 and this process's CPU per call; ours minus raw is the layer's cost.
+
+    python bench/provider_bench.py [--calls 300] [--deltas 40]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import functools
+import json
+import statistics
+import subprocess
+import sys
+import time
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+
+async def serve(deltas: int) -> None:
+    from tests.fake_anthropic import FakeAnthropic
+    from tests.fake_llm import Call, Reply
+    from tests.fake_openai import FakeOpenAI
+
+    def script(body: dict[str, Any]) -> Reply:
+        if body.get("metadata", {}).get("tool") or "tool please" in json.dumps(
+            body["messages"][-1]
+        ):
+            return Reply(
+                text=["Checking. "],
+                calls=[Call("get_current_datetime", '{"timezone": "Europe/Berlin"}')],
+            )
+        return Reply(text=[f"word{i} " for i in range(deltas)])
+
+    async with FakeAnthropic(script=script) as anthropic, FakeOpenAI(script=script) as openai:
+        anthropic.requests = _Discard()  # type: ignore[assignment]
+        openai.requests = _Discard()  # type: ignore[assignment]
+        print(f"PORTS {anthropic.port} {openai.port}", flush=True)
+        await asyncio.Future()
+
+
+class _Discard(list):  # type: ignore[type-arg]
+    def append(self, item: object) -> None:
+        return None
+
+
+def _request(tool: bool) -> Any:
+    from agent.types import Message, ModelRequest
+    from tools.builtin import builtin_registry
+
+    registry = builtin_registry()
+    history = []
+    for n in range(5):
+        history += [
+            Message("user", f"question {n} " * 20),
+            Message("assistant", f"answer {n} " * 40),
+        ]
+    last = "tool please" if tool else "tell me something"
+    system = (ROOT / "personas" / "default.md").read_text()
+    return ModelRequest(system, (*history, Message("user", last)), registry.specs(registry.names()))
+
+
+async def _measure(fn: Callable[[], Awaitable[None]], calls: int) -> tuple[float, float, float]:
+    for _ in range(20):
+        await fn()  # warm up: connections, imports, caches
+    walls = []
+    cpu = time.process_time()
+    for _ in range(calls):
+        start = time.perf_counter()
+        await fn()
+        walls.append(time.perf_counter() - start)
+    cpu = (time.process_time() - cpu) / calls
+    walls.sort()
+    return statistics.median(walls) * 1000, walls[int(len(walls) * 0.99) - 1] * 1000, cpu * 1000
+
+
+def _body(vendor: str, request: Any) -> dict[str, Any]:
+    """The JSON body our provider sends for `request` (tools included), for the raw and SDK rows."""
+    from agent.providers.anthropic import to_anthropic
+    from agent.providers.openai import to_openai
+
+    specs = request.tools
+    if vendor == "anthropic":
+        tools = [
+            {"name": t.name, "description": t.description, "input_schema": dict(t.parameters)}
+            for t in specs
+        ]
+        return {"model": "bench-model", "max_tokens": request.max_tokens, "system": request.system,
+                "messages": to_anthropic(request.messages), "tools": tools, "stream": True}  # fmt: skip
+    tools = [{"type": "function", "function": {"name": t.name, "description": t.description,
+              "parameters": dict(t.parameters)}} for t in specs]  # fmt: skip
+    return {"model": "bench-model", "messages": to_openai(request.system, request.messages), "tools": tools,
+            "max_tokens": request.max_tokens, "stream": True, "stream_options": {"include_usage": True}}  # fmt: skip
+
+
+async def _raw(http: Any, url: str, body: dict[str, Any]) -> None:
+    async with http.post(url, json=body, headers={"Authorization": "Bearer test-key"}) as response:
+        await response.read()
+
+
+async def _sdk(create: Callable[..., Awaitable[Any]], body: dict[str, Any]) -> None:
+    async for _ in await create(**body):
+        pass
+
+
+async def _ours(provider: Any, request: Any) -> None:
+    async for _ in provider.stream(request):
+        pass
+
+
+async def bench(ports: dict[str, int], calls: int) -> None:
+    import aiohttp
+
+    from agent.providers import build_provider
+    from bot.config import LLMConfig
+
+    print(f"{'vendor':9} {'reply':5} {'way':5} {'p50 ms':>7} {'p99 ms':>7} {'cpu ms/call':>11}")
+    async with aiohttp.ClientSession() as http:
+        for vendor, port in ports.items():
+            base = f"http://127.0.0.1:{port}" + ("/v1" if vendor == "openai" else "")
+            llm = LLMConfig(provider=vendor, base_url=base, api_key="test-key", model="bench-model")
+            provider = build_provider(llm, env={})
+            sdk = provider.chain[0].inner._client  # type: ignore[attr-defined]
+            if vendor == "anthropic":
+                url, create = f"{base}/v1/messages", sdk.messages.create
+            else:
+                url, create = f"{base}/chat/completions", sdk.chat.completions.create
+            for reply in ("text", "tool"):
+                request = _request(reply == "tool")
+                body = _body(vendor, request)
+                ways = {
+                    "raw": functools.partial(_raw, http, url, body),
+                    "sdk": functools.partial(_sdk, create, body),
+                    "ours": functools.partial(_ours, provider, request),
+                }
+                results = {}
+                for way, fn in ways.items():
+                    results[way] = p50, p99, cpu = await _measure(fn, calls)
+                    print(f"{vendor:9} {reply:5} {way:5} {p50:7.2f} {p99:7.2f} {cpu:11.2f}")
+                layer = [results["ours"][i] - results["raw"][i] for i in (0, 2)]
+                own = [results["ours"][i] - results["sdk"][i] for i in (0, 2)]
+                print(f"{'':15} provider layer vs raw: p50 +{layer[0]:.2f} ms, cpu +{layer[1]:.2f} ms/call;"
+                      f" our code alone (vs SDK): p50 +{own[0]:.2f} ms, cpu +{own[1]:.2f} ms/call")  # fmt: skip
+            await provider.aclose()  # type: ignore[attr-defined]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--calls", type=int, default=300)
+    parser.add_argument("--deltas", type=int, default=40, help="text deltas in a streamed answer")
+    parser.add_argument("--serve", action="store_true", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.serve:
+        asyncio.run(serve(args.deltas))
+        return
+    child = subprocess.Popen(
+        [sys.executable, __file__, "--serve", "--deltas", str(args.deltas)],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        line = child.stdout.readline() if child.stdout else ""
+        if not line.startswith("PORTS "):
+            raise SystemExit(f"fake server did not start: {line!r}")
+        a, o = line.split()[1:]
+        print(
+            f"{args.calls} sequential calls per row; answer = {args.deltas} text deltas; tool = text + 1 call"
+        )
+        asyncio.run(bench({"anthropic": int(a), "openai": int(o)}, args.calls))
+    finally:
+        child.terminate()
+        child.wait()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,110 @@
+"""`build_provider`: which provider serves, from config and environment; a missing key is one line."""
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from agent.providers import build_provider, describe_provider
+from agent.providers.anthropic import AnthropicProvider
+from agent.providers.base import ProviderConfigError
+from agent.providers.offline import OfflineProvider
+from agent.providers.openai import OpenAIProvider
+from agent.providers.resilient import ResilientProvider
+from agent.providers.textmode import ToolModeProvider
+from bot.config import LLMConfig
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+async def _build(env: dict[str, str], **llm) -> object:
+    return build_provider(LLMConfig(**llm), env=env)
+
+
+def _vendor(provider) -> object:
+    inner = provider.chain[0]
+    return inner.inner if isinstance(inner, ToolModeProvider) else inner
+
+
+async def test_auto_without_keys_is_the_offline_model() -> None:
+    assert isinstance(await _build({}), OfflineProvider)
+
+
+async def test_auto_prefers_anthropic_then_openai() -> None:
+    provider = await _build({"ANTHROPIC_API_KEY": "a", "OPENAI_API_KEY": "o"})
+    assert isinstance(provider, ResilientProvider) and isinstance(
+        _vendor(provider), AnthropicProvider
+    )
+    assert describe_provider(provider) == "anthropic (claude-sonnet-5-5)"
+    await provider.aclose()
+    provider = await _build({"OPENAI_BASE_URL": "http://localhost:11434/v1"}, model="llama3.2")
+    vendor = _vendor(provider)
+    assert isinstance(vendor, OpenAIProvider) and vendor.base_url == "http://localhost:11434/v1"
+    assert describe_provider(provider) == "openai (llama3.2)"  # no key needed for a local server
+    await provider.aclose()
+
+
+async def test_a_chain_is_described_whole_and_tool_mode_applies() -> None:
+    fallback = [{"provider": "openai", "model": "gpt-x", "api_key": "o"}, {"provider": "offline"}]
+    provider = await _build(
+        {"ANTHROPIC_API_KEY": "a"}, fallback=fallback, tool_mode="native", max_retries=4
+    )
+    assert describe_provider(provider) == (
+        "anthropic (claude-sonnet-5-5), falling back to openai (gpt-x), then offline (offline-rules)"
+    )
+    assert isinstance(provider.chain[0], AnthropicProvider)  # native: no wrapper
+    assert provider.max_retries == 4
+    await provider.aclose()
+
+
+@pytest.mark.parametrize(
+    ("llm", "expected"),
+    [
+        (
+            {"provider": "anthropic"},
+            "llm.provider is 'anthropic' but no API key is set: set ANTHROPIC_API_KEY",
+        ),
+        (
+            {"provider": "openai"},
+            "llm.provider is 'openai' but no API key is set: set OPENAI_API_KEY",
+        ),
+        (
+            {"provider": "offline", "fallback": [{"provider": "anthropic"}]},
+            "llm.fallback[0].provider is 'anthropic'",
+        ),
+    ],
+)
+async def test_a_missing_key_for_a_chosen_provider_is_a_clear_error(llm, expected) -> None:
+    with pytest.raises(ProviderConfigError, match=expected.replace("[", r"\[").replace("]", r"\]")):
+        await _build({}, **llm)
+
+
+def test_bot_serve_without_the_key_exits_with_one_line(tmp_path: Path) -> None:
+    config = {
+        "llm": {"provider": "anthropic"},
+        "storage": {"path": str(tmp_path / "bot.db")},
+        "server": {"port": 0},
+    }
+    path = tmp_path / "config.yaml"
+    path.write_text(json.dumps(config))
+    env = {"PATH": "/usr/bin:/bin", "HOME": str(tmp_path), "PYTHONPATH": str(ROOT)}
+    result = subprocess.run(
+        [sys.executable, "-m", "bot", "serve", "--config", str(path)],
+        capture_output=True, text=True, cwd=ROOT, env=env, timeout=60, check=False,
+    )  # fmt: skip
+    assert result.returncode == 2
+    assert (
+        result.stderr.strip()
+        .splitlines()[-1]
+        .startswith("error: llm.provider is 'anthropic' but no API key")
+    )
+    assert "Traceback" not in result.stderr
+
+
+async def test_a_base_url_in_the_config_means_an_openai_compatible_server(caplog) -> None:
+    provider = await _build({"ANTHROPIC_API_KEY": "a"}, base_url="http://localhost:1234/v1")
+    assert isinstance(_vendor(provider), OpenAIProvider)
+    assert "llm.model is not set" in caplog.text
+    await provider.aclose()

@@ -1,0 +1,195 @@
+"""The Telegram channel's parts: markdown rendering, normalization and the per-chat budget."""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import time
+from typing import Any
+
+import pytest
+from aiogram.types import Update
+
+from adapters.telegram.normalize import BotIdentity, Unsupported, normalize
+from adapters.telegram.render import rendered_length, to_html, visible_text
+from adapters.telegram.throttle import Busy, ChatBudget
+from bot.textsplit import split_text
+from tests.telegram_fake import BOT, FakeBotAPI, _HtmlCheck
+
+ME = BotIdentity(BOT["id"], BOT["username"])
+
+
+# --- rendering ------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("markdown", "html"),
+    [
+        ("**bold** *it* _it_ ~~gone~~ ||secret||",
+         "<b>bold</b> <i>it</i> <i>it</i> <s>gone</s> <tg-spoiler>secret</tg-spoiler>"),
+        ("a < b & `x<y>`", "a &lt; b &amp; <code>x&lt;y&gt;</code>"),
+        ("[docs](https://e.com/?a=1&b=2)", '<a href="https://e.com/?a=1&amp;b=2">docs</a>'),
+        ("[x](javascript:alert(1))", "[x](javascript:alert(1))"),
+        ("# Title\n- one\n> quoted", "<b>Title</b>\n• one\n<blockquote>quoted</blockquote>"),
+        ("```py\nif a < b:\n    pass\n```", '<pre><code class="language-py">if a &lt; b:\n    pass</code></pre>'),
+        ("snake_case and 2*3*4 and **open", "snake_case and 2*3*4 and **open"),
+    ],
+)
+def test_markdown_to_telegram_html(markdown: str, html: str) -> None:
+    assert to_html(markdown) == html
+
+
+@pytest.mark.parametrize("cut", range(0, 120, 7))
+def test_any_cut_of_a_stream_renders_to_html_telegram_accepts(cut: int) -> None:
+    text = "Intro **bold _and it_** `co*de` [l](https://x.y)\n```python\nx = '<b>'\n```\n> q *i*"
+    rendered = to_html(text[:cut] or "x")
+    assert _HtmlCheck.visible(rendered) == visible_text(rendered)
+
+
+def test_length_is_the_rendered_text_in_utf16_units() -> None:
+    assert rendered_length("**😀**") == 2
+    assert rendered_length("[a link](https://example.com/" + "x" * 500 + ")") == 6
+
+
+def test_rendering_never_lengthens_text() -> None:
+    pieces = ["**", "*", "_", "__", "~~", "||", "`", "```", "```py", "[a](https://x.y)", "[](https://x.y)",
+              "# ", "- ", "> ", "---", "\n", " ", "word", "&", "<", "😀", "![i](https://x.y/i.png)"]
+    rng = random.Random(5)
+    for _ in range(2000):
+        text = "".join(rng.choice(pieces) for _ in range(rng.randint(1, 30)))
+        assert rendered_length(text) <= len(text.encode("utf-16-le")) // 2, text
+
+
+def test_split_by_rendered_length_never_overflows_when_markup_is_cut_open() -> None:
+    link = "[see this](https://example.com/" + "p" * 300 + ")"
+    text = " ".join(["word"] * 300 + [link] * 3 + ["word"] * 300)
+    for chunk in split_text(text, 1000, rendered_length):
+        assert rendered_length(chunk) <= 1000
+
+
+# --- normalization --------------------------------------------------------------------------
+
+
+def _message(fake: FakeBotAPI, chat: int, text: str | None, **extra: Any) -> tuple[Any, int]:
+    update = Update.model_validate(fake.message(chat, text, **extra))
+    assert update.message is not None
+    return update.message, update.update_id
+
+
+def test_private_message() -> None:
+    fake = FakeBotAPI()
+    message, update_id = _message(fake, 42, "hello")
+    inbound = normalize(message, update_id, ME)
+    assert inbound is not None and not isinstance(inbound, Unsupported)
+    assert (inbound.chat.key, inbound.user_id, inbound.text) == ("telegram:42", "42", "hello")
+    assert inbound.event_id == f"telegram:{update_id}" and inbound.mentioned and not inbound.is_group
+
+
+@pytest.mark.parametrize(
+    ("text", "entities", "mentioned"),
+    [
+        ("chatting", None, False),
+        ("hi @test_bot", [{"type": "mention", "offset": 3, "length": 9}], True),
+        ("😀 hi @TEST_BOT", [{"type": "mention", "offset": 6, "length": 9}], True),  # UTF-16 offsets
+        ("hi @other_bot", [{"type": "mention", "offset": 3, "length": 10}], False),
+        ("hi Bot", [{"type": "text_mention", "offset": 3, "length": 3, "user": BOT}], True),
+        ("/new", [{"type": "bot_command", "offset": 0, "length": 4}], True),
+        ("/new@other_bot", [{"type": "bot_command", "offset": 0, "length": 14}], False),
+        ("/weather", [{"type": "bot_command", "offset": 0, "length": 8}], False),
+    ],
+)
+def test_mentions_in_groups(text: str, entities: list[dict[str, Any]] | None, mentioned: bool) -> None:
+    message, update_id = _message(FakeBotAPI(), -100, text, entities=entities)
+    inbound = normalize(message, update_id, ME)
+    assert inbound is not None and not isinstance(inbound, Unsupported)
+    assert inbound.is_group and inbound.mentioned is mentioned
+
+
+def test_reply_to_the_bot_in_a_forum_topic() -> None:
+    ours = {"message_id": 9, "date": 0, "chat": {"id": -100, "type": "supergroup"}, "from": BOT, "text": "hi"}
+    message, update_id = _message(FakeBotAPI(), -100, "thanks", thread_id=7, reply_to=ours)
+    inbound = normalize(message, update_id, ME)
+    assert inbound is not None and not isinstance(inbound, Unsupported)
+    assert inbound.mentioned and inbound.chat.thread_id == "7" and inbound.chat.key == "telegram:-100:7"
+
+
+def test_documents_voice_and_what_is_ignored() -> None:
+    fake = FakeBotAPI()
+    document = {"file_id": "d", "file_unique_id": "d", "file_name": "a.pdf", "mime_type": "application/pdf", "file_size": 10}
+    message, update_id = _message(fake, 42, None, document=document, caption="read this")
+    inbound = normalize(message, update_id, ME)
+    assert inbound is not None and not isinstance(inbound, Unsupported)
+    [attachment] = inbound.attachments
+    assert (attachment.kind, attachment.name, attachment.mime_type, inbound.text) == ("document", "a.pdf", "application/pdf", "read this")
+    voice = {"file_id": "v", "file_unique_id": "v", "duration": 3, "mime_type": "audio/ogg"}
+    message, update_id = _message(fake, 42, None, voice=voice)
+    inbound = normalize(message, update_id, ME)
+    assert inbound is not None and not isinstance(inbound, Unsupported)
+    assert inbound.attachments[0].kind == "voice" and inbound.text == ""
+    message, update_id = _message(fake, -100, None, new_chat_title="renamed")
+    assert normalize(message, update_id, ME) is None  # a service message
+    location = {"latitude": 1.0, "longitude": 2.0}
+    message, update_id = _message(fake, -100, None, location=location)
+    assert normalize(message, update_id, ME) is None  # not addressed to us in a group
+    message, update_id = _message(fake, 42, None, location=location)
+    assert isinstance(normalize(message, update_id, ME), Unsupported)
+
+
+# --- the per-chat budget ----------------------------------------------------------------------
+
+
+async def test_calls_to_a_chat_are_spaced_from_the_end_of_the_last() -> None:
+    budget = ChatBudget(lambda chat: 0.05)
+    async with budget.slot("1", "send"):
+        await asyncio.sleep(0.02)
+    ended = time.monotonic()
+    async with budget.slot("1", "send"):
+        assert time.monotonic() - ended >= 0.045
+    other = time.monotonic()
+    async with budget.slot("2", "send"):  # other chats are not held up
+        assert time.monotonic() - other < 0.02
+
+
+async def test_previews_and_typing_never_wait() -> None:
+    budget = ChatBudget(lambda chat: 0.05)
+    async with budget.slot("1", "send"):
+        for rank in ("preview", "typing"):
+            with pytest.raises(Busy) as caught:
+                async with budget.slot("1", rank):  # type: ignore[arg-type]
+                    pass
+            assert caught.value.retry_after >= 0.05
+
+
+async def test_finals_jump_the_queue() -> None:
+    budget = ChatBudget(lambda chat: 0.03)
+    order: list[str] = []
+
+    async def call(name: str, rank: Any) -> None:
+        async with budget.slot("1", rank):
+            order.append(name)
+
+    async with budget.slot("1", "send"):
+        waiting = [asyncio.create_task(call("send", "send")), asyncio.create_task(call("final", "final"))]
+        await asyncio.sleep(0.01)
+    await asyncio.gather(*waiting)
+    assert order == ["final", "send"]
+
+
+async def test_a_429_holds_every_kind_of_call() -> None:
+    budget = ChatBudget(lambda chat: 0.01)
+    budget.penalize("1", 0.1)
+    started = time.monotonic()
+    with pytest.raises(Busy):
+        async with budget.slot("1", "preview"):
+            pass
+    async with budget.slot("1", "final"):
+        assert time.monotonic() - started >= 0.095
+
+
+async def test_the_bot_wide_rate_spaces_calls_across_chats() -> None:
+    budget = ChatBudget(lambda chat: 0.0, per_second=100, burst=2)
+    started = time.monotonic()
+    for chat in range(6):
+        async with budget.slot(str(chat), "send"):
+            pass
+    assert time.monotonic() - started >= 0.035  # 2 at once, then 4 at 10 ms apart

@@ -1,0 +1,118 @@
+"""Text-mode tool calling (`llm.tool_mode`) with the real `openai` client against a compatible
+fake server that has no function calling, through a web socket conversation."""
+
+import json
+import logging
+
+import pytest
+
+from agent.providers.textcalls import CallFormatError, parse_calls
+from tests.conftest import connect
+from tests.fake_llm import Reply, fail, llm_config
+from tests.fake_openai import FakeOpenAI
+
+CALL = '{"tool_calls": [{"name": "get_current_datetime", "arguments": {"timezone": "UTC"}}]}'
+KNOWN = frozenset({"get_current_datetime"})
+
+
+@pytest.fixture
+async def fake():
+    async with FakeOpenAI(compat=True) as server:
+        yield server
+
+
+async def _ask(session, app, text: str = "what time is it?") -> tuple[dict, list[dict]]:
+    client = await connect(session, app)
+    await client.hello()
+    completed = await client.ask(text)
+    await app.gateway.wait_idle()  # the turn row is written after the final edit
+    return completed, client.frames
+
+
+def _shown(frames: list[dict]) -> list[str]:
+    return [f["text"] for f in frames if f["type"] in ("message.updated", "message.completed")]
+
+
+async def test_text_mode_describes_tools_and_reads_the_call(running, session, fake) -> None:
+    fake.add(Reply(text=[CALL[:30], CALL[30:]], delay_s=0.02), Reply(text=["It is noon UTC."]))
+    app = await running(llm=llm_config("openai", fake, tool_mode="text"))
+    completed, frames = await _ask(session, app)
+    assert completed["text"] == "It is noon UTC."
+    assert not any("tool_calls" in text for text in _shown(frames))  # the JSON never shows
+    first, second = (r.body for r in fake.requests)
+    assert "tools" not in first and "tools" not in second
+    system = first["messages"][0]["content"]
+    assert "get_current_datetime" in system and '{"tool_calls": [' in system
+    said, results = second["messages"][-2:]
+    assert (
+        said["role"] == "assistant"
+        and json.loads(said["content"])["tool_calls"][0]["name"] == "get_current_datetime"
+    )
+    assert results["role"] == "user" and results["content"].startswith("[tool results]")
+    assert '"timezone": "UTC"' in results["content"]
+
+
+async def test_an_unreadable_call_gets_one_retry_with_the_error(running, session, fake) -> None:
+    broken = '{"tool_calls": [{"name": "get_current_datetime", "arguments": {"timezone": '
+    fake.add(Reply(text=[broken]), Reply(text=[CALL]), Reply(text=["Done."]))
+    app = await running(llm=llm_config("openai", fake, tool_mode="text"))
+    completed, _ = await _ask(session, app)
+    assert completed["text"] == "Done."
+    retry = fake.requests[1].body["messages"]
+    assert retry[-2] == {"role": "assistant", "content": broken}
+    assert "could not be read as a tool call: not valid JSON" in retry[-1]["content"]
+    assert "[tool results]" in fake.requests[2].body["messages"][-1]["content"]
+
+
+async def test_unreadable_twice_is_taken_as_the_answer(running, session, fake) -> None:
+    broken = '{"tool_calls": oops}'
+    fake.add(Reply(text=[broken]), Reply(text=["Some words, then ", broken]))
+    app = await running(llm=llm_config("openai", fake, tool_mode="text"))
+    completed, _ = await _ask(session, app)
+    assert completed["text"] == "Some words, then " + broken
+    assert len(fake.requests) == 2
+
+
+async def test_auto_switches_to_text_when_the_server_refuses_tools(
+    running, session, fake, caplog
+) -> None:
+    caplog.set_level(logging.WARNING)
+    answers = iter([Reply(text=[CALL]), Reply(text=["Noon."]), Reply(text=["Hello again."])])
+
+    def script(body: dict) -> Reply:
+        if "tools" in body:
+            return fail(
+                400,
+                "invalid_request_error",
+                "registry.ollama.ai/library/gemma:2b does not support tools",
+            )
+        return next(answers)
+
+    fake.script = script
+    app = await running(llm=llm_config("openai", fake, tool_mode="auto"))
+    client = await connect(session, app)
+    await client.hello()
+    assert (await client.ask("what time is it?"))["text"] == "Noon."
+    assert ["tools" in r.body for r in fake.requests] == [True, False, False]
+    assert (await client.ask("hi"))["text"] == "Hello again."
+    assert "tools" not in fake.requests[-1].body and len(fake.requests) == 4  # stays in text mode
+    history = fake.requests[-1].body["messages"]
+    assert len(history) == 6  # system, then the first turn's exchange as plain text, then "hi"
+    assert all(m["role"] != "tool" and "tool_calls" not in m for m in history)
+    switched = [r for r in caplog.records if "text-mode tool calling" in r.getMessage()]
+    assert len(switched) == 1
+
+
+def test_parse_calls_forms() -> None:
+    [call] = parse_calls(f"```json\n{CALL}\n```", KNOWN)
+    assert call.name == "get_current_datetime" and json.loads(call.arguments) == {"timezone": "UTC"}
+    [call] = parse_calls(f"Let me look.\n{CALL}", KNOWN)  # words before the object
+    assert call.name == "get_current_datetime"
+    [call] = parse_calls('{"name": "get_current_datetime", "arguments": "{}"}', KNOWN)  # bare form
+    assert call.arguments == "{}"
+    assert parse_calls("It is noon.", KNOWN) is None
+    assert parse_calls('{"name": "Ada", "age": 36}', KNOWN) is None  # JSON that is an answer
+    with pytest.raises(CallFormatError, match="non-empty list"):
+        parse_calls('{"tool_calls": []}', KNOWN)
+    with pytest.raises(CallFormatError, match="must be a JSON object"):
+        parse_calls('{"tool_calls": [{"name": "x", "arguments": [1]}]}', KNOWN)
