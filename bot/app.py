@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 import aiohttp
 from aiohttp import web
 
-from adapters.base import Channel
+from adapters.base import Channel, ChannelError
 from adapters.websocket import WebSocketChannel
 from agent.coordinator import AgentSettings, Coordinator
 from agent.personas import PersonaLibrary
@@ -169,6 +169,14 @@ class App:
         return f"http://{self.config.server.host}:{self.port}"
 
     async def __aenter__(self) -> App:
+        try:
+            await self._start()
+        except BaseException:
+            await self.stop()  # nothing half-open stays behind (the port, the store, sessions)
+            raise
+        return self
+
+    async def _start(self) -> None:
         await self.store.open()
         await self.knowledge.open()  # logs what it indexed
         # tools keep their own shorter deadlines; this one only bounds a forgotten request
@@ -181,14 +189,12 @@ class App:
         await asyncio.wait({started, self._supervisor}, return_when=asyncio.FIRST_COMPLETED)
         if not started.done():
             started.cancel()
-            await self.stop()  # logs the supervisor's exception
             raise RuntimeError("the gateway failed to start; see the log")
         if self.web_server:
             await self._start_web()
         log.info("model: %s", describe_provider(self.provider))
         if self.port is not None:
             log.info("serving %s  (web widget demo at /, health at /healthz)", self.url)
-        return self
 
     async def __aexit__(
         self,
@@ -199,20 +205,25 @@ class App:
         await self.stop()
 
     async def stop(self) -> None:
-        if self._runner is not None:
-            await self._runner.cleanup()  # closes web sockets with 1001 before the tasks go
-            self._runner = None
-        if self._supervisor is not None:
-            self._supervisor.cancel()
-            try:
-                await self._supervisor
-            except asyncio.CancelledError:
-                if asyncio.current_task().cancelling():  # type: ignore[union-attr]
-                    raise
-            except Exception:
-                log.exception("a part of the gateway crashed")
-            finally:
-                self._supervisor = None
+        try:
+            if self._runner is not None:
+                await self._runner.cleanup()  # closes web sockets with 1001 before the tasks go
+                self._runner = None
+            if self._supervisor is not None:
+                self._supervisor.cancel()
+                try:
+                    await self._supervisor
+                except asyncio.CancelledError:
+                    if asyncio.current_task().cancelling():  # type: ignore[union-attr]
+                        raise  # after the resources below are closed
+                except Exception:
+                    log.exception("a part of the gateway crashed")
+                finally:
+                    self._supervisor = None
+        finally:
+            await self._close_resources()
+
+    async def _close_resources(self) -> None:
         if self.http is not None:
             await self.http.close()
             self.http = None
@@ -244,6 +255,8 @@ class App:
             try:
                 await channel.run(self.gateway.handle)
                 return  # the channel finished (say, stdin ended)
+            except ChannelError as exc:  # the platform said no (a bad token, say): no traceback
+                log.error("channel %s stopped: %s; retrying in %.0f s", channel.name, exc, backoff)
             except Exception:
                 log.exception("channel %s crashed; restarting in %.0f s", channel.name, backoff)
             if asyncio.get_running_loop().time() - started > 60:
