@@ -8,7 +8,15 @@ import uuid
 from collections.abc import Awaitable, Callable
 from typing import TextIO
 
-from adapters.base import ChannelError, ChannelLimits, ChatRef, InboundMessage, Inbox, MessageHandle, OutboundContent
+from adapters.base import (
+    ChannelError,
+    ChannelLimits,
+    ChatRef,
+    InboundMessage,
+    Inbox,
+    MessageHandle,
+    OutboundContent,
+)
 
 
 class TerminalChannel:
@@ -36,7 +44,9 @@ class TerminalChannel:
         self.greeting = ""  # printed once before the first prompt
 
     def limits_for(self, chat: ChatRef) -> ChannelLimits:
-        return ChannelLimits(max_text_length=1_000_000, min_edit_interval_s=0.05, can_edit=True, final_marker=True)
+        return ChannelLimits(
+            max_text_length=1_000_000, min_edit_interval_s=0.05, can_edit=True, final_marker=True
+        )
 
     async def run(self, inbox: Inbox) -> None:
         loop = asyncio.get_running_loop()
@@ -52,7 +62,9 @@ class TerminalChannel:
                 if not text:
                     continue
                 event = uuid.uuid4().hex
-                await inbox(InboundMessage(self.chat, self.user_id, text, event, event, mentioned=True))
+                await inbox(
+                    InboundMessage(self.chat, self.user_id, text, event, event, mentioned=True)
+                )
                 if self._wait_turn is not None:
                     await self._wait_turn()
         except ChannelError:
@@ -74,12 +86,12 @@ class TerminalChannel:
         await self.edit(handle, content, final=final)
         return handle
 
-    async def edit(self, handle: MessageHandle, content: OutboundContent, *, final: bool = False) -> None:
+    async def edit(
+        self, handle: MessageHandle, content: OutboundContent, *, final: bool = False
+    ) -> None:
         shown = self._shown.get(handle.message_id, "")
         text = content.text
-        if not final and text.startswith(shown):
-            self._write(text[len(shown) :])
-        elif final and text.startswith(shown) and shown:
+        if not final and text.startswith(shown) or final and text.startswith(shown) and shown:
             self._write(text[len(shown) :])
         elif shown and "\n" not in shown and self._out.isatty():
             self._write("\r\033[Kbot> " + text)  # the placeholder was replaced: overwrite its line

@@ -85,8 +85,12 @@ async def run_loop(
             transcript.append(Message("assistant", text, usage=cost))
             if text.strip():
                 return LoopResult(text, transcript[start:], usage, display, round_no)
-            fallback = NO_ANSWER if offer or not tools else ROUNDS_EXHAUSTED.format(n=settings.max_rounds)
-            return LoopResult(fallback, transcript[start:], usage, display, round_no, answered=False)
+            fallback = (
+                NO_ANSWER if offer or not tools else ROUNDS_EXHAUSTED.format(n=settings.max_rounds)
+            )
+            return LoopResult(
+                fallback, transcript[start:], usage, display, round_no, answered=False
+            )
         if text:
             await emit(AnswerReset())
         transcript.append(Message("assistant", text, tool_calls=tuple(calls), usage=cost))
@@ -94,7 +98,13 @@ async def run_loop(
         for call, result in zip(calls, results, strict=True):
             display.extend(result.display)
             transcript.append(
-                Message("tool", result.text, tool_call_id=call.id, name=call.name, is_error=not result.ok)
+                Message(
+                    "tool",
+                    result.text,
+                    tool_call_id=call.id,
+                    name=call.name,
+                    is_error=not result.ok,
+                )
             )
     raise AssertionError("unreachable: the last round offers no tools")
 

@@ -172,9 +172,7 @@ def _validate(
         raise PersonaError(path, line, reason) from None
 
 
-def parse_persona(
-    path: Path, text: str, *, known_tools: Collection[str] | None = None
-) -> Persona:
+def parse_persona(path: Path, text: str, *, known_tools: Collection[str] | None = None) -> Persona:
     """Parse one persona file's text; raise PersonaError pointing at the offending line."""
     lines = _LINE_BREAK.split(text.removeprefix("\ufeff"))
     if lines[0].rstrip() != _FENCE:

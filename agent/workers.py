@@ -21,7 +21,7 @@ from agent.personas import COORDINATOR, PersonaLibrary
 from agent.providers.base import Provider
 from agent.store import Store, UsageLog
 from agent.types import Message
-from tools.base import Emit, ToolContext, ToolError, ToolResult
+from tools.base import ToolContext, ToolError, ToolResult
 from tools.control import CONTROL_TOOLS
 from tools.events import AgentFinished, AgentStarted, TurnEvent
 from tools.registry import ToolRegistry
@@ -77,7 +77,11 @@ class WorkerTask:
     done: asyncio.Event = field(default_factory=asyncio.Event)
 
     def summary(self) -> dict[str, Any]:
-        summary = {"task_id": self.task_id, "subagent_type": self.subagent_type, "status": self.status}
+        summary = {
+            "task_id": self.task_id,
+            "subagent_type": self.subagent_type,
+            "status": self.status,
+        }
         if self.session_id:
             summary["session_id"] = self.session_id
         return summary
@@ -120,16 +124,26 @@ class Workers:
         return sorted(name for name in self.personas.all() if name != COORDINATOR)
 
     async def dispatch(
-        self, ctx: ToolContext, *, description: str, subagent_type: str, prompt: str, background: bool
+        self,
+        ctx: ToolContext,
+        *,
+        description: str,
+        subagent_type: str,
+        prompt: str,
+        background: bool,
     ) -> ToolResult:
         valid = self.specialists()
         if subagent_type == COORDINATOR:
-            raise ToolError(f"'{COORDINATOR}' is the coordinator (you) and cannot be dispatched; valid subagent_type: {valid}")
+            raise ToolError(
+                f"'{COORDINATOR}' is the coordinator (you) and cannot be dispatched; valid subagent_type: {valid}"
+            )
         if subagent_type not in valid:
             raise ToolError(f"unknown subagent_type {subagent_type!r}; valid: {valid}")
         text = prompt.strip()
         if not text:
-            raise ToolError(f"prompt is empty; give {subagent_type} a self-contained task. Valid subagent_type: {valid}")
+            raise ToolError(
+                f"prompt is empty; give {subagent_type} a self-contained task. Valid subagent_type: {valid}"
+            )
         if len(text.split()) < MIN_PROMPT_WORDS:
             raise ToolError(
                 f"prompt {text!r} is too short to stand alone: the specialist cannot see this chat. "
@@ -140,18 +154,28 @@ class Workers:
         if joined is None:
             if self._group is None:
                 raise ToolError("specialists are not running in this process")
-            in_turn = [t for t in self.tasks.values() if t.status == "running" and t.parent.turn_id == ctx.turn_id]
+            in_turn = [
+                t
+                for t in self.tasks.values()
+                if t.status == "running" and t.parent.turn_id == ctx.turn_id
+            ]
             if len(in_turn) >= self.settings.max_per_turn:
                 raise ToolError(
                     f"{len(in_turn)} specialists are already running for this message (the limit is "
                     f"{self.settings.max_per_turn}); wait for their results or stop one with TaskStop"
                 )
-            joined = WorkerTask(uuid.uuid4().hex[:12], subagent_type, description.strip(), text, background, ctx)
+            joined = WorkerTask(
+                uuid.uuid4().hex[:12], subagent_type, description.strip(), text, background, ctx
+            )
             self.tasks[joined.task_id] = joined
             await ctx.emit(AgentStarted(joined.task_id, subagent_type, joined.description))
-            joined.task = self._group.create_task(self._work(joined), name=f"worker:{joined.task_id}")
+            joined.task = self._group.create_task(
+                self._work(joined), name=f"worker:{joined.task_id}"
+            )
         if background:
-            payload = joined.summary() | {"note": "running in the background; the result will arrive as a new message"}
+            payload = joined.summary() | {
+                "note": "running in the background; the result will arrive as a new message"
+            }
             return ToolResult(json.dumps(payload))
         return await self._wait(joined)
 
@@ -166,7 +190,11 @@ class Workers:
 
     def stop_conversation(self, conversation_key: str) -> int:
         """Kill every running task of a conversation (the user's /stop); how many were running."""
-        running = [t for t in self.tasks.values() if t.status == "running" and t.parent.conversation_key == conversation_key]
+        running = [
+            t
+            for t in self.tasks.values()
+            if t.status == "running" and t.parent.conversation_key == conversation_key
+        ]
         for task in running:
             self._kill(task)
         return len(running)
@@ -214,7 +242,9 @@ class Workers:
             task.done.set()
             if task.session_id is not None:
                 await self.store.set_session_status(task.session_id, task.status)
-            await parent.emit(AgentFinished(task.task_id, task.subagent_type, task.description, task.status))
+            await parent.emit(
+                AgentFinished(task.task_id, task.subagent_type, task.description, task.status)
+            )
             self._forget_later(task)
         if task.background and task.status != "killed" and self.deliver is not None:
             self.deliver(
@@ -243,7 +273,9 @@ class Workers:
         )
         await self.store.set_session_status(task.session_id, "running")
         allowed = tuple(name for name in persona.tools if name not in CONTROL_TOOLS)
-        ctx = replace(parent, session_id=task.session_id, persona=persona.name, emit=_quiet, call_id="")
+        ctx = replace(
+            parent, session_id=task.session_id, persona=persona.name, emit=_quiet, call_id=""
+        )
         user = Message("user", task.prompt)
         written = [user]
         usage_log = UsageLog(self.provider, persona.model)
@@ -274,13 +306,17 @@ class Workers:
                 task.status = "completed"
         except TimeoutError:
             task.status = "timeout"
-            task.result = f"{task.subagent_type} ran out of time after {self.settings.timeout_s:g} s"
+            task.result = (
+                f"{task.subagent_type} ran out of time after {self.settings.timeout_s:g} s"
+            )
         except Exception as exc:
             log.warning("worker %s (%s) failed", task.task_id, task.subagent_type, exc_info=True)
             task.status = "failed"
             task.result = f"{task.subagent_type} failed: {type(exc).__name__}: {exc}"
         finally:
-            await self.store.append_messages(task.session_id, parent.turn_id or task.task_id, written)
+            await self.store.append_messages(
+                task.session_id, parent.turn_id or task.task_id, written
+            )
             # the parent's turn id: a turn's usage totals include its specialists
             await usage_log.write(self.store, session_id=task.session_id, turn_id=parent.turn_id)
 

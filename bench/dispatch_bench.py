@@ -55,21 +55,29 @@ async def run(turns: int, latency_s: float) -> None:
         (personas / "specialist-bench.md").write_text(
             "---\nname: specialist-bench\ndescription: Bench.\ntools: []\n---\nYou are SPECIALIST-BENCH.\n"
         )
-        (base / "config.yaml").write_text(json.dumps({
-            "storage": {"path": str(base / "bench.db")},
-            "personas": {"dirs": [str(personas)]},
-            "log": {"level": "WARNING"},
-        }))
+        (base / "config.yaml").write_text(
+            json.dumps(
+                {
+                    "storage": {"path": str(base / "bench.db")},
+                    "personas": {"dirs": [str(personas)]},
+                    "log": {"level": "WARNING"},
+                }
+            )
+        )
         config = load_config(base / "config.yaml", env={})
         provider = ScriptedProvider(model(), latency_s=latency_s)
         channel = RecordingChannel()
-        async with App(config, base_dir=base, provider=provider, channels=[channel], web_server=False) as app:
+        async with App(
+            config, base_dir=base, provider=provider, channels=[channel], web_server=False
+        ) as app:
             results = {}
             for kind in ("direct", "dispatch"):
                 durations = []
                 calls_before = len(provider.requests)
                 for index in range(turns):
-                    message = InboundMessage(ChatRef("fake", f"{kind}-{index}"), "u", f"{kind} please", f"{kind}-{index}")
+                    message = InboundMessage(
+                        ChatRef("fake", f"{kind}-{index}"), "u", f"{kind} please", f"{kind}-{index}"
+                    )
                     started = time.perf_counter()
                     await app.gateway.handle(message)
                     await app.gateway.wait_idle()
@@ -86,8 +94,10 @@ async def run(turns: int, latency_s: float) -> None:
     extra_calls = dispatch[1] - direct[1]
     extra_ms = (statistics.median(dispatch[0]) - statistics.median(direct[0])) * 1000
     own_ms = extra_ms - extra_calls * latency_s * 1000
-    print(f"  a dispatch adds {extra_calls:.0f} model calls and {extra_ms:.2f} ms wall "
-          f"({own_ms:.2f} ms of it is the gateway's own work: session, audit, worker loop)")
+    print(
+        f"  a dispatch adds {extra_calls:.0f} model calls and {extra_ms:.2f} ms wall "
+        f"({own_ms:.2f} ms of it is the gateway's own work: session, audit, worker loop)"
+    )
 
 
 def main() -> None:

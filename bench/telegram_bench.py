@@ -35,18 +35,28 @@ async def run(chats: int, chars: int, stream_s: float, interval: float) -> None:
     await fake.start()
     answer = " ".join(f"w{i:04d}" for i in range(chars // 6 + 1))[:chars]
     pieces = max(1, int(stream_s / 0.1))
-    provider = ScriptedProvider(lambda request: Reply(answer, chunks=pieces, delay_s=stream_s / pieces))
+    provider = ScriptedProvider(
+        lambda request: Reply(answer, chunks=pieces, delay_s=stream_s / pieces)
+    )
     with tempfile.TemporaryDirectory() as data:
         path = Path(data) / "config.yaml"
-        path.write_text(json.dumps({
-            "server": {"port": 0},
-            "storage": {"path": str(Path(data) / "bench.db")},
-            "personas": {"dirs": [str(ROOT / "personas")]},
-            "channels": {"telegram": {
-                "enabled": True, "token": "${TELEGRAM_BOT_TOKEN}", "api_base": fake.url,
-                "private_edit_interval_s": interval,
-            }},
-        }))
+        path.write_text(
+            json.dumps(
+                {
+                    "server": {"port": 0},
+                    "storage": {"path": str(Path(data) / "bench.db")},
+                    "personas": {"dirs": [str(ROOT / "personas")]},
+                    "channels": {
+                        "telegram": {
+                            "enabled": True,
+                            "token": "${TELEGRAM_BOT_TOKEN}",
+                            "api_base": fake.url,
+                            "private_edit_interval_s": interval,
+                        }
+                    },
+                }
+            )
+        )
         config = load_config(path, env={"TELEGRAM_BOT_TOKEN": TOKEN})
         async with App(config, base_dir=Path(data), provider=provider) as app:
             await fake.wait_for(lambda: any(c.method == "getupdates" for c in fake.calls))
@@ -67,8 +77,17 @@ def _final(fake: FakeBotAPI, chat: int, answer: str) -> bool:
     return " ".join(shown).split() == answer.split()
 
 
-def _report(fake: FakeBotAPI, ids: list[int], asked: dict[int, float], answer: str,
-            wall: float, chats: int, chars: int, stream_s: float, interval: float) -> None:
+def _report(
+    fake: FakeBotAPI,
+    ids: list[int],
+    asked: dict[int, float],
+    answer: str,
+    wall: float,
+    chats: int,
+    chars: int,
+    stream_s: float,
+    interval: float,
+) -> None:
     edits = [len(fake.ok(chat, "editMessageText")) for chat in ids]
     sends = [len(fake.ok(chat, "sendMessage")) for chat in ids]
     actions = sum(len(fake.ok(chat, "sendChatAction")) for chat in ids)
@@ -78,19 +97,29 @@ def _report(fake: FakeBotAPI, ids: list[int], asked: dict[int, float], answer: s
         gaps += [b.at - a.at for a, b in itertools.pairwise(calls)]
         windows.append(_busiest_second(calls, interval))
     placeholder = sorted(fake.ok(c, "sendMessage")[0].at - asked[c] for c in ids)
-    everywhere = _busiest_second([c for c in fake.calls if c.method in ("sendmessage", "editmessagetext", "sendchataction")])
-    print(f"Telegram: {chats} chats x one {chars}-character answer streamed over {stream_s:.0f} s; "
-          f"the fake allows one call per {interval:g} s per chat")
+    everywhere = _busiest_second(
+        [c for c in fake.calls if c.method in ("sendmessage", "editmessagetext", "sendchataction")]
+    )
+    print(
+        f"Telegram: {chats} chats x one {chars}-character answer streamed over {stream_s:.0f} s; "
+        f"the fake allows one call per {interval:g} s per chat"
+    )
     print(f"  answers complete and in order : {sum(_final(fake, c, answer) for c in ids)}/{chats}")
     print(f"  messages per answer           : {min(sends)}..{max(sends)} (4096 UTF-16 units each)")
-    print(f"  edits per answer              : min {min(edits)}, mean {statistics.mean(edits):.1f}, max {max(edits)}")
+    print(
+        f"  edits per answer              : min {min(edits)}, mean {statistics.mean(edits):.1f}, max {max(edits)}"
+    )
     print(f"  typing actions (all chats)    : {actions}")
-    print(f"  highest call rate in one chat : {1 / min(gaps):.2f}/s (shortest gap {min(gaps):.3f} s; "
-          f"at most {max(windows)} call(s) in any {interval:g} s window)")
+    print(
+        f"  highest call rate in one chat : {1 / min(gaps):.2f}/s (shortest gap {min(gaps):.3f} s; "
+        f"at most {max(windows)} call(s) in any {interval:g} s window)"
+    )
     print(f"  busiest second, all chats     : {everywhere} calls")
     print(f"  429s from the fake            : {len(fake.rate_limited)}")
-    print(f"  placeholder after the update  : p50 {_ms(placeholder, 0.5)} ms, p99 {_ms(placeholder, 0.99)} ms "
-          "(includes the long-poll hand-off)")
+    print(
+        f"  placeholder after the update  : p50 {_ms(placeholder, 0.5)} ms, p99 {_ms(placeholder, 0.99)} ms "
+        "(includes the long-poll hand-off)"
+    )
     print(f"  wall time                     : {wall:.1f} s")
 
 
@@ -113,7 +142,9 @@ def main() -> None:
     parser.add_argument("--chats", type=int, default=20)
     parser.add_argument("--chars", type=int, default=3000, help="length of each answer")
     parser.add_argument("--stream-s", type=float, default=8.0, help="how long each answer streams")
-    parser.add_argument("--interval", type=float, default=1.0, help="per-chat limit the fake enforces")
+    parser.add_argument(
+        "--interval", type=float, default=1.0, help="per-chat limit the fake enforces"
+    )
     args = parser.parse_args()
     logging.basicConfig(level=logging.ERROR)
     asyncio.run(run(args.chats, args.chars, args.stream_s, args.interval))

@@ -101,14 +101,27 @@ def start_server(*args: str) -> tuple[subprocess.Popen[str], int]:
 
 
 async def gateway_conversation(
-    session: aiohttp.ClientSession, url: str, index: int, turns: int, placeholder: list[float], total: list[float]
+    session: aiohttp.ClientSession,
+    url: str,
+    index: int,
+    turns: int,
+    placeholder: list[float],
+    total: list[float],
 ) -> None:
     async with session.ws_connect(url, headers={"Origin": ORIGIN}) as ws:
         await ws.send_str(json.dumps({"type": "hello", "visitor_id": f"bench-visitor-{index:04d}"}))
         await _until(ws, "ready")
         for turn in range(turns):
             started = time.perf_counter()
-            await ws.send_str(json.dumps({"type": "message", "text": f"hello {turn}", "client_message_id": f"{index}-{turn}"}))
+            await ws.send_str(
+                json.dumps(
+                    {
+                        "type": "message",
+                        "text": f"hello {turn}",
+                        "client_message_id": f"{index}-{turn}",
+                    }
+                )
+            )
             await _until(ws, "message.created")
             placeholder.append(time.perf_counter() - started)
             await _until(ws, "message.completed")
@@ -127,7 +140,9 @@ async def _until(ws: aiohttp.ClientWebSocketResponse, kind: str) -> dict[str, ob
             raise RuntimeError(f"server error: {frame}")
 
 
-async def echo_conversation(session: aiohttp.ClientSession, url: str, turns: int, total: list[float]) -> None:
+async def echo_conversation(
+    session: aiohttp.ClientSession, url: str, turns: int, total: list[float]
+) -> None:
     async with session.ws_connect(url) as ws:
         for turn in range(turns):
             started = time.perf_counter()
@@ -149,28 +164,48 @@ async def run(conversations: int, turns: int, solo_turns: int) -> None:
         try:
             async with aiohttp.ClientSession() as session:
                 # warm up: imports, the persona, the SQLite file
-                await gateway_conversation(session, f"http://127.0.0.1:{gateway_port}/ws", 9999, 3, [], [])
+                await gateway_conversation(
+                    session, f"http://127.0.0.1:{gateway_port}/ws", 9999, 3, [], []
+                )
                 solo_placeholder: list[float] = []
                 solo: list[float] = []
                 await gateway_conversation(
-                    session, f"http://127.0.0.1:{gateway_port}/ws", 5000, solo_turns, solo_placeholder, solo
+                    session,
+                    f"http://127.0.0.1:{gateway_port}/ws",
+                    5000,
+                    solo_turns,
+                    solo_placeholder,
+                    solo,
                 )
                 placeholder: list[float] = []
                 total: list[float] = []
                 cpu_before = cpu_seconds(gateway.pid)
                 started = time.perf_counter()
-                await asyncio.gather(*(
-                    gateway_conversation(session, f"http://127.0.0.1:{gateway_port}/ws", i, turns, placeholder, total)
-                    for i in range(conversations)
-                ))
+                await asyncio.gather(
+                    *(
+                        gateway_conversation(
+                            session,
+                            f"http://127.0.0.1:{gateway_port}/ws",
+                            i,
+                            turns,
+                            placeholder,
+                            total,
+                        )
+                        for i in range(conversations)
+                    )
+                )
                 wall = time.perf_counter() - started
                 cpu = cpu_seconds(gateway.pid) - cpu_before
                 echo_total: list[float] = []
                 echo_started = time.perf_counter()
-                await asyncio.gather(*(
-                    echo_conversation(session, f"http://127.0.0.1:{echo_port}/ws", turns * 3, echo_total)
-                    for _ in range(conversations)
-                ))
+                await asyncio.gather(
+                    *(
+                        echo_conversation(
+                            session, f"http://127.0.0.1:{echo_port}/ws", turns * 3, echo_total
+                        )
+                        for _ in range(conversations)
+                    )
+                )
                 echo_wall = time.perf_counter() - echo_started
         finally:
             gateway.terminate()
@@ -178,24 +213,34 @@ async def run(conversations: int, turns: int, solo_turns: int) -> None:
             gateway.wait(10)
             echo.wait(10)
     first, last = solo[:100], solo[-100:]
-    print(f"gateway: one conversation of {solo_turns} turns, scripted model at 0 ms (unloaded latency)")
-    print(f"  time to placeholder  p50  {pct(solo_placeholder, 0.5):8.2f} ms   p99 {pct(solo_placeholder, 0.99):8.2f} ms")
+    print(
+        f"gateway: one conversation of {solo_turns} turns, scripted model at 0 ms (unloaded latency)"
+    )
+    print(
+        f"  time to placeholder  p50  {pct(solo_placeholder, 0.5):8.2f} ms   p99 {pct(solo_placeholder, 0.99):8.2f} ms"
+    )
     print(f"  turns 1-100          p50  {pct(first, 0.5):8.2f} ms   p99 {pct(first, 0.99):8.2f} ms")
     print(f"  last 100 turns       p50  {pct(last, 0.5):8.2f} ms   p99 {pct(last, 0.99):8.2f} ms")
     count = len(total)
     print(f"gateway: {conversations} conversations x {turns} turns, scripted model at 0 ms")
     print(f"  turns/s                   {count / wall:8.0f}")
-    print(f"  time to placeholder  p50  {pct(placeholder, 0.5):8.2f} ms   p99 {pct(placeholder, 0.99):8.2f} ms")
+    print(
+        f"  time to placeholder  p50  {pct(placeholder, 0.5):8.2f} ms   p99 {pct(placeholder, 0.99):8.2f} ms"
+    )
     print(f"  turn latency         p50  {pct(total, 0.5):8.2f} ms   p99 {pct(total, 0.99):8.2f} ms")
     print(f"  gateway CPU per turn      {cpu / count * 1000:8.2f} ms")
     echo_count = len(echo_total)
     print(f"raw aiohttp echo (ceiling), same clients, {echo_count} round trips")
     print(f"  round trips/s             {echo_count / echo_wall:8.0f}")
-    print(f"  latency              p50  {pct(echo_total, 0.5):8.2f} ms   p99 {pct(echo_total, 0.99):8.2f} ms")
+    print(
+        f"  latency              p50  {pct(echo_total, 0.5):8.2f} ms   p99 {pct(echo_total, 0.99):8.2f} ms"
+    )
     overhead_50 = pct(total, 0.5) - pct(echo_total, 0.5)
     overhead_99 = pct(total, 0.99) - pct(echo_total, 0.99)
     print(f"gateway overhead over echo  p50  {overhead_50:8.2f} ms   p99 {overhead_99:8.2f} ms")
-    print(f"  (a turn is ~3 frames out, 1 in; the echo is 1 out, 1 in)  mean {statistics.mean(total) * 1000:.2f} ms")
+    print(
+        f"  (a turn is ~3 frames out, 1 in; the echo is 1 out, 1 in)  mean {statistics.mean(total) * 1000:.2f} ms"
+    )
 
 
 def main() -> None:

@@ -17,7 +17,7 @@ from agent.coordinator import AgentSettings, Coordinator
 from agent.personas import PersonaLibrary
 from agent.providers import build_provider, describe_provider
 from agent.providers.base import Provider
-from agent.workers import WorkerSettings, Workers
+from agent.workers import Workers, WorkerSettings
 from bot.access import Allowlist, ChannelAccess
 from bot.config import Config
 from bot.dedup import MemoryDedup
@@ -281,7 +281,10 @@ class App:
 
     async def _healthz(self, request: web.Request) -> web.Response:
         ready = request.app[READY]["ready"]
-        body: dict[str, Any] = {"status": "ok" if ready else "starting", "model": self.provider.name}
+        body: dict[str, Any] = {
+            "status": "ok" if ready else "starting",
+            "model": self.provider.name,
+        }
         if self.websocket is not None:
             body["connections"] = self.websocket.connections
         return web.json_response(body, status=200 if ready else 503)

@@ -34,7 +34,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command == "sessions":
         return asyncio.run(_sessions(config, base_dir, args))
     _setup_logging(config, quiet=args.command == "chat")
-    runner = _serve(config, base_dir) if args.command == "serve" else _chat(config, base_dir, args.persona)
+    runner = (
+        _serve(config, base_dir)
+        if args.command == "serve"
+        else _chat(config, base_dir, args.persona)
+    )
     with contextlib.suppress(KeyboardInterrupt):
         try:
             return asyncio.run(runner)
@@ -100,7 +104,10 @@ async def _chat(config: Config, base_dir: Path, persona: str) -> int:
     )
     async with app:
         if persona not in app.personas.all():
-            print(f"error: unknown persona {persona!r}; known: {sorted(app.personas.all())}", file=sys.stderr)
+            print(
+                f"error: unknown persona {persona!r}; known: {sorted(app.personas.all())}",
+                file=sys.stderr,
+            )
             return 2
         await terminal.closed.wait()
         await app.gateway.wait_idle()

@@ -153,8 +153,10 @@ class TelegramConfig(_Section):
     @classmethod
     def _token_when_enabled(cls, value: str, info: ValidationInfo) -> str:
         if info.data.get("enabled") and not value:
-            raise ValueError("required when the channel is enabled; set TELEGRAM_BOT_TOKEN to "
-                             "the token @BotFather gave you")
+            raise ValueError(
+                "required when the channel is enabled; set TELEGRAM_BOT_TOKEN to "
+                "the token @BotFather gave you"
+            )
         return value
 
     @field_validator("webhook_secret")
@@ -162,8 +164,10 @@ class TelegramConfig(_Section):
     def _secret_for_webhook(cls, value: str | None, info: ValidationInfo) -> str | None:
         # Without it aiogram-style handlers accept any POST: anyone could forge updates.
         if info.data.get("enabled") and info.data.get("mode") == "webhook" and not value:
-            raise ValueError("required in webhook mode; set TELEGRAM_WEBHOOK_SECRET to 1-256 "
-                             "characters from A-Z a-z 0-9 _ -")
+            raise ValueError(
+                "required in webhook mode; set TELEGRAM_WEBHOOK_SECRET to 1-256 "
+                "characters from A-Z a-z 0-9 _ -"
+            )
         return value or None
 
 
@@ -315,8 +319,10 @@ def _prepare(model: type[BaseModel], data: dict[Any, Any], key: str) -> None:
     """Fill env-sourced secrets the file leaves out, and treat an empty section as defaults."""
     for name in data:
         if not isinstance(name, str):
-            raise ConfigError(f"{key}{name}: keys must be strings; quote it (YAML reads "
-                              "unquoted on/off/yes/no/null and numbers as other types)")
+            raise ConfigError(
+                f"{key}{name}: keys must be strings; quote it (YAML reads "
+                "unquoted on/off/yes/no/null and numbers as other types)"
+            )
     for name, field in model.model_fields.items():
         sub = _item_model(field.annotation)
         if sub is not None and field.annotation is sub and data.get(name) is None:
@@ -332,8 +338,12 @@ def _prepare(model: type[BaseModel], data: dict[Any, Any], key: str) -> None:
         if name not in data and "env" in extra:
             data[name] = f"${{{extra['env']}:-}}"
         elif extra.get("secret") and value not in (None, "") and "${" not in str(value):
-            log.warning("%s%s is written in the config file; secrets belong in the environment:"
-                        " use ${VAR} and set VAR", key, name)
+            log.warning(
+                "%s%s is written in the config file; secrets belong in the environment:"
+                " use ${VAR} and set VAR",
+                key,
+                name,
+            )
 
 
 def _item_model(annotation: Any) -> type[BaseModel] | None:
@@ -346,8 +356,12 @@ def _item_model(annotation: Any) -> type[BaseModel] | None:
 
 
 _EXPECTED = {
-    "bool_parsing": "true or false", "bool_type": "true or false", "string_type": "a string",
-    "list_type": "a list", "model_type": "a mapping", "dict_type": "a mapping",
+    "bool_parsing": "true or false",
+    "bool_type": "true or false",
+    "string_type": "a string",
+    "list_type": "a list",
+    "model_type": "a mapping",
+    "dict_type": "a mapping",
 }
 
 

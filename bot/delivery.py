@@ -17,9 +17,9 @@ from typing import Any
 from adapters.base import (
     Channel,
     ChannelError,
-    EventSink,
     ChannelLimits,
     ChatRef,
+    EventSink,
     MessageGone,
     MessageHandle,
     OutboundContent,
@@ -41,7 +41,9 @@ from tools.events import (
 log = logging.getLogger(__name__)
 
 PLACEHOLDER = "Thinking…"
-APOLOGY = "Sorry — something went wrong on my side and I couldn't finish this answer. Please try again."
+APOLOGY = (
+    "Sorry — something went wrong on my side and I couldn't finish this answer. Please try again."
+)
 FINAL_ATTEMPTS = 5
 
 
@@ -214,7 +216,9 @@ class Delivery:
                 self._sent[index] = content.text
                 return
             except ChannelError as exc:
-                log.warning("final edit %d/%d failed in %s: %s", attempt, FINAL_ATTEMPTS, self.chat.key, exc)
+                log.warning(
+                    "final edit %d/%d failed in %s: %s", attempt, FINAL_ATTEMPTS, self.chat.key, exc
+                )
                 if attempt == FINAL_ATTEMPTS:
                     raise
                 await asyncio.sleep(min(2.0**attempt / 4, 4.0))

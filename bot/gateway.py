@@ -35,7 +35,9 @@ HELP = (
 REFUSAL = "Sorry — this bot isn't available to you here. Ask its admin to add you."
 STOPPED = "⏹ Stopped."
 MAX_REMEMBERED_CHATS = 100_000
-TIMED_OUT = "Sorry — this took too long, so I stopped. Please try again, perhaps with a smaller request."
+TIMED_OUT = (
+    "Sorry — this took too long, so I stopped. Please try again, perhaps with a smaller request."
+)
 
 
 class AccessPolicy(Protocol):
@@ -255,18 +257,24 @@ class Gateway:
         except ProviderError as exc:
             log.error("turn %s failed: model provider: %s", turn_id, exc)
             await delivery.finish(f"Sorry — {exc.user_message}")
-            await self.store.finish_turn(turn_id, status="failed", error=f"{type(exc).__name__}: {exc}")
+            await self.store.finish_turn(
+                turn_id, status="failed", error=f"{type(exc).__name__}: {exc}"
+            )
             return
         except Exception as exc:
             log.exception("turn %s failed", turn_id)
             await delivery.finish(APOLOGY)
-            await self.store.finish_turn(turn_id, status="failed", error=f"{type(exc).__name__}: {exc}")
+            await self.store.finish_turn(
+                turn_id, status="failed", error=f"{type(exc).__name__}: {exc}"
+            )
             return
         try:
             await delivery.finish(result.text, tuple(result.display))
         except ChannelError as exc:
             log.error("turn %s answered but not delivered: %s", turn_id, exc)
-            await self.store.finish_turn(turn_id, status="failed", final_text=result.text, error=str(exc))
+            await self.store.finish_turn(
+                turn_id, status="failed", final_text=result.text, error=str(exc)
+            )
             return
         await self.store.finish_turn(turn_id, status="completed", final_text=result.text)
 
@@ -298,7 +306,9 @@ class Gateway:
         conversation = self._conversations.get(message.conversation_key)
         killed = self.workers.stop_conversation(message.conversation_key) if self.workers else 0
         if conversation is None or (conversation.turn is None and not conversation.pending):
-            note = f"{STOPPED} ({killed} background task(s) stopped)" if killed else "Nothing to stop."
+            note = (
+                f"{STOPPED} ({killed} background task(s) stopped)" if killed else "Nothing to stop."
+            )
             await self._reply(message, note)
             return
         dropped = len(conversation.pending)
@@ -312,7 +322,9 @@ class Gateway:
     async def _reply(self, message: InboundMessage, text: str) -> None:
         channel = self.channels[message.chat.channel]
         try:
-            await channel.send(message.chat, OutboundContent(text), reply_to=message.message_id, final=True)
+            await channel.send(
+                message.chat, OutboundContent(text), reply_to=message.message_id, final=True
+            )
         except Exception:
             log.exception("could not reply in %s", message.chat.key)
 

@@ -30,14 +30,18 @@ async def show_session(store: SqliteStore, session_id: str) -> str:
         matches = await store.find_sessions(session_id)
         if len(matches) != 1:
             known = ", ".join(m["id"][:12] for m in matches) or "none"
-            raise LookupError(f"no session {session_id!r} (matches: {known}); see `bot sessions list`")
+            raise LookupError(
+                f"no session {session_id!r} (matches: {known}); see `bot sessions list`"
+            )
         session = matches[0]
     lines: list[str] = []
     await _render(store, session, lines, depth=0)
     return "\n".join(lines)
 
 
-async def _render(store: SqliteStore, session: dict[str, Any], lines: list[str], depth: int) -> None:
+async def _render(
+    store: SqliteStore, session: dict[str, Any], lines: list[str], depth: int
+) -> None:
     pad = "    " * depth
     messages = await store.messages_for_session(session["id"])
     lines.append(

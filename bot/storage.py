@@ -56,10 +56,21 @@ _INSERT_AUDIT = _insert_sql(
 _INSERT_USAGE = _insert_sql(
     "usage", "session_id turn_id provider model input_tokens output_tokens created_at"
 )
-_ORDER_COLUMNS = (
-    "id tenant user_id session_id service category method amount currency status payment_url"
-    " created_at expires_at"
-).split()
+_ORDER_COLUMNS = [
+    "id",
+    "tenant",
+    "user_id",
+    "session_id",
+    "service",
+    "category",
+    "method",
+    "amount",
+    "currency",
+    "status",
+    "payment_url",
+    "created_at",
+    "expires_at",
+]
 _INSERT_ORDER = _insert_sql("orders", " ".join(_ORDER_COLUMNS))
 _INSERT_TURN = _insert_sql(
     "turns",
@@ -189,16 +200,32 @@ def _v3_memory_scope_and_orders(db: Database) -> None:
     db.table("memories").add_column("tenant", str, not_null_default="")
     db.table("memories").add_column("key", str)  # e.g. "intake:age": a newer value replaces it
     db.table("memories").create_index(["tenant", "user_id", "key"])
-    db.table("orders").create({
-        "id": str, "tenant": str, "user_id": str, "session_id": str, "service": str,
-        "category": str, "method": str, "amount": float, "currency": str, "status": str,
-        "payment_url": str, "created_at": str, "expires_at": str,
-    }, pk="id", not_null={"tenant", "user_id", "service", "amount", "currency", "status"})
+    db.table("orders").create(
+        {
+            "id": str,
+            "tenant": str,
+            "user_id": str,
+            "session_id": str,
+            "service": str,
+            "category": str,
+            "method": str,
+            "amount": float,
+            "currency": str,
+            "status": str,
+            "payment_url": str,
+            "created_at": str,
+            "expires_at": str,
+        },
+        pk="id",
+        not_null={"tenant", "user_id", "service", "amount", "currency", "status"},
+    )
     db.table("orders").create_index(["tenant", "user_id"])
 
 
 MIGRATIONS: tuple[Callable[[Database], None], ...] = (
-    _v1_core_tables, _v2_titles_and_audit_extra, _v3_memory_scope_and_orders
+    _v1_core_tables,
+    _v2_titles_and_audit_extra,
+    _v3_memory_scope_and_orders,
 )
 
 
@@ -404,7 +431,9 @@ class SqliteStore:
         sql = "SELECT * FROM messages WHERE session_id = ? ORDER BY id"
         return await self._run(self._select, sql, session_id)
 
-    async def recent_sessions(self, *, limit: int = 20, root_only: bool = True) -> list[dict[str, Any]]:
+    async def recent_sessions(
+        self, *, limit: int = 20, root_only: bool = True
+    ) -> list[dict[str, Any]]:
         """The newest sessions first (coordinator sessions only, unless `root_only` is False)."""
         where = "WHERE parent_session_id IS NULL" if root_only else ""
         sql = f"SELECT * FROM chat_sessions {where} ORDER BY updated_at DESC, rowid DESC LIMIT ?"

@@ -16,7 +16,11 @@ from tools.registry import ToolRegistry, tool
 ROOT = Path(__file__).resolve().parent.parent
 
 SPECIALISTS = {
-    "specialist-a": ("Finds facts in the archive.", ["lookup", "slow_tool"], "You are SPECIALIST-A."),
+    "specialist-a": (
+        "Finds facts in the archive.",
+        ["lookup", "slow_tool"],
+        "You are SPECIALIST-A.",
+    ),
     "specialist-b": ("Does arithmetic.", ["calc", "make_card"], "You are SPECIALIST-B."),
 }
 
@@ -98,7 +102,9 @@ class Router:
         self.seen: dict[str, list[ModelRequest]] = {}
 
     def __call__(self, request: ModelRequest) -> Reply:
-        who = next((name for marker, name in self.MARKERS.items() if marker in request.system), "default")
+        who = next(
+            (name for marker, name in self.MARKERS.items() if marker in request.system), "default"
+        )
         self.seen.setdefault(who, []).append(request)
         script = self.scripts.get(who)
         if not script:
@@ -107,8 +113,18 @@ class Router:
         return step if isinstance(step, Reply) else step(request)
 
 
-def dispatch(subagent_type: str, prompt: str, *, background: bool = False, description: str = "a task") -> tuple[str, dict[str, object]]:
-    return ("AgentTool", {"description": description, "subagent_type": subagent_type, "prompt": prompt, "background": background})
+def dispatch(
+    subagent_type: str, prompt: str, *, background: bool = False, description: str = "a task"
+) -> tuple[str, dict[str, object]]:
+    return (
+        "AgentTool",
+        {
+            "description": description,
+            "subagent_type": subagent_type,
+            "prompt": prompt,
+            "background": background,
+        },
+    )
 
 
 def last_tool_results(request: ModelRequest) -> list[dict[str, object]]:

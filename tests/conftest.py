@@ -104,7 +104,9 @@ async def running(tmp_path: Path) -> AsyncIterator[Callable[..., Any]]:
         **sections: Any,
     ) -> App:
         config = make_config(tmp_path, **sections)
-        app = App(config, base_dir=tmp_path, provider=provider, registry=registry, channels=channels)
+        app = App(
+            config, base_dir=tmp_path, provider=provider, registry=registry, channels=channels
+        )
         await app.__aenter__()
         started.append(app)
         return app

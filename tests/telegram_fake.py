@@ -24,11 +24,37 @@ from aiohttp import web
 TOKEN = "123456:TEST"
 BOT = {"id": 123456, "is_bot": True, "first_name": "Bot", "username": "test_bot"}
 RATED = frozenset({"sendmessage", "editmessagetext", "sendchataction"})
-JSON_FIELDS = frozenset({"reply_parameters", "link_preview_options", "allowed_updates", "commands",
-                         "entities", "reply_markup"})
+JSON_FIELDS = frozenset(
+    {
+        "reply_parameters",
+        "link_preview_options",
+        "allowed_updates",
+        "commands",
+        "entities",
+        "reply_markup",
+    }
+)
 INT_FIELDS = frozenset({"chat_id", "message_id", "message_thread_id", "offset", "timeout", "limit"})
-TAGS = frozenset({"b", "strong", "i", "em", "u", "ins", "s", "strike", "del", "a", "code", "pre",
-                  "blockquote", "tg-spoiler", "span", "tg-emoji"})
+TAGS = frozenset(
+    {
+        "b",
+        "strong",
+        "i",
+        "em",
+        "u",
+        "ins",
+        "s",
+        "strike",
+        "del",
+        "a",
+        "code",
+        "pre",
+        "blockquote",
+        "tg-spoiler",
+        "span",
+        "tg-emoji",
+    }
+)
 
 
 @dataclass
@@ -108,11 +134,20 @@ class FakeBotAPI:
     ) -> dict[str, Any]:
         """An Update carrying one user message (not queued: pass it to `push`)."""
         user = user_id if user_id is not None else (chat_id if chat_id > 0 else 42)
-        chat = ({"id": chat_id, "type": "private", "first_name": "U"} if chat_id > 0
-                else {"id": chat_id, "type": "supergroup", "title": "Group",
-                      **({"is_forum": True} if thread_id else {})})
+        chat = (
+            {"id": chat_id, "type": "private", "first_name": "U"}
+            if chat_id > 0
+            else {
+                "id": chat_id,
+                "type": "supergroup",
+                "title": "Group",
+                **({"is_forum": True} if thread_id else {}),
+            }
+        )
         message: dict[str, Any] = {
-            "message_id": next(self._message_ids), "date": int(time.time()), "chat": chat,
+            "message_id": next(self._message_ids),
+            "date": int(time.time()),
+            "chat": chat,
             "from": {"id": user, "is_bot": False, "first_name": "Alice", "username": f"u{user}"},
         }
         if text is not None:
@@ -168,7 +203,11 @@ class FakeBotAPI:
             result = await self._method(call)
         except ApiError as exc:
             call.status, call.error = exc.status, exc.description
-            body: dict[str, Any] = {"ok": False, "error_code": exc.status, "description": exc.description}
+            body: dict[str, Any] = {
+                "ok": False,
+                "error_code": exc.status,
+                "description": exc.description,
+            }
             if exc.retry_after is not None:
                 body["parameters"] = {"retry_after": exc.retry_after}
             self._notify()
@@ -201,9 +240,12 @@ class FakeBotAPI:
                     raise ApiError(400, "Bad Request: message to edit not found")
                 text = self._visible(p)
                 if self.messages[key] == text:
-                    raise ApiError(400, "Bad Request: message is not modified: specified new "
-                                   "message content and reply markup are exactly the same as a "
-                                   "current content and reply markup of the message")
+                    raise ApiError(
+                        400,
+                        "Bad Request: message is not modified: specified new "
+                        "message content and reply markup are exactly the same as a "
+                        "current content and reply markup of the message",
+                    )
                 call.text = self.messages[key] = text
                 return self._result(p, p["message_id"], text) | {"edit_date": int(time.time())}
         raise ApiError(404, "Not Found: method not found")
@@ -213,8 +255,11 @@ class FakeBotAPI:
         assert chat is not None, "a rated call without chat_id"
         banned = self._banned_until.get(chat, 0.0)
         if now < banned:
-            raise ApiError(429, f"Too Many Requests: retry after {math.ceil(banned - now)}",
-                           math.ceil(banned - now))
+            raise ApiError(
+                429,
+                f"Too Many Requests: retry after {math.ceil(banned - now)}",
+                math.ceil(banned - now),
+            )
         retry = self._forced.pop(chat, None)
         gap = now - self._last.get(chat, -math.inf)
         if retry is None and gap < self.interval_s:
@@ -229,8 +274,11 @@ class FakeBotAPI:
         if str(p.get("parse_mode", "")).lower() == "html":
             if self.fail_parse_next:
                 self.fail_parse_next -= 1
-                raise ApiError(400, "Bad Request: can't parse entities: Unsupported start tag "
-                               '"foo" at byte offset 0')
+                raise ApiError(
+                    400,
+                    "Bad Request: can't parse entities: Unsupported start tag "
+                    '"foo" at byte offset 0',
+                )
             text = _HtmlCheck.visible(text)
         if not text.strip():
             raise ApiError(400, "Bad Request: message text is empty")
@@ -240,10 +288,18 @@ class FakeBotAPI:
 
     def _result(self, p: dict[str, Any], message_id: int, text: str) -> dict[str, Any]:
         chat_id = p["chat_id"]
-        chat = ({"id": chat_id, "type": "private", "first_name": "U"} if chat_id > 0
-                else {"id": chat_id, "type": "supergroup", "title": "Group"})
-        result = {"message_id": message_id, "date": int(time.time()), "chat": chat, "from": BOT,
-                  "text": text}
+        chat = (
+            {"id": chat_id, "type": "private", "first_name": "U"}
+            if chat_id > 0
+            else {"id": chat_id, "type": "supergroup", "title": "Group"}
+        )
+        result = {
+            "message_id": message_id,
+            "date": int(time.time()),
+            "chat": chat,
+            "from": BOT,
+            "text": text,
+        }
         if p.get("message_thread_id"):
             result["message_thread_id"] = p["message_thread_id"]
         return result
@@ -275,13 +331,18 @@ class _HtmlCheck(HTMLParser):
         parser.feed(html)
         parser.close()
         if parser.stack:
-            raise ApiError(400, "Bad Request: can't parse entities: Can't find end tag "
-                           f'corresponding to start tag "{parser.stack[-1]}"')
+            raise ApiError(
+                400,
+                "Bad Request: can't parse entities: Can't find end tag "
+                f'corresponding to start tag "{parser.stack[-1]}"',
+            )
         return "".join(parser.text)
 
     def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
         if tag not in TAGS or (tag == "a" and not dict(attrs).get("href")):
-            raise ApiError(400, f'Bad Request: can\'t parse entities: Unsupported start tag "{tag}"')
+            raise ApiError(
+                400, f'Bad Request: can\'t parse entities: Unsupported start tag "{tag}"'
+            )
         self.stack.append(tag)
 
     def handle_endtag(self, tag: str) -> None:

@@ -8,7 +8,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def _bot(*args: str, cwd: Path, stdin: str = "", timeout: float = 60) -> subprocess.CompletedProcess[str]:
+def _bot(
+    *args: str, cwd: Path, stdin: str = "", timeout: float = 60
+) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, "-m", "bot", *args],
         input=stdin,
@@ -34,7 +36,9 @@ def test_personas_check_reports_file_and_line(tmp_path: Path) -> None:
     personas = tmp_path / "personas"
     personas.mkdir()
     (personas / "default.md").write_text((ROOT / "personas" / "default.md").read_text())
-    (personas / "helper.md").write_text("---\nname: helper\ndescription: x\ntools: [nope]\n---\nHi\n")
+    (personas / "helper.md").write_text(
+        "---\nname: helper\ndescription: x\ntools: [nope]\n---\nHi\n"
+    )
     result = _bot("personas", "check", cwd=tmp_path)
     assert result.returncode == 1
     assert f"{personas / 'helper.md'}:4: unknown tool 'nope'" in result.stdout
@@ -44,7 +48,10 @@ def test_personas_check_reports_file_and_line(tmp_path: Path) -> None:
 
 
 def test_chat_answers_in_the_terminal(tmp_path: Path) -> None:
-    config = {"storage": {"path": str(tmp_path / "chat.db")}, "personas": {"dirs": [str(ROOT / "personas")]}}
+    config = {
+        "storage": {"path": str(tmp_path / "chat.db")},
+        "personas": {"dirs": [str(ROOT / "personas")]},
+    }
     (tmp_path / "config.yaml").write_text(json.dumps(config))
     result = _bot("chat", cwd=tmp_path, stdin="hello there\nwhat time is it in UTC?\n/help\n")
     assert result.returncode == 0, result.stderr
@@ -55,7 +62,10 @@ def test_chat_answers_in_the_terminal(tmp_path: Path) -> None:
 
 
 def test_chat_with_an_unknown_persona_is_a_clear_error(tmp_path: Path) -> None:
-    config = {"storage": {"path": str(tmp_path / "chat.db")}, "personas": {"dirs": [str(ROOT / "personas")]}}
+    config = {
+        "storage": {"path": str(tmp_path / "chat.db")},
+        "personas": {"dirs": [str(ROOT / "personas")]},
+    }
     (tmp_path / "config.yaml").write_text(json.dumps(config))
     result = _bot("chat", "--persona", "ghost", cwd=tmp_path)
     assert result.returncode == 2
@@ -63,7 +73,10 @@ def test_chat_with_an_unknown_persona_is_a_clear_error(tmp_path: Path) -> None:
 
 
 def test_sessions_show_prints_the_tree_an_admin_reads(tmp_path: Path) -> None:
-    config = {"storage": {"path": str(tmp_path / "chat.db")}, "personas": {"dirs": [str(tmp_path / "p")]}}
+    config = {
+        "storage": {"path": str(tmp_path / "chat.db")},
+        "personas": {"dirs": [str(tmp_path / "p")]},
+    }
     (tmp_path / "config.yaml").write_text(json.dumps(config))
     (tmp_path / "p").mkdir()
     (tmp_path / "p" / "default.md").write_text((ROOT / "personas" / "default.md").read_text())
@@ -80,7 +93,9 @@ def test_sessions_show_prints_the_tree_an_admin_reads(tmp_path: Path) -> None:
     lines = tree.stdout.splitlines()
     assert lines[0].startswith("session ") and "agent=default" in lines[0]
     assert any("ok   AgentTool(" in line for line in lines)
-    assert any(line.startswith("    └─ session ") and "agent=specialist-clock" in line for line in lines)
+    assert any(
+        line.startswith("    └─ session ") and "agent=specialist-clock" in line for line in lines
+    )
     assert any("get_current_datetime(" in line and "Asia/Tokyo" in line for line in lines)
     missing = _bot("sessions", "show", "nope", cwd=tmp_path)
     assert missing.returncode == 1 and "no session 'nope'" in missing.stderr

@@ -180,8 +180,10 @@ def test_unknown_nested_key(tmp_path: Path) -> None:
         "tool_timeout_s, turn_timeout_s, worker_result_chars, worker_timeout_s"
     )
     message = error_of(tmp_path, "channels: {slack: {token: x}}\n")
-    assert message.endswith(": channels.slack.token: unknown key; expected one of: "
-                            "api_base, app_token, bot_token, enabled, mode, signing_secret")
+    assert message.endswith(
+        ": channels.slack.token: unknown key; expected one of: "
+        "api_base, app_token, bot_token, enabled, mode, signing_secret"
+    )
 
 
 def test_unknown_key_in_list_item(tmp_path: Path) -> None:
@@ -298,11 +300,26 @@ def test_config_keys() -> None:
     keys = config_keys()
     assert len(keys) == len(set(keys))
     for key in [
-        "server", "server.host", "server.port", "server.public_url", "storage.path", "redis.url",
-        "log.level", "llm.provider", "llm.api_key", "llm.fallback", "llm.fallback.provider",
-        "llm.tool_mode", "agent.max_rounds", "agent.default_timezone", "gateway.coalesce_ms",
-        "gateway.group_reply", "personas.dirs", "channels.websocket.allowed_origins",
-        "channels.telegram.webhook_secret", "channels.slack.signing_secret",
+        "server",
+        "server.host",
+        "server.port",
+        "server.public_url",
+        "storage.path",
+        "redis.url",
+        "log.level",
+        "llm.provider",
+        "llm.api_key",
+        "llm.fallback",
+        "llm.fallback.provider",
+        "llm.tool_mode",
+        "agent.max_rounds",
+        "agent.default_timezone",
+        "gateway.coalesce_ms",
+        "gateway.group_reply",
+        "personas.dirs",
+        "channels.websocket.allowed_origins",
+        "channels.telegram.webhook_secret",
+        "channels.slack.signing_secret",
         "channels.feishu.domain",
     ]:
         assert key in keys

@@ -10,7 +10,16 @@ import pytest
 from agent.providers.scripted import Reply, ScriptedProvider
 from bot.gateway import STOPPED
 from bot.sessions_view import show_session
-from tests.agents_kit import SUM, TASK, Probe, Router, dispatch, last_tool_results, registry_with, write_personas
+from tests.agents_kit import (
+    SUM,
+    TASK,
+    Probe,
+    Router,
+    dispatch,
+    last_tool_results,
+    registry_with,
+    write_personas,
+)
 from tests.conftest import connect
 
 
@@ -37,8 +46,14 @@ def _rows(app, sql: str, *params) -> list[tuple]:
 
 async def test_dispatch_result_is_synthesized_into_the_final_answer(start, session, probe) -> None:
     router = Router(
-        default=[Reply(calls=[dispatch("specialist-a", TASK, description="moon crew")]), Reply("Armstrong, Aldrin and Collins.")],
-        specialist_a=[Reply(calls=[("lookup", {"query": "apollo 11 crew"})]), Reply("Crew: Armstrong, Aldrin, Collins")],
+        default=[
+            Reply(calls=[dispatch("specialist-a", TASK, description="moon crew")]),
+            Reply("Armstrong, Aldrin and Collins."),
+        ],
+        specialist_a=[
+            Reply(calls=[("lookup", {"query": "apollo 11 crew"})]),
+            Reply("Crew: Armstrong, Aldrin, Collins"),
+        ],
     )
     app = await start(router)
     client = await connect(session, app)
@@ -46,21 +61,29 @@ async def test_dispatch_result_is_synthesized_into_the_final_answer(start, sessi
     final = await client.ask("Who flew on Apollo 11?")
     assert final["text"] == "Armstrong, Aldrin and Collins."
     kinds = [f["type"] for f in client.frames]
-    assert kinds.index("agent.started") < kinds.index("agent.finished") < kinds.index("message.completed")
+    assert (
+        kinds.index("agent.started")
+        < kinds.index("agent.finished")
+        < kinds.index("message.completed")
+    )
     started = next(f for f in client.frames if f["type"] == "agent.started")
     assert started["subagent_type"] == "specialist-a" and started["description"] == "moon crew"
     finished = next(f for f in client.frames if f["type"] == "agent.finished")
     assert finished["status"] == "completed" and finished["task_id"] == started["task_id"]
     # the coordinator read the worker's result, never its transcript
     result = last_tool_results(router.seen["default"][1])[0]
-    assert result["result"] == "Crew: Armstrong, Aldrin, Collins" and result["status"] == "completed"
+    assert (
+        result["result"] == "Crew: Armstrong, Aldrin, Collins" and result["status"] == "completed"
+    )
     worker_request = router.seen["specialist-a"][0]
     assert [m.content for m in worker_request.messages] == [TASK]
     assert [s.name for s in worker_request.tools] == ["lookup", "slow_tool"]
     assert "specialist-a: Finds facts" in router.seen["default"][0].system  # the catalog
     assert "default:" not in router.seen["default"][0].system.split("<system-reminder>")[1]
     # session tree and audit rows
-    (parent_id, worker_id) = _rows(app, "select parent_session_id, id from chat_sessions where agent_id='specialist-a'")[0]
+    (parent_id, worker_id) = _rows(
+        app, "select parent_session_id, id from chat_sessions where agent_id='specialist-a'"
+    )[0]
     assert _rows(app, "select agent_id from chat_sessions where id=?", parent_id) == [("default",)]
     audit = _rows(app, "select session_id, tool_name, ok from audit_logs order by id")
     assert (worker_id, "lookup", 1) in audit and (parent_id, "AgentTool", 1) in audit
@@ -72,7 +95,10 @@ async def test_dispatch_result_is_synthesized_into_the_final_answer(start, sessi
 
 async def test_placeholder_says_who_is_asked_and_shows_a_status_line(start, session, probe) -> None:
     router = Router(
-        default=[Reply(calls=[dispatch("specialist-a", TASK, description="moon crew")]), Reply("done")],
+        default=[
+            Reply(calls=[dispatch("specialist-a", TASK, description="moon crew")]),
+            Reply("done"),
+        ],
         specialist_a=[Reply(calls=[("slow_tool", {})]), Reply("slow done")],
     )
     app = await start(router)
@@ -96,10 +122,14 @@ async def test_two_dispatches_in_one_round_run_in_parallel(start, session, probe
             if len(arrived) == 2:
                 both.set()
             return Reply(f"{name} result", wait=both)
+
         return step
 
     router = Router(
-        default=[Reply(calls=[dispatch("specialist-a", TASK), dispatch("specialist-b", SUM)]), Reply("combined")],
+        default=[
+            Reply(calls=[dispatch("specialist-a", TASK), dispatch("specialist-b", SUM)]),
+            Reply("combined"),
+        ],
         specialist_a=[wait_for_both("a")],
         specialist_b=[wait_for_both("b")],
     )
@@ -143,11 +173,18 @@ async def test_background_result_arrives_once_as_a_new_message(start, session, p
     assert len([f for f in client.frames if f["type"] == "message.completed"]) == 2
 
 
-async def test_two_background_results_finishing_together_make_one_follow_up(start, session, probe) -> None:
+async def test_two_background_results_finishing_together_make_one_follow_up(
+    start, session, probe
+) -> None:
     gate = asyncio.Event()
     router = Router(
         default=[
-            Reply(calls=[dispatch("specialist-a", TASK, background=True), dispatch("specialist-b", SUM, background=True)]),
+            Reply(
+                calls=[
+                    dispatch("specialist-a", TASK, background=True),
+                    dispatch("specialist-b", SUM, background=True),
+                ]
+            ),
             Reply("Both are on it."),
             Reply("Here are both results."),
         ],
@@ -169,12 +206,19 @@ async def test_two_background_results_finishing_together_make_one_follow_up(star
 
 async def test_send_message_shows_before_the_final(start, session, probe) -> None:
     hold = asyncio.Event()
-    router = Router(default=[Reply(calls=[("SendMessage", {"message": "Checking two sources — one moment"})]), Reply("Final answer.", wait=hold)])
+    router = Router(
+        default=[
+            Reply(calls=[("SendMessage", {"message": "Checking two sources — one moment"})]),
+            Reply("Final answer.", wait=hold),
+        ]
+    )
     app = await start(router)
     client = await connect(session, app)
     await client.hello()
     await client.send(type="message", text="check")
-    interim = await client.until(lambda f: f["type"] == "message.updated" and "Checking two sources" in f["text"])
+    interim = await client.until(
+        lambda f: f["type"] == "message.updated" and "Checking two sources" in f["text"]
+    )
     hold.set()
     final = await client.until_type("message.completed")
     assert final["message_id"] == interim["message_id"] and final["text"] == "Final answer."
@@ -186,7 +230,11 @@ async def test_task_stop_kills_the_worker_and_its_tool_in_flight(start, session,
         return Reply(calls=[("TaskStop", {"task_id": task_id})], wait=probe.slow_started)
 
     router = Router(
-        default=[Reply(calls=[dispatch("specialist-a", TASK, background=True)]), stop_it, Reply("Stopped that task.")],
+        default=[
+            Reply(calls=[dispatch("specialist-a", TASK, background=True)]),
+            stop_it,
+            Reply("Stopped that task."),
+        ],
         specialist_a=[Reply(calls=[("slow_tool", {})]), Reply("too late")],
     )
     app = await start(router)
@@ -201,7 +249,9 @@ async def test_task_stop_kills_the_worker_and_its_tool_in_flight(start, session,
     finished = [f for f in client.frames if f["type"] == "agent.finished"]
     assert [f["status"] for f in finished] == ["killed"]
     assert len(probe.cancelled) == 1  # the cancellation reached the tool in flight
-    assert _rows(app, "select status from chat_sessions where agent_id='specialist-a'") == [("killed",)]
+    assert _rows(app, "select status from chat_sessions where agent_id='specialist-a'") == [
+        ("killed",)
+    ]
     probe.release.set()
     await app.gateway.wait_idle()
     assert len(router.seen["default"]) == 3  # no late delivery
@@ -221,7 +271,9 @@ async def test_user_stop_kills_the_turn_and_its_workers(start, session, probe) -
     final = await client.until_type("message.completed")
     assert final["text"] == STOPPED
     await client.seen(lambda f: f["type"] == "agent.finished" and f["status"] == "killed")
-    assert probe.cancelled and _rows(app, "select status from chat_sessions where agent_id='specialist-a'") == [("killed",)]
+    assert probe.cancelled and _rows(
+        app, "select status from chat_sessions where agent_id='specialist-a'"
+    ) == [("killed",)]
     probe.release.set()
     await app.gateway.wait_idle()
     assert len(router.seen["default"]) == 1 and len(router.seen["specialist-a"]) == 1
@@ -229,7 +281,11 @@ async def test_user_stop_kills_the_turn_and_its_workers(start, session, probe) -
 
 async def test_redirect_stub_then_the_right_call(start, session, probe) -> None:
     router = Router(
-        default=[Reply(calls=[("web_search", {"query": "apollo crew"})]), Reply(calls=[dispatch("specialist-a", TASK)]), Reply("Found it.")],
+        default=[
+            Reply(calls=[("web_search", {"query": "apollo crew"})]),
+            Reply(calls=[dispatch("specialist-a", TASK)]),
+            Reply("Found it."),
+        ],
         specialist_a=[Reply("crew facts")],
     )
     app = await start(router)
@@ -244,20 +300,33 @@ async def test_redirect_stub_then_the_right_call(start, session, probe) -> None:
 
 
 async def test_unknown_tool_then_a_correct_call(start, session, probe) -> None:
-    router = Router(default=[Reply(calls=[("frobnicate", {})]), Reply(calls=[("get_current_datetime", {"timezone": "UTC"})]), Reply("It is late.")])
+    router = Router(
+        default=[
+            Reply(calls=[("frobnicate", {})]),
+            Reply(calls=[("get_current_datetime", {"timezone": "UTC"})]),
+            Reply("It is late."),
+        ]
+    )
     app = await start(router)
     client = await connect(session, app)
     await client.hello()
     assert (await client.ask("what time?"))["text"] == "It is late."
     error = router.seen["default"][1].messages[-1]
-    assert error.is_error and "unknown tool 'frobnicate'" in error.content and "AgentTool" in error.content
+    assert (
+        error.is_error
+        and "unknown tool 'frobnicate'" in error.content
+        and "AgentTool" in error.content
+    )
     assert '"timezone": "UTC"' in router.seen["default"][2].messages[-1].content
 
 
 async def test_worker_cannot_call_a_tool_outside_its_allowlist(start, session, probe) -> None:
     router = Router(
         default=[Reply(calls=[dispatch("specialist-a", TASK)]), Reply("ok")],
-        specialist_a=[Reply(calls=[("calc", {"expression": "6*7"}), ("AgentTool", {})]), Reply("could not compute")],
+        specialist_a=[
+            Reply(calls=[("calc", {"expression": "6*7"}), ("AgentTool", {})]),
+            Reply("could not compute"),
+        ],
     )
     app = await start(router)
     client = await connect(session, app)
@@ -266,18 +335,22 @@ async def test_worker_cannot_call_a_tool_outside_its_allowlist(start, session, p
     results = router.seen["specialist-a"][1].messages[-2:]
     assert all(m.is_error and "not available" in m.content for m in results)
     assert probe.calls == []  # calc never ran
-    assert _rows(app, "select tool_name, ok from audit_logs where tool_name='calc'") == [("calc", 0)]
+    assert _rows(app, "select tool_name, ok from audit_logs where tool_name='calc'") == [
+        ("calc", 0)
+    ]
 
 
 async def test_bad_dispatches_are_readable_errors(start, session, probe) -> None:
     router = Router(
         default=[
-            Reply(calls=[
-                dispatch("specialist-z", TASK),
-                dispatch("default", TASK),
-                dispatch("specialist-a", "   "),
-                dispatch("specialist-a", "capital of France?"),
-            ]),
+            Reply(
+                calls=[
+                    dispatch("specialist-z", TASK),
+                    dispatch("default", TASK),
+                    dispatch("specialist-a", "   "),
+                    dispatch("specialist-a", "capital of France?"),
+                ]
+            ),
             Reply("answered myself"),
         ]
     )
@@ -286,16 +359,32 @@ async def test_bad_dispatches_are_readable_errors(start, session, probe) -> None
     await client.hello()
     await client.ask("go")
     unknown, coordinator, empty, short = router.seen["default"][1].messages[-4:]
-    assert "unknown subagent_type 'specialist-z'" in unknown.content and "specialist-a" in unknown.content
+    assert (
+        "unknown subagent_type 'specialist-z'" in unknown.content
+        and "specialist-a" in unknown.content
+    )
     assert "cannot be dispatched" in coordinator.content and "specialist-b" in coordinator.content
     assert "empty" in empty.content and "specialist-a" in empty.content
     assert "answer it directly" in short.content
-    assert _rows(app, "select count(*) from chat_sessions where parent_session_id is not null") == [(0,)]
+    assert _rows(app, "select count(*) from chat_sessions where parent_session_id is not null") == [
+        (0,)
+    ]
 
 
-async def test_identical_dispatches_are_joined_and_the_turn_cap_holds(start, session, probe) -> None:
+async def test_identical_dispatches_are_joined_and_the_turn_cap_holds(
+    start, session, probe
+) -> None:
     router = Router(
-        default=[Reply(calls=[dispatch("specialist-a", TASK), dispatch("specialist-a", TASK), dispatch("specialist-b", SUM)]), Reply("ok")],
+        default=[
+            Reply(
+                calls=[
+                    dispatch("specialist-a", TASK),
+                    dispatch("specialist-a", TASK),
+                    dispatch("specialist-b", SUM),
+                ]
+            ),
+            Reply("ok"),
+        ],
         specialist_a=[Reply("one answer")],
     )
     app = await start(router, agent={"max_workers": 1})
@@ -306,17 +395,27 @@ async def test_identical_dispatches_are_joined_and_the_turn_cap_holds(start, ses
     assert first["task_id"] == twin["task_id"] and twin["result"] == "one answer"
     assert "limit is 1" in capped["text"]
     assert len(router.seen["specialist-a"]) == 1
-    assert _rows(app, "select count(*) from chat_sessions where parent_session_id is not null") == [(1,)]
+    assert _rows(app, "select count(*) from chat_sessions where parent_session_id is not null") == [
+        (1,)
+    ]
 
 
-async def test_a_final_equal_to_the_last_note_is_not_sent_twice(running, tmp_path: Path, probe) -> None:
-    from tests.fakes import RecordingChannel
+async def test_a_final_equal_to_the_last_note_is_not_sent_twice(
+    running, tmp_path: Path, probe
+) -> None:
     from adapters.base import ChatRef, InboundMessage
+    from tests.fakes import RecordingChannel
 
     channel = RecordingChannel()
-    router = Router(default=[Reply(calls=[("SendMessage", {"message": "All done: 42."})]), Reply("")])
-    app = await running(ScriptedProvider(router), registry=registry_with(probe), channels=[channel],
-                        personas={"dirs": [str(write_personas(tmp_path / "p"))]})
+    router = Router(
+        default=[Reply(calls=[("SendMessage", {"message": "All done: 42."})]), Reply("")]
+    )
+    app = await running(
+        ScriptedProvider(router),
+        registry=registry_with(probe),
+        channels=[channel],
+        personas={"dirs": [str(write_personas(tmp_path / "p"))]},
+    )
     await app.gateway.handle(InboundMessage(ChatRef("fake", "c"), "u", "sum it", "e1", "m1"))
     await app.gateway.wait_idle()
     shown = [c for c in channel.calls if c.text == "All done: 42."]

@@ -1,12 +1,21 @@
 """The per-turn placeholder delivery, against a recording fake channel."""
 
 import asyncio
+import itertools
 import time
 
 from adapters.base import ChannelLimits, ChatRef
 from bot.delivery import APOLOGY, PLACEHOLDER, Delivery
 from tests.fakes import RecordingChannel
-from tools.events import AgentFinished, AgentStarted, AnswerDelta, AnswerReset, Failed, Final, Interim
+from tools.events import (
+    AgentFinished,
+    AgentStarted,
+    AnswerDelta,
+    AnswerReset,
+    Failed,
+    Final,
+    Interim,
+)
 
 CHAT = ChatRef("fake", "c1")
 
@@ -25,7 +34,7 @@ async def test_placeholder_first_then_few_edits_then_final() -> None:
     assert all(not c.final for c in edits[:-1])
     assert len(edits) <= 4, [c.text[:20] for c in edits]  # ~100 ms of stream at 50 ms cadence
     previews = [c for c in edits if not c.final]
-    for before, after in zip(previews, previews[1:]):
+    for before, after in itertools.pairwise(previews):
         assert after.at - before.at >= 0.045
     assert len([c for c in channel.calls if c.kind == "send"]) == 1
 
@@ -94,7 +103,10 @@ async def test_interim_text_and_worker_status_lines_then_final_replaces_them() -
     await delivery.on_event(AgentStarted("t1", "specialist-research", "find flights"))
     await channel.wait_for(lambda: "⏳" in channel.texts(handle.message_id)[-1])
     shown = channel.texts(handle.message_id)[-1]
-    assert shown.startswith("Asking specialist-research") and "specialist-research — find flights" in shown
+    assert (
+        shown.startswith("Asking specialist-research")
+        and "specialist-research — find flights" in shown
+    )
     await delivery.on_event(AgentFinished("t1", "specialist-research", "find flights", "completed"))
     await delivery.on_event(Final("Here is what I found."))
     assert channel.texts(handle.message_id)[-1] == "Here is what I found."

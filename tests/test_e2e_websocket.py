@@ -131,7 +131,9 @@ async def test_foreign_origin_is_refused_before_the_upgrade(running, session) ->
     assert refused.value.status == 403
 
 
-async def test_a_one_megabyte_frame_closes_the_socket_and_the_app_lives_on(running, session) -> None:
+async def test_a_one_megabyte_frame_closes_the_socket_and_the_app_lives_on(
+    running, session
+) -> None:
     provider = ScriptedProvider([Reply("fine")])
     app = await running(provider)
     client = await connect(session, app)

@@ -11,16 +11,28 @@ from tests.conftest import make_config
 from tests.fakes import RecordingChannel
 
 
-async def _app(tmp_path: Path, provider: ScriptedProvider, **sections) -> tuple[App, RecordingChannel]:
+async def _app(
+    tmp_path: Path, provider: ScriptedProvider, **sections
+) -> tuple[App, RecordingChannel]:
     channel = RecordingChannel()
-    app = App(make_config(tmp_path, **sections), base_dir=tmp_path, provider=provider, channels=[channel], web_server=False)
+    app = App(
+        make_config(tmp_path, **sections),
+        base_dir=tmp_path,
+        provider=provider,
+        channels=[channel],
+        web_server=False,
+    )
     await app.__aenter__()
     return app, channel
 
 
-def _msg(text: str, event: str, *, user: str = "u1", group: bool = False, mentioned: bool = True) -> InboundMessage:
+def _msg(
+    text: str, event: str, *, user: str = "u1", group: bool = False, mentioned: bool = True
+) -> InboundMessage:
     chat = ChatRef("fake", "group-1" if group else f"dm-{user}")
-    return InboundMessage(chat, user, text, event, f"msg-{event}", is_group=group, mentioned=mentioned)
+    return InboundMessage(
+        chat, user, text, event, f"msg-{event}", is_group=group, mentioned=mentioned
+    )
 
 
 async def _finals(app: App, channel: RecordingChannel) -> list[str]:

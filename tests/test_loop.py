@@ -97,13 +97,16 @@ async def test_two_tools_in_one_round_run_in_parallel_results_in_call_order() ->
         audits.append(record)
 
     provider = ScriptedProvider(
-        [Reply("Let me look", calls=[("slow", {"label": "a"}), ("slow", {"label": "b"})]), Reply("both done")]
+        [
+            Reply("Let me look", calls=[("slow", {"label": "a"}), ("slow", {"label": "b"})]),
+            Reply("both done"),
+        ]
     )
     result, events = await asyncio.wait_for(_run(provider, audit=audit), 5)
     assert result.text == "both done"
     second = provider.requests[1].messages
     assert [m.role for m in second] == ["user", "assistant", "tool", "tool"]
-    assert [m.content for m in second[2:]] == ['done a', 'done b']
+    assert [m.content for m in second[2:]] == ["done a", "done b"]
     assert second[2].tool_call_id == second[1].tool_calls[0].id
     assert any(isinstance(e, AnswerReset) for e in events)  # "Let me look" was preamble
     assert len([e for e in events if isinstance(e, ToolStarted)]) == 2
@@ -114,7 +117,14 @@ async def test_two_tools_in_one_round_run_in_parallel_results_in_call_order() ->
 async def test_tool_failures_are_results_the_model_reads() -> None:
     provider = ScriptedProvider(
         [
-            Reply(calls=[("broken", {}), ("picky", {"n": "many"}), ("picky", {"n": -1}), ("hangs", {})]),
+            Reply(
+                calls=[
+                    ("broken", {}),
+                    ("picky", {"n": "many"}),
+                    ("picky", {"n": -1}),
+                    ("hangs", {}),
+                ]
+            ),
             Reply(calls=[("nope", {}), ("picky", "{not json")]),
             Reply("sorry"),
         ]
@@ -142,7 +152,9 @@ async def test_tool_outside_the_allowlist_never_runs() -> None:
 
 
 async def test_round_limit_forces_an_answer_without_tools() -> None:
-    provider = ScriptedProvider([Reply(calls=[("picky", {"n": 1})])] * 2 + [Reply("giving up nicely")])
+    provider = ScriptedProvider(
+        [Reply(calls=[("picky", {"n": 1})])] * 2 + [Reply("giving up nicely")]
+    )
     result, _ = await _run(provider, rounds=2)
     assert result.text == "giving up nicely"
     assert provider.requests[-1].tools == ()

@@ -30,7 +30,9 @@ def test_every_config_key_in_the_readme_exists() -> None:
     assert len(documented) > 30
     missing = [key for key in documented if key not in keys]
     assert not missing, missing
-    for channel, names in re.findall(r"^\| `channels\.(\w+)\.\*` \| disabled \| (.*) \|$", README, re.M):
+    for channel, names in re.findall(
+        r"^\| `channels\.(\w+)\.\*` \| disabled \| (.*) \|$", README, re.M
+    ):
         for name in re.findall(r"`(\w+)`", names):
             assert f"channels.{channel}.{name}" in keys, (channel, name)
 
@@ -51,7 +53,10 @@ def test_cli_commands_in_the_readme_exist() -> None:
     for command in (["serve"], ["chat"], ["personas", "check"]):
         assert f"bot {' '.join(command)}" in README
         result = subprocess.run(
-            [sys.executable, "-m", "bot", *command, "--help"], capture_output=True, text=True, cwd=ROOT
+            [sys.executable, "-m", "bot", *command, "--help"],
+            capture_output=True,
+            text=True,
+            cwd=ROOT,
         )
         assert result.returncode == 0, result.stderr
         assert "--config" in result.stdout

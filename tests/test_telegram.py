@@ -43,9 +43,16 @@ async def telegram(tmp_path: Path, fake: FakeBotAPI) -> AsyncIterator[Start]:
     """`app = await telegram(provider, **channels.telegram)`: the gateway with Telegram on the fake."""
     apps: list[App] = []
 
-    async def start(provider: ScriptedProvider, server: dict[str, Any] | None = None, **settings: Any) -> App:
-        channel = {"enabled": True, "token": TOKEN, "api_base": fake.url,
-                   "private_edit_interval_s": INTERVAL, "group_edit_interval_s": INTERVAL} | settings
+    async def start(
+        provider: ScriptedProvider, server: dict[str, Any] | None = None, **settings: Any
+    ) -> App:
+        channel = {
+            "enabled": True,
+            "token": TOKEN,
+            "api_base": fake.url,
+            "private_edit_interval_s": INTERVAL,
+            "group_edit_interval_s": INTERVAL,
+        } | settings
         server = server or {"public_url": "https://bot.example.com"}  # webhook mode registers it
         config = make_config(tmp_path, channels={"telegram": channel}, server=server)
         app = App(config, base_dir=tmp_path, provider=provider)
@@ -78,10 +85,12 @@ async def test_long_polling_turn_is_one_message_filled_in_at_the_cadence(
     telegram: Start, fake: FakeBotAPI
 ) -> None:
     answer = " ".join(f"**word{i}**" if i % 50 == 0 else f"word{i}" for i in range(200))
-    provider = ScriptedProvider([
-        Reply(calls=[("SendMessage", {"message": "Looking into it…"})]),
-        Reply(answer, chunks=5, delay_s=0.3),
-    ])
+    provider = ScriptedProvider(
+        [
+            Reply(calls=[("SendMessage", {"message": "Looking into it…"})]),
+            Reply(answer, chunks=5, delay_s=0.3),
+        ]
+    )
     app = await telegram(provider)
     update = fake.push(fake.message(42, "tell me a story"))
     await answered(app, provider, 2)
@@ -107,7 +116,9 @@ async def test_long_polling_turn_is_one_message_filled_in_at_the_cadence(
     assert polls[0].params["allowed_updates"] == ["message"]
 
 
-async def test_a_429_pauses_the_chat_and_the_final_still_lands(telegram: Start, fake: FakeBotAPI) -> None:
+async def test_a_429_pauses_the_chat_and_the_final_still_lands(
+    telegram: Start, fake: FakeBotAPI
+) -> None:
     answer = " ".join(f"word{i}" for i in range(120))
     provider = ScriptedProvider([Reply(answer, chunks=6, delay_s=0.1)])
     app = await telegram(provider)
@@ -150,7 +161,9 @@ async def test_typing_while_nothing_new_shows_and_never_after_the_final(
     assert not fake.rate_limited
 
 
-async def test_a_9000_character_answer_is_three_messages_in_order(telegram: Start, fake: FakeBotAPI) -> None:
+async def test_a_9000_character_answer_is_three_messages_in_order(
+    telegram: Start, fake: FakeBotAPI
+) -> None:
     paragraphs = [f"Paragraph {i}: " + "lorem ipsum dolor sit amet " * 12 for i in range(27)]
     answer = "\n\n".join(paragraphs)[:9000].rstrip()
     assert len(answer) == 9000
@@ -176,11 +189,16 @@ async def test_length_is_counted_in_utf16_units(telegram: Start, fake: FakeBotAP
     await answered(app, provider)
     parts = shown(fake, 42)
     assert len(parts) == 2 and " ".join(parts).split() == answer.split()
-    assert all(c.status == 200 for c in fake.to_chat(42, "sendMessage", "editMessageText")
-               if c.error is None or "not modified" not in c.error)
+    assert all(
+        c.status == 200
+        for c in fake.to_chat(42, "sendMessage", "editMessageText")
+        if c.error is None or "not modified" not in c.error
+    )
 
 
-async def test_in_groups_only_mentions_and_replies_are_answered(telegram: Start, fake: FakeBotAPI) -> None:
+async def test_in_groups_only_mentions_and_replies_are_answered(
+    telegram: Start, fake: FakeBotAPI
+) -> None:
     provider = ScriptedProvider([Reply("you called?"), Reply("in the topic")])
     app = await telegram(provider)
     fake.push(fake.message(-100, "just chatting among ourselves"))
@@ -191,8 +209,13 @@ async def test_in_groups_only_mentions_and_replies_are_answered(telegram: Start,
     [send] = fake.ok(-100, "sendMessage")
     assert send.params["reply_parameters"]["message_id"] == asked["message"]["message_id"]
 
-    ours = {"message_id": 9, "date": 0, "chat": {"id": -100, "type": "supergroup"}, "from": BOT,
-            "text": "you called?"}
+    ours = {
+        "message_id": 9,
+        "date": 0,
+        "chat": {"id": -100, "type": "supergroup"},
+        "from": BOT,
+        "text": "you called?",
+    }
     fake.push(fake.message(-100, "and in this topic?", thread_id=7, reply_to=ours))
     await answered(app, provider, 2)
     assert provider.requests[1].messages[-1].content == "and in this topic?"
@@ -209,56 +232,86 @@ async def test_commands_also_as_cmd_at_botname(telegram: Start, fake: FakeBotAPI
     help_text = HELP.replace("**", "")
     await fake.wait_for(lambda: shown(fake, 42) == [help_text])
     assert shown(fake, -100) == [help_text]
-    assert [c.params["commands"][0]["command"] for c in fake.calls if c.method == "setmycommands"] == ["new"]
+    assert [
+        c.params["commands"][0]["command"] for c in fake.calls if c.method == "setmycommands"
+    ] == ["new"]
 
 
-async def test_photos_documents_voice_and_unsupported_kinds(telegram: Start, fake: FakeBotAPI) -> None:
+async def test_photos_documents_voice_and_unsupported_kinds(
+    telegram: Start, fake: FakeBotAPI
+) -> None:
     provider = ScriptedProvider([Reply("nice photo")])
     app = await telegram(provider)
-    photo = [{"file_id": "small", "file_unique_id": "s", "width": 90, "height": 90, "file_size": 900},
-             {"file_id": "big", "file_unique_id": "b", "width": 900, "height": 900, "file_size": 90000}]
+    photo = [
+        {"file_id": "small", "file_unique_id": "s", "width": 90, "height": 90, "file_size": 900},
+        {"file_id": "big", "file_unique_id": "b", "width": 900, "height": 900, "file_size": 90000},
+    ]
     fake.push(fake.message(42, None, photo=photo, caption="what is this?"))
     await answered(app, provider)
-    assert provider.requests[0].messages[-1].content == "what is this?\n[attachment: photo image/jpeg]"
+    assert (
+        provider.requests[0].messages[-1].content == "what is this?\n[attachment: photo image/jpeg]"
+    )
 
-    sticker = {"file_id": "st", "file_unique_id": "st", "type": "regular", "width": 512,
-               "height": 512, "is_animated": False, "is_video": False}
+    sticker = {
+        "file_id": "st",
+        "file_unique_id": "st",
+        "type": "regular",
+        "width": 512,
+        "height": 512,
+        "is_animated": False,
+        "is_video": False,
+    }
     fake.push(fake.message(77, None, sticker=sticker))
     await fake.wait_for(lambda: bool(shown(fake, 77)))
     assert shown(fake, 77)[0].startswith("Sorry — I can't read stickers yet.")
     assert len(provider.requests) == 1
 
 
-async def test_a_redelivered_update_is_answered_once(telegram: Start, fake: FakeBotAPI, session: aiohttp.ClientSession) -> None:
+async def test_a_redelivered_update_is_answered_once(
+    telegram: Start, fake: FakeBotAPI, session: aiohttp.ClientSession
+) -> None:
     provider = ScriptedProvider([Reply("once"), Reply("second message")])
     app = await telegram(provider, mode="webhook", webhook_secret=SECRET)
     url = f"{app.url}/telegram/webhook"
     update = fake.message(42, "hello")
     for _ in range(2):
-        async with session.post(url, json=update, headers={"X-Telegram-Bot-Api-Secret-Token": SECRET}) as r:
+        async with session.post(
+            url, json=update, headers={"X-Telegram-Bot-Api-Secret-Token": SECRET}
+        ) as r:
             assert r.status == 200
     await answered(app, provider)
-    async with session.post(url, json=update, headers={"X-Telegram-Bot-Api-Secret-Token": SECRET}) as r:
+    async with session.post(
+        url, json=update, headers={"X-Telegram-Bot-Api-Secret-Token": SECRET}
+    ) as r:
         assert r.status == 200
-    async with session.post(url, json=fake.message(42, "next"), headers={"X-Telegram-Bot-Api-Secret-Token": SECRET}) as r:
+    async with session.post(
+        url, json=fake.message(42, "next"), headers={"X-Telegram-Bot-Api-Secret-Token": SECRET}
+    ) as r:
         assert r.status == 200
     await answered(app, provider, 2)
     assert [r.messages[-1].content for r in provider.requests] == ["hello", "next"]
     assert shown(fake, 42) == ["once", "second message"]
 
 
-async def test_webhook_checks_the_secret(telegram: Start, fake: FakeBotAPI, session: aiohttp.ClientSession) -> None:
+async def test_webhook_checks_the_secret(
+    telegram: Start, fake: FakeBotAPI, session: aiohttp.ClientSession
+) -> None:
     provider = ScriptedProvider([Reply("hello, real user")])
-    app = await telegram(provider, server={"public_url": "https://bot.example.com/"},
-                         mode="webhook", webhook_secret=SECRET)
+    app = await telegram(
+        provider,
+        server={"public_url": "https://bot.example.com/"},
+        mode="webhook",
+        webhook_secret=SECRET,
+    )
     assert fake.webhook["url"] == "https://bot.example.com/telegram/webhook"
     assert fake.webhook["secret_token"] == SECRET
     url = f"{app.url}/telegram/webhook"
     for headers in ({"X-Telegram-Bot-Api-Secret-Token": "wrong"}, {}):
         async with session.post(url, json=fake.message(42, "forged"), headers=headers) as r:
             assert r.status == 401
-    async with session.post(url, json=fake.message(42, "real"),
-                            headers={"X-Telegram-Bot-Api-Secret-Token": SECRET}) as r:
+    async with session.post(
+        url, json=fake.message(42, "real"), headers={"X-Telegram-Bot-Api-Secret-Token": SECRET}
+    ) as r:
         assert r.status == 200
     await answered(app, provider)
     assert [r.messages[-1].content for r in provider.requests] == ["real"]
@@ -267,7 +320,9 @@ async def test_webhook_checks_the_secret(telegram: Start, fake: FakeBotAPI, sess
 
 def test_webhook_mode_refuses_to_start_without_a_secret(tmp_path: Path) -> None:
     with pytest.raises(ConfigError) as caught:
-        make_config(tmp_path, channels={"telegram": {"enabled": True, "token": TOKEN, "mode": "webhook"}})
+        make_config(
+            tmp_path, channels={"telegram": {"enabled": True, "token": TOKEN, "mode": "webhook"}}
+        )
     assert "channels.telegram.webhook_secret: required in webhook mode" in str(caught.value)
     assert "\n" not in str(caught.value)
     with pytest.raises(ValueError, match="webhook_secret is required"):
@@ -287,11 +342,15 @@ async def test_allowlists_of_users_and_chats(telegram: Start, fake: FakeBotAPI) 
     assert shown(fake, 42) == ["hi owner"] and shown(fake, -100) == ["hi group"]
 
 
-async def test_html_telegram_cannot_parse_goes_again_as_plain_text(telegram: Start, fake: FakeBotAPI) -> None:
+async def test_html_telegram_cannot_parse_goes_again_as_plain_text(
+    telegram: Start, fake: FakeBotAPI
+) -> None:
     app = await telegram(ScriptedProvider([]))
     fake.fail_parse_next = 1
     started = time.monotonic()
-    await app.channels["telegram"].send(ChatRef("telegram", "42"), OutboundContent("**bold** <b>"), final=True)
+    await app.channels["telegram"].send(
+        ChatRef("telegram", "42"), OutboundContent("**bold** <b>"), final=True
+    )
     failed, sent = fake.to_chat(42, "sendMessage")
     assert failed.status == 400 and failed.params["parse_mode"] == "HTML"
     assert sent.status == 200 and "parse_mode" not in sent.params and sent.text == "bold <b>"

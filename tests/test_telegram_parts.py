@@ -25,13 +25,18 @@ ME = BotIdentity(BOT["id"], BOT["username"])
 @pytest.mark.parametrize(
     ("markdown", "html"),
     [
-        ("**bold** *it* _it_ ~~gone~~ ||secret||",
-         "<b>bold</b> <i>it</i> <i>it</i> <s>gone</s> <tg-spoiler>secret</tg-spoiler>"),
+        (
+            "**bold** *it* _it_ ~~gone~~ ||secret||",
+            "<b>bold</b> <i>it</i> <i>it</i> <s>gone</s> <tg-spoiler>secret</tg-spoiler>",
+        ),
         ("a < b & `x<y>`", "a &lt; b &amp; <code>x&lt;y&gt;</code>"),
         ("[docs](https://e.com/?a=1&b=2)", '<a href="https://e.com/?a=1&amp;b=2">docs</a>'),
         ("[x](javascript:alert(1))", "[x](javascript:alert(1))"),
         ("# Title\n- one\n> quoted", "<b>Title</b>\n• one\n<blockquote>quoted</blockquote>"),
-        ("```py\nif a < b:\n    pass\n```", '<pre><code class="language-py">if a &lt; b:\n    pass</code></pre>'),
+        (
+            "```py\nif a < b:\n    pass\n```",
+            '<pre><code class="language-py">if a &lt; b:\n    pass</code></pre>',
+        ),
         ("snake_case and 2*3*4 and **open", "snake_case and 2*3*4 and **open"),
     ],
 )
@@ -52,8 +57,30 @@ def test_length_is_the_rendered_text_in_utf16_units() -> None:
 
 
 def test_rendering_never_lengthens_text() -> None:
-    pieces = ["**", "*", "_", "__", "~~", "||", "`", "```", "```py", "[a](https://x.y)", "[](https://x.y)",
-              "# ", "- ", "> ", "---", "\n", " ", "word", "&", "<", "😀", "![i](https://x.y/i.png)"]
+    pieces = [
+        "**",
+        "*",
+        "_",
+        "__",
+        "~~",
+        "||",
+        "`",
+        "```",
+        "```py",
+        "[a](https://x.y)",
+        "[](https://x.y)",
+        "# ",
+        "- ",
+        "> ",
+        "---",
+        "\n",
+        " ",
+        "word",
+        "&",
+        "<",
+        "😀",
+        "![i](https://x.y/i.png)",
+    ]
     rng = random.Random(5)
     for _ in range(2000):
         text = "".join(rng.choice(pieces) for _ in range(rng.randint(1, 30)))
@@ -82,7 +109,9 @@ def test_private_message() -> None:
     inbound = normalize(message, update_id, ME)
     assert inbound is not None and not isinstance(inbound, Unsupported)
     assert (inbound.chat.key, inbound.user_id, inbound.text) == ("telegram:42", "42", "hello")
-    assert inbound.event_id == f"telegram:{update_id}" and inbound.mentioned and not inbound.is_group
+    assert (
+        inbound.event_id == f"telegram:{update_id}" and inbound.mentioned and not inbound.is_group
+    )
 
 
 @pytest.mark.parametrize(
@@ -90,7 +119,11 @@ def test_private_message() -> None:
     [
         ("chatting", None, False),
         ("hi @test_bot", [{"type": "mention", "offset": 3, "length": 9}], True),
-        ("😀 hi @TEST_BOT", [{"type": "mention", "offset": 6, "length": 9}], True),  # UTF-16 offsets
+        (
+            "😀 hi @TEST_BOT",
+            [{"type": "mention", "offset": 6, "length": 9}],
+            True,
+        ),  # UTF-16 offsets
         ("hi @other_bot", [{"type": "mention", "offset": 3, "length": 10}], False),
         ("hi Bot", [{"type": "text_mention", "offset": 3, "length": 3, "user": BOT}], True),
         ("/new", [{"type": "bot_command", "offset": 0, "length": 4}], True),
@@ -98,7 +131,9 @@ def test_private_message() -> None:
         ("/weather", [{"type": "bot_command", "offset": 0, "length": 8}], False),
     ],
 )
-def test_mentions_in_groups(text: str, entities: list[dict[str, Any]] | None, mentioned: bool) -> None:
+def test_mentions_in_groups(
+    text: str, entities: list[dict[str, Any]] | None, mentioned: bool
+) -> None:
     message, update_id = _message(FakeBotAPI(), -100, text, entities=entities)
     inbound = normalize(message, update_id, ME)
     assert inbound is not None and not isinstance(inbound, Unsupported)
@@ -106,21 +141,42 @@ def test_mentions_in_groups(text: str, entities: list[dict[str, Any]] | None, me
 
 
 def test_reply_to_the_bot_in_a_forum_topic() -> None:
-    ours = {"message_id": 9, "date": 0, "chat": {"id": -100, "type": "supergroup"}, "from": BOT, "text": "hi"}
+    ours = {
+        "message_id": 9,
+        "date": 0,
+        "chat": {"id": -100, "type": "supergroup"},
+        "from": BOT,
+        "text": "hi",
+    }
     message, update_id = _message(FakeBotAPI(), -100, "thanks", thread_id=7, reply_to=ours)
     inbound = normalize(message, update_id, ME)
     assert inbound is not None and not isinstance(inbound, Unsupported)
-    assert inbound.mentioned and inbound.chat.thread_id == "7" and inbound.chat.key == "telegram:-100:7"
+    assert (
+        inbound.mentioned
+        and inbound.chat.thread_id == "7"
+        and inbound.chat.key == "telegram:-100:7"
+    )
 
 
 def test_documents_voice_and_what_is_ignored() -> None:
     fake = FakeBotAPI()
-    document = {"file_id": "d", "file_unique_id": "d", "file_name": "a.pdf", "mime_type": "application/pdf", "file_size": 10}
+    document = {
+        "file_id": "d",
+        "file_unique_id": "d",
+        "file_name": "a.pdf",
+        "mime_type": "application/pdf",
+        "file_size": 10,
+    }
     message, update_id = _message(fake, 42, None, document=document, caption="read this")
     inbound = normalize(message, update_id, ME)
     assert inbound is not None and not isinstance(inbound, Unsupported)
     [attachment] = inbound.attachments
-    assert (attachment.kind, attachment.name, attachment.mime_type, inbound.text) == ("document", "a.pdf", "application/pdf", "read this")
+    assert (attachment.kind, attachment.name, attachment.mime_type, inbound.text) == (
+        "document",
+        "a.pdf",
+        "application/pdf",
+        "read this",
+    )
     voice = {"file_id": "v", "file_unique_id": "v", "duration": 3, "mime_type": "audio/ogg"}
     message, update_id = _message(fake, 42, None, voice=voice)
     inbound = normalize(message, update_id, ME)
@@ -169,7 +225,10 @@ async def test_finals_jump_the_queue() -> None:
             order.append(name)
 
     async with budget.slot("1", "send"):
-        waiting = [asyncio.create_task(call("send", "send")), asyncio.create_task(call("final", "final"))]
+        waiting = [
+            asyncio.create_task(call("send", "send")),
+            asyncio.create_task(call("final", "final")),
+        ]
         await asyncio.sleep(0.01)
     await asyncio.gather(*waiting)
     assert order == ["final", "send"]

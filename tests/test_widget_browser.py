@@ -13,8 +13,13 @@ pytestmark = pytest.mark.skipif(
     CHROMIUM is None, reason="no system Chromium (apt-get install chromium); .ci/run installs it"
 )
 ARGS = [
-    "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-    "--disable-background-networking", "--disable-component-update", "--disable-sync",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
 ]
 ANSWER = (
     "**Bold** news: see [the docs](https://example.com/docs).\n\n"
@@ -70,7 +75,9 @@ async def test_widget_renders_a_card_and_its_buttons_answer_back(running, tmp_pa
             "Order 7",
             {"Amount": "120 HKD", "Expires": "in 30 minutes"},
             image=PIXEL,
-            buttons=[button("Confirm", "confirm_order", value="yes, confirm order 7", style="primary")],
+            buttons=[
+                button("Confirm", "confirm_order", value="yes, confirm order 7", style="primary")
+            ],
         )
         return ToolResult("order card shown", display=(hint,))
 
@@ -78,8 +85,12 @@ async def test_widget_renders_a_card_and_its_buttons_answer_back(running, tmp_pa
     registry.add(show_order)
     personas = tmp_path / "personas"
     personas.mkdir()
-    (personas / "default.md").write_text("---\nname: default\ndescription: d\ntools: [show_order]\n---\nHi\n")
-    provider = ScriptedProvider([Reply(calls=[("show_order", {})]), Reply("Here is your order."), Reply("Confirmed.")])
+    (personas / "default.md").write_text(
+        "---\nname: default\ndescription: d\ntools: [show_order]\n---\nHi\n"
+    )
+    provider = ScriptedProvider(
+        [Reply(calls=[("show_order", {})]), Reply("Here is your order."), Reply("Confirmed.")]
+    )
     app = await running(provider, registry=registry, personas={"dirs": [str(personas)]})
     async with playwright_api.async_playwright() as playwright:
         browser = await playwright.chromium.launch(executable_path=CHROMIUM, args=ARGS)

@@ -19,7 +19,13 @@ DISPATCH_TIMEOUT_S = 3600.0
 
 class AgentRuntime(Protocol):
     async def dispatch(
-        self, ctx: ToolContext, *, description: str, subagent_type: str, prompt: str, background: bool
+        self,
+        ctx: ToolContext,
+        *,
+        description: str,
+        subagent_type: str,
+        prompt: str,
+        background: bool,
     ) -> ToolResult: ...
 
     async def stop(self, ctx: ToolContext, task_id: str) -> ToolResult: ...

@@ -62,4 +62,13 @@ class Failed:
     reason: str  # for the log and storage; the user sees a short apology
 
 
-TurnEvent = Interim | AnswerDelta | AnswerReset | ToolStarted | AgentStarted | AgentFinished | Final | Failed
+TurnEvent = (
+    Interim
+    | AnswerDelta
+    | AnswerReset
+    | ToolStarted
+    | AgentStarted
+    | AgentFinished
+    | Final
+    | Failed
+)

@@ -136,7 +136,8 @@ class TelegramChannel:
     ) -> MessageHandle:
         reply = (
             ReplyParameters(message_id=int(reply_to), allow_sending_without_reply=True)
-            if reply_to else None
+            if reply_to
+            else None
         )
 
         def request(text: str, mode: str | None) -> Awaitable[object]:
@@ -193,7 +194,9 @@ class TelegramChannel:
             async with self._call(chat, rank):
                 result = await request(rendered, ParseMode.HTML)
         except _ParseError as exc:
-            log.info("Telegram could not parse our HTML in %s (%s); sending plain text", chat.key, exc)
+            log.info(
+                "Telegram could not parse our HTML in %s (%s); sending plain text", chat.key, exc
+            )
             async with self._call(chat, "final" if rank == "final" else "send"):
                 result = await request(plain, None)
         self._typing.shown(chat)

@@ -103,7 +103,9 @@ class Ingress:
             updates = await self._retrying(
                 "getUpdates",
                 lambda offset=offset: self.bot.get_updates(  # type: ignore[misc]
-                    offset=offset, timeout=self._poll_timeout_s, allowed_updates=kinds,
+                    offset=offset,
+                    timeout=self._poll_timeout_s,
+                    allowed_updates=kinds,
                     request_timeout=wait,
                 ),
             )
@@ -137,8 +139,12 @@ class Ingress:
         if inbox is None or me is None:
             return
         inbound = normalize(message, event_update.update_id, me)
-        log.debug("Telegram update %s from user %s in chat %s", event_update.update_id,
-                  message.from_user.id if message.from_user else None, message.chat.id)
+        log.debug(
+            "Telegram update %s from user %s in chat %s",
+            event_update.update_id,
+            message.from_user.id if message.from_user else None,
+            message.chat.id,
+        )
         if isinstance(inbound, Unsupported):
             content = OutboundContent(inbound.reply)
             await self.channel.send(inbound.chat, content, reply_to=inbound.message_id, final=True)
@@ -147,14 +153,21 @@ class Ingress:
 
     async def _register_webhook(self) -> None:
         if not self._public_url:
-            log.warning("Telegram webhook mode without server.public_url: register %s with "
-                        "Telegram's setWebhook yourself, with the secret token", self._path)
+            log.warning(
+                "Telegram webhook mode without server.public_url: register %s with "
+                "Telegram's setWebhook yourself, with the secret token",
+                self._path,
+            )
             return
         url = self._public_url.rstrip("/") + self._path
         kinds = self.dp.resolve_used_update_types()
         try:
-            await self._retrying("setWebhook", lambda: self.bot.set_webhook(
-                url=url, secret_token=self._secret.decode(), allowed_updates=kinds))
+            await self._retrying(
+                "setWebhook",
+                lambda: self.bot.set_webhook(
+                    url=url, secret_token=self._secret.decode(), allowed_updates=kinds
+                ),
+            )
         except TelegramBadRequest as exc:
             raise ChannelError(
                 f"Telegram refused the webhook URL {url!r}: {exc.message}; server.public_url must "
@@ -176,8 +189,13 @@ class Ingress:
             except RETRYABLE as exc:
                 delay = getattr(exc, "retry_after", None) or backoff.next_delay
                 if isinstance(exc, TelegramConflictError):
-                    log.warning("Telegram %s: another process polls this bot or a webhook is set"
-                                " (%s); retrying in %.1fs", what, exc.message, delay)
+                    log.warning(
+                        "Telegram %s: another process polls this bot or a webhook is set"
+                        " (%s); retrying in %.1fs",
+                        what,
+                        exc.message,
+                        delay,
+                    )
                 else:
                     log.warning("Telegram %s failed (%s); retrying in %.1fs", what, exc, delay)
                 await asyncio.sleep(delay)

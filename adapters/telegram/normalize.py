@@ -18,9 +18,18 @@ OWN_COMMANDS = frozenset({"new", "stop", "help", "start"})  # a bare /new in a g
 # What people send that we cannot read yet, as the reply names it. Service messages (joins,
 # pins, topic edits ...) are not in here: they are ignored without a word.
 UNSUPPORTED = {
-    "sticker": "stickers", "animation": "GIFs", "location": "locations", "venue": "locations",
-    "contact": "contacts", "poll": "polls", "dice": "dice", "game": "games", "story": "stories",
-    "live_photo": "live photos", "paid_media": "paid media", "checklist": "checklists",
+    "sticker": "stickers",
+    "animation": "GIFs",
+    "location": "locations",
+    "venue": "locations",
+    "contact": "contacts",
+    "poll": "polls",
+    "dice": "dice",
+    "game": "games",
+    "story": "stories",
+    "live_photo": "live photos",
+    "paid_media": "paid media",
+    "checklist": "checklists",
     "invoice": "invoices",
 }
 
@@ -41,11 +50,15 @@ class Unsupported:
 
     @property
     def reply(self) -> str:
-        return (f"Sorry — I can't read {self.what} yet. "
-                "Send me text, a photo, a document or a voice message.")
+        return (
+            f"Sorry — I can't read {self.what} yet. "
+            "Send me text, a photo, a document or a voice message."
+        )
 
 
-def normalize(message: Message, update_id: int, me: BotIdentity) -> InboundMessage | Unsupported | None:
+def normalize(
+    message: Message, update_id: int, me: BotIdentity
+) -> InboundMessage | Unsupported | None:
     """None for what is not for us: service messages, other bots, a channel's own posts."""
     sender = message.from_user
     if sender is None or (sender.is_bot and message.sender_chat is None):
@@ -93,7 +106,9 @@ def _addressed(message: Message, text: str, entities: list[MessageEntity], me: B
             return True
         if entity.type == "bot_command" and entity.offset == 0:
             command, _, target = entity.extract_from(text)[1:].partition("@")
-            if target.lower() == me.username.lower() or (not target and command.lower() in OWN_COMMANDS):
+            if target.lower() == me.username.lower() or (
+                not target and command.lower() in OWN_COMMANDS
+            ):
                 return True
     return False
 
@@ -101,18 +116,23 @@ def _addressed(message: Message, text: str, entities: list[MessageEntity], me: B
 def _attachments(message: Message) -> tuple[Attachment, ...]:
     if message.photo:
         largest = message.photo[-1]
-        return (Attachment("photo", mime_type="image/jpeg", size=largest.file_size,
-                           platform_id=largest.file_id),)
+        return (
+            Attachment(
+                "photo", mime_type="image/jpeg", size=largest.file_size, platform_id=largest.file_id
+            ),
+        )
     for kind in ("document", "voice", "audio", "video", "video_note"):
         media = getattr(message, kind)
         if media is not None:
-            return (Attachment(
-                "video" if kind == "video_note" else kind,
-                name=getattr(media, "file_name", None) or getattr(media, "title", None),
-                mime_type=getattr(media, "mime_type", None),
-                size=media.file_size,
-                platform_id=media.file_id,
-            ),)
+            return (
+                Attachment(
+                    "video" if kind == "video_note" else kind,
+                    name=getattr(media, "file_name", None) or getattr(media, "title", None),
+                    mime_type=getattr(media, "mime_type", None),
+                    size=media.file_size,
+                    platform_id=media.file_id,
+                ),
+            )
     return ()
 
 

@@ -33,7 +33,14 @@ _INLINE = re.compile(
     r"|(?<![\w*])\*(?P<italic>[^\s*](?:[^*]*?[^\s*])?)\*(?![\w*])"
     r"|(?<!\w)_(?P<italic2>[^\s_](?:[^_]*?[^\s_])?)_(?!\w))"
 )
-_WRAP = {"bold": "b", "bold2": "b", "strike": "s", "spoiler": "tg-spoiler", "italic": "i", "italic2": "i"}
+_WRAP = {
+    "bold": "b",
+    "bold2": "b",
+    "strike": "s",
+    "spoiler": "tg-spoiler",
+    "italic": "i",
+    "italic2": "i",
+}
 
 
 def to_html(markdown: str) -> str:

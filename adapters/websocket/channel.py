@@ -35,7 +35,9 @@ from adapters.websocket.static import add_page_routes
 
 log = logging.getLogger(__name__)
 
-_LIMITS = ChannelLimits(max_text_length=100_000, min_edit_interval_s=0.05, can_edit=True, final_marker=True)
+_LIMITS = ChannelLimits(
+    max_text_length=100_000, min_edit_interval_s=0.05, can_edit=True, final_marker=True
+)
 
 
 class WebSocketChannel:
@@ -155,7 +157,11 @@ class WebSocketChannel:
         origin = request.headers.get(hdrs.ORIGIN)
         # Browsers apply no CORS to web sockets: without this check any site could put our bot
         # on its pages. A missing Origin means a non-browser client, which could forge one anyway.
-        if origin is not None and origin not in self._allowed_origins and not _same_origin(origin, request):
+        if (
+            origin is not None
+            and origin not in self._allowed_origins
+            and not _same_origin(origin, request)
+        ):
             log.info("websocket refused: origin %r is not in allowed_origins", origin)
             raise web.HTTPForbidden(
                 text=f"origin {origin!r} is not allowed; "

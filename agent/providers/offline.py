@@ -12,7 +12,16 @@ import json
 import re
 from collections.abc import AsyncIterator
 
-from agent.types import Message, ModelEvent, ModelRequest, Stop, TextDelta, ToolCall, ToolCallEvent, Usage
+from agent.types import (
+    Message,
+    ModelEvent,
+    ModelRequest,
+    Stop,
+    TextDelta,
+    ToolCall,
+    ToolCallEvent,
+    Usage,
+)
 
 INTRO = (
     "I'm the built-in **offline demo model** — not an LLM, just a few fixed rules, so you can see "
@@ -46,7 +55,9 @@ class OfflineProvider:
             yield Usage(_tokens(request), 8)
             yield Stop("tool_use")
             return
-        answer = _answer_tools(request.messages) if last.role == "tool" else _answer_text(last.content)
+        answer = (
+            _answer_tools(request.messages) if last.role == "tool" else _answer_text(last.content)
+        )
         for word in re.findall(r"\S+\s*|\s+", answer):
             if self.word_delay_s:
                 await asyncio.sleep(self.word_delay_s)
@@ -66,11 +77,17 @@ def _choose_call(text: str, tools: set[str]) -> ToolCall | None:
             "a short, factual answer the coordinator can pass on."
         )
         args = {"description": task[:60], "subagent_type": name, "prompt": prompt}
-        return ToolCall(id=f"offline_{abs(hash(text)) % 10**8}", name="AgentTool", arguments=json.dumps(args))
+        return ToolCall(
+            id=f"offline_{abs(hash(text)) % 10**8}", name="AgentTool", arguments=json.dumps(args)
+        )
     if _TIME.search(text) and "get_current_datetime" in tools:
         zone = _ZONE.search(text)
         args = {"timezone": zone.group(1)} if zone else {}
-        return ToolCall(id=f"offline_{abs(hash(text)) % 10**8}", name="get_current_datetime", arguments=json.dumps(args))
+        return ToolCall(
+            id=f"offline_{abs(hash(text)) % 10**8}",
+            name="get_current_datetime",
+            arguments=json.dumps(args),
+        )
     return None
 
 

@@ -79,7 +79,9 @@ class ScriptedProvider:
             yield TextDelta(piece)
         for name, args in reply.calls:
             text = args if isinstance(args, str) else json.dumps(args)
-            yield ToolCallEvent(ToolCall(id=f"call_{uuid.uuid4().hex[:8]}", name=name, arguments=text))
+            yield ToolCallEvent(
+                ToolCall(id=f"call_{uuid.uuid4().hex[:8]}", name=name, arguments=text)
+            )
         yield reply.usage
         yield Stop("tool_use" if reply.calls else "end_turn")
 
