@@ -78,8 +78,8 @@ class _FrontMatter(BaseModel):
     @classmethod
     def _known(cls, tools: list[str], info: ValidationInfo) -> list[str]:
         known: frozenset[str] | None = (info.context or {}).get("known_tools")
-        for tool in tools if known is not None else ():
-            if tool not in known:
+        for tool in tools:
+            if known is not None and tool not in known:
                 close = difflib.get_close_matches(tool, known, n=1)
                 hint = f"; did you mean {close[0]!r}?" if close else ""
                 raise ValueError(f"unknown tool {tool!r}; known: {', '.join(sorted(known))}{hint}")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import AsyncGenerator
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -76,6 +77,8 @@ class StreamRestart:
 
 
 ModelEvent = TextDelta | ToolCallEvent | Usage | Stop | StreamRestart
+# a generator, not just an iterator: callers close it (aclosing) to end the HTTP stream at once
+ModelStream = AsyncGenerator[ModelEvent, None]
 
 
 @dataclass(slots=True)

@@ -83,6 +83,30 @@ async def serve_echo() -> None:
 # ---------------------------------------------------------------- load (this process)
 
 
+def rss_bytes(pid: int) -> int:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) * 1024
+    raise RuntimeError("no VmRSS")
+
+
+async def idle_cost(session: aiohttp.ClientSession, url: str, pid: int, count: int) -> float:
+    """Server memory per idle connection that said hello, asking for permessage-deflate as
+    browsers do (the server declines it: its zlib state would cost ~100 KiB a socket)."""
+    before = rss_bytes(pid)
+    sockets = []
+    for index in range(count):
+        ws = await session.ws_connect(url, headers={"Origin": ORIGIN}, compress=15)
+        await ws.send_str(json.dumps({"type": "hello", "visitor_id": f"idle-visitor-{index:05d}"}))
+        await _until(ws, "ready")
+        sockets.append(ws)
+    await asyncio.sleep(0.5)
+    cost = (rss_bytes(pid) - before) / count
+    for ws in sockets:
+        await ws.close()
+    return cost
+
+
 def cpu_seconds(pid: int) -> float:
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
@@ -157,7 +181,7 @@ def pct(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, int(q * len(ordered)))] * 1000
 
 
-async def run(conversations: int, turns: int, solo_turns: int) -> None:
+async def run(conversations: int, turns: int, solo_turns: int, idle_count: int) -> None:
     with tempfile.TemporaryDirectory() as data_dir:
         gateway, gateway_port = start_server("--serve-gateway", data_dir)
         echo, echo_port = start_server("--serve-echo")
@@ -207,6 +231,10 @@ async def run(conversations: int, turns: int, solo_turns: int) -> None:
                     )
                 )
                 echo_wall = time.perf_counter() - echo_started
+            async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0)) as unlimited:
+                idle = await idle_cost(
+                    unlimited, f"http://127.0.0.1:{gateway_port}/ws", gateway.pid, idle_count
+                )
         finally:
             gateway.terminate()
             echo.terminate()
@@ -235,6 +263,9 @@ async def run(conversations: int, turns: int, solo_turns: int) -> None:
     print(
         f"  latency              p50  {pct(echo_total, 0.5):8.2f} ms   p99 {pct(echo_total, 0.99):8.2f} ms"
     )
+    print(
+        f"idle connection (after hello), {idle_count} sockets: {idle / 1024:.1f} KiB each (server RSS)"
+    )
     overhead_50 = pct(total, 0.5) - pct(echo_total, 0.5)
     overhead_99 = pct(total, 0.99) - pct(echo_total, 0.99)
     print(f"gateway overhead over echo  p50  {overhead_50:8.2f} ms   p99 {overhead_99:8.2f} ms")
@@ -248,6 +279,9 @@ def main() -> None:
     parser.add_argument("--conversations", type=int, default=50)
     parser.add_argument("--turns", type=int, default=40)
     parser.add_argument("--solo-turns", type=int, default=500)
+    parser.add_argument(
+        "--idle", type=int, default=1000, help="idle connections for the memory figure"
+    )
     parser.add_argument("--serve-gateway", metavar="DIR")
     parser.add_argument("--serve-echo", action="store_true")
     args = parser.parse_args()
@@ -256,7 +290,7 @@ def main() -> None:
     elif args.serve_echo:
         asyncio.run(serve_echo())
     else:
-        asyncio.run(run(args.conversations, args.turns, args.solo_turns))
+        asyncio.run(run(args.conversations, args.turns, args.solo_turns, args.idle))
 
 
 if __name__ == "__main__":

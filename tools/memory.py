@@ -7,7 +7,7 @@ no tool takes a user id as an argument, so no argument can reach another user's 
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Literal, Protocol, runtime_checkable
 
 from tools.base import ToolContext, ToolError
@@ -98,7 +98,7 @@ def relevant(
     return [row for _, _, row in scored[:limit]]
 
 
-def context_for(rows: list[Mapping[str, Any]], query: str) -> list[dict[str, Any]]:
+def context_for(rows: Sequence[Mapping[str, Any]], query: str) -> list[dict[str, Any]]:
     """The relevant memories, then the most important ones, without repeats."""
     important = sorted(rows, key=lambda r: r["importance"] or 0, reverse=True)[:IMPORTANT_LIMIT]
     picked: dict[Any, Mapping[str, Any]] = {}

@@ -117,8 +117,17 @@ class PiiMasker:
         for i, (pattern, check, label) in enumerate(self.rules):
             if i < self.builtin and not (has_at if label == LABELS["email"] else has_number):
                 continue
-            text = pattern.sub(lambda m, c=check, lb=label: lb if c(m) else m.group(), text)
+            text = pattern.sub(_replacer(check, label), text)
         return text
+
+
+def _replacer(check: Check, label: str) -> Callable[[re.Match[str]], str]:
+    """A `re.sub` replacement: the label where `check` confirms the match, else the match."""
+
+    def replace(match: re.Match[str]) -> str:
+        return label if check(match) else match.group()
+
+    return replace
 
 
 DEFAULT_MASKER = PiiMasker.build()

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -24,6 +24,7 @@ from agent.types import (
     Message,
     ModelEvent,
     ModelRequest,
+    ModelStream,
     Stop,
     TextDelta,
     ToolCall,
@@ -63,7 +64,7 @@ class AnthropicProvider:
     async def aclose(self) -> None:
         await self._client.close()
 
-    async def stream(self, request: ModelRequest) -> AsyncIterator[ModelEvent]:
+    async def stream(self, request: ModelRequest) -> ModelStream:
         model = request.model or self.model
         who = f"anthropic {model} at {self.base_url}"
         params: dict[str, Any] = {

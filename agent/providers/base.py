@@ -12,10 +12,9 @@ Errors a provider raises (SDK errors are mapped at the boundary, never leaked)::
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
 from typing import Protocol
 
-from agent.types import ModelEvent, ModelRequest
+from agent.types import ModelRequest, ModelStream
 
 
 class ProviderError(Exception):
@@ -58,4 +57,4 @@ class Provider(Protocol):
     name: str  # "anthropic", "openai", "offline", "scripted"
     model: str
 
-    def stream(self, request: ModelRequest) -> AsyncIterator[ModelEvent]: ...
+    def stream(self, request: ModelRequest) -> ModelStream: ...

@@ -10,12 +10,11 @@ from __future__ import annotations
 import asyncio
 import json
 import re
-from collections.abc import AsyncIterator
 
 from agent.types import (
     Message,
-    ModelEvent,
     ModelRequest,
+    ModelStream,
     Stop,
     TextDelta,
     ToolCall,
@@ -46,7 +45,7 @@ class OfflineProvider:
         self.model = model
         self.word_delay_s = word_delay_s
 
-    async def stream(self, request: ModelRequest) -> AsyncIterator[ModelEvent]:
+    async def stream(self, request: ModelRequest) -> ModelStream:
         last = request.messages[-1] if request.messages else Message("user", "")
         tools = {spec.name for spec in request.tools}
         call = None if last.role == "tool" else _choose_call(last.content, tools)

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -23,8 +23,8 @@ from agent.providers.classify import classify
 from agent.providers.deadline import Deadline, Timeouts
 from agent.types import (
     Message,
-    ModelEvent,
     ModelRequest,
+    ModelStream,
     Stop,
     TextDelta,
     ToolCall,
@@ -71,7 +71,7 @@ class OpenAIProvider:
     async def aclose(self) -> None:
         await self._client.close()
 
-    async def stream(self, request: ModelRequest) -> AsyncIterator[ModelEvent]:
+    async def stream(self, request: ModelRequest) -> ModelStream:
         model = request.model or self.model
         who = f"openai {model} at {self.base_url}"
         params: dict[str, Any] = {

@@ -21,12 +21,12 @@ from __future__ import annotations
 import asyncio
 import logging
 import random
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import Sequence
 from contextlib import aclosing
 from dataclasses import replace
 
 from agent.providers.base import Provider, ProviderError, ProviderRejected, ProviderUnavailable
-from agent.types import ModelEvent, ModelRequest, StreamRestart
+from agent.types import ModelRequest, ModelStream, StreamRestart
 
 log = logging.getLogger(__name__)
 
@@ -61,7 +61,7 @@ class ResilientProvider:
             if close is not None:
                 await close()
 
-    async def stream(self, request: ModelRequest) -> AsyncIterator[ModelEvent]:
+    async def stream(self, request: ModelRequest) -> ModelStream:
         failures: list[ProviderError] = []
         dirty = False  # something of this call was streamed and must be taken back
         for position, provider in enumerate(self.chain):
@@ -102,4 +102,4 @@ class ResilientProvider:
         """Seconds before the next try; None: not worth waiting for."""
         if exc.retry_after is not None:
             return exc.retry_after if exc.retry_after <= self.max_wait_s else None
-        return min(self.max_wait_s, self.backoff_s * 2**attempt * random.uniform(0.8, 1.2))
+        return min(self.max_wait_s, self.backoff_s * 2.0**attempt * random.uniform(0.8, 1.2))

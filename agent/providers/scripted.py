@@ -5,11 +5,11 @@ from __future__ import annotations
 import asyncio
 import json
 import uuid
-from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from agent.types import ModelEvent, ModelRequest, Stop, TextDelta, ToolCall, ToolCallEvent, Usage
+from agent.types import ModelRequest, ModelStream, Stop, TextDelta, ToolCall, ToolCallEvent, Usage
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,7 +63,7 @@ class ScriptedProvider:
             raise ScriptExhausted(f"no scripted reply left for call #{len(self.requests)}")
         return self._queue.pop(0)
 
-    async def stream(self, request: ModelRequest) -> AsyncIterator[ModelEvent]:
+    async def stream(self, request: ModelRequest) -> ModelStream:
         self.requests.append(request)
         self._seen.set()
         reply = self._next(request)

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import Sequence
 from contextlib import aclosing
 from dataclasses import replace
 from typing import Any, Literal
@@ -26,8 +26,8 @@ from agent.providers.base import Provider, ToolsUnsupported
 from agent.providers.textcalls import CallFormatError, parse_calls, tools_prompt
 from agent.types import (
     Message,
-    ModelEvent,
     ModelRequest,
+    ModelStream,
     Stop,
     StreamRestart,
     TextDelta,
@@ -57,7 +57,7 @@ class ToolModeProvider:
         if close is not None:
             await close()
 
-    async def stream(self, request: ModelRequest) -> AsyncIterator[ModelEvent]:
+    async def stream(self, request: ModelRequest) -> ModelStream:
         if self.mode != "text":
             yielded = False
             try:
@@ -79,7 +79,7 @@ class ToolModeProvider:
             async for event in events:
                 yield event
 
-    async def _text_mode(self, request: ModelRequest) -> AsyncIterator[ModelEvent]:
+    async def _text_mode(self, request: ModelRequest) -> ModelStream:
         # the history goes as text even when no tools are offered: the server may not know them
         plain = replace(request, tools=(), messages=as_text_messages(request.messages))
         if not request.tools:

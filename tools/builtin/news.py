@@ -18,7 +18,8 @@ from tools.registry import tool
 try:  # refuses entity expansion bombs; the stdlib parser is the fallback
     from defusedxml.ElementTree import ParseError, fromstring
 except ImportError:  # pragma: no cover - defusedxml is a dependency
-    from xml.etree.ElementTree import ParseError, fromstring
+    # only the optional arguments differ, and parse_feed passes none
+    from xml.etree.ElementTree import ParseError, fromstring  # type: ignore[assignment]
 
 log = logging.getLogger(__name__)
 
@@ -66,12 +67,12 @@ def parse_feed(body: bytes, source: str) -> list[dict[str, Any]]:
                 ),
                 "",
             )
-            summary = entry.find(f"{_ATOM}summary")
-            if summary is None:
-                summary = entry.find(f"{_ATOM}content")
+            summary_el = entry.find(f"{_ATOM}summary")
+            if summary_el is None:
+                summary_el = entry.find(f"{_ATOM}content")
             date = _text(entry.find(f"{_ATOM}updated")) or _text(entry.find(f"{_ATOM}published"))
             items.append(
-                (_text(entry.find(f"{_ATOM}title")), link, _text(summary), date, feed_title)
+                (_text(entry.find(f"{_ATOM}title")), link, _text(summary_el), date, feed_title)
             )
     else:
         channel = root.find("channel")

@@ -16,7 +16,7 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, TypeVar, TypeVarTuple
 
 import watchfiles
 
@@ -26,6 +26,7 @@ from tools.knowledge.terms import terms, unique_terms
 log = logging.getLogger(__name__)
 
 T = TypeVar("T")
+Ts = TypeVarTuple("Ts")
 DEBOUNCE_MS = 200
 # head (title + section) weighs more than body text: a passage *about* a term beats a mention
 _RANK = "bm25(passages, 3.0, 1.0)"
@@ -150,7 +151,7 @@ class KnowledgeBase:
             except (OSError, sqlite3.Error):
                 log.exception("knowledge: re-indexing failed; the previous index stays in use")
 
-    def _run(self, fn: Any, *args: Any) -> asyncio.Future[Any]:
+    def _run(self, fn: Callable[[*Ts], T], *args: *Ts) -> asyncio.Future[T]:
         if self._executor is None:
             raise RuntimeError("the knowledge base is not open; await open() first")
         return asyncio.get_running_loop().run_in_executor(self._executor, fn, *args)

@@ -1,0 +1,114 @@
+"""load_config: read config.yaml (duplicate keys refused), expand `${VAR}`, validate, explain."""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import BaseModel, ValidationError
+
+from bot.config.env import expand_env
+from bot.config.errors import ConfigError, describe, show
+from bot.config.schema import Config, item_model
+
+log = logging.getLogger(__name__)
+
+DEFAULT_PATH = "config.yaml"
+
+
+class _Loader(yaml.SafeLoader):
+    """A SafeLoader that refuses duplicate keys (plain YAML silently keeps the last one)."""
+
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
+        seen: set[Any] = set()
+        for key_node, _ in node.value:
+            if key_node.tag == "tag:yaml.org,2002:merge":
+                continue
+            key = self.construct_object(key_node, deep=deep)
+            if isinstance(key, str):
+                if key in seen:
+                    raise yaml.constructor.ConstructorError(
+                        None, None, f"duplicate key {key!r}", key_node.start_mark
+                    )
+                seen.add(key)
+        return super().construct_mapping(node, deep=deep)
+
+
+def load_config(path: str | Path | None = None, *, env: Mapping[str, str] | None = None) -> Config:
+    """Read, expand and validate a config file; None: ./config.yaml if present, else defaults."""
+    env = os.environ if env is None else env
+    if path is None:
+        if not Path(DEFAULT_PATH).is_file():
+            log.info("no %s in %s; using the built-in defaults", DEFAULT_PATH, Path.cwd())
+            return _validate({}, env, "defaults")
+        path = DEFAULT_PATH
+    source = str(path)
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise ConfigError(f"{source}: file not found") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"{source}: cannot read: {exc}") from exc
+    try:
+        data = yaml.load(text, Loader=_Loader)  # noqa: S506 - _Loader is a SafeLoader
+    except yaml.MarkedYAMLError as exc:
+        mark = exc.problem_mark or exc.context_mark
+        where = f"line {mark.line + 1}: " if mark else ""
+        raise ConfigError(f"{source}: {where}invalid YAML: {exc.problem or exc.context}") from exc
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"{source}: invalid YAML: {str(exc).splitlines()[0]}") from exc
+    if data is None:
+        data = {}
+    if not isinstance(data, dict):
+        raise ConfigError(
+            f"{source}: expected a mapping of sections ({', '.join(Config.model_fields)})"
+            f" at the top level, got {show(data)}"
+        )
+    config = _validate(data, env, source)
+    log.debug("loaded config from %s", source)
+    return config
+
+
+def _validate(data: dict[Any, Any], env: Mapping[str, str], source: str) -> Config:
+    try:
+        _prepare(Config, data, "")
+        return Config.model_validate(expand_env(data, env))
+    except ConfigError as exc:
+        raise ConfigError(f"{source}: {exc}") from exc
+    except ValidationError as exc:
+        raise ConfigError(f"{source}: {describe(exc.errors()[0])}") from exc
+
+
+def _prepare(model: type[BaseModel], data: dict[Any, Any], key: str) -> None:
+    """Fill env-sourced secrets the file leaves out, and treat an empty section as defaults."""
+    for name in data:
+        if not isinstance(name, str):
+            raise ConfigError(
+                f"{key}{name}: keys must be strings; quote it (YAML reads "
+                "unquoted on/off/yes/no/null and numbers as other types)"
+            )
+    for name, field in model.model_fields.items():
+        sub = item_model(field.annotation)
+        if sub is not None and field.annotation is sub and data.get(name) is None:
+            data[name] = {}  # a section whose keys are all commented out parses as null
+        value = data.get(name)
+        if sub is not None and isinstance(value, dict):
+            _prepare(sub, value, f"{key}{name}.")
+        elif sub is not None and isinstance(value, list):
+            for i, item in enumerate(value):
+                if isinstance(item, dict):
+                    _prepare(sub, item, f"{key}{name}.{i}.")
+        extra = field.json_schema_extra if isinstance(field.json_schema_extra, dict) else {}
+        if name not in data and "env" in extra:
+            data[name] = f"${{{extra['env']}:-}}"
+        elif extra.get("secret") and value not in (None, "") and "${" not in str(value):
+            log.warning(
+                "%s%s is written in the config file; secrets belong in the environment:"
+                " use ${VAR} and set VAR",
+                key,
+                name,
+            )

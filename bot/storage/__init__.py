@@ -1,0 +1,15 @@
+"""SqliteStore: sessions, messages, audit, turns and usage in SQLite (WAL), all off the loop."""
+
+from bot.storage.messages import AUDIT_RESULT_LIMIT, HistoryItem
+from bot.storage.schema import MIGRATIONS, SESSION_STATUSES, TURN_STATUSES, migrate
+from bot.storage.store import SqliteStore
+
+__all__ = [
+    "AUDIT_RESULT_LIMIT",
+    "MIGRATIONS",
+    "SESSION_STATUSES",
+    "TURN_STATUSES",
+    "HistoryItem",
+    "SqliteStore",
+    "migrate",
+]

@@ -1,0 +1,137 @@
+"""The store's schema: forward migrations, status vocabularies, timestamps, INSERT statements."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from datetime import UTC, datetime
+
+from sqlite_utils import Database
+
+SESSION_STATUSES = frozenset(
+    {"active", "closed", "running", "completed", "failed", "killed", "timeout"}
+)
+TURN_STATUSES = frozenset({"running", "completed", "failed", "stopped"})
+
+
+def now() -> str:
+    return datetime.now(UTC).isoformat()
+
+
+def check_status(status: str, allowed: frozenset[str], what: str) -> None:
+    if status not in allowed:
+        raise ValueError(f"unknown {what} status {status!r}; use one of {sorted(allowed)}")
+
+
+def insert_sql(table: str, columns: str) -> str:
+    names = columns.split()
+    return f"INSERT INTO {table} ({', '.join(names)}) VALUES ({', '.join('?' * len(names))})"
+
+
+# -- forward migrations, one transaction each; append new ones, never edit old ones ----------
+# Message ids are INTEGER PRIMARY KEY without AUTOINCREMENT: SQLite hands out max(id) + 1, and
+# messages are never deleted, so ids grow, which the history cache relies on.
+# fmt: off
+def _v1_core_tables(db: Database) -> None:
+    db.table("chat_sessions").create({
+        "id": str, "agent_id": str, "parent_session_id": str, "channel": str,
+        "conversation_key": str, "user_id": str, "status": str, "persona_version": str,
+        "created_at": str, "updated_at": str,
+    }, pk="id", not_null={"agent_id", "channel", "conversation_key", "user_id", "status"})
+    db.table("chat_sessions").create_index(["parent_session_id"])
+    db.table("chat_sessions").create_index(
+        ["channel", "conversation_key", "user_id", "agent_id", "status"],
+        index_name="idx_session_key",
+    )
+    db.table("messages").create({
+        "id": int, "session_id": str, "turn_id": str, "role": str, "content": str,
+        "tool_calls": str, "tool_call_id": str, "name": str, "is_error": int,
+        "tokens_in": int, "tokens_out": int, "created_at": str,
+    }, pk="id", not_null={"session_id", "turn_id", "role", "content", "is_error"})
+    db.table("messages").create_index(["session_id"])
+    db.table("audit_logs").create({
+        "id": int, "session_id": str, "turn_id": str, "call_id": str, "tool_name": str,
+        "arguments": str, "result": str, "ok": int, "duration_ms": float, "created_at": str,
+    }, pk="id", not_null={"session_id", "call_id", "tool_name", "ok"})
+    db.table("audit_logs").create_index(["session_id"])
+    db.table("turns").create({
+        "id": str, "session_id": str, "channel": str, "conversation_key": str,
+        "inbound_event_ids": str, "placeholder": str, "status": str, "final_text": str,
+        "error": str, "created_at": str, "finished_at": str,
+    }, pk="id", not_null={"session_id", "inbound_event_ids", "status"})
+    db.table("memories").create({
+        "id": int, "user_id": str, "memory_type": str, "content": str, "category": str,
+        "importance": int, "created_at": str, "updated_at": str,
+    }, pk="id", not_null={"user_id", "content"})
+    db.table("memories").create_index(["user_id"])
+    db.table("usage").create({
+        "id": int, "session_id": str, "turn_id": str, "provider": str, "model": str,
+        "input_tokens": int, "output_tokens": int, "created_at": str,
+    }, pk="id", not_null={"session_id"})
+# fmt: on
+
+
+def _v2_titles_and_audit_extra(db: Database) -> None:
+    db.table("chat_sessions").add_column("title", str)
+    db.table("audit_logs").add_column("extra", str)  # AuditRecord.extra, as JSON
+
+
+def _v3_memory_scope_and_orders(db: Database) -> None:
+    db.table("memories").add_column("tenant", str, not_null_default="")
+    db.table("memories").add_column("key", str)  # e.g. "intake:age": a newer value replaces it
+    db.table("memories").create_index(["tenant", "user_id", "key"])
+    db.table("orders").create(
+        {
+            "id": str,
+            "tenant": str,
+            "user_id": str,
+            "session_id": str,
+            "service": str,
+            "category": str,
+            "method": str,
+            "amount": float,
+            "currency": str,
+            "status": str,
+            "payment_url": str,
+            "created_at": str,
+            "expires_at": str,
+        },
+        pk="id",
+        not_null={"tenant", "user_id", "service", "amount", "currency", "status"},
+    )
+    db.table("orders").create_index(["tenant", "user_id"])
+
+
+MIGRATIONS: tuple[Callable[[Database], None], ...] = (
+    _v1_core_tables,
+    _v2_titles_and_audit_extra,
+    _v3_memory_scope_and_orders,
+)
+
+
+def migrate(db: Database, *, target: int | None = None) -> list[int]:
+    """Apply the migrations missing up to version `target` (default: all); returns those applied."""
+    db.table("schema_migrations").create(
+        {"version": int, "applied_at": str}, pk="version", if_not_exists=True
+    )
+    have = {row[0] for row in db.execute("SELECT version FROM schema_migrations")}
+    if have and max(have) > len(MIGRATIONS):
+        raise RuntimeError(
+            f"database schema v{max(have)} is newer than this code (v{len(MIGRATIONS)}); "
+            "upgrade the bot or point storage.path at another file"
+        )
+    applied: list[int] = []
+    for version, step in enumerate(MIGRATIONS[:target], start=1):
+        if version in have:
+            continue
+        db.execute("BEGIN IMMEDIATE")  # look again under the lock: another process may migrate
+        try:
+            done = db.execute("SELECT 1 FROM schema_migrations WHERE version = ?", [version])
+            if done.fetchone() is None:
+                step(db)
+                db.execute("INSERT INTO schema_migrations VALUES (?, ?)", [version, now()])
+                applied.append(version)
+            db.execute("COMMIT")
+        except BaseException:
+            db.rollback()
+            raise
+    return applied

@@ -1,0 +1,19 @@
+"""mypy --strict runs with the tests, so the one test command keeps the type hints true too."""
+
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+MYPY = shutil.which("mypy", path=str(Path(sys.executable).parent)) or shutil.which("mypy")
+
+
+@pytest.mark.skipif(MYPY is None, reason="mypy is not installed (it comes with the test extras)")
+def test_mypy_strict() -> None:
+    # the packages, strictness and plugins come from [tool.mypy] in pyproject.toml; the cache in
+    # .mypy_cache makes a re-run take a few seconds instead of twenty
+    result = subprocess.run([MYPY], cwd=ROOT, capture_output=True, text=True)
+    assert result.returncode == 0, result.stdout + result.stderr
