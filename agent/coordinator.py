@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from agent.catalog import catalog_reminder
-from agent.history import fit_history
+from agent.history import HistoryWindow
 from agent.loop import LoopResult, LoopSettings, run_loop
 from agent.personas import Persona, PersonaLibrary
 from agent.providers.base import Provider
@@ -70,6 +70,7 @@ class Coordinator:
         self.personas = personas
         self.redirects = redirects or {}
         self.services = services if services is not None else {}
+        self._window = HistoryWindow()
         self._prepared: dict[tuple[str, str, int], _Prepared] = {}
 
     def prepare(self, persona: Persona) -> _Prepared:
@@ -97,7 +98,7 @@ class Coordinator:
     async def run_turn(self, turn: TurnInput, emit: Emit) -> LoopResult:
         prepared = self.prepare(turn.persona)
         rows = await self.store.load_history(turn.session_id)
-        history = fit_history(rows, self.settings.context_budget_tokens)
+        history = self._window.fit(turn.session_id, rows, self.settings.context_budget_tokens)
         user = Message("user", turn.text)
         ctx = ToolContext(
             user_id=turn.user_id,

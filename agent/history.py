@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from collections.abc import Sequence
 
 from agent.types import Message
+
+Rows = Sequence[tuple[str, Message]]  # (turn id, message), oldest first
 
 
 def estimate_tokens(message: Message) -> int:
@@ -15,28 +18,40 @@ def estimate_tokens(message: Message) -> int:
     return size // 4 + 1
 
 
-def fit_history(rows: Sequence[tuple[str, Message]], budget_tokens: int) -> list[Message]:
-    """The newest whole turns whose messages fit `budget_tokens`.
+class HistoryWindow:
+    """Per session, where the kept history starts and what it costs, updated as turns append.
 
-    Turns are dropped whole, so a tool result never survives without the call that asked for it.
+    Sessions only grow (a new session starts empty), so each turn measures just the messages
+    added since the last one and drops whole turns from the front while over budget: the cost
+    per turn stays flat however long the conversation gets. Dropping the oldest turns until the
+    rest fits keeps exactly the newest whole turns that fit.
     """
-    kept_from = len(rows)
-    used = 0
-    index = len(rows)
-    while index > 0:
-        turn_id = rows[index - 1][0]
-        start = index
-        cost = 0
-        while start > 0 and rows[start - 1][0] == turn_id:
-            start -= 1
-            cost += estimate_tokens(rows[start][1])
-        if used + cost > budget_tokens:
-            break
-        used += cost
-        kept_from = start
-        index = start
-    kept = [message for _, message in rows[kept_from:]]
-    # A history that starts mid-exchange (a stray tool result) would be rejected by the APIs.
-    while kept and kept[0].role != "user":
-        kept.pop(0)
-    return kept
+
+    def __init__(self, max_sessions: int = 4096) -> None:
+        self.max_sessions = max_sessions
+        self._state: OrderedDict[str, tuple[int, int, int]] = OrderedDict()  # seen, start, used
+
+    def fit(self, session_id: str, rows: Rows, budget_tokens: int) -> list[Message]:
+        seen, start, used = self._state.pop(session_id, (0, 0, 0))
+        if seen > len(rows):  # not the history we measured: start over
+            seen, start, used = 0, 0, 0
+        used += sum(estimate_tokens(message) for _, message in rows[seen:])
+        while used > budget_tokens and start < len(rows):
+            turn_id = rows[start][0]
+            while start < len(rows) and rows[start][0] == turn_id:
+                used -= estimate_tokens(rows[start][1])
+                start += 1
+        self._state[session_id] = (len(rows), start, used)
+        if len(self._state) > self.max_sessions:
+            self._state.popitem(last=False)
+        kept = [message for _, message in rows[start:]]
+        # A history that starts mid-exchange (a stray tool result) would be rejected by the APIs.
+        first_user = next(
+            (i for i, message in enumerate(kept) if message.role == "user"), len(kept)
+        )
+        return kept[first_user:]
+
+
+def fit_history(rows: Rows, budget_tokens: int) -> list[Message]:
+    """The newest whole turns whose messages fit `budget_tokens` (no state kept)."""
+    return HistoryWindow().fit("", rows, budget_tokens)

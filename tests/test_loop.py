@@ -176,3 +176,15 @@ def test_history_drops_oldest_whole_turns() -> None:
     assert kept == [rows[4][1], rows[5][1]]
     assert fit_history(rows, 1) == []
     assert json.loads(call.arguments) == {"n": 1}
+
+
+def test_history_window_matches_a_fresh_fit_as_a_session_grows() -> None:
+    from agent.history import HistoryWindow
+
+    window = HistoryWindow()
+    rows: list[tuple[str, Message]] = []
+    for turn in range(60):
+        rows.append((f"t{turn}", Message("user", "q" * (turn * 7 % 90))))
+        rows.append((f"t{turn}", Message("assistant", "a" * (turn * 13 % 150))))
+        assert window.fit("s1", rows, 400) == fit_history(rows, 400)
+    assert window.fit("s1", rows[:4], 400) == fit_history(rows[:4], 400)  # a shorter history resets
