@@ -71,13 +71,13 @@ async def run(path: Path, turns: int, conversations: int, with_history: bool) ->
             for c in range(conversations):
                 group.create_task(conversation(c))
         cpu, wall = time.thread_time() - cpu, time.perf_counter() - wall
-        store_cpu = time.process_time() - proc - cpu  # the store thread, and little else
+        other_cpu = time.process_time() - proc - cpu  # other threads (the WAL checkpointer)
         done = per_conv * conversations
         history = " + load_history" if with_history else ""
         print(
             f"{done} turns, {conversations} conversation(s){history}: {done / wall:,.0f} turns/s;"
             f" per turn: loop-thread CPU {cpu / done * 1e6:,.0f} us,"
-            f" store-thread CPU {store_cpu / done * 1e6:,.0f} us, wall {wall / done * 1e6:,.0f} us"
+            f" other threads CPU {other_cpu / done * 1e6:,.0f} us, wall {wall / done * 1e6:,.0f} us"
         )
         if conversations == 1:
             first, last = (edges[1] - edges[0]) / tenth, (edges[3] - edges[2]) / tenth

@@ -4,7 +4,7 @@ Prints turns/s, time-to-placeholder and turn latency (p50/p99), the gateway's CP
 measured in the same run as the ceiling, a raw aiohttp web socket echo server's rate and latency.
 The server runs in a child process (its own core); this process is the load generator.
 
-    python bench/ws_bench.py [--conversations 50] [--turns 40]
+    python bench/ws_bench.py [--conversations 50] [--turns 40] [--rate 700]
 """
 
 from __future__ import annotations
@@ -31,6 +31,10 @@ ORIGIN = "http://127.0.0.1:8080"
 
 
 async def serve_gateway(data_dir: str) -> None:
+    if os.environ.get("BENCH_GC") == "off":
+        import gc
+
+        gc.disable()
     from agent.providers.scripted import Reply, ScriptedProvider
     from bot.app import App
     from bot.config import load_config
@@ -131,11 +135,17 @@ async def gateway_conversation(
     turns: int,
     placeholder: list[float],
     total: list[float],
+    period_s: float = 0.0,
 ) -> None:
+    """Turns one after another; with `period_s`, one turn every period (an open-loop rate)."""
     async with session.ws_connect(url, headers={"Origin": ORIGIN}) as ws:
         await ws.send_str(json.dumps({"type": "hello", "visitor_id": f"bench-visitor-{index:04d}"}))
         await _until(ws, "ready")
+        next_at = time.perf_counter() + period_s * (index % 50) / 50  # spread the clients out
         for turn in range(turns):
+            if period_s:
+                await asyncio.sleep(max(0.0, next_at - time.perf_counter()))
+                next_at += period_s
             started = time.perf_counter()
             await ws.send_str(
                 json.dumps(
@@ -181,8 +191,10 @@ def pct(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, int(q * len(ordered)))] * 1000
 
 
-async def run(conversations: int, turns: int, solo_turns: int, idle_count: int) -> None:
-    with tempfile.TemporaryDirectory() as data_dir:
+async def run(
+    conversations: int, turns: int, solo_turns: int, idle_count: int, rate: float
+) -> None:
+    with tempfile.TemporaryDirectory(dir=os.environ.get("BENCH_DIR")) as data_dir:
         gateway, gateway_port = start_server("--serve-gateway", data_dir)
         echo, echo_port = start_server("--serve-echo")
         try:
@@ -220,6 +232,22 @@ async def run(conversations: int, turns: int, solo_turns: int, idle_count: int) 
                 )
                 wall = time.perf_counter() - started
                 cpu = cpu_seconds(gateway.pid) - cpu_before
+                paced_placeholder: list[float] = []
+                paced: list[float] = []
+                await asyncio.gather(
+                    *(
+                        gateway_conversation(
+                            session,
+                            f"http://127.0.0.1:{gateway_port}/ws",
+                            1000 + i,
+                            turns,
+                            paced_placeholder,
+                            paced,
+                            period_s=conversations / rate,
+                        )
+                        for i in range(conversations)
+                    )
+                )
                 echo_total: list[float] = []
                 echo_started = time.perf_counter()
                 await asyncio.gather(
@@ -257,6 +285,11 @@ async def run(conversations: int, turns: int, solo_turns: int, idle_count: int) 
     )
     print(f"  turn latency         p50  {pct(total, 0.5):8.2f} ms   p99 {pct(total, 0.99):8.2f} ms")
     print(f"  gateway CPU per turn      {cpu / count * 1000:8.2f} ms")
+    print(f"gateway: the same {conversations} conversations paced at {rate:.0f} turns/s in all")
+    print(
+        f"  time to placeholder  p50  {pct(paced_placeholder, 0.5):8.2f} ms   p99 {pct(paced_placeholder, 0.99):8.2f} ms"
+    )
+    print(f"  turn latency         p50  {pct(paced, 0.5):8.2f} ms   p99 {pct(paced, 0.99):8.2f} ms")
     echo_count = len(echo_total)
     print(f"raw aiohttp echo (ceiling), same clients, {echo_count} round trips")
     print(f"  round trips/s             {echo_count / echo_wall:8.0f}")
@@ -279,6 +312,7 @@ def main() -> None:
     parser.add_argument("--conversations", type=int, default=50)
     parser.add_argument("--turns", type=int, default=40)
     parser.add_argument("--solo-turns", type=int, default=500)
+    parser.add_argument("--rate", type=float, default=700, help="turns/s for the paced run")
     parser.add_argument(
         "--idle", type=int, default=1000, help="idle connections for the memory figure"
     )
@@ -290,7 +324,7 @@ def main() -> None:
     elif args.serve_echo:
         asyncio.run(serve_echo())
     else:
-        asyncio.run(run(args.conversations, args.turns, args.solo_turns, args.idle))
+        asyncio.run(run(args.conversations, args.turns, args.solo_turns, args.idle, args.rate))
 
 
 if __name__ == "__main__":

@@ -9,8 +9,8 @@ from pathlib import Path
 from typing import Any, cast
 
 from agent.types import AuditRecord, Message, Role, ToolCall
+from bot.storage.connection import StoreConnection
 from bot.storage.schema import insert_sql, now
-from bot.storage.thread import StoreThread
 
 HistoryItem = tuple[str, Message]
 AUDIT_RESULT_LIMIT = 4000
@@ -75,8 +75,8 @@ class History:
         self.items = items
 
 
-class MessageLog(StoreThread):
-    """The message, audit and usage half of the Store protocol; the cache is thread-side only."""
+class MessageLog(StoreConnection):
+    """The message, audit and usage half of the Store protocol; kept beside the connection."""
 
     def __init__(self, path: str | Path, *, history_cache_size: int = 256) -> None:
         super().__init__(path)
@@ -108,7 +108,7 @@ class MessageLog(StoreThread):
         row = (session_id, turn_id, provider, model, input_tokens, output_tokens)
         await self._run(self._insert, _INSERT_USAGE, row)
 
-    # -- everything below runs on the store thread only ----------------------------------
+    # -- the SQL, one short transaction each --------------------------------------------
     def _close_db(self) -> None:
         self._histories.clear()
         super()._close_db()

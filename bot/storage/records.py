@@ -5,8 +5,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, cast
 
+from bot.storage.connection import StoreConnection
 from bot.storage.schema import insert_sql, now
-from bot.storage.thread import StoreThread
 
 _ORDER_COLUMNS = [
     "id",
@@ -26,7 +26,7 @@ _ORDER_COLUMNS = [
 _INSERT_ORDER = insert_sql("orders", " ".join(_ORDER_COLUMNS))
 
 
-class UserRecords(StoreThread):
+class UserRecords(StoreConnection):
     """Save and list a user's memories; create and read orders."""
 
     async def save_memory(
@@ -58,7 +58,7 @@ class UserRecords(StoreThread):
     async def get_order(self, order_id: str) -> dict[str, Any] | None:
         return await self._one("SELECT * FROM orders WHERE id = ?", order_id)
 
-    # -- runs on the store thread only ---------------------------------------------------
+    # -- the SQL, one short transaction each --------------------------------------------
     def _save_memory_db(self, row: tuple[Any, ...]) -> int:
         tenant, user_id, memory_type, content, category, importance, key = row
         stamp = now()

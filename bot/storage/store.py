@@ -27,12 +27,11 @@ _SET_STATUS = "UPDATE chat_sessions SET status = ?, updated_at = ? WHERE id = ?"
 
 
 class SqliteStore(MessageLog, TurnLog, UserRecords, AdminViews):
-    """The `agent.store.Store` protocol plus what the gateway needs, on one SQLite thread.
+    """The `agent.store.Store` protocol plus what the gateway needs, on one SQLite connection.
 
-    Every public method is a coroutine that hands its work to a single-worker executor: the
-    connection and the history cache live on that thread alone, so neither needs a lock.
-    Calls queue up and one executor job runs all that are waiting, in order, each in its own
-    transaction, then wakes the loop once for the lot: a thread hop costs more than a write.
+    Every public method is a coroutine (so a store on another backend can really await) that
+    runs one short transaction on the loop; WAL checkpoints run on their own thread (see
+    `bot.storage.connection` for why, with the measurements).
     """
 
     # -- the Store protocol (messages, audit and usage: MessageLog) ----------------------
@@ -70,7 +69,7 @@ class SqliteStore(MessageLog, TurnLog, UserRecords, AdminViews):
         key = (channel, conversation_key, user_id, agent_id)
         return await self._run(self._active_session_db, key, persona_version)
 
-    # -- runs on the store thread only ---------------------------------------------------
+    # -- the SQL, one short transaction each --------------------------------------------
     def _insert_session(
         self, key: SessionKey, parent_session_id: str | None, persona_version: str | None
     ) -> str:

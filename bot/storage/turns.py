@@ -5,8 +5,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from bot.storage.connection import StoreConnection
 from bot.storage.schema import TURN_STATUSES, check_status, insert_sql, now
-from bot.storage.thread import StoreThread
 
 _INSERT_TURN = insert_sql(
     "turns",
@@ -18,7 +18,7 @@ _FINISH_TURN = (
 )
 
 
-class TurnLog(StoreThread):
+class TurnLog(StoreConnection):
     """Create, update, finish and read turns."""
 
     async def create_turn(
@@ -54,7 +54,7 @@ class TurnLog(StoreThread):
             turn["placeholder"] = json.loads(turn["placeholder"]) if turn["placeholder"] else None
         return turn
 
-    # -- runs on the store thread only ---------------------------------------------------
+    # -- the SQL, one short transaction each --------------------------------------------
     def _create_turn_db(
         self,
         turn: tuple[str, str, str, str],

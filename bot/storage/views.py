@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from bot.storage.thread import StoreThread
+from bot.storage.connection import StoreConnection
 
 
-class AdminViews(StoreThread):
+class AdminViews(StoreConnection):
     """Raw rows, as dicts, for the sessions view, the CLI and tests."""
 
     async def get_session(self, session_id: str) -> dict[str, Any] | None:
