@@ -39,5 +39,9 @@ class MemoryDedup:
         seen[event_id] = now + self.ttl_s
         return True
 
+    def release(self, event_id: str) -> None:
+        """Forget a claim whose event produced nothing, so the platform's retry is answered."""
+        self._seen.pop(event_id, None)
+
     def __len__(self) -> int:
         return len(self._seen)

@@ -44,7 +44,8 @@ PLACEHOLDER = "Thinking…"
 APOLOGY = (
     "Sorry — something went wrong on my side and I couldn't finish this answer. Please try again."
 )
-FINAL_ATTEMPTS = 5
+FINAL_ATTEMPTS = 5  # for failed edits
+FINAL_DEADLINE_S = 60.0  # for rate limits: the final waits them out, up to this long
 
 
 class Delivery:
@@ -198,13 +199,21 @@ class Delivery:
         self._last_edit = time.monotonic()
 
     async def _put_final(self, index: int, content: OutboundContent) -> None:
+        """Land one part of the final: wait out rate limits (up to FINAL_DEADLINE_S), retry a
+        failed edit (an edit is idempotent), but never resend a new message whose fate is
+        unknown: a duplicate is worse than a gap the log reports."""
         unchanged = index < len(self._sent) and self._sent[index] == content.text
         if unchanged and not content.display and not self.limits.final_marker:
             return  # already shown exactly so (e.g. the last SendMessage note): never twice
-        for attempt in range(1, FINAL_ATTEMPTS + 1):
+        deadline = time.monotonic() + FINAL_DEADLINE_S
+        attempt = 0
+        while True:
             pause = self._paused_until - time.monotonic()
             if pause > 0:
+                if time.monotonic() + pause > deadline:
+                    raise ChannelError(f"still rate limited after {FINAL_DEADLINE_S:.0f} s")
                 await asyncio.sleep(pause)
+            attempt += 1
             try:
                 await self._put(index, content, final=True)
                 return
@@ -216,10 +225,9 @@ class Delivery:
                 self._sent[index] = content.text
                 return
             except ChannelError as exc:
-                log.warning(
-                    "final edit %d/%d failed in %s: %s", attempt, FINAL_ATTEMPTS, self.chat.key, exc
-                )
-                if attempt == FINAL_ATTEMPTS:
+                is_new_message = index >= len(self.handles)
+                log.warning("final part %d failed in %s: %s", index, self.chat.key, exc)
+                if is_new_message or attempt >= FINAL_ATTEMPTS:
                     raise
                 await asyncio.sleep(min(2.0**attempt / 4, 4.0))
 

@@ -7,19 +7,17 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Literal, Protocol
 
-from adapters.base import Channel, ChannelError, ChatRef, InboundMessage, OutboundContent
-from agent.coordinator import Coordinator, TurnInput
+from adapters.base import Channel, ChatRef, InboundMessage, OutboundContent
+from agent.coordinator import Coordinator
 from agent.personas import PersonaLibrary
-from agent.providers.base import ProviderError
 from agent.workers import BackgroundResult, Workers
 from bot.dedup import MemoryDedup
-from bot.delivery import APOLOGY, Delivery
 from bot.storage import SqliteStore
+from bot.turn import STOPPED, TurnControl, TurnRunner
 
 log = logging.getLogger(__name__)
 
@@ -33,11 +31,7 @@ HELP = (
     "Anything else goes to the assistant."
 )
 REFUSAL = "Sorry — this bot isn't available to you here. Ask its admin to add you."
-STOPPED = "⏹ Stopped."
-MAX_REMEMBERED_CHATS = 100_000
-TIMED_OUT = (
-    "Sorry — this took too long, so I stopped. Please try again, perhaps with a smaller request."
-)
+MAX_REMEMBERED = 100_000  # conversations whose chat and session are kept in memory
 
 
 class AccessPolicy(Protocol):
@@ -72,7 +66,7 @@ class _Conversation:
     key: str
     pending: list[InboundMessage] = field(default_factory=list)
     drain: asyncio.Task[None] | None = None
-    turn: asyncio.Task[None] | None = None
+    control: TurnControl | None = None  # the turn running now
 
 
 class Gateway:
@@ -100,7 +94,17 @@ class Gateway:
             workers.deliver = self.deliver_background
         self._conversations: dict[str, _Conversation] = {}
         self._chats: dict[str, ChatRef] = {}  # conversation key -> where to deliver follow-ups
-        self._sessions: dict[tuple[str, str], str] = {}
+        self._sessions: dict[tuple[str, str], str] = {}  # (conversation, user) -> session id
+        self.turns = TurnRunner(
+            channels=channels,
+            coordinator=coordinator,
+            store=store,
+            personas=personas,
+            dedup=dedup,
+            session_for=self._session,
+            persona=settings.persona,
+            timeout_s=settings.turn_timeout_s,
+        )
         self._group: asyncio.TaskGroup | None = None
         self._idle = asyncio.Event()
         self._idle.set()
@@ -159,7 +163,7 @@ class Gateway:
     def _remember_chat(self, message: InboundMessage) -> None:
         self._chats.pop(message.conversation_key, None)
         self._chats[message.conversation_key] = message.chat
-        if len(self._chats) > MAX_REMEMBERED_CHATS:
+        if len(self._chats) > MAX_REMEMBERED:
             del self._chats[next(iter(self._chats))]  # the least recently active
 
     def _enqueue(self, message: InboundMessage) -> None:
@@ -183,100 +187,20 @@ class Gateway:
                 user = conversation.pending[0].user_id
                 batch = [m for m in conversation.pending if m.user_id == user]
                 conversation.pending = [m for m in conversation.pending if m.user_id != user]
+                conversation.control = control = TurnControl()
                 try:
-                    await self._run_turn(conversation, batch)
+                    await self.turns.run(batch, control)
                 except Exception:
                     # one conversation's failure (say, its channel cannot deliver) never stops others
                     log.exception("turn in %s failed to deliver", conversation.key)
+                finally:
+                    conversation.control = None
         finally:
             conversation.drain = None
             if not conversation.pending:
                 self._conversations.pop(conversation.key, None)
             if not self._conversations:
                 self._idle.set()
-
-    async def _run_turn(self, conversation: _Conversation, batch: list[InboundMessage]) -> None:
-        """Run one turn as a task of its own, so `/stop` can cancel it at any point."""
-        last = batch[-1]
-        delivery = Delivery(self.channels[last.chat.channel], last.chat, reply_to=last.message_id)
-        turn_id = uuid.uuid4().hex
-        turn = asyncio.create_task(self._turn(turn_id, batch, delivery))
-        conversation.turn = turn
-        try:
-            await turn
-        except asyncio.CancelledError:
-            if asyncio.current_task().cancelling():  # type: ignore[union-attr]
-                turn.cancel()
-                raise
-            if delivery.handles:
-                await delivery.finish(STOPPED)
-            else:
-                await self._reply(last, STOPPED)
-            if await self.store.get_turn(turn_id) is not None:
-                await self.store.finish_turn(turn_id, status="stopped")
-        finally:
-            conversation.turn = None
-            await delivery.close()
-
-    async def _turn(self, turn_id: str, batch: list[InboundMessage], delivery: Delivery) -> None:
-        last = batch[-1]
-        try:
-            placeholder = await delivery.start()  # before any other work: the user sees us at once
-            persona = self.personas.get(self.settings.persona)
-            session_id = await self._session(last, persona.name, persona.version)
-            await self.store.create_turn(
-                turn_id=turn_id,
-                session_id=session_id,
-                channel=last.chat.channel,
-                conversation_key=last.conversation_key,
-                inbound_event_ids=[m.event_id for m in batch],
-                placeholder={"chat": last.chat.key, "message_id": placeholder.message_id},
-            )
-        except Exception:
-            log.exception("could not start a turn in %s", last.chat.key)
-            if delivery.handles:
-                await delivery.finish(APOLOGY)
-            return
-        turn = TurnInput(
-            persona=persona,
-            session_id=session_id,
-            turn_id=turn_id,
-            user_id=last.user_id,
-            channel=last.chat.channel,
-            conversation_key=last.conversation_key,
-            text=_combine(batch),
-        )
-        try:
-            async with asyncio.timeout(self.settings.turn_timeout_s):
-                result = await self.coordinator.run_turn(turn, delivery.on_event)
-        except TimeoutError:
-            log.warning("turn %s timed out after %ss", turn_id, self.settings.turn_timeout_s)
-            await delivery.finish(TIMED_OUT)
-            await self.store.finish_turn(turn_id, status="failed", error="turn timeout")
-            return
-        except ProviderError as exc:
-            log.error("turn %s failed: model provider: %s", turn_id, exc)
-            await delivery.finish(f"Sorry — {exc.user_message}")
-            await self.store.finish_turn(
-                turn_id, status="failed", error=f"{type(exc).__name__}: {exc}"
-            )
-            return
-        except Exception as exc:
-            log.exception("turn %s failed", turn_id)
-            await delivery.finish(APOLOGY)
-            await self.store.finish_turn(
-                turn_id, status="failed", error=f"{type(exc).__name__}: {exc}"
-            )
-            return
-        try:
-            await delivery.finish(result.text, tuple(result.display))
-        except ChannelError as exc:
-            log.error("turn %s answered but not delivered: %s", turn_id, exc)
-            await self.store.finish_turn(
-                turn_id, status="failed", final_text=result.text, error=str(exc)
-            )
-            return
-        await self.store.finish_turn(turn_id, status="completed", final_text=result.text)
 
     async def _session(self, message: InboundMessage, agent_id: str, version: str) -> str:
         key = (message.conversation_key, message.user_id)
@@ -290,6 +214,8 @@ class Gateway:
                 persona_version=version,
             )
             self._sessions[key] = session_id
+            if len(self._sessions) > MAX_REMEMBERED:
+                del self._sessions[next(iter(self._sessions))]  # the oldest; the store has it
         return session_id
 
     async def _new(self, message: InboundMessage) -> None:
@@ -303,21 +229,21 @@ class Gateway:
         await self._reply(message, "Started a new conversation. What can I do for you?")
 
     async def _stop(self, message: InboundMessage) -> None:
+        """Stop the turn, the conversation's specialists and its queue, together."""
         conversation = self._conversations.get(message.conversation_key)
         killed = self.workers.stop_conversation(message.conversation_key) if self.workers else 0
-        if conversation is None or (conversation.turn is None and not conversation.pending):
-            note = (
-                f"{STOPPED} ({killed} background task(s) stopped)" if killed else "Nothing to stop."
-            )
-            await self._reply(message, note)
-            return
-        dropped = len(conversation.pending)
-        conversation.pending.clear()
-        if conversation.turn is not None:
-            conversation.turn.cancel()  # its placeholder becomes STOPPED
+        dropped = 0
+        if conversation is not None:
+            dropped = len(conversation.pending)
+            conversation.pending.clear()
+            if conversation.control is not None:
+                conversation.control.stop()  # its placeholder ends as STOPPED: that is the reply
+                log.info("stopped %s (dropped %d queued)", message.conversation_key, dropped)
+                return
+        if killed or dropped:
+            await self._reply(message, f"{STOPPED} ({killed} specialist(s), {dropped} queued)")
         else:
-            await self._reply(message, STOPPED)
-        log.info("stopped %s (dropped %d queued)", message.conversation_key, dropped)
+            await self._reply(message, "Nothing to stop.")
 
     async def _reply(self, message: InboundMessage, text: str) -> None:
         channel = self.channels[message.chat.channel]
@@ -327,14 +253,3 @@ class Gateway:
             )
         except Exception:
             log.exception("could not reply in %s", message.chat.key)
-
-
-def _combine(batch: list[InboundMessage]) -> str:
-    parts = []
-    for message in batch:
-        text = message.text.strip()
-        for attachment in message.attachments:
-            label = attachment.name or attachment.mime_type or ""
-            text += f"\n[attachment: {attachment.kind} {label}]".rstrip()
-        parts.append(text.strip())
-    return "\n\n".join(parts)

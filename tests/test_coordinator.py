@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 from agent.providers.scripted import Reply, ScriptedProvider
-from bot.gateway import STOPPED
 from bot.sessions_view import show_session
+from bot.turn import STOPPED
 from tests.agents_kit import (
     SUM,
     TASK,

@@ -9,7 +9,7 @@ import pytest
 from agent.providers.offline import OfflineProvider
 from agent.providers.scripted import Reply, ScriptedProvider
 from bot.delivery import APOLOGY
-from bot.gateway import STOPPED
+from bot.turn import STOPPED
 from tests.conftest import connect
 
 

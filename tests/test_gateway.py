@@ -6,7 +6,8 @@ from pathlib import Path
 from adapters.base import ChatRef, InboundMessage
 from agent.providers.scripted import Reply, ScriptedProvider
 from bot.app import App
-from bot.gateway import HELP, REFUSAL, TIMED_OUT
+from bot.gateway import HELP, REFUSAL
+from bot.turn import TIMED_OUT
 from tests.conftest import make_config
 from tests.fakes import RecordingChannel
 

@@ -1,0 +1,191 @@
+"""One turn: placeholder first, then the coordinator, then exactly one final edit, whatever happens.
+
+`/stop` cancels only the model work (`TurnControl.work`), never the delivery, so a stopped turn
+still ends with its placeholder saying so; a shutdown tells the user too, briefly.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import uuid
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from adapters.base import Channel, ChannelError, InboundMessage, RateLimited
+from agent.coordinator import Coordinator, TurnInput
+from agent.personas import PersonaLibrary
+from agent.providers.base import ProviderError
+from bot.dedup import MemoryDedup
+from bot.delivery import APOLOGY, Delivery
+from bot.storage import SqliteStore
+
+log = logging.getLogger(__name__)
+
+STOPPED = "⏹ Stopped."
+TIMED_OUT = (
+    "Sorry — this took too long, so I stopped. Please try again, perhaps with a smaller request."
+)
+INTERRUPTED = (
+    "Sorry — the bot restarted before finishing this answer. Please send your message again."
+)
+PLACEHOLDER_ATTEMPTS = 3
+SHUTDOWN_GRACE_S = 3.0
+
+SessionFor = Callable[[InboundMessage, str, str], Awaitable[str]]
+
+
+@dataclass(slots=True)
+class TurnControl:
+    """What `/stop` reaches: a flag checked before the model starts, and the model work itself."""
+
+    stopped: bool = False
+    work: asyncio.Task[Any] | None = None
+
+    def stop(self) -> None:
+        self.stopped = True
+        if self.work is not None:
+            self.work.cancel()
+
+
+@dataclass(slots=True)
+class _Outcome:
+    status: str = "failed"
+    text: str = APOLOGY
+    display: tuple[Mapping[str, Any], ...] = ()
+    error: str | None = None
+
+
+class TurnRunner:
+    def __init__(
+        self,
+        *,
+        channels: Mapping[str, Channel],
+        coordinator: Coordinator,
+        store: SqliteStore,
+        personas: PersonaLibrary,
+        dedup: MemoryDedup,
+        session_for: SessionFor,
+        persona: str,
+        timeout_s: float,
+    ) -> None:
+        self.channels = channels
+        self.coordinator = coordinator
+        self.store = store
+        self.personas = personas
+        self.dedup = dedup
+        self.session_for = session_for
+        self.persona = persona
+        self.timeout_s = timeout_s
+
+    async def run(self, batch: list[InboundMessage], control: TurnControl) -> None:
+        last = batch[-1]
+        delivery = Delivery(self.channels[last.chat.channel], last.chat, reply_to=last.message_id)
+        turn_id = uuid.uuid4().hex
+        outcome = _Outcome()
+        recorded = False
+        try:
+            if not await self._post_placeholder(delivery, batch):
+                return
+            if control.stopped:
+                outcome = _Outcome("stopped", STOPPED)
+            else:
+                persona = self.personas.get(self.persona)  # pinned for the whole turn
+                session_id = await self.session_for(last, persona.name, persona.version)
+                await self.store.create_turn(
+                    turn_id=turn_id,
+                    session_id=session_id,
+                    channel=last.chat.channel,
+                    conversation_key=last.conversation_key,
+                    inbound_event_ids=[m.event_id for m in batch],
+                    placeholder={
+                        "chat": last.chat.key,
+                        "message_id": delivery.handles[0].message_id,
+                    },
+                )
+                recorded = True
+                turn = TurnInput(
+                    persona=persona,
+                    session_id=session_id,
+                    turn_id=turn_id,
+                    user_id=last.user_id,
+                    channel=last.chat.channel,
+                    conversation_key=last.conversation_key,
+                    text=_combine(batch),
+                )
+                outcome = await self._work(turn, delivery, control)
+            try:
+                await delivery.finish(outcome.text, outcome.display)
+            except ChannelError as exc:
+                log.error("turn %s ended but its final edit failed: %s", turn_id, exc)
+                outcome.status, outcome.error = "failed", f"delivery: {exc}"
+        except asyncio.CancelledError:
+            outcome = _Outcome("failed", INTERRUPTED, error="interrupted by shutdown")
+            if delivery.handles:
+                try:
+                    async with asyncio.timeout(SHUTDOWN_GRACE_S):
+                        await delivery.finish(INTERRUPTED)
+                except (TimeoutError, ChannelError):
+                    pass
+            raise
+        finally:
+            await delivery.close()
+            if recorded:
+                final = outcome.text if outcome.status == "completed" else None
+                await self.store.finish_turn(
+                    turn_id, status=outcome.status, final_text=final, error=outcome.error
+                )
+
+    async def _work(self, turn: TurnInput, delivery: Delivery, control: TurnControl) -> _Outcome:
+        control.work = asyncio.create_task(self.coordinator.run_turn(turn, delivery.on_event))
+        try:
+            async with asyncio.timeout(self.timeout_s):
+                result = await control.work
+        except asyncio.CancelledError:
+            if asyncio.current_task().cancelling():  # type: ignore[union-attr]
+                raise  # shutdown (awaiting the work cancelled it too)
+            return _Outcome("stopped", STOPPED)
+        except TimeoutError:
+            log.warning("turn %s timed out after %ss", turn.turn_id, self.timeout_s)
+            return _Outcome("failed", TIMED_OUT, error="turn timeout")
+        except ProviderError as exc:
+            log.error("turn %s failed: model provider: %s", turn.turn_id, exc)
+            return _Outcome("failed", f"Sorry — {exc.user_message}", error=_describe(exc))
+        except Exception as exc:
+            log.exception("turn %s failed", turn.turn_id)
+            return _Outcome("failed", APOLOGY, error=_describe(exc))
+        finally:
+            control.work = None
+        return _Outcome("completed", result.text, tuple(result.display))
+
+    async def _post_placeholder(self, delivery: Delivery, batch: list[InboundMessage]) -> bool:
+        """Post it, waiting out rate limits; if it cannot be posted, let a redelivery try again."""
+        for attempt in range(1, PLACEHOLDER_ATTEMPTS + 1):
+            try:
+                await delivery.start()
+                return True
+            except RateLimited as exc:
+                if attempt < PLACEHOLDER_ATTEMPTS:
+                    await asyncio.sleep(exc.retry_after)
+            except ChannelError as exc:
+                log.error("no placeholder in %s: %s", batch[-1].chat.key, exc)
+                break
+        for message in batch:
+            self.dedup.release(message.event_id)  # nothing was shown: a platform retry may answer
+        return False
+
+
+def _describe(exc: BaseException) -> str:
+    return f"{type(exc).__name__}: {exc}"
+
+
+def _combine(batch: list[InboundMessage]) -> str:
+    parts = []
+    for message in batch:
+        text = message.text.strip()
+        for attachment in message.attachments:
+            label = attachment.name or attachment.mime_type or ""
+            text += f"\n[attachment: {attachment.kind} {label}]".rstrip()
+        parts.append(text.strip())
+    return "\n\n".join(parts)
