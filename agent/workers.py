@@ -74,6 +74,8 @@ class WorkerTask:
     display: tuple[Mapping[str, Any], ...] = ()  # e.g. a payment card made by the specialist
     task: asyncio.Task[None] | None = None
     waiters: int = 0
+    # A background result is delivered as a new turn unless a foreground call waits for it
+    deliver_later: bool = False
     done: asyncio.Event = field(default_factory=asyncio.Event)
 
     def summary(self) -> dict[str, Any]:
@@ -152,32 +154,43 @@ class Workers:
             )
         joined = self._running_twin(ctx, subagent_type, text)
         if joined is None:
-            if self._group is None:
-                raise ToolError("specialists are not running in this process")
-            in_turn = [
-                t
-                for t in self.tasks.values()
-                if t.status == "running" and t.parent.turn_id == ctx.turn_id
-            ]
-            if len(in_turn) >= self.settings.max_per_turn:
-                raise ToolError(
-                    f"{len(in_turn)} specialists are already running for this message (the limit is "
-                    f"{self.settings.max_per_turn}); wait for their results or stop one with TaskStop"
-                )
-            joined = WorkerTask(
-                uuid.uuid4().hex[:12], subagent_type, description.strip(), text, background, ctx
-            )
-            self.tasks[joined.task_id] = joined
-            await ctx.emit(AgentStarted(joined.task_id, subagent_type, joined.description))
-            joined.task = self._group.create_task(
-                self._work(joined), name=f"worker:{joined.task_id}"
-            )
+            joined = await self._start(ctx, subagent_type, description, text, background)
         if background:
-            payload = joined.summary() | {
-                "note": "running in the background; the result will arrive as a new message"
-            }
-            return ToolResult(json.dumps(payload))
+            later = joined.background and joined.waiters == 0
+            note = (
+                "running in the background; the result will arrive as a new message"
+                if later
+                else "an identical task is already running for a waiting call; it gets the result"
+            )
+            return ToolResult(json.dumps(joined.summary() | {"note": note}))
+        joined.deliver_later = False  # this call takes the result: it must not come twice
         return await self._wait(joined)
+
+    async def _start(
+        self, ctx: ToolContext, subagent_type: str, description: str, prompt: str, background: bool
+    ) -> WorkerTask:
+        if self._group is None:
+            raise ToolError("specialists are not running in this process")
+        # Counted per conversation, background tasks of earlier turns included: one user
+        # cannot take every slot of the process.
+        mine = [
+            t
+            for t in self.tasks.values()
+            if t.status == "running" and t.parent.conversation_key == ctx.conversation_key
+        ]
+        if len(mine) >= self.settings.max_per_turn:
+            raise ToolError(
+                f"{len(mine)} specialists are already running in this conversation (the limit is "
+                f"{self.settings.max_per_turn}); wait for their results or stop one with TaskStop"
+            )
+        task = WorkerTask(
+            uuid.uuid4().hex[:12], subagent_type, description.strip(), prompt, background, ctx
+        )
+        task.deliver_later = background
+        self.tasks[task.task_id] = task
+        await ctx.emit(AgentStarted(task.task_id, subagent_type, task.description))
+        task.task = self._group.create_task(self._work(task), name=f"worker:{task.task_id}")
+        return task
 
     async def stop(self, ctx: ToolContext, task_id: str) -> ToolResult:
         task = self.tasks.get(task_id)
@@ -221,8 +234,11 @@ class Workers:
             await task.done.wait()
         except asyncio.CancelledError:
             task.waiters -= 1
-            if task.waiters == 0 and not task.background and task.status == "running":
-                self._kill(task)  # the turn that wanted it is gone
+            if task.waiters == 0 and task.status == "running":
+                if task.background:
+                    task.deliver_later = True  # as promised when it was dispatched
+                else:
+                    self._kill(task)  # the turn that wanted it is gone
             raise
         task.waiters -= 1
         payload = task.summary() | {"result": task.result}
@@ -230,23 +246,31 @@ class Workers:
         return ToolResult(text, ok=task.status == "completed", display=task.display)
 
     async def _work(self, task: WorkerTask) -> None:
-        parent = task.parent
+        """A worker task's whole life. Only cancellation leaves it as an exception: anything
+        else becomes a failed result, so one specialist can never stop the process."""
         try:
-            async with self._slots:
-                if task.status == "running":
-                    await self._run(task)
+            # The deadline covers the wait for a slot too: a queued task cannot wait forever.
+            async with asyncio.timeout(self.settings.timeout_s):
+                async with self._slots:
+                    if task.status == "running":
+                        await self._run(task)
         except asyncio.CancelledError:
             task.status = "killed"
             raise
+        except TimeoutError:
+            task.status = "timeout"
+            task.result = (
+                f"{task.subagent_type} ran out of time after {self.settings.timeout_s:g} s"
+            )
+        except Exception as exc:
+            log.warning("worker %s (%s) failed", task.task_id, task.subagent_type, exc_info=True)
+            task.status = "failed"
+            task.result = f"{task.subagent_type} failed: {type(exc).__name__}: {exc}"
         finally:
             task.done.set()
-            if task.session_id is not None:
-                await self.store.set_session_status(task.session_id, task.status)
-            await parent.emit(
-                AgentFinished(task.task_id, task.subagent_type, task.description, task.status)
-            )
-            self._forget_later(task)
-        if task.background and task.status != "killed" and self.deliver is not None:
+            await self._finished(task)
+        if task.deliver_later and task.status != "killed" and self.deliver is not None:
+            parent = task.parent
             self.deliver(
                 BackgroundResult(
                     task.task_id,
@@ -259,6 +283,18 @@ class Workers:
                     parent.user_id,
                 )
             )
+
+    async def _finished(self, task: WorkerTask) -> None:
+        try:
+            if task.session_id is not None:
+                await self.store.set_session_status(task.session_id, task.status)
+            finished = AgentFinished(
+                task.task_id, task.subagent_type, task.description, task.status
+            )
+            await task.parent.emit(finished)
+        except Exception:
+            log.exception("could not record the end of worker %s", task.task_id)
+        self._forget_later(task)
 
     async def _run(self, task: WorkerTask) -> None:
         persona = self.personas.get(task.subagent_type)  # pinned for the whole task
@@ -280,45 +316,40 @@ class Workers:
         written = [user]
         usage_log = UsageLog(self.provider, persona.model)
         try:
-            async with asyncio.timeout(self.settings.timeout_s):
-                result = await run_loop(
-                    provider=self.provider,
-                    system=persona.prompt,
-                    messages=[user],
-                    tools=self.registry.specs(allowed),
-                    registry=self.registry,
-                    allowed=allowed,
-                    ctx=ctx,
-                    emit=_quiet,
-                    settings=LoopSettings(
-                        max_rounds=persona.max_rounds or self.settings.max_rounds,
-                        tool_timeout_s=self.settings.tool_timeout_s,
-                        max_result_chars=self.settings.max_result_chars,
-                    ),
-                    model=persona.model,
-                    audit=self.store.record_tool_call,
-                    on_usage=usage_log,
-                )
+            result = await run_loop(
+                provider=self.provider,
+                system=persona.prompt,
+                messages=[user],
+                tools=self.registry.specs(allowed),
+                registry=self.registry,
+                allowed=allowed,
+                ctx=ctx,
+                emit=_quiet,
+                settings=LoopSettings(
+                    max_rounds=persona.max_rounds or self.settings.max_rounds,
+                    tool_timeout_s=self.settings.tool_timeout_s,
+                    max_result_chars=self.settings.max_result_chars,
+                ),
+                model=persona.model,
+                audit=self.store.record_tool_call,
+                on_usage=usage_log,
+            )
             written.extend(result.messages)
             task.result = _budget(result.text, self.settings.result_chars)
             task.display = tuple(result.display)
             if task.status == "running":
                 task.status = "completed"
-        except TimeoutError:
-            task.status = "timeout"
-            task.result = (
-                f"{task.subagent_type} ran out of time after {self.settings.timeout_s:g} s"
-            )
-        except Exception as exc:
-            log.warning("worker %s (%s) failed", task.task_id, task.subagent_type, exc_info=True)
-            task.status = "failed"
-            task.result = f"{task.subagent_type} failed: {type(exc).__name__}: {exc}"
         finally:
-            await self.store.append_messages(
-                task.session_id, parent.turn_id or task.task_id, written
-            )
-            # the parent's turn id: a turn's usage totals include its specialists
-            await usage_log.write(self.store, session_id=task.session_id, turn_id=parent.turn_id)
+            try:
+                await self.store.append_messages(
+                    task.session_id, parent.turn_id or task.task_id, written
+                )
+                # the parent's turn id: a turn's usage totals include its specialists
+                await usage_log.write(
+                    self.store, session_id=task.session_id, turn_id=parent.turn_id
+                )
+            except Exception:
+                log.exception("could not record the transcript of worker %s", task.task_id)
 
     def _forget_later(self, task: WorkerTask) -> None:
         """Keep finished tasks for a while (TaskStop answers "already finished"), then drop them."""

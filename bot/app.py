@@ -178,6 +178,12 @@ class App:
 
     async def _start(self) -> None:
         await self.store.open()
+        if self.config.redis.url is None:  # alone with this database: nothing else is mid-turn
+            left = await self.store.fail_unfinished_turns(
+                "interrupted: the gateway stopped mid-turn"
+            )
+            if left:
+                log.warning("%d turn(s) were interrupted by the last shutdown; marked failed", left)
         await self.knowledge.open()  # logs what it indexed
         # tools keep their own shorter deadlines; this one only bounds a forgotten request
         self.http = aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=60))

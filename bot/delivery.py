@@ -156,14 +156,15 @@ class Delivery:
         await self._stop_flusher()
 
     async def _stop_flusher(self) -> None:
-        if self._flusher is not None:
-            self._flusher.cancel()
-            try:
-                await self._flusher
-            except asyncio.CancelledError:
-                if asyncio.current_task().cancelling():  # type: ignore[union-attr]
-                    raise
-            self._flusher = None
+        flusher, self._flusher = self._flusher, None
+        if flusher is not None:
+            flusher.cancel()
+            # wait() neither raises the flusher's cancellation nor hides our own
+            await asyncio.wait([flusher])
+            if not flusher.cancelled() and flusher.exception() is not None:
+                log.error(
+                    "preview flusher of %s crashed", self.chat.key, exc_info=flusher.exception()
+                )
 
     async def _flush_loop(self) -> None:
         while True:

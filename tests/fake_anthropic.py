@@ -21,6 +21,9 @@ class FakeAnthropic(FakeLLM):
             "error": {"type": reply.error or "api_error", "message": reply.message},
         }
 
+    def keepalive(self) -> str:
+        return sse({"type": "ping"}, "ping")
+
     def frames(self, reply: Reply, body: dict[str, Any]) -> list[str]:
         n = len(self.requests)
         usage_in, usage_out = reply.usage or (0, 0)

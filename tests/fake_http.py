@@ -26,6 +26,7 @@ class Canned:
     status: int = 200
     content_type: str = "application/json"
     hang: bool = False  # never answer (a timeout test)
+    piece_bytes: int = 0  # stream the body in pieces this big, a moment apart (0: all at once)
 
 
 class FakeHttp:
@@ -48,16 +49,32 @@ class FakeHttp:
     def hang(self, path: str) -> None:
         self.routes[path] = Canned(b"", hang=True)
 
+    def stream(self, path: str, body: bytes, piece_bytes: int, content_type: str) -> None:
+        """Serve `body` in `piece_bytes` pieces with a pause between them, as a slow server does."""
+        self.routes[path] = Canned(body, content_type=content_type, piece_bytes=piece_bytes)
+
     def seen(self, path: str) -> list[Seen]:
         return [r for r in self.requests if r.path == path]
 
-    async def _answer(self, request: web.Request) -> web.Response:
+    async def _answer(self, request: web.Request) -> web.StreamResponse:
         self.requests.append(Seen(request.path, dict(request.query), dict(request.headers)))
         canned = self.routes.get(request.path)
         if canned is None:
             return web.Response(status=404, text=f"no route {request.path}")
         if canned.hang:
             await asyncio.Event().wait()
+        if canned.piece_bytes:
+            response = web.StreamResponse(status=canned.status)
+            response.content_type = canned.content_type
+            await response.prepare(request)
+            try:
+                for start in range(0, len(canned.body), canned.piece_bytes):
+                    await response.write(canned.body[start : start + canned.piece_bytes])  # drains
+                    await asyncio.sleep(0.001)  # the client sees the body arrive piece by piece
+                await response.write_eof()
+            except ConnectionResetError:
+                pass  # the client stopped reading (a body past its cap)
+            return response
         return web.Response(
             body=canned.body, status=canned.status, content_type=canned.content_type
         )

@@ -25,6 +25,7 @@ class Call:
     arguments: str = "{}"
     split: int = 7  # characters per argument delta; 0 sends the arguments in one piece
     id: str | None = None  # None: a generated id; "" sends none (some compatible servers)
+    indexed: bool = True  # False: the OpenAI deltas carry no `index` (some compatible servers)
 
 
 @dataclass(frozen=True)
@@ -34,7 +35,9 @@ class Reply:
     status != 200: an HTTP error with `error` as its error type and `message`.
     status == 200: a stream of `text` pieces then `calls`; then `error` (if set) arrives as an
     error event mid-stream instead of the end. `stall_after`: hang after that many SSE frames
-    (0: right after the headers) until the client gives up.
+    (0: right after the headers) until the client gives up; with `keepalive_s`, keep sending the
+    vendor's keep-alive (which the SDKs drop) that often while hanging. `garble_at`: the SSE frame
+    at that index carries cut-off JSON.
     """
 
     text: Sequence[str] = ()
@@ -47,6 +50,8 @@ class Reply:
     stall_after: int | None = None
     stop: str | None = None  # override the stop/finish reason
     delay_s: float = 0.0  # pause before each SSE frame (to see text stream into the placeholder)
+    keepalive_s: float | None = None
+    garble_at: int | None = None
 
 
 def fail(status: int, error: str, message: str = "scripted failure", **headers: str) -> Reply:
@@ -93,6 +98,10 @@ class FakeLLM:
 
     def error_body(self, reply: Reply) -> dict[str, Any]:
         raise NotImplementedError
+
+    def keepalive(self) -> str:
+        """What the server sends to keep a quiet stream open: an SSE comment by default."""
+        return ": keep-alive\n\n"
 
     # -- life cycle ----------------------------------------------------------------------------
     @property
@@ -163,7 +172,14 @@ class FakeLLM:
                     break
                 if reply.delay_s:
                     await asyncio.sleep(reply.delay_s)
+                if index == reply.garble_at:
+                    frame = garble(frame)
                 await response.write(frame.encode())
+            if reply.stall_after is not None and reply.keepalive_s is not None:
+                while not self._closing.is_set():  # pings are the behaviour under test
+                    await response.write(self.keepalive().encode())
+                    await asyncio.sleep(reply.keepalive_s)
+                return response
             if reply.stall_after is not None:
                 await self._closing.wait()  # the client's deadline, or the test's end, ends this
                 return response
@@ -177,6 +193,14 @@ def sse(data: Any, event: str | None = None) -> str:
     text = data if isinstance(data, str) else json.dumps(data, separators=(",", ":"))
     head = f"event: {event}\n" if event else ""
     return f"{head}data: {text}\n\n"
+
+
+def garble(frame: str) -> str:
+    """`frame` with the JSON of its data line cut in half, as a broken proxy might send it."""
+    lines = frame.rstrip("\n").split("\n")
+    data = lines[-1]
+    lines[-1] = data[: len("data: ") + (len(data) - len("data: ")) // 2]
+    return "\n".join(lines) + "\n\n"
 
 
 def pieces(text: str, size: int) -> list[str]:

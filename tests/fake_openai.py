@@ -46,7 +46,8 @@ class FakeOpenAI(FakeLLM):
         out = [chunk({"role": "assistant", "content": ""})]
         out.extend(chunk({"content": piece}) for piece in reply.text)
         for k, call in enumerate(reply.calls):
-            first: dict[str, Any] = {"index": k, "type": "function"}
+            at = {"index": k} if call.indexed else {}
+            first: dict[str, Any] = {**at, "type": "function"}
             if call.id != "":
                 first["id"] = call.id or f"call_{n}_{k}"
             args = pieces(call.arguments, call.split)
@@ -57,7 +58,7 @@ class FakeOpenAI(FakeLLM):
             first["function"] = {"name": call.name, "arguments": ""}
             out.append(chunk({"tool_calls": [first]}))
             for piece in args:
-                out.append(chunk({"tool_calls": [{"index": k, "function": {"arguments": piece}}]}))
+                out.append(chunk({"tool_calls": [{**at, "function": {"arguments": piece}}]}))
         if reply.error:
             error = {
                 "message": reply.message,

@@ -104,8 +104,15 @@ def test_expand_env_walks_nested_values_not_keys() -> None:
 
 
 def test_expand_env_rejects_malformed_reference() -> None:
-    with pytest.raises(ConfigError, match=r"^server\.host: bad reference in '\$\{oops'"):
+    with pytest.raises(ConfigError, match=r"^server\.host: bad reference at character 1 "):
         expand_env({"server": {"host": "${oops"}}, {})
+
+
+def test_a_malformed_reference_does_not_repeat_the_value() -> None:
+    with pytest.raises(ConfigError) as caught:
+        expand_env({"llm": {"api_key": "sk-s3cret${"}}, {})
+    assert str(caught.value).startswith("llm.api_key: bad reference at character 10 ")
+    assert "s3cret" not in str(caught.value)
 
 
 def test_file_values_expand(tmp_path: Path) -> None:

@@ -433,3 +433,67 @@ async def test_a_specialists_display_hints_reach_the_user(start, session, probe)
     await client.hello()
     final = await client.ask("order it")
     assert final["display"] == [{"type": "card", "title": "Order 7"}]
+
+
+async def test_a_background_task_joined_by_a_waiting_call_is_delivered_once(
+    start, session, probe
+) -> None:
+    gate = asyncio.Event()
+    router = Router(
+        default=[
+            Reply(calls=[dispatch("specialist-a", TASK, background=True)]),
+            Reply(calls=[dispatch("specialist-a", TASK)]),  # now wait for that same task
+            Reply("The crew, as promised."),
+        ],
+        specialist_a=[Reply("Crew: Armstrong, Aldrin, Collins", wait=gate)],
+    )
+    app = await start(router)
+    client = await connect(session, app)
+    await client.hello()
+    await client.send(type="message", text="look it up, then wait for it")
+    async with asyncio.timeout(5):  # the second call has joined the background task
+        while not any(task.waiters for task in app.workers.tasks.values()):  # noqa: ASYNC110
+            await asyncio.sleep(0.005)  # no event marks a join: poll the recorded state
+    gate.set()
+    final = await client.until_type("message.completed")
+    assert final["text"] == "The crew, as promised."
+    assert last_tool_results(router.seen["default"][2])[0]["result"].startswith("Crew:")
+    await app.gateway.wait_idle()
+    await asyncio.sleep(0.05)
+    assert len(router.seen["default"]) == 3  # no second, unprompted follow-up turn
+
+
+async def test_a_worker_that_cannot_start_fails_alone_and_the_app_lives_on(
+    start, session, probe, tmp_path: Path
+) -> None:
+    def later(request):
+        last = request.messages[-1].content
+        return Reply("still here" if last == "are you alive?" else "A follow-up.")
+
+    router = Router(
+        default=[
+            Reply(calls=[dispatch("specialist-a", TASK, background=True)]),
+            Reply(calls=[dispatch("specialist-b", SUM, background=True)]),
+            Reply("Both started."),
+            *[later] * 4,
+        ],
+        specialist_a=[Reply(calls=[("slow_tool", {})]), Reply("slow done")],
+    )
+    app = await start(router, agent={"max_workers_total": 1})
+    client = await connect(session, app)
+    await client.hello()
+    assert (await client.ask("start two"))["text"] == "Both started."
+    await asyncio.wait_for(probe.slow_started.wait(), 5)
+    (tmp_path / "personas" / "specialist-b.md").unlink()  # gone while it waits for a slot
+    app.personas.load()
+    probe.release.set()
+    follow_ups = []
+    while len(follow_ups) < 1:
+        follow_ups.append(await client.until_type("message.completed"))
+    failed = next(
+        f
+        for f in client.frames
+        if f["type"] == "agent.finished" and f["subagent_type"] == "specialist-b"
+    )
+    assert failed["status"] == "failed"
+    assert (await client.ask("are you alive?"))["text"] == "still here"

@@ -1,6 +1,7 @@
 """The gateway with a recording fake channel: access policy, dedup, timeouts, commands."""
 
 import asyncio
+import sqlite3
 from pathlib import Path
 
 from adapters.base import ChatRef, InboundMessage
@@ -112,5 +113,59 @@ async def test_a_provider_failure_shows_its_safe_message(tmp_path: Path) -> None
         finals = await _finals(app, channel)
         assert finals == [f"Sorry — {ProviderRejected.user_message}"]
         assert "sk-secret" not in finals[0]
+    finally:
+        await app.stop()
+
+
+async def test_a_shutdown_mid_turn_tells_the_user_and_the_next_start_closes_the_record(
+    tmp_path: Path,
+) -> None:
+    from bot.turn import INTERRUPTED
+
+    provider = ScriptedProvider([Reply("never", wait=asyncio.Event())])
+    app, channel = await _app(tmp_path, provider)
+    await app.gateway.handle(_msg("long question", "e1"))
+    await provider.wait_requests(1)
+    await app.stop()
+    assert [c.text for c in channel.calls if c.final] == [INTERRUPTED]
+    assert channel.calls[-1].message_id == channel.calls[0].message_id  # the placeholder itself
+    with sqlite3.connect(tmp_path / "bot.db") as db:
+        rows = db.execute("select status, error from turns").fetchall()
+    assert rows == [("failed", "interrupted by shutdown")]
+
+
+async def test_turns_left_running_by_a_killed_process_are_closed_at_start(tmp_path: Path) -> None:
+    from bot.storage import SqliteStore
+
+    async with SqliteStore(tmp_path / "bot.db") as store:  # as a process killed mid-turn left it
+        session_id = await store.active_session(channel="fake", conversation_key="k", user_id="u")
+        await store.create_turn(
+            turn_id="t1",
+            session_id=session_id,
+            channel="fake",
+            conversation_key="k",
+            inbound_event_ids=["e1"],
+            placeholder=None,
+        )
+    app, _ = await _app(tmp_path, ScriptedProvider([]))
+    await app.stop()
+    with sqlite3.connect(tmp_path / "bot.db") as db:
+        rows = db.execute("select status, error from turns").fetchall()
+    assert rows == [("failed", "interrupted: the gateway stopped mid-turn")]
+
+
+async def test_stop_while_the_answer_is_being_delivered_still_ends_the_placeholder(
+    tmp_path: Path,
+) -> None:
+    provider = ScriptedProvider([Reply("the full answer")])
+    app, channel = await _app(tmp_path, provider)
+    try:
+        channel.edit_gate = asyncio.Event()  # the final edit is in flight, not landed
+        await app.gateway.handle(_msg("question", "e1"))
+        await provider.wait_requests(1)
+        await app.gateway.handle(_msg("/stop", "e2"))
+        channel.edit_gate.set()
+        finals = await _finals(app, channel)
+        assert finals == ["the full answer"]  # the answer was ready: it lands, nothing else
     finally:
         await app.stop()

@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
+import time
+from datetime import UTC, datetime, timedelta
+from email.utils import format_datetime
 
 import aiohttp
 
 from tests.fake_http import FakeHttp, closed_port_url
 from tests.tools_kit import call, call_json, context, settings
+from tools.builtin.news import parse_feed
 
 RATES = {
     "result": "success",
@@ -263,3 +268,72 @@ async def test_news_argument_errors() -> None:
     assert not too_many.ok and "limit 50 is out of range" in too_many.text
     nothing = await call_json("fetch_news", {}, context())
     assert nothing["is_static"] is True and nothing["success"] is False and nothing["news"] == []
+
+
+# -- reading bodies -------------------------------------------------------------------------------
+def _feed(items: int) -> bytes:
+    """An RSS feed of `items` items of about 500 bytes, each a minute newer than the last."""
+    start = datetime(2024, 1, 1, tzinfo=UTC)
+    entries = "".join(
+        f"<item><title>Item {i}</title><link>https://n.example/{i}</link>"
+        f"<description>{'words ' * 60}</description>"
+        f"<pubDate>{format_datetime(start + timedelta(minutes=i))}</pubDate></item>"
+        for i in range(items)
+    )
+    return f'<?xml version="1.0"?><rss><channel><title>Big</title>{entries}</channel></rss>'.encode()
+
+
+async def test_a_body_sent_in_small_pieces_is_read_whole() -> None:
+    hits = [
+        {"title": f"T{i}", "url": f"https://e.example/{i}", "content": "x" * 400}
+        for i in range(400)
+    ]
+    search_body = json.dumps({"results": hits}).encode()
+    feed = _feed(600)
+    assert len(search_body) > 150_000 and len(feed) > 200_000
+    async with FakeHttp() as fake:
+        fake.stream("/search", search_body, 16_384, "application/json")
+        fake.stream("/feed", feed, 16_384, "application/rss+xml")
+        config = settings(
+            web_search={"backend": "searxng", "url": fake.url},
+            news={"feeds": {"all": [fake.url + "/feed"]}},
+        )
+        found = await call_json("web_search", {"query": "visa"}, context(config=config))
+        news = await call_json("fetch_news", {"limit": 1}, context(config=config))
+    assert found["success"] is True, found["message"]
+    assert "is_static" not in news, news["message"]
+    assert news["news"][0]["title"] == "Item 599"  # the newest is the last item in the feed
+
+
+async def test_a_body_past_the_cap_is_refused_whatever_its_pieces() -> None:
+    async with FakeHttp() as fake:
+        fake.stream("/search", b"[" + b"1," * 1_100_000 + b"1]", 65_536, "application/json")
+        config = settings(web_search={"backend": "searxng", "url": fake.url})
+        data = await call_json("web_search", {"query": "visa"}, context(config=config))
+    assert data["success"] is False and "sent more than 2000000 bytes" in data["message"]
+
+
+async def test_a_big_feed_is_parsed_off_the_event_loop() -> None:
+    feed = _feed(2500)  # about 1.3 MB
+    started = time.perf_counter()
+    parse_feed(feed, "feed")
+    parse_s = time.perf_counter() - started
+    gaps: list[float] = []
+
+    async def tick() -> None:
+        last = time.perf_counter()
+        while True:
+            await asyncio.sleep(0.001)
+            now = time.perf_counter()
+            gaps.append(now - last)
+            last = now
+
+    async with FakeHttp() as fake, asyncio.TaskGroup() as group:
+        fake.text("/feed", feed.decode())
+        config = settings(news={"feeds": {"all": [fake.url + "/feed"]}})
+        ticker = group.create_task(tick())
+        news = await call_json("fetch_news", {"limit": 1}, context(config=config))
+        ticker.cancel()
+    assert news["news"][0]["title"] == "Item 2499"
+    # parsed on the loop, the loop would stall for the whole parse; in a thread, for a GIL switch
+    assert max(gaps) < parse_s / 3, (max(gaps), parse_s)

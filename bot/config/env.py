@@ -39,8 +39,9 @@ def _expand_str(text: str, env: Mapping[str, str], key: str) -> str:
         if name is None:
             where = f"{key[:-1]}: " if key else ""
             raise ConfigError(
-                f"{where}bad reference in {text!r}; write ${{NAME}} or ${{NAME:-default}},"
-                " or $${ for a literal ${"
+                # the value itself may be a secret (a token with a `${` in it): never repeat it
+                f"{where}bad reference at character {match.start() + 1} of the value; write"
+                " ${NAME} or ${NAME:-default}, or $${ for a literal ${"
             )
         found = env.get(name, "")
         return default if default is not None and not found else found

@@ -47,6 +47,13 @@ class TurnLog(StoreConnection):
             self._update, _FINISH_TURN, (status, final_text, error, now(), turn_id), "turn"
         )
 
+    async def fail_unfinished_turns(self, reason: str) -> int:
+        """Mark turns left `running` by a process that stopped mid-turn; how many there were.
+
+        Only for a store no other gateway process shares: theirs may be running for real.
+        """
+        return await self._run(self._fail_unfinished_db, reason)
+
     async def get_turn(self, turn_id: str) -> dict[str, Any] | None:
         turn = await self._one("SELECT * FROM turns WHERE id = ?", turn_id)
         if turn is not None:
@@ -65,3 +72,7 @@ class TurnLog(StoreConnection):
         handle = None if placeholder is None else json.dumps(placeholder)
         row = (*turn, json.dumps(inbound_event_ids), handle, status, now())
         self._conn.execute(_INSERT_TURN, row)
+
+    def _fail_unfinished_db(self, reason: str) -> int:
+        sql = "UPDATE turns SET status = 'failed', error = ?, finished_at = ? WHERE status = 'running'"
+        return self._conn.execute(sql, (reason, now())).rowcount

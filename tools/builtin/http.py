@@ -50,14 +50,19 @@ async def fetch(
         ):
             if response.status >= 400:
                 raise Unreachable(f"{_host(url)} answered HTTP {response.status}")
-            body = await response.content.read(MAX_BODY_BYTES + 1)
+            # `read(n)` returns what is buffered so far, often only the first piece: read to EOF
+            body = bytearray()
+            async for piece in response.content.iter_chunked(65_536):
+                body += piece
+                if len(body) > MAX_BODY_BYTES:
+                    break
     except TimeoutError:
         raise Unreachable(f"{_host(url)} did not answer within {deadline:g} s") from None
     except (aiohttp.ClientError, OSError) as exc:
         raise Unreachable(f"{_host(url)} is unreachable ({type(exc).__name__})") from exc
     if len(body) > MAX_BODY_BYTES:
         raise Unreachable(f"{_host(url)} sent more than {MAX_BODY_BYTES} bytes")
-    return body
+    return bytes(body)
 
 
 async def fetch_json(ctx: ToolContext, url: str, **kwargs: Any) -> Any:
