@@ -24,7 +24,8 @@ class Store(Protocol):
     async def set_session_status(self, session_id: str, status: str) -> None: ...
 
     async def load_history(self, session_id: str) -> list[tuple[str, Message]]:
-        """Every message of the session in order, each with the id of the turn that wrote it."""
+        """The session's messages in order (at least the newest few thousand), each with the id
+        of the turn that wrote it."""
         ...
 
     async def append_messages(

@@ -328,3 +328,16 @@ async def test_checkpoints_run_on_their_own_thread_and_the_wal_is_tidied(tmp_pat
         assert len(await reopened.load_history(session_id)) == CHECKPOINT_EVERY + 5
     with pytest.raises(RuntimeError, match="not open"):
         await store.load_history("s")
+
+
+async def test_a_very_long_history_is_trimmed_to_the_newest_messages(tmp_path: Path) -> None:
+    from bot.storage.messages import HISTORY_KEEP, HISTORY_TRIM_AT
+
+    async with SqliteStore(tmp_path / "bot.db") as store:
+        session_id = await store.active_session(**KEY)
+        await store.append_messages(
+            session_id, "t0", [Message("user", str(n)) for n in range(HISTORY_TRIM_AT + 1)]
+        )
+        history = await store.load_history(session_id)
+        assert len(history) == HISTORY_KEEP
+        assert history[-1][1].content == str(HISTORY_TRIM_AT)

@@ -65,6 +65,12 @@ def _history_item(row: tuple[Any, ...]) -> HistoryItem:
     return turn_id, Message(cast(Role, role), content, tool_calls, call_id, name, bool(is_error))
 
 
+# A cached history keeps the newest messages only (the model never sees more than its context
+# budget), trimmed in steps so the history window recounts rarely.
+HISTORY_KEEP = 5000
+HISTORY_TRIM_AT = 6000
+
+
 class History:
     """A session's cached history and the id of the last message row it includes."""
 
@@ -133,6 +139,8 @@ class MessageLog(StoreConnection):
         if rows:
             history.items.extend(map(_history_item, rows))
             history.last_id = rows[-1][0]
+        if len(history.items) > HISTORY_TRIM_AT:
+            del history.items[: len(history.items) - HISTORY_KEEP]
         return list(history.items)
 
     def _append_db(self, session_id: str, turn_id: str, messages: tuple[Message, ...]) -> None:
