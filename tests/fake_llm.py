@@ -25,7 +25,11 @@ class Call:
     arguments: str = "{}"
     split: int = 7  # characters per argument delta; 0 sends the arguments in one piece
     id: str | None = None  # None: a generated id; "" sends none (some compatible servers)
-    indexed: bool = True  # False: the OpenAI deltas carry no `index` (some compatible servers)
+    # OpenAI-compatible quirks: deltas without `index`; the name again on every delta (MiniMax on
+    # NVIDIA NIM); the whole arguments sent once more at the end
+    indexed: bool = True
+    name_every_delta: bool = False
+    resent: bool = False
 
 
 @dataclass(frozen=True)

@@ -57,8 +57,10 @@ class FakeOpenAI(FakeLLM):
                 continue
             first["function"] = {"name": call.name, "arguments": ""}
             out.append(chunk({"tool_calls": [first]}))
-            for piece in args:
-                out.append(chunk({"tool_calls": [{**at, "function": {"arguments": piece}}]}))
+            named = {"name": call.name} if call.name_every_delta else {}
+            for piece in [*args, call.arguments] if call.resent else args:
+                function = {**named, "arguments": piece}
+                out.append(chunk({"tool_calls": [{**at, "function": function}]}))
         if reply.error:
             error = {
                 "message": reply.message,

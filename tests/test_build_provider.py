@@ -1,5 +1,6 @@
 """`build_provider`: which provider serves, from config and environment; a missing key is one line."""
 
+import contextlib
 import json
 import subprocess
 import sys
@@ -9,12 +10,16 @@ import pytest
 
 from agent.providers import build_provider, describe_provider
 from agent.providers.anthropic import AnthropicProvider
-from agent.providers.base import ProviderConfigError
+from agent.providers.base import ProviderConfigError, ProviderError
 from agent.providers.offline import OfflineProvider
 from agent.providers.openai import OpenAIProvider
 from agent.providers.resilient import ResilientProvider
 from agent.providers.textmode import ToolModeProvider
+from agent.types import Message, ModelRequest
 from bot.config import LLMConfig
+from tests.fake_anthropic import FakeAnthropic
+from tests.fake_llm import Reply
+from tests.fake_openai import FakeOpenAI
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -108,3 +113,42 @@ async def test_a_base_url_in_the_config_means_an_openai_compatible_server(caplog
     assert isinstance(_vendor(provider), OpenAIProvider)
     assert "llm.model is not set" in caplog.text
     await provider.aclose()
+
+
+async def _key_sent(provider, fake) -> str | None:
+    """Ask `provider` once; the key `fake` received."""
+    fake.add(Reply(text=["ok"]))
+    with contextlib.suppress(ProviderError):  # a wrong key is a 401: the key is what we check
+        async for _ in provider.stream(ModelRequest("", (Message("user", "hi"),))):
+            pass
+    await provider.aclose()
+    return fake.requests[-1].api_key
+
+
+async def test_auto_sends_the_key_of_the_variable_that_chose_the_vendor() -> None:
+    # LLM_API_KEY (llm.api_key's default) holds an OpenAI key, but ANTHROPIC_API_KEY chose Anthropic
+    async with FakeAnthropic(api_key="anthropic-key") as fake:
+        env = {"ANTHROPIC_API_KEY": "anthropic-key", "ANTHROPIC_BASE_URL": fake.url,
+               "OPENAI_API_KEY": "openai-key"}  # fmt: skip
+        provider = await _build(env, api_key="openai-key", max_retries=0)
+        assert await _key_sent(provider, fake) == "anthropic-key"
+    async with FakeOpenAI(api_key="openai-key") as fake:
+        env = {"OPENAI_API_KEY": "openai-key", "OPENAI_BASE_URL": fake.url}
+        provider = await _build(env, api_key="llm-key", model="m", max_retries=0)
+        assert await _key_sent(provider, fake) == "openai-key"
+
+
+async def test_llm_api_key_serves_an_explicit_provider_or_a_keyless_auto() -> None:
+    async with FakeAnthropic(api_key="config-key") as fake:
+        env = {"ANTHROPIC_API_KEY": "env-key", "ANTHROPIC_BASE_URL": fake.url}
+        provider = await _build(env, provider="anthropic", api_key="config-key", max_retries=0)
+        assert await _key_sent(provider, fake) == "config-key"
+    async with FakeOpenAI(api_key="llm-key") as fake:  # auto chose openai for OPENAI_BASE_URL
+        provider = await _build(
+            {"OPENAI_BASE_URL": fake.url}, api_key="llm-key", model="m", max_retries=0
+        )
+        assert await _key_sent(provider, fake) == "llm-key"
+    async with FakeOpenAI(api_key="llm-key") as fake:  # ... or for llm.base_url: they go together
+        env = {"ANTHROPIC_API_KEY": "anthropic-key", "OPENAI_API_KEY": "openai-key"}
+        provider = await _build(env, base_url=fake.url, api_key="llm-key", model="m")
+        assert await _key_sent(provider, fake) == "llm-key"

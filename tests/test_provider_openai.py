@@ -132,3 +132,38 @@ async def test_insufficient_quota_is_not_retried(running, session, fake) -> None
     completed, _ = await _ask(session, app, "hi")
     assert completed["text"] == f"Sorry — {OUT_OF_CREDIT}"
     assert len(fake.requests) == 1
+
+
+PARIS, UTC = '{"timezone": "Europe/Paris"}', '{"timezone": "UTC"}'
+
+
+@pytest.mark.parametrize("split", [0, 5])
+async def test_calls_without_index_or_id_stay_apart(running, session, fake, split) -> None:
+    """Two calls in a row from a server that numbers nothing: the second name starts a call."""
+    fake.add(
+        Reply(calls=[
+            Call("get_current_datetime", PARIS, split=split, id="", indexed=False),
+            Call("get_current_datetime", UTC, split=split, id="", indexed=False),
+        ]),
+        Reply(text=["Both."]),
+    )  # fmt: skip
+    app = await running(llm=llm_config("openai", fake))
+    completed, _ = await _ask(session, app, "Paris and UTC?")
+    assert completed["text"] == "Both."
+    assistant, *results = fake.requests[1].body["messages"][2:]
+    calls = assistant["tool_calls"]
+    assert [c["function"]["arguments"] for c in calls] == [PARIS, UTC]
+    assert len({c["id"] for c in calls}) == 2
+    assert [r["tool_call_id"] for r in results] == [c["id"] for c in calls]
+    assert "Europe/Paris" in results[0]["content"] and "UTC" in results[1]["content"]
+
+
+@pytest.mark.parametrize("quirk", ["name_every_delta", "resent"])
+async def test_a_name_or_arguments_sent_again_are_one_call(running, session, fake, quirk) -> None:
+    call = Call("get_current_datetime", PARIS, split=4, id="", indexed=False, **{quirk: True})
+    fake.add(Reply(calls=[call]), Reply(text=["Paris."]))
+    app = await running(llm=llm_config("openai", fake))
+    completed, _ = await _ask(session, app, "Paris?")
+    assert completed["text"] == "Paris."
+    [sent] = fake.requests[1].body["messages"][2]["tool_calls"]
+    assert sent["function"]["arguments"] == PARIS

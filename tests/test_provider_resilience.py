@@ -177,3 +177,51 @@ async def test_a_server_that_is_not_there_falls_back(running, session) -> None:
         app = await running(llm=llm)
         completed, _ = await _ask(session, app)
         assert completed["text"] == "Answered by the backup."
+
+
+# frames up to and with the first text delta: message_start, ping, content_block_start, delta;
+# or the role chunk and the first content chunk
+FIRST_TEXT_FRAMES = {"anthropic": 4, "openai": 2}
+
+
+@pytest.mark.parametrize("vendor", sorted(VENDORS))
+async def test_keepalives_after_the_first_token_end_at_the_total_deadline(
+    running, session, vendor
+) -> None:
+    """Pings (Anthropic) and SSE comments (OpenAI-compatible) reach httpx but not us: the read
+    timeout never fires, so the total deadline must bound every wait, not only the first."""
+    other = next(v for v in VENDORS if v != vendor)
+    async with VENDORS[vendor]() as primary, VENDORS[other]() as backup:
+        primary.add(
+            Reply(text=["Hello", " never"], stall_after=FIRST_TEXT_FRAMES[vendor], keepalive_s=0.05)
+        )
+        backup.add(Reply(text=["From the backup."]))
+        fallback = {"provider": other, "base_url": backup.url, "api_key": "test-key"}
+        llm = llm_config(
+            vendor, primary, first_token_timeout_s=0.3, total_timeout_s=0.8, max_retries=0,
+            fallback=[fallback],
+        )  # fmt: skip
+        app = await running(llm=llm)
+        completed, _ = await _ask(session, app)
+        assert completed["text"] == "From the backup."
+        assert 0.8 <= backup.requests[0].at - primary.requests[0].at < 2
+
+
+async def test_a_malformed_stream_event_is_retried(running, session, fake) -> None:
+    # a data line cut in half (a broken proxy): the SDK's json.loads fails inside the stream
+    fake.add(Reply(text=["Half ", "an answer"], garble_at=2), Reply(text=["Clean."]))
+    app = await running(llm=llm_config(fake.vendor, fake))
+    completed, _ = await _ask(session, app)
+    assert completed["text"] == "Clean."
+    assert len(fake.requests) == 2
+
+
+async def test_malformed_events_everywhere_fall_back(running, session) -> None:
+    async with FakeOpenAI() as primary, FakeAnthropic() as backup:
+        primary.add(*[Reply(text=["Half ", "an answer"], garble_at=2)] * 2)
+        backup.add(Reply(text=["From the backup."]))
+        fallback = {"provider": "anthropic", "base_url": backup.url, "api_key": "test-key"}
+        app = await running(llm=llm_config("openai", primary, max_retries=1, fallback=[fallback]))
+        completed, _ = await _ask(session, app)
+        assert completed["text"] == "From the backup."
+        assert len(primary.requests) == 2

@@ -6,11 +6,20 @@ import logging
 
 import pytest
 
+from agent.providers.base import ProviderRejected, ProviderUnavailable, ToolsUnsupported
+from agent.providers.classify import classify
 from agent.providers.textcalls import CallFormatError, parse_calls
+from agent.providers.textmode import ToolModeProvider
+from agent.types import Message, ModelRequest, ModelStream, TextDelta
 from tests.conftest import connect
 from tests.fake_llm import Reply, fail, llm_config
 from tests.fake_openai import FakeOpenAI
 
+OLLAMA_REFUSAL = "registry.ollama.ai/library/gemma:2b does not support tools"
+SCHEMA_ERROR = (
+    "Invalid schema for function 'get_current_datetime': In context=(), 'required' is required to"
+    " be supplied and to be an array including every key in properties. Missing 'timezone'."
+)
 CALL = '{"tool_calls": [{"name": "get_current_datetime", "arguments": {"timezone": "UTC"}}]}'
 KNOWN = frozenset({"get_current_datetime"})
 
@@ -73,20 +82,21 @@ async def test_unreadable_twice_is_taken_as_the_answer(running, session, fake) -
     assert len(fake.requests) == 2
 
 
+@pytest.mark.parametrize(
+    "refusal",
+    [
+        fail(400, "invalid_request_error", OLLAMA_REFUSAL),
+        fail(500, "server_error", "tools param requires --jinja flag"),  # llama.cpp says 500
+    ],
+)
 async def test_auto_switches_to_text_when_the_server_refuses_tools(
-    running, session, fake, caplog
+    running, session, fake, caplog, refusal
 ) -> None:
     caplog.set_level(logging.WARNING)
     answers = iter([Reply(text=[CALL]), Reply(text=["Noon."]), Reply(text=["Hello again."])])
 
     def script(body: dict) -> Reply:
-        if "tools" in body:
-            return fail(
-                400,
-                "invalid_request_error",
-                "registry.ollama.ai/library/gemma:2b does not support tools",
-            )
-        return next(answers)
+        return refusal if "tools" in body else next(answers)
 
     fake.script = script
     app = await running(llm=llm_config("openai", fake, tool_mode="auto"))
@@ -101,6 +111,76 @@ async def test_auto_switches_to_text_when_the_server_refuses_tools(
     assert all(m["role"] != "tool" and "tool_calls" not in m for m in history)
     switched = [r for r in caplog.records if "text-mode tool calling" in r.getMessage()]
     assert len(switched) == 1
+
+
+async def test_auto_keeps_native_tools_after_a_schema_error(running, session, fake, caplog) -> None:
+    # "function" and "required" are in the message, but the server did not refuse tools
+    fake.add(fail(400, "invalid_request_error", SCHEMA_ERROR), Reply(text=["Hello again."]))
+    app = await running(llm=llm_config("openai", fake, tool_mode="auto", max_retries=2))
+    client = await connect(session, app)
+    await client.hello()
+    refused = await client.ask("what time is it?")
+    assert refused["text"].startswith("Sorry — the AI model refused the request")
+    assert (await client.ask("hi"))["text"] == "Hello again."
+    assert ["tools" in r.body for r in fake.requests] == [True, True]  # not retried, no switch
+    assert "text-mode tool calling" not in caplog.text
+
+
+async def test_auto_retries_a_500_that_mentions_function_calls(running, session, fake) -> None:
+    fake.add(
+        fail(500, "server_error", "function call parsing requires valid JSON"),
+        Reply(text=["Noon."]),
+    )
+    app = await running(llm=llm_config("openai", fake, tool_mode="auto"))
+    completed, _ = await _ask(session, app)
+    assert completed["text"] == "Noon."
+    assert ["tools" in r.body for r in fake.requests] == [True, True]  # retried, still native
+
+
+@pytest.mark.parametrize(
+    ("status", "message", "expected"),
+    [
+        (400, OLLAMA_REFUSAL, ToolsUnsupported),
+        (400, "tools param requires --jinja flag", ToolsUnsupported),
+        (500, "tools param requires --jinja flag", ToolsUnsupported),
+        (500, "Unsupported param: tools", ToolsUnsupported),  # older llama.cpp
+        (
+            400,
+            '"auto" tool choice requires --enable-auto-tool-choice and --tool-call-parser',
+            ToolsUnsupported,
+        ),  # vLLM
+        (400, "function calling is not supported by this model", ToolsUnsupported),
+        (422, "Unrecognized request argument supplied: tools", ToolsUnsupported),
+        (400, SCHEMA_ERROR, ProviderRejected),
+        (500, "function call parsing requires valid JSON", ProviderUnavailable),
+        (500, "tool call parser crashed: not supported token", ProviderUnavailable),
+        (None, "function call parsing requires valid JSON", ProviderUnavailable),  # mid-stream
+    ],
+)
+def test_which_failures_refuse_tools(status, message, expected) -> None:
+    error = classify(
+        who="w", key_hint="k", status=status, kind=None, code=None, message=message, had_tools=True
+    )
+    assert type(error) is expected, error
+
+
+class _FailsAfterText:
+    """A provider whose failure comes after it streamed: it took the tools, whatever it says."""
+
+    name = model = "fails-after-text"
+
+    async def stream(self, request: ModelRequest) -> ModelStream:
+        yield TextDelta("Half an answer")
+        raise ToolsUnsupported("fails-after-text: tools are not supported")
+
+
+async def test_auto_does_not_switch_on_a_failure_after_output() -> None:
+    provider = ToolModeProvider(_FailsAfterText(), "auto")
+    request = ModelRequest("", (Message("user", "hi"),))
+    with pytest.raises(ToolsUnsupported):
+        async for _ in provider.stream(request):
+            pass
+    assert provider.mode == "auto"
 
 
 def test_parse_calls_forms() -> None:

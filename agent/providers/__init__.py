@@ -19,6 +19,7 @@ log = logging.getLogger(__name__)
 
 # local servers ignore the key, but the OpenAI SDK refuses to start without one
 NO_KEY_NEEDED = "not-needed"
+KEY_VARIABLES = {"anthropic": "ANTHROPIC_API_KEY", "openai": "OPENAI_API_KEY"}
 
 
 def choose_provider_name(provider: str, env: Mapping[str, str], base_url: str | None = None) -> str:
@@ -40,7 +41,7 @@ def build_provider(llm: Any, env: Mapping[str, str] | None = None) -> Provider:
     if name == "offline" and llm.provider == "auto":
         log.info("no LLM key found (ANTHROPIC_API_KEY, OPENAI_API_KEY, OPENAI_BASE_URL):"
                  " using the offline demo model, which is not an LLM")  # fmt: skip
-    entries = [(name, llm.model, llm.base_url, llm.api_key, "llm")]
+    entries = [(name, llm.model, llm.base_url, _auto_key(llm, name, env), "llm")]
     entries += [
         (f.provider, f.model, f.base_url, f.api_key, f"llm.fallback[{i}]")
         for i, f in enumerate(llm.fallback)
@@ -51,6 +52,19 @@ def build_provider(llm: Any, env: Mapping[str, str] | None = None) -> Provider:
     from agent.providers.resilient import ResilientProvider
 
     return ResilientProvider(chain, max_retries=llm.max_retries, backoff_s=llm.retry_backoff_s)
+
+
+def _auto_key(llm: Any, name: str, env: Mapping[str, str]) -> str:
+    """The key for the chosen vendor. When `auto` chose it for its variable, that variable's key:
+    `llm.api_key` (by default $LLM_API_KEY) may well belong to another vendor. A `llm.base_url`
+    chose the server itself, so `llm.api_key` goes with it."""
+    variable = KEY_VARIABLES.get(name, "")
+    if llm.provider != "auto" or llm.base_url or not env.get(variable):
+        return str(llm.api_key)
+    if llm.api_key and llm.api_key != env[variable]:
+        log.info("llm.provider is auto and %s is set: using it for %s, not llm.api_key;"
+                 " set llm.provider to use llm.api_key", variable, name)  # fmt: skip
+    return env[variable]
 
 
 def describe_provider(provider: Provider) -> str:
@@ -76,7 +90,7 @@ def _one(
     timeouts = Timeouts(llm.connect_timeout_s, llm.first_token_timeout_s, llm.total_timeout_s)
     vendor: Provider
     if name == "anthropic":
-        key = api_key or env.get("ANTHROPIC_API_KEY", "")
+        key = api_key or env.get(KEY_VARIABLES[name], "")
         if not key:
             raise ProviderConfigError(
                 f"{where}.provider is 'anthropic' but no API key is set: set ANTHROPIC_API_KEY"
@@ -90,7 +104,7 @@ def _one(
         )
     elif name == "openai":
         base_url = base_url or env.get("OPENAI_BASE_URL") or None
-        key = api_key or env.get("OPENAI_API_KEY", "")
+        key = api_key or env.get(KEY_VARIABLES[name], "")
         if not key and base_url is None:
             raise ProviderConfigError(
                 f"{where}.provider is 'openai' but no API key is set: set OPENAI_API_KEY"

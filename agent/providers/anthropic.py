@@ -18,7 +18,7 @@ import anthropic
 import httpx2
 
 from agent.providers.base import ProviderError, ProviderUnavailable
-from agent.providers.classify import classify
+from agent.providers.classify import classify, malformed
 from agent.providers.deadline import Deadline, Timeouts
 from agent.types import (
     Message,
@@ -95,6 +95,8 @@ class AnthropicProvider:
                     yield ours
         except (anthropic.APIError, httpx2.HTTPError) as exc:
             raise self._error(exc, who, bool(request.tools)) from exc
+        except json.JSONDecodeError as exc:  # the SDK parses each data line; it does not map this
+            raise malformed(who, exc) from exc
         finally:
             await events.aclose()
             await stream.close()

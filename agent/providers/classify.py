@@ -32,14 +32,22 @@ _QUOTA = re.compile(
     r"|usage limits?|exceeded your current quota|payment required",
     re.IGNORECASE,
 )
-# Ollama "does not support tools", vLLM "tool choice requires --enable-auto-tool-choice",
-# llama.cpp "tools param requires --jinja flag", "function calling is not supported" ...
+# A refusal of the `tools` parameter, in a 400/404/422/501: Ollama "does not support tools", vLLM
+# "tool choice requires --enable-auto-tool-choice", "function calling is not supported" ... Whole
+# words only: "'required' is required" in a schema error is not "requires".
 _TOOLS_WORD = re.compile(
-    r"\btools?\b|tool[ _]choice|function[ _]?call|\bfunctions?\b", re.IGNORECASE
+    r"\btools?\b|\btool[ _]choice\b|\bfunction[ _]?call(s|ing)?\b|\bfunctions?\b", re.IGNORECASE
 )
 _UNSUPPORTED = re.compile(
-    r"support|requires?|enabl|--jinja|unrecogni[sz]ed|not allowed|unknown (param|field|argument)",
+    r"\b(un|not )?supported\b|\bsupports?\b|\brequires?\b|\benabl(e|ed|es|ing)\b|--jinja\b"
+    r"|\bunrecogni[sz]ed\b|\bnot allowed\b|\bunknown (param(eter)?|field|argument)s?\b",
     re.IGNORECASE,
+)
+_REFUSAL_STATUSES = frozenset({400, 404, 422, 501})
+# A 500 is usually transient ("function call parsing requires valid JSON" is a model glitch), but
+# llama.cpp refuses tools with one: only its own words count there.
+_SERVER_REFUSAL = re.compile(
+    r"\btools param requires --jinja\b|\bunsupported param: tools\b", re.IGNORECASE
 )
 _REJECTED_KINDS = frozenset(
     {"invalid_request_error", "authentication_error", "permission_error", "not_found_error",
@@ -84,8 +92,7 @@ def classify(
         return ProviderRejected(
             f"{who}: not allowed ({detail}); check that {key_hint} may use this model"
         )
-    refusal = status is None or status in (400, 404, 422, 500, 501)
-    if had_tools and refusal and _TOOLS_WORD.search(message) and _UNSUPPORTED.search(message):
+    if had_tools and refuses_tools(status, message):
         return ToolsUnsupported(
             f"{who}: the server refuses native tool calling ({detail}); "
             "set llm.tool_mode to text or auto, or enable tool calling on the server"
@@ -96,6 +103,25 @@ def classify(
     if retryable or (status is None and kind not in _REJECTED_KINDS):
         return ProviderUnavailable(f"{who}: {detail}", retry_after=retry_after(headers or {}))
     return ProviderRejected(f"{who}: the request was refused ({detail})")
+
+
+def refuses_tools(status: int | None, message: str) -> bool:
+    """The server clearly refused the `tools` parameter (and will refuse it every time).
+
+    An error event inside a 200 stream (status None) is no refusal: the server took the request.
+    """
+    if status == 500:
+        return bool(_SERVER_REFUSAL.search(message))
+    return (
+        status in _REFUSAL_STATUSES
+        and bool(_TOOLS_WORD.search(message))
+        and bool(_UNSUPPORTED.search(message))
+    )
+
+
+def malformed(who: str, exc: ValueError) -> ProviderUnavailable:
+    """A stream event whose data is not JSON (a proxy or a cut connection broke it): retry."""
+    return ProviderUnavailable(f"{who}: the server sent a stream event that is not JSON ({exc})")
 
 
 def retry_after(headers: Mapping[str, str]) -> float | None:

@@ -2,9 +2,11 @@
 
 The SDK's httpx timeouts bound connecting and every silence on the wire (read = the first-token
 deadline). `Deadline` adds what httpx cannot see: a server that answers at once but sends no
-content (pings, or an empty opening event), and the total for one call. It applies a timeout to
-each await on the stream, never across a `yield`: a timeout spanning a yield would fire inside
-the consumer's code.
+content (pings, or an empty opening event), and the total for one call. Keep-alives (Anthropic
+`ping` events, SSE comments) reset httpx's read timeout but never reach us, so a server that
+pings forever is only stopped by the total deadline: every await on the stream, before and after
+the first token, is bounded. The timeout covers each await, never a `yield`: a timeout spanning a
+yield would fire inside the consumer's code.
 """
 
 from __future__ import annotations
@@ -61,14 +63,13 @@ class Deadline:
         self._started = True
 
     async def wait(self, awaitable: Awaitable[T]) -> T:
-        if self._started:
-            # cheap path per chunk: httpx's read timeout bounds a stall, this bounds a trickle
-            if self._loop.time() > self._total:
-                if asyncio.iscoroutine(awaitable):
-                    awaitable.close()
-                raise self._expired()
-            return await awaitable
-        scope = asyncio.timeout_at(self._first)
+        when = self._total if self._started else self._first
+        if self._loop.time() >= when:
+            # a chunk already buffered would be returned without a pause, so the scope never fires
+            if asyncio.iscoroutine(awaitable):
+                awaitable.close()
+            raise self._expired()
+        scope = asyncio.timeout_at(when)
         try:
             async with scope:
                 return await awaitable

@@ -3,8 +3,10 @@ and every compatible server (Ollama, vLLM, llama.cpp, LM Studio, DeepSeek ...) v
 
 Compatible servers differ in what they stream, so tool-call deltas are accumulated defensively:
 by `index` (or by position when a server sends none), a new id at a used index starts a new
-call, arguments may come in one piece (or as an object), ids may be missing, there may be no
-usage chunk, and text and tool calls may share one message. SDK types never leave this module.
+call, and so do more arguments after whole ones (a server that numbers nothing); arguments may
+come in one piece (or as an object), names may repeat on every delta, ids may be missing, there
+may be no usage chunk, and text and tool calls may share one message. SDK types never leave this
+module.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ import httpx2
 import openai
 
 from agent.providers.base import ProviderError, ProviderUnavailable
-from agent.providers.classify import classify
+from agent.providers.classify import classify, malformed
 from agent.providers.deadline import Deadline, Timeouts
 from agent.types import (
     Message,
@@ -104,6 +106,8 @@ class OpenAIProvider:
                     yield TextDelta(text)
         except (openai.OpenAIError, httpx2.HTTPError) as exc:
             raise self._error(exc, who, bool(request.tools)) from exc
+        except json.JSONDecodeError as exc:  # the SDK parses each data line; it does not map this
+            raise malformed(who, exc) from exc
         finally:
             await chunks.aclose()
             await stream.close()
@@ -161,6 +165,21 @@ class _Call:
     id: str
     name: str
     parts: list[str] = field(default_factory=list)
+    next_name: str = ""  # a name that came after the arguments were whole: the next call's
+
+    @property
+    def text(self) -> str:
+        return "".join(self.parts)
+
+    def whole(self) -> bool:
+        """The arguments so far are one complete JSON object: nothing more can be appended."""
+        if not self.parts or not self.parts[-1].rstrip().endswith("}"):
+            return False  # cheap test first: this runs for every delta
+        try:
+            json.loads(self.text)
+        except ValueError:
+            return False
+        return True
 
 
 @dataclass(slots=True)
@@ -204,7 +223,20 @@ class _State:
             args = json.dumps(args)  # a server that sends the arguments as an object
         slot = self.slots.get(index)
         current = self.calls[slot] if slot is not None else None
-        if current is None or (piece.id and current.id and piece.id != current.id):
+        if current is not None and piece.id and current.id and piece.id != current.id:
+            current = None  # a new id at a used index
+        if current is not None and current.whole():
+            # A server that numbers nothing (no index, no id) runs calls together: more arguments
+            # after whole ones start the next call. Some servers repeat the name on every delta
+            # or send the whole arguments again at the end: neither is a new call.
+            if not (args and args.strip()):
+                current.next_name = name or current.next_name
+                return
+            again = name in ("", current.name) and not current.next_name
+            if again and args.strip() == current.text.strip():
+                return
+            name, current = name or current.next_name or current.name, None
+        if current is None:
             self.slots[index] = len(self.calls)
             current = _Call(piece.id or "", name)
             self.calls.append(current)

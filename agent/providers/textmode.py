@@ -5,9 +5,11 @@
 - text: tools are described in the system prompt and a reply that is the JSON object
   `{"tool_calls": [{"name": ..., "arguments": {...}}]}` is read as calls. A reply that tries and
   fails to be one gets one retry with the parse error; after that it is a plain answer;
-- auto: native, until the server refuses the `tools` parameter (`ToolsUnsupported`, a 400 such as
-  Ollama's "does not support tools" or llama.cpp's "requires --jinja"); from then on text mode
-  for the rest of the process, logged once.
+- auto: native, until the server clearly refuses the `tools` parameter (`ToolsUnsupported`, a 400
+  such as Ollama's "does not support tools" or llama.cpp's "requires --jinja", before any output);
+  from then on text mode for the rest of the process, logged once. The switch is for good, so
+  anything less clear (a 500 that mentions functions, an error after the stream began) is an
+  ordinary failure: retried, or shown as one.
 
 Text that cannot be a call streams through at once; a reply that opens with `{` or a code fence
 is held back until it is complete, so a call's JSON never flashes up in the chat.
@@ -67,14 +69,12 @@ class ToolModeProvider:
                         yield event
                 return
             except ToolsUnsupported as exc:
-                if self.mode != "auto":
-                    raise
+                if self.mode != "auto" or yielded:
+                    raise  # a server that streamed an answer took the tools: no refusal
                 log.warning(
                     "%s; using text-mode tool calling from now on (llm.tool_mode: auto)", exc
                 )
                 self.mode = "text"
-                if yielded:
-                    yield StreamRestart()
         async with aclosing(self._text_mode(request)) as events:
             async for event in events:
                 yield event
