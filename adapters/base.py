@@ -7,7 +7,8 @@ Errors a channel raises when sending or editing::
 
     ChannelError            any failure talking to the platform
      ├── RateLimited        the platform asked us to wait `retry_after` seconds
-     └── MessageGone        the message to edit no longer exists (deleted, too old)
+     ├── MessageGone        the message to edit no longer exists (deleted, too old)
+     └── DeliveryUncertain  a send timed out or its answer was unreadable: it may have landed
 
 "Message is not modified" is not an error: a channel treats it as success.
 """
@@ -117,6 +118,10 @@ class RateLimited(ChannelError):
 
 class MessageGone(ChannelError):
     """The message to edit is gone; continue in a new message."""
+
+
+class DeliveryUncertain(ChannelError):
+    """A send may or may not have reached the platform: do not send it again."""
 
 
 Inbox = Callable[[InboundMessage], Awaitable[None]]

@@ -98,6 +98,8 @@ class App:
                 public_url=config.server.public_url,
                 private_edit_interval_s=tg.private_edit_interval_s,
                 group_edit_interval_s=tg.group_edit_interval_s,
+                # its own replies (to stickers and the like) obey the gateway's access policy
+                admits=lambda message: self.gateway.access.check(message) == "allow",
             )
             self.channels[self.telegram.name] = self.telegram
         agent = config.agent

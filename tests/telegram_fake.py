@@ -24,6 +24,7 @@ from aiohttp import web
 TOKEN = "123456:TEST"
 BOT = {"id": 123456, "is_bot": True, "first_name": "Bot", "username": "test_bot"}
 RATED = frozenset({"sendmessage", "editmessagetext", "sendchataction"})
+BAD_GATEWAY = "<html><head><title>502 Bad Gateway</title></head><body>nginx</body></html>"
 JSON_FIELDS = frozenset(
     {
         "reply_parameters",
@@ -86,6 +87,8 @@ class FakeBotAPI:
         self.messages: dict[tuple[int, int], str] = {}  # (chat, message id) -> visible text
         self.webhook: dict[str, Any] = {}
         self.fail_parse_next = 0  # the next N HTML texts get "can't parse entities"
+        # method (lower case) -> how many of its next calls a proxy answers with an HTML 502
+        self.html_error_next: dict[str, int] = {}
         self._forced: dict[int, int] = {}  # chat -> retry_after for its next rated call
         self._last: dict[int, float] = {}
         self._banned_until: dict[int, float] = {}
@@ -197,6 +200,10 @@ class FakeBotAPI:
         call.params = {k: _decode(k, v) for k, v in raw.items()}
         self.calls.append(call)
         self._notify()
+        if self.html_error_next.get(call.method, 0) > 0:
+            self.html_error_next[call.method] -= 1
+            call.status, call.error = 502, "Bad Gateway (an HTML page)"
+            return web.Response(status=502, text=BAD_GATEWAY, content_type="text/html")
         try:
             if request.match_info["token"] != self.token:
                 raise ApiError(401, "Unauthorized")

@@ -28,6 +28,17 @@ PHONE = "+852 9123 4567"
         ("HKID A123456(3)", "HKID [id number]"),
         ("SSN 078-05-1120", "SSN [id number]"),
         ("passport E12345678", "passport [passport number]"),
+        ("Passport No.: G1234567", "Passport No.: [passport number]"),
+        ("护照号码：E12345678", "护照号码：[passport number]"),
+        ("護照 K12345678", "護照 [passport number]"),
+        ("SSN: 078-05-1120", "SSN: [id number]"),
+        ("social security number 078-05-1120", "social security number [id number]"),
+        ("手机13800138000", "手机[phone]"),
+        ("London 020 7946 0958.", "London [phone]."),
+        ("Berlin 030 12345678", "Berlin [phone]"),
+        ("tel:(020) 7946 0958", "tel:[phone]"),
+        ("Manchester 0161 496 0000", "Manchester [phone]"),
+        ("mobile 0412 345 678", "mobile [phone]"),
     ],
 )
 def test_personal_data_is_masked(text: str, masked: str) -> None:
@@ -44,6 +55,13 @@ def test_personal_data_is_masked(text: str, masked: str) -> None:
         "timestamp 1706012345678 and order ORD-20240123-AB12CD",
         "3 000 000 people, ISBN 978-3-16-148410-0",
         "years 2023-2024, version 1.2.3.4",
+        "PO12345678, AB1234567 and SKU X12345678",  # no passport keyword
+        "part no 100-20-3000",  # the shape of a US social security number, no keyword
+        "+12.345.678 EUR and +1234.5678",  # amounts
+        "ORD15012345678",  # an order number that ends like a mainland mobile
+        "opening hours 0900 1200 1500, rate 0.123 4567 8901",
+        "05 1000 2000 and 2023-2024 010 2000 and 01/02/2024 030 1234",
+        "ids 012 345 678 901, ISBN 0-306-40615-2",
     ],
 )
 def test_ordinary_numbers_are_left_alone(text: str) -> None:
@@ -59,6 +77,8 @@ def test_kinds_and_extra_patterns_from_settings() -> None:
     assert only_email is not None
     assert only_email.mask("a@b.io +852 9123 4567 M-123456") == "[email] +852 9123 4567 [member_id]"
     assert PiiSettings(enabled=False).masker() is None
+    keyed = PiiSettings(kinds=[], extra_patterns={"member": r"member (?P<pii>\d{4})"}).masker()
+    assert keyed is not None and keyed.mask("member 1234, 5678") == "member [member], 5678"
     with pytest.raises(ValueError, match="PII pattern 'bad' is not a valid regex"):
         PiiSettings(extra_patterns={"bad": "(unclosed"})
     with pytest.raises(ValueError, match="unknown PII kinds"):

@@ -16,7 +16,7 @@ from typing import Any
 import aiohttp
 import pytest
 
-from adapters.base import ChatRef, OutboundContent
+from adapters.base import ChatRef, DeliveryUncertain, OutboundContent
 from adapters.telegram import TelegramChannel
 from agent.providers.scripted import Reply, ScriptedProvider
 from bot.app import App
@@ -139,9 +139,54 @@ async def test_an_edit_to_the_same_text_is_success(telegram: Start, fake: FakeBo
     channel = app.channels["telegram"]
     chat = ChatRef("telegram", "42")
     handle = await channel.send(chat, OutboundContent("**same**"))
-    await channel.edit(handle, OutboundContent("**same**"), final=True)  # no exception
+    await channel.edit(handle, OutboundContent("**same**"), final=True)  # shown: no call at all
+    assert not fake.to_chat(42, "editMessageText")
+    await channel.edit(handle, OutboundContent("same"), final=True)  # no exception
     [edit] = fake.to_chat(42, "editMessageText")
     assert edit.status == 400 and "message is not modified" in (edit.error or "")
+
+
+async def test_a_final_equal_to_the_note_shown_stops_typing_without_an_edit(
+    telegram: Start, fake: FakeBotAPI
+) -> None:
+    hold = asyncio.Event()
+    provider = ScriptedProvider(
+        [Reply(calls=[("SendMessage", {"message": "All done."})]), Reply("All done.", wait=hold)]
+    )
+    app = await telegram(provider)
+    fake.push(fake.message(42, "do it"))
+    await fake.wait_for(lambda: [c.text for c in fake.ok(42, "editMessageText")] == ["All done."])
+    hold.set()
+    await answered(app, provider, 2)
+    [edit] = fake.to_chat(42, "editMessageText")  # the final changed nothing: not sent again
+    await asyncio.sleep(3 * INTERVAL)  # longer than the quiet time after which typing repeats
+    assert all(c.at < edit.at for c in fake.ok(42, "sendChatAction"))
+    assert shown(fake, 42) == ["All done."]
+
+
+async def test_an_html_error_page_from_a_proxy_is_a_channel_error(
+    telegram: Start, fake: FakeBotAPI
+) -> None:
+    hold = asyncio.Event()
+    provider = ScriptedProvider([Reply("the answer", wait=hold), Reply("still here")])
+    app = await telegram(provider)
+    fake.html_error_next |= {"sendchataction": 1, "editmessagetext": 1, "getupdates": 1}
+    fake.push(fake.message(42, "hi"))  # the poll in flight takes it; the next one draws a 502
+    await fake.wait_for(lambda: bool(fake.to_chat(42, "sendChatAction")))  # answered with HTML
+    hold.set()
+    await answered(app, provider)
+    first, *_ = fake.to_chat(42, "editMessageText")
+    assert first.status == 502  # the final's first try; it went again and landed
+    assert shown(fake, 42) == ["the answer"]
+    fake.push(fake.message(42, "and now?"))  # the channel polls on, and still receives
+    async with asyncio.timeout(10):
+        await answered(app, provider, 2)
+    assert [c.status for c in fake.calls if c.method == "getupdates"].count(502) == 1
+    assert shown(fake, 42) == ["the answer", "still here"]
+    channel = app.channels["telegram"]
+    fake.html_error_next["sendmessage"] = 1
+    with pytest.raises(DeliveryUncertain, match="not Telegram's JSON"):
+        await channel.send(ChatRef("telegram", "42"), OutboundContent("x"), final=True)
 
 
 async def test_typing_while_nothing_new_shows_and_never_after_the_final(
@@ -252,19 +297,61 @@ async def test_photos_documents_voice_and_unsupported_kinds(
         provider.requests[0].messages[-1].content == "what is this?\n[attachment: photo image/jpeg]"
     )
 
-    sticker = {
-        "file_id": "st",
-        "file_unique_id": "st",
-        "type": "regular",
-        "width": 512,
-        "height": 512,
-        "is_animated": False,
-        "is_video": False,
-    }
-    fake.push(fake.message(77, None, sticker=sticker))
+    fake.push(fake.message(77, None, sticker=STICKER))
     await fake.wait_for(lambda: bool(shown(fake, 77)))
-    assert shown(fake, 77)[0].startswith("Sorry — I can't read stickers yet.")
+    assert shown(fake, 77) == [CANT_READ]
     assert len(provider.requests) == 1
+
+
+STICKER = {
+    "file_id": "st",
+    "file_unique_id": "st",
+    "type": "regular",
+    "width": 512,
+    "height": 512,
+    "is_animated": False,
+    "is_video": False,
+}
+CANT_READ = (
+    "Sorry — I can't read stickers yet. Send me text, a photo, a document or a voice message."
+)
+
+
+async def test_the_unsupported_kind_reply_obeys_access_and_goes_once(
+    telegram: Start, fake: FakeBotAPI, session: aiohttp.ClientSession
+) -> None:
+    provider = ScriptedProvider([Reply("hello owner")])
+    app = await telegram(provider, mode="webhook", webhook_secret=SECRET, allowed_users=["42"])
+    headers = {"X-Telegram-Bot-Api-Secret-Token": SECRET}
+    stranger, owner = (
+        fake.message(77, None, sticker=STICKER),
+        fake.message(42, None, sticker=STICKER),
+    )
+    for update in (stranger, owner, owner, fake.message(77, "let me in"), fake.message(42, "hi")):
+        async with session.post(f"{app.url}/telegram/webhook", json=update, headers=headers) as r:
+            assert r.status == 200  # the owner's sticker twice: Telegram redelivers
+    await answered(app, provider)
+    await fake.wait_for(lambda: shown(fake, 77) == [REFUSAL])
+    assert shown(fake, 77) == [REFUSAL]  # a stranger's sticker draws nothing
+    assert shown(fake, 42) == [CANT_READ, "hello owner"]
+
+
+async def test_the_unsupported_kind_reply_leaves_a_running_turn_typing(
+    telegram: Start, fake: FakeBotAPI
+) -> None:
+    hold = asyncio.Event()
+    provider = ScriptedProvider([Reply("done", wait=hold)])
+    app = await telegram(provider)
+    fake.push(fake.message(42, "think hard"))
+    await fake.wait_for(lambda: len(fake.ok(42, "sendMessage")) == 1)
+    fake.push(fake.message(42, None, sticker=STICKER))
+    await fake.wait_for(lambda: len(fake.ok(42, "sendMessage")) == 2)
+    reply = fake.ok(42, "sendMessage")[1]
+    assert reply.text == CANT_READ
+    await fake.wait_for(lambda: any(c.at > reply.at for c in fake.ok(42, "sendChatAction")))
+    hold.set()
+    await answered(app, provider)
+    assert shown(fake, 42) == ["done", CANT_READ]
 
 
 async def test_a_redelivered_update_is_answered_once(

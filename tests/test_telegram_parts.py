@@ -94,6 +94,22 @@ def test_split_by_rendered_length_never_overflows_when_markup_is_cut_open() -> N
         assert rendered_length(chunk) <= 1000
 
 
+@pytest.mark.parametrize("unit", ["||a", "[a", "![", "[a](", " __a", "**a", "~~a "])
+def test_a_long_line_of_unclosed_markers_renders_in_linear_time(unit: str) -> None:
+    line = (unit * (20_000 // len(unit) + 1))[:20_000]
+    started = time.perf_counter()
+    rendered = to_html(line)
+    elapsed = time.perf_counter() - started
+    assert _HtmlCheck.visible(rendered) == visible_text(rendered)
+    assert elapsed < 0.5, f"{elapsed:.2f} s for 20,000 characters of {unit!r}: quadratic again?"
+
+
+def test_spans_and_links_keep_rendering_around_stray_brackets() -> None:
+    assert to_html("[x [docs](https://e.com) **b**") == (
+        '[x <a href="https://e.com">docs</a> <b>b</b>'
+    )
+
+
 # --- normalization --------------------------------------------------------------------------
 
 

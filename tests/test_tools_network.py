@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import gc
 import json
 import time
 from datetime import UTC, datetime, timedelta
@@ -280,7 +281,9 @@ def _feed(items: int) -> bytes:
         f"<pubDate>{format_datetime(start + timedelta(minutes=i))}</pubDate></item>"
         for i in range(items)
     )
-    return f'<?xml version="1.0"?><rss><channel><title>Big</title>{entries}</channel></rss>'.encode()
+    return (
+        f'<?xml version="1.0"?><rss><channel><title>Big</title>{entries}</channel></rss>'.encode()
+    )
 
 
 async def test_a_body_sent_in_small_pieces_is_read_whole() -> None:
@@ -322,18 +325,25 @@ async def test_a_big_feed_is_parsed_off_the_event_loop() -> None:
 
     async def tick() -> None:
         last = time.perf_counter()
-        while True:
-            await asyncio.sleep(0.001)
-            now = time.perf_counter()
-            gaps.append(now - last)
-            last = now
+        try:
+            while True:
+                await asyncio.sleep(0.001)
+                now = time.perf_counter()
+                gaps.append(now - last)
+                last = now
+        finally:  # a stall just before the cancel counts too
+            gaps.append(time.perf_counter() - last)
 
-    async with FakeHttp() as fake, asyncio.TaskGroup() as group:
-        fake.text("/feed", feed.decode())
-        config = settings(news={"feeds": {"all": [fake.url + "/feed"]}})
-        ticker = group.create_task(tick())
-        news = await call_json("fetch_news", {"limit": 1}, context(config=config))
-        ticker.cancel()
+    gc.disable()  # a full collection stops every thread alike, and is not what is measured
+    try:
+        async with FakeHttp() as fake, asyncio.TaskGroup() as group:
+            fake.text("/feed", feed.decode())
+            config = settings(news={"feeds": {"all": [fake.url + "/feed"]}})
+            ticker = group.create_task(tick())
+            news = await call_json("fetch_news", {"limit": 1}, context(config=config))
+            ticker.cancel()
+    finally:
+        gc.enable()
     assert news["news"][0]["title"] == "Item 2499"
     # parsed on the loop, the loop would stall for the whole parse; in a thread, for a GIL switch
-    assert max(gaps) < parse_s / 3, (max(gaps), parse_s)
+    assert max(gaps) < parse_s / 2, (max(gaps), parse_s)

@@ -1,7 +1,9 @@
 """PII masking of tool output before the model reads it: phones, e-mail, ID and card numbers.
 
-Card and mainland-China ID numbers are only masked when their check digits agree, so that an
-amount, an order number or a timestamp that merely looks similar is left alone.
+Card and mainland-China ID numbers are only masked when their check digits agree, and passport
+and US social security numbers only right after their keyword, so that an amount, an order or
+part number or a timestamp that merely looks similar is left alone. A rule whose pattern has a
+group named `pii` replaces only that group (the keyword before it stays).
 """
 
 from __future__ import annotations
@@ -48,12 +50,23 @@ def _phone(match: re.Match[str]) -> bool:
     return 8 <= len(_digits(match.group())) <= 15  # E.164 allows at most 15 digits
 
 
+def _local_phone(match: re.Match[str]) -> bool:
+    # trunk 0 + area code + subscriber number; 12 digits are more often three 24-hour times
+    return 10 <= len(_digits(match.group())) <= 11
+
+
 def _always(match: re.Match[str]) -> bool:
     return True
 
 
 Check = Callable[[re.Match[str]], bool]
 _NOT_IN_WORD = r"(?<![\w@.+-])"
+# Not after a Latin letter or digit (ORD15012345678 is an order number), but right after Chinese
+# text (手机13800138000): `\w` would also refuse that.
+_NOT_AFTER_ID = r"(?<![A-Za-z0-9_+])"
+_NUMBER_SIGN = r"\s*(?:(?i:no|nr|num|number)\b\.?|#)?\s*[:：#]?\s*"
+_PASSPORT_KEY = r"(?:(?i:passport)" + _NUMBER_SIGN + r"|(?:护照|護照)(?:号码?|號碼?)?\s*[:：]?\s*)"
+_SSN_KEY = r"(?i:\bSSN|\bsocial[ -]security(?:[ -]number)?)" + _NUMBER_SIGN
 # Every built-in kind but e-mail needs six digits in a row (single separators allowed): text
 # without such a run, or without an "@", skips those rules, which is most text.
 _LONG_NUMBER = re.compile(r"\d(?:[ ().+-]?\d){5}")
@@ -68,13 +81,26 @@ BUILTIN: dict[Kind, list[tuple[re.Pattern[str], Check]]] = {
     "national_id": [
         (re.compile(r"(?<![\w])[1-9]\d{5}(?:19|20)\d{2}[01]\d[0-3]\d{4}[\dXx](?!\w)"), _cn_id),
         (re.compile(r"(?<![\w])[A-Z]{1,2}\d{6}\s?\([0-9A]\)"), _always),  # Hong Kong identity card
-        (re.compile(r"(?<![\w-])\d{3}-\d{2}-\d{4}(?![\w-])"), _always),  # US social security
+        # US social security: the bare shape is also a part or case number
+        (re.compile(_SSN_KEY + r"(?P<pii>\d{3}-\d{2}-\d{4})(?![\w-])"), _always),
     ],
-    "passport": [(re.compile(r"(?<![\w-])[A-Z]{1,2}\d{7,8}(?![\w-])"), _always)],
+    # the bare shape is also an order, PO or SKU number: only after the keyword
+    "passport": [(re.compile(_PASSPORT_KEY + r"(?P<pii>[A-Z]{0,2}\d{6,9})(?![\w-])"), _always)],
     "phone": [
-        (re.compile(_NOT_IN_WORD + r"\+\d{1,3}(?:[ .-]?\(?\d{1,5}\)?){1,5}(?![\d])"), _phone),
-        (re.compile(r"(?<![\d+])1[3-9]\d[ -]?\d{4}[ -]?\d{4}(?!\d)"), _phone),  # mainland mobile
-        (re.compile(r"(?<![\d+])\(?\d{3}\)?[ .-]\d{3}[ .-]\d{4}(?!\d)"), _phone),  # 415-555-2671
+        # no "." separators: +12.345.678 is an amount
+        (re.compile(_NOT_IN_WORD + r"\+\d{1,3}(?:[ -]?\(?\d{1,5}\)?){1,5}(?![\d])"), _phone),
+        (re.compile(_NOT_AFTER_ID + r"1[3-9]\d[ -]?\d{4}[ -]?\d{4}(?!\d)"), _phone),  # mainland
+        # 415-555-2671, (415) 555-2671
+        (re.compile(_NOT_AFTER_ID + r"\(?\d{3}\)?[ .-]\d{3}[ .-]\d{4}(?!\d)"), _phone),
+        # national format with a trunk 0, grouped: 020 7946 0958, (030) 12345678, 0412 345 678;
+        # not after . , / - (decimals, dates) and not followed by more digit groups (tables)
+        (
+            re.compile(
+                r"(?<![A-Za-z0-9_+.,/-])(?:\(0\d{2,4}\)|0\d{2,4})[ -](?:\d{3,4}[ -]\d{3,4}|\d{6,8})"
+                r"(?!\w|[.,/-]\d|[ -]\d)"
+            ),
+            _local_phone,
+        ),
     ],
 }
 LABELS: dict[Kind, str] = {
@@ -122,10 +148,16 @@ class PiiMasker:
 
 
 def _replacer(check: Check, label: str) -> Callable[[re.Match[str]], str]:
-    """A `re.sub` replacement: the label where `check` confirms the match, else the match."""
+    """A `re.sub` replacement: the label where `check` confirms the match (in place of its `pii`
+    group when it has one), else the match."""
 
     def replace(match: re.Match[str]) -> str:
-        return label if check(match) else match.group()
+        if not check(match):
+            return match.group()
+        if "pii" not in match.re.groupindex:
+            return label
+        whole, start = match.group(), match.start()
+        return whole[: match.start("pii") - start] + label + whole[match.end("pii") - start :]
 
     return replace
 

@@ -2,8 +2,10 @@
 
 Every call to a chat takes a slot from `ChatBudget` (see throttle.py), so previews, "typing" and
 finals together stay under Telegram's rate; a 429 pauses the whole chat. Text is rendered from
-markdown to HTML; if Telegram cannot parse it, the same message goes again as plain text.
-Receiving updates (long polling or webhook) is in ingress.py.
+markdown to HTML; if Telegram cannot parse it, the same message goes again as plain text. An edit
+to the text a message already shows makes no call (a final edit still ends "typing…"), so the
+final edit is always handed to us (`final_marker`). Every aiogram and network error leaves here
+as a `ChannelError`. Receiving updates (long polling or webhook) is in ingress.py.
 """
 
 from __future__ import annotations
@@ -18,15 +20,24 @@ from aiogram import Bot
 from aiogram.client.session.aiohttp import AiohttpSession
 from aiogram.client.telegram import PRODUCTION, TelegramAPIServer
 from aiogram.enums import ChatAction, ParseMode
-from aiogram.exceptions import TelegramAPIError, TelegramBadRequest, TelegramRetryAfter
+from aiogram.exceptions import (
+    AiogramError,
+    ClientDecodeError,
+    TelegramAPIError,
+    TelegramBadRequest,
+    TelegramNetworkError,
+    TelegramRetryAfter,
+)
 from aiogram.types import LinkPreviewOptions, ReplyParameters
 from aiogram.utils.token import TokenValidationError
-from aiohttp import web
+from aiohttp import ClientConnectorError, web
 
 from adapters.base import (
     ChannelError,
     ChannelLimits,
     ChatRef,
+    DeliveryUncertain,
+    InboundMessage,
     Inbox,
     MessageGone,
     MessageHandle,
@@ -35,6 +46,7 @@ from adapters.base import (
 )
 from adapters.telegram.ingress import Ingress
 from adapters.telegram.presence import TypingStatus
+from adapters.telegram.recent import Recent
 from adapters.telegram.render import rendered_length, to_html, visible_text
 from adapters.telegram.throttle import Busy, ChatBudget, Rank
 
@@ -43,6 +55,7 @@ log = logging.getLogger(__name__)
 T = TypeVar("T")
 MAX_TEXT = 4096  # UTF-16 code units after entity parsing
 NO_PREVIEW = LinkPreviewOptions(is_disabled=True)  # model-written links never unfurl
+REMEMBERED_TEXTS = 4096  # messages whose last sent text is kept, to skip edits that change nothing
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,7 +90,9 @@ class TelegramChannel:
         group_edit_interval_s: float = 3.0,
         request_timeout_s: float = 15.0,
         poll_timeout_s: int = 25,
+        admits: Callable[[InboundMessage], bool] | None = None,
     ) -> None:
+        """`admits` is the gateway's access policy, for the replies the channel sends itself."""
         if mode == "webhook" and not webhook_secret:
             raise ValueError(
                 "channels.telegram.webhook_secret is required in webhook mode (without it anyone "
@@ -92,8 +107,10 @@ class TelegramChannel:
                 "token @BotFather gave you (it looks like 123456789:AA...)"
             ) from None
         self.mode = mode
-        self._private_limits = TelegramLimits(MAX_TEXT, private_edit_interval_s, True)
-        self._group_limits = TelegramLimits(MAX_TEXT, group_edit_interval_s, True)
+        self.admits: Callable[[InboundMessage], bool] = admits or (lambda message: True)
+        self._private_limits = TelegramLimits(MAX_TEXT, private_edit_interval_s, final_marker=True)
+        self._group_limits = TelegramLimits(MAX_TEXT, group_edit_interval_s, final_marker=True)
+        self._sent: Recent[tuple[str, str], str] = Recent(REMEMBERED_TEXTS)  # -> rendered text
         self._budget = ChatBudget(lambda chat_id: self._limits(chat_id).min_edit_interval_s)
         self._typing = TypingStatus(
             self._send_typing, lambda chat: self._limits(chat.chat_id).min_edit_interval_s
@@ -150,12 +167,17 @@ class TelegramChannel:
                 link_preview_options=NO_PREVIEW,
             )
 
-        message = await self._deliver(chat, content, "final" if final else "send", request)
-        if final:
-            self._typing.stop(chat)
-        else:
+        rendered = to_html(content.text)
+        message = await self._deliver(
+            chat, rendered, "final" if final else "send", request, sending=True
+        )
+        message_id = str(message.message_id)  # type: ignore[attr-defined]
+        self._sent.put((chat.chat_id, message_id), rendered)
+        # A new final message ends nothing: a turn's "typing…" ends with its final edit, and a
+        # reply of its own (/help, a refusal) must not end the typing of a turn still running.
+        if not final:
             self._typing.start(chat, self.ingress.group)
-        return MessageHandle(chat, str(message.message_id))  # type: ignore[attr-defined]
+        return MessageHandle(chat, message_id)
 
     async def edit(
         self, handle: MessageHandle, content: OutboundContent, *, final: bool = False
@@ -171,10 +193,14 @@ class TelegramChannel:
                 link_preview_options=NO_PREVIEW,
             )
 
+        key = (chat.chat_id, handle.message_id)
+        rendered = to_html(content.text)
         try:
-            await self._deliver(chat, content, "final" if final else "preview", request)
+            if self._sent.get(key) != rendered:
+                await self._deliver(chat, rendered, "final" if final else "preview", request)
+                self._sent.put(key, rendered)
         except _NotModified:
-            pass
+            self._sent.put(key, rendered)
         finally:
             if final:
                 self._typing.stop(chat)
@@ -182,29 +208,35 @@ class TelegramChannel:
     async def _deliver(
         self,
         chat: ChatRef,
-        content: OutboundContent,
+        rendered: str,
         rank: Rank,
         request: Callable[[str, str | None], Awaitable[T]],
+        *,
+        sending: bool = False,
     ) -> T:
-        rendered = to_html(content.text)
         plain = visible_text(rendered)
         if not plain.strip():
             rendered = plain = "…"  # Telegram refuses empty text
         try:
-            async with self._call(chat, rank):
+            async with self._call(chat, rank, sending=sending):
                 result = await request(rendered, ParseMode.HTML)
         except _ParseError as exc:
             log.info(
                 "Telegram could not parse our HTML in %s (%s); sending plain text", chat.key, exc
             )
-            async with self._call(chat, "final" if rank == "final" else "send"):
+            async with self._call(chat, "final" if rank == "final" else "send", sending=sending):
                 result = await request(plain, None)
         self._typing.shown(chat)
         return result
 
     @asynccontextmanager
-    async def _call(self, chat: ChatRef, rank: Rank) -> AsyncIterator[None]:
-        """One Bot API call to `chat` inside its budget, its errors as `ChannelError`s."""
+    async def _call(
+        self, chat: ChatRef, rank: Rank, *, sending: bool = False
+    ) -> AsyncIterator[None]:
+        """One Bot API call to `chat` inside its budget, its errors as `ChannelError`s.
+
+        `sending`: the call posts a new message, so a lost answer is `DeliveryUncertain`.
+        """
         try:
             async with self._budget.slot(chat.chat_id, rank):
                 yield
@@ -216,8 +248,12 @@ class TelegramChannel:
             raise RateLimited(exc.retry_after, "Telegram flood control") from exc
         except TelegramBadRequest as exc:
             raise _bad_request(exc) from exc
+        except (TelegramNetworkError, ClientDecodeError, UnicodeDecodeError, OSError) as exc:
+            raise _lost(exc, sending) from exc
         except TelegramAPIError as exc:
             raise ChannelError(f"Telegram {type(exc).__name__}: {exc.message}") from exc
+        except AiogramError as exc:
+            raise ChannelError(f"Telegram call failed in aiogram: {type(exc).__name__}") from exc
 
     async def _send_typing(self, chat: ChatRef) -> None:
         async with self._call(chat, "typing"):
@@ -228,6 +264,21 @@ class TelegramChannel:
 
 def _thread(chat: ChatRef) -> int | None:
     return int(chat.thread_id) if chat.thread_id else None
+
+
+def _lost(exc: Exception, sending: bool) -> ChannelError:
+    """No usable answer: the network failed, or the body was not Telegram's JSON (a proxy's
+    HTML error page, say). A send that may have reached Telegram is `DeliveryUncertain`."""
+    if isinstance(exc, TelegramNetworkError):
+        what = f"no answer from Telegram ({exc.message})"
+    elif isinstance(exc, ClientDecodeError | UnicodeDecodeError):
+        what = "an answer that is not Telegram's JSON (a proxy's error page?)"
+    else:
+        what = f"no answer from Telegram ({type(exc).__name__}: {exc})"
+    never_sent = isinstance(exc.__cause__, ClientConnectorError)  # no connection was made
+    if sending and not never_sent:
+        return DeliveryUncertain(f"{what}; the message may have been posted, so it is not resent")
+    return ChannelError(what)
 
 
 def _bad_request(exc: TelegramBadRequest) -> ChannelError:

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Literal, TypeVar
 
 from aiogram import Dispatcher
 from aiogram.exceptions import (
+    ClientDecodeError,
     TelegramBadRequest,
     TelegramConflictError,
     TelegramNetworkError,
@@ -31,6 +32,7 @@ from pydantic import ValidationError
 
 from adapters.base import ChannelError, Inbox, OutboundContent
 from adapters.telegram.normalize import BotIdentity, Unsupported, normalize
+from adapters.telegram.recent import Recent
 
 if TYPE_CHECKING:
     from adapters.telegram.channel import TelegramChannel
@@ -40,7 +42,15 @@ log = logging.getLogger(__name__)
 T = TypeVar("T")
 SECRET_HEADER = "X-Telegram-Bot-Api-Secret-Token"
 BACKOFF = BackoffConfig(min_delay=1.0, max_delay=30.0, factor=1.5, jitter=0.1)
-RETRYABLE = (TelegramNetworkError, TelegramServerError, TelegramRetryAfter, TelegramConflictError)
+REMEMBERED_UPDATES = 1024  # unsupported messages answered, so a redelivered one is not again
+# ClientDecodeError: an answer that is not Telegram's JSON (a proxy's HTML error page)
+RETRYABLE = (
+    TelegramNetworkError,
+    TelegramServerError,
+    TelegramRetryAfter,
+    TelegramConflictError,
+    ClientDecodeError,
+)
 COMMANDS = [
     BotCommand(command="new", description="start a fresh conversation"),
     BotCommand(command="stop", description="stop the answer in progress"),
@@ -73,6 +83,7 @@ class Ingress:
         self._poll_timeout_s = poll_timeout_s
         self._inbox: Inbox | None = None
         self._me: BotIdentity | None = None
+        self._answered: Recent[str, None] = Recent(REMEMBERED_UPDATES)
 
     def install(self, app: web.Application) -> None:
         if self.mode == "webhook":
@@ -146,10 +157,19 @@ class Ingress:
             message.chat.id,
         )
         if isinstance(inbound, Unsupported):
-            content = OutboundContent(inbound.reply)
-            await self.channel.send(inbound.chat, content, reply_to=inbound.message_id, final=True)
+            await self._decline(inbound)
         elif inbound is not None:
             await inbox(inbound)
+
+    async def _decline(self, unsupported: Unsupported) -> None:
+        """Name what we can read. The gateway never sees these (it has nothing to hand the model),
+        so its two guards are applied here: the same access policy, and each update once."""
+        message = unsupported.message
+        if message.event_id in self._answered or not self.channel.admits(message):
+            return
+        self._answered.put(message.event_id, None)
+        content = OutboundContent(unsupported.reply)
+        await self.channel.send(message.chat, content, reply_to=message.message_id, final=True)
 
     async def _register_webhook(self) -> None:
         if not self._public_url:
@@ -197,7 +217,13 @@ class Ingress:
                         delay,
                     )
                 else:
-                    log.warning("Telegram %s failed (%s); retrying in %.1fs", what, exc, delay)
+                    log.warning(
+                        "Telegram %s failed (%s: %s); retrying in %.1fs",
+                        what,
+                        type(exc).__name__,
+                        exc.message,  # not str(): a ClientDecodeError's holds the whole page
+                        delay,
+                    )
                 await asyncio.sleep(delay)
                 next(backoff)
 
@@ -205,4 +231,4 @@ class Ingress:
         try:
             await call()
         except (TelegramBadRequest, *RETRYABLE) as exc:
-            log.warning("Telegram %s failed (%s); carrying on", what, exc)
+            log.warning("Telegram %s failed (%s); carrying on", what, exc.message)

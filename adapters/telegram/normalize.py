@@ -42,10 +42,12 @@ class BotIdentity:
 
 @dataclass(frozen=True, slots=True)
 class Unsupported:
-    """A message we cannot read, addressed to us: it gets a short reply naming what we can read."""
+    """A message we cannot read, addressed to us: it gets a short reply naming what we can read.
 
-    chat: ChatRef
-    message_id: str
+    `message` is it normalized (without text), for the access policy to judge.
+    """
+
+    message: InboundMessage
     what: str
 
     @property
@@ -71,15 +73,14 @@ def normalize(
     addressed = not is_group or _addressed(message, text, entities, me)
     kind = getattr(message.content_type, "value", message.content_type)
     attachments = _attachments(message)
-    if not attachments and message.text is None:
-        if kind in UNSUPPORTED and addressed:
-            return Unsupported(chat, str(message.message_id), UNSUPPORTED[kind])
+    unreadable = not attachments and message.text is None
+    if unreadable and (kind not in UNSUPPORTED or not addressed):
         return None
     if message.sender_chat is not None:  # an anonymous admin, or a linked channel, speaking
         user_id, user_name = str(message.sender_chat.id), message.sender_chat.title
     else:
         user_id, user_name = str(sender.id), sender.username or sender.full_name
-    return InboundMessage(
+    inbound = InboundMessage(
         chat=chat,
         user_id=user_id,
         text=_start_is_help(text, me),
@@ -91,6 +92,7 @@ def normalize(
         attachments=attachments,
         raw={"update_id": update_id, "message": message.model_dump(mode="json", exclude_none=True)},
     )
+    return Unsupported(inbound, UNSUPPORTED[kind]) if unreadable else inbound
 
 
 def _addressed(message: Message, text: str, entities: list[MessageEntity], me: BotIdentity) -> bool:

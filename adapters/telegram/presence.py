@@ -63,6 +63,9 @@ class TypingStatus:
                     due = loop.time() + exc.retry_after
         except ChannelError as exc:
             log.debug("typing in %s stopped: %s", chat.key, exc)
+        except Exception:
+            # "typing…" is a courtesy: a bug here must not take down the ingress TaskGroup
+            log.exception("typing in %s crashed", chat.key)
         finally:
             if self._tasks.get(chat.key) is asyncio.current_task():
                 del self._tasks[chat.key]

@@ -21,15 +21,20 @@ _TAG = re.compile(r"<[^>]*>")
 _SAFE_URL = re.compile(r"^(https?://|tg://|mailto:)[^\s<>\"]+$", re.IGNORECASE)
 
 # One line at a time; at each position the first alternative that matches wins.
+# A marker that never closes makes its alternative scan on to the end of the line, and a line of
+# thousands of them (a model stuck repeating `[a`) would cost quadratic time: so a span is at most
+# SPAN characters, and a link label or address stops at the next bracket. The cost is linear.
+SPAN = 500
+_BODY = rf"\S(?:.{{0,{SPAN - 2}}}?\S)?"  # starts and ends with a non-space
 _INLINE = re.compile(
     r"(?=[`!\[*_~|])"  # most positions start no span: one cheap test rejects them
-    r"(?:(?P<code>`+)(?P<code_body>.+?)(?P=code)"
-    r"|!?\[(?P<label>[^\]\n]*)\]\((?P<url>[^)\s]+)\)"
-    r"|\*\*\*(?P<bolditalic>\S(?:.*?\S)?)\*\*\*"
-    r"|\*\*(?P<bold>\S(?:.*?\S)?)\*\*"
-    r"|(?<!\w)__(?P<bold2>\S(?:.*?\S)?)__(?!\w)"
-    r"|~~(?P<strike>\S(?:.*?\S)?)~~"
-    r"|\|\|(?P<spoiler>\S(?:.*?\S)?)\|\|"
+    rf"(?:(?P<code>`+)(?P<code_body>.{{1,{SPAN}}}?)(?P=code)"
+    r"|!?\[(?P<label>[^\[\]\n]*)\]\((?P<url>[^)\[\]\s]+)\)"
+    rf"|\*\*\*(?P<bolditalic>{_BODY})\*\*\*"
+    rf"|\*\*(?P<bold>{_BODY})\*\*"
+    rf"|(?<!\w)__(?P<bold2>{_BODY})__(?!\w)"
+    rf"|~~(?P<strike>{_BODY})~~"
+    rf"|\|\|(?P<spoiler>{_BODY})\|\|"
     r"|(?<![\w*])\*(?P<italic>[^\s*](?:[^*]*?[^\s*])?)\*(?![\w*])"
     r"|(?<!\w)_(?P<italic2>[^\s_](?:[^_]*?[^\s_])?)_(?!\w))"
 )
