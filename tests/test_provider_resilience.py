@@ -87,13 +87,14 @@ async def test_overloaded_mid_stream_restarts_without_showing_text_twice(
 
 async def test_a_stalled_stream_hits_the_first_token_deadline(running, session, fake) -> None:
     fake.add(Reply(text=["never"], stall_after=2), Reply(text=["Fresh answer."]))
-    app = await running(llm=llm_config(fake.vendor, fake, first_token_timeout_s=0.2))
+    # deadlines generous enough for a loaded CI machine; the bounds only show the deadline acted
+    app = await running(llm=llm_config(fake.vendor, fake, first_token_timeout_s=1.0))
     started = time.monotonic()
     completed, _ = await _ask(session, app)
     assert completed["text"] == "Fresh answer."
     assert len(fake.requests) == 2
-    assert 0.2 <= fake.requests[1].at - fake.requests[0].at < 2
-    assert time.monotonic() - started < 3
+    assert 1.0 <= fake.requests[1].at - fake.requests[0].at < 6
+    assert time.monotonic() - started < 10
 
 
 async def test_a_bad_request_is_not_retried(running, session, fake) -> None:
@@ -198,13 +199,13 @@ async def test_keepalives_after_the_first_token_end_at_the_total_deadline(
         backup.add(Reply(text=["From the backup."]))
         fallback = {"provider": other, "base_url": backup.url, "api_key": "test-key"}
         llm = llm_config(
-            vendor, primary, first_token_timeout_s=0.3, total_timeout_s=0.8, max_retries=0,
+            vendor, primary, first_token_timeout_s=1.0, total_timeout_s=2.0, max_retries=0,
             fallback=[fallback],
         )  # fmt: skip
         app = await running(llm=llm)
         completed, _ = await _ask(session, app)
         assert completed["text"] == "From the backup."
-        assert 0.8 <= backup.requests[0].at - primary.requests[0].at < 2
+        assert 2.0 <= backup.requests[0].at - primary.requests[0].at < 6
 
 
 async def test_a_malformed_stream_event_is_retried(running, session, fake) -> None:
