@@ -93,7 +93,7 @@ async def test_a_stalled_stream_hits_the_first_token_deadline(running, session, 
     completed, _ = await _ask(session, app)
     assert completed["text"] == "Fresh answer."
     assert len(fake.requests) == 2
-    assert 1.0 <= fake.requests[1].at - fake.requests[0].at < 6
+    assert 0.9 <= fake.requests[1].at - fake.requests[0].at < 6
     assert time.monotonic() - started < 10
 
 
@@ -205,7 +205,8 @@ async def test_keepalives_after_the_first_token_end_at_the_total_deadline(
         app = await running(llm=llm)
         completed, _ = await _ask(session, app)
         assert completed["text"] == "From the backup."
-        assert 2.0 <= backup.requests[0].at - primary.requests[0].at < 6
+        # measured from when the server saw the request, a little after the client started it
+        assert 1.9 <= backup.requests[0].at - primary.requests[0].at < 6
 
 
 async def test_a_malformed_stream_event_is_retried(running, session, fake) -> None:

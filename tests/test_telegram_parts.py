@@ -219,7 +219,7 @@ async def test_calls_to_a_chat_are_spaced_from_the_end_of_the_last() -> None:
         assert time.monotonic() - ended >= 0.045
     other = time.monotonic()
     async with budget.slot("2", "send"):  # other chats are not held up
-        assert time.monotonic() - other < 0.02
+        assert time.monotonic() - other < 0.04  # well under the 0.05 s spacing
 
 
 async def test_previews_and_typing_never_wait() -> None:
