@@ -23,6 +23,11 @@ def add_page_routes(app: web.Application, *, socket_path: str) -> None:
     }
     for route, (body, content_type) in files.items():
         app.router.add_get(route, _serve_bytes(body, content_type))
+    app.router.add_get("/favicon.ico", _no_icon)  # browsers ask; an empty answer, not a 404
+
+
+async def _no_icon(request: web.Request) -> web.Response:
+    return web.Response(status=204)
 
 
 def _serve_bytes(
