@@ -19,6 +19,7 @@ from adapters.base import (
     ChannelError,
     ChannelLimits,
     ChatRef,
+    DeliveryUncertain,
     EventSink,
     MessageGone,
     MessageHandle,
@@ -73,6 +74,7 @@ class Delivery:
         self._paused_until = 0.0
         self._flusher: asyncio.Task[None] | None = None
         self._done = False
+        self._uncertain = False  # a preview's new message may or may not have been posted
 
     async def start(self, text: str = PLACEHOLDER) -> MessageHandle:
         """Post the placeholder; previews flow from here on."""
@@ -184,6 +186,8 @@ class Delivery:
         for index, chunk in enumerate(chunks):
             if index < len(self._sent) and self._sent[index] == chunk:
                 continue
+            if index >= len(self.handles) and self._uncertain:
+                break  # a continuation may already be out: only the final adds messages now
             try:
                 await self._put(index, OutboundContent(chunk), final=False)
             except RateLimited as exc:
@@ -192,6 +196,7 @@ class Delivery:
                 return
             except ChannelError as exc:
                 log.info("preview edit failed in %s: %s", self.chat.key, exc)
+                self._uncertain = self._uncertain or isinstance(exc, DeliveryUncertain)
                 return
             except Exception:
                 # an adapter bug must cost a preview, never the turn or the process

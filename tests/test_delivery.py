@@ -6,6 +6,7 @@ import time
 
 from adapters.base import ChannelLimits, ChatRef
 from bot.delivery import APOLOGY, PLACEHOLDER, Delivery
+from bot.textsplit import split_text
 from tests.fakes import RecordingChannel
 from tools.events import (
     AgentFinished,
@@ -124,3 +125,30 @@ async def test_reset_drops_preamble_and_nothing_after_final() -> None:
     await delivery.on_event(AnswerDelta("late"))
     await asyncio.sleep(0.01)
     assert len(channel.calls) == count
+
+
+async def test_after_an_uncertain_continuation_only_the_final_adds_messages() -> None:
+    from adapters.base import DeliveryUncertain
+
+    class Flaky(RecordingChannel):
+        failed = False
+
+        async def send(self, chat, content, *, reply_to=None, final=False):
+            if self.calls and not self.failed:  # the first continuation: did it go out?
+                self.failed = True
+                raise DeliveryUncertain("timed out")
+            return await super().send(chat, content, reply_to=reply_to, final=final)
+
+    channel = Flaky(ChannelLimits(max_text_length=20, min_edit_interval_s=0.0))
+    delivery = Delivery(channel, CHAT)
+    await delivery.start()
+    await delivery.on_event(AnswerDelta("0123456789 " * 3))  # needs a second message
+    await channel.wait_for(lambda: channel.failed)
+    await delivery.on_event(AnswerDelta("more words " * 2))
+    await asyncio.sleep(0.02)  # previews run, and must not try a new message again
+    assert len([c for c in channel.calls if c.kind == "send"]) == 1
+    final = "0123456789 " * 5
+    await delivery.on_event(Final(final))
+    sends = [c for c in channel.calls if c.kind == "send"]
+    parts = split_text(final, 20)
+    assert len(sends) == len(parts) and all(c.final for c in sends[1:])  # each part once
