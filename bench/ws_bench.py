@@ -31,10 +31,6 @@ ORIGIN = "http://127.0.0.1:8080"
 
 
 async def serve_gateway(data_dir: str) -> None:
-    if os.environ.get("BENCH_GC") == "off":
-        import gc
-
-        gc.disable()
     from agent.providers.scripted import Reply, ScriptedProvider
     from bot.app import App
     from bot.config import load_config
