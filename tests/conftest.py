@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import sqlite3
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
@@ -119,3 +120,20 @@ async def running(tmp_path: Path) -> AsyncIterator[Callable[..., Any]]:
 async def connect(session: aiohttp.ClientSession, app: App, origin: str = ORIGIN) -> WsClient:
     ws = await session.ws_connect(f"{app.url}/ws", headers={"Origin": origin})
     return WsClient(ws)
+
+
+def db_rows(app: App, sql: str, *params: Any) -> list[tuple[Any, ...]]:
+    """Rows straight from the app's SQLite file, as an admin would query it."""
+    with sqlite3.connect(app.store.path) as db:
+        return db.execute(sql, params).fetchall()
+
+
+async def ask_once(
+    session: aiohttp.ClientSession, app: App, text: str = "hello?"
+) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """A fresh client says hello, asks once; the final frame and every frame it saw."""
+    client = await connect(session, app)
+    await client.hello()
+    completed = await client.ask(text, client_message_id="m1")
+    await app.gateway.wait_idle()  # the turn row is written after the final edit
+    return completed, client.frames

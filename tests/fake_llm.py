@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import json
 import time
+from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Self
@@ -80,7 +81,7 @@ class Received:
 Script = Callable[[dict[str, Any]], Reply]
 
 
-class FakeLLM:
+class FakeLLM(ABC):
     """Base: an aiohttp server on a free port; subclasses render replies in a vendor's format."""
 
     path = "/"
@@ -97,11 +98,13 @@ class FakeLLM:
         self.port = 0
 
     # -- what subclasses provide -------------------------------------------------------------
+    @abstractmethod
     def frames(self, reply: Reply, body: dict[str, Any]) -> list[str]:
-        raise NotImplementedError
+        """The SSE frames that stream `reply` in the vendor's wire format."""
 
+    @abstractmethod
     def error_body(self, reply: Reply) -> dict[str, Any]:
-        raise NotImplementedError
+        """The vendor's JSON error body for a failing `reply`."""
 
     def keepalive(self) -> str:
         """What the server sends to keep a quiet stream open: an SSE comment by default."""

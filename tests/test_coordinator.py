@@ -2,7 +2,6 @@
 
 import asyncio
 import json
-import sqlite3
 from pathlib import Path
 
 import pytest
@@ -20,7 +19,7 @@ from tests.agents_kit import (
     registry_with,
     write_personas,
 )
-from tests.conftest import connect
+from tests.conftest import connect, db_rows
 
 
 @pytest.fixture
@@ -37,11 +36,6 @@ def start(running, tmp_path: Path, probe: Probe):
         return await running(ScriptedProvider(router), registry=registry_with(probe), **sections)
 
     return go
-
-
-def _rows(app, sql: str, *params) -> list[tuple]:
-    with sqlite3.connect(app.store.path) as db:
-        return db.execute(sql, params).fetchall()
 
 
 async def test_dispatch_result_is_synthesized_into_the_final_answer(start, session, probe) -> None:
@@ -81,11 +75,13 @@ async def test_dispatch_result_is_synthesized_into_the_final_answer(start, sessi
     assert "specialist-a: Finds facts" in router.seen["default"][0].system  # the catalog
     assert "default:" not in router.seen["default"][0].system.split("<system-reminder>")[1]
     # session tree and audit rows
-    (parent_id, worker_id) = _rows(
+    (parent_id, worker_id) = db_rows(
         app, "select parent_session_id, id from chat_sessions where agent_id='specialist-a'"
     )[0]
-    assert _rows(app, "select agent_id from chat_sessions where id=?", parent_id) == [("default",)]
-    audit = _rows(app, "select session_id, tool_name, ok from audit_logs order by id")
+    assert db_rows(app, "select agent_id from chat_sessions where id=?", parent_id) == [
+        ("default",)
+    ]
+    audit = db_rows(app, "select session_id, tool_name, ok from audit_logs order by id")
     assert (worker_id, "lookup", 1) in audit and (parent_id, "AgentTool", 1) in audit
     assert probe.calls == [("lookup", "apollo 11 crew", worker_id)]
     tree = await show_session(app.store, parent_id[:8])
@@ -249,7 +245,7 @@ async def test_task_stop_kills_the_worker_and_its_tool_in_flight(start, session,
     finished = [f for f in client.frames if f["type"] == "agent.finished"]
     assert [f["status"] for f in finished] == ["killed"]
     assert len(probe.cancelled) == 1  # the cancellation reached the tool in flight
-    assert _rows(app, "select status from chat_sessions where agent_id='specialist-a'") == [
+    assert db_rows(app, "select status from chat_sessions where agent_id='specialist-a'") == [
         ("killed",)
     ]
     probe.release.set()
@@ -271,7 +267,7 @@ async def test_user_stop_kills_the_turn_and_its_workers(start, session, probe) -
     final = await client.until_type("message.completed")
     assert final["text"] == STOPPED
     await client.seen(lambda f: f["type"] == "agent.finished" and f["status"] == "killed")
-    assert probe.cancelled and _rows(
+    assert probe.cancelled and db_rows(
         app, "select status from chat_sessions where agent_id='specialist-a'"
     ) == [("killed",)]
     probe.release.set()
@@ -335,7 +331,7 @@ async def test_worker_cannot_call_a_tool_outside_its_allowlist(start, session, p
     results = router.seen["specialist-a"][1].messages[-2:]
     assert all(m.is_error and "not available" in m.content for m in results)
     assert probe.calls == []  # calc never ran
-    assert _rows(app, "select tool_name, ok from audit_logs where tool_name='calc'") == [
+    assert db_rows(app, "select tool_name, ok from audit_logs where tool_name='calc'") == [
         ("calc", 0)
     ]
 
@@ -366,9 +362,9 @@ async def test_bad_dispatches_are_readable_errors(start, session, probe) -> None
     assert "cannot be dispatched" in coordinator.content and "specialist-b" in coordinator.content
     assert "empty" in empty.content and "specialist-a" in empty.content
     assert "answer it directly" in short.content
-    assert _rows(app, "select count(*) from chat_sessions where parent_session_id is not null") == [
-        (0,)
-    ]
+    assert db_rows(
+        app, "select count(*) from chat_sessions where parent_session_id is not null"
+    ) == [(0,)]
 
 
 async def test_identical_dispatches_are_joined_and_the_turn_cap_holds(
@@ -395,9 +391,9 @@ async def test_identical_dispatches_are_joined_and_the_turn_cap_holds(
     assert first["task_id"] == twin["task_id"] and twin["result"] == "one answer"
     assert "limit is 1" in capped["text"]
     assert len(router.seen["specialist-a"]) == 1
-    assert _rows(app, "select count(*) from chat_sessions where parent_session_id is not null") == [
-        (1,)
-    ]
+    assert db_rows(
+        app, "select count(*) from chat_sessions where parent_session_id is not null"
+    ) == [(1,)]
 
 
 async def test_a_final_equal_to_the_last_note_is_not_sent_twice(

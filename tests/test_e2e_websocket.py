@@ -1,7 +1,6 @@
 """The whole path through a running app with a real web socket client and the scripted model."""
 
 import asyncio
-import sqlite3
 
 import aiohttp
 import pytest
@@ -10,12 +9,7 @@ from agent.providers.offline import OfflineProvider
 from agent.providers.scripted import Reply, ScriptedProvider
 from bot.delivery import APOLOGY
 from bot.turn import STOPPED
-from tests.conftest import connect
-
-
-def _rows(app, sql: str) -> list[tuple]:
-    with sqlite3.connect(app.store.path) as db:
-        return db.execute(sql).fetchall()
+from tests.conftest import connect, db_rows
 
 
 async def test_message_gets_placeholder_edits_and_final(running, session) -> None:
@@ -37,7 +31,7 @@ async def test_message_gets_placeholder_edits_and_final(running, session) -> Non
     assert seqs == sorted(seqs) and len(set(seqs)) == len(seqs)
     assert provider.requests[0].messages[-1].content == "what is the answer?"
     await app.gateway.wait_idle()  # the turn row is written just after the final edit
-    rows = _rows(app, "select status, placeholder, final_text from turns")
+    rows = db_rows(app, "select status, placeholder, final_text from turns")
     assert len(rows) == 1 and rows[0][0] == "completed"
     assert created["message_id"] in rows[0][1] and rows[0][2] == completed["text"]
 

@@ -2,12 +2,11 @@
 
 import json
 import logging
-import sqlite3
 
 import pytest
 
 from agent.providers.classify import KEY_REFUSED
-from tests.conftest import connect
+from tests.conftest import ask_once, connect, db_rows
 from tests.fake_anthropic import FakeAnthropic
 from tests.fake_llm import Call, Reply, llm_config
 
@@ -18,23 +17,10 @@ async def fake():
         yield server
 
 
-def _rows(app, sql: str) -> list[tuple]:
-    with sqlite3.connect(app.store.path) as db:
-        return db.execute(sql).fetchall()
-
-
-async def _ask(session, app, text: str) -> tuple[dict, list[dict]]:
-    client = await connect(session, app)
-    await client.hello()
-    completed = await client.ask(text)
-    await app.gateway.wait_idle()  # the turn row is written after the final edit
-    return completed, client.frames
-
-
 async def test_text_streams_into_the_placeholder(running, session, fake) -> None:
     fake.add(Reply(text=["The answer ", "is forty-", "two."], delay_s=0.05, usage=(31, 9)))
     app = await running(llm=llm_config("anthropic", fake))
-    completed, frames = await _ask(session, app, "what is the answer?")
+    completed, frames = await ask_once(session, app, "what is the answer?")
     assert completed["text"] == "The answer is forty-two."
     updates = [f["text"] for f in frames if f["type"] == "message.updated"]
     assert any(t.startswith("The answer") and t != completed["text"] for t in updates), updates
@@ -47,10 +33,10 @@ async def test_text_streams_into_the_placeholder(running, session, fake) -> None
     ]
     assert "helpful assistant" in body["system"]
     assert "get_current_datetime" in [t["name"] for t in body["tools"]]
-    assert _rows(app, "select provider, model, input_tokens, output_tokens from usage") == [
+    assert db_rows(app, "select provider, model, input_tokens, output_tokens from usage") == [
         ("anthropic", "test-model", 31, 9)
     ]
-    tokens = _rows(app, "select role, tokens_in, tokens_out from messages order by id")
+    tokens = db_rows(app, "select role, tokens_in, tokens_out from messages order by id")
     assert tokens == [("user", None, None), ("assistant", 31, 9)]
 
 
@@ -61,7 +47,7 @@ async def test_a_tool_call_split_across_chunks(running, session, fake) -> None:
         Reply(text=["It is evening in Tokyo."]),
     )
     app = await running(llm=llm_config("anthropic", fake))
-    completed, _ = await _ask(session, app, "time in Tokyo?")
+    completed, _ = await ask_once(session, app, "time in Tokyo?")
     assert completed["text"] == "It is evening in Tokyo."
     second = fake.requests[1].body["messages"]
     assert [m["role"] for m in second] == ["user", "assistant", "user"]
@@ -71,10 +57,10 @@ async def test_a_tool_call_split_across_chunks(running, session, fake) -> None:
     [result] = second[2]["content"]
     assert result["type"] == "tool_result" and result["tool_use_id"] == use["id"]
     assert not result["is_error"] and "Asia/Tokyo" in result["content"]
-    assert _rows(app, "select tool_name, arguments, ok from audit_logs") == [
+    assert db_rows(app, "select tool_name, arguments, ok from audit_logs") == [
         ("get_current_datetime", args, 1)
     ]
-    [(turn_id,)] = _rows(app, "select id from turns")
+    [(turn_id,)] = db_rows(app, "select id from turns")
     totals = await app.store.turn_usage(turn_id)
     assert totals == {"model_calls": 2, "input_tokens": 24, "output_tokens": 14}
 
@@ -88,7 +74,7 @@ async def test_two_parallel_tool_calls_answered_in_one_turn(running, session, fa
         Reply(text=["Paris is six hours ahead."]),
     )  # fmt: skip
     app = await running(llm=llm_config("anthropic", fake))
-    completed, _ = await _ask(session, app, "Paris vs New York?")
+    completed, _ = await ask_once(session, app, "Paris vs New York?")
     assert completed["text"] == "Paris is six hours ahead."
     assistant, results = fake.requests[1].body["messages"][1:]
     ids = [block["id"] for block in assistant["content"]]
@@ -106,13 +92,13 @@ async def test_malformed_tool_arguments_come_back_as_an_error_result(
         Reply(text=["Sorry, let me answer without the tool."]),
     )
     app = await running(llm=llm_config("anthropic", fake))
-    completed, _ = await _ask(session, app, "time?")
+    completed, _ = await ask_once(session, app, "time?")
     assert completed["text"] == "Sorry, let me answer without the tool."
     assistant, results = fake.requests[1].body["messages"][1:]
     assert assistant["content"][0]["input"] == {}  # the API wants an object back
     [result] = results["content"]
     assert result["is_error"] is True and "invalid arguments" in result["content"]
-    assert _rows(app, "select arguments, ok from audit_logs") == [('{"timezone": "Asia/To', 0)]
+    assert db_rows(app, "select arguments, ok from audit_logs") == [('{"timezone": "Asia/To', 0)]
 
 
 async def test_history_goes_back_as_alternating_turns(running, session, fake) -> None:
@@ -129,15 +115,15 @@ async def test_history_goes_back_as_alternating_turns(running, session, fake) ->
 async def test_a_wrong_key_says_so_in_the_chat_and_the_log(running, session, fake, caplog) -> None:
     caplog.set_level(logging.WARNING)
     app = await running(llm=llm_config("anthropic", fake, api_key="sk-ant-wrong-key-123456"))
-    completed, _ = await _ask(session, app, "hi")
+    completed, _ = await ask_once(session, app, "hi")
     assert completed["text"] == f"Sorry — {KEY_REFUSED}"
     assert len(fake.requests) == 1  # a refused key is not retried
     logged = "\n".join(r.getMessage() for r in caplog.records)
     assert "set a valid ANTHROPIC_API_KEY" in logged
     assert "wrong-key" not in logged and not any(r.exc_info for r in caplog.records)
-    [(status, error)] = _rows(app, "select status, error from turns")
+    [(status, error)] = db_rows(app, "select status, error from turns")
     assert status == "failed" and "API key was refused" in error
-    assert "wrong-key" not in json.dumps(_rows(app, "select * from turns"))
+    assert "wrong-key" not in json.dumps(db_rows(app, "select * from turns"))
 
 
 async def test_a_turn_counts_the_usage_of_its_specialists(running, session, fake) -> None:
@@ -155,12 +141,12 @@ async def test_a_turn_counts_the_usage_of_its_specialists(running, session, fake
 
     fake.script = script
     app = await running(llm=llm_config("anthropic", fake))
-    completed, _ = await _ask(session, app, "what is X?")
+    completed, _ = await ask_once(session, app, "what is X?")
     assert completed["text"] == "They say X is 42."
-    [(turn_id, session_id)] = _rows(app, "select id, session_id from turns")
+    [(turn_id, session_id)] = db_rows(app, "select id, session_id from turns")
     totals = await app.store.turn_usage(turn_id)
     assert totals == {"model_calls": 3, "input_tokens": 190, "output_tokens": 19}
-    child = _rows(
+    child = db_rows(
         app,
         "select u.input_tokens from usage u join chat_sessions s on s.id = u.session_id"
         f" where s.parent_session_id = '{session_id}'",

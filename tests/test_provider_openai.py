@@ -2,12 +2,11 @@
 conversation: OpenAI itself and the quirks of compatible servers."""
 
 import logging
-import sqlite3
 
 import pytest
 
 from agent.providers.classify import KEY_REFUSED, OUT_OF_CREDIT
-from tests.conftest import connect
+from tests.conftest import ask_once, db_rows
 from tests.fake_llm import Call, Reply, fail, llm_config
 from tests.fake_openai import FakeOpenAI
 
@@ -18,23 +17,10 @@ async def fake():
         yield server
 
 
-def _rows(app, sql: str) -> list[tuple]:
-    with sqlite3.connect(app.store.path) as db:
-        return db.execute(sql).fetchall()
-
-
-async def _ask(session, app, text: str) -> tuple[dict, list[dict]]:
-    client = await connect(session, app)
-    await client.hello()
-    completed = await client.ask(text)
-    await app.gateway.wait_idle()  # the turn row is written after the final edit
-    return completed, client.frames
-
-
 async def test_text_streams_into_the_placeholder(running, session, fake) -> None:
     fake.add(Reply(text=["Forty", "-two, ", "of course."], delay_s=0.05, usage=(40, 6)))
     app = await running(llm=llm_config("openai", fake))
-    completed, frames = await _ask(session, app, "the answer?")
+    completed, frames = await ask_once(session, app, "the answer?")
     assert completed["text"] == "Forty-two, of course."
     updates = [f["text"] for f in frames if f["type"] == "message.updated"]
     assert any(t.startswith("Forty") and t != completed["text"] for t in updates), updates
@@ -49,7 +35,7 @@ async def test_text_streams_into_the_placeholder(running, session, fake) -> None
     assert body["messages"][1:] == [{"role": "user", "content": "the answer?"}]
     assert body["max_tokens"] > 0  # a compatible server: the classic name
     assert "get_current_datetime" in [t["function"]["name"] for t in body["tools"]]
-    assert _rows(app, "select provider, model, input_tokens, output_tokens from usage") == [
+    assert db_rows(app, "select provider, model, input_tokens, output_tokens from usage") == [
         ("openai", "test-model", 40, 6)
     ]
 
@@ -63,7 +49,7 @@ async def test_tool_calls_split_across_chunks_two_in_parallel(running, session, 
         Reply(text=["Tokyo is ahead."]),
     )  # fmt: skip
     app = await running(llm=llm_config("openai", fake))
-    completed, _ = await _ask(session, app, "Paris vs Tokyo?")
+    completed, _ = await ask_once(session, app, "Paris vs Tokyo?")
     assert completed["text"] == "Tokyo is ahead."
     assistant, *results = fake.requests[1].body["messages"][2:]
     assert assistant["role"] == "assistant" and assistant["content"] == "Checking both. "
@@ -88,13 +74,13 @@ async def test_compatible_server_quirks(running, session) -> None:
             Reply(text=["Done."]),
         )
         app = await running(llm=llm_config("openai", fake))
-        completed, _ = await _ask(session, app, "utc time?")
+        completed, _ = await ask_once(session, app, "utc time?")
         assert completed["text"] == "Done."
         assistant, result = fake.requests[1].body["messages"][2:]
         [call] = assistant["tool_calls"]
         assert call["id"] and result["tool_call_id"] == call["id"]
         assert '"timezone": "UTC"' in result["content"]
-        assert _rows(app, "select count(*) from usage") == [
+        assert db_rows(app, "select count(*) from usage") == [
             (0,)
         ]  # nothing reported, nothing invented
 
@@ -107,7 +93,7 @@ async def test_malformed_tool_arguments_come_back_as_an_error_result(
         Reply(text=["Let me try that differently."]),
     )
     app = await running(llm=llm_config("openai", fake))
-    completed, _ = await _ask(session, app, "time?")
+    completed, _ = await ask_once(session, app, "time?")
     assert completed["text"] == "Let me try that differently."
     assistant, result = fake.requests[1].body["messages"][2:]
     assert assistant["tool_calls"][0]["function"]["arguments"] == "{}"  # servers may parse history
@@ -117,7 +103,7 @@ async def test_malformed_tool_arguments_come_back_as_an_error_result(
 async def test_a_wrong_key_says_so_in_the_chat_and_the_log(running, session, fake, caplog) -> None:
     caplog.set_level(logging.WARNING)
     app = await running(llm=llm_config("openai", fake, api_key="sk-proj-wrong-key-0000"))
-    completed, _ = await _ask(session, app, "hi")
+    completed, _ = await ask_once(session, app, "hi")
     assert completed["text"] == f"Sorry — {KEY_REFUSED}"
     logged = "\n".join(r.getMessage() for r in caplog.records)
     assert "set a valid OPENAI_API_KEY" in logged and "wrong-key" not in logged
@@ -129,7 +115,7 @@ async def test_insufficient_quota_is_not_retried(running, session, fake) -> None
         fail(429, "insufficient_quota", "You exceeded your current quota, please check your plan")
     )
     app = await running(llm=llm_config("openai", fake, max_retries=3))
-    completed, _ = await _ask(session, app, "hi")
+    completed, _ = await ask_once(session, app, "hi")
     assert completed["text"] == f"Sorry — {OUT_OF_CREDIT}"
     assert len(fake.requests) == 1
 
@@ -148,7 +134,7 @@ async def test_calls_without_index_or_id_stay_apart(running, session, fake, spli
         Reply(text=["Both."]),
     )  # fmt: skip
     app = await running(llm=llm_config("openai", fake))
-    completed, _ = await _ask(session, app, "Paris and UTC?")
+    completed, _ = await ask_once(session, app, "Paris and UTC?")
     assert completed["text"] == "Both."
     assistant, *results = fake.requests[1].body["messages"][2:]
     calls = assistant["tool_calls"]
@@ -163,7 +149,7 @@ async def test_a_name_or_arguments_sent_again_are_one_call(running, session, fak
     call = Call("get_current_datetime", PARIS, split=4, id="", indexed=False, **{quirk: True})
     fake.add(Reply(calls=[call]), Reply(text=["Paris."]))
     app = await running(llm=llm_config("openai", fake))
-    completed, _ = await _ask(session, app, "Paris?")
+    completed, _ = await ask_once(session, app, "Paris?")
     assert completed["text"] == "Paris."
     [sent] = fake.requests[1].body["messages"][2]["tool_calls"]
     assert sent["function"]["arguments"] == PARIS

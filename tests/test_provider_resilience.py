@@ -2,14 +2,13 @@
 socket conversation: 429 with retry-after, 500, overloaded mid-stream, a stalled stream, fallback."""
 
 import socket
-import sqlite3
 import time
 
 import pytest
 
 from agent.providers.base import ProviderUnavailable
 from agent.providers.classify import OUT_OF_CREDIT
-from tests.conftest import connect
+from tests.conftest import ask_once, db_rows
 from tests.fake_anthropic import FakeAnthropic
 from tests.fake_llm import Reply, fail, llm_config
 from tests.fake_openai import FakeOpenAI
@@ -25,26 +24,13 @@ async def fake(request):
         yield server
 
 
-def _rows(app, sql: str) -> list[tuple]:
-    with sqlite3.connect(app.store.path) as db:
-        return db.execute(sql).fetchall()
-
-
-async def _ask(session, app, text: str = "hello?") -> tuple[dict, list[dict]]:
-    client = await connect(session, app)
-    await client.hello()
-    completed = await client.ask(text, client_message_id="m1")
-    await app.gateway.wait_idle()  # the turn row is written after the final edit
-    return completed, client.frames
-
-
 async def test_429_waits_as_long_as_retry_after_says(running, session, fake) -> None:
     fake.add(
         fail(429, "rate_limit_error", "slow down", **{"retry-after": "0.3"}),
         Reply(text=["Made it."]),
     )
     app = await running(llm=llm_config(fake.vendor, fake))
-    completed, _ = await _ask(session, app)
+    completed, _ = await ask_once(session, app)
     assert completed["text"] == "Made it."
     first, second = fake.requests
     assert second.at - first.at >= 0.29
@@ -58,7 +44,7 @@ async def test_500_is_retried_with_backoff(running, session, fake) -> None:
         Reply(text=["Back."]),
     )
     app = await running(llm=llm_config(fake.vendor, fake, max_retries=2))
-    completed, _ = await _ask(session, app)
+    completed, _ = await ask_once(session, app)
     assert completed["text"] == "Back."
     assert len(fake.requests) == 3
 
@@ -76,7 +62,7 @@ async def test_overloaded_mid_stream_restarts_without_showing_text_twice(
         Reply(text=["A whole ", "answer."], delay_s=0.03),
     )
     app = await running(llm=llm_config(fake.vendor, fake))
-    completed, frames = await _ask(session, app)
+    completed, frames = await ask_once(session, app)
     assert completed["text"] == "A whole answer."
     assert len(fake.requests) == 2
     shown = [f["text"] for f in frames if f["type"] in ("message.updated", "message.completed")]
@@ -90,7 +76,7 @@ async def test_a_stalled_stream_hits_the_first_token_deadline(running, session, 
     # deadlines generous enough for a loaded CI machine; the bounds only show the deadline acted
     app = await running(llm=llm_config(fake.vendor, fake, first_token_timeout_s=1.0))
     started = time.monotonic()
-    completed, _ = await _ask(session, app)
+    completed, _ = await ask_once(session, app)
     assert completed["text"] == "Fresh answer."
     assert len(fake.requests) == 2
     assert 0.9 <= fake.requests[1].at - fake.requests[0].at < 6
@@ -100,7 +86,7 @@ async def test_a_stalled_stream_hits_the_first_token_deadline(running, session, 
 async def test_a_bad_request_is_not_retried(running, session, fake) -> None:
     fake.add(fail(400, "invalid_request_error", "messages: field required"))
     app = await running(llm=llm_config(fake.vendor, fake, max_retries=3))
-    completed, _ = await _ask(session, app)
+    completed, _ = await ask_once(session, app)
     assert completed["text"].startswith("Sorry — the AI model refused the request")
     assert len(fake.requests) == 1
 
@@ -119,11 +105,11 @@ async def test_fallback_to_the_other_vendor(running, session) -> None:
         }
         llm = llm_config("anthropic", primary, max_retries=1, fallback=[fallback])
         app = await running(llm=llm)
-        completed, _ = await _ask(session, app)
+        completed, _ = await ask_once(session, app)
         assert completed["text"] == "From the backup."
         assert len(primary.requests) == 2 and len(backup.requests) == 1
         assert backup.requests[0].body["model"] == "backup-model"
-        usage = _rows(app, "select provider, model, input_tokens, output_tokens from usage")
+        usage = db_rows(app, "select provider, model, input_tokens, output_tokens from usage")
         assert usage == [("openai", "backup-model", 20, 4)]
 
 
@@ -137,7 +123,7 @@ async def test_out_of_credit_falls_back_at_once(running, session) -> None:
         app = await running(
             llm=llm_config("anthropic", primary, max_retries=2, fallback=[fallback])
         )
-        completed, _ = await _ask(session, app)
+        completed, _ = await ask_once(session, app)
         assert completed["text"] == "Still here."
         assert len(primary.requests) == 1
 
@@ -150,19 +136,19 @@ async def test_when_every_provider_fails_the_placeholder_says_sorry(running, ses
         app = await running(
             llm=llm_config("anthropic", primary, max_retries=0, fallback=[fallback])
         )
-        completed, frames = await _ask(session, app)
+        completed, frames = await ask_once(session, app)
         # the rejection wins: it is the one an admin can fix
         assert completed["text"] == f"Sorry — {OUT_OF_CREDIT}"
         created = next(f for f in frames if f["type"] == "message.created")
         assert completed["message_id"] == created["message_id"]
-        [(status, error)] = _rows(app, "select status, error from turns")
+        [(status, error)] = db_rows(app, "select status, error from turns")
         assert status == "failed" and error.startswith("ProviderRejected")
 
 
 async def test_unavailable_everywhere_is_a_try_again_later(running, session, fake) -> None:
     fake.add(*[fail(502, "api_error", "bad gateway")] * 2)
     app = await running(llm=llm_config(fake.vendor, fake, max_retries=1))
-    completed, _ = await _ask(session, app)
+    completed, _ = await ask_once(session, app)
     assert completed["text"] == f"Sorry — {ProviderUnavailable.user_message}"
     assert len(fake.requests) == 2
 
@@ -176,7 +162,7 @@ async def test_a_server_that_is_not_there_falls_back(running, session) -> None:
         fallback = {"provider": "openai", "base_url": backup.url, "api_key": "test-key"}
         llm = llm_config("anthropic", backup, base_url=dead, max_retries=1, fallback=[fallback])
         app = await running(llm=llm)
-        completed, _ = await _ask(session, app)
+        completed, _ = await ask_once(session, app)
         assert completed["text"] == "Answered by the backup."
 
 
@@ -203,7 +189,7 @@ async def test_keepalives_after_the_first_token_end_at_the_total_deadline(
             fallback=[fallback],
         )  # fmt: skip
         app = await running(llm=llm)
-        completed, _ = await _ask(session, app)
+        completed, _ = await ask_once(session, app)
         assert completed["text"] == "From the backup."
         # measured from when the server saw the request, a little after the client started it
         assert 1.9 <= backup.requests[0].at - primary.requests[0].at < 6
@@ -213,7 +199,7 @@ async def test_a_malformed_stream_event_is_retried(running, session, fake) -> No
     # a data line cut in half (a broken proxy): the SDK's json.loads fails inside the stream
     fake.add(Reply(text=["Half ", "an answer"], garble_at=2), Reply(text=["Clean."]))
     app = await running(llm=llm_config(fake.vendor, fake))
-    completed, _ = await _ask(session, app)
+    completed, _ = await ask_once(session, app)
     assert completed["text"] == "Clean."
     assert len(fake.requests) == 2
 
@@ -224,6 +210,6 @@ async def test_malformed_events_everywhere_fall_back(running, session) -> None:
         backup.add(Reply(text=["From the backup."]))
         fallback = {"provider": "anthropic", "base_url": backup.url, "api_key": "test-key"}
         app = await running(llm=llm_config("openai", primary, max_retries=1, fallback=[fallback]))
-        completed, _ = await _ask(session, app)
+        completed, _ = await ask_once(session, app)
         assert completed["text"] == "From the backup."
         assert len(primary.requests) == 2

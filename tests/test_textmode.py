@@ -11,7 +11,7 @@ from agent.providers.classify import classify
 from agent.providers.textcalls import CallFormatError, parse_calls
 from agent.providers.textmode import ToolModeProvider
 from agent.types import Message, ModelRequest, ModelStream, TextDelta
-from tests.conftest import connect
+from tests.conftest import ask_once, connect
 from tests.fake_llm import Reply, fail, llm_config
 from tests.fake_openai import FakeOpenAI
 
@@ -30,14 +30,6 @@ async def fake():
         yield server
 
 
-async def _ask(session, app, text: str = "what time is it?") -> tuple[dict, list[dict]]:
-    client = await connect(session, app)
-    await client.hello()
-    completed = await client.ask(text)
-    await app.gateway.wait_idle()  # the turn row is written after the final edit
-    return completed, client.frames
-
-
 def _shown(frames: list[dict]) -> list[str]:
     return [f["text"] for f in frames if f["type"] in ("message.updated", "message.completed")]
 
@@ -45,7 +37,7 @@ def _shown(frames: list[dict]) -> list[str]:
 async def test_text_mode_describes_tools_and_reads_the_call(running, session, fake) -> None:
     fake.add(Reply(text=[CALL[:30], CALL[30:]], delay_s=0.02), Reply(text=["It is noon UTC."]))
     app = await running(llm=llm_config("openai", fake, tool_mode="text"))
-    completed, frames = await _ask(session, app)
+    completed, frames = await ask_once(session, app, "what time is it?")
     assert completed["text"] == "It is noon UTC."
     assert not any("tool_calls" in text for text in _shown(frames))  # the JSON never shows
     first, second = (r.body for r in fake.requests)
@@ -65,7 +57,7 @@ async def test_an_unreadable_call_gets_one_retry_with_the_error(running, session
     broken = '{"tool_calls": [{"name": "get_current_datetime", "arguments": {"timezone": '
     fake.add(Reply(text=[broken]), Reply(text=[CALL]), Reply(text=["Done."]))
     app = await running(llm=llm_config("openai", fake, tool_mode="text"))
-    completed, _ = await _ask(session, app)
+    completed, _ = await ask_once(session, app, "what time is it?")
     assert completed["text"] == "Done."
     retry = fake.requests[1].body["messages"]
     assert retry[-2] == {"role": "assistant", "content": broken}
@@ -77,7 +69,7 @@ async def test_unreadable_twice_is_taken_as_the_answer(running, session, fake) -
     broken = '{"tool_calls": oops}'
     fake.add(Reply(text=[broken]), Reply(text=["Some words, then ", broken]))
     app = await running(llm=llm_config("openai", fake, tool_mode="text"))
-    completed, _ = await _ask(session, app)
+    completed, _ = await ask_once(session, app, "what time is it?")
     assert completed["text"] == "Some words, then " + broken
     assert len(fake.requests) == 2
 
@@ -132,7 +124,7 @@ async def test_auto_retries_a_500_that_mentions_function_calls(running, session,
         Reply(text=["Noon."]),
     )
     app = await running(llm=llm_config("openai", fake, tool_mode="auto"))
-    completed, _ = await _ask(session, app)
+    completed, _ = await ask_once(session, app, "what time is it?")
     assert completed["text"] == "Noon."
     assert ["tools" in r.body for r in fake.requests] == [True, True]  # retried, still native
 
