@@ -27,6 +27,8 @@ class ChatRef:
     channel: str
     chat_id: str
     thread_id: str | None = None
+    # The workspace or tenant (a Slack team), where a platform needs it to post; not in the key.
+    team_id: str | None = field(default=None, compare=False)
 
     @property
     def key(self) -> str:
@@ -47,6 +49,22 @@ class Attachment:
 
 
 @dataclass(frozen=True, slots=True)
+class Action:
+    """A button press or card action: its own kind of inbound, never parsed as a command."""
+
+    action_id: str
+    value: str | None = None
+    label: str | None = None  # what the button said, when the platform tells us
+    message_id: str | None = None  # the message that carried the button
+
+    def describe(self) -> str:
+        """How the model reads it: what was pressed, and on which message."""
+        what = f"“{self.label}”" if self.label else f"with id {self.action_id!r}"
+        value = f" (value: {self.value!r})" if self.value is not None else ""
+        return f"[The user pressed the button {what}{value}.]"
+
+
+@dataclass(frozen=True, slots=True)
 class InboundMessage:
     """One user message, normalized from any platform."""
 
@@ -59,6 +77,7 @@ class InboundMessage:
     is_group: bool = False
     mentioned: bool = False  # addressed to the bot (mention, reply to the bot, private chat)
     attachments: tuple[Attachment, ...] = ()
+    action: Action | None = None  # set for a button press; `text` is then empty
     raw: Mapping[str, Any] = field(default_factory=dict, compare=False, repr=False)
 
     @property
@@ -67,7 +86,9 @@ class InboundMessage:
 
     @property
     def command(self) -> str | None:
-        """`/new`, `/new@botname` and the like → `"new"`; anything else → None."""
+        """`/new`, `/new@botname` and the like → `"new"`; anything else (an action) → None."""
+        if self.action is not None:
+            return None
         text = self.text.strip()
         if not text.startswith("/") or len(text) < 2:
             return None
@@ -96,7 +117,10 @@ class MessageHandle:
 class ChannelLimits:
     max_text_length: int = 4096
     min_edit_interval_s: float = 1.0
+    # False: no placeholder and no previews; the final arrives as new message(s).
     can_edit: bool = True
+    # Edits one message may take (Feishu: 20). Previews stop one short; the final still lands.
+    max_edits_per_message: int | None = None
     # The final edit means something even with unchanged text (web: `message.completed`), so it
     # is always sent; elsewhere an unchanged final is skipped rather than sent twice.
     final_marker: bool = False
@@ -143,8 +167,13 @@ class Channel(Protocol):
         *,
         reply_to: str | None = None,
         final: bool = False,
+        recipient: str | None = None,
     ) -> MessageHandle:
-        """Post a new message. `final=False` marks a placeholder that will be edited."""
+        """Post a new message. `final=False` marks a placeholder that will be edited.
+
+        `recipient` is the user being answered (with `chat.team_id`), for platforms whose
+        posting calls need them (Slack's streaming calls); others ignore it.
+        """
         ...
 
     async def edit(

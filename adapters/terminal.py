@@ -79,6 +79,7 @@ class TerminalChannel:
         *,
         reply_to: str | None = None,
         final: bool = False,
+        recipient: str | None = None,
     ) -> MessageHandle:
         handle = MessageHandle(chat, uuid.uuid4().hex[:12])
         self._write("bot> ")

@@ -12,7 +12,7 @@ import asyncio
 import json
 import logging
 import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -57,7 +57,7 @@ class BackgroundResult:
         return self.text or f"(no result: the task ended with status {self.status})"
 
 
-Deliver = Callable[[BackgroundResult], None]
+Deliver = Callable[[BackgroundResult], Awaitable[None]]
 
 
 @dataclass(slots=True)
@@ -271,18 +271,20 @@ class Workers:
             await self._finished(task)
         if task.deliver_later and task.status != "killed" and self.deliver is not None:
             parent = task.parent
-            self.deliver(
-                BackgroundResult(
-                    task.task_id,
-                    task.subagent_type,
-                    task.description,
-                    task.status,
-                    task.result,
-                    parent.conversation_key,
-                    parent.channel,
-                    parent.user_id,
-                )
+            result = BackgroundResult(
+                task.task_id,
+                task.subagent_type,
+                task.description,
+                task.status,
+                task.result,
+                parent.conversation_key,
+                parent.channel,
+                parent.user_id,
             )
+            try:
+                await self.deliver(result)
+            except Exception:
+                log.exception("background result %s could not be queued", task.task_id)
 
     async def _finished(self, task: WorkerTask) -> None:
         try:

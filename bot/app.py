@@ -20,8 +20,10 @@ from agent.providers.base import Provider
 from agent.workers import Workers, WorkerSettings
 from bot.access import Allowlist, ChannelAccess
 from bot.config import Config
-from bot.dedup import MemoryDedup
+from bot.conversations import LocalConversations
+from bot.dedup import StoreDedup
 from bot.gateway import DefaultAccess, Gateway, GatewaySettings
+from bot.recovery import recover_interrupted_turns
 from bot.storage import SqliteStore
 from tools.builtin import builtin_registry
 from tools.control import CONTROL
@@ -135,19 +137,15 @@ class App:
                 "knowledge": self.knowledge,
             },
         )
+        self.conversations = LocalConversations(coalesce_ms=config.gateway.coalesce_ms)
         self.gateway = Gateway(
             channels=self.channels,
             coordinator=self.coordinator,
             store=self.store,
             personas=self.personas,
-            dedup=MemoryDedup(
-                ttl_s=config.gateway.dedup_ttl_s, max_entries=config.gateway.dedup_max_entries
-            ),
-            settings=GatewaySettings(
-                turn_timeout_s=agent.turn_timeout_s,
-                coalesce_ms=config.gateway.coalesce_ms,
-                persona=persona,
-            ),
+            dedup=StoreDedup(self.store, ttl_s=config.gateway.dedup_ttl_s),
+            conversations=self.conversations,
+            settings=GatewaySettings(turn_timeout_s=agent.turn_timeout_s, persona=persona),
             access=ChannelAccess(
                 DefaultAccess(
                     allowed_users=frozenset(config.gateway.allowed_users),
@@ -180,12 +178,6 @@ class App:
 
     async def _start(self) -> None:
         await self.store.open()
-        if self.config.redis.url is None:  # alone with this database: nothing else is mid-turn
-            left = await self.store.fail_unfinished_turns(
-                "interrupted: the gateway stopped mid-turn"
-            )
-            if left:
-                log.warning("%d turn(s) were interrupted by the last shutdown; marked failed", left)
         await self.knowledge.open()  # logs what it indexed
         # tools keep their own shorter deadlines; this one only bounds a forgotten request
         self.http = aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=60))
@@ -193,11 +185,13 @@ class App:
         for error in self.personas.load():
             log.error("%s", error)
         self._supervisor = asyncio.create_task(self._supervise(), name="app")
-        started = asyncio.create_task(self.gateway.started.wait())
+        started = asyncio.create_task(self.conversations.started.wait())
         await asyncio.wait({started, self._supervisor}, return_when=asyncio.FIRST_COMPLETED)
         if not started.done():
             started.cancel()
             raise RuntimeError("the gateway failed to start; see the log")
+        # Embedded mode: this process owns the database, so a running turn is a dead process's.
+        await recover_interrupted_turns(self.store, self.channels)
         if self.web_server:
             await self._start_web()
         log.info("model: %s", describe_provider(self.provider))

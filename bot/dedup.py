@@ -1,14 +1,51 @@
-"""Claim each platform event once: a bounded, time-limited set of seen event ids (embedded mode)."""
+"""Claim each platform event once: the `Dedup` seam, in memory or durable in the store.
+
+Platforms redeliver: Telegram after a restart that did not confirm an update, Slack up to three
+times, Feishu for about seven hours. One inbound event must get one reply, so the gateway claims
+its id before anything else; a claim whose event produced nothing visible is released so the
+platform's retry is answered.
+"""
 
 from __future__ import annotations
 
 import time
 from collections import OrderedDict
 from collections.abc import Callable
+from typing import Protocol
+
+
+class Dedup(Protocol):
+    """`claim(id)` is True exactly once per id within the TTL, across everything sharing it."""
+
+    async def claim(self, event_id: str) -> bool: ...
+
+    async def release(self, event_id: str) -> None:
+        """Forget a claim whose event produced nothing, so the platform's retry is answered."""
+        ...
+
+
+class ClaimStore(Protocol):
+    async def claim_event(self, event_id: str, ttl_s: float) -> bool: ...
+
+    async def release_event(self, event_id: str) -> None: ...
+
+
+class StoreDedup:
+    """Claims kept in the store (SQLite: the `event_claims` table), so a restart remembers them."""
+
+    def __init__(self, store: ClaimStore, *, ttl_s: float = 86400) -> None:
+        self.store = store
+        self.ttl_s = ttl_s
+
+    async def claim(self, event_id: str) -> bool:
+        return await self.store.claim_event(event_id, self.ttl_s)
+
+    async def release(self, event_id: str) -> None:
+        await self.store.release_event(event_id)
 
 
 class MemoryDedup:
-    """`claim(id)` is True the first time an id is seen within `ttl_s`, False after that.
+    """A bounded, time-limited set of seen ids in this process (tests, `bot chat`).
 
     Every entry lives equally long, so insertion order is expiry order: expired ids are dropped
     from the front, and the oldest go first when `max_entries` is reached.
@@ -26,7 +63,7 @@ class MemoryDedup:
         self._clock = clock
         self._seen: OrderedDict[str, float] = OrderedDict()
 
-    def claim(self, event_id: str) -> bool:
+    async def claim(self, event_id: str) -> bool:
         now = self._clock()
         seen = self._seen
         while seen:
@@ -39,8 +76,7 @@ class MemoryDedup:
         seen[event_id] = now + self.ttl_s
         return True
 
-    def release(self, event_id: str) -> None:
-        """Forget a claim whose event produced nothing, so the platform's retry is answered."""
+    async def release(self, event_id: str) -> None:
         self._seen.pop(event_id, None)
 
     def __len__(self) -> int:

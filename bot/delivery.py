@@ -56,15 +56,18 @@ class Delivery:
         chat: ChatRef,
         *,
         reply_to: str | None = None,
+        recipient: str | None = None,
         limits: ChannelLimits | None = None,
     ) -> None:
         self.channel = channel
         self.chat = chat
         self.reply_to = reply_to
+        self.recipient = recipient  # the user answered (some platforms need it to post)
         self.limits = limits or channel.limits_for(chat)
         self.handles: list[MessageHandle] = []
         self.edits = 0
         self._sent: list[str] = []  # text last shown in each handle
+        self._edits: list[int] = []  # edits each handle has taken
         self._interim = PLACEHOLDER
         self._answer: list[str] = []
         self._workers: dict[str, str] = {}  # task_id -> status line
@@ -76,12 +79,16 @@ class Delivery:
         self._done = False
         self._uncertain = False  # a preview's new message may or may not have been posted
 
-    async def start(self, text: str = PLACEHOLDER) -> MessageHandle:
-        """Post the placeholder; previews flow from here on."""
+    async def start(self, text: str = PLACEHOLDER) -> MessageHandle | None:
+        """Post the placeholder; previews flow from here on. A channel that cannot edit gets
+        no placeholder and no previews: only the final, as new message(s)."""
         self._interim = text
-        handle = await self.channel.send(self.chat, OutboundContent(text), reply_to=self.reply_to)
-        self.handles.append(handle)
-        self._sent.append(text)
+        if not self.limits.can_edit:
+            return None
+        handle = await self.channel.send(
+            self.chat, OutboundContent(text), reply_to=self.reply_to, recipient=self.recipient
+        )
+        self._add(handle, text)
         self._last_edit = time.monotonic()
         self._flusher = asyncio.create_task(self._flush_loop(), name=f"delivery:{self.chat.key}")
         return handle
@@ -188,6 +195,8 @@ class Delivery:
                 continue
             if index >= len(self.handles) and self._uncertain:
                 break  # a continuation may already be out: only the final adds messages now
+            if index < len(self.handles) and not self._may_preview(index):
+                continue  # this message's last edit is kept for the final
             try:
                 await self._put(index, OutboundContent(chunk), final=False)
             except RateLimited as exc:
@@ -226,9 +235,10 @@ class Delivery:
             except RateLimited as exc:
                 self._paused_until = time.monotonic() + exc.retry_after
             except MessageGone:
-                handle = await self.channel.send(self.chat, content, final=True)
+                handle = await self._send(content, final=True)
                 self.handles[index] = handle
                 self._sent[index] = content.text
+                self._edits[index] = 0
                 return
             except ChannelError as exc:
                 is_new_message = index >= len(self.handles)
@@ -237,12 +247,28 @@ class Delivery:
                     raise
                 await asyncio.sleep(min(2.0**attempt / 4, 4.0))
 
+    def _may_preview(self, index: int) -> bool:
+        cap = self.limits.max_edits_per_message
+        return cap is None or self._edits[index] < cap - 1
+
     async def _put(self, index: int, content: OutboundContent, *, final: bool) -> None:
-        if index < len(self.handles):
+        cap = self.limits.max_edits_per_message
+        if index < len(self.handles) and (cap is None or self._edits[index] < cap):
             await self.channel.edit(self.handles[index], content, final=final)
             self._sent[index] = content.text
+            self._edits[index] += 1
             self.edits += 1
+        elif index < len(self.handles):  # out of edits (cannot happen for a final): a new one
+            self.handles[index] = await self._send(content, final=final)
+            self._sent[index] = content.text
+            self._edits[index] = 0
         else:
-            handle = await self.channel.send(self.chat, content, final=final)
-            self.handles.append(handle)
-            self._sent.append(content.text)
+            self._add(await self._send(content, final=final), content.text)
+
+    async def _send(self, content: OutboundContent, *, final: bool) -> MessageHandle:
+        return await self.channel.send(self.chat, content, final=final, recipient=self.recipient)
+
+    def _add(self, handle: MessageHandle, text: str) -> None:
+        self.handles.append(handle)
+        self._sent.append(text)
+        self._edits.append(0)

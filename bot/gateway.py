@@ -1,23 +1,24 @@
-"""The gateway: every channel's inbox. Dedup, access policy, commands, one turn at a time per chat.
+"""The gateway: every channel's inbox. Dedup, access policy, commands, then the conversation queue.
 
-Messages that arrive while a conversation's turn runs wait, and are coalesced into its next turn.
+Messages that arrive while a conversation's turn runs wait in the queue (bot/conversations.py)
+and are coalesced into its next turn.
 """
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Literal, Protocol
 
-from adapters.base import Channel, ChatRef, InboundMessage, OutboundContent
+from adapters.base import Channel, InboundMessage, OutboundContent
 from agent.coordinator import Coordinator
 from agent.personas import PersonaLibrary
 from agent.workers import BackgroundResult, Workers
-from bot.dedup import MemoryDedup
-from bot.storage import SqliteStore
-from bot.turn import STOPPED, TurnControl, TurnRunner
+from bot.conversations import ConversationQueue
+from bot.dedup import Dedup
+from bot.storage.base import GatewayStore
+from bot.turn import STOPPED, TurnRunner
 
 log = logging.getLogger(__name__)
 
@@ -31,7 +32,6 @@ HELP = (
     "Anything else goes to the assistant."
 )
 REFUSAL = "Sorry — this bot isn't available to you here. Ask its admin to add you."
-MAX_REMEMBERED = 100_000  # conversations whose chat and session are kept in memory
 
 
 class AccessPolicy(Protocol):
@@ -57,16 +57,7 @@ class DefaultAccess:
 @dataclass(frozen=True, slots=True)
 class GatewaySettings:
     turn_timeout_s: float = 120.0
-    coalesce_ms: int = 0
     persona: str = "default"
-
-
-@dataclass(slots=True)
-class _Conversation:
-    key: str
-    pending: list[InboundMessage] = field(default_factory=list)
-    drain: asyncio.Task[None] | None = None
-    control: TurnControl | None = None  # the turn running now
 
 
 class Gateway:
@@ -75,9 +66,10 @@ class Gateway:
         *,
         channels: Mapping[str, Channel],
         coordinator: Coordinator,
-        store: SqliteStore,
+        store: GatewayStore,
         personas: PersonaLibrary,
-        dedup: MemoryDedup,
+        dedup: Dedup,
+        conversations: ConversationQueue,
         settings: GatewaySettings,
         access: AccessPolicy | None = None,
         workers: Workers | None = None,
@@ -87,14 +79,12 @@ class Gateway:
         self.store = store
         self.personas = personas
         self.dedup = dedup
+        self.conversations = conversations
         self.settings = settings
         self.access = access or DefaultAccess()
         self.workers = workers
         if workers is not None:
             workers.deliver = self.deliver_background
-        self._conversations: dict[str, _Conversation] = {}
-        self._chats: dict[str, ChatRef] = {}  # conversation key -> where to deliver follow-ups
-        self._sessions: dict[tuple[str, str], str] = {}  # (conversation, user) -> session id
         self.turns = TurnRunner(
             channels=channels,
             coordinator=coordinator,
@@ -105,27 +95,17 @@ class Gateway:
             persona=settings.persona,
             timeout_s=settings.turn_timeout_s,
         )
-        self._group: asyncio.TaskGroup | None = None
-        self._idle = asyncio.Event()
-        self._idle.set()
-        self.started = asyncio.Event()
 
     async def run(self) -> None:
-        """Own every conversation task until cancelled."""
-        async with asyncio.TaskGroup() as group:
-            self._group = group
-            self.started.set()
-            try:
-                await asyncio.Future()
-            finally:
-                self._group = None
+        """Run every conversation's turns until cancelled."""
+        await self.conversations.run(self.turns.run)
 
     async def wait_idle(self) -> None:
-        await self._idle.wait()
+        await self.conversations.wait_idle()
 
     async def handle(self, message: InboundMessage) -> None:
         """The inbox every channel calls. Returns at once; the turn runs in its own task."""
-        if not self.dedup.claim(message.event_id):
+        if not await self.dedup.claim(message.event_id):
             log.debug("duplicate event %s dropped", message.event_id)
             return
         decision = self.access.check(message)
@@ -141,14 +121,18 @@ class Gateway:
             await self._new(message)
         elif command == "stop":
             await self._stop(message)
-        elif message.text.strip() or message.attachments:
-            self._enqueue(message)
+        elif message.text.strip() or message.attachments or message.action is not None:
+            await self.conversations.enqueue(message)
 
-    def deliver_background(self, result: BackgroundResult) -> None:
-        """A background specialist finished: its result becomes the coordinator's next turn."""
-        chat = self._chats.get(result.conversation_key)
+    async def deliver_background(self, result: BackgroundResult) -> None:
+        """A background specialist finished: its result becomes the coordinator's next turn.
+
+        Where to answer comes from the store (the conversation's last turn), not from this
+        process's memory, so the result lands whichever process saw the chat.
+        """
         event_id = f"task:{result.task_id}"
-        if chat is None or self._group is None or not self.dedup.claim(event_id):
+        chat = await self.store.conversation_chat(result.conversation_key)
+        if chat is None or not await self.dedup.claim(event_id):
             log.warning("background result %s not delivered (conversation gone)", result.task_id)
             return
         text = (
@@ -158,90 +142,38 @@ class Gateway:
             f"Its result:\n{result.result_text()}\n</task-notification>\n"
             "This comes from the system, not the user: tell the user what it found, in your own words."
         )
-        self._enqueue(InboundMessage(chat, result.user_id, text, event_id, None, mentioned=True))
-
-    def _remember_chat(self, message: InboundMessage) -> None:
-        self._chats.pop(message.conversation_key, None)
-        self._chats[message.conversation_key] = message.chat
-        if len(self._chats) > MAX_REMEMBERED:
-            del self._chats[next(iter(self._chats))]  # the least recently active
-
-    def _enqueue(self, message: InboundMessage) -> None:
-        if self._group is None:
-            raise RuntimeError("the gateway is not running: start Gateway.run() first")
-        self._remember_chat(message)
-        conversation = self._conversations.get(message.conversation_key)
-        if conversation is None:
-            conversation = _Conversation(message.conversation_key)
-            self._conversations[conversation.key] = conversation
-        conversation.pending.append(message)
-        if conversation.drain is None:
-            self._idle.clear()
-            conversation.drain = self._group.create_task(self._drain(conversation))
-
-    async def _drain(self, conversation: _Conversation) -> None:
-        try:
-            if self.settings.coalesce_ms:
-                await asyncio.sleep(self.settings.coalesce_ms / 1000)
-            while conversation.pending:
-                user = conversation.pending[0].user_id
-                batch = [m for m in conversation.pending if m.user_id == user]
-                conversation.pending = [m for m in conversation.pending if m.user_id != user]
-                conversation.control = control = TurnControl()
-                try:
-                    await self.turns.run(batch, control)
-                except Exception:
-                    # one conversation's failure (say, its channel cannot deliver) never stops others
-                    log.exception("turn in %s failed to deliver", conversation.key)
-                finally:
-                    conversation.control = None
-        finally:
-            conversation.drain = None
-            if not conversation.pending:
-                self._conversations.pop(conversation.key, None)
-            if not self._conversations:
-                self._idle.set()
+        message = InboundMessage(chat, result.user_id, text, event_id, None, mentioned=True)
+        await self.conversations.enqueue(message)
 
     async def _session(self, message: InboundMessage, agent_id: str, version: str) -> str:
-        key = (message.conversation_key, message.user_id)
-        session_id = self._sessions.get(key)
-        if session_id is None:
-            session_id = await self.store.active_session(
-                channel=message.chat.channel,
-                conversation_key=message.conversation_key,
-                user_id=message.user_id,
-                agent_id=agent_id,
-                persona_version=version,
-            )
-            self._sessions[key] = session_id
-            if len(self._sessions) > MAX_REMEMBERED:
-                del self._sessions[next(iter(self._sessions))]  # the oldest; the store has it
-        return session_id
+        # Asked of the store every turn (one indexed read), never cached here: another process
+        # may have run /new since.
+        return await self.store.active_session(
+            channel=message.chat.channel,
+            conversation_key=message.conversation_key,
+            user_id=message.user_id,
+            agent_id=agent_id,
+            persona_version=version,
+        )
 
     async def _new(self, message: InboundMessage) -> None:
-        key = (message.conversation_key, message.user_id)
-        session_id = self._sessions.pop(key, None)
-        if session_id is None:
-            persona = self.personas.get(self.settings.persona)
-            session_id = await self._session(message, persona.name, persona.version)
-            self._sessions.pop(key, None)
-        await self.store.close_session(session_id)
+        await self.store.close_active_sessions(
+            channel=message.chat.channel,
+            conversation_key=message.conversation_key,
+            user_id=message.user_id,
+            agent_id=self.personas.get(self.settings.persona).name,
+        )
         await self._reply(message, "Started a new conversation. What can I do for you?")
 
     async def _stop(self, message: InboundMessage) -> None:
         """Stop the turn, the conversation's specialists and its queue, together."""
-        conversation = self._conversations.get(message.conversation_key)
         killed = self.workers.stop_conversation(message.conversation_key) if self.workers else 0
-        dropped = 0
-        if conversation is not None:
-            dropped = len(conversation.pending)
-            conversation.pending.clear()
-            if conversation.control is not None:
-                conversation.control.stop()  # its placeholder ends as STOPPED: that is the reply
-                log.info("stopped %s (dropped %d queued)", message.conversation_key, dropped)
-                return
-        if killed or dropped:
-            await self._reply(message, f"{STOPPED} ({killed} specialist(s), {dropped} queued)")
+        stopped = await self.conversations.stop(message.conversation_key)
+        if stopped.running:  # its placeholder ends as STOPPED: that is the reply
+            log.info("stopped %s (dropped %d queued)", message.conversation_key, stopped.dropped)
+        elif killed or stopped.dropped:
+            text = f"{STOPPED} ({killed} specialist(s), {stopped.dropped} queued)"
+            await self._reply(message, text)
         else:
             await self._reply(message, "Nothing to stop.")
 

@@ -1,6 +1,6 @@
 """One turn: placeholder first, then the coordinator, then exactly one final edit, whatever happens.
 
-`/stop` cancels only the model work (`TurnControl.work`), never the delivery, so a stopped turn
+`/stop` cancels only the model work (`TurnSignal.work`), never the delivery, so a stopped turn
 still ends with its placeholder saying so; a shutdown tells the user too, briefly.
 """
 
@@ -17,9 +17,11 @@ from adapters.base import Channel, ChannelError, InboundMessage, RateLimited
 from agent.coordinator import Coordinator, TurnInput
 from agent.personas import PersonaLibrary
 from agent.providers.base import ProviderError
-from bot.dedup import MemoryDedup
+from bot.conversations import TurnSignal
+from bot.dedup import Dedup
 from bot.delivery import APOLOGY, Delivery
-from bot.storage import SqliteStore
+from bot.storage.base import GatewayStore
+from bot.storage.turns import handle_record
 
 log = logging.getLogger(__name__)
 
@@ -37,19 +39,6 @@ SessionFor = Callable[[InboundMessage, str, str], Awaitable[str]]
 
 
 @dataclass(slots=True)
-class TurnControl:
-    """What `/stop` reaches: a flag checked before the model starts, and the model work itself."""
-
-    stopped: bool = False
-    work: asyncio.Task[Any] | None = None
-
-    def stop(self) -> None:
-        self.stopped = True
-        if self.work is not None:
-            self.work.cancel()
-
-
-@dataclass(slots=True)
 class _Outcome:
     status: str = "failed"
     text: str = APOLOGY
@@ -63,9 +52,9 @@ class TurnRunner:
         *,
         channels: Mapping[str, Channel],
         coordinator: Coordinator,
-        store: SqliteStore,
+        store: GatewayStore,
         personas: PersonaLibrary,
-        dedup: MemoryDedup,
+        dedup: Dedup,
         session_for: SessionFor,
         persona: str,
         timeout_s: float,
@@ -79,9 +68,10 @@ class TurnRunner:
         self.persona = persona
         self.timeout_s = timeout_s
 
-    async def run(self, batch: list[InboundMessage], control: TurnControl) -> None:
+    async def run(self, batch: list[InboundMessage], control: TurnSignal) -> None:
         last = batch[-1]
-        delivery = Delivery(self.channels[last.chat.channel], last.chat, reply_to=last.message_id)
+        channel = self.channels[last.chat.channel]
+        delivery = Delivery(channel, last.chat, reply_to=last.message_id, recipient=last.user_id)
         turn_id = uuid.uuid4().hex
         outcome = _Outcome()
         recorded = False
@@ -99,10 +89,7 @@ class TurnRunner:
                     channel=last.chat.channel,
                     conversation_key=last.conversation_key,
                     inbound_event_ids=[m.event_id for m in batch],
-                    placeholder={
-                        "chat": last.chat.key,
-                        "message_id": delivery.handles[0].message_id,
-                    },
+                    placeholder=handle_record(delivery.handles[0]) if delivery.handles else None,
                 )
                 recorded = True
                 turn = TurnInput(
@@ -137,7 +124,7 @@ class TurnRunner:
                     turn_id, status=outcome.status, final_text=final, error=outcome.error
                 )
 
-    async def _work(self, turn: TurnInput, delivery: Delivery, control: TurnControl) -> _Outcome:
+    async def _work(self, turn: TurnInput, delivery: Delivery, control: TurnSignal) -> _Outcome:
         control.work = asyncio.create_task(self.coordinator.run_turn(turn, delivery.on_event))
         try:
             async with asyncio.timeout(self.timeout_s):
@@ -172,7 +159,9 @@ class TurnRunner:
                 log.error("no placeholder in %s: %s", batch[-1].chat.key, exc)
                 break
         for message in batch:
-            self.dedup.release(message.event_id)  # nothing was shown: a platform retry may answer
+            await self.dedup.release(
+                message.event_id
+            )  # nothing was shown: a platform retry may answer
         return False
 
 
@@ -183,7 +172,7 @@ def _describe(exc: BaseException) -> str:
 def _combine(batch: list[InboundMessage]) -> str:
     parts = []
     for message in batch:
-        text = message.text.strip()
+        text = message.action.describe() if message.action else message.text.strip()
         for attachment in message.attachments:
             label = attachment.name or attachment.mime_type or ""
             text += f"\n[attachment: {attachment.kind} {label}]".rstrip()

@@ -44,7 +44,9 @@ class RecordingChannel:
         self.inbox = inbox
         await asyncio.Future()
 
-    async def send(self, chat, content, *, reply_to=None, final=False) -> MessageHandle:
+    async def send(
+        self, chat, content, *, reply_to=None, final=False, recipient=None
+    ) -> MessageHandle:
         self._ids += 1
         handle = MessageHandle(chat, f"m{self._ids}")
         self._record(Call("send", handle.message_id, content.text, final))

@@ -133,7 +133,7 @@ async def test_after_an_uncertain_continuation_only_the_final_adds_messages() ->
     class Flaky(RecordingChannel):
         failed = False
 
-        async def send(self, chat, content, *, reply_to=None, final=False):
+        async def send(self, chat, content, *, reply_to=None, final=False, recipient=None):
             if self.calls and not self.failed:  # the first continuation: did it go out?
                 self.failed = True
                 raise DeliveryUncertain("timed out")

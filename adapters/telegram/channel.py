@@ -150,6 +150,7 @@ class TelegramChannel:
         *,
         reply_to: str | None = None,
         final: bool = False,
+        recipient: str | None = None,
     ) -> MessageHandle:
         reply = (
             ReplyParameters(message_id=int(reply_to), allow_sending_without_reply=True)

@@ -119,6 +119,7 @@ class WebSocketChannel:
         *,
         reply_to: str | None = None,
         final: bool = False,
+        recipient: str | None = None,
     ) -> MessageHandle:
         message_id = new_id("m_")
         self._hub.publish(

@@ -101,10 +101,21 @@ def _v3_memory_scope_and_orders(db: Database) -> None:
     db.table("orders").create_index(["tenant", "user_id"])
 
 
+def _v4_event_claims(db: Database) -> None:
+    # Claimed platform event ids with their expiry (unix seconds): a restart still knows them.
+    db.table("event_claims").create(
+        {"event_id": str, "expires_at": float}, pk="event_id", not_null={"expires_at"}
+    )
+    db.table("event_claims").create_index(["expires_at"])
+    db.table("turns").create_index(["conversation_key"])  # a conversation's newest turn
+    db.table("turns").create_index(["status"])  # unfinished turns, at start
+
+
 MIGRATIONS: tuple[Callable[[Database], None], ...] = (
     _v1_core_tables,
     _v2_titles_and_audit_extra,
     _v3_memory_scope_and_orders,
+    _v4_event_claims,
 )
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import uuid
 from typing import cast
 
+from bot.storage.claims import EventClaims
 from bot.storage.messages import History, MessageLog
 from bot.storage.records import UserRecords
 from bot.storage.schema import SESSION_STATUSES, check_status, insert_sql, now
@@ -24,9 +25,13 @@ _FIND_ACTIVE = (
     " AND agent_id = ? AND status = 'active' ORDER BY rowid DESC LIMIT 1"
 )
 _SET_STATUS = "UPDATE chat_sessions SET status = ?, updated_at = ? WHERE id = ?"
+_CLOSE_ACTIVE = (
+    "UPDATE chat_sessions SET status = 'closed', updated_at = ? WHERE channel = ?"
+    " AND conversation_key = ? AND user_id = ? AND agent_id = ? AND status = 'active'"
+)
 
 
-class SqliteStore(MessageLog, TurnLog, UserRecords, AdminViews):
+class SqliteStore(MessageLog, TurnLog, EventClaims, UserRecords, AdminViews):
     """The `agent.store.Store` protocol plus what the gateway needs, on one SQLite connection.
 
     Every public method is a coroutine (so a store on another backend can really await) that
@@ -55,6 +60,13 @@ class SqliteStore(MessageLog, TurnLog, UserRecords, AdminViews):
     async def close_session(self, session_id: str) -> None:
         await self.set_session_status(session_id, "closed")
 
+    async def close_active_sessions(
+        self, *, channel: str, conversation_key: str, user_id: str, agent_id: str = "default"
+    ) -> int:
+        """`/new`: the conversation's active sessions for this user close; how many there were."""
+        key = (channel, conversation_key, user_id, agent_id)
+        return await self._run(self._close_active_db, key)
+
     # -- gateway (turns: TurnLog) --------------------------------------------------------
     async def active_session(
         self,
@@ -78,6 +90,9 @@ class SqliteStore(MessageLog, TurnLog, UserRecords, AdminViews):
         self._conn.execute(_INSERT_SESSION, row)
         self._remember(session_id, History(0, []))  # a new session's history is known: empty
         return session_id
+
+    def _close_active_db(self, key: SessionKey) -> int:
+        return self._conn.execute(_CLOSE_ACTIVE, (now(), *key)).rowcount
 
     def _active_session_db(self, key: SessionKey, persona_version: str | None) -> str:
         row = self._conn.execute(_FIND_ACTIVE, key).fetchone()

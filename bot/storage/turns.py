@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from adapters.base import ChatRef, MessageHandle
 from bot.storage.connection import StoreConnection
 from bot.storage.schema import TURN_STATUSES, check_status, insert_sql, now
 
@@ -13,6 +14,10 @@ _INSERT_TURN = insert_sql(
     "id session_id channel conversation_key inbound_event_ids placeholder status created_at",
 )
 _SET_PLACEHOLDER = "UPDATE turns SET placeholder = ? WHERE id = ?"
+_UNFINISHED = "SELECT * FROM turns WHERE status = 'running' ORDER BY rowid"
+_LAST_PLACEHOLDER = (
+    "SELECT placeholder FROM turns WHERE conversation_key = ? ORDER BY rowid DESC LIMIT 1"
+)
 _FINISH_TURN = (
     "UPDATE turns SET status = ?, final_text = ?, error = ?, finished_at = ? WHERE id = ?"
 )
@@ -47,19 +52,27 @@ class TurnLog(StoreConnection):
             self._update, _FINISH_TURN, (status, final_text, error, now(), turn_id), "turn"
         )
 
-    async def fail_unfinished_turns(self, reason: str) -> int:
-        """Mark turns left `running` by a process that stopped mid-turn; how many there were.
+    async def unfinished_turns(self) -> list[dict[str, Any]]:
+        """Turns left `running` (by a process that died mid-turn, in embedded mode), oldest first.
 
-        Only for a store no other gateway process shares: theirs may be running for real.
+        Only meaningful for a store no other live gateway process shares: theirs may be running.
         """
-        return await self._run(self._fail_unfinished_db, reason)
+        rows = await self._run(self._select, _UNFINISHED)
+        for turn in rows:
+            _decode(turn)
+        return rows
+
+    async def conversation_chat(self, conversation_key: str) -> ChatRef | None:
+        """Where the conversation's newest turn was answered (to deliver follow-ups there)."""
+        row = await self._one(_LAST_PLACEHOLDER, conversation_key)
+        if row is None or not row["placeholder"]:
+            return None
+        handle = handle_from_record(json.loads(row["placeholder"]))
+        return None if handle is None else handle.chat
 
     async def get_turn(self, turn_id: str) -> dict[str, Any] | None:
         turn = await self._one("SELECT * FROM turns WHERE id = ?", turn_id)
-        if turn is not None:
-            turn["inbound_event_ids"] = json.loads(turn["inbound_event_ids"])
-            turn["placeholder"] = json.loads(turn["placeholder"]) if turn["placeholder"] else None
-        return turn
+        return None if turn is None else _decode(turn)
 
     # -- the SQL, one short transaction each --------------------------------------------
     def _create_turn_db(
@@ -73,6 +86,31 @@ class TurnLog(StoreConnection):
         row = (*turn, json.dumps(inbound_event_ids), handle, status, now())
         self._conn.execute(_INSERT_TURN, row)
 
-    def _fail_unfinished_db(self, reason: str) -> int:
-        sql = "UPDATE turns SET status = 'failed', error = ?, finished_at = ? WHERE status = 'running'"
-        return self._conn.execute(sql, (reason, now())).rowcount
+
+def _decode(turn: dict[str, Any]) -> dict[str, Any]:
+    turn["inbound_event_ids"] = json.loads(turn["inbound_event_ids"])
+    turn["placeholder"] = json.loads(turn["placeholder"]) if turn["placeholder"] else None
+    return turn
+
+
+def handle_record(handle: MessageHandle) -> dict[str, Any]:
+    """A placeholder handle as JSON-able data: enough to edit the message after a restart."""
+    chat = handle.chat
+    return {
+        "channel": chat.channel,
+        "chat_id": chat.chat_id,
+        "thread_id": chat.thread_id,
+        "team_id": chat.team_id,
+        "message_id": handle.message_id,
+        "data": dict(handle.data),
+    }
+
+
+def handle_from_record(record: dict[str, Any]) -> MessageHandle | None:
+    """The handle back; None for a record from before handles were stored whole."""
+    if "channel" not in record or "message_id" not in record:
+        return None
+    chat = ChatRef(
+        record["channel"], record["chat_id"], record.get("thread_id"), record.get("team_id")
+    )
+    return MessageHandle(chat, record["message_id"], record.get("data") or {})

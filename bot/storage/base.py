@@ -1,0 +1,70 @@
+"""`Store`: everything the gateway needs from storage, as one protocol.
+
+It is the agent runtime's store (`agent.store.Store`: sessions, messages, audit, usage), the
+tools' user records (`tools.memory`: memories, orders), plus what `bot` itself uses: event
+claims, the conversation's active session, turns and the admin views. `SqliteStore` is the
+embedded implementation; a networked one (PostgreSQL) must pass the same contract test
+(tests/test_store_contract.py) and can then be handed to the gateway unchanged.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Protocol
+
+from adapters.base import ChatRef
+from agent.store import Store as AgentStore
+from tools.memory import MemoryStore, OrderStore
+
+
+class GatewayStore(AgentStore, Protocol):
+    """What the gateway and the turn runner call."""
+
+    async def claim_event(self, event_id: str, ttl_s: float) -> bool:
+        """True the first time `event_id` is claimed within `ttl_s`, by anyone sharing the store."""
+        ...
+
+    async def release_event(self, event_id: str) -> None: ...
+
+    async def active_session(
+        self,
+        *,
+        channel: str,
+        conversation_key: str,
+        user_id: str,
+        agent_id: str = "default",
+        persona_version: str | None = None,
+    ) -> str:
+        """The newest active session of this conversation, user and persona, else a new one."""
+        ...
+
+    async def close_active_sessions(
+        self, *, channel: str, conversation_key: str, user_id: str, agent_id: str = "default"
+    ) -> int: ...
+
+    async def create_turn(
+        self,
+        *,
+        turn_id: str,
+        session_id: str,
+        channel: str,
+        conversation_key: str,
+        inbound_event_ids: list[str],
+        placeholder: dict[str, Any] | None,
+        status: str = "running",
+    ) -> None: ...
+
+    async def finish_turn(
+        self, turn_id: str, *, status: str, final_text: str | None = None, error: str | None = None
+    ) -> None: ...
+
+    async def unfinished_turns(self) -> list[dict[str, Any]]: ...
+
+    async def conversation_chat(self, conversation_key: str) -> ChatRef | None: ...
+
+
+class Store(GatewayStore, MemoryStore, OrderStore, Protocol):
+    """The whole store an app runs on (admin views are read by `bot sessions` on SqliteStore)."""
+
+    async def open(self) -> None: ...
+
+    async def close(self) -> None: ...
