@@ -49,6 +49,8 @@ class Stopped:
 class ConversationQueue(Protocol):
     """One turn at a time per conversation key; different conversations run side by side."""
 
+    started: asyncio.Event  # set while `run` is taking turns (enqueue before it is an error)
+
     async def run(self, run_turn: RunTurn) -> None:
         """Take batches and run `run_turn(batch, signal)` for them until cancelled.
 

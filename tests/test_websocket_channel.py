@@ -16,7 +16,7 @@ import aiohttp
 import pytest
 from aiohttp import WSMsgType, web
 
-from adapters.base import ChatRef, InboundMessage, OutboundContent
+from adapters.base import Action, ChatRef, InboundMessage, OutboundContent
 from adapters.websocket import WebSocketChannel, user_hash
 
 ORIGIN = "http://127.0.0.1:8080"
@@ -393,8 +393,10 @@ async def test_action_reaches_the_inbox_with_its_value(harness: Harness) -> None
         pressed = await harness.arrived.get()
         await ws.send_json({"type": "action", "action_id": "retry"})
         bare = await harness.arrived.get()
-    assert pressed.text == "yes" and pressed.raw == action
-    assert bare.text == "retry" and bare.raw["action_id"] == "retry"
+    # a press is an action inbound, never text: a value of "/new" cannot run a command
+    assert pressed.action == Action("confirm", "yes", None, "m_1") and pressed.raw == action
+    assert pressed.text == "" and pressed.command is None
+    assert bare.action == Action("retry", None, None, None) and bare.raw["action_id"] == "retry"
     assert pressed.event_id != bare.event_id
 
 

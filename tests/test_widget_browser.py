@@ -106,6 +106,11 @@ async def test_widget_renders_a_card_and_its_buttons_answer_back(running, tmp_pa
             assert await page.locator(".cgw-card img").get_attribute("src") == PIXEL
             await page.click(".cgw-card button:has-text('Confirm')")
             await page.wait_for_selector(".cgw-msg.cgw-bot:has-text('Confirmed.')")
-            assert provider.requests[-1].messages[-1].content == "yes, confirm order 7"
+            # the press reaches the model as a button press with its label, not as typed text
+            pressed = provider.requests[-1].messages[-1].content
+            assert (
+                pressed
+                == "[The user pressed the button “Confirm” (value: 'yes, confirm order 7').]"
+            )
         finally:
             await browser.close()

@@ -177,7 +177,7 @@
       button.type = "button";
       button.addEventListener("click", function () {
         row.querySelectorAll("button").forEach(function (x) { x.disabled = true; });
-        send({ type: "action", action_id: b.action_id, value: b.value || b.action_id, message_id: messageId });
+        send({ type: "action", action_id: b.action_id, value: b.value, label: b.label, message_id: messageId });
       });
       row.append(button);
     });

@@ -15,7 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Final, Literal
 
-from adapters.base import ChatRef, InboundMessage
+from adapters.base import Action, ChatRef, InboundMessage
 
 ErrorCode = Literal[
     "bad_json",
@@ -66,13 +66,14 @@ class Stop:
 
 
 @dataclass(frozen=True, slots=True)
-class Action:
+class ActionFrame:
     action_id: str
     value: str | None
     message_id: str | None
+    label: str | None = None
 
 
-ClientFrame = Hello | UserText | Stop | Action
+ClientFrame = Hello | UserText | Stop | ActionFrame
 
 
 def parse_client_frame(data: str, *, max_text_chars: int) -> tuple[ClientFrame, dict[str, Any]]:
@@ -166,17 +167,18 @@ def _parse_stop(frame: dict[str, Any], max_text_chars: int) -> Stop:
     return Stop()
 
 
-def _parse_action(frame: dict[str, Any], max_text_chars: int) -> Action:
+def _parse_action(frame: dict[str, Any], max_text_chars: int) -> ActionFrame:
     action_id = _optional_str(frame, "action_id", "bad_field", MAX_ID_CHARS)
     if action_id is None:
         raise ProtocolError("bad_field", "action needs an action_id (a non-empty string)")
     value = frame.get("value")
     if value is not None and not isinstance(value, str):
         raise ProtocolError("bad_field", f"value must be a string, not {type(value).__name__}")
-    return Action(
+    return ActionFrame(
         action_id=action_id,
         value=_checked_text(value, "value", max_text_chars) if value and value.strip() else None,
         message_id=_optional_str(frame, "message_id", "bad_field", MAX_ID_CHARS),
+        label=_optional_str(frame, "label", "bad_field", MAX_ID_CHARS),
     )
 
 
@@ -231,7 +233,7 @@ def new_id(prefix: str) -> str:
 
 
 def inbound_message(
-    channel: str, identity: str, frame: UserText | Stop | Action, raw: dict[str, Any]
+    channel: str, identity: str, frame: UserText | Stop | ActionFrame, raw: dict[str, Any]
 ) -> InboundMessage:
     """What the gateway receives for a client frame; `stop` becomes the `/stop` command."""
     chat = ChatRef(channel=channel, chat_id=identity)
@@ -247,11 +249,14 @@ def inbound_message(
             mentioned=True,
             raw=raw,
         )
-    text = "/stop" if isinstance(frame, Stop) else frame.value or frame.action_id
+    action = None
+    if isinstance(frame, ActionFrame):
+        action = Action(frame.action_id, frame.value, frame.label, frame.message_id)
     return InboundMessage(
         chat=chat,
         user_id=identity,
-        text=text,
+        text="/stop" if isinstance(frame, Stop) else "",
+        action=action,
         event_id=f"ws:{uuid.uuid4().hex}",
         message_id=new_id("c_"),
         mentioned=True,

@@ -1,0 +1,58 @@
+"""The `Dedup` contract, for every implementation: one claim per event id, release, expiry."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Callable
+from pathlib import Path
+
+import pytest
+
+from bot.dedup import Dedup, MemoryDedup, StoreDedup
+from bot.storage import SqliteStore
+
+MakeDedup = Callable[[float], Dedup]
+
+
+@pytest.fixture(params=["memory", "sqlite"])
+async def make(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[MakeDedup]:
+    """`make(ttl_s)`: a fresh Dedup of the implementation under test (the same store for all)."""
+    if request.param == "memory":
+        yield lambda ttl_s: MemoryDedup(ttl_s=ttl_s)
+        return
+    async with SqliteStore(tmp_path / "bot.db") as store:
+        yield lambda ttl_s: StoreDedup(store, ttl_s=ttl_s)
+
+
+async def test_an_event_is_claimed_once(make: MakeDedup) -> None:
+    dedup = make(60)
+    assert await dedup.claim("telegram:1")
+    assert not await dedup.claim("telegram:1")
+    assert await dedup.claim("telegram:2")  # other ids are independent
+
+
+async def test_a_released_claim_can_be_claimed_again(make: MakeDedup) -> None:
+    dedup = make(60)
+    assert await dedup.claim("e")
+    await dedup.release("e")
+    assert await dedup.claim("e")
+    assert not await dedup.claim("e")
+    await dedup.release("never-claimed")  # harmless
+
+
+async def test_an_expired_claim_is_taken_again(make: MakeDedup) -> None:
+    dedup = make(0)  # every claim expires at once
+    assert await dedup.claim("e")
+    assert await dedup.claim("e")
+
+
+async def test_store_claims_survive_a_restart(tmp_path: Path) -> None:
+    async with SqliteStore(tmp_path / "bot.db") as store:
+        assert await StoreDedup(store, ttl_s=60).claim("telegram:update:7")
+    async with SqliteStore(tmp_path / "bot.db") as store:  # the next process on the same file
+        assert not await StoreDedup(store, ttl_s=60).claim("telegram:update:7")
+
+
+async def test_store_claims_are_shared_by_processes_on_one_file(tmp_path: Path) -> None:
+    async with SqliteStore(tmp_path / "bot.db") as one, SqliteStore(tmp_path / "bot.db") as two:
+        results = [await StoreDedup(s, ttl_s=60).claim("slack:Ev1") for s in (one, two, one)]
+    assert results == [True, False, False]
