@@ -152,3 +152,47 @@ async def test_after_an_uncertain_continuation_only_the_final_adds_messages() ->
     sends = [c for c in channel.calls if c.kind == "send"]
     parts = split_text(final, 20)
     assert len(sends) == len(parts) and all(c.final for c in sends[1:])  # each part once
+
+
+async def test_a_channel_that_cannot_edit_gets_only_the_final_as_new_messages() -> None:
+    channel = RecordingChannel(ChannelLimits(max_text_length=10, can_edit=False))
+    delivery = Delivery(channel, CHAT, reply_to="u1")
+    assert await delivery.start() is None
+    await delivery.on_event(AnswerDelta("streamed text"))
+    await delivery.on_event(Interim("a note"))
+    await delivery.on_event(Final("0123456789abcdef"))
+    assert [(c.kind, c.final) for c in channel.calls] == [("send", True), ("send", True)]
+    assert "".join(c.text for c in channel.calls) == "0123456789abcdef"
+
+
+async def test_previews_stop_at_the_edit_cap_and_the_final_still_lands() -> None:
+    limits = ChannelLimits(max_text_length=1000, min_edit_interval_s=0.0, max_edits_per_message=3)
+    channel = RecordingChannel(limits)
+    delivery = Delivery(channel, CHAT)
+    await delivery.start()
+    text = ""
+    for index in range(6):
+        text += f"w{index} "
+        await delivery.on_event(AnswerDelta(f"w{index} "))
+        if index < 2:  # the first two previews go out; then the cap keeps the last edit
+            await channel.wait_for(lambda: channel.calls[-1].text == text)
+    await asyncio.sleep(0.05)  # room for a preview that must not come (proving an absence)
+    await delivery.on_event(Final("done"))
+    edits = [c for c in channel.calls if c.kind == "edit"]
+    assert len(edits) == 3, [c.text for c in edits]
+    assert edits[-1].text == "done" and edits[-1].final
+    assert [c.kind for c in channel.calls].count("send") == 1
+
+
+async def test_the_recipient_reaches_the_channel() -> None:
+    seen: list[str | None] = []
+
+    class Recipients(RecordingChannel):
+        async def send(self, chat, content, *, reply_to=None, final=False, recipient=None):  # type: ignore[no-untyped-def]
+            seen.append(recipient)
+            return await super().send(chat, content, reply_to=reply_to, final=final)
+
+    delivery = Delivery(Recipients(), CHAT, recipient="U123")
+    await delivery.start()
+    await delivery.finish("x" * 250)  # continues in two more messages
+    assert seen == ["U123", "U123", "U123"]
