@@ -45,7 +45,8 @@ class EventHub(Protocol):
       seq is greater than the returned `seq`, exactly once each, in seq order, and is never
       called before `attach` returns. So a caller that pushes `ready` and the replay before its
       next await gives the client a gapless stream without duplicates. Frames published
-      anywhere (other processes too) reach `sub` through the hub.
+      anywhere (other processes too) reach `sub` through the hub. (A networked hub can subscribe
+      first, then read the seq and the kept frames in one step, and skip live frames up to it.)
     - **detach**: once `detach(c, sub)` returns, `sub` gets nothing more; detaching a subscriber
       that is not attached does nothing. A `push` that returns False detaches `sub` as well.
     - **memory**: a conversation with a subscriber is kept; idle ones may be forgotten (bounded),
