@@ -21,7 +21,7 @@ from adapters.base import (
     OutboundContent,
 )
 from adapters.websocket.connection import Connection, TokenBucket
-from adapters.websocket.hub import ConversationHub
+from adapters.websocket.hub import EventHub, MemoryEventHub
 from adapters.websocket.protocol import (
     CLOSE_IDENTITY_INVALID,
     Hello,
@@ -56,6 +56,7 @@ class WebSocketChannel:
         max_text_chars: int = 8000,
         identity_secret: str | None = None,
         replay_events: int = 200,
+        hub: EventHub | None = None,
     ) -> None:
         if not path.startswith("/"):
             raise ValueError(f"websocket path {path!r} must start with '/', e.g. '/ws'")
@@ -84,7 +85,8 @@ class WebSocketChannel:
         self._rate_limit_per_minute = rate_limit_per_minute
         self._max_text_chars = max_text_chars
         self._identity_secret = identity_secret or None
-        self._hub = ConversationHub(replay_events=replay_events)
+        # replay_events sizes the default in-process hub; a given hub brings its own.
+        self._hub = hub if hub is not None else MemoryEventHub(replay_events=replay_events)
         self._sockets: set[Connection] = set()
         self._inbox: Inbox | None = None
         self._inbox_ready = asyncio.Event()
@@ -122,33 +124,33 @@ class WebSocketChannel:
         recipient: str | None = None,
     ) -> MessageHandle:
         message_id = new_id("m_")
-        self._hub.publish(
+        await self._hub.publish(
             chat.chat_id,
             "message.created",
             {"message_id": message_id, "reply_to": reply_to, "text": content.text},
         )
         if final:
-            self._complete(chat.chat_id, message_id, content)
+            await self._complete(chat.chat_id, message_id, content)
         return MessageHandle(chat=chat, message_id=message_id)
 
     async def edit(
         self, handle: MessageHandle, content: OutboundContent, *, final: bool = False
     ) -> None:
         if final:
-            self._complete(handle.chat.chat_id, handle.message_id, content)
+            await self._complete(handle.chat.chat_id, handle.message_id, content)
         else:
-            self._hub.publish(
+            await self._hub.publish(
                 handle.chat.chat_id,
                 "message.updated",
                 {"message_id": handle.message_id, "text": content.text},
             )
 
     async def emit_event(self, chat: ChatRef, type: str, fields: Mapping[str, Any]) -> None:
-        self._hub.publish(chat.chat_id, type, fields)
+        await self._hub.publish(chat.chat_id, type, fields)
 
-    def _complete(self, identity: str, message_id: str, content: OutboundContent) -> None:
+    async def _complete(self, identity: str, message_id: str, content: OutboundContent) -> None:
         display = [dict(hint) for hint in content.display]
-        self._hub.publish(
+        await self._hub.publish(
             identity,
             "message.completed",
             {"message_id": message_id, "text": content.text, "display": display},
@@ -183,7 +185,7 @@ class WebSocketChannel:
             conn.abort()
             self._sockets.discard(conn)
             if conn.identity is not None:
-                self._hub.detach(conn.identity, conn)
+                await self._hub.detach(conn.identity, conn)
         return ws
 
     async def _read_frames(self, conn: Connection) -> None:
@@ -201,7 +203,7 @@ class WebSocketChannel:
         try:
             frame, raw = parse_client_frame(data, max_text_chars=self._max_text_chars)
             if isinstance(frame, Hello):
-                self._hello(conn, frame)
+                await self._hello(conn, frame)
                 return
             if conn.identity is None:
                 raise ProtocolError(
@@ -222,16 +224,18 @@ class WebSocketChannel:
             log.exception("websocket %s: handling a frame failed", conn.identity)
             conn.send_error("internal_error", "the server failed on this frame; it is logged")
 
-    def _hello(self, conn: Connection, hello: Hello) -> None:
+    async def _hello(self, conn: Connection, hello: Hello) -> None:
         if conn.identity is not None:
             raise ProtocolError(
                 "hello_repeated", "this socket already said hello; open a new one to switch"
             )
         visitor_id = hello.visitor_id or uuid.uuid4().hex
         identity = resolve_identity(hello, visitor_id, self._identity_secret)
+        # Set before attach, so that the handler detaches the socket even if attach is cut short.
         conn.identity = identity
-        # No await from attach to the last push: a frame published in between would be lost.
-        seq, replay = self._hub.attach(identity, conn, hello.resume_after)
+        # No await from attach's return to the last push: from then on the hub pushes live frames
+        # (seq > the returned seq) to `conn`, and they must come after ready and the replay.
+        seq, replay = await self._hub.attach(identity, conn, hello.resume_after)
         ready = {"type": "ready", "visitor_id": visitor_id, "conversation_id": identity, "seq": seq}
         conn.push(json.dumps(ready))
         for frame in replay:

@@ -1,11 +1,8 @@
-"""Conversations of the web socket channel: a seq per conversation, a replay buffer, fan-out.
+"""The event hub of the web socket channel: a seq per conversation, replay, fan-out to sockets.
 
-A conversation (one identity) may have several sockets open at once (tabs). Every frame published
-to it gets the next `seq`, is remembered for replay and is pushed to every open socket.
-
-The replay buffer drops a `message.updated` as soon as a later update or the completion of the
-same message arrives: both carry the full text, so the newer frame makes the older one useless.
-That keeps a long streamed answer from pushing its own `message.created` out of the buffer.
+A conversation (one identity) may have several sockets open at once (tabs), later on several
+processes. `EventHub` is the contract the channel relies on; `MemoryEventHub` keeps everything in
+this process. tests/test_event_hub_contract.py checks every implementation against the contract.
 """
 
 from __future__ import annotations
@@ -26,11 +23,74 @@ _SUPERSEDING_TYPES: Final = frozenset({"message.updated", "message.completed"})
 
 class Subscriber(Protocol):
     def push(self, frame: str) -> bool:
-        """Queue one encoded frame; False when the socket is gone and should be dropped."""
+        """Queue one encoded frame without blocking; False when gone and to be dropped."""
         ...
 
 
-class Conversation:
+class EventHub(Protocol):
+    """Numbers, keeps and fans out the frames of conversations.
+
+    The contract, for a conversation `c` (every implementation passes the contract test):
+
+    - **seq**: `publish` encodes `{"type", **fields, "seq"}` as one JSON text and returns its seq:
+      1 for the first frame of `c`, then strictly increasing by 1, whichever process publishes.
+      A frame that is not JSON-serialisable raises `ChannelError`, consumes no seq and reaches
+      no subscriber.
+    - **replay**: `attach(c, sub, resume_after)` returns `(seq, replay)`. `seq` is the seq of `c`
+      at one instant during the call (0 if nothing was published). `replay` is, in seq order,
+      every frame still kept with `resume_after < frame seq <= seq`; empty if `resume_after` is
+      None. A `message.updated` is not kept once a later `message.updated` or
+      `message.completed` of the same `message_id` exists: both carry the full text.
+    - **live delivery**: after `attach` returns, `sub.push` is called with every frame of `c` whose
+      seq is greater than the returned `seq`, exactly once each, in seq order, and is never
+      called before `attach` returns. So a caller that pushes `ready` and the replay before its
+      next await gives the client a gapless stream without duplicates. Frames published
+      anywhere (other processes too) reach `sub` through the hub. (A networked hub can subscribe
+      first, then read the seq and the kept frames in one step, and skip live frames up to it.)
+    - **detach**: once `detach(c, sub)` returns, `sub` gets nothing more; detaching a subscriber
+      that is not attached does nothing. A `push` that returns False detaches `sub` as well.
+    - **memory**: a conversation with a subscriber is kept; idle ones may be forgotten (bounded),
+      and a forgotten conversation starts again at seq 0 (the widget starts over when `ready`'s
+      seq is below its own).
+
+    The hub's lifetime (connections, reader tasks) belongs to whoever builds it.
+    """
+
+    async def attach(
+        self, conversation: str, subscriber: Subscriber, resume_after: int | None
+    ) -> tuple[int, list[str]]: ...
+
+    async def detach(self, conversation: str, subscriber: Subscriber) -> None: ...
+
+    async def publish(self, conversation: str, type: str, fields: Mapping[str, Any]) -> int: ...
+
+
+def encode_frame(conversation: str, type: str, fields: Mapping[str, Any], seq: int) -> str:
+    """The frame's JSON text, or `ChannelError` naming what cannot be encoded."""
+    frame: dict[str, Any] = {"type": type, **fields}
+    frame["type"] = type
+    frame["seq"] = seq
+    try:
+        return json.dumps(frame, ensure_ascii=False, separators=(",", ":"))
+    except (TypeError, ValueError) as exc:
+        raise ChannelError(
+            f"{type} frame for {conversation!r} is not JSON-serializable ({exc}); "
+            "pass only str, int, float, bool, None, lists and dicts"
+        ) from exc
+
+
+def replay_slot(type: str, fields: Mapping[str, Any], seq: int) -> Hashable:
+    """Frames with equal slots supersede each other in the replay buffer.
+
+    Without this a long streamed answer would push its own `message.created` out of the buffer.
+    """
+    message_id = fields.get("message_id")
+    if type in _SUPERSEDING_TYPES and isinstance(message_id, str):
+        return ("state", message_id)
+    return seq
+
+
+class _Conversation:
     __slots__ = ("_kept", "identity", "seq", "sockets")
 
     def __init__(self, identity: str) -> None:
@@ -50,65 +110,51 @@ class Conversation:
         return [frame for kept_seq, frame in self._kept.values() if kept_seq > seq]
 
 
-class ConversationHub:
-    """Conversations with open sockets are never evicted; idle ones live in a bounded LRU."""
+class MemoryEventHub:
+    """One process: conversations with subscribers are never evicted, idle ones live in an LRU.
+
+    No method awaits anything, so each call is atomic with respect to every other: that alone
+    gives the contract's ordering.
+    """
 
     def __init__(self, *, replay_events: int, max_idle: int = MAX_IDLE_CONVERSATIONS) -> None:
         self._replay_events = replay_events
         self._max_idle = max_idle
-        self._live: dict[str, Conversation] = {}
-        self._idle: OrderedDict[str, Conversation] = OrderedDict()
+        self._live: dict[str, _Conversation] = {}
+        self._idle: OrderedDict[str, _Conversation] = OrderedDict()
 
-    def attach(
-        self, identity: str, socket: Subscriber, resume_after: int | None
+    async def attach(
+        self, conversation: str, subscriber: Subscriber, resume_after: int | None
     ) -> tuple[int, list[str]]:
-        """Join `socket` to its conversation: its current seq and the frames to replay to it.
-
-        The caller must queue `ready` and the replay before it next awaits, so that no frame
-        published in between is missed or sent twice.
-        """
-        conv = self._live.get(identity)
+        conv = self._live.get(conversation)
         if conv is None:
-            conv = self._idle.pop(identity, None) or Conversation(identity)
-            self._live[identity] = conv
-        conv.sockets.add(socket)
+            conv = self._idle.pop(conversation, None) or _Conversation(conversation)
+            self._live[conversation] = conv
+        conv.sockets.add(subscriber)
         replay = conv.frames_after(resume_after) if resume_after is not None else []
         return conv.seq, replay
 
-    def detach(self, identity: str, socket: Subscriber) -> None:
-        conv = self._live.get(identity)
+    async def detach(self, conversation: str, subscriber: Subscriber) -> None:
+        conv = self._live.get(conversation)
         if conv is not None:
-            conv.sockets.discard(socket)
+            conv.sockets.discard(subscriber)
             self._retire_if_idle(conv)
 
-    def publish(self, identity: str, type: str, fields: Mapping[str, Any]) -> int:
-        """Send one frame to every socket of the conversation; returns its seq."""
-        conv = self._conversation(identity)
+    async def publish(self, conversation: str, type: str, fields: Mapping[str, Any]) -> int:
+        conv = self._conversation(conversation)
         seq = conv.seq + 1
-        frame: dict[str, Any] = {"type": type, **fields}
-        frame["type"] = type
-        frame["seq"] = seq
-        try:
-            encoded = json.dumps(frame, ensure_ascii=False, separators=(",", ":"))
-        except (TypeError, ValueError) as exc:
-            raise ChannelError(
-                f"{type} frame for {identity!r} is not JSON-serializable ({exc}); "
-                "pass only str, int, float, bool, None, lists and dicts"
-            ) from exc
+        encoded = encode_frame(conversation, type, fields, seq)
         conv.seq = seq
         if self._replay_events:
-            slot: Hashable = seq
-            if type in _SUPERSEDING_TYPES and isinstance(fields.get("message_id"), str):
-                slot = ("state", fields["message_id"])
-            conv.remember(slot, seq, encoded, self._replay_events)
+            conv.remember(replay_slot(type, fields, seq), seq, encoded, self._replay_events)
         dead = [socket for socket in conv.sockets if not socket.push(encoded)]
         if dead:
-            log.debug("dropping %d closed socket(s) from %s", len(dead), identity)
+            log.debug("dropping %d closed socket(s) from %s", len(dead), conversation)
             conv.sockets.difference_update(dead)
             self._retire_if_idle(conv)
         return seq
 
-    def _conversation(self, identity: str) -> Conversation:
+    def _conversation(self, identity: str) -> _Conversation:
         conv = self._live.get(identity)
         if conv is not None:
             return conv
@@ -116,16 +162,16 @@ class ConversationHub:
         if conv is not None:
             self._idle.move_to_end(identity)
             return conv
-        conv = Conversation(identity)
+        conv = _Conversation(identity)
         self._add_idle(conv)
         return conv
 
-    def _retire_if_idle(self, conv: Conversation) -> None:
+    def _retire_if_idle(self, conv: _Conversation) -> None:
         if not conv.sockets and self._live.get(conv.identity) is conv:
             del self._live[conv.identity]
             self._add_idle(conv)
 
-    def _add_idle(self, conv: Conversation) -> None:
+    def _add_idle(self, conv: _Conversation) -> None:
         self._idle[conv.identity] = conv
         if len(self._idle) > self._max_idle:
             self._idle.popitem(last=False)
