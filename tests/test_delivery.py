@@ -175,7 +175,7 @@ async def test_previews_stop_at_the_edit_cap_and_the_final_still_lands() -> None
         text += f"w{index} "
         await delivery.on_event(AnswerDelta(f"w{index} "))
         if index < 2:  # the first two previews go out; then the cap keeps the last edit
-            await channel.wait_for(lambda: channel.calls[-1].text == text)
+            await channel.wait_for(lambda shown=text: channel.calls[-1].text == shown)
     await asyncio.sleep(0.05)  # room for a preview that must not come (proving an absence)
     await delivery.on_event(Final("done"))
     edits = [c for c in channel.calls if c.kind == "edit"]
