@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from agent.providers.base import ProviderConfigError
-from bot.config import Config, ConfigError, load_config
+from bot.config import Config, ConfigError, config_folder, load_config
 
 log = logging.getLogger("bot")
 
@@ -24,11 +24,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.print_help()
         return 2
     try:
-        config = load_config(args.config)
-    except ConfigError as exc:
+        return _run(args)
+    # The one place a config or start error becomes one line: a bad value names its key.
+    except (ConfigError, ProviderConfigError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    base_dir = Path(args.config).resolve().parent if args.config else Path.cwd()
+
+
+def _run(args: argparse.Namespace) -> int:
+    config = load_config(args.config)
+    base_dir = config_folder(args.config)
     if args.command == "personas":
         return _personas_check(config, base_dir)
     if args.command == "sessions":
@@ -40,11 +45,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         else _chat(config, base_dir, args.persona)
     )
     with contextlib.suppress(KeyboardInterrupt):
-        try:
-            return asyncio.run(runner)
-        except ProviderConfigError as exc:  # a missing key: one line, not a traceback
-            print(f"error: {exc}", file=sys.stderr)
-            return 2
+        return asyncio.run(runner)
     return 0
 
 

@@ -5,11 +5,13 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parent.parent
 
 
 def _bot(
-    *args: str, cwd: Path, stdin: str = "", timeout: float = 60
+    *args: str, cwd: Path, stdin: str = "", timeout: float = 60, env: dict[str, str] | None = None
 ) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, "-m", "bot", *args],
@@ -18,8 +20,18 @@ def _bot(
         text=True,
         cwd=cwd,
         timeout=timeout,
-        env={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(ROOT)},
+        env={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(ROOT)} | (env or {}),
     )
+
+
+def _one_line_error(result: subprocess.CompletedProcess[str]) -> str:
+    """The stderr of a start refused for a bad value: exit 2, one line, no traceback."""
+    assert "Traceback" not in result.stderr, result.stderr
+    assert result.returncode == 2, result.stderr
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1, result.stderr
+    assert lines[0].startswith("error: ")
+    return lines[0]
 
 
 def test_config_typo_stops_the_start_with_one_line_and_exit_2(tmp_path: Path) -> None:
@@ -30,6 +42,60 @@ def test_config_typo_stops_the_start_with_one_line_and_exit_2(tmp_path: Path) ->
     assert len(lines) == 1, result.stderr
     assert "agent.max_round" in lines[0] and "max_rounds" in lines[0]
     assert "Traceback" not in result.stderr
+
+
+BAD_VALUES = {
+    "origin with a trailing slash": (
+        {"channels": {"websocket": {"allowed_origins": ["https://chat.example/"]}}},
+        {},
+        "channels.websocket.allowed_origins.0: expected no trailing '/'",
+    ),
+    "malformed bot token": (
+        {"channels": {"telegram": {"enabled": True}}},
+        {"TELEGRAM_BOT_TOKEN": "not-a-token"},
+        "channels.telegram.token: malformed",
+    ),
+    "missing persona folder": (
+        {"personas": {"dirs": ["nowhere"]}},
+        {},
+        "personas.dirs.0: no such folder: ",
+    ),
+    "slack section": (
+        {"channels": {"slack": {"enabled": False}}},
+        {},
+        "channels.slack: the Slack channel is not built yet",
+    ),
+    "redis url": ({"redis": {"url": "redis://127.0.0.1:6379/0"}}, {}, "redis.url: "),
+}
+
+
+@pytest.mark.parametrize("case", BAD_VALUES)
+def test_a_bad_value_stops_the_start_with_one_line_naming_the_key(
+    tmp_path: Path, case: str
+) -> None:
+    config, env, expected = BAD_VALUES[case]
+    (tmp_path / "config.yaml").write_text(json.dumps(config))
+    line = _one_line_error(_bot("serve", cwd=tmp_path, env=env, timeout=30))
+    assert expected in line
+    assert "not-a-token" not in line  # a secret is never repeated
+
+
+@pytest.mark.parametrize(
+    "command", [["chat"], ["personas", "check"], ["sessions", "list"], ["sessions", "show", "x"]]
+)
+def test_every_command_reports_a_bad_value_the_same_way(tmp_path: Path, command: list[str]) -> None:
+    (tmp_path / "config.yaml").write_text(json.dumps({"personas": {"dirs": ["nowhere"]}}))
+    line = _one_line_error(_bot(*command, cwd=tmp_path, timeout=30))
+    assert line.endswith(f": personas.dirs.0: no such folder: {tmp_path / 'nowhere'}")
+
+
+def test_no_config_in_a_folder_without_personas_uses_the_builtin_coordinator(
+    tmp_path: Path,
+) -> None:
+    # the defaults name `personas`; with no such folder the built-in coordinator serves
+    result = _bot("personas", "check", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert "ok: 1 persona(s): default" in result.stdout
 
 
 def test_personas_check_reports_file_and_line(tmp_path: Path) -> None:

@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import logging
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
-from bot.config import Config, ConfigError, config_keys, expand_env, load_config
+from adapters.access import AccessConfig
+from bot.config import Config, ConfigError, config_folder, config_keys, expand_env, load_config
 
 REPO_CONFIG = Path(__file__).resolve().parents[1] / "config.yaml"
 
@@ -65,11 +68,11 @@ def test_repo_config_yaml_equals_defaults(tmp_path: Path) -> None:
 
 
 def test_repo_config_yaml_takes_secrets_from_env(tmp_path: Path) -> None:
-    env = {"LLM_API_KEY": "k", "SLACK_APP_TOKEN": "xapp", "FEISHU_ENCRYPT_KEY": "e"}
+    env = {"LLM_API_KEY": "k", "TELEGRAM_BOT_TOKEN": "1:t", "TELEGRAM_WEBHOOK_SECRET": "s"}
     config = load_config(REPO_CONFIG, env=env)
     assert config.llm.api_key == "k"
-    assert config.channels.slack.app_token == "xapp"
-    assert config.channels.feishu.encrypt_key == "e"
+    assert config.channels.telegram.token == "1:t"
+    assert config.channels.telegram.webhook_secret == "s"
     assert config == load_config(write(tmp_path, ""), env=env)
 
 
@@ -129,7 +132,7 @@ channels: {telegram: {enabled: "${TG_ON:-false}"}}
     config = load_config(write(tmp_path, text), env=env)
     assert config.server.host == "0.0.0.0"
     assert config.server.port == 8081
-    assert config.redis.url == ""
+    assert config.redis.url is None  # an unset ${REDIS_URL} is no Redis, not a bad URL
     assert config.gateway.allowed_users == ["42", "u-2", "${ADMIN}"]
     assert config.llm.fallback[0].api_key == "sk-1"
     assert config.channels.telegram.enabled is False
@@ -143,11 +146,11 @@ def test_expanded_value_cannot_inject_yaml(tmp_path: Path) -> None:
 
 
 def test_env_sourced_secrets_default_from_env_but_file_wins(tmp_path: Path) -> None:
-    env = {"LLM_API_KEY": "from-env", "TELEGRAM_BOT_TOKEN": "t", "SLACK_SIGNING_SECRET": "s"}
+    env = {"LLM_API_KEY": "from-env", "TELEGRAM_BOT_TOKEN": "t", "TELEGRAM_WEBHOOK_SECRET": "s"}
     config = load_config(write(tmp_path, "llm: {model: m}\n"), env=env)
     assert config.llm.api_key == "from-env"
     assert config.channels.telegram.token == "t"
-    assert config.channels.slack.signing_secret == "s"
+    assert config.channels.telegram.webhook_secret == "s"
     config = load_config(write(tmp_path, "llm: {api_key: ''}\n"), env=env)
     assert config.llm.api_key == ""
     path = write(tmp_path, "llm: {api_key: '${OTHER_KEY}'}\n")
@@ -156,11 +159,11 @@ def test_env_sourced_secrets_default_from_env_but_file_wins(tmp_path: Path) -> N
 
 def test_literal_secret_in_file_is_warned(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
     with caplog.at_level(logging.WARNING, logger="bot.config"):
-        load_config(write(tmp_path, "channels: {slack: {bot_token: xoxb-123}}\n"), env={})
-        load_config(write(tmp_path, "channels: {slack: {bot_token: '${T}'}}\n"), env={})
+        load_config(write(tmp_path, "channels: {telegram: {token: '123:ABC'}}\n"), env={})
+        load_config(write(tmp_path, "channels: {telegram: {token: '${T}'}}\n"), env={})
     warned = [r.getMessage() for r in caplog.records]
-    assert len(warned) == 1 and "channels.slack.bot_token" in warned[0]
-    assert "xoxb-123" not in warned[0]
+    assert len(warned) == 1 and "channels.telegram.token" in warned[0]
+    assert "123:ABC" not in warned[0]
 
 
 def test_numbers_load_as_strings_where_text_is_expected(tmp_path: Path) -> None:
@@ -186,10 +189,11 @@ def test_unknown_nested_key(tmp_path: Path) -> None:
         "context_budget_tokens, default_timezone, max_rounds, max_workers, max_workers_total, "
         "tool_timeout_s, turn_timeout_s, worker_result_chars, worker_timeout_s"
     )
-    message = error_of(tmp_path, "channels: {slack: {token: x}}\n")
+    message = error_of(tmp_path, "channels: {websocket: {origins: []}}\n")
     assert message.endswith(
-        ": channels.slack.token: unknown key; expected one of: "
-        "api_base, app_token, bot_token, enabled, mode, signing_secret"
+        ": channels.websocket.origins: unknown key; expected one of: allowed_chats, "
+        "allowed_origins, allowed_users, enabled, group_reply, heartbeat_s, identity_secret, "
+        "max_frame_bytes, max_text_chars, path, rate_limit_per_minute"
     )
 
 
@@ -326,11 +330,14 @@ def test_config_keys() -> None:
         "personas.dirs",
         "channels.websocket.allowed_origins",
         "channels.telegram.webhook_secret",
-        "channels.slack.signing_secret",
-        "channels.feishu.domain",
+        "channels.websocket.allowed_users",
+        "channels.websocket.group_reply",
+        "channels.telegram.allowed_chats",
+        "channels.telegram.group_reply",
     ]:
         assert key in keys
     assert not any(part.isdigit() for key in keys for part in key.split("."))
+    assert not any(key.startswith(("channels.slack", "channels.feishu")) for key in keys)
 
 
 def test_repo_config_yaml_shows_every_key() -> None:
@@ -338,3 +345,126 @@ def test_repo_config_yaml_shows_every_key() -> None:
     for key in config_keys():
         if not key.startswith("llm.fallback."):  # entries are shown as a commented example
             assert f"{key.rsplit('.', 1)[-1]}:" in text, key
+
+
+# --- config says only what is true -------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("text", "key"),
+    [
+        ("channels: {slack: {enabled: false}}\n", "channels.slack"),
+        ("channels:\n  slack:\n", "channels.slack"),
+        ("channels: {feishu: {app_id: x}}\n", "channels.feishu"),
+    ],
+)
+def test_a_channel_that_is_not_built_is_refused(tmp_path: Path, text: str, key: str) -> None:
+    message = error_of(tmp_path, text)
+    assert message.endswith(
+        f": {key}: the {'Slack' if 'slack' in key else 'Feishu/Lark'}"
+        " channel is not built yet; remove this section"
+    )
+
+
+def test_a_redis_url_is_refused_but_an_empty_one_is_no_redis(tmp_path: Path) -> None:
+    message = error_of(tmp_path, "redis: {url: '${REDIS_URL}'}\n", {"REDIS_URL": "redis://:pw@h"})
+    assert ": redis.url: running several processes over Redis is not built yet" in message
+    assert "pw" not in message
+    for text in ("redis: {url: ''}\n", "redis: {url: null}\n", "redis:\n"):
+        assert load_config(write(tmp_path, text), env={}).redis.url is None
+
+
+def test_every_channel_section_takes_the_shared_access_keys(tmp_path: Path) -> None:
+    text = """
+channels:
+  websocket: {allowed_users: [7], allowed_chats: [c], group_reply: all}
+  telegram: {allowed_users: [42], allowed_chats: [-100], group_reply: mention}
+"""
+    channels = load_config(write(tmp_path, text), env={}).channels
+    assert isinstance(channels.websocket, AccessConfig)
+    assert isinstance(channels.telegram, AccessConfig)
+    assert (channels.websocket.allowed_users, channels.websocket.allowed_chats) == (["7"], ["c"])
+    assert (channels.telegram.allowed_users, channels.telegram.allowed_chats) == (["42"], ["-100"])
+    assert (channels.websocket.group_reply, channels.telegram.group_reply) == ("all", "mention")
+    assert Config().channels.telegram.group_reply is None  # None: gateway.group_reply applies
+    assert error_of(tmp_path, "channels: {telegram: {group_reply: always}}\n").endswith(
+        ": channels.telegram.group_reply: expected one of 'mention', 'all', got 'always'"
+    )
+
+
+@pytest.mark.parametrize(
+    ("origin", "expected"),
+    [
+        ("https://a.example/", "expected no trailing '/'; browsers send 'https://a.example'"),
+        ("https://a.example/chat", "expected an origin: scheme://host[:port], no path"),
+        ("a.example", "expected an origin: scheme://host[:port], no path"),
+        ("https://a.example:port", "expected an origin: scheme://host[:port], no path"),
+        ("https://user@a.example", "expected an origin: scheme://host[:port], no path"),
+        ("https://a.example?x", "expected an origin: scheme://host[:port], no path"),
+        ("https://A.example", "expected lower case, as browsers send it: 'https://a.example'"),
+    ],
+)
+def test_allowed_origins_are_origins(tmp_path: Path, origin: str, expected: str) -> None:
+    text = f"channels: {{websocket: {{allowed_origins: ['http://ok:1', '{origin}']}}}}\n"
+    message = error_of(tmp_path, text)
+    assert f": channels.websocket.allowed_origins.1: {expected}" in message
+
+
+def test_good_origins_load(tmp_path: Path) -> None:
+    origins = ["http://127.0.0.1:8080", "https://a.example", "http://[::1]:8080"]
+    text = f"channels: {{websocket: {{allowed_origins: {origins}}}}}\n"
+    assert load_config(write(tmp_path, text), env={}).channels.websocket.allowed_origins == origins
+
+
+@pytest.mark.parametrize("token", ["123456", "abc:DEF", "123:", "123:AB CD", ":ABC"])
+def test_a_malformed_telegram_token_is_refused_without_repeating_it(
+    tmp_path: Path, token: str
+) -> None:
+    text = "channels: {telegram: {enabled: true}}\n"
+    message = error_of(tmp_path, text, {"TELEGRAM_BOT_TOKEN": token})
+    assert message.endswith(
+        ": channels.telegram.token: malformed; expected the token @BotFather"
+        " gave you, digits:letters (like 123456789:AA...), with no spaces"
+    )
+    good = {"TELEGRAM_BOT_TOKEN": "123456789:AAHdqTcvCH1vGWJxfSeofSAs0K5PALDsaw"}
+    assert load_config(write(tmp_path, text), env=good).channels.telegram.enabled
+    # a disabled channel does not use the variable: another config may have set it
+    assert load_config(write(tmp_path, ""), env={"TELEGRAM_BOT_TOKEN": token}).channels
+
+
+def test_every_named_folder_must_exist(tmp_path: Path) -> None:
+    (tmp_path / "p").mkdir()
+    message = error_of(tmp_path, "personas: {dirs: [p, extra]}\n")
+    assert (
+        message
+        == f"{tmp_path / 'config.yaml'}: personas.dirs.1: no such folder: {tmp_path / 'extra'}"
+    )
+    message = error_of(tmp_path, "knowledge: {dirs: [../kb]}\n")
+    assert message.endswith(f": knowledge.dirs.0: no such folder: {tmp_path.parent / 'kb'}")
+    config = load_config(write(tmp_path, f"personas: {{dirs: [p, {tmp_path}]}}\n"), env={})
+    assert config.personas.dirs == ["p", str(tmp_path)]
+
+
+def test_folders_are_read_from_the_config_files_folder(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (tmp_path / "conf" / "p").mkdir(parents=True)
+    (tmp_path / "conf" / "config.yaml").write_text("personas: {dirs: [p]}\n")
+    monkeypatch.chdir(tmp_path)
+    assert load_config("conf/config.yaml", env={}).personas.dirs == ["p"]
+    assert config_folder("conf/config.yaml") == tmp_path / "conf"
+    assert config_folder(None) == tmp_path
+
+
+def test_the_default_personas_folder_may_be_missing(tmp_path: Path) -> None:
+    # `bot serve` anywhere serves the built-in coordinator: only a folder a config names is checked
+    assert not (tmp_path / "personas").exists()
+    assert load_config(write(tmp_path, "personas: {}\n"), env={}).personas.dirs == ["personas"]
+
+
+def test_channel_config_does_not_import_aiogram() -> None:
+    check = "import adapters.telegram.config, sys; assert 'aiogram' not in sys.modules"
+    result = subprocess.run(
+        [sys.executable, "-c", check], capture_output=True, text=True, cwd=REPO_CONFIG.parent
+    )
+    assert result.returncode == 0, result.stderr

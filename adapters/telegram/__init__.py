@@ -1,5 +1,19 @@
 """The Telegram channel (aiogram 3): long polling or webhook, streamed edits inside a chat budget."""
 
-from adapters.telegram.channel import TelegramChannel
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from adapters.telegram.channel import TelegramChannel
 
 __all__ = ["TelegramChannel"]
+
+
+def __getattr__(name: str) -> Any:
+    # Lazy: aiogram takes seconds to import, and `adapters.telegram.config` must not pay for it.
+    if name == "TelegramChannel":
+        from adapters.telegram.channel import TelegramChannel
+
+        return TelegramChannel
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -1,24 +1,22 @@
 """config.yaml: pydantic models, `${VAR}` expansion from the environment, one-line errors."""
 
+from adapters.telegram.config import TelegramConfig
+from adapters.websocket.config import WebsocketConfig
 from bot.config.env import expand_env
 from bot.config.errors import ConfigError
-from bot.config.loader import DEFAULT_PATH, load_config
+from bot.config.loader import DEFAULT_PATH, config_folder, load_config
 from bot.config.schema import (
     AgentConfig,
     ChannelsConfig,
     Config,
     FallbackProvider,
-    FeishuConfig,
     GatewayConfig,
     LLMConfig,
     LogConfig,
     PersonasConfig,
     RedisConfig,
     ServerConfig,
-    SlackConfig,
     StorageConfig,
-    TelegramConfig,
-    WebsocketConfig,
     config_keys,
 )
 
@@ -29,17 +27,16 @@ __all__ = [
     "Config",
     "ConfigError",
     "FallbackProvider",
-    "FeishuConfig",
     "GatewayConfig",
     "LLMConfig",
     "LogConfig",
     "PersonasConfig",
     "RedisConfig",
     "ServerConfig",
-    "SlackConfig",
     "StorageConfig",
     "TelegramConfig",
     "WebsocketConfig",
+    "config_folder",
     "config_keys",
     "expand_env",
     "load_config",

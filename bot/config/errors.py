@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any, Literal, get_args, get_origin
+from types import UnionType
+from typing import Any, Literal, Union, get_args, get_origin
 
 from pydantic.fields import FieldInfo
 
@@ -32,13 +33,17 @@ def describe(error: Mapping[str, Any]) -> str:
         parent = item_model(_resolve(loc[:-1])[1])
         known = ", ".join(sorted(parent.model_fields)) if parent else ""
         return f"{key}: unknown key; expected one of: {known}"
-    field, annotation = _resolve(loc)
-    metadata = field.metadata if field is not None and annotation is field.annotation else []
+    field, resolved = _resolve(loc)
+    annotation = _not_none(resolved)
+    metadata = field.metadata if field is not None and resolved is field.annotation else []
     if get_origin(annotation) is Literal:
         expected = "one of " + ", ".join(repr(choice) for choice in get_args(annotation))
     elif annotation in (int, float):
         expected = _number(annotation, metadata)
     elif error["type"] == "value_error":
+        extra = field.json_schema_extra if field is not None else None
+        if isinstance(extra, dict) and extra.get("secret") and error["input"]:
+            return f"{key}: {error['ctx']['error']}"  # never repeat a secret
         return f"{key}: {error['ctx']['error']}, got {show(error['input'])}"
     else:
         msg = str(error["msg"])
@@ -63,6 +68,15 @@ def _resolve(loc: tuple[Any, ...]) -> tuple[FieldInfo | None, Any]:
         field = model.model_fields[part]
         annotation = field.annotation
     return field, annotation
+
+
+def _not_none(annotation: Any) -> Any:
+    """`X | None` -> X: null is allowed, so the error is about the other choice."""
+    if get_origin(annotation) in (Union, UnionType):
+        rest = [arg for arg in get_args(annotation) if arg is not type(None)]
+        if len(rest) == 1:
+            return rest[0]
+    return annotation
 
 
 def _number(kind: type, metadata: list[Any]) -> str:

@@ -38,13 +38,21 @@ class _Loader(yaml.SafeLoader):
         return super().construct_mapping(node, deep=deep)
 
 
+def config_folder(path: str | Path | None) -> Path:
+    """Where a config's relative paths start: its file's folder, or the working directory."""
+    return Path(path).resolve().parent if path is not None else Path.cwd()
+
+
 def load_config(path: str | Path | None = None, *, env: Mapping[str, str] | None = None) -> Config:
-    """Read, expand and validate a config file; None: ./config.yaml if present, else defaults."""
+    """Read, expand and validate a config file; None: ./config.yaml if present, else defaults.
+
+    Every folder the config names must exist, relative paths read from `config_folder(path)`.
+    """
     env = os.environ if env is None else env
     if path is None:
         if not Path(DEFAULT_PATH).is_file():
             log.info("no %s in %s; using the built-in defaults", DEFAULT_PATH, Path.cwd())
-            return _validate({}, env, "defaults")
+            return _validate({}, env, "defaults", Path.cwd())
         path = DEFAULT_PATH
     source = str(path)
     try:
@@ -68,19 +76,51 @@ def load_config(path: str | Path | None = None, *, env: Mapping[str, str] | None
             f"{source}: expected a mapping of sections ({', '.join(Config.model_fields)})"
             f" at the top level, got {show(data)}"
         )
-    config = _validate(data, env, source)
+    config = _validate(data, env, source, config_folder(path))
     log.debug("loaded config from %s", source)
     return config
 
 
-def _validate(data: dict[Any, Any], env: Mapping[str, str], source: str) -> Config:
+def _validate(data: dict[Any, Any], env: Mapping[str, str], source: str, folder: Path) -> Config:
     try:
         _prepare(Config, data, "")
-        return Config.model_validate(expand_env(data, env))
+        expanded = expand_env(data, env)
+        _refuse_unbuilt(expanded)
+        config = Config.model_validate(expanded)
+        _check_folders(config, folder)
     except ConfigError as exc:
         raise ConfigError(f"{source}: {exc}") from exc
     except ValidationError as exc:
         raise ConfigError(f"{source}: {describe(exc.errors()[0])}") from exc
+    return config
+
+
+def _refuse_unbuilt(data: dict[Any, Any]) -> None:
+    """A section for a feature that does not exist yet is refused, not silently ignored."""
+    channels = data.get("channels")
+    for name, channel in (("slack", "Slack"), ("feishu", "Feishu/Lark")):
+        if isinstance(channels, dict) and name in channels:
+            raise ConfigError(
+                f"channels.{name}: the {channel} channel is not built yet; remove this section"
+            )
+    redis = data.get("redis")
+    if isinstance(redis, dict) and redis.get("url") not in (None, ""):
+        raise ConfigError(
+            "redis.url: running several processes over Redis is not built yet; remove it"
+            " (an unset ${REDIS_URL} is fine: it is empty)"
+        )
+
+
+def _check_folders(config: Config, folder: Path) -> None:
+    # The default `personas` may be missing: `bot serve` in any folder serves the built-in
+    # coordinator. A folder the config names must exist: a typo would otherwise go unnoticed.
+    for name, section in (("personas", config.personas), ("knowledge", config.knowledge)):
+        if "dirs" not in section.model_fields_set:
+            continue
+        for i, value in enumerate(section.dirs):
+            path = Path(os.path.abspath(folder / value))
+            if not path.is_dir():
+                raise ConfigError(f"{name}.dirs.{i}: no such folder: {path}")
 
 
 def _prepare(model: type[BaseModel], data: dict[Any, Any], key: str) -> None:
