@@ -19,6 +19,8 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
+from aiohttp import web
+
 
 @dataclass(frozen=True, slots=True)
 class ChatRef:
@@ -181,6 +183,20 @@ class Channel(Protocol):
     ) -> None:
         """Replace the text of a message we sent; `final=True` for the last edit of a turn."""
         ...
+
+
+@runtime_checkable
+class WebRoutes(Protocol):
+    """Optional: a channel that serves HTTP (a webhook, a socket, pages) on the shared web app."""
+
+    def install(self, app: web.Application) -> None: ...
+
+
+@runtime_checkable
+class HealthReport(Protocol):
+    """Optional: a channel's figures for `/healthz` (JSON-able, cheap to compute)."""
+
+    def health(self) -> Mapping[str, Any]: ...
 
 
 @runtime_checkable

@@ -1,12 +1,20 @@
-"""Per-channel allowlists (`channels.<name>.allowed_users` / `allowed_chats`) over the gateway's policy."""
+"""The access policy: `gateway.allowed_users` and `group_reply`, then each channel's own keys.
+
+Every channel section takes the same access keys (`adapters.access.AccessConfig`):
+`allowed_users`, `allowed_chats` and `group_reply` (which overrides `gateway.group_reply`).
+"""
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Literal
 
+from adapters.access import AccessConfig
 from adapters.base import InboundMessage
-from bot.gateway import Access, AccessPolicy
+from bot.gateway import Access
+
+GroupReply = Literal["mention", "all"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -27,15 +35,40 @@ class Allowlist:
 
 
 @dataclass(frozen=True, slots=True)
-class ChannelAccess:
-    """`base` first (so chatter not addressed to the bot stays ignored), then the channel's list."""
+class ChannelRule:
+    allowlist: Allowlist = Allowlist()
+    group_reply: GroupReply | None = None  # None: the gateway's
 
-    base: AccessPolicy
-    allowlists: Mapping[str, Allowlist]
+
+@dataclass(frozen=True, slots=True)
+class AccessRules:
+    """Ignore first (chatter not addressed to the bot never draws a refusal), then refuse."""
+
+    allowed_users: frozenset[str] = frozenset()
+    group_reply: GroupReply = "mention"
+    channels: Mapping[str, ChannelRule] = field(default_factory=dict)
+
+    @classmethod
+    def of(
+        cls,
+        *,
+        allowed_users: Iterable[str],
+        group_reply: GroupReply,
+        sections: Mapping[str, AccessConfig],
+    ) -> AccessRules:
+        rules = {
+            name: ChannelRule(
+                Allowlist.of(section.allowed_users, section.allowed_chats), section.group_reply
+            )
+            for name, section in sections.items()
+        }
+        return cls(frozenset(allowed_users), group_reply, rules)
 
     def check(self, message: InboundMessage) -> Access:
-        decision = self.base.check(message)
-        allowlist = self.allowlists.get(message.chat.channel)
-        if decision == "allow" and allowlist is not None and not allowlist.admits(message):
+        rule = self.channels.get(message.chat.channel, ChannelRule())
+        group_reply = rule.group_reply or self.group_reply
+        if message.is_group and group_reply == "mention" and not message.mentioned:
+            return "ignore"
+        if self.allowed_users and message.user_id not in self.allowed_users:
             return "refuse"
-        return decision
+        return "allow" if rule.allowlist.admits(message) else "refuse"

@@ -6,23 +6,23 @@ import asyncio
 import logging
 from pathlib import Path
 from types import TracebackType
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import aiohttp
 from aiohttp import web
 
-from adapters.base import Channel, ChannelError
-from adapters.websocket import WebSocketChannel
+from adapters.base import Channel, ChannelError, HealthReport, WebRoutes
+from adapters.registry import ChannelServices, build_enabled, sections
 from agent.coordinator import AgentSettings, Coordinator
 from agent.personas import PersonaLibrary
 from agent.providers import build_provider, describe_provider
 from agent.providers.base import Provider
 from agent.workers import Workers, WorkerSettings
-from bot.access import Allowlist, ChannelAccess
+from bot.access import AccessRules
 from bot.config import Config
 from bot.conversations import LocalConversations
 from bot.dedup import StoreDedup
-from bot.gateway import DefaultAccess, Gateway, GatewaySettings
+from bot.gateway import Gateway, GatewaySettings
 from bot.recovery import recover_interrupted_turns
 from bot.storage import SqliteStore
 from tools.builtin import builtin_registry
@@ -30,9 +30,6 @@ from tools.control import CONTROL
 from tools.knowledge import KnowledgeBase
 from tools.redirects import load_redirects
 from tools.registry import ToolRegistry
-
-if TYPE_CHECKING:
-    from adapters.telegram import TelegramChannel
 
 log = logging.getLogger(__name__)
 
@@ -73,37 +70,15 @@ class App:
             [self._path(d) for d in config.personas.dirs], known_tools=self.registry.names()
         )
         self.channels: dict[str, Channel] = {c.name: c for c in channels or []}
-        self.websocket: WebSocketChannel | None = None
-        ws = config.channels.websocket
-        if web_server and ws.enabled:
-            self.websocket = WebSocketChannel(
-                path=ws.path,
-                allowed_origins=ws.allowed_origins,
-                max_frame_bytes=ws.max_frame_bytes,
-                heartbeat_s=ws.heartbeat_s,
-                rate_limit_per_minute=ws.rate_limit_per_minute,
-                max_text_chars=ws.max_text_chars,
-                identity_secret=ws.identity_secret,
-            )
-            self.channels[self.websocket.name] = self.websocket
-        self.telegram: TelegramChannel | None = None
-        tg = config.channels.telegram
-        if web_server and tg.enabled:  # not in `bot chat`: it would steal a serving bot's updates
-            from adapters.telegram import TelegramChannel  # aiogram takes seconds to import
-
-            self.telegram = TelegramChannel(
-                token=tg.token,
-                mode=tg.mode,
-                api_base=tg.api_base,
-                webhook_secret=tg.webhook_secret,
-                webhook_path=tg.webhook_path,
+        # `bot chat` (no web server) runs none: a polling channel would steal a serving bot's updates
+        if web_server:
+            services = ChannelServices(
                 public_url=config.server.public_url,
-                private_edit_interval_s=tg.private_edit_interval_s,
-                group_edit_interval_s=tg.group_edit_interval_s,
-                # its own replies (to stickers and the like) obey the gateway's access policy
+                # replies a channel sends on its own (to stickers, say) obey the access policy
                 admits=lambda message: self.gateway.access.check(message) == "allow",
             )
-            self.channels[self.telegram.name] = self.telegram
+            for channel in build_enabled(config.channels, services):
+                self.channels[channel.name] = channel
         agent = config.agent
         self.workers = Workers(
             provider=self.provider,
@@ -146,12 +121,10 @@ class App:
             dedup=StoreDedup(self.store, ttl_s=config.gateway.dedup_ttl_s),
             conversations=self.conversations,
             settings=GatewaySettings(turn_timeout_s=agent.turn_timeout_s, persona=persona),
-            access=ChannelAccess(
-                DefaultAccess(
-                    allowed_users=frozenset(config.gateway.allowed_users),
-                    group_reply=config.gateway.group_reply,
-                ),
-                {"telegram": Allowlist.of(tg.allowed_users, tg.allowed_chats)},
+            access=AccessRules.of(
+                allowed_users=config.gateway.allowed_users,
+                group_reply=config.gateway.group_reply,
+                sections={spec.name: section for spec, section in sections(config.channels)},
             ),
             workers=self.workers,
         )
@@ -270,10 +243,9 @@ class App:
         app = web.Application()
         app[READY] = {"ready": False}
         app.router.add_get("/healthz", self._healthz)
-        if self.websocket is not None:
-            self.websocket.install(app)
-        if self.telegram is not None:
-            self.telegram.install(app)  # the webhook route, in webhook mode
+        for channel in self.channels.values():
+            if isinstance(channel, WebRoutes):
+                channel.install(app)
         self._runner = web.AppRunner(app, shutdown_timeout=5, handle_signals=False)
         await self._runner.setup()
         site = web.TCPSite(self._runner, self.config.server.host, self.config.server.port)
@@ -287,6 +259,7 @@ class App:
             "status": "ok" if ready else "starting",
             "model": self.provider.name,
         }
-        if self.websocket is not None:
-            body["connections"] = self.websocket.connections
+        for channel in self.channels.values():
+            if isinstance(channel, HealthReport):
+                body |= channel.health()
         return web.json_response(body, status=200 if ready else 503)

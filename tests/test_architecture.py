@@ -40,3 +40,18 @@ def test_every_module_has_a_docstring() -> None:
         if ast.get_docstring(ast.parse(path.read_text())) is None
     ]
     assert not missing, missing
+
+
+def test_the_app_names_no_channel() -> None:
+    """Channels plug in through adapters.registry: bot/app.py imports no channel package."""
+    modules: set[str] = set()
+    for node in ast.walk(ast.parse((ROOT / "bot" / "app.py").read_text())):
+        if isinstance(node, ast.Import):
+            modules |= {alias.name for alias in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.module:
+            modules |= {f"{node.module}.{alias.name}" for alias in node.names}
+    adapters = {m for m in modules if m.startswith("adapters.")}
+    assert {m.split(".")[1] for m in adapters} <= {"base", "registry"}, adapters
+    source = (ROOT / "bot" / "app.py").read_text().lower()
+    for name in ("telegram", "websocket", "terminal"):
+        assert name not in source, f"bot/app.py mentions {name!r}"

@@ -7,6 +7,7 @@ from typing import Literal
 from pydantic import Field, ValidationInfo, field_validator
 
 from adapters.access import AccessConfig, secret, url_path
+from adapters.registry import ChannelSpec
 
 
 def _token_shape_ok(token: str) -> bool:
@@ -55,3 +56,6 @@ class TelegramConfig(AccessConfig):
                 "characters from A-Z a-z 0-9 _ -"
             )
         return value or None
+
+
+SPEC = ChannelSpec("telegram", "adapters.telegram.factory:build")

@@ -95,6 +95,9 @@ class WebSocketChannel:
     def connections(self) -> int:
         return len(self._sockets)
 
+    def health(self) -> dict[str, int]:
+        return {"connections": len(self._sockets)}
+
     def install(self, app: web.Application) -> None:
         """Add the socket, the demo page and the widget's files to `app`."""
         add_page_routes(app, socket_path=self._path)

@@ -8,6 +8,7 @@ from urllib.parse import urlsplit
 from pydantic import AfterValidator, Field, field_validator
 
 from adapters.access import AccessConfig, secret, url_path
+from adapters.registry import ChannelSpec
 
 
 def _origin(value: str) -> str:
@@ -41,3 +42,6 @@ class WebsocketConfig(AccessConfig):
     max_text_chars: int = Field(8000, ge=1)
 
     _check_path = field_validator("path")(url_path)
+
+
+SPEC = ChannelSpec("websocket", "adapters.websocket.factory:build")

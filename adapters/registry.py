@@ -1,0 +1,65 @@
+"""The channel registry: every channel package contributes a spec; the app builds what is enabled.
+
+A channel package `adapters/<name>/` has an import-light `config.py` with its config section
+(an `AccessConfig`) and a `SPEC`, and a `factory.py` whose `build(section, services)` returns the
+channel. The factory is imported only when the channel is enabled (aiogram alone takes seconds
+to import). To add a channel: write the package, add its section to `ChannelsConfig`
+(bot/config/schema.py) and its name to `PACKAGES` below.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+from adapters.access import AccessConfig
+from adapters.base import Channel, InboundMessage
+
+PACKAGES = ("websocket", "telegram")  # the order channels start in
+
+
+@dataclass(frozen=True, slots=True)
+class ChannelServices:
+    """What the app hands every factory: facts about the server and the shared seams."""
+
+    public_url: str | None = None
+    # The gateway's access policy, for replies a channel sends on its own (to stickers, say).
+    admits: Callable[[InboundMessage], bool] = lambda message: True
+    # Shared seams; None: the channel's in-process default.
+    event_hub: Any = None
+    rate_budget: Any = None
+
+
+@dataclass(frozen=True, slots=True)
+class ChannelSpec:
+    name: str
+    factory: str  # "module:function", imported when the channel is enabled
+
+    def build(self, section: AccessConfig, services: ChannelServices) -> Channel:
+        module, _, function = self.factory.partition(":")
+        build: Callable[[Any, ChannelServices], Channel] = getattr(
+            importlib.import_module(module), function
+        )
+        return build(section, services)
+
+
+def specs() -> Iterator[ChannelSpec]:
+    for name in PACKAGES:
+        spec: ChannelSpec = importlib.import_module(f"adapters.{name}.config").SPEC
+        yield spec
+
+
+def sections(channels_config: Any) -> Iterator[tuple[ChannelSpec, AccessConfig]]:
+    """Every known channel with its config section (`channels.<name>`), enabled or not."""
+    for spec in specs():
+        yield spec, getattr(channels_config, spec.name)
+
+
+def build_enabled(channels_config: Any, services: ChannelServices) -> list[Channel]:
+    return [
+        spec.build(section, services)
+        for spec, section in sections(channels_config)
+        if getattr(section, "enabled", False)
+    ]

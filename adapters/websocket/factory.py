@@ -1,0 +1,20 @@
+"""Build the web socket channel from `channels.websocket`."""
+
+from __future__ import annotations
+
+from adapters.registry import ChannelServices
+from adapters.websocket.channel import WebSocketChannel
+from adapters.websocket.config import WebsocketConfig
+
+
+def build(section: WebsocketConfig, services: ChannelServices) -> WebSocketChannel:
+    return WebSocketChannel(
+        path=section.path,
+        allowed_origins=section.allowed_origins,
+        max_frame_bytes=section.max_frame_bytes,
+        heartbeat_s=section.heartbeat_s,
+        rate_limit_per_minute=section.rate_limit_per_minute,
+        max_text_chars=section.max_text_chars,
+        identity_secret=section.identity_secret,
+        hub=services.event_hub,
+    )
