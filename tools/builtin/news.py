@@ -92,7 +92,7 @@ def parse_feed(body: bytes, source: str) -> list[dict[str, Any]]:
 async def _read(ctx: ToolContext, url: str) -> list[dict[str, Any]] | Unreachable:
     try:
         body = await fetch(ctx, url)
-        # parsing a 2 MB feed takes a few hundred ms: off the loop, so other chats keep moving
+        # feedparser takes about a second per MB of feed: off the loop, so other chats keep moving
         return await asyncio.to_thread(parse_feed, body, url)
     except Unreachable as exc:
         return exc
