@@ -281,7 +281,7 @@ class ToolRegistry:
 
     @staticmethod
     async def _mask(pii: PiiMasker, text: str) -> str:
-        # up to ~2 ms per KB of phone-dense text: a huge result (a fetched page, say) is masked
+        # up to ~1 ms per KB of phone-dense text: a huge result (a fetched page, say) is masked
         # on a thread so it cannot stall the loop; it is masked whole, then cut to the budget
         if len(text) > 16384:
             return await asyncio.to_thread(pii.mask, text)
