@@ -19,7 +19,6 @@ from agent.types import (
     TextDelta,
     ToolCall,
     ToolCallEvent,
-    TurnUsage,
     Usage,
 )
 from tools.base import Emit, ToolContext, ToolResult, ToolSpec
@@ -48,9 +47,7 @@ class LoopSettings:
 class LoopResult:
     text: str
     messages: list[Message]  # everything this turn added, after the history it was given
-    usage: TurnUsage
     display: list[Mapping[str, Any]] = field(default_factory=list)
-    rounds: int = 0
     answered: bool = True  # False: the model ended without words and `text` is our fallback
 
 
@@ -75,22 +72,19 @@ async def run_loop(
     """
     transcript = list(messages)
     start = len(transcript)
-    usage = TurnUsage()
     display: list[Mapping[str, Any]] = []
     for round_no in range(1, settings.max_rounds + 2):
         offer = tools if round_no <= settings.max_rounds else ()
         request = ModelRequest(system=system, messages=tuple(transcript), tools=offer, model=model)
-        text, calls, cost = await _ask(provider, request, emit, usage, on_usage)
+        text, calls, cost = await _ask(provider, request, emit, on_usage)
         if not calls or not offer:
             transcript.append(Message("assistant", text, usage=cost))
             if text.strip():
-                return LoopResult(text, transcript[start:], usage, display, round_no)
+                return LoopResult(text, transcript[start:], display)
             fallback = (
                 NO_ANSWER if offer or not tools else ROUNDS_EXHAUSTED.format(n=settings.max_rounds)
             )
-            return LoopResult(
-                fallback, transcript[start:], usage, display, round_no, answered=False
-            )
+            return LoopResult(fallback, transcript[start:], display, answered=False)
         if text:
             await emit(AnswerReset())
         transcript.append(Message("assistant", text, tool_calls=tuple(calls), usage=cost))
@@ -113,13 +107,11 @@ async def _ask(
     provider: Provider,
     request: ModelRequest,
     emit: Emit,
-    usage: TurnUsage,
     on_usage: UsageSink | None,
 ) -> tuple[str, list[ToolCall], Usage | None]:
     parts: list[str] = []
     calls: list[ToolCall] = []
     cost: Usage | None = None  # None: the server reported no usage (some compatible servers)
-    usage.model_calls += 1
     # aclosing: a stopped turn closes the provider's HTTP stream now, not when GC finds it
     async with aclosing(provider.stream(request)) as events:
         async for event in events:
@@ -130,7 +122,6 @@ async def _ask(
             elif isinstance(event, ToolCallEvent):
                 calls.append(event.call)
             elif isinstance(event, Usage):
-                usage.add(event)
                 cost = event if cost is None else _plus(cost, event)
                 if on_usage is not None:
                     await on_usage(provider, event)

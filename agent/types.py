@@ -81,17 +81,6 @@ ModelEvent = TextDelta | ToolCallEvent | Usage | Stop | StreamRestart
 ModelStream = AsyncGenerator[ModelEvent, None]
 
 
-@dataclass(slots=True)
-class TurnUsage:
-    model_calls: int = 0
-    input_tokens: int = 0
-    output_tokens: int = 0
-
-    def add(self, usage: Usage) -> None:
-        self.input_tokens += usage.input_tokens
-        self.output_tokens += usage.output_tokens
-
-
 @dataclass(frozen=True, slots=True)
 class AuditRecord:
     """One tool call, as the audit log keeps it."""

@@ -6,7 +6,7 @@ import pytest
 
 from tools.base import ToolContext
 from tools.builtin.settings import PiiSettings
-from tools.pii import DEFAULT_MASKER, PiiMasker, luhn_ok
+from tools.pii import DEFAULT_MASKER, PiiMasker
 from tools.registry import ToolRegistry, tool
 
 mask = DEFAULT_MASKER.mask
@@ -39,6 +39,10 @@ PHONE = "+852 9123 4567"
         ("tel:(020) 7946 0958", "tel:[phone]"),
         ("Manchester 0161 496 0000", "Manchester [phone]"),
         ("mobile 0412 345 678", "mobile [phone]"),
+        ("Tokyo 03-1234-5678.", "Tokyo [phone]."),
+        ("Melbourne (03) 9123 4567", "Melbourne [phone]"),
+        ("London +44 20 7946 0958", "London [phone]"),
+        ("Tokyo +81 3-1234-5678, Osaka 06-6123-4567", "Tokyo [phone], Osaka [phone]"),
     ],
 )
 def test_personal_data_is_masked(text: str, masked: str) -> None:
@@ -50,6 +54,8 @@ def test_personal_data_is_masked(text: str, masked: str) -> None:
     [
         "4111 1111 1111 1112",  # fails the Luhn check: not a card
         "110105194912310021",  # wrong ID check digit
+        "110105194913310023",  # right check digit, but born in month 13
+        "+852 1234 5678 and +44 20 1234",  # no such numbers in Hong Kong or London
         "amount 3246900.00 HKD, rate 1.0823",
         "2024-01-23T06:30:00+08:00 and +05:30",
         "timestamp 1706012345678 and order ORD-20240123-AB12CD",
@@ -68,8 +74,12 @@ def test_ordinary_numbers_are_left_alone(text: str) -> None:
     assert mask(text) == text
 
 
-def test_luhn() -> None:
-    assert luhn_ok("79927398713") and not luhn_ok("79927398710")
+def test_a_phone_region_masks_its_national_numbers_written_bare() -> None:
+    assert mask("tel 0312345678") == "tel 0312345678"  # ten bare digits: an order number too
+    japan = PiiMasker.build(phone_region="JP")
+    assert japan.mask("tel 0312345678, order 5678123412") == "tel [phone], order 5678123412"
+    with pytest.raises(ValueError, match="unknown phone region 'XX'"):
+        PiiMasker.build(phone_region="XX")
 
 
 def test_kinds_and_extra_patterns_from_settings() -> None:

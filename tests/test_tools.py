@@ -164,6 +164,51 @@ def test_schema_is_derived_from_signature_and_docstring() -> None:
     assert (no_args["properties"], no_args["required"]) == ({}, [])
 
 
+@tool
+async def convert_numpy(ctx: ToolContext, amount: float, to: str = "USD") -> str:
+    """Convert an amount
+    between currencies.
+
+    Rates come from the configured service.
+
+    Parameters
+    ----------
+    amount : float
+        How much to convert,
+        in the source currency.
+    to : str, optional
+        The target currency code.
+
+    Returns
+    -------
+    str
+        The converted amount.
+    """
+    return f"{amount} {to}"
+
+
+@tool
+async def convert_rest(ctx: ToolContext, amount: float, to: str = "USD") -> str:
+    """Convert an amount between currencies.
+
+    Rates come from the configured service.
+
+    :param amount: How much to convert,
+        in the source currency.
+    :param str to: The target currency code.
+    :returns: The converted amount.
+    """
+    return f"{amount} {to}"
+
+
+@pytest.mark.parametrize("converter", [convert_numpy, convert_rest], ids=["numpy", "rest"])
+def test_numpy_and_rest_docstrings_describe_the_arguments(converter: Tool) -> None:
+    assert converter.description == "Convert an amount between currencies."
+    properties = converter.spec.parameters["properties"]
+    assert properties["amount"]["description"] == "How much to convert, in the source currency."
+    assert properties["to"]["description"] == "The target currency code."
+
+
 def test_name_override_and_shadowing_parameter_names() -> None:
     assert echo.name == "echo_json" and echo.max_result_chars == 5
     assert impatient.timeout_s == 0.01

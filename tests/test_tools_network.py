@@ -240,6 +240,46 @@ async def test_feeds_are_merged_newest_first() -> None:
     assert talent["news"][2]["summary"] == "Before."  # markup stripped
 
 
+RSS1 = """<?xml version="1.0" encoding="utf-8"?>
+<rdf:RDF xmlns:rdf="http://www.w3.org/1999/02/22-rdf-syntax-ns#" xmlns="http://purl.org/rss/1.0/"
+ xmlns:dc="http://purl.org/dc/elements/1.1/">
+<channel rdf:about="https://j.example/"><title>Japan desk</title><link>https://j.example/</link>
+<description>Visa news</description></channel>
+<item rdf:about="https://j.example/1"><title>Fees &amp; forms</title><link>https://j.example/1</link>
+<description>Fees change in &lt;b&gt;April&lt;/b&gt;.</description>
+<dc:date>2024-10-01T09:00:00+09:00</dc:date></item></rdf:RDF>"""
+ATOM03 = """<?xml version="1.0" encoding="utf-8"?>
+<feed version="0.3" xmlns="http://purl.org/atom/ns#"><title>Old blog</title>
+<entry><title>Atom 0.3 entry</title><link rel="alternate" type="text/html" href="/posts/1"/>
+<issued>2024-08-01T00:00:00Z</issued><modified>2024-08-02T00:00:00Z</modified>
+<content type="text/html" mode="escaped">&lt;p&gt;Body text.&lt;/p&gt;</content></entry></feed>"""
+
+
+async def test_rss_1_0_and_atom_0_3_feeds_are_read() -> None:
+    async with FakeHttp() as fake:
+        fake.text("/rdf", RSS1, content_type="application/rdf+xml")
+        fake.text("/atom03", ATOM03, content_type="application/atom+xml")
+        feeds = {"all": [fake.url + "/rdf", fake.url + "/atom03"]}
+        data = await call_json("fetch_news", {}, context(config=settings(news={"feeds": feeds})))
+    assert "is_static" not in data, data["message"]
+    assert data["news"] == [
+        {
+            "title": "Fees & forms",
+            "url": "https://j.example/1",
+            "summary": "Fees change in April .",
+            "date": "2024-10-01T00:00:00+00:00",  # dc:date, in UTC
+            "source": "Japan desk",
+        },
+        {
+            "title": "Atom 0.3 entry",
+            "url": fake.url + "/posts/1",  # relative to the feed's address
+            "summary": "Body text.",
+            "date": "2024-08-02T00:00:00+00:00",  # modified, not issued
+            "source": "Old blog",
+        },
+    ]
+
+
 async def test_no_reachable_feed_gives_the_static_items_marked() -> None:
     async with FakeHttp() as fake:
         fake.text("/bomb", BOMB)

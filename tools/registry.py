@@ -14,6 +14,7 @@ from collections.abc import Awaitable, Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, overload
 
+import docstring_parser
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
 
 from tools.base import ToolContext, ToolError, ToolResult, ToolSpec
@@ -24,8 +25,10 @@ log = logging.getLogger(__name__)
 ToolFn = Callable[..., Awaitable[Any]]
 
 _NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")  # what the Anthropic and OpenAI APIs accept
-_ARGS_HEADER = re.compile(r"^(Args|Arguments|Parameters):\s*$")
-_ARG_LINE = re.compile(r"^\*{0,2}(\w+)\s*(?:\([^)]*\))?\s*:\s*(.*)$")
+# the sections and reST fields that document a function's parameters (not "Attributes")
+_PARAM_SECTIONS = frozenset(
+    {"param", "parameter", "arg", "argument", "key", "keyword", "other_param"}
+)
 _SCHEMA_VALUES = frozenset({"default", "enum", "const", "examples"})  # data: keep any "title"
 
 
@@ -136,33 +139,15 @@ def _build(fn: ToolFn, name: str, timeout_s: float | None, max_chars: int | None
 
 
 def _parse_docstring(doc: str) -> tuple[str, dict[str, str]]:
-    """First paragraph, and the Google-style `Args:` entries."""
-    lines = doc.splitlines()
-    summary: list[str] = []
-    for line in lines:
-        if not line.strip() or _ARGS_HEADER.match(line):
-            break
-        summary.append(line.strip())
-    args: dict[str, str] = {}
-    in_args, current, indent_of_entries = False, "", -1
-    for line in lines:
-        if not in_args:
-            in_args = bool(_ARGS_HEADER.match(line))
-            continue
-        if not line.strip():
-            continue
-        indent = len(line) - len(line.lstrip())
-        if indent == 0:
-            break  # the next section (Returns:, Raises: ...)
-        if indent_of_entries < 0:
-            indent_of_entries = indent
-        match = _ARG_LINE.match(line.strip())
-        if indent == indent_of_entries and match:
-            current = match[1]
-            args[current] = match[2].strip()
-        elif current:
-            args[current] = f"{args[current]} {line.strip()}".strip()
-    return " ".join(summary), args
+    """The first paragraph, and each documented parameter (Google, reST or numpydoc style)."""
+    parsed = docstring_parser.parse(doc)
+    first_paragraph = (parsed.description or "").split("\n\n", 1)[0]
+    args = {
+        p.arg_name.lstrip("*"): " ".join((p.description or "").split())
+        for p in parsed.params
+        if p.args[0] in _PARAM_SECTIONS
+    }
+    return " ".join(first_paragraph.split()), args
 
 
 def _clean_schema(schema: dict[str, Any]) -> dict[str, Any]:
@@ -296,7 +281,7 @@ class ToolRegistry:
 
     @staticmethod
     async def _mask(pii: PiiMasker, text: str) -> str:
-        # up to ~0.3 ms per KB of digit-rich text: a huge result (a fetched page, say) is masked
+        # up to ~1 ms per KB of phone-dense text: a huge result (a fetched page, say) is masked
         # on a thread so it cannot stall the loop; it is masked whole, then cut to the budget
         if len(text) > 16384:
             return await asyncio.to_thread(pii.mask, text)

@@ -3,102 +3,85 @@
 from __future__ import annotations
 
 import asyncio
+import html
+import io
 import logging
 import re
+import time
 from datetime import UTC, datetime
-from email.utils import parsedate_to_datetime
 from typing import Any
-from xml.etree.ElementTree import Element
+
+import feedparser  # type: ignore[import-untyped]
 
 from tools.base import ToolContext, ToolError
 from tools.builtin.http import Unreachable, fetch
 from tools.builtin.settings import NewsSettings, settings
 from tools.registry import tool
 
-try:  # refuses entity expansion bombs; the stdlib parser is the fallback
-    from defusedxml.ElementTree import ParseError, fromstring
-except ImportError:  # pragma: no cover - defusedxml is a dependency
-    # only the optional arguments differ, and parse_feed passes none
-    from xml.etree.ElementTree import ParseError, fromstring  # type: ignore[assignment]
-
 log = logging.getLogger(__name__)
 
-_ATOM = "{http://www.w3.org/2005/Atom}"
 _TAGS = re.compile(r"<[^>]+>")
+_FIRST_ELEMENT = re.compile(rb"<[A-Za-z]")
+_MARKUP_TYPES = ("text/html", "application/xhtml+xml")
 SUMMARY_CHARS = 300
 
 
-def _text(node: Element | None) -> str:
-    if node is None:
-        return ""
-    raw = "".join(node.itertext())
-    return " ".join(_TAGS.sub(" ", raw).split())
+def _plain(detail: Any, value: str) -> str:
+    """`value` as plain text: feedparser keeps (sanitized) markup for html and xhtml content."""
+    if isinstance(detail, dict) and detail.get("type") in _MARKUP_TYPES:
+        value = html.unescape(_TAGS.sub(" ", value))
+    return " ".join(value.split())
 
 
-def _when(value: str) -> datetime | None:
-    value = value.strip()
-    if not value:
-        return None
-    try:
-        parsed = parsedate_to_datetime(value)  # RSS: RFC 822
-    except (TypeError, ValueError):
-        try:
-            parsed = datetime.fromisoformat(value)  # Atom: RFC 3339
-        except ValueError:
-            return None
-    return parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)
+def _when(parsed: time.struct_time | None) -> datetime | None:
+    # feedparser has already read RFC 822, RFC 3339 and W3C-DTF dates into UTC
+    return datetime(*parsed[:6], tzinfo=UTC) if parsed else None
+
+
+def _first(entry: Any, *keys: str) -> Any:
+    # `in` before reading: reading a missing `updated*` key warns (feedparser issue 310)
+    return next((entry[k] for k in keys if k in entry and entry[k]), None)
+
+
+def _refuse_entities(body: bytes, source: str) -> None:
+    """Refuse a document whose prolog declares XML entities.
+
+    Hand-written on purpose: feedparser strips entity declarations only when each stands on a
+    line of its own, and otherwise leaves expansion to expat, whose amplification limit trips
+    only after megabytes of expansion (seconds of CPU). Feeds have no use for their own
+    entities, so, like defusedxml, refuse any.
+    """
+    first = _FIRST_ELEMENT.search(body)
+    if b"<!ENTITY" in body[: first.start() if first else len(body)]:
+        raise Unreachable(f"{source} sent a feed that declares XML entities; refused")
 
 
 def parse_feed(body: bytes, source: str) -> list[dict[str, Any]]:
-    """Items of an RSS 2.0 or Atom document: title, url, summary, date, source."""
-    try:
-        root = fromstring(body)
-    except (ParseError, ValueError) as exc:  # defusedxml raises ValueError subclasses
-        raise Unreachable(f"{source} did not send a valid RSS or Atom feed") from exc
-    items = []
-    if root.tag == f"{_ATOM}feed":
-        feed_title = _text(root.find(f"{_ATOM}title")) or source
-        for entry in root.iter(f"{_ATOM}entry"):
-            link = next(
-                (
-                    el.get("href", "")
-                    for el in entry.findall(f"{_ATOM}link")
-                    if el.get("rel", "alternate") == "alternate"
-                ),
-                "",
-            )
-            summary_el = entry.find(f"{_ATOM}summary")
-            if summary_el is None:
-                summary_el = entry.find(f"{_ATOM}content")
-            date = _text(entry.find(f"{_ATOM}updated")) or _text(entry.find(f"{_ATOM}published"))
-            items.append(
-                (_text(entry.find(f"{_ATOM}title")), link, _text(summary_el), date, feed_title)
-            )
-    else:
-        channel = root.find("channel")
-        feed_title = _text(channel.find("title")) if channel is not None else source
-        for item in root.iter("item"):
-            date = _text(item.find("pubDate"))
-            items.append(
-                (
-                    _text(item.find("title")),
-                    _text(item.find("link")),
-                    _text(item.find("description")),
-                    date,
-                    feed_title or source,
-                )
-            )
+    """Items of an RSS 0.9x/1.0/2.0 or Atom document: title, url, summary, date, source."""
+    _refuse_entities(body, source)
+    # a stream, never bytes or str: feedparser would open those as a path or fetch them as a URL
+    parsed = feedparser.parse(
+        io.BytesIO(body), response_headers={"content-location": source}, sanitize_html=True
+    )
+    if not parsed.get("version") and not parsed.entries:
+        raise Unreachable(f"{source} did not send a valid RSS or Atom feed")
+    feed = parsed.feed
+    origin = _plain(feed.get("title_detail"), feed.get("title", "")) or source
     out = []
-    for title, link, summary, date, origin in items:
+    for entry in parsed.entries:
+        title = _plain(entry.get("title_detail"), entry.get("title", ""))
         if not title:
             continue
-        when = _when(date)
+        # an entry with content but no summary has the content as summary, without its type
+        detail = entry.get("summary_detail") or next(iter(entry.get("content", [])), None)
+        summary = _plain(detail, entry.get("summary", ""))
+        when = _when(_first(entry, "updated_parsed", "published_parsed"))
         out.append(
             {
                 "title": title,
-                "url": link,
+                "url": entry.get("link", ""),
                 "summary": summary[:SUMMARY_CHARS],
-                "date": when.isoformat() if when else date,
+                "date": when.isoformat() if when else _first(entry, "updated", "published") or "",
                 "source": origin,
                 "_sort": when,
             }
@@ -109,7 +92,7 @@ def parse_feed(body: bytes, source: str) -> list[dict[str, Any]]:
 async def _read(ctx: ToolContext, url: str) -> list[dict[str, Any]] | Unreachable:
     try:
         body = await fetch(ctx, url)
-        # parsing a 2 MB feed takes a few hundred ms: off the loop, so other chats keep moving
+        # feedparser takes about a second per MB of feed: off the loop, so other chats keep moving
         return await asyncio.to_thread(parse_feed, body, url)
     except Unreachable as exc:
         return exc
