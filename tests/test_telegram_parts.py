@@ -1,8 +1,7 @@
-"""The Telegram channel's parts: markdown rendering, normalization and the per-chat budget."""
+"""The Telegram channel's parts: markdown rendering and normalization."""
 
 from __future__ import annotations
 
-import asyncio
 import random
 import time
 from typing import Any
@@ -12,7 +11,6 @@ from aiogram.types import Update
 
 from adapters.telegram.normalize import BotIdentity, Unsupported, normalize
 from adapters.telegram.render import rendered_length, to_html, visible_text
-from adapters.telegram.throttle import Busy, ChatBudget
 from bot.textsplit import split_text
 from tests.telegram_fake import BOT, FakeBotAPI, _HtmlCheck
 
@@ -205,66 +203,3 @@ def test_documents_voice_and_what_is_ignored() -> None:
     assert normalize(message, update_id, ME) is None  # not addressed to us in a group
     message, update_id = _message(fake, 42, None, location=location)
     assert isinstance(normalize(message, update_id, ME), Unsupported)
-
-
-# --- the per-chat budget ----------------------------------------------------------------------
-
-
-async def test_calls_to_a_chat_are_spaced_from_the_end_of_the_last() -> None:
-    budget = ChatBudget(lambda chat: 0.05)
-    async with budget.slot("1", "send"):
-        await asyncio.sleep(0.02)
-    ended = time.monotonic()
-    async with budget.slot("1", "send"):
-        assert time.monotonic() - ended >= 0.045
-    other = time.monotonic()
-    async with budget.slot("2", "send"):  # other chats are not held up
-        assert time.monotonic() - other < 0.04  # well under the 0.05 s spacing
-
-
-async def test_previews_and_typing_never_wait() -> None:
-    budget = ChatBudget(lambda chat: 0.05)
-    async with budget.slot("1", "send"):
-        for rank in ("preview", "typing"):
-            with pytest.raises(Busy) as caught:
-                async with budget.slot("1", rank):  # type: ignore[arg-type]
-                    pass
-            assert caught.value.retry_after >= 0.05
-
-
-async def test_finals_jump_the_queue() -> None:
-    budget = ChatBudget(lambda chat: 0.03)
-    order: list[str] = []
-
-    async def call(name: str, rank: Any) -> None:
-        async with budget.slot("1", rank):
-            order.append(name)
-
-    async with budget.slot("1", "send"):
-        waiting = [
-            asyncio.create_task(call("send", "send")),
-            asyncio.create_task(call("final", "final")),
-        ]
-        await asyncio.sleep(0.01)
-    await asyncio.gather(*waiting)
-    assert order == ["final", "send"]
-
-
-async def test_a_429_holds_every_kind_of_call() -> None:
-    budget = ChatBudget(lambda chat: 0.01)
-    budget.penalize("1", 0.1)
-    started = time.monotonic()
-    with pytest.raises(Busy):
-        async with budget.slot("1", "preview"):
-            pass
-    async with budget.slot("1", "final"):
-        assert time.monotonic() - started >= 0.095
-
-
-async def test_the_bot_wide_rate_spaces_calls_across_chats() -> None:
-    budget = ChatBudget(lambda chat: 0.0, per_second=100, burst=2)
-    started = time.monotonic()
-    for chat in range(6):
-        async with budget.slot(str(chat), "send"):
-            pass
-    assert time.monotonic() - started >= 0.035  # 2 at once, then 4 at 10 ms apart

@@ -1,11 +1,11 @@
 """The Telegram channel: placeholder, edits and finals through aiogram, inside a per-chat budget.
 
-Every call to a chat takes a slot from `ChatBudget` (see throttle.py), so previews, "typing" and
-finals together stay under Telegram's rate; a 429 pauses the whole chat. Text is rendered from
-markdown to HTML; if Telegram cannot parse it, the same message goes again as plain text. An edit
-to the text a message already shows makes no call (a final edit still ends "typing…"), so the
-final edit is always handed to us (`final_marker`). Every aiogram and network error leaves here
-as a `ChannelError`. Receiving updates (long polling or webhook) is in ingress.py.
+Every call to a chat takes the chat's slot in a `RateBudget` (scopes in throttle.py), so
+previews, "typing" and finals together stay under Telegram's rate; a 429 pauses the whole chat.
+Text is rendered from markdown to HTML; if Telegram cannot parse it, the same message goes again
+as plain text. An edit to the text a message already shows makes no call (a final edit still ends
+"typing…"), so the final edit is always handed to us (`final_marker`). Every aiogram and network
+error leaves here as a `ChannelError`. Receiving updates (long polling or webhook) is in ingress.py.
 """
 
 from __future__ import annotations
@@ -44,11 +44,12 @@ from adapters.base import (
     OutboundContent,
     RateLimited,
 )
+from adapters.budget import Busy, LocalRateBudget, Rank, RateBudget
 from adapters.telegram.ingress import Ingress
 from adapters.telegram.presence import TypingStatus
 from adapters.telegram.recent import Recent
 from adapters.telegram.render import rendered_length, to_html, visible_text
-from adapters.telegram.throttle import Busy, ChatBudget, Rank
+from adapters.telegram.throttle import ChatSlots
 
 log = logging.getLogger(__name__)
 
@@ -91,8 +92,10 @@ class TelegramChannel:
         request_timeout_s: float = 15.0,
         poll_timeout_s: int = 25,
         admits: Callable[[InboundMessage], bool] | None = None,
+        budget: RateBudget | None = None,
     ) -> None:
-        """`admits` is the gateway's access policy, for the replies the channel sends itself."""
+        """`admits` is the gateway's access policy, for the replies the channel sends itself;
+        `budget` paces the calls (one in this process unless given, e.g. shared over Redis)."""
         if mode == "webhook" and not webhook_secret:
             raise ValueError(
                 "channels.telegram.webhook_secret is required in webhook mode (without it anyone "
@@ -111,7 +114,11 @@ class TelegramChannel:
         self._private_limits = TelegramLimits(MAX_TEXT, private_edit_interval_s, final_marker=True)
         self._group_limits = TelegramLimits(MAX_TEXT, group_edit_interval_s, final_marker=True)
         self._sent: Recent[tuple[str, str], str] = Recent(REMEMBERED_TEXTS)  # -> rendered text
-        self._budget = ChatBudget(lambda chat_id: self._limits(chat_id).min_edit_interval_s)
+        self._budget = ChatSlots(
+            budget or LocalRateBudget(),
+            self.bot.id,
+            lambda chat_id: self._limits(chat_id).min_edit_interval_s,
+        )
         self._typing = TypingStatus(
             self._send_typing, lambda chat: self._limits(chat.chat_id).min_edit_interval_s
         )
@@ -245,7 +252,7 @@ class TelegramChannel:
             raise RateLimited(exc.retry_after, "chat budget in use") from None
         except TelegramRetryAfter as exc:
             log.warning("Telegram 429 in %s: retry after %ss", chat.key, exc.retry_after)
-            self._budget.penalize(chat.chat_id, exc.retry_after)
+            await self._budget.penalize(chat.chat_id, exc.retry_after)
             raise RateLimited(exc.retry_after, "Telegram flood control") from exc
         except TelegramBadRequest as exc:
             raise _bad_request(exc) from exc
@@ -257,7 +264,7 @@ class TelegramChannel:
             raise ChannelError(f"Telegram call failed in aiogram: {type(exc).__name__}") from exc
 
     async def _send_typing(self, chat: ChatRef) -> None:
-        async with self._call(chat, "typing"):
+        async with self._call(chat, "preview"):
             await self.bot.send_chat_action(
                 chat_id=chat.chat_id, action=ChatAction.TYPING, message_thread_id=_thread(chat)
             )
