@@ -16,6 +16,8 @@ from typing import Any
 
 from adapters.access import AccessConfig
 from adapters.base import Channel, InboundMessage
+from adapters.budget import RateBudget
+from adapters.websocket.hub import EventHub
 
 PACKAGES = ("websocket", "telegram")  # the order channels start in
 
@@ -27,9 +29,9 @@ class ChannelServices:
     public_url: str | None = None
     # The gateway's access policy, for replies a channel sends on its own (to stickers, say).
     admits: Callable[[InboundMessage], bool] = lambda message: True
-    # Shared seams; None: the channel's in-process default.
-    event_hub: Any = None
-    rate_budget: Any = None
+    # Shared seams; None: the channel's in-process default (a networked one spans processes).
+    event_hub: EventHub | None = None
+    rate_budget: RateBudget | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -18,4 +18,5 @@ def build(section: TelegramConfig, services: ChannelServices) -> TelegramChannel
         private_edit_interval_s=section.private_edit_interval_s,
         group_edit_interval_s=section.group_edit_interval_s,
         admits=services.admits,
+        budget=services.rate_budget,
     )
