@@ -278,18 +278,15 @@ class TelegramHarness(ChannelHarness):
                 fake.garble_answer_next["sendmessage"] = 1
 
     def armed(self) -> set[Fault]:
-        fake, armed = self.fake, set[Fault]()
-        if self._429s_at_arming is not None and len(fake.rate_limited) == self._429s_at_arming:
-            armed.add("rate_limited")
-        if fake.gone_next:
-            armed.add("message_gone")
-        if fake.not_modified_next:
-            armed.add("not_modified")
-        if fake.hang_answer_next.get("sendmessage"):
-            armed.add("send_timeout")
-        if fake.garble_answer_next.get("sendmessage"):
-            armed.add("send_garbled")
-        return armed
+        fake, drawn_429 = self.fake, self._429s_at_arming
+        left: dict[Fault, object] = {
+            "rate_limited": drawn_429 is not None and len(fake.rate_limited) == drawn_429,
+            "message_gone": fake.gone_next,
+            "not_modified": fake.not_modified_next,
+            "send_timeout": fake.hang_answer_next.get("sendmessage"),
+            "send_garbled": fake.garble_answer_next.get("sendmessage"),
+        }
+        return {fault for fault, pending in left.items() if pending}
 
 
 class Screen(io.StringIO):

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import AsyncIterator
+from typing import get_args
 
 import pytest
 
@@ -61,6 +62,15 @@ async def placeholder(harness: ChannelHarness) -> MessageHandle:
 
 def delivery(harness: ChannelHarness) -> Delivery:
     return Delivery(harness.channel, harness.chat, reply_to=harness.reply_to)
+
+
+async def test_a_harness_refuses_faults_its_platform_cannot_produce(
+    harness: ChannelHarness,
+) -> None:
+    for fault in set(get_args(Fault)) - harness.faults:
+        with pytest.raises(ValueError, match=fault):
+            harness.fail_next(fault)
+    assert not harness.armed()
 
 
 # 1. placeholder
@@ -125,6 +135,21 @@ async def test_a_rate_limit_is_rate_limited_with_the_platforms_wait(
             await harness.channel.edit(handle, OutboundContent(f"step {step}"))
         assert texts(await harness.what_the_user_sees()) == ["step 29"]
     assert harness.posts() == 1
+
+
+async def test_a_rate_limited_send_shows_nothing(harness: ChannelHarness) -> None:
+    if "rate_limited" in harness.faults:
+        harness.fail_next("rate_limited")
+        with pytest.raises(RateLimited) as caught:
+            await placeholder(harness)
+        assert caught.value.retry_after == harness.retry_after
+        assert harness.posts() == 1 and not harness.armed()
+        assert await harness.what_the_user_sees() == []
+    else:
+        burst = [f"message {number}" for number in range(30)]
+        for text in burst:
+            await harness.channel.send(harness.chat, OutboundContent(text), final=True)
+        assert texts(await harness.what_the_user_sees()) == burst
 
 
 async def test_delivery_waits_out_a_rate_limit_and_shows_the_final_once(
