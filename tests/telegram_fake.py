@@ -5,6 +5,11 @@ and answers in Telegram's shapes. Per chat, sendMessage, editMessageText and sen
 be `interval_s` apart, else 429 + retry_after and a ban for that long, as Telegram does. HTML is
 checked the way Telegram checks it (known tags, balanced) and the 4096 limit is counted in UTF-16
 units of the text after entity parsing.
+
+Faults Telegram really produces can be scripted: a 429 (`force_429`), a message the user deleted
+before our edit (`gone_next`), an edit that finds the text already there, as after the same edit
+from another process (`not_modified_next`), and a call carried out whose answer is lost: a proxy's
+HTML error page (`garble_answer_next`) or no answer at all (`hang_answer_next`).
 """
 
 from __future__ import annotations
@@ -89,6 +94,12 @@ class FakeBotAPI:
         self.fail_parse_next = 0  # the next N HTML texts get "can't parse entities"
         # method (lower case) -> how many of its next calls a proxy answers with an HTML 502
         self.html_error_next: dict[str, int] = {}
+        # method -> how many of its next calls are carried out (a message lands) but their answer
+        # is lost: a proxy's HTML 502 page, or no answer until the fake closes (a client timeout)
+        self.garble_answer_next: dict[str, int] = {}
+        self.hang_answer_next: dict[str, int] = {}
+        self.gone_next = 0  # the next N edits find their message deleted by the user just before
+        self.not_modified_next = 0  # the next N edits find their message showing the new text
         self._forced: dict[int, int] = {}  # chat -> retry_after for its next rated call
         self._last: dict[int, float] = {}
         self._banned_until: dict[int, float] = {}
@@ -220,6 +231,14 @@ class FakeBotAPI:
             self._notify()
             return web.json_response(body, status=exc.status)
         self._notify()
+        if _draw(self.garble_answer_next, call.method):
+            call.error = "carried out; answered with an HTML 502 page"
+            return web.Response(status=502, text=BAD_GATEWAY, content_type="text/html")
+        if _draw(self.hang_answer_next, call.method):
+            call.error = "carried out; never answered"
+            while not self._closing:
+                self._changed.clear()
+                await self._changed.wait()
         return web.json_response({"ok": True, "result": result})
 
     async def _method(self, call: Call) -> Any:
@@ -243,9 +262,15 @@ class FakeBotAPI:
                 return self._result(p, message_id, call.text)
             case "editmessagetext":
                 key = (p["chat_id"], p["message_id"])
+                if self.gone_next and key in self.messages:
+                    self.gone_next -= 1
+                    del self.messages[key]
                 if key not in self.messages:
                     raise ApiError(400, "Bad Request: message to edit not found")
                 text = self._visible(p)
+                if self.not_modified_next:
+                    self.not_modified_next -= 1
+                    self.messages[key] = text
                 if self.messages[key] == text:
                     raise ApiError(
                         400,
@@ -359,6 +384,14 @@ class _HtmlCheck(HTMLParser):
 
     def handle_data(self, data: str) -> None:
         self.text.append(data)
+
+
+def _draw(counts: dict[str, int], method: str) -> bool:
+    """Take one scripted fault for `method`, if any is left."""
+    if counts.get(method, 0) <= 0:
+        return False
+    counts[method] -= 1
+    return True
 
 
 def _decode(name: str, value: Any) -> Any:

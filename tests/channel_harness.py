@@ -1,0 +1,377 @@
+"""One harness per channel for the contract test: the real channel on its real transport.
+
+A new channel (Slack, Feishu …) joins tests/test_channel_contract.py by adding a subclass of
+`ChannelHarness` to `HARNESSES`. Its `start()` builds the real channel against a local fake of
+its platform (the vendor's real client over loopback) and sets:
+
+- `channel`, `chat`: the channel and a chat to talk in;
+- `reply_to`: the platform's id of a user message in that chat; `replies`: whether the platform
+  shows a reply as one (else `Seen.reply_to` stays None);
+- `platform_limit` and `platform_length(text)`: the most text the platform takes in one
+  message, measured the way the platform measures the text it shows.
+
+and it implements:
+
+- `_view()`: the bot's messages in the chat as the platform holds them now, oldest first, one
+  `Seen` each (a deleted message is absent); `wait_until(predicate)`: that view once
+  `predicate` holds, waiting on the platform's records, never sleeping;
+- `posts()`: how many new messages the platform was asked for (refused or lost ones included);
+- `faults`: the `Fault`s the platform really produces, `fail_next(fault)` to have it produce one
+  on the next matching call, `armed()` for the scripted ones not produced yet, and `requests()`:
+  every send and edit the platform received (needed only when `faults` is not empty);
+- `user_away()` if the platform can have the user away (a closed socket): inside it the user
+  receives nothing; on leaving it, the user catches up as the platform allows;
+- `shows_end`: whether the platform shows that a message is complete (`Seen.ended`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import io
+import itertools
+import json
+import re
+import uuid
+from abc import ABC, abstractmethod
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager, suppress
+from dataclasses import dataclass
+from typing import Any, ClassVar, Literal
+
+import aiohttp
+from aiohttp import web
+
+from adapters.base import Channel, ChatRef, InboundMessage
+from adapters.telegram import TelegramChannel
+from adapters.terminal import TerminalChannel
+from adapters.websocket import WebSocketChannel
+from tests.telegram_fake import TOKEN, FakeBotAPI
+
+Fault = Literal["rate_limited", "message_gone", "not_modified", "send_timeout", "send_garbled"]
+ORIGIN = "http://127.0.0.1:8080"
+
+
+@dataclass(frozen=True)
+class Seen:
+    text: str
+    reply_to: str | None = None
+    ended: bool | None = None  # None where the platform shows no end (see `shows_end`)
+
+
+class ChannelHarness(ABC):
+    faults: ClassVar[frozenset[Fault]] = frozenset()
+    replies: ClassVar[bool] = True
+    shows_end: ClassVar[bool] = True
+    retry_after: ClassVar[int] = 1  # what a scripted 429 asks for
+    channel: Channel
+    chat: ChatRef
+    reply_to: str | None
+    platform_limit: int
+
+    @abstractmethod
+    async def start(self) -> None: ...
+
+    @abstractmethod
+    async def close(self) -> None: ...
+
+    @abstractmethod
+    def _view(self) -> list[Seen]: ...
+
+    @abstractmethod
+    async def wait_until(
+        self, predicate: Callable[[list[Seen]], bool], timeout: float = 10.0
+    ) -> list[Seen]: ...
+
+    @abstractmethod
+    def posts(self) -> int: ...
+
+    async def what_the_user_sees(self) -> list[Seen]:
+        """Everything sent so far, as the user holds it now."""
+        return self._view()
+
+    def platform_length(self, text: str) -> int:
+        return len(text)
+
+    def fail_next(self, fault: Fault) -> None:
+        raise ValueError(f"{type(self).__name__} cannot produce {fault!r}; only {self.faults}")
+
+    def armed(self) -> set[Fault]:
+        return set()
+
+    def requests(self) -> int:
+        raise NotImplementedError(f"{type(self).__name__} declares faults without requests()")
+
+    @asynccontextmanager
+    async def user_away(self) -> AsyncIterator[None]:
+        yield  # a platform that holds messages for the user: away or not, nothing changes
+
+
+class WebSocketHarness(ChannelHarness):
+    """The channel on a real aiohttp server, a real aiohttp client as the user's browser."""
+
+    def __init__(self) -> None:
+        self.channel = self.ws_channel = WebSocketChannel(allowed_origins=[ORIGIN])
+        self.frames: list[dict[str, Any]] = []
+        self._barriers = itertools.count()
+        self._last_seq = 0
+
+    async def start(self) -> None:
+        app = web.Application()
+        self.ws_channel.install(app)
+        self._runner = web.AppRunner(app, shutdown_timeout=1)
+        await self._runner.setup()
+        await web.TCPSite(self._runner, "127.0.0.1", 0).start()
+        self._url = f"http://127.0.0.1:{self._runner.addresses[0][1]}/ws"
+        self._session = aiohttp.ClientSession()
+        inbound: asyncio.Queue[InboundMessage] = asyncio.Queue()
+        self._run = asyncio.create_task(self.channel.run(inbound.put))
+        await self._connect(resume_after=None)
+        await self._ws.send_json({"type": "message", "text": "hello", "client_message_id": "c1"})
+        async with asyncio.timeout(5):
+            said = await inbound.get()
+        self.chat, self.reply_to = said.chat, said.message_id
+        self.platform_limit = self.channel.limits_for(self.chat).max_text_length  # none of its own
+
+    async def close(self) -> None:
+        self._run.cancel()
+        with suppress(asyncio.CancelledError):
+            await self._run
+        await self._ws.close()
+        await self._session.close()
+        await self._runner.cleanup()
+
+    async def _connect(self, resume_after: int | None) -> None:
+        self._ws = await self._session.ws_connect(self._url, origin=ORIGIN)
+        hello = {"type": "hello", "visitor_id": "contract-visitor", "resume_after": resume_after}
+        await self._ws.send_json({k: v for k, v in hello.items() if v is not None})
+        while (await self._receive())["type"] != "ready":
+            pass
+
+    async def _receive(self) -> dict[str, Any]:
+        async with asyncio.timeout(10):
+            message = await self._ws.receive()
+        assert message.type is aiohttp.WSMsgType.TEXT, (message.type, message.data)
+        frame: dict[str, Any] = json.loads(message.data)
+        assert frame["type"] != "error", frame  # the channel refused what the harness sent
+        if frame["type"] != "ready":
+            # A replay skips updates a later frame superseded, but never repeats one.
+            assert frame["seq"] > self._last_seq, (frame, self._last_seq)
+            self._last_seq = frame["seq"]
+        if frame["type"].startswith("message."):
+            self.frames.append(frame)
+        return frame
+
+    async def what_the_user_sees(self) -> list[Seen]:
+        # Frames sent are not yet frames received: a marker frame behind them says when they are.
+        marker = {"n": next(self._barriers)}
+        await self.ws_channel.emit_event(self.chat, "contract.barrier", marker)
+        while True:
+            frame = await self._receive()
+            if frame["type"] == "contract.barrier" and frame["n"] == marker["n"]:
+                return self._view()
+
+    async def wait_until(
+        self, predicate: Callable[[list[Seen]], bool], timeout: float = 10.0
+    ) -> list[Seen]:
+        async with asyncio.timeout(timeout):
+            while not predicate(view := self._view()):
+                await self._receive()
+        return view
+
+    def _view(self) -> list[Seen]:
+        shown: dict[str, Seen] = {}
+        for frame in self.frames:
+            kind, message_id = frame["type"], frame["message_id"]
+            if kind == "message.created":
+                shown[message_id] = Seen(frame["text"], frame["reply_to"], ended=False)
+            elif kind in ("message.updated", "message.completed"):
+                before = shown[message_id]
+                ended = before.ended or kind == "message.completed"
+                shown[message_id] = Seen(frame["text"], before.reply_to, ended)
+        return list(shown.values())
+
+    def posts(self) -> int:
+        return sum(frame["type"] == "message.created" for frame in self.frames)
+
+    @asynccontextmanager
+    async def user_away(self) -> AsyncIterator[None]:
+        await self.what_the_user_sees()
+        await self._ws.close()
+        yield
+        await self._connect(resume_after=self._last_seq)  # the replay follows `ready`
+
+
+class TelegramHarness(ChannelHarness):
+    """The real aiogram client against the fake Bot API on a loopback socket.
+
+    The channel's receiving side is not run: sending needs none of it, and its "typing…" status
+    would take the chat's call slot at moments of its own, so a scenario's edit could meet a
+    (legitimate) `RateLimited` by chance. Edit intervals are 0 for the same reason.
+    """
+
+    faults = frozenset(
+        {"rate_limited", "message_gone", "not_modified", "send_timeout", "send_garbled"}
+    )
+    shows_end = False  # a message looks the same before and after its final edit
+    CHAT_ID = 42
+    TIMEOUT_S = 1.0  # a send the fake never answers fails after this long
+
+    def __init__(self) -> None:
+        self.fake = FakeBotAPI(interval_s=0)
+        self._429s_at_arming: int | None = None
+
+    async def start(self) -> None:
+        await self.fake.start()
+        self.channel = self.telegram = TelegramChannel(
+            token=TOKEN,
+            api_base=self.fake.url,
+            private_edit_interval_s=0,
+            group_edit_interval_s=0,
+            request_timeout_s=self.TIMEOUT_S,
+        )
+        self.chat = ChatRef(self.channel.name, str(self.CHAT_ID))
+        said = self.fake.message(self.CHAT_ID, "hello")["message"]
+        self.reply_to = str(said["message_id"])
+        self.platform_limit = 4096
+
+    async def close(self) -> None:
+        await self.telegram.bot.session.close()
+        await self.fake.close()
+
+    def _view(self) -> list[Seen]:
+        seen = []
+        for call in self.fake.ok(self.CHAT_ID, "sendMessage"):
+            text = self.fake.messages.get((self.CHAT_ID, call.message_id or 0))
+            reply = call.params.get("reply_parameters", {}).get("message_id")
+            if text is not None:
+                seen.append(Seen(text, None if reply is None else str(reply)))
+        return seen
+
+    async def wait_until(
+        self, predicate: Callable[[list[Seen]], bool], timeout: float = 10.0
+    ) -> list[Seen]:
+        await self.fake.wait_for(lambda: predicate(self._view()), timeout)
+        return self._view()
+
+    def posts(self) -> int:
+        return len(self.fake.to_chat(self.CHAT_ID, "sendMessage"))
+
+    def requests(self) -> int:
+        return len(self.fake.to_chat(self.CHAT_ID, "sendMessage", "editMessageText"))
+
+    def platform_length(self, text: str) -> int:
+        return len(text.encode("utf-16-le")) // 2
+
+    def fail_next(self, fault: Fault) -> None:
+        fake = self.fake
+        match fault:
+            case "rate_limited":
+                fake.force_429(self.CHAT_ID, self.retry_after)
+                self._429s_at_arming = len(fake.rate_limited)
+            case "message_gone":
+                fake.gone_next += 1
+            case "not_modified":
+                fake.not_modified_next += 1
+            case "send_timeout":
+                fake.hang_answer_next["sendmessage"] = 1
+            case "send_garbled":
+                fake.garble_answer_next["sendmessage"] = 1
+
+    def armed(self) -> set[Fault]:
+        fake, drawn_429 = self.fake, self._429s_at_arming
+        left: dict[Fault, object] = {
+            "rate_limited": drawn_429 is not None and len(fake.rate_limited) == drawn_429,
+            "message_gone": fake.gone_next,
+            "not_modified": fake.not_modified_next,
+            "send_timeout": fake.hang_answer_next.get("sendmessage"),
+            "send_garbled": fake.garble_answer_next.get("sendmessage"),
+        }
+        return {fault for fault, pending in left.items() if pending}
+
+
+class Screen(io.StringIO):
+    """A terminal window: it says it is one, so the channel redraws a replaced line in place."""
+
+    CONTROL = re.compile(r"(\r|\n|\x1b\[K)")
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.changed = asyncio.Event()
+
+    def isatty(self) -> bool:
+        return True
+
+    def write(self, text: str) -> int:
+        written = super().write(text)
+        self.changed.set()
+        return written
+
+    def lines(self) -> list[str]:
+        """The lines on screen: carriage return and erase-to-end-of-line applied."""
+        lines, column = [""], 0
+        for token in self.CONTROL.split(self.getvalue()):
+            if token == "\n":
+                lines.append("")
+                column = 0
+            elif token == "\r":
+                column = 0
+            elif token == "\x1b[K":
+                lines[-1] = lines[-1][:column]
+            elif token:
+                line = lines[-1]
+                lines[-1] = line[:column] + token + line[column + len(token) :]
+                column += len(token)
+        return lines
+
+
+class TerminalHarness(ChannelHarness):
+    """The channel writing to a screen; a message is the text after `bot> ` up to the next one."""
+
+    replies = False
+    PROMPT = "bot> "
+
+    def __init__(self) -> None:
+        self.screen = Screen()
+
+    async def start(self) -> None:
+        self.channel = TerminalChannel(stdin=io.StringIO(), stdout=self.screen)
+        self.chat = self.channel.chat
+        self.reply_to = uuid.uuid4().hex  # what the channel gives a typed line
+        self.platform_limit = self.channel.limits_for(self.chat).max_text_length  # a screen: none
+
+    async def close(self) -> None:
+        self.screen.close()
+
+    def _view(self) -> list[Seen]:
+        *lines, cursor_line = self.screen.lines()
+        if cursor_line:  # the last message is still open: the cursor stands at its end
+            lines.append(cursor_line)
+        messages: list[list[str]] = []
+        for line in lines:
+            if line.startswith(self.PROMPT):
+                messages.append([line.removeprefix(self.PROMPT)])
+            elif messages:
+                messages[-1].append(line)
+        return [
+            Seen("\n".join(body), ended=not cursor_line or index < len(messages) - 1)
+            for index, body in enumerate(messages)
+        ]
+
+    async def wait_until(
+        self, predicate: Callable[[list[Seen]], bool], timeout: float = 10.0
+    ) -> list[Seen]:
+        async with asyncio.timeout(timeout):
+            while not predicate(view := self._view()):
+                self.screen.changed.clear()
+                await self.screen.changed.wait()
+        return view
+
+    def posts(self) -> int:
+        return len(self._view())
+
+
+HARNESSES: dict[str, Callable[[], ChannelHarness]] = {
+    "websocket": WebSocketHarness,
+    "telegram": TelegramHarness,
+    "terminal": TerminalHarness,
+}
