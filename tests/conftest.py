@@ -1,11 +1,11 @@
-"""Shared fixtures: a running gateway app on a free port, and a web socket test client."""
+"""Shared fixtures: a running app on a free port, a web socket test client, a network guard."""
 
 from __future__ import annotations
 
 import asyncio
 import json
 import sqlite3
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -15,6 +15,7 @@ import pytest
 from agent.providers.base import Provider
 from bot.app import App
 from bot.config import Config, load_config
+from tests.network_guard import NetworkGuard
 from tools.registry import ToolRegistry
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -84,6 +85,16 @@ class WsClient:
             frame["client_message_id"] = client_message_id
         await self.ws.send_json(frame)
         return await self.until_type("message.completed")
+
+
+@pytest.fixture(autouse=True)
+def network_guard(monkeypatch: pytest.MonkeyPatch) -> Iterator[NetworkGuard]:
+    """Every test: a connect outside loopback raises, and fails the test even if it was caught."""
+    guard = NetworkGuard()
+    guard.install(monkeypatch)
+    yield guard
+    if guard.blocked:
+        pytest.fail(f"the test tried to leave loopback: {guard.blocked}", pytrace=False)
 
 
 @pytest.fixture
