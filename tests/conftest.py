@@ -139,6 +139,26 @@ def db_rows(app: App, sql: str, *params: Any) -> list[tuple[Any, ...]]:
         return db.execute(sql, params).fetchall()
 
 
+async def eventually(predicate: Callable[[], bool], timeout: float = 5.0) -> None:
+    """Wait until `predicate()` holds, for recorded state that no event marks."""
+    try:
+        async with asyncio.timeout(timeout):
+            while not predicate():  # noqa: ASYNC110 (there is no event to wait on)
+                await asyncio.sleep(0.005)  # a poll step, not a guess at how long the work takes
+    except TimeoutError:
+        raise AssertionError(f"still not true after {timeout} s: {predicate}") from None
+
+
+async def settled(app: App) -> None:
+    """Every specialist has ended and the turns they started are over: no more turns can come."""
+    while True:
+        await app.gateway.wait_idle()
+        workers = [w.task for w in app.workers.tasks.values() if w.task and not w.task.done()]
+        if not workers:
+            return
+        await asyncio.wait(workers)
+
+
 async def ask_once(
     session: aiohttp.ClientSession, app: App, text: str = "hello?"
 ) -> tuple[dict[str, Any], list[dict[str, Any]]]:

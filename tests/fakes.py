@@ -33,6 +33,8 @@ class RecordingChannel:
         self.calls: list[Call] = []
         self.rate_limit_next: list[float] = []  # retry_after values for the next edits
         self.edit_gate: asyncio.Event | None = None  # hold edits until set
+        self.gated: list[str] = []  # texts of the edits that reached the closed gate
+        self.rate_limited: list[float] = []  # when each forced 429 was raised
         self.changed = asyncio.Event()
         self._ids = 0
         self.inbox: Inbox | None = None
@@ -51,9 +53,13 @@ class RecordingChannel:
         return handle
 
     async def edit(self, handle: MessageHandle, content: OutboundContent, *, final=False) -> None:
-        if self.edit_gate is not None:
+        if self.edit_gate is not None and not self.edit_gate.is_set():
+            self.gated.append(content.text)
+            self.changed.set()
             await self.edit_gate.wait()
         if self.rate_limit_next:
+            self.rate_limited.append(time.monotonic())
+            self.changed.set()
             raise RateLimited(self.rate_limit_next.pop(0))
         self._record(Call("edit", handle.message_id, content.text, final))
 

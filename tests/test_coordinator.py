@@ -19,7 +19,7 @@ from tests.agents_kit import (
     registry_with,
     write_personas,
 )
-from tests.conftest import connect, db_rows
+from tests.conftest import connect, db_rows, eventually, settled
 
 
 @pytest.fixture
@@ -163,8 +163,7 @@ async def test_background_result_arrives_once_as_a_new_message(start, session, p
     assert follow_up["text"] == "The archive says: Armstrong, Aldrin, Collins."
     notice = router.seen["default"][2].messages[-1].content
     assert f'task_id="{running["task_id"]}"' in notice and "Crew: Armstrong" in notice
-    await app.gateway.wait_idle()
-    await asyncio.sleep(0.05)  # nothing else may arrive
+    await settled(app)  # nothing else may arrive
     assert len(router.seen["default"]) == 3
     assert len([f for f in client.frames if f["type"] == "message.completed"]) == 2
 
@@ -447,15 +446,13 @@ async def test_a_background_task_joined_by_a_waiting_call_is_delivered_once(
     client = await connect(session, app)
     await client.hello()
     await client.send(type="message", text="look it up, then wait for it")
-    async with asyncio.timeout(5):  # the second call has joined the background task
-        while not any(task.waiters for task in app.workers.tasks.values()):  # noqa: ASYNC110
-            await asyncio.sleep(0.005)  # no event marks a join: poll the recorded state
+    # no event marks a join: poll the recorded state until the second call joins the task
+    await eventually(lambda: any(task.waiters for task in app.workers.tasks.values()))
     gate.set()
     final = await client.until_type("message.completed")
     assert final["text"] == "The crew, as promised."
     assert last_tool_results(router.seen["default"][2])[0]["result"].startswith("Crew:")
-    await app.gateway.wait_idle()
-    await asyncio.sleep(0.05)
+    await settled(app)
     assert len(router.seen["default"]) == 3  # no second, unprompted follow-up turn
 
 

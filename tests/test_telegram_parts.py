@@ -213,7 +213,7 @@ def test_documents_voice_and_what_is_ignored() -> None:
 async def test_calls_to_a_chat_are_spaced_from_the_end_of_the_last() -> None:
     budget = ChatBudget(lambda chat: 0.05)
     async with budget.slot("1", "send"):
-        await asyncio.sleep(0.02)
+        await asyncio.sleep(0.02)  # the call itself: spacing counts from its end
     ended = time.monotonic()
     async with budget.slot("1", "send"):
         assert time.monotonic() - ended >= 0.045
@@ -245,7 +245,7 @@ async def test_finals_jump_the_queue() -> None:
             asyncio.create_task(call("send", "send")),
             asyncio.create_task(call("final", "final")),
         ]
-        await asyncio.sleep(0.01)
+        await asyncio.sleep(0)  # one loop step: both tasks run until they queue for the slot
     await asyncio.gather(*waiting)
     assert order == ["final", "send"]
 
