@@ -7,7 +7,7 @@ import json
 import sqlite3
 from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import aiohttp
 import pytest
@@ -49,7 +49,7 @@ class WsClient:
         message = await self.ws.receive(timeout=timeout)
         if message.type != aiohttp.WSMsgType.TEXT:
             raise AssertionError(f"expected a text frame, got {message.type} {message.data!r}")
-        frame = json.loads(message.data)
+        frame: dict[str, Any] = json.loads(message.data)
         self.frames.append(frame)
         return frame
 
@@ -103,8 +103,21 @@ async def session() -> AsyncIterator[aiohttp.ClientSession]:
         yield client
 
 
+class Running(Protocol):
+    """The `running` fixture: start an app with this provider and config sections."""
+
+    async def __call__(
+        self,
+        provider: Provider | None = None,
+        *,
+        registry: ToolRegistry | None = None,
+        channels: list[Any] | None = None,
+        **sections: Any,
+    ) -> App: ...
+
+
 @pytest.fixture
-async def running(tmp_path: Path) -> AsyncIterator[Callable[..., Any]]:
+async def running(tmp_path: Path) -> AsyncIterator[Running]:
     """`app = await running(provider, **config_sections)`: a started app, stopped after the test."""
     started: list[App] = []
 

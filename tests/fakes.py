@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from adapters.base import (
@@ -46,13 +47,22 @@ class RecordingChannel:
         self.inbox = inbox
         await asyncio.Future()
 
-    async def send(self, chat, content, *, reply_to=None, final=False) -> MessageHandle:
+    async def send(
+        self,
+        chat: ChatRef,
+        content: OutboundContent,
+        *,
+        reply_to: str | None = None,
+        final: bool = False,
+    ) -> MessageHandle:
         self._ids += 1
         handle = MessageHandle(chat, f"m{self._ids}")
         self._record(Call("send", handle.message_id, content.text, final))
         return handle
 
-    async def edit(self, handle: MessageHandle, content: OutboundContent, *, final=False) -> None:
+    async def edit(
+        self, handle: MessageHandle, content: OutboundContent, *, final: bool = False
+    ) -> None:
         if self.edit_gate is not None and not self.edit_gate.is_set():
             self.gated.append(content.text)
             self.changed.set()
@@ -67,7 +77,7 @@ class RecordingChannel:
         self.calls.append(call)
         self.changed.set()
 
-    async def wait_for(self, predicate, timeout: float = 5.0) -> None:
+    async def wait_for(self, predicate: Callable[[], bool], timeout: float = 5.0) -> None:
         async with asyncio.timeout(timeout):
             while not predicate():
                 self.changed.clear()

@@ -4,7 +4,7 @@ import asyncio
 import itertools
 from dataclasses import dataclass, field
 
-from adapters.base import ChannelLimits, ChatRef
+from adapters.base import ChannelLimits, ChatRef, MessageHandle, OutboundContent
 from bot.delivery import APOLOGY, PLACEHOLDER, Delivery
 from bot.textsplit import split_text
 from tests.conftest import eventually
@@ -134,7 +134,14 @@ async def test_after_an_uncertain_continuation_only_the_final_adds_messages() ->
     class Flaky(RecordingChannel):
         failed = False
 
-        async def send(self, chat, content, *, reply_to=None, final=False):
+        async def send(
+            self,
+            chat: ChatRef,
+            content: OutboundContent,
+            *,
+            reply_to: str | None = None,
+            final: bool = False,
+        ) -> MessageHandle:
             if self.calls and not self.failed:  # the first continuation: did it go out?
                 self.failed = True
                 raise DeliveryUncertain("timed out")

@@ -227,7 +227,7 @@ async def test_previews_and_typing_never_wait() -> None:
     async with budget.slot("1", "send"):
         for rank in ("preview", "typing"):
             with pytest.raises(Busy) as caught:
-                async with budget.slot("1", rank):  # type: ignore[arg-type]
+                async with budget.slot("1", rank):
                     pass
             assert caught.value.retry_after >= 0.05
 
