@@ -16,6 +16,7 @@ import statistics
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -31,7 +32,7 @@ from tests.fakes import RecordingChannel  # noqa: E402
 TASK = "Find the archived fact about the 1969 moon landing crew and return it in one sentence."
 
 
-def model():
+def model() -> Callable[[ModelRequest], Reply]:
     def reply(request: ModelRequest) -> Reply:
         last = request.messages[-1]
         if "SPECIALIST" in request.system:

@@ -45,13 +45,13 @@ async def serve(deltas: int) -> None:
         return Reply(text=[f"word{i} " for i in range(deltas)])
 
     async with FakeAnthropic(script=script) as anthropic, FakeOpenAI(script=script) as openai:
-        anthropic.requests = _Discard()  # type: ignore[assignment]
-        openai.requests = _Discard()  # type: ignore[assignment]
+        anthropic.requests = _Discard()
+        openai.requests = _Discard()
         print(f"PORTS {anthropic.port} {openai.port}", flush=True)
         await asyncio.Future()
 
 
-class _Discard(list):  # type: ignore[type-arg]
+class _Discard(list[Any]):
     def append(self, item: object) -> None:
         return None
 

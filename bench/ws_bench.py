@@ -19,6 +19,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 import aiohttp
 
@@ -49,13 +50,13 @@ async def serve_gateway(data_dir: str) -> None:
     )
     config = load_config(config_path, env={})
     provider = ScriptedProvider(lambda request: Reply("ok: " + request.messages[-1].content[:40]))
-    provider.requests = _Discard()  # type: ignore[assignment]  # don't grow memory in a long run
+    provider.requests = _Discard()  # don't grow memory in a long run
     async with App(config, base_dir=Path(data_dir), provider=provider) as app:
         print(f"PORT {app.port}", flush=True)
         await app.wait()
 
 
-class _Discard(list):  # type: ignore[type-arg]
+class _Discard(list[Any]):
     def append(self, item: object) -> None:
         return None
 
@@ -163,7 +164,7 @@ async def _until(ws: aiohttp.ClientWebSocketResponse, kind: str) -> dict[str, ob
         message = await ws.receive(timeout=30)
         if message.type != aiohttp.WSMsgType.TEXT:
             raise RuntimeError(f"socket closed: {message.type} {message.data!r}")
-        frame = json.loads(message.data)
+        frame: dict[str, object] = json.loads(message.data)
         if frame["type"] == kind:
             return frame
         if frame["type"] == "error":

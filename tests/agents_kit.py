@@ -6,6 +6,7 @@ import asyncio
 import json
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from agent.providers.scripted import Reply
 from agent.types import ModelRequest
@@ -127,8 +128,8 @@ def dispatch(
     )
 
 
-def last_tool_results(request: ModelRequest) -> list[dict[str, object]]:
-    results = []
+def last_tool_results(request: ModelRequest) -> list[dict[str, Any]]:
+    results: list[dict[str, Any]] = []
     for message in reversed(request.messages):
         if message.role != "tool":
             break

@@ -1,13 +1,13 @@
-"""Shared fixtures: a running gateway app on a free port, and a web socket test client."""
+"""Shared fixtures: a running app on a free port, a web socket test client, a network guard."""
 
 from __future__ import annotations
 
 import asyncio
 import json
 import sqlite3
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import aiohttp
 import pytest
@@ -15,6 +15,7 @@ import pytest
 from agent.providers.base import Provider
 from bot.app import App
 from bot.config import Config, load_config
+from tests.network_guard import NetworkGuard
 from tools.registry import ToolRegistry
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -48,7 +49,7 @@ class WsClient:
         message = await self.ws.receive(timeout=timeout)
         if message.type != aiohttp.WSMsgType.TEXT:
             raise AssertionError(f"expected a text frame, got {message.type} {message.data!r}")
-        frame = json.loads(message.data)
+        frame: dict[str, Any] = json.loads(message.data)
         self.frames.append(frame)
         return frame
 
@@ -86,14 +87,37 @@ class WsClient:
         return await self.until_type("message.completed")
 
 
+@pytest.fixture(autouse=True)
+def network_guard(monkeypatch: pytest.MonkeyPatch) -> Iterator[NetworkGuard]:
+    """Every test: a connect outside loopback raises, and fails the test even if it was caught."""
+    guard = NetworkGuard()
+    guard.install(monkeypatch)
+    yield guard
+    if guard.blocked:
+        pytest.fail(f"the test tried to leave loopback: {guard.blocked}", pytrace=False)
+
+
 @pytest.fixture
 async def session() -> AsyncIterator[aiohttp.ClientSession]:
     async with aiohttp.ClientSession() as client:
         yield client
 
 
+class Running(Protocol):
+    """The `running` fixture: start an app with this provider and config sections."""
+
+    async def __call__(
+        self,
+        provider: Provider | None = None,
+        *,
+        registry: ToolRegistry | None = None,
+        channels: list[Any] | None = None,
+        **sections: Any,
+    ) -> App: ...
+
+
 @pytest.fixture
-async def running(tmp_path: Path) -> AsyncIterator[Callable[..., Any]]:
+async def running(tmp_path: Path) -> AsyncIterator[Running]:
     """`app = await running(provider, **config_sections)`: a started app, stopped after the test."""
     started: list[App] = []
 
@@ -126,6 +150,26 @@ def db_rows(app: App, sql: str, *params: Any) -> list[tuple[Any, ...]]:
     """Rows straight from the app's SQLite file, as an admin would query it."""
     with sqlite3.connect(app.store.path) as db:
         return db.execute(sql, params).fetchall()
+
+
+async def eventually(predicate: Callable[[], bool], timeout: float = 5.0) -> None:
+    """Wait until `predicate()` holds, for recorded state that no event marks."""
+    try:
+        async with asyncio.timeout(timeout):
+            while not predicate():  # noqa: ASYNC110 (there is no event to wait on)
+                await asyncio.sleep(0.005)  # a poll step, not a guess at how long the work takes
+    except TimeoutError:
+        raise AssertionError(f"still not true after {timeout} s: {predicate}") from None
+
+
+async def settled(app: App) -> None:
+    """Every specialist has ended and the turns they started are over: no more turns can come."""
+    while True:
+        await app.gateway.wait_idle()
+        workers = [w.task for w in app.workers.tasks.values() if w.task and not w.task.done()]
+        if not workers:
+            return
+        await asyncio.wait(workers)
 
 
 async def ask_once(

@@ -13,6 +13,7 @@ from tests.fake_llm import FakeLLM, Reply, pieces, sse
 
 
 class FakeAnthropic(FakeLLM):
+    vendor = "anthropic"
     path = "/v1/messages"
 
     def error_body(self, reply: Reply) -> dict[str, Any]:

@@ -13,7 +13,7 @@ import time
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Self
+from typing import Any, ClassVar, Self
 
 from aiohttp import web
 
@@ -84,6 +84,7 @@ Script = Callable[[dict[str, Any]], Reply]
 class FakeLLM(ABC):
     """Base: an aiohttp server on a free port; subclasses render replies in a vendor's format."""
 
+    vendor: ClassVar[str]  # the `llm.provider` name that speaks this wire format
     path = "/"
     api_prefix = ""
 

@@ -13,6 +13,7 @@ from tests.fake_llm import FakeLLM, Reply, pieces, sse
 
 
 class FakeOpenAI(FakeLLM):
+    vendor = "openai"
     path = "/v1/chat/completions"
     api_prefix = "/v1"
 

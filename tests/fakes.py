@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from adapters.base import (
@@ -33,6 +34,8 @@ class RecordingChannel:
         self.calls: list[Call] = []
         self.rate_limit_next: list[float] = []  # retry_after values for the next edits
         self.edit_gate: asyncio.Event | None = None  # hold edits until set
+        self.gated: list[str] = []  # texts of the edits that reached the closed gate
+        self.rate_limited: list[float] = []  # when each forced 429 was raised
         self.changed = asyncio.Event()
         self._ids = 0
         self.inbox: Inbox | None = None
@@ -45,17 +48,29 @@ class RecordingChannel:
         await asyncio.Future()
 
     async def send(
-        self, chat, content, *, reply_to=None, final=False, recipient=None
+        self,
+        chat: ChatRef,
+        content: OutboundContent,
+        *,
+        reply_to: str | None = None,
+        final: bool = False,
+        recipient: str | None = None,
     ) -> MessageHandle:
         self._ids += 1
         handle = MessageHandle(chat, f"m{self._ids}")
         self._record(Call("send", handle.message_id, content.text, final))
         return handle
 
-    async def edit(self, handle: MessageHandle, content: OutboundContent, *, final=False) -> None:
-        if self.edit_gate is not None:
+    async def edit(
+        self, handle: MessageHandle, content: OutboundContent, *, final: bool = False
+    ) -> None:
+        if self.edit_gate is not None and not self.edit_gate.is_set():
+            self.gated.append(content.text)
+            self.changed.set()
             await self.edit_gate.wait()
         if self.rate_limit_next:
+            self.rate_limited.append(time.monotonic())
+            self.changed.set()
             raise RateLimited(self.rate_limit_next.pop(0))
         self._record(Call("edit", handle.message_id, content.text, final))
 
@@ -63,7 +78,7 @@ class RecordingChannel:
         self.calls.append(call)
         self.changed.set()
 
-    async def wait_for(self, predicate, timeout: float = 5.0) -> None:
+    async def wait_for(self, predicate: Callable[[], bool], timeout: float = 5.0) -> None:
         async with asyncio.timeout(timeout):
             while not predicate():
                 self.changed.clear()

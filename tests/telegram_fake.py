@@ -27,7 +27,7 @@ from typing import Any
 from aiohttp import web
 
 TOKEN = "123456:TEST"
-BOT = {"id": 123456, "is_bot": True, "first_name": "Bot", "username": "test_bot"}
+BOT: dict[str, Any] = {"id": 123456, "is_bot": True, "first_name": "Bot", "username": "test_bot"}
 RATED = frozenset({"sendmessage", "editmessagetext", "sendchataction"})
 BAD_GATEWAY = "<html><head><title>502 Bad Gateway</title></head><body>nginx</body></html>"
 JSON_FIELDS = frozenset(

@@ -5,12 +5,13 @@ import json
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from agent.providers import build_provider, describe_provider
 from agent.providers.anthropic import AnthropicProvider
-from agent.providers.base import ProviderConfigError, ProviderError
+from agent.providers.base import Provider, ProviderConfigError, ProviderError
 from agent.providers.offline import OfflineProvider
 from agent.providers.openai import OpenAIProvider
 from agent.providers.resilient import ResilientProvider
@@ -18,30 +19,31 @@ from agent.providers.textmode import ToolModeProvider
 from agent.types import Message, ModelRequest
 from bot.config import LLMConfig
 from tests.fake_anthropic import FakeAnthropic
-from tests.fake_llm import Reply
+from tests.fake_llm import FakeLLM, Reply
 from tests.fake_openai import FakeOpenAI
 
 ROOT = Path(__file__).resolve().parent.parent
 
 
-async def _build(env: dict[str, str], **llm) -> object:
-    return build_provider(LLMConfig(**llm), env=env)
+async def _build(env: dict[str, str], **llm: Any) -> ResilientProvider:
+    """A provider for a vendor: always wrapped for retries and fallbacks."""
+    provider = build_provider(LLMConfig(**llm), env=env)
+    assert isinstance(provider, ResilientProvider), provider
+    return provider
 
 
-def _vendor(provider) -> object:
+def _vendor(provider: ResilientProvider) -> Provider:
     inner = provider.chain[0]
     return inner.inner if isinstance(inner, ToolModeProvider) else inner
 
 
 async def test_auto_without_keys_is_the_offline_model() -> None:
-    assert isinstance(await _build({}), OfflineProvider)
+    assert isinstance(build_provider(LLMConfig(), env={}), OfflineProvider)
 
 
 async def test_auto_prefers_anthropic_then_openai() -> None:
     provider = await _build({"ANTHROPIC_API_KEY": "a", "OPENAI_API_KEY": "o"})
-    assert isinstance(provider, ResilientProvider) and isinstance(
-        _vendor(provider), AnthropicProvider
-    )
+    assert isinstance(_vendor(provider), AnthropicProvider)
     assert describe_provider(provider) == "anthropic (claude-sonnet-5-5)"
     await provider.aclose()
     provider = await _build({"OPENAI_BASE_URL": "http://localhost:11434/v1"}, model="llama3.2")
@@ -81,7 +83,9 @@ async def test_a_chain_is_described_whole_and_tool_mode_applies() -> None:
         ),
     ],
 )
-async def test_a_missing_key_for_a_chosen_provider_is_a_clear_error(llm, expected) -> None:
+async def test_a_missing_key_for_a_chosen_provider_is_a_clear_error(
+    llm: dict[str, Any], expected: str
+) -> None:
     with pytest.raises(ProviderConfigError, match=expected.replace("[", r"\[").replace("]", r"\]")):
         await _build({}, **llm)
 
@@ -108,14 +112,16 @@ def test_bot_serve_without_the_key_exits_with_one_line(tmp_path: Path) -> None:
     assert "Traceback" not in result.stderr
 
 
-async def test_a_base_url_in_the_config_means_an_openai_compatible_server(caplog) -> None:
+async def test_a_base_url_in_the_config_means_an_openai_compatible_server(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
     provider = await _build({"ANTHROPIC_API_KEY": "a"}, base_url="http://localhost:1234/v1")
     assert isinstance(_vendor(provider), OpenAIProvider)
     assert "llm.model is not set" in caplog.text
     await provider.aclose()
 
 
-async def _key_sent(provider, fake) -> str | None:
+async def _key_sent(provider: ResilientProvider, fake: FakeLLM) -> str | None:
     """Ask `provider` once; the key `fake` received."""
     fake.add(Reply(text=["ok"]))
     with contextlib.suppress(ProviderError):  # a wrong key is a 401: the key is what we check

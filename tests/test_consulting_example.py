@@ -6,10 +6,12 @@ import asyncio
 import json
 from pathlib import Path
 
+from aiohttp import ClientSession
+
 from agent.personas import PersonaLibrary
 from agent.providers.scripted import Reply, ScriptedProvider
 from bot.config import load_config
-from tests.conftest import connect
+from tests.conftest import Running, connect
 from tools.builtin import builtin_registry
 from tools.control import CONTROL
 from tools.knowledge import KnowledgeBase, Refresh
@@ -43,7 +45,7 @@ async def test_the_example_config_personas_and_knowledge_are_valid() -> None:
 
 
 async def test_a_running_app_searches_its_knowledge_and_follows_edits(
-    running, session, tmp_path: Path
+    running: Running, session: ClientSession, tmp_path: Path
 ) -> None:
     docs = tmp_path / "kb"
     docs.mkdir()

@@ -3,10 +3,14 @@
 import asyncio
 import json
 from pathlib import Path
+from typing import Any, Protocol
 
 import pytest
+from aiohttp import ClientSession
 
 from agent.providers.scripted import Reply, ScriptedProvider
+from agent.types import ModelRequest
+from bot.app import App
 from bot.sessions_view import show_session
 from bot.turn import STOPPED
 from tests.agents_kit import (
@@ -14,12 +18,13 @@ from tests.agents_kit import (
     TASK,
     Probe,
     Router,
+    Step,
     dispatch,
     last_tool_results,
     registry_with,
     write_personas,
 )
-from tests.conftest import connect, db_rows
+from tests.conftest import Running, connect, db_rows, eventually, settled
 
 
 @pytest.fixture
@@ -27,18 +32,24 @@ def probe() -> Probe:
     return Probe()
 
 
+class Start(Protocol):
+    async def __call__(self, router: Router, **sections: Any) -> App: ...
+
+
 @pytest.fixture
-def start(running, tmp_path: Path, probe: Probe):
+def start(running: Running, tmp_path: Path, probe: Probe) -> Start:
     folder = write_personas(tmp_path / "personas")
 
-    async def go(router: Router, **sections):
+    async def go(router: Router, **sections: Any) -> App:
         sections.setdefault("personas", {"dirs": [str(folder)]})
         return await running(ScriptedProvider(router), registry=registry_with(probe), **sections)
 
     return go
 
 
-async def test_dispatch_result_is_synthesized_into_the_final_answer(start, session, probe) -> None:
+async def test_dispatch_result_is_synthesized_into_the_final_answer(
+    start: Start, session: ClientSession, probe: Probe
+) -> None:
     router = Router(
         default=[
             Reply(calls=[dispatch("specialist-a", TASK, description="moon crew")]),
@@ -89,7 +100,9 @@ async def test_dispatch_result_is_synthesized_into_the_final_answer(start, sessi
     assert tree.index("AgentTool(") < tree.index(f"└─ session {worker_id}") < tree.index("lookup(")
 
 
-async def test_placeholder_says_who_is_asked_and_shows_a_status_line(start, session, probe) -> None:
+async def test_placeholder_says_who_is_asked_and_shows_a_status_line(
+    start: Start, session: ClientSession, probe: Probe
+) -> None:
     router = Router(
         default=[
             Reply(calls=[dispatch("specialist-a", TASK, description="moon crew")]),
@@ -108,12 +121,14 @@ async def test_placeholder_says_who_is_asked_and_shows_a_status_line(start, sess
     assert (await client.until_type("message.completed"))["text"] == "done"
 
 
-async def test_two_dispatches_in_one_round_run_in_parallel(start, session, probe) -> None:
+async def test_two_dispatches_in_one_round_run_in_parallel(
+    start: Start, session: ClientSession, probe: Probe
+) -> None:
     both = asyncio.Event()
     arrived: list[str] = []
 
-    def wait_for_both(name: str):
-        def step(request):
+    def wait_for_both(name: str) -> Step:
+        def step(request: ModelRequest) -> Reply:
             arrived.append(name)
             if len(arrived) == 2:
                 both.set()
@@ -139,7 +154,9 @@ async def test_two_dispatches_in_one_round_run_in_parallel(start, session, probe
     assert kinds == ["agent.started", "agent.started", "agent.finished", "agent.finished"]
 
 
-async def test_background_result_arrives_once_as_a_new_message(start, session, probe) -> None:
+async def test_background_result_arrives_once_as_a_new_message(
+    start: Start, session: ClientSession, probe: Probe
+) -> None:
     gate = asyncio.Event()
     router = Router(
         default=[
@@ -163,14 +180,13 @@ async def test_background_result_arrives_once_as_a_new_message(start, session, p
     assert follow_up["text"] == "The archive says: Armstrong, Aldrin, Collins."
     notice = router.seen["default"][2].messages[-1].content
     assert f'task_id="{running["task_id"]}"' in notice and "Crew: Armstrong" in notice
-    await app.gateway.wait_idle()
-    await asyncio.sleep(0.05)  # nothing else may arrive
+    await settled(app)  # nothing else may arrive
     assert len(router.seen["default"]) == 3
     assert len([f for f in client.frames if f["type"] == "message.completed"]) == 2
 
 
 async def test_two_background_results_finishing_together_make_one_follow_up(
-    start, session, probe
+    start: Start, session: ClientSession, probe: Probe
 ) -> None:
     gate = asyncio.Event()
     router = Router(
@@ -200,7 +216,9 @@ async def test_two_background_results_finishing_together_make_one_follow_up(
     assert len(router.seen["default"]) == 3
 
 
-async def test_send_message_shows_before_the_final(start, session, probe) -> None:
+async def test_send_message_shows_before_the_final(
+    start: Start, session: ClientSession, probe: Probe
+) -> None:
     hold = asyncio.Event()
     router = Router(
         default=[
@@ -220,8 +238,10 @@ async def test_send_message_shows_before_the_final(start, session, probe) -> Non
     assert final["message_id"] == interim["message_id"] and final["text"] == "Final answer."
 
 
-async def test_task_stop_kills_the_worker_and_its_tool_in_flight(start, session, probe) -> None:
-    def stop_it(request):
+async def test_task_stop_kills_the_worker_and_its_tool_in_flight(
+    start: Start, session: ClientSession, probe: Probe
+) -> None:
+    def stop_it(request: ModelRequest) -> Reply:
         task_id = last_tool_results(request)[0]["task_id"]
         return Reply(calls=[("TaskStop", {"task_id": task_id})], wait=probe.slow_started)
 
@@ -253,7 +273,9 @@ async def test_task_stop_kills_the_worker_and_its_tool_in_flight(start, session,
     assert len(router.seen["default"]) == 3  # no late delivery
 
 
-async def test_user_stop_kills_the_turn_and_its_workers(start, session, probe) -> None:
+async def test_user_stop_kills_the_turn_and_its_workers(
+    start: Start, session: ClientSession, probe: Probe
+) -> None:
     router = Router(
         default=[Reply(calls=[dispatch("specialist-a", TASK)]), Reply("never")],
         specialist_a=[Reply(calls=[("slow_tool", {})]), Reply("never either")],
@@ -275,7 +297,9 @@ async def test_user_stop_kills_the_turn_and_its_workers(start, session, probe) -
     assert len(router.seen["default"]) == 1 and len(router.seen["specialist-a"]) == 1
 
 
-async def test_redirect_stub_then_the_right_call(start, session, probe) -> None:
+async def test_redirect_stub_then_the_right_call(
+    start: Start, session: ClientSession, probe: Probe
+) -> None:
     router = Router(
         default=[
             Reply(calls=[("web_search", {"query": "apollo crew"})]),
@@ -295,7 +319,9 @@ async def test_redirect_stub_then_the_right_call(start, session, probe) -> None:
     assert last_tool_results(router.seen["default"][2])[0]["result"] == "crew facts"
 
 
-async def test_unknown_tool_then_a_correct_call(start, session, probe) -> None:
+async def test_unknown_tool_then_a_correct_call(
+    start: Start, session: ClientSession, probe: Probe
+) -> None:
     router = Router(
         default=[
             Reply(calls=[("frobnicate", {})]),
@@ -316,7 +342,9 @@ async def test_unknown_tool_then_a_correct_call(start, session, probe) -> None:
     assert '"timezone": "UTC"' in router.seen["default"][2].messages[-1].content
 
 
-async def test_worker_cannot_call_a_tool_outside_its_allowlist(start, session, probe) -> None:
+async def test_worker_cannot_call_a_tool_outside_its_allowlist(
+    start: Start, session: ClientSession, probe: Probe
+) -> None:
     router = Router(
         default=[Reply(calls=[dispatch("specialist-a", TASK)]), Reply("ok")],
         specialist_a=[
@@ -336,7 +364,9 @@ async def test_worker_cannot_call_a_tool_outside_its_allowlist(start, session, p
     ]
 
 
-async def test_bad_dispatches_are_readable_errors(start, session, probe) -> None:
+async def test_bad_dispatches_are_readable_errors(
+    start: Start, session: ClientSession, probe: Probe
+) -> None:
     router = Router(
         default=[
             Reply(
@@ -368,7 +398,7 @@ async def test_bad_dispatches_are_readable_errors(start, session, probe) -> None
 
 
 async def test_identical_dispatches_are_joined_and_the_turn_cap_holds(
-    start, session, probe
+    start: Start, session: ClientSession, probe: Probe
 ) -> None:
     router = Router(
         default=[
@@ -397,7 +427,7 @@ async def test_identical_dispatches_are_joined_and_the_turn_cap_holds(
 
 
 async def test_a_final_equal_to_the_last_note_is_not_sent_twice(
-    running, tmp_path: Path, probe
+    running: Running, tmp_path: Path, probe: Probe
 ) -> None:
     from adapters.base import ChatRef, InboundMessage
     from tests.fakes import RecordingChannel
@@ -419,7 +449,9 @@ async def test_a_final_equal_to_the_last_note_is_not_sent_twice(
     assert json.loads('"ok"') == "ok"
 
 
-async def test_a_specialists_display_hints_reach_the_user(start, session, probe) -> None:
+async def test_a_specialists_display_hints_reach_the_user(
+    start: Start, session: ClientSession, probe: Probe
+) -> None:
     router = Router(
         default=[Reply(calls=[dispatch("specialist-b", SUM)]), Reply("Here is your order.")],
         specialist_b=[Reply(calls=[("make_card", {})]), Reply("made the card")],
@@ -432,7 +464,7 @@ async def test_a_specialists_display_hints_reach_the_user(start, session, probe)
 
 
 async def test_a_background_task_joined_by_a_waiting_call_is_delivered_once(
-    start, session, probe
+    start: Start, session: ClientSession, probe: Probe
 ) -> None:
     gate = asyncio.Event()
     router = Router(
@@ -447,22 +479,20 @@ async def test_a_background_task_joined_by_a_waiting_call_is_delivered_once(
     client = await connect(session, app)
     await client.hello()
     await client.send(type="message", text="look it up, then wait for it")
-    async with asyncio.timeout(5):  # the second call has joined the background task
-        while not any(task.waiters for task in app.workers.tasks.values()):  # noqa: ASYNC110
-            await asyncio.sleep(0.005)  # no event marks a join: poll the recorded state
+    # no event marks a join: poll the recorded state until the second call joins the task
+    await eventually(lambda: any(task.waiters for task in app.workers.tasks.values()))
     gate.set()
     final = await client.until_type("message.completed")
     assert final["text"] == "The crew, as promised."
     assert last_tool_results(router.seen["default"][2])[0]["result"].startswith("Crew:")
-    await app.gateway.wait_idle()
-    await asyncio.sleep(0.05)
+    await settled(app)
     assert len(router.seen["default"]) == 3  # no second, unprompted follow-up turn
 
 
 async def test_a_worker_that_cannot_start_fails_alone_and_the_app_lives_on(
-    start, session, probe, tmp_path: Path
+    start: Start, session: ClientSession, probe: Probe, tmp_path: Path
 ) -> None:
-    def later(request):
+    def later(request: ModelRequest) -> Reply:
         last = request.messages[-1].content
         return Reply("still here" if last == "are you alive?" else "A follow-up.")
 
@@ -483,7 +513,7 @@ async def test_a_worker_that_cannot_start_fails_alone_and_the_app_lives_on(
     (tmp_path / "personas" / "specialist-b.md").unlink()  # gone while it waits for a slot
     app.personas.load()
     probe.release.set()
-    follow_ups = []
+    follow_ups: list[dict[str, Any]] = []
     while len(follow_ups) < 1:
         follow_ups.append(await client.until_type("message.completed"))
     failed = next(

@@ -106,6 +106,7 @@ async def test_a_killed_turn_leaves_no_placeholder_and_no_second_answer(
     placeholder = fake.ok(CHAT, "sendMessage")[0]
     assert placeholder.params["text"] == "Thinking…"
     placeholder_id = placeholder.message_id
+    assert placeholder_id is not None
 
     # Telegram redelivers the unconfirmed update; a new command comes after it.
     fake.push(update)

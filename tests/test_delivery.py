@@ -2,11 +2,12 @@
 
 import asyncio
 import itertools
-import time
+from dataclasses import dataclass, field
 
-from adapters.base import ChannelLimits, ChatRef
+from adapters.base import ChannelLimits, ChatRef, MessageHandle, OutboundContent
 from bot.delivery import APOLOGY, PLACEHOLDER, Delivery
 from bot.textsplit import split_text
+from tests.conftest import eventually
 from tests.fakes import RecordingChannel
 from tools.events import (
     AgentFinished,
@@ -27,7 +28,7 @@ async def test_placeholder_first_then_few_edits_then_final() -> None:
     await delivery.start()
     for index in range(50):
         await delivery.on_event(AnswerDelta(f"w{index} "))
-        await asyncio.sleep(0.002)
+        await asyncio.sleep(0.002)  # the stream itself: deltas spread over about 100 ms
     await delivery.on_event(Final("the answer"))
     assert channel.calls[0].kind == "send" and channel.calls[0].text == PLACEHOLDER
     edits = [c for c in channel.calls if c.kind == "edit"]
@@ -46,7 +47,7 @@ async def test_newest_text_wins_and_stale_edits_are_dropped() -> None:
     delivery = Delivery(channel, CHAT)
     await delivery.start()
     await delivery.on_event(AnswerDelta("a"))
-    await asyncio.sleep(0.01)  # the flusher is now blocked inside an edit of "a"
+    await channel.wait_for(lambda: channel.gated == ["a"])  # the flusher is held in that edit
     await delivery.on_event(AnswerDelta("b"))
     await delivery.on_event(AnswerDelta("c"))
     channel.edit_gate.set()
@@ -77,8 +78,8 @@ async def test_rate_limit_pauses_previews_and_the_final_still_lands() -> None:
     delivery = Delivery(channel, CHAT)
     await delivery.start()
     await delivery.on_event(AnswerDelta("partial"))
-    await asyncio.sleep(0.02)  # the first preview edit drew a 429
-    limited_at = time.monotonic()
+    await channel.wait_for(lambda: bool(channel.rate_limited))  # the first preview drew a 429
+    limited_at = channel.rate_limited[0]
     await delivery.on_event(AnswerDelta(" more"))
     await delivery.on_event(Final("done"))
     edits = [c for c in channel.calls if c.kind == "edit"]
@@ -90,6 +91,7 @@ async def test_failure_edits_an_apology_into_the_placeholder() -> None:
     channel = RecordingChannel()
     delivery = Delivery(channel, CHAT)
     handle = await delivery.start()
+    assert handle is not None
     await delivery.on_event(AnswerDelta("half an ans"))
     await delivery.on_event(Failed("provider down"))
     assert channel.texts(handle.message_id)[-1] == APOLOGY
@@ -100,6 +102,7 @@ async def test_interim_text_and_worker_status_lines_then_final_replaces_them() -
     channel = RecordingChannel(ChannelLimits(max_text_length=1000, min_edit_interval_s=0.0))
     delivery = Delivery(channel, CHAT)
     handle = await delivery.start()
+    assert handle is not None
     await delivery.on_event(Interim("Asking specialist-research — one moment"))
     await delivery.on_event(AgentStarted("t1", "specialist-research", "find flights"))
     await channel.wait_for(lambda: "⏳" in channel.texts(handle.message_id)[-1])
@@ -123,7 +126,7 @@ async def test_reset_drops_preamble_and_nothing_after_final() -> None:
     await delivery.on_event(Final("It is noon."))
     count = len(channel.calls)
     await delivery.on_event(AnswerDelta("late"))
-    await asyncio.sleep(0.01)
+    assert asyncio.all_tasks() == {asyncio.current_task()}  # no flusher is left to send it
     assert len(channel.calls) == count
 
 
@@ -133,19 +136,39 @@ async def test_after_an_uncertain_continuation_only_the_final_adds_messages() ->
     class Flaky(RecordingChannel):
         failed = False
 
-        async def send(self, chat, content, *, reply_to=None, final=False, recipient=None):
+        async def send(
+            self,
+            chat: ChatRef,
+            content: OutboundContent,
+            *,
+            reply_to: str | None = None,
+            final: bool = False,
+            recipient: str | None = None,
+        ) -> MessageHandle:
             if self.calls and not self.failed:  # the first continuation: did it go out?
                 self.failed = True
                 raise DeliveryUncertain("timed out")
             return await super().send(chat, content, reply_to=reply_to, final=final)
 
-    channel = Flaky(ChannelLimits(max_text_length=20, min_edit_interval_s=0.0))
+    @dataclass(frozen=True)
+    class Measured(ChannelLimits):
+        """Limits that keep each text they measure: a preview that sends nothing still shows."""
+
+        measured: list[str] = field(default_factory=list, compare=False)
+
+        def length(self, text: str) -> int:
+            self.measured.append(text)
+            return len(text)
+
+    limits = Measured(max_text_length=20, min_edit_interval_s=0.0)
+    channel = Flaky(limits)
     delivery = Delivery(channel, CHAT)
     await delivery.start()
     await delivery.on_event(AnswerDelta("0123456789 " * 3))  # needs a second message
     await channel.wait_for(lambda: channel.failed)
     await delivery.on_event(AnswerDelta("more words " * 2))
-    await asyncio.sleep(0.02)  # previews run, and must not try a new message again
+    # a preview of the new text was laid out, and must not have tried a new message again
+    await eventually(lambda: any("more words" in text for text in limits.measured))
     assert len([c for c in channel.calls if c.kind == "send"]) == 1
     final = "0123456789 " * 5
     await delivery.on_event(Final(final))
@@ -175,7 +198,8 @@ async def test_previews_stop_at_the_edit_cap_and_the_final_still_lands() -> None
         text += f"w{index} "
         await delivery.on_event(AnswerDelta(f"w{index} "))
         if index < 2:  # the first two previews go out; then the cap keeps the last edit
-            await channel.wait_for(lambda shown=text: channel.calls[-1].text == shown)
+            shown = text
+            await channel.wait_for(lambda: channel.calls[-1].text == shown)  # noqa: B023
     await asyncio.sleep(0.05)  # room for a preview that must not come (proving an absence)
     await delivery.on_event(Final("done"))
     edits = [c for c in channel.calls if c.kind == "edit"]

@@ -1,6 +1,7 @@
 """The whole path through a running app with a real web socket client and the scripted model."""
 
 import asyncio
+from pathlib import Path
 
 import aiohttp
 import pytest
@@ -9,10 +10,12 @@ from agent.providers.offline import OfflineProvider
 from agent.providers.scripted import Reply, ScriptedProvider
 from bot.delivery import APOLOGY
 from bot.turn import STOPPED
-from tests.conftest import connect, db_rows
+from tests.conftest import Running, connect, db_rows
 
 
-async def test_message_gets_placeholder_edits_and_final(running, session) -> None:
+async def test_message_gets_placeholder_edits_and_final(
+    running: Running, session: aiohttp.ClientSession
+) -> None:
     provider = ScriptedProvider([Reply("The answer is forty-two.", chunks=6, delay_s=0.03)])
     app = await running(provider)
     client = await connect(session, app)
@@ -36,7 +39,9 @@ async def test_message_gets_placeholder_edits_and_final(running, session) -> Non
     assert created["message_id"] in rows[0][1] and rows[0][2] == completed["text"]
 
 
-async def test_history_carries_to_the_next_turn_and_new_starts_fresh(running, session) -> None:
+async def test_history_carries_to_the_next_turn_and_new_starts_fresh(
+    running: Running, session: aiohttp.ClientSession
+) -> None:
     provider = ScriptedProvider([Reply("one"), Reply("two"), Reply("three")])
     app = await running(provider)
     client = await connect(session, app)
@@ -50,7 +55,9 @@ async def test_history_carries_to_the_next_turn_and_new_starts_fresh(running, se
     assert [m.content for m in provider.requests[2].messages] == ["third"]
 
 
-async def test_stop_cancels_the_turn_and_queued_messages(running, session) -> None:
+async def test_stop_cancels_the_turn_and_queued_messages(
+    running: Running, session: aiohttp.ClientSession
+) -> None:
     hold = asyncio.Event()
     provider = ScriptedProvider([Reply("never shown", wait=hold), Reply("after stop")])
     app = await running(provider)
@@ -70,7 +77,9 @@ async def test_stop_cancels_the_turn_and_queued_messages(running, session) -> No
     assert [r.messages[-1].content for r in provider.requests] == ["long job", "fresh start"]
 
 
-async def test_messages_during_a_turn_are_coalesced_into_the_next(running, session) -> None:
+async def test_messages_during_a_turn_are_coalesced_into_the_next(
+    running: Running, session: aiohttp.ClientSession
+) -> None:
     hold = asyncio.Event()
     provider = ScriptedProvider([Reply("first answer", wait=hold), Reply("second answer")])
     app = await running(provider)
@@ -90,7 +99,9 @@ async def test_messages_during_a_turn_are_coalesced_into_the_next(running, sessi
     assert len(provider.requests) == 2
 
 
-async def test_resent_client_message_id_is_answered_once(running, session) -> None:
+async def test_resent_client_message_id_is_answered_once(
+    running: Running, session: aiohttp.ClientSession
+) -> None:
     provider = ScriptedProvider([Reply("only once"), Reply("next")])
     app = await running(provider)
     client = await connect(session, app)
@@ -103,7 +114,9 @@ async def test_resent_client_message_id_is_answered_once(running, session) -> No
     assert len(provider.requests) == 2
 
 
-async def test_bad_frames_get_errors_and_nothing_is_lost(running, session) -> None:
+async def test_bad_frames_get_errors_and_nothing_is_lost(
+    running: Running, session: aiohttp.ClientSession
+) -> None:
     provider = ScriptedProvider([Reply("still here")])
     app = await running(provider)
     client = await connect(session, app)
@@ -118,7 +131,9 @@ async def test_bad_frames_get_errors_and_nothing_is_lost(running, session) -> No
     assert reply["text"] == "still here"
 
 
-async def test_foreign_origin_is_refused_before_the_upgrade(running, session) -> None:
+async def test_foreign_origin_is_refused_before_the_upgrade(
+    running: Running, session: aiohttp.ClientSession
+) -> None:
     app = await running(ScriptedProvider([]))
     with pytest.raises(aiohttp.WSServerHandshakeError) as refused:
         await connect(session, app, origin="https://evil.example")
@@ -126,7 +141,7 @@ async def test_foreign_origin_is_refused_before_the_upgrade(running, session) ->
 
 
 async def test_a_one_megabyte_frame_closes_the_socket_and_the_app_lives_on(
-    running, session
+    running: Running, session: aiohttp.ClientSession
 ) -> None:
     provider = ScriptedProvider([Reply("fine")])
     app = await running(provider)
@@ -141,7 +156,9 @@ async def test_a_one_megabyte_frame_closes_the_socket_and_the_app_lives_on(
     assert (await again.ask("still up?"))["text"] == "fine"
 
 
-async def test_model_failure_edits_an_apology_into_the_placeholder(running, session) -> None:
+async def test_model_failure_edits_an_apology_into_the_placeholder(
+    running: Running, session: aiohttp.ClientSession
+) -> None:
     provider = ScriptedProvider([Reply(error=RuntimeError("model exploded"))])
     app = await running(provider)
     client = await connect(session, app)
@@ -150,7 +167,9 @@ async def test_model_failure_edits_an_apology_into_the_placeholder(running, sess
     assert reply["text"] == APOLOGY
 
 
-async def test_offline_model_calls_the_clock_tool(running, session) -> None:
+async def test_offline_model_calls_the_clock_tool(
+    running: Running, session: aiohttp.ClientSession
+) -> None:
     app = await running(OfflineProvider(word_delay_s=0))
     client = await connect(session, app)
     await client.hello()
@@ -160,7 +179,7 @@ async def test_offline_model_calls_the_clock_tool(running, session) -> None:
     assert "not an LLM" in plain["text"]
 
 
-async def test_healthz_and_demo_page(running, session) -> None:
+async def test_healthz_and_demo_page(running: Running, session: aiohttp.ClientSession) -> None:
     app = await running(ScriptedProvider([]))
     async with session.get(f"{app.url}/healthz") as response:
         assert response.status == 200
@@ -170,7 +189,9 @@ async def test_healthz_and_demo_page(running, session) -> None:
         assert "widget.js" in await response.text()
 
 
-async def test_offline_model_dispatches_a_specialist(running, session, tmp_path) -> None:
+async def test_offline_model_dispatches_a_specialist(
+    running: Running, session: aiohttp.ClientSession, tmp_path: Path
+) -> None:
     from tests.agents_kit import write_personas
 
     folder = write_personas(tmp_path / "personas")

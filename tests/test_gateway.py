@@ -3,6 +3,7 @@
 import asyncio
 import sqlite3
 from pathlib import Path
+from typing import Any
 
 from adapters.base import ChatRef, InboundMessage
 from agent.providers.scripted import Reply, ScriptedProvider
@@ -14,7 +15,7 @@ from tests.fakes import RecordingChannel
 
 
 async def _app(
-    tmp_path: Path, provider: ScriptedProvider, **sections
+    tmp_path: Path, provider: ScriptedProvider, **sections: Any
 ) -> tuple[App, RecordingChannel]:
     channel = RecordingChannel()
     app = App(

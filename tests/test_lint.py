@@ -15,5 +15,6 @@ RUFF = shutil.which("ruff", path=str(Path(sys.executable).parent)) or shutil.whi
 @pytest.mark.skipif(RUFF is None, reason="ruff is not installed (it comes with the test extras)")
 @pytest.mark.parametrize("command", [["check"], ["format", "--check"]], ids=["lint", "format"])
 def test_ruff(command: list[str]) -> None:
+    assert RUFF is not None  # else skipped
     result = subprocess.run([RUFF, *command, *PATHS], cwd=ROOT, capture_output=True, text=True)
     assert result.returncode == 0, result.stdout + result.stderr

@@ -4,7 +4,7 @@ import asyncio
 import json
 
 from agent.history import fit_history
-from agent.loop import LoopSettings, run_loop
+from agent.loop import Audit, LoopResult, LoopSettings, run_loop
 from agent.providers.scripted import Reply, ScriptedProvider
 from agent.types import AuditRecord, Message, ToolCall
 from tools.base import ToolContext, ToolError
@@ -58,7 +58,13 @@ REGISTRY = ToolRegistry([slow, broken, picky, hangs])
 ALL = ("slow", "broken", "picky", "hangs")
 
 
-async def _run(provider: ScriptedProvider, *, allowed=ALL, rounds: int = 8, audit=None):
+async def _run(
+    provider: ScriptedProvider,
+    *,
+    allowed: tuple[str, ...] = ALL,
+    rounds: int = 8,
+    audit: Audit | None = None,
+) -> tuple[LoopResult, list[TurnEvent]]:
     events: list[TurnEvent] = []
 
     async def emit(event: TurnEvent) -> None:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from tools.base import ToolContext
@@ -110,7 +112,7 @@ async def raw_contact(ctx: ToolContext) -> str:
 async def test_registry_masks_unless_the_tool_opts_out() -> None:
     registry = ToolRegistry([contact, raw_contact])
     ctx = ToolContext(user_id="u1")
-    kw = {"allowed": registry.names(), "timeout_s": 1}
+    kw: dict[str, Any] = {"allowed": registry.names(), "timeout_s": 1}
     assert (await registry.call("contact", "{}", ctx, **kw)).text == "Ann: [phone], [email]"
     assert (await registry.call("raw_contact", "{}", ctx, **kw)).text == "Ann: +852 9123 4567"
     registry.pii = None
@@ -128,7 +130,7 @@ async def big_page(ctx: ToolContext) -> str:
 async def test_a_huge_result_is_masked_whole_then_cut() -> None:
     registry = ToolRegistry([big_page])
     ctx = ToolContext(user_id="u1")
-    kw = {"allowed": registry.names(), "timeout_s": 1}
+    kw: dict[str, Any] = {"allowed": registry.names(), "timeout_s": 1}
     whole = await registry.call("big_page", "{}", ctx, max_result_chars=10**6, **kw)
     assert whole.text.endswith("call [phone]") and len(whole.text) > 16384
     cut = await registry.call("big_page", "{}", ctx, max_result_chars=100, **kw)

@@ -2,22 +2,27 @@
 
 import json
 import logging
+from collections.abc import AsyncIterator
+from typing import Any
 
 import pytest
+from aiohttp import ClientSession
 
 from agent.providers.classify import KEY_REFUSED
-from tests.conftest import ask_once, connect, db_rows
+from tests.conftest import Running, ask_once, connect, db_rows
 from tests.fake_anthropic import FakeAnthropic
 from tests.fake_llm import Call, Reply, llm_config
 
 
 @pytest.fixture
-async def fake():
+async def fake() -> AsyncIterator[FakeAnthropic]:
     async with FakeAnthropic() as server:
         yield server
 
 
-async def test_text_streams_into_the_placeholder(running, session, fake) -> None:
+async def test_text_streams_into_the_placeholder(
+    running: Running, session: ClientSession, fake: FakeAnthropic
+) -> None:
     fake.add(Reply(text=["The answer ", "is forty-", "two."], delay_s=0.05, usage=(31, 9)))
     app = await running(llm=llm_config("anthropic", fake))
     completed, frames = await ask_once(session, app, "what is the answer?")
@@ -40,7 +45,9 @@ async def test_text_streams_into_the_placeholder(running, session, fake) -> None
     assert tokens == [("user", None, None), ("assistant", 31, 9)]
 
 
-async def test_a_tool_call_split_across_chunks(running, session, fake) -> None:
+async def test_a_tool_call_split_across_chunks(
+    running: Running, session: ClientSession, fake: FakeAnthropic
+) -> None:
     args = '{"timezone": "Asia/Tokyo"}'
     fake.add(
         Reply(text=["Let me check. "], calls=[Call("get_current_datetime", args, split=4)]),
@@ -65,7 +72,9 @@ async def test_a_tool_call_split_across_chunks(running, session, fake) -> None:
     assert totals == {"model_calls": 2, "input_tokens": 24, "output_tokens": 14}
 
 
-async def test_two_parallel_tool_calls_answered_in_one_turn(running, session, fake) -> None:
+async def test_two_parallel_tool_calls_answered_in_one_turn(
+    running: Running, session: ClientSession, fake: FakeAnthropic
+) -> None:
     fake.add(
         Reply(calls=[
             Call("get_current_datetime", '{"timezone": "Europe/Paris"}'),
@@ -85,7 +94,7 @@ async def test_two_parallel_tool_calls_answered_in_one_turn(running, session, fa
 
 
 async def test_malformed_tool_arguments_come_back_as_an_error_result(
-    running, session, fake
+    running: Running, session: ClientSession, fake: FakeAnthropic
 ) -> None:
     fake.add(
         Reply(calls=[Call("get_current_datetime", '{"timezone": "Asia/To')]),
@@ -101,7 +110,9 @@ async def test_malformed_tool_arguments_come_back_as_an_error_result(
     assert db_rows(app, "select arguments, ok from audit_logs") == [('{"timezone": "Asia/To', 0)]
 
 
-async def test_history_goes_back_as_alternating_turns(running, session, fake) -> None:
+async def test_history_goes_back_as_alternating_turns(
+    running: Running, session: ClientSession, fake: FakeAnthropic
+) -> None:
     fake.add(Reply(text=["one"]), Reply(text=["two"]))
     app = await running(llm=llm_config("anthropic", fake))
     client = await connect(session, app)
@@ -112,7 +123,9 @@ async def test_history_goes_back_as_alternating_turns(running, session, fake) ->
     assert roles == [("user", "first"), ("assistant", "one"), ("user", "second")]
 
 
-async def test_a_wrong_key_says_so_in_the_chat_and_the_log(running, session, fake, caplog) -> None:
+async def test_a_wrong_key_says_so_in_the_chat_and_the_log(
+    running: Running, session: ClientSession, fake: FakeAnthropic, caplog: pytest.LogCaptureFixture
+) -> None:
     caplog.set_level(logging.WARNING)
     app = await running(llm=llm_config("anthropic", fake, api_key="sk-ant-wrong-key-123456"))
     completed, _ = await ask_once(session, app, "hi")
@@ -126,13 +139,15 @@ async def test_a_wrong_key_says_so_in_the_chat_and_the_log(running, session, fak
     assert "wrong-key" not in json.dumps(db_rows(app, "select * from turns"))
 
 
-async def test_a_turn_counts_the_usage_of_its_specialists(running, session, fake) -> None:
+async def test_a_turn_counts_the_usage_of_its_specialists(
+    running: Running, session: ClientSession, fake: FakeAnthropic
+) -> None:
     PROMPT = "Find out what X is in the 2026 standard and return one sentence with the value and a source."
     dispatch = json.dumps(
         {"description": "look it up", "subagent_type": "specialist-research", "prompt": PROMPT}
     )
 
-    def script(body: dict) -> Reply:
+    def script(body: dict[str, Any]) -> Reply:
         if "research specialist" in body["system"]:
             return Reply(text=["X is 42."], usage=(100, 10))
         if body["messages"][-1]["content"][0]["type"] == "tool_result":

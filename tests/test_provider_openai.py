@@ -2,22 +2,26 @@
 conversation: OpenAI itself and the quirks of compatible servers."""
 
 import logging
+from collections.abc import AsyncIterator
 
 import pytest
+from aiohttp import ClientSession
 
 from agent.providers.classify import KEY_REFUSED, OUT_OF_CREDIT
-from tests.conftest import ask_once, db_rows
+from tests.conftest import Running, ask_once, db_rows
 from tests.fake_llm import Call, Reply, fail, llm_config
 from tests.fake_openai import FakeOpenAI
 
 
 @pytest.fixture
-async def fake():
+async def fake() -> AsyncIterator[FakeOpenAI]:
     async with FakeOpenAI() as server:
         yield server
 
 
-async def test_text_streams_into_the_placeholder(running, session, fake) -> None:
+async def test_text_streams_into_the_placeholder(
+    running: Running, session: ClientSession, fake: FakeOpenAI
+) -> None:
     fake.add(Reply(text=["Forty", "-two, ", "of course."], delay_s=0.05, usage=(40, 6)))
     app = await running(llm=llm_config("openai", fake))
     completed, frames = await ask_once(session, app, "the answer?")
@@ -40,7 +44,9 @@ async def test_text_streams_into_the_placeholder(running, session, fake) -> None
     ]
 
 
-async def test_tool_calls_split_across_chunks_two_in_parallel(running, session, fake) -> None:
+async def test_tool_calls_split_across_chunks_two_in_parallel(
+    running: Running, session: ClientSession, fake: FakeOpenAI
+) -> None:
     fake.add(
         Reply(text=["Checking both. "], calls=[
             Call("get_current_datetime", '{"timezone": "Europe/Paris"}', split=5),
@@ -63,7 +69,7 @@ async def test_tool_calls_split_across_chunks_two_in_parallel(running, session, 
     assert "Europe/Paris" in results[0]["content"] and "Asia/Tokyo" in results[1]["content"]
 
 
-async def test_compatible_server_quirks(running, session) -> None:
+async def test_compatible_server_quirks(running: Running, session: ClientSession) -> None:
     """Arguments in one chunk, no ids, no usage chunk, text and a tool call in one message."""
     async with FakeOpenAI(compat=True, api_key="ollama") as fake:
         fake.add(
@@ -86,7 +92,7 @@ async def test_compatible_server_quirks(running, session) -> None:
 
 
 async def test_malformed_tool_arguments_come_back_as_an_error_result(
-    running, session, fake
+    running: Running, session: ClientSession, fake: FakeOpenAI
 ) -> None:
     fake.add(
         Reply(calls=[Call("get_current_datetime", '{"timezone": ')]),
@@ -100,7 +106,9 @@ async def test_malformed_tool_arguments_come_back_as_an_error_result(
     assert result["content"].startswith("Error: ") and "invalid arguments" in result["content"]
 
 
-async def test_a_wrong_key_says_so_in_the_chat_and_the_log(running, session, fake, caplog) -> None:
+async def test_a_wrong_key_says_so_in_the_chat_and_the_log(
+    running: Running, session: ClientSession, fake: FakeOpenAI, caplog: pytest.LogCaptureFixture
+) -> None:
     caplog.set_level(logging.WARNING)
     app = await running(llm=llm_config("openai", fake, api_key="sk-proj-wrong-key-0000"))
     completed, _ = await ask_once(session, app, "hi")
@@ -110,7 +118,9 @@ async def test_a_wrong_key_says_so_in_the_chat_and_the_log(running, session, fak
     assert len(fake.requests) == 1
 
 
-async def test_insufficient_quota_is_not_retried(running, session, fake) -> None:
+async def test_insufficient_quota_is_not_retried(
+    running: Running, session: ClientSession, fake: FakeOpenAI
+) -> None:
     fake.add(
         fail(429, "insufficient_quota", "You exceeded your current quota, please check your plan")
     )
@@ -124,7 +134,9 @@ PARIS, UTC = '{"timezone": "Europe/Paris"}', '{"timezone": "UTC"}'
 
 
 @pytest.mark.parametrize("split", [0, 5])
-async def test_calls_without_index_or_id_stay_apart(running, session, fake, split) -> None:
+async def test_calls_without_index_or_id_stay_apart(
+    running: Running, session: ClientSession, fake: FakeOpenAI, split: int
+) -> None:
     """Two calls in a row from a server that numbers nothing: the second name starts a call."""
     fake.add(
         Reply(calls=[
@@ -145,7 +157,9 @@ async def test_calls_without_index_or_id_stay_apart(running, session, fake, spli
 
 
 @pytest.mark.parametrize("quirk", ["name_every_delta", "resent"])
-async def test_a_name_or_arguments_sent_again_are_one_call(running, session, fake, quirk) -> None:
+async def test_a_name_or_arguments_sent_again_are_one_call(
+    running: Running, session: ClientSession, fake: FakeOpenAI, quirk: str
+) -> None:
     call = Call("get_current_datetime", PARIS, split=4, id="", indexed=False, **{quirk: True})
     fake.add(Reply(calls=[call]), Reply(text=["Paris."]))
     app = await running(llm=llm_config("openai", fake))

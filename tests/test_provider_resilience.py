@@ -3,28 +3,31 @@ socket conversation: 429 with retry-after, 500, overloaded mid-stream, a stalled
 
 import socket
 import time
+from collections.abc import AsyncIterator
 
 import pytest
+from aiohttp import ClientSession
 
 from agent.providers.base import ProviderUnavailable
 from agent.providers.classify import OUT_OF_CREDIT
-from tests.conftest import ask_once, db_rows
+from tests.conftest import Running, ask_once, db_rows
 from tests.fake_anthropic import FakeAnthropic
-from tests.fake_llm import Reply, fail, llm_config
+from tests.fake_llm import FakeLLM, Reply, fail, llm_config
 from tests.fake_openai import FakeOpenAI
 
-VENDORS = {"anthropic": FakeAnthropic, "openai": FakeOpenAI}
+VENDORS: dict[str, type[FakeLLM]] = {"anthropic": FakeAnthropic, "openai": FakeOpenAI}
 OVERLOADED = {"anthropic": "overloaded_error", "openai": "server_error"}
 
 
 @pytest.fixture(params=sorted(VENDORS))
-async def fake(request):
+async def fake(request: pytest.FixtureRequest) -> AsyncIterator[FakeLLM]:
     async with VENDORS[request.param]() as server:
-        server.vendor = request.param
         yield server
 
 
-async def test_429_waits_as_long_as_retry_after_says(running, session, fake) -> None:
+async def test_429_waits_as_long_as_retry_after_says(
+    running: Running, session: ClientSession, fake: FakeLLM
+) -> None:
     fake.add(
         fail(429, "rate_limit_error", "slow down", **{"retry-after": "0.3"}),
         Reply(text=["Made it."]),
@@ -37,7 +40,9 @@ async def test_429_waits_as_long_as_retry_after_says(running, session, fake) -> 
     assert second.body == first.body  # the same call again
 
 
-async def test_500_is_retried_with_backoff(running, session, fake) -> None:
+async def test_500_is_retried_with_backoff(
+    running: Running, session: ClientSession, fake: FakeLLM
+) -> None:
     fake.add(
         fail(500, "api_error", "internal"),
         fail(503, "api_error", "unavailable"),
@@ -50,7 +55,7 @@ async def test_500_is_retried_with_backoff(running, session, fake) -> None:
 
 
 async def test_overloaded_mid_stream_restarts_without_showing_text_twice(
-    running, session, fake
+    running: Running, session: ClientSession, fake: FakeLLM
 ) -> None:
     fake.add(
         Reply(
@@ -71,7 +76,9 @@ async def test_overloaded_mid_stream_restarts_without_showing_text_twice(
     assert [f["type"] for f in frames].count("message.created") == 1  # one reply, edited
 
 
-async def test_a_stalled_stream_hits_the_first_token_deadline(running, session, fake) -> None:
+async def test_a_stalled_stream_hits_the_first_token_deadline(
+    running: Running, session: ClientSession, fake: FakeLLM
+) -> None:
     fake.add(Reply(text=["never"], stall_after=2), Reply(text=["Fresh answer."]))
     # deadlines generous enough for a loaded CI machine; the bounds only show the deadline acted
     app = await running(llm=llm_config(fake.vendor, fake, first_token_timeout_s=1.0))
@@ -83,7 +90,9 @@ async def test_a_stalled_stream_hits_the_first_token_deadline(running, session, 
     assert time.monotonic() - started < 10
 
 
-async def test_a_bad_request_is_not_retried(running, session, fake) -> None:
+async def test_a_bad_request_is_not_retried(
+    running: Running, session: ClientSession, fake: FakeLLM
+) -> None:
     fake.add(fail(400, "invalid_request_error", "messages: field required"))
     app = await running(llm=llm_config(fake.vendor, fake, max_retries=3))
     completed, _ = await ask_once(session, app)
@@ -91,7 +100,7 @@ async def test_a_bad_request_is_not_retried(running, session, fake) -> None:
     assert len(fake.requests) == 1
 
 
-async def test_fallback_to_the_other_vendor(running, session) -> None:
+async def test_fallback_to_the_other_vendor(running: Running, session: ClientSession) -> None:
     async with FakeAnthropic() as primary, FakeOpenAI() as backup:
         primary.add(
             fail(529, "overloaded_error", "Overloaded"), fail(529, "overloaded_error", "Overloaded")
@@ -113,7 +122,7 @@ async def test_fallback_to_the_other_vendor(running, session) -> None:
         assert usage == [("openai", "backup-model", 20, 4)]
 
 
-async def test_out_of_credit_falls_back_at_once(running, session) -> None:
+async def test_out_of_credit_falls_back_at_once(running: Running, session: ClientSession) -> None:
     async with FakeAnthropic() as primary, FakeOpenAI() as backup:
         primary.add(
             fail(400, "invalid_request_error", "Your credit balance is too low to access the API")
@@ -128,7 +137,9 @@ async def test_out_of_credit_falls_back_at_once(running, session) -> None:
         assert len(primary.requests) == 1
 
 
-async def test_when_every_provider_fails_the_placeholder_says_sorry(running, session) -> None:
+async def test_when_every_provider_fails_the_placeholder_says_sorry(
+    running: Running, session: ClientSession
+) -> None:
     async with FakeAnthropic() as primary, FakeOpenAI() as backup:
         primary.add(fail(400, "invalid_request_error", "Your credit balance is too low"))
         backup.add(fail(503, "server_error", "down"))
@@ -145,7 +156,9 @@ async def test_when_every_provider_fails_the_placeholder_says_sorry(running, ses
         assert status == "failed" and error.startswith("ProviderRejected")
 
 
-async def test_unavailable_everywhere_is_a_try_again_later(running, session, fake) -> None:
+async def test_unavailable_everywhere_is_a_try_again_later(
+    running: Running, session: ClientSession, fake: FakeLLM
+) -> None:
     fake.add(*[fail(502, "api_error", "bad gateway")] * 2)
     app = await running(llm=llm_config(fake.vendor, fake, max_retries=1))
     completed, _ = await ask_once(session, app)
@@ -153,7 +166,9 @@ async def test_unavailable_everywhere_is_a_try_again_later(running, session, fak
     assert len(fake.requests) == 2
 
 
-async def test_a_server_that_is_not_there_falls_back(running, session) -> None:
+async def test_a_server_that_is_not_there_falls_back(
+    running: Running, session: ClientSession
+) -> None:
     with socket.socket() as probe:  # a port nobody listens on
         probe.bind(("127.0.0.1", 0))
         dead = f"http://127.0.0.1:{probe.getsockname()[1]}"
@@ -173,7 +188,7 @@ FIRST_TEXT_FRAMES = {"anthropic": 4, "openai": 2}
 
 @pytest.mark.parametrize("vendor", sorted(VENDORS))
 async def test_keepalives_after_the_first_token_end_at_the_total_deadline(
-    running, session, vendor
+    running: Running, session: ClientSession, vendor: str
 ) -> None:
     """Pings (Anthropic) and SSE comments (OpenAI-compatible) reach httpx but not us: the read
     timeout never fires, so the total deadline must bound every wait, not only the first."""
@@ -195,7 +210,9 @@ async def test_keepalives_after_the_first_token_end_at_the_total_deadline(
         assert 1.9 <= backup.requests[0].at - primary.requests[0].at < 6
 
 
-async def test_a_malformed_stream_event_is_retried(running, session, fake) -> None:
+async def test_a_malformed_stream_event_is_retried(
+    running: Running, session: ClientSession, fake: FakeLLM
+) -> None:
     # a data line cut in half (a broken proxy): the SDK's json.loads fails inside the stream
     fake.add(Reply(text=["Half ", "an answer"], garble_at=2), Reply(text=["Clean."]))
     app = await running(llm=llm_config(fake.vendor, fake))
@@ -204,7 +221,9 @@ async def test_a_malformed_stream_event_is_retried(running, session, fake) -> No
     assert len(fake.requests) == 2
 
 
-async def test_malformed_events_everywhere_fall_back(running, session) -> None:
+async def test_malformed_events_everywhere_fall_back(
+    running: Running, session: ClientSession
+) -> None:
     async with FakeOpenAI() as primary, FakeAnthropic() as backup:
         primary.add(*[Reply(text=["Half ", "an answer"], garble_at=2)] * 2)
         backup.add(Reply(text=["From the backup."]))

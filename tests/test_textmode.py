@@ -3,15 +3,18 @@ fake server that has no function calling, through a web socket conversation."""
 
 import json
 import logging
+from collections.abc import AsyncIterator
+from typing import Any
 
 import pytest
+from aiohttp import ClientSession
 
 from agent.providers.base import ProviderRejected, ProviderUnavailable, ToolsUnsupported
 from agent.providers.classify import classify
 from agent.providers.textcalls import CallFormatError, parse_calls
 from agent.providers.textmode import ToolModeProvider
 from agent.types import Message, ModelRequest, ModelStream, TextDelta
-from tests.conftest import ask_once, connect
+from tests.conftest import Running, ask_once, connect
 from tests.fake_llm import Reply, fail, llm_config
 from tests.fake_openai import FakeOpenAI
 
@@ -25,16 +28,18 @@ KNOWN = frozenset({"get_current_datetime"})
 
 
 @pytest.fixture
-async def fake():
+async def fake() -> AsyncIterator[FakeOpenAI]:
     async with FakeOpenAI(compat=True) as server:
         yield server
 
 
-def _shown(frames: list[dict]) -> list[str]:
+def _shown(frames: list[dict[str, Any]]) -> list[str]:
     return [f["text"] for f in frames if f["type"] in ("message.updated", "message.completed")]
 
 
-async def test_text_mode_describes_tools_and_reads_the_call(running, session, fake) -> None:
+async def test_text_mode_describes_tools_and_reads_the_call(
+    running: Running, session: ClientSession, fake: FakeOpenAI
+) -> None:
     fake.add(Reply(text=[CALL[:30], CALL[30:]], delay_s=0.02), Reply(text=["It is noon UTC."]))
     app = await running(llm=llm_config("openai", fake, tool_mode="text"))
     completed, frames = await ask_once(session, app, "what time is it?")
@@ -53,7 +58,9 @@ async def test_text_mode_describes_tools_and_reads_the_call(running, session, fa
     assert '"timezone": "UTC"' in results["content"]
 
 
-async def test_an_unreadable_call_gets_one_retry_with_the_error(running, session, fake) -> None:
+async def test_an_unreadable_call_gets_one_retry_with_the_error(
+    running: Running, session: ClientSession, fake: FakeOpenAI
+) -> None:
     broken = '{"tool_calls": [{"name": "get_current_datetime", "arguments": {"timezone": '
     fake.add(Reply(text=[broken]), Reply(text=[CALL]), Reply(text=["Done."]))
     app = await running(llm=llm_config("openai", fake, tool_mode="text"))
@@ -65,7 +72,9 @@ async def test_an_unreadable_call_gets_one_retry_with_the_error(running, session
     assert "[tool results]" in fake.requests[2].body["messages"][-1]["content"]
 
 
-async def test_unreadable_twice_is_taken_as_the_answer(running, session, fake) -> None:
+async def test_unreadable_twice_is_taken_as_the_answer(
+    running: Running, session: ClientSession, fake: FakeOpenAI
+) -> None:
     broken = '{"tool_calls": oops}'
     fake.add(Reply(text=[broken]), Reply(text=["Some words, then ", broken]))
     app = await running(llm=llm_config("openai", fake, tool_mode="text"))
@@ -82,12 +91,16 @@ async def test_unreadable_twice_is_taken_as_the_answer(running, session, fake) -
     ],
 )
 async def test_auto_switches_to_text_when_the_server_refuses_tools(
-    running, session, fake, caplog, refusal
+    running: Running,
+    session: ClientSession,
+    fake: FakeOpenAI,
+    caplog: pytest.LogCaptureFixture,
+    refusal: Reply,
 ) -> None:
     caplog.set_level(logging.WARNING)
     answers = iter([Reply(text=[CALL]), Reply(text=["Noon."]), Reply(text=["Hello again."])])
 
-    def script(body: dict) -> Reply:
+    def script(body: dict[str, Any]) -> Reply:
         return refusal if "tools" in body else next(answers)
 
     fake.script = script
@@ -105,7 +118,9 @@ async def test_auto_switches_to_text_when_the_server_refuses_tools(
     assert len(switched) == 1
 
 
-async def test_auto_keeps_native_tools_after_a_schema_error(running, session, fake, caplog) -> None:
+async def test_auto_keeps_native_tools_after_a_schema_error(
+    running: Running, session: ClientSession, fake: FakeOpenAI, caplog: pytest.LogCaptureFixture
+) -> None:
     # "function" and "required" are in the message, but the server did not refuse tools
     fake.add(fail(400, "invalid_request_error", SCHEMA_ERROR), Reply(text=["Hello again."]))
     app = await running(llm=llm_config("openai", fake, tool_mode="auto", max_retries=2))
@@ -118,7 +133,9 @@ async def test_auto_keeps_native_tools_after_a_schema_error(running, session, fa
     assert "text-mode tool calling" not in caplog.text
 
 
-async def test_auto_retries_a_500_that_mentions_function_calls(running, session, fake) -> None:
+async def test_auto_retries_a_500_that_mentions_function_calls(
+    running: Running, session: ClientSession, fake: FakeOpenAI
+) -> None:
     fake.add(
         fail(500, "server_error", "function call parsing requires valid JSON"),
         Reply(text=["Noon."]),
@@ -149,7 +166,9 @@ async def test_auto_retries_a_500_that_mentions_function_calls(running, session,
         (None, "function call parsing requires valid JSON", ProviderUnavailable),  # mid-stream
     ],
 )
-def test_which_failures_refuse_tools(status, message, expected) -> None:
+def test_which_failures_refuse_tools(
+    status: int | None, message: str, expected: type[Exception]
+) -> None:
     error = classify(
         who="w", key_hint="k", status=status, kind=None, code=None, message=message, had_tools=True
     )
@@ -176,11 +195,13 @@ async def test_auto_does_not_switch_on_a_failure_after_output() -> None:
 
 
 def test_parse_calls_forms() -> None:
-    [call] = parse_calls(f"```json\n{CALL}\n```", KNOWN)
+    [call] = parse_calls(f"```json\n{CALL}\n```", KNOWN) or []
     assert call.name == "get_current_datetime" and json.loads(call.arguments) == {"timezone": "UTC"}
-    [call] = parse_calls(f"Let me look.\n{CALL}", KNOWN)  # words before the object
+    [call] = parse_calls(f"Let me look.\n{CALL}", KNOWN) or []  # words before the object
     assert call.name == "get_current_datetime"
-    [call] = parse_calls('{"name": "get_current_datetime", "arguments": "{}"}', KNOWN)  # bare form
+    [call] = (
+        parse_calls('{"name": "get_current_datetime", "arguments": "{}"}', KNOWN) or []
+    )  # bare form
     assert call.arguments == "{}"
     assert parse_calls("It is noon.", KNOWN) is None
     assert parse_calls('{"name": "Ada", "age": 36}', KNOWN) is None  # JSON that is an answer

@@ -14,13 +14,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from aiohttp import ClientSession
 
 from agent.coordinator import AgentSettings, Coordinator, TurnInput
 from agent.loop import LoopResult
 from agent.personas import Persona
 from agent.providers.scripted import Reply, ScriptedProvider
 from bot.storage import SqliteStore
-from tests.conftest import connect
+from tests.conftest import Running, connect
 from tools.base import ToolContext
 from tools.builtin import builtin_registry
 from tools.events import TurnEvent
@@ -211,7 +212,7 @@ async def test_persona_allowlist_holds_for_the_built_in_tools(store: SqliteStore
 
 
 async def test_a_payment_card_reaches_the_web_socket_client(
-    running, session, tmp_path: Path
+    running: Running, session: ClientSession, tmp_path: Path
 ) -> None:
     folder = tmp_path / "personas"
     folder.mkdir()

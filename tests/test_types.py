@@ -15,5 +15,6 @@ MYPY = shutil.which("mypy", path=str(Path(sys.executable).parent)) or shutil.whi
 def test_mypy_strict() -> None:
     # the packages, strictness and plugins come from [tool.mypy] in pyproject.toml; the cache in
     # .mypy_cache makes a re-run take a few seconds instead of twenty
+    assert MYPY is not None  # else skipped
     result = subprocess.run([MYPY], cwd=ROOT, capture_output=True, text=True)
     assert result.returncode == 0, result.stdout + result.stderr

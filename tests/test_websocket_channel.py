@@ -18,6 +18,7 @@ from aiohttp import WSMsgType, web
 
 from adapters.base import Action, ChatRef, InboundMessage, OutboundContent
 from adapters.websocket import WebSocketChannel, user_hash
+from tests.conftest import Running
 
 ORIGIN = "http://127.0.0.1:8080"
 STATIC = Path(__file__).resolve().parent.parent / "adapters" / "static"
@@ -472,7 +473,9 @@ def test_widget_markdown_never_renders_markup_or_images() -> None:
     assert rendered[4] == "<pre><code>&lt;script&gt;alert(1)&lt;/script&gt;\n</code></pre>"
 
 
-async def test_the_servers_own_pages_may_connect_under_any_host_name(running, session) -> None:
+async def test_the_servers_own_pages_may_connect_under_any_host_name(
+    running: Running, session: aiohttp.ClientSession
+) -> None:
     from agent.providers.scripted import ScriptedProvider
     from tests.conftest import connect
 

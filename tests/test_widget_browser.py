@@ -2,10 +2,12 @@
 
 import asyncio
 import shutil
+from pathlib import Path
 
 import pytest
 
 from agent.providers.scripted import Reply, ScriptedProvider
+from tests.conftest import Running
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 playwright_api = pytest.importorskip("playwright.async_api", reason="playwright is not installed")
@@ -27,7 +29,9 @@ ANSWER = (
 )
 
 
-async def test_widget_shows_the_placeholder_live_then_the_final_answer_safely(running) -> None:
+async def test_widget_shows_the_placeholder_live_then_the_final_answer_safely(
+    running: Running,
+) -> None:
     hold = asyncio.Event()
     provider = ScriptedProvider([Reply(ANSWER, chunks=8, delay_s=0.05, wait=hold)])
     app = await running(provider)
@@ -62,7 +66,9 @@ async def test_widget_shows_the_placeholder_live_then_the_final_answer_safely(ru
 PIXEL = "data:image/png;base64,iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNkYPhfDwAChwGA60e6kgAAAABJRU5ErkJggg=="
 
 
-async def test_widget_renders_a_card_and_its_buttons_answer_back(running, tmp_path) -> None:
+async def test_widget_renders_a_card_and_its_buttons_answer_back(
+    running: Running, tmp_path: Path
+) -> None:
     from tools.base import ToolContext, ToolResult
     from tools.builtin import builtin_registry
     from tools.display import button, card

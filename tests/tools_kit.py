@@ -37,4 +37,5 @@ async def call(
 async def call_json(name: str, args: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
     result = await call(name, args, ctx)
     assert result.ok, result.text
-    return json.loads(result.text)
+    payload: dict[str, Any] = json.loads(result.text)
+    return payload
