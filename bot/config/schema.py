@@ -88,7 +88,6 @@ class AgentConfig(_Section):
 
 class GatewayConfig(_Section):
     dedup_ttl_s: float = Field(86400, gt=0)
-    dedup_max_entries: int = Field(100000, ge=1)
     coalesce_ms: int = Field(0, ge=0, le=5000)
     allowed_users: list[str] = []
     group_reply: Literal["mention", "all"] = "mention"
