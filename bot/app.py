@@ -164,7 +164,7 @@ class App:
             started.cancel()
             raise RuntimeError("the gateway failed to start; see the log")
         # Embedded mode: this process owns the database, so a running turn is a dead process's.
-        await recover_interrupted_turns(self.store, self.channels)
+        await recover_interrupted_turns(self.store, self.channels, close_orphans=self.web_server)
         if self.web_server:
             await self._start_web()
         log.info("model: %s", describe_provider(self.provider))

@@ -23,10 +23,18 @@ INTERRUPTED_ERROR = "interrupted: the gateway stopped mid-turn"
 EDIT_DEADLINE_S = 15.0  # per placeholder: a platform that does not answer must not stall the start
 
 
-async def recover_interrupted_turns(store: GatewayStore, channels: Mapping[str, Channel]) -> int:
-    """Edit and close every unfinished turn; how many there were."""
-    turns = await store.unfinished_turns()
-    for turn in turns:
+async def recover_interrupted_turns(
+    store: GatewayStore, channels: Mapping[str, Channel], *, close_orphans: bool = True
+) -> int:
+    """Edit and close every unfinished turn; how many were closed.
+
+    `close_orphans=False` (`bot chat`, which runs no platform channel) leaves the turns of
+    channels not running here to the next `bot serve`, which can still edit their placeholders.
+    """
+    closed = 0
+    for turn in await store.unfinished_turns():
+        if turn["channel"] not in channels and not close_orphans:
+            continue
         record = turn["placeholder"]
         handle = handle_from_record(record) if record else None
         channel = channels.get(handle.chat.channel) if handle is not None else None
@@ -42,4 +50,5 @@ async def recover_interrupted_turns(store: GatewayStore, channels: Mapping[str, 
             outcome = f"channel {handle.chat.channel!r} is not running"
         await store.finish_turn(turn["id"], status="failed", error=INTERRUPTED_ERROR)
         log.warning("turn %s was interrupted by the last shutdown: %s", turn["id"], outcome)
-    return len(turns)
+        closed += 1
+    return closed

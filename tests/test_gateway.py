@@ -139,20 +139,27 @@ async def test_turns_left_running_by_a_killed_process_are_closed_at_start(tmp_pa
     from bot.storage import SqliteStore
 
     async with SqliteStore(tmp_path / "bot.db") as store:  # as a process killed mid-turn left it
-        session_id = await store.active_session(channel="fake", conversation_key="k", user_id="u")
-        await store.create_turn(
-            turn_id="t1",
-            session_id=session_id,
-            channel="fake",
-            conversation_key="k",
-            inbound_event_ids=["e1"],
-            placeholder=None,
-        )
-    app, _ = await _app(tmp_path, ScriptedProvider([]))
+        for turn_id, channel in (("t1", "fake"), ("t2", "telegram")):
+            session_id = await store.active_session(
+                channel=channel, conversation_key="k", user_id="u"
+            )
+            await store.create_turn(
+                turn_id=turn_id,
+                session_id=session_id,
+                channel=channel,
+                conversation_key="k",
+                inbound_event_ids=[f"e-{turn_id}"],
+                placeholder=None,
+            )
+    app, _ = await _app(tmp_path, ScriptedProvider([]))  # like `bot chat`: no platform channels
     await app.stop()
     with sqlite3.connect(tmp_path / "bot.db") as db:
-        rows = db.execute("select status, error from turns").fetchall()
-    assert rows == [("failed", "interrupted: the gateway stopped mid-turn")]
+        rows = db.execute("select id, status, error from turns order by id").fetchall()
+    # a Telegram turn is left to the next `bot serve`, which can still edit its placeholder
+    assert rows == [
+        ("t1", "failed", "interrupted: the gateway stopped mid-turn"),
+        ("t2", "running", None),
+    ]
 
 
 async def test_stop_while_the_answer_is_being_delivered_still_ends_the_placeholder(
