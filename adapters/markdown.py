@@ -17,6 +17,9 @@ Feishu card markdown: `strong` `**x**`, `em` `*x*`, `strike` `~~x~~`, `link` `[x
 `code_block` a fence with its language, `heading` a bold line. Spoilers, which neither has,
 stay plain text by default.
 
+`render` parses stretch by stretch (see markdown_parts) and keeps those a stream has finished:
+an edit of a streamed answer parses only its tail.
+
 Rendering never makes the visible text longer than the markdown, except that tables are padded
 into a grid: `may_lengthen` says when a measure must render rather than trust the written length.
 """
@@ -30,18 +33,16 @@ from collections.abc import Sequence
 from markdown_it import MarkdownIt
 from markdown_it.tree import SyntaxTreeNode
 
+from adapters.markdown_parts import stretches
 from adapters.markdown_spoiler import spoilers
 
 _LANGUAGE = re.compile(r"[\w+#.-]+")
 _NEWLINES = re.compile(r"\r\n?")
+# Enough for the stretches of every answer streaming at once; most are a paragraph long.
+CACHED_STRETCHES = 2048
 
 
-def _parser() -> MarkdownIt:
-    parser = MarkdownIt("commonmark", {"html": False}).enable(["strikethrough", "table"])
-    return parser.use(spoilers)
-
-
-PARSER = _parser()
+PARSER = MarkdownIt("commonmark", {"html": False}).enable(["strikethrough", "table"]).use(spoilers)
 
 
 def parse(markdown: str) -> SyntaxTreeNode:
@@ -101,16 +102,35 @@ class Renderer:
 
     # --- the walk -----------------------------------------------------------------------------
 
+    def __init__(self) -> None:
+        self._rendered: dict[str, str] = {}  # stretch -> its rendering, oldest first
+
     def render(self, markdown: str) -> str:
-        lines = _NEWLINES.sub("\n", markdown).split("\n")
-        return self._blocks(parse(markdown).children, lines, "")
+        parts = stretches(_NEWLINES.sub("\n", markdown))
+        last = len(parts) - 1
+        rendered = (self._stretch(part, index < last) for index, part in enumerate(parts))
+        return "\n\n".join(part for part in rendered if part)  # a blank line was between them
+
+    def _stretch(self, markdown: str, done: bool) -> str:
+        """A stretch's rendering; one that more text follows is final, and kept for next time."""
+        rendered = self._rendered.get(markdown)
+        if rendered is None:
+            rendered = self._blocks(parse(markdown).children, markdown.split("\n"), "")
+            if done:  # the last stretch of a stream grows: it would never be asked for again
+                if len(self._rendered) >= CACHED_STRETCHES:
+                    del self._rendered[next(iter(self._rendered))]
+                self._rendered[markdown] = rendered
+        return rendered
 
     def _blocks(self, nodes: Sequence[SyntaxTreeNode], lines: list[str], indent: str) -> str:
         out: list[str] = []
+        gap = ""
         for node in nodes:
+            gap = max(gap, _gap(node, lines), key=len)  # an empty block keeps its blank line
             block = self._block(node, lines, indent)
             if block:  # an empty fence or quote leaves no line behind
-                out.extend((_gap(node, lines), block) if out else (block,))
+                out.extend((gap, block) if out else (block,))
+                gap = ""
         return "".join(out)
 
     def _block(self, node: SyntaxTreeNode, lines: list[str], indent: str) -> str:

@@ -7,6 +7,7 @@ import random
 import pytest
 
 from adapters.markdown import Renderer, grid, may_lengthen, parse
+from adapters.markdown_parts import stretches
 
 
 class Brackets(Renderer):
@@ -85,3 +86,47 @@ def test_rendering_never_lengthens_what_has_no_table() -> None:
     for _ in range(1000):
         text = "".join(rng.choice(pieces) for _ in range(rng.randint(1, 30)))
         assert len(PLAIN.render(text)) <= len(text), text
+
+
+def test_stretches_cut_only_where_no_later_line_can_reach_back() -> None:
+    text = "para\n\n```\ncode\n\nstill code\n```\n\n- a\n\n  b\n\n- c\nlazy\n\nend"
+    assert stretches(text) == [
+        "para\n\n",
+        "```\ncode\n\nstill code\n```\n\n",
+        "- a\n\n  b\n\n",
+        "- c\nlazy\n\n",
+        "end",
+    ]
+    assert "".join(stretches(text)) == text
+    # A fence indented as in a numbered item may be in it, or at the top level: both are followed.
+    text = "1. Install:\n   ```sh\n   pip x\n\n   ```\n\nRun"
+    assert stretches(text) == ["1. Install:\n   ```sh\n   pip x\n\n   ```\n\n", "Run"]
+    text = "1. Install:\n   ```sh\n   pip x\n\nnot code\n   ```\n\nRun"  # "   ```" opens
+    assert stretches(text) == [text]
+    assert stretches("[a][r]\n\n[r]: https://x.y") == ["[a][r]\n\n[r]: https://x.y"]
+    assert PLAIN.render("[a][r]\n\n[r]: https://x.y") == "a"
+
+
+def test_rendering_by_stretches_is_rendering_the_whole() -> None:
+    pieces = ["**", "_", "||", "`", "```", "~~~", "- ", "1. ", "2) ", "> ", ">", "\n", "\n\n"]
+    pieces += ["  ", "    ", "\t", "# ", "word", "|a|b|", "|-|-|", "---", "===", "[a](https://x.y)"]
+    rng = random.Random(3)
+    for _ in range(1000):
+        text = "".join(rng.choice(pieces) for _ in range(rng.randint(1, 40)))
+        whole = Renderer()._blocks(parse(text).children, text.split("\n"), "")
+        assert Renderer().render(text) == whole, text
+
+
+def test_a_stream_reuses_the_stretches_it_rendered() -> None:
+    parsed: list[str] = []
+
+    class Counting(Renderer):
+        def text(self, text: str) -> str:
+            parsed.append(text)
+            return text
+
+    counting = Counting()
+    counting.render("one\n\ntwo\n\nthr")
+    parsed.clear()
+    assert counting.render("one\n\ntwo\n\nthree") == "one\n\ntwo\n\nthree"
+    assert parsed == ["three"]  # the finished stretches came from the cache
