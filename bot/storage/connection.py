@@ -7,6 +7,13 @@ does no fsync, so running it right on the loop is cheaper than any hop. What can
 the WAL checkpoint (it writes pages back and fsyncs): automatic checkpoints are off on this
 connection, and a second connection on its own thread runs PASSIVE checkpoints, which never
 block our writers.
+
+Another process holding the write lock is the other thing that takes long: a call on the loop
+waits for it only ON_LOOP_BUSY_MS, then goes to a thread of its own that waits up to
+`busy_wait_s` in all (the loop serves every other conversation meanwhile). Calls made while one
+waits there queue behind it on that thread, so the connection is never used by two threads at
+once and calls keep their order. A call that fails raises `StorageError`, reported in `trouble`
+until that kind of call or any insert succeeds (on a full disk, reads and deletes still work).
 """
 
 from __future__ import annotations
@@ -15,20 +22,36 @@ import asyncio
 import contextlib
 import logging
 import sqlite3
+import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from types import TracebackType
-from typing import Any, Self, TypeVar
+from typing import Any, NoReturn, Self, TypeVar
 
 from sqlite_utils import Database
 
+from bot.storage.base import StorageError
 from bot.storage.schema import MIGRATIONS, migrate, now
 
 log = logging.getLogger(__name__)
 
 T = TypeVar("T")
 CHECKPOINT_EVERY = 500  # writes between checkpoints (~1000 WAL pages is SQLite's own default)
+ON_LOOP_BUSY_MS = 5  # a locked database stalls the loop this long at most, then a thread waits
+BUSY_WAIT_S = 5.0  # how long a call waits in all for another process's lock before failing
+OPEN_BUSY_MS = 2000  # at start nothing else is served yet: waiting on the loop is fine
+# errors of the caller's data or our code: the storage itself is fine
+_NOT_FAULTS = (sqlite3.IntegrityError, sqlite3.ProgrammingError, sqlite3.InterfaceError)
+
+
+def _busy(exc: sqlite3.Error) -> bool:
+    code = getattr(exc, "sqlite_errorcode", 0) & 0xFF  # the primary code of an extended one
+    return code in (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED)
+
+
+def _kind(fn: Callable[..., Any]) -> str:
+    return getattr(fn, "__name__", "")
 
 
 def _dicts(cursor: sqlite3.Cursor) -> list[dict[str, Any]]:
@@ -49,6 +72,11 @@ class StoreConnection:
         self._checkpointer: ThreadPoolExecutor | None = None
         self._checkpoint: Future[None] | None = None
         self._checkpoint_conn: sqlite3.Connection | None = None  # used on that thread only
+        self.busy_wait_s = BUSY_WAIT_S
+        self._failing: dict[str, str] = {}  # kind of call -> its storage failure, newest last
+        self._rowid_at_failure = 0
+        self._waiter: ThreadPoolExecutor | None = None  # runs calls that met a lock
+        self._waiting: list[Future[Any]] = []  # calls on that thread, not yet done
 
     async def __aenter__(self) -> Self:
         await self.open()
@@ -69,7 +97,10 @@ class StoreConnection:
     async def open(self) -> None:
         if self._open:
             raise RuntimeError(f"store {str(self.path)!r} is already open")
-        applied = self._open_db()
+        try:
+            applied = self._open_db()
+        except (OSError, sqlite3.Error) as exc:
+            raise StorageError(f"cannot open the database {str(self.path)!r}: {exc}") from exc
         self._open = True
         if self.on_disk:
             self._checkpointer = ThreadPoolExecutor(1, thread_name_prefix="sqlite-checkpoint")
@@ -79,6 +110,10 @@ class StoreConnection:
         if not self._open:
             return
         self._open = False
+        waiter, self._waiter = self._waiter, None
+        if waiter is not None:
+            await asyncio.wrap_future(waiter.submit(lambda: None))  # after the calls queued there
+            waiter.shutdown()
         checkpointer, self._checkpointer = self._checkpointer, None
         if checkpointer is not None:
             await asyncio.wrap_future(checkpointer.submit(self._close_checkpoint_conn))
@@ -92,11 +127,70 @@ class StoreConnection:
             raise RuntimeError(
                 f"store {str(self.path)!r} is not open; await store.open() or use `async with`"
             )
-        result = fn(*args)
+        if not self._thread_idle():
+            result = await self._wait_for_lock(fn, args)  # in order, behind the waiting call
+        else:
+            try:
+                result = fn(*args)
+            except sqlite3.Error as exc:
+                if not _busy(exc):
+                    self._raise(exc, fn)
+                result = await self._wait_for_lock(fn, args)
+        if self._failing:
+            self._recovered(fn)
         self._writes += 1
         if self._writes >= CHECKPOINT_EVERY:
             self._request_checkpoint()
         return result
+
+    async def _wait_for_lock(self, fn: Callable[..., T], args: tuple[Any, ...]) -> T:
+        """Run `fn` on the waiting thread, allowed to wait for a lock until `busy_wait_s` is up."""
+        if self._waiter is None:
+            self._waiter = ThreadPoolExecutor(1, thread_name_prefix="sqlite-busy")
+        deadline = time.monotonic() + self.busy_wait_s
+        call = self._waiter.submit(self._call_waiting, deadline, fn, args)
+        self._waiting.append(call)
+        try:
+            return await asyncio.wrap_future(call)
+        except sqlite3.Error as exc:
+            self._raise(exc, fn)
+
+    def _call_waiting(self, deadline: float, fn: Callable[..., T], args: tuple[Any, ...]) -> T:
+        """On the waiting thread: nothing on the loop uses the connection meanwhile."""
+        left_ms = max(0, round((deadline - time.monotonic()) * 1000))
+        self._conn.execute(f"PRAGMA busy_timeout = {left_ms}")
+        try:
+            return fn(*args)
+        finally:
+            self._conn.execute(f"PRAGMA busy_timeout = {ON_LOOP_BUSY_MS}")
+
+    @property
+    def trouble(self) -> str | None:
+        """The newest storage failure of a kind of call that has not succeeded since."""
+        return next(reversed(self._failing.values()), None)
+
+    def _recovered(self, fn: Callable[..., Any]) -> None:
+        if self._thread_idle() and self._last_rowid() != self._rowid_at_failure:
+            self._failing.clear()  # an insert succeeded since: there is room again
+        else:
+            self._failing.pop(_kind(fn), None)
+
+    def _thread_idle(self) -> bool:
+        self._waiting = [call for call in self._waiting if not call.done()]
+        return not self._waiting
+
+    def _last_rowid(self) -> int:
+        return int(self._conn.execute("SELECT last_insert_rowid()").fetchone()[0])
+
+    def _raise(self, exc: sqlite3.Error, fn: Callable[..., Any]) -> NoReturn:
+        """A storage fault as a `StorageError`, noted in `trouble`; any other error as it is."""
+        if isinstance(exc, _NOT_FAULTS):
+            raise exc
+        self._failing.pop(_kind(fn), None)
+        self._failing[_kind(fn)] = f"{type(exc).__name__}: {exc}"
+        if self._thread_idle():  # else the connection is in use on the waiting thread
+            self._rowid_at_failure = self._last_rowid()
+        raise StorageError(f"storage {str(self.path)!r} failed: {exc}") from exc
 
     async def _one(self, sql: str, key: str) -> dict[str, Any] | None:
         rows = await self._run(self._select, sql, key)
@@ -128,16 +222,17 @@ class StoreConnection:
         if self.on_disk:
             Path(self.path).parent.mkdir(parents=True, exist_ok=True)
         # autocommit: each lone statement is its own short transaction; batches use BEGIN
-        conn = sqlite3.connect(str(self.path), isolation_level=None)
+        # not same-thread-only: a call that meets a lock waits on another thread (see above)
+        conn = sqlite3.connect(str(self.path), isolation_level=None, check_same_thread=False)
         try:
             db = Database(conn, recursive_triggers=False, execute_plugins=False)
-            # Another process writing the same file makes us wait, on the loop: keep it short.
-            conn.execute("PRAGMA busy_timeout = 2000")
+            conn.execute(f"PRAGMA busy_timeout = {OPEN_BUSY_MS}")
             if self.on_disk:
                 db.enable_wal()
                 conn.execute("PRAGMA wal_autocheckpoint = 0")  # the checkpoint thread does it
             conn.execute("PRAGMA synchronous = NORMAL")  # WAL makes this crash-safe
             applied = migrate(db)
+            conn.execute(f"PRAGMA busy_timeout = {ON_LOOP_BUSY_MS}")
         except BaseException:
             conn.close()
             raise
@@ -147,10 +242,14 @@ class StoreConnection:
     def _close_db(self) -> None:
         conn: sqlite3.Connection | None = vars(self).pop("_conn", None)
         if conn is not None:
-            conn.execute("PRAGMA optimize")
-            if self.on_disk:
-                conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")  # leave a tidy file behind
-            conn.close()
+            try:
+                conn.execute("PRAGMA optimize")
+                if self.on_disk:
+                    conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")  # leave a tidy file behind
+            except sqlite3.Error as exc:  # a full disk, say: the data is safe in the WAL
+                log.warning("storage %s closed untidily: %s", self.path, exc)
+            finally:
+                conn.close()
 
     @contextlib.contextmanager
     def _transaction(self) -> Iterator[sqlite3.Connection]:
