@@ -139,17 +139,21 @@ class StallMeter:
 
     def __init__(self) -> None:
         self.longest = 0.0
+        self._last = time.monotonic()
         self._task = asyncio.create_task(self._tick())
 
+    def _note(self) -> None:
+        now = time.monotonic()
+        self.longest = max(self.longest, now - self._last)
+        self._last = now
+
     async def _tick(self) -> None:
-        last = time.monotonic()
         while True:
             await asyncio.sleep(0.005)
-            now = time.monotonic()
-            self.longest = max(self.longest, now - last)
-            last = now
+            self._note()
 
     async def stop(self) -> float:
+        self._note()  # a stall just before the stop counts too
         self._task.cancel()
         await asyncio.wait([self._task])
         return self.longest
