@@ -8,12 +8,8 @@ the WAL checkpoint (it writes pages back and fsyncs): automatic checkpoints are 
 connection, and a second connection on its own thread runs PASSIVE checkpoints, which never
 block our writers.
 
-Another process holding the write lock is the other thing that takes long: a call on the loop
-waits for it only ON_LOOP_BUSY_MS, then goes to a thread of its own that waits up to
-`busy_wait_s` in all (the loop serves every other conversation meanwhile). Calls made while one
-waits there queue behind it on that thread, so the connection is never used by two threads at
-once and calls keep their order. A call that fails raises `StorageError`, reported in `trouble`
-until that kind of call or any insert succeeds (on a full disk, reads and deletes still work).
+Another process holding the write lock is the other thing that takes long: that wait happens
+off the loop (`bot.storage.faults`). A call that fails raises `StorageError`, kept in `trouble`.
 """
 
 from __future__ import annotations
@@ -22,7 +18,6 @@ import asyncio
 import contextlib
 import logging
 import sqlite3
-import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
@@ -32,26 +27,21 @@ from typing import Any, NoReturn, Self, TypeVar
 from sqlite_utils import Database
 
 from bot.storage.base import StorageError
+from bot.storage.faults import (
+    BUSY_WAIT_S,
+    NOT_FAULTS,
+    ON_LOOP_BUSY_MS,
+    LockWaiter,
+    Trouble,
+    is_busy,
+)
 from bot.storage.schema import MIGRATIONS, migrate, now
 
 log = logging.getLogger(__name__)
 
 T = TypeVar("T")
 CHECKPOINT_EVERY = 500  # writes between checkpoints (~1000 WAL pages is SQLite's own default)
-ON_LOOP_BUSY_MS = 5  # a locked database stalls the loop this long at most, then a thread waits
-BUSY_WAIT_S = 5.0  # how long a call waits in all for another process's lock before failing
 OPEN_BUSY_MS = 2000  # at start nothing else is served yet: waiting on the loop is fine
-# errors of the caller's data or our code: the storage itself is fine
-_NOT_FAULTS = (sqlite3.IntegrityError, sqlite3.ProgrammingError, sqlite3.InterfaceError)
-
-
-def _busy(exc: sqlite3.Error) -> bool:
-    code = getattr(exc, "sqlite_errorcode", 0) & 0xFF  # the primary code of an extended one
-    return code in (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED)
-
-
-def _kind(fn: Callable[..., Any]) -> str:
-    return getattr(fn, "__name__", "")
 
 
 def _dicts(cursor: sqlite3.Cursor) -> list[dict[str, Any]]:
@@ -72,11 +62,9 @@ class StoreConnection:
         self._checkpointer: ThreadPoolExecutor | None = None
         self._checkpoint: Future[None] | None = None
         self._checkpoint_conn: sqlite3.Connection | None = None  # used on that thread only
-        self.busy_wait_s = BUSY_WAIT_S
-        self._failing: dict[str, str] = {}  # kind of call -> its storage failure, newest last
-        self._rowid_at_failure = 0
-        self._waiter: ThreadPoolExecutor | None = None  # runs calls that met a lock
-        self._waiting: list[Future[Any]] = []  # calls on that thread, not yet done
+        self.busy_wait_s = BUSY_WAIT_S  # for another process's lock, per call
+        self._waiter = LockWaiter()
+        self._trouble = Trouble()
 
     async def __aenter__(self) -> Self:
         await self.open()
@@ -110,10 +98,7 @@ class StoreConnection:
         if not self._open:
             return
         self._open = False
-        waiter, self._waiter = self._waiter, None
-        if waiter is not None:
-            await asyncio.wrap_future(waiter.submit(lambda: None))  # after the calls queued there
-            waiter.shutdown()
+        await self._waiter.close()
         checkpointer, self._checkpointer = self._checkpointer, None
         if checkpointer is not None:
             await asyncio.wrap_future(checkpointer.submit(self._close_checkpoint_conn))
@@ -127,69 +112,46 @@ class StoreConnection:
             raise RuntimeError(
                 f"store {str(self.path)!r} is not open; await store.open() or use `async with`"
             )
-        if not self._thread_idle():
+        if not self._waiter.idle:
             result = await self._wait_for_lock(fn, args)  # in order, behind the waiting call
         else:
             try:
                 result = fn(*args)
             except sqlite3.Error as exc:
-                if not _busy(exc):
+                if not is_busy(exc):
                     self._raise(exc, fn)
                 result = await self._wait_for_lock(fn, args)
-        if self._failing:
-            self._recovered(fn)
+        if self._trouble:
+            self._trouble.succeeded(fn, self._last_rowid())
         self._writes += 1
         if self._writes >= CHECKPOINT_EVERY:
             self._request_checkpoint()
         return result
 
     async def _wait_for_lock(self, fn: Callable[..., T], args: tuple[Any, ...]) -> T:
-        """Run `fn` on the waiting thread, allowed to wait for a lock until `busy_wait_s` is up."""
-        if self._waiter is None:
-            self._waiter = ThreadPoolExecutor(1, thread_name_prefix="sqlite-busy")
-        deadline = time.monotonic() + self.busy_wait_s
-        call = self._waiter.submit(self._call_waiting, deadline, fn, args)
-        self._waiting.append(call)
         try:
-            return await asyncio.wrap_future(call)
+            return await self._waiter.run(self._conn, self.busy_wait_s, fn, args)
         except sqlite3.Error as exc:
             self._raise(exc, fn)
-
-    def _call_waiting(self, deadline: float, fn: Callable[..., T], args: tuple[Any, ...]) -> T:
-        """On the waiting thread: nothing on the loop uses the connection meanwhile."""
-        left_ms = max(0, round((deadline - time.monotonic()) * 1000))
-        self._conn.execute(f"PRAGMA busy_timeout = {left_ms}")
-        try:
-            return fn(*args)
-        finally:
-            self._conn.execute(f"PRAGMA busy_timeout = {ON_LOOP_BUSY_MS}")
 
     @property
     def trouble(self) -> str | None:
         """The newest storage failure of a kind of call that has not succeeded since."""
-        return next(reversed(self._failing.values()), None)
+        return self._trouble.message
 
-    def _recovered(self, fn: Callable[..., Any]) -> None:
-        if self._thread_idle() and self._last_rowid() != self._rowid_at_failure:
-            self._failing.clear()  # an insert succeeded since: there is room again
-        else:
-            self._failing.pop(_kind(fn), None)
-
-    def _thread_idle(self) -> bool:
-        self._waiting = [call for call in self._waiting if not call.done()]
-        return not self._waiting
-
-    def _last_rowid(self) -> int:
-        return int(self._conn.execute("SELECT last_insert_rowid()").fetchone()[0])
+    def _last_rowid(self) -> int | None:
+        if not self._waiter.idle:
+            return None  # the connection is in use on the waiting thread
+        try:
+            return int(self._conn.execute("SELECT last_insert_rowid()").fetchone()[0])
+        except sqlite3.Error:
+            return None  # the failure itself is reported, not this
 
     def _raise(self, exc: sqlite3.Error, fn: Callable[..., Any]) -> NoReturn:
         """A storage fault as a `StorageError`, noted in `trouble`; any other error as it is."""
-        if isinstance(exc, _NOT_FAULTS):
+        if isinstance(exc, NOT_FAULTS):
             raise exc
-        self._failing.pop(_kind(fn), None)
-        self._failing[_kind(fn)] = f"{type(exc).__name__}: {exc}"
-        if self._thread_idle():  # else the connection is in use on the waiting thread
-            self._rowid_at_failure = self._last_rowid()
+        self._trouble.failed(fn, exc, self._last_rowid())
         raise StorageError(f"storage {str(self.path)!r} failed: {exc}") from exc
 
     async def _one(self, sql: str, key: str) -> dict[str, Any] | None:
