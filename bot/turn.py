@@ -84,35 +84,30 @@ class TurnRunner:
         try:
             if not await self._post_placeholder(delivery, batch):
                 return
-            try:
-                if control.stopped:
-                    outcome = _Outcome("stopped", STOPPED)
-                else:
-                    persona = self.personas.get(self.persona)  # pinned for the whole turn
-                    session_id = await self.session_for(last, persona.name, persona.version)
-                    await self.store.create_turn(
-                        turn_id=turn_id,
-                        session_id=session_id,
-                        channel=last.chat.channel,
-                        conversation_key=last.conversation_key,
-                        inbound_event_ids=[m.event_id for m in batch],
-                        placeholder=handle_record(delivery.handles[0])
-                        if delivery.handles
-                        else None,
-                    )
-                    recorded = True
-                    turn = TurnInput(
-                        persona=persona,
-                        session_id=session_id,
-                        turn_id=turn_id,
-                        user_id=last.user_id,
-                        channel=last.chat.channel,
-                        conversation_key=last.conversation_key,
-                        text=_combine(batch),
-                    )
-                    outcome = await self._work(turn, delivery, control)
-            except StorageError as exc:
-                outcome = await self._storage_failed(batch, exc)
+            if control.stopped:
+                outcome = _Outcome("stopped", STOPPED)
+            else:
+                persona = self.personas.get(self.persona)  # pinned for the whole turn
+                session_id = await self.session_for(last, persona.name, persona.version)
+                await self.store.create_turn(
+                    turn_id=turn_id,
+                    session_id=session_id,
+                    channel=last.chat.channel,
+                    conversation_key=last.conversation_key,
+                    inbound_event_ids=[m.event_id for m in batch],
+                    placeholder=handle_record(delivery.handles[0]) if delivery.handles else None,
+                )
+                recorded = True
+                turn = TurnInput(
+                    persona=persona,
+                    session_id=session_id,
+                    turn_id=turn_id,
+                    user_id=last.user_id,
+                    channel=last.chat.channel,
+                    conversation_key=last.conversation_key,
+                    text=_combine(batch),
+                )
+                outcome = await self._work(turn, delivery, control)
             try:
                 await delivery.finish(outcome.text, outcome.display)
             except ChannelError as exc:
@@ -127,6 +122,12 @@ class TurnRunner:
                 except (TimeoutError, ChannelError):
                     pass
             raise
+        except StorageError as exc:
+            outcome = await self._storage_failed(batch, exc)
+            try:
+                await delivery.finish(outcome.text)
+            except ChannelError as error:
+                log.error("turn %s: could not say that storage failed: %s", turn_id, error)
         finally:
             await delivery.close()
             if recorded:
