@@ -19,12 +19,12 @@ from agent.providers import build_provider, describe_provider
 from agent.providers.base import Provider
 from agent.workers import Workers, WorkerSettings
 from bot.access import AccessRules
-from bot.config import Config
+from bot.config import Config, ConfigError
 from bot.conversations import LocalConversations
 from bot.dedup import StoreDedup
 from bot.gateway import Gateway, GatewaySettings
 from bot.recovery import recover_interrupted_turns
-from bot.storage import SqliteStore
+from bot.storage import SqliteStore, StorageError
 from tools.builtin import builtin_registry
 from tools.control import CONTROL
 from tools.knowledge import KnowledgeBase
@@ -150,7 +150,13 @@ class App:
         return self
 
     async def _start(self) -> None:
-        await self.store.open()
+        try:
+            await self.store.open()
+        except StorageError as exc:  # one line at the CLI, like a bad value
+            raise ConfigError(
+                f"storage.path: {exc}; it must be a SQLite file (or a new one) in a folder this"
+                " user can write, on a disk with room"
+            ) from exc
         await self.knowledge.open()  # logs what it indexed
         # tools keep their own shorter deadlines; this one only bounds a forgotten request
         self.http = aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=60))
@@ -262,4 +268,7 @@ class App:
         for channel in self.channels.values():
             if isinstance(channel, HealthReport):
                 body |= channel.health()
-        return web.json_response(body, status=200 if ready else 503)
+        trouble = self.store.trouble  # the last store call failed: turns cannot be kept
+        if trouble is not None:
+            body |= {"status": "error", "storage": trouble}
+        return web.json_response(body, status=200 if ready and trouble is None else 503)

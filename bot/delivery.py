@@ -213,10 +213,13 @@ class Delivery:
                 return
         self._last_edit = time.monotonic()
 
+    final_retry_pause_s = 0.25  # before the second try of a refused final edit; then doubled
+
     async def _put_final(self, index: int, content: OutboundContent) -> None:
         """Land one part of the final: wait out rate limits (up to FINAL_DEADLINE_S), retry a
-        failed edit (an edit is idempotent), but never resend a new message whose fate is
-        unknown: a duplicate is worse than a gap the log reports."""
+        refused edit (an edit is idempotent) and, after FINAL_ATTEMPTS, post the part as a new
+        message instead, once: a new message whose fate is unknown is never resent, since a
+        duplicate is worse than a gap the log reports."""
         unchanged = index < len(self._sent) and self._sent[index] == content.text
         if unchanged and not content.display and not self.limits.final_marker:
             return  # already shown exactly so (e.g. the last SendMessage note): never twice
@@ -235,17 +238,27 @@ class Delivery:
             except RateLimited as exc:
                 self._paused_until = time.monotonic() + exc.retry_after
             except MessageGone:
-                handle = await self._send(content, final=True)
-                self.handles[index] = handle
-                self._sent[index] = content.text
-                self._edits[index] = 0
+                await self._post_instead(index, content)
                 return
             except ChannelError as exc:
                 is_new_message = index >= len(self.handles)
                 log.warning("final part %d failed in %s: %s", index, self.chat.key, exc)
-                if is_new_message or attempt >= FINAL_ATTEMPTS:
+                if is_new_message:
                     raise
-                await asyncio.sleep(min(2.0**attempt / 4, 4.0))
+                if attempt >= FINAL_ATTEMPTS:
+                    # the answer must reach the user: no platform redelivers the message
+                    log.warning(
+                        "final part %d in %s goes out as a new message", index, self.chat.key
+                    )
+                    await self._post_instead(index, content)
+                    return
+                await asyncio.sleep(min(self.final_retry_pause_s * 2.0 ** (attempt - 1), 4.0))
+
+    async def _post_instead(self, index: int, content: OutboundContent) -> None:
+        """A new message takes the place of the one at `index` (gone, or refusing edits)."""
+        self.handles[index] = await self._send(content, final=True)
+        self._sent[index] = content.text
+        self._edits[index] = 0
 
     def _may_preview(self, index: int) -> bool:
         cap = self.limits.max_edits_per_message

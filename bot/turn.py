@@ -1,7 +1,9 @@
 """One turn: placeholder first, then the coordinator, then exactly one final edit, whatever happens.
 
 `/stop` cancels only the model work (`TurnSignal.work`), never the delivery, so a stopped turn
-still ends with its placeholder saying so; a shutdown tells the user too, briefly.
+still ends with its placeholder saying so; a shutdown tells the user too, briefly. A storage
+failure ends the turn with a note asking the user to send the message again, and a placeholder
+whose send went unconfirmed is not the end: the answer then comes as one new message.
 """
 
 from __future__ import annotations
@@ -13,14 +15,14 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from adapters.base import Channel, ChannelError, InboundMessage, RateLimited
+from adapters.base import Channel, ChannelError, DeliveryUncertain, InboundMessage, RateLimited
 from agent.coordinator import Coordinator, TurnInput
 from agent.personas import PersonaLibrary
 from agent.providers.base import ProviderError
 from bot.conversations import TurnSignal
 from bot.dedup import Dedup
 from bot.delivery import APOLOGY, Delivery
-from bot.storage.base import GatewayStore
+from bot.storage.base import GatewayStore, StorageError
 from bot.storage.turns import handle_record
 
 log = logging.getLogger(__name__)
@@ -31,6 +33,10 @@ TIMED_OUT = (
 )
 INTERRUPTED = (
     "Sorry — the bot restarted before finishing this answer. Please send your message again."
+)
+STORAGE_FAILED = (
+    "Sorry — I couldn't save this conversation just now, so I stopped. "
+    "Please send your message again in a minute."
 )
 PLACEHOLDER_ATTEMPTS = 3
 SHUTDOWN_GRACE_S = 3.0
@@ -116,13 +122,39 @@ class TurnRunner:
                 except (TimeoutError, ChannelError):
                     pass
             raise
+        except StorageError as exc:
+            outcome = await self._storage_failed(batch, exc)
+            try:
+                await delivery.finish(outcome.text)
+            except ChannelError as error:
+                log.error("turn %s: could not say that storage failed: %s", turn_id, error)
         finally:
             await delivery.close()
             if recorded:
                 final = outcome.text if outcome.status == "completed" else None
-                await self.store.finish_turn(
-                    turn_id, status=outcome.status, final_text=final, error=outcome.error
-                )
+                try:
+                    await self.store.finish_turn(
+                        turn_id, status=outcome.status, final_text=final, error=outcome.error
+                    )
+                except StorageError as exc:
+                    if outcome.text != STORAGE_FAILED:  # else the failure is logged already
+                        log.error("turn %s ended but was not recorded: %s", turn_id, exc)
+
+    async def _storage_failed(self, batch: list[InboundMessage], exc: StorageError) -> _Outcome:
+        """The messages are in no store: say so in the log, ask the user to send them again, and
+        release their claims so a platform's retry is answered."""
+        log.error(
+            "storage failed in %s; message(s) %s not kept, the user is asked to send again: %s",
+            batch[-1].conversation_key,
+            ", ".join(m.event_id for m in batch),
+            exc,
+        )
+        try:
+            for message in batch:
+                await self.dedup.release(message.event_id)
+        except StorageError:
+            pass  # the same failure, logged above; the claims expire with their TTL
+        return _Outcome("failed", STORAGE_FAILED, error=f"storage: {exc}")
 
     async def _work(self, turn: TurnInput, delivery: Delivery, control: TurnSignal) -> _Outcome:
         control.work = asyncio.create_task(self.coordinator.run_turn(turn, delivery.on_event))
@@ -133,6 +165,8 @@ class TurnRunner:
             if asyncio.current_task().cancelling():  # type: ignore[union-attr]
                 raise  # shutdown (awaiting the work cancelled it too)
             return _Outcome("stopped", STOPPED)
+        except StorageError:
+            raise  # the turn ends with its own note (see `run`)
         except TimeoutError:
             log.warning("turn %s timed out after %ss", turn.turn_id, self.timeout_s)
             return _Outcome("failed", TIMED_OUT, error="turn timeout")
@@ -140,6 +174,8 @@ class TurnRunner:
             log.error("turn %s failed: model provider: %s", turn.turn_id, exc)
             return _Outcome("failed", f"Sorry — {exc.user_message}", error=_describe(exc))
         except Exception as exc:
+            if (fault := _storage_fault(exc)) is not None:
+                raise fault from exc  # a tool's audit row, say, failed inside a task group
             log.exception("turn %s failed", turn.turn_id)
             return _Outcome("failed", APOLOGY, error=_describe(exc))
         finally:
@@ -147,10 +183,18 @@ class TurnRunner:
         return _Outcome("completed", result.text, tuple(result.display))
 
     async def _post_placeholder(self, delivery: Delivery, batch: list[InboundMessage]) -> bool:
-        """Post it, waiting out rate limits; if it cannot be posted, let a redelivery try again."""
+        """Post it, waiting out rate limits; if it cannot be posted, let a redelivery try again.
+
+        A send of unknown fate may be showing: no second placeholder then, and no previews (the
+        delivery has nothing to edit); the final comes as one new message. Neither Telegram's
+        polling nor its webhook would ever redeliver the message, so giving up would lose it.
+        """
         for attempt in range(1, PLACEHOLDER_ATTEMPTS + 1):
             try:
                 await delivery.start()
+                return True
+            except DeliveryUncertain as exc:
+                log.warning("placeholder in %s unconfirmed (%s)", batch[-1].chat.key, exc)
                 return True
             except RateLimited as exc:
                 if attempt < PLACEHOLDER_ATTEMPTS:
@@ -163,6 +207,16 @@ class TurnRunner:
                 message.event_id
             )  # nothing was shown: a platform retry may answer
         return False
+
+
+def _storage_fault(exc: BaseException) -> StorageError | None:
+    if isinstance(exc, StorageError):
+        return exc
+    if isinstance(exc, BaseExceptionGroup):
+        for inner in exc.exceptions:
+            if (fault := _storage_fault(inner)) is not None:
+                return fault
+    return None
 
 
 def _describe(exc: BaseException) -> str:

@@ -8,8 +8,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from adapters.base import (
+    ChannelError,
     ChannelLimits,
     ChatRef,
+    DeliveryUncertain,
     Inbox,
     MessageHandle,
     OutboundContent,
@@ -37,6 +39,9 @@ class RecordingChannel:
         self.gated: list[str] = []  # texts of the edits that reached the closed gate
         self.rate_limited: list[float] = []  # when each forced 429 was raised
         self.changed = asyncio.Event()
+        self.uncertain_sends_next = 0  # the next N sends land but their answer is lost
+        self.refuse_edits_next = 0  # the next N edits are refused (a 5xx, say): nothing changes
+        self.refused: list[str] = []  # texts of the refused edits
         self._ids = 0
         self.inbox: Inbox | None = None
 
@@ -59,6 +64,9 @@ class RecordingChannel:
         self._ids += 1
         handle = MessageHandle(chat, f"m{self._ids}")
         self._record(Call("send", handle.message_id, content.text, final))
+        if self.uncertain_sends_next:
+            self.uncertain_sends_next -= 1
+            raise DeliveryUncertain("no answer; the message may have been posted")
         return handle
 
     async def edit(
@@ -72,6 +80,11 @@ class RecordingChannel:
             self.rate_limited.append(time.monotonic())
             self.changed.set()
             raise RateLimited(self.rate_limit_next.pop(0))
+        if self.refuse_edits_next:
+            self.refuse_edits_next -= 1
+            self.refused.append(content.text)
+            self.changed.set()
+            raise ChannelError("edit refused: 502 Bad Gateway")
         self._record(Call("edit", handle.message_id, content.text, final))
 
     def _record(self, call: Call) -> None:

@@ -1,5 +1,6 @@
-"""SqliteStore: sessions, messages, audit, turns and usage in SQLite (WAL), all off the loop."""
+"""SqliteStore: sessions, messages, audit, turns and usage in SQLite (WAL), short calls on the loop."""
 
+from bot.storage.base import StorageError
 from bot.storage.messages import AUDIT_RESULT_LIMIT, HistoryItem
 from bot.storage.schema import MIGRATIONS, SESSION_STATUSES, TURN_STATUSES, migrate
 from bot.storage.store import SqliteStore
@@ -11,5 +12,6 @@ __all__ = [
     "TURN_STATUSES",
     "HistoryItem",
     "SqliteStore",
+    "StorageError",
     "migrate",
 ]

@@ -16,6 +16,11 @@ from agent.store import Store as AgentStore
 from tools.memory import MemoryStore, OrderStore
 
 
+class StorageError(Exception):
+    """The storage failed (a full disk, a lock held too long, an unreadable file): the call did
+    nothing. A store raises it for faults of the storage, not for bad arguments."""
+
+
 class GatewayStore(AgentStore, Protocol):
     """What the gateway and the turn runner call."""
 

@@ -7,6 +7,9 @@ does no fsync, so running it right on the loop is cheaper than any hop. What can
 the WAL checkpoint (it writes pages back and fsyncs): automatic checkpoints are off on this
 connection, and a second connection on its own thread runs PASSIVE checkpoints, which never
 block our writers.
+
+Another process holding the write lock is the other thing that takes long: that wait happens
+off the loop (`bot.storage.faults`). A call that fails raises `StorageError`, kept in `trouble`.
 """
 
 from __future__ import annotations
@@ -19,16 +22,26 @@ from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from types import TracebackType
-from typing import Any, Self, TypeVar
+from typing import Any, NoReturn, Self, TypeVar
 
 from sqlite_utils import Database
 
+from bot.storage.base import StorageError
+from bot.storage.faults import (
+    BUSY_WAIT_S,
+    NOT_FAULTS,
+    ON_LOOP_BUSY_MS,
+    LockWaiter,
+    Trouble,
+    is_busy,
+)
 from bot.storage.schema import MIGRATIONS, migrate, now
 
 log = logging.getLogger(__name__)
 
 T = TypeVar("T")
 CHECKPOINT_EVERY = 500  # writes between checkpoints (~1000 WAL pages is SQLite's own default)
+OPEN_BUSY_MS = 2000  # at start nothing else is served yet: waiting on the loop is fine
 
 
 def _dicts(cursor: sqlite3.Cursor) -> list[dict[str, Any]]:
@@ -49,6 +62,9 @@ class StoreConnection:
         self._checkpointer: ThreadPoolExecutor | None = None
         self._checkpoint: Future[None] | None = None
         self._checkpoint_conn: sqlite3.Connection | None = None  # used on that thread only
+        self.busy_wait_s = BUSY_WAIT_S  # for another process's lock, per call
+        self._waiter = LockWaiter()
+        self._trouble = Trouble()
 
     async def __aenter__(self) -> Self:
         await self.open()
@@ -69,7 +85,10 @@ class StoreConnection:
     async def open(self) -> None:
         if self._open:
             raise RuntimeError(f"store {str(self.path)!r} is already open")
-        applied = self._open_db()
+        try:
+            applied = self._open_db()
+        except (OSError, sqlite3.Error) as exc:
+            raise StorageError(f"cannot open the database {str(self.path)!r}: {exc}") from exc
         self._open = True
         if self.on_disk:
             self._checkpointer = ThreadPoolExecutor(1, thread_name_prefix="sqlite-checkpoint")
@@ -79,6 +98,7 @@ class StoreConnection:
         if not self._open:
             return
         self._open = False
+        await self._waiter.close()
         checkpointer, self._checkpointer = self._checkpointer, None
         if checkpointer is not None:
             await asyncio.wrap_future(checkpointer.submit(self._close_checkpoint_conn))
@@ -92,11 +112,47 @@ class StoreConnection:
             raise RuntimeError(
                 f"store {str(self.path)!r} is not open; await store.open() or use `async with`"
             )
-        result = fn(*args)
+        if not self._waiter.idle:
+            result = await self._wait_for_lock(fn, args)  # in order, behind the waiting call
+        else:
+            try:
+                result = fn(*args)
+            except sqlite3.Error as exc:
+                if not is_busy(exc):
+                    self._raise(exc, fn)
+                result = await self._wait_for_lock(fn, args)
+        if self._trouble:
+            self._trouble.succeeded(fn, self._last_rowid())
         self._writes += 1
         if self._writes >= CHECKPOINT_EVERY:
             self._request_checkpoint()
         return result
+
+    async def _wait_for_lock(self, fn: Callable[..., T], args: tuple[Any, ...]) -> T:
+        try:
+            return await self._waiter.run(self._conn, self.busy_wait_s, fn, args)
+        except sqlite3.Error as exc:
+            self._raise(exc, fn)
+
+    @property
+    def trouble(self) -> str | None:
+        """The newest storage failure of a kind of call that has not succeeded since."""
+        return self._trouble.message
+
+    def _last_rowid(self) -> int | None:
+        if not self._waiter.idle:
+            return None  # the connection is in use on the waiting thread
+        try:
+            return int(self._conn.execute("SELECT last_insert_rowid()").fetchone()[0])
+        except sqlite3.Error:
+            return None  # the failure itself is reported, not this
+
+    def _raise(self, exc: sqlite3.Error, fn: Callable[..., Any]) -> NoReturn:
+        """A storage fault as a `StorageError`, noted in `trouble`; any other error as it is."""
+        if isinstance(exc, NOT_FAULTS):
+            raise exc
+        self._trouble.failed(fn, exc, self._last_rowid())
+        raise StorageError(f"storage {str(self.path)!r} failed: {exc}") from exc
 
     async def _one(self, sql: str, key: str) -> dict[str, Any] | None:
         rows = await self._run(self._select, sql, key)
@@ -128,16 +184,17 @@ class StoreConnection:
         if self.on_disk:
             Path(self.path).parent.mkdir(parents=True, exist_ok=True)
         # autocommit: each lone statement is its own short transaction; batches use BEGIN
-        conn = sqlite3.connect(str(self.path), isolation_level=None)
+        # not same-thread-only: a call that meets a lock waits on another thread (see above)
+        conn = sqlite3.connect(str(self.path), isolation_level=None, check_same_thread=False)
         try:
             db = Database(conn, recursive_triggers=False, execute_plugins=False)
-            # Another process writing the same file makes us wait, on the loop: keep it short.
-            conn.execute("PRAGMA busy_timeout = 2000")
+            conn.execute(f"PRAGMA busy_timeout = {OPEN_BUSY_MS}")
             if self.on_disk:
                 db.enable_wal()
                 conn.execute("PRAGMA wal_autocheckpoint = 0")  # the checkpoint thread does it
             conn.execute("PRAGMA synchronous = NORMAL")  # WAL makes this crash-safe
             applied = migrate(db)
+            conn.execute(f"PRAGMA busy_timeout = {ON_LOOP_BUSY_MS}")
         except BaseException:
             conn.close()
             raise
@@ -147,10 +204,14 @@ class StoreConnection:
     def _close_db(self) -> None:
         conn: sqlite3.Connection | None = vars(self).pop("_conn", None)
         if conn is not None:
-            conn.execute("PRAGMA optimize")
-            if self.on_disk:
-                conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")  # leave a tidy file behind
-            conn.close()
+            try:
+                conn.execute("PRAGMA optimize")
+                if self.on_disk:
+                    conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")  # leave a tidy file behind
+            except sqlite3.Error as exc:  # a full disk, say: the data is safe in the WAL
+                log.warning("storage %s closed untidily: %s", self.path, exc)
+            finally:
+                conn.close()
 
     @contextlib.contextmanager
     def _transaction(self) -> Iterator[sqlite3.Connection]:
