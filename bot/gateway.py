@@ -17,7 +17,7 @@ from agent.personas import PersonaLibrary
 from agent.workers import BackgroundResult, Workers
 from bot.conversations import ConversationQueue
 from bot.dedup import Dedup
-from bot.storage.base import GatewayStore
+from bot.storage.base import GatewayStore, StorageError
 from bot.turn import STOPPED, TurnRunner
 
 log = logging.getLogger(__name__)
@@ -32,6 +32,9 @@ HELP = (
     "Anything else goes to the assistant."
 )
 REFUSAL = "Sorry — this bot isn't available to you here. Ask its admin to add you."
+NOT_TAKEN = (
+    "Sorry — I can't take messages just now (a storage problem). Please try again in a minute."
+)
 
 
 class AccessPolicy(Protocol):
@@ -105,7 +108,15 @@ class Gateway:
 
     async def handle(self, message: InboundMessage) -> None:
         """The inbox every channel calls. Returns at once; the turn runs in its own task."""
-        if not await self.dedup.claim(message.event_id):
+        try:
+            claimed = await self.dedup.claim(message.event_id)
+        except StorageError as exc:  # nothing is recorded: tell the user rather than drop it
+            log.error(
+                "event %s in %s not taken: storage: %s", message.event_id, message.chat.key, exc
+            )
+            await self._reply(message, NOT_TAKEN)
+            return
+        if not claimed:
             log.debug("duplicate event %s dropped", message.event_id)
             return
         decision = self.access.check(message)

@@ -255,3 +255,24 @@ def test_unusable_storage_stops_the_start_with_one_line_and_exit_2(
     [line] = result.stderr.strip().splitlines()
     assert line.startswith("error: storage.path: ") and storage in line
     assert FAULTS[fault] in line and "cannot serve" not in line
+
+
+async def test_a_message_that_cannot_even_be_claimed_is_answered_honestly(
+    running: Running, caplog: pytest.LogCaptureFixture
+) -> None:
+    from bot.gateway import NOT_TAKEN
+
+    channel = RecordingChannel(LIMITS)
+    provider = ScriptedProvider([])
+    app = await running(provider, channels=[channel])
+    app.store._conn.execute("PRAGMA max_page_count = 1")  # never below its size: it stays
+    for n in range(100_000):  # fill the last pages with claims until not even one more fits
+        try:
+            await app.store.claim_event(f"filler-{n}", 60)
+        except StorageError:
+            break
+    caplog.set_level(logging.ERROR)
+    await app.gateway.handle(_msg("hello?", "e-full"))
+    assert [(c.kind, c.text) for c in channel.calls] == [("send", NOT_TAKEN)]
+    assert not provider.requests
+    assert any("e-full" in r.getMessage() for r in caplog.records)
