@@ -165,7 +165,7 @@ class ResilientProvider:
         self, exc: ProviderUnavailable, attempt: int, call: _Call, fallback_ready: bool
     ) -> float | None:
         """Seconds before the next try; None: not worth waiting for."""
-        backoff = self.backoff_s * 2.0**attempt * random.uniform(0.8, 1.2)
+        backoff = min(self.max_wait_s, self.backoff_s * 2.0**attempt * random.uniform(0.8, 1.2))
         wait = backoff if exc.retry_after is None else exc.retry_after
         if fallback_ready and wait > backoff:
             return None  # a healthy fallback answers sooner
