@@ -22,7 +22,8 @@ from agent.types import (
     Usage,
 )
 from tools.base import Emit, ToolContext, ToolResult, ToolSpec
-from tools.events import AnswerDelta, AnswerReset, ToolStarted
+from tools.control import CONTROL_TOOLS
+from tools.events import AnswerDelta, AnswerReset, ToolFinished, ToolStarted
 from tools.redirects import Redirect
 from tools.registry import ToolRegistry
 
@@ -176,7 +177,11 @@ async def _run_tool(
     settings: LoopSettings,
     audit: Audit | None,
 ) -> ToolResult:
-    await emit(ToolStarted(call.id, call.name))
+    # control tools show themselves (AgentTool's own line, SendMessage's note); a name the
+    # caller may not use gets no line either: it only returns an error
+    quiet = call.name in CONTROL_TOOLS or call.name not in allowed
+    label = "" if quiet else registry.status(call.name)
+    await emit(ToolStarted(call.id, call.name, label))
     started = time.perf_counter()
     redirect = settings.redirects.get(call.name) if call.name not in allowed else None
     if redirect is not None:
@@ -190,6 +195,8 @@ async def _run_tool(
             timeout_s=settings.tool_timeout_s,
             max_result_chars=settings.max_result_chars,
         )
+    # errors and timeouts come back as results: every started call is finished here
+    await emit(ToolFinished(call.id, call.name, label, ok=result.ok))
     if audit is not None:
         record = AuditRecord(
             session_id=ctx.session_id,

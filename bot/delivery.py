@@ -35,6 +35,7 @@ from tools.events import (
     Failed,
     Final,
     Interim,
+    ToolFinished,
     ToolStarted,
     TurnEvent,
 )
@@ -71,6 +72,11 @@ class Delivery:
         self._interim = PLACEHOLDER
         self._answer: list[str] = []
         self._workers: dict[str, str] = {}  # task_id -> status line
+        self._tools: dict[str, str] = {}  # call_id -> status line of a tool call
+        # a quick tool ends before any preview showed its line: it stays for one preview, so
+        # the user sees what the bot did; lines already shown go when their tool ends
+        self._tools_shown: set[str] = set()
+        self._tools_ended: set[str] = set()
         self._dirty = asyncio.Event()
         self._io = asyncio.Lock()  # one send/edit in flight; the final waits for it
         self._last_edit = 0.0
@@ -95,9 +101,13 @@ class Delivery:
 
     async def on_event(self, event: TurnEvent) -> None:
         if isinstance(event, AgentStarted | AgentFinished):
-            await self._agent_event(event)  # also after the final: background workers end later
+            await self._status_frame(event)  # also after the final: background workers end later
         if self._done:
             return
+        if isinstance(event, ToolStarted | ToolFinished):
+            if not event.label:
+                return  # control tools show themselves (AgentTool's own line, SendMessage's note)
+            await self._status_frame(event)
         match event:
             case AnswerDelta(text=text):
                 self._answer.append(text)
@@ -119,21 +129,56 @@ class Delivery:
                 log.warning("turn failed in %s: %s", self.chat.key, reason)
                 await self.finish(APOLOGY)
                 return
-            case ToolStarted():
-                return
+            case ToolStarted(call_id=call_id, label=label):
+                self._tools[call_id] = f"🔧 {label}…"
+            case ToolFinished(call_id=call_id):
+                if call_id in self._tools_shown:
+                    self._forget_tool(call_id)
+                else:
+                    self._tools_ended.add(call_id)
         self._dirty.set()
 
-    async def _agent_event(self, event: AgentStarted | AgentFinished) -> None:
+    def _forget_tool(self, call_id: str) -> None:
+        self._tools.pop(call_id, None)
+        self._tools_shown.discard(call_id)
+        self._tools_ended.discard(call_id)
+
+    def _previewed(self, call_ids: set[str]) -> None:
+        """These tools' lines were in a preview: the ended ones may go now."""
+        self._tools_shown |= call_ids
+        ended = self._tools_ended & call_ids
+        for call_id in ended:
+            self._forget_tool(call_id)
+        if ended:
+            self._dirty.set()
+
+    async def _status_frame(
+        self, event: AgentStarted | AgentFinished | ToolStarted | ToolFinished
+    ) -> None:
+        """Channels that show turn status themselves (the web socket) get it as a frame."""
         if not isinstance(self.channel, EventSink):
             return
-        kind = "agent.started" if isinstance(event, AgentStarted) else "agent.finished"
-        status = "running" if isinstance(event, AgentStarted) else event.status
-        fields = {
-            "task_id": event.task_id,
-            "subagent_type": event.subagent_type,
-            "description": event.description,
-            "status": status,
-        }
+        fields: dict[str, str]
+        if isinstance(event, AgentStarted | AgentFinished):
+            kind = "agent.started" if isinstance(event, AgentStarted) else "agent.finished"
+            status = "running" if isinstance(event, AgentStarted) else event.status
+            fields = {
+                "task_id": event.task_id,
+                "subagent_type": event.subagent_type,
+                "description": event.description,
+                "status": status,
+            }
+        else:
+            kind = "tool.started" if isinstance(event, ToolStarted) else "tool.finished"
+            status = "running" if isinstance(event, ToolStarted) else "failed"
+            if isinstance(event, ToolFinished) and event.ok:
+                status = "completed"
+            fields = {
+                "call_id": event.call_id,
+                "name": event.name,
+                "label": event.label,
+                "status": status,
+            }
         try:
             await self.channel.emit_event(self.chat, kind, fields)
         except ChannelError as exc:
@@ -141,8 +186,9 @@ class Delivery:
 
     def preview(self) -> str:
         body = "".join(self._answer) if self._answer else self._interim
-        if self._workers:
-            body = body + "\n\n" + "\n".join(self._workers.values())
+        lines = [*self._workers.values(), *self._tools.values()]
+        if lines:
+            body = body + "\n\n" + "\n".join(lines)
         return body
 
     async def finish(self, text: str, display: tuple[Mapping[str, Any], ...] = ()) -> None:
@@ -186,7 +232,9 @@ class Delivery:
             async with self._io:
                 if self._done:
                     return
+                showing = set(self._tools)
                 await self._put_preview(self.preview())
+                self._previewed(showing)
 
     async def _put_preview(self, text: str) -> None:
         chunks = split_text(text, self.limits.max_text_length, self.limits.length)

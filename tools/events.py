@@ -32,8 +32,22 @@ class AnswerReset:
 
 @dataclass(frozen=True, slots=True)
 class ToolStarted:
+    """A tool call began. `label`: what a channel shows while it runs ("Checking the time");
+    empty for calls with no line of their own (control tools, unknown tools)."""
+
     call_id: str
     name: str
+    label: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class ToolFinished:
+    """That call ended: with a result, an error or a timeout (`ok` False for the last two)."""
+
+    call_id: str
+    name: str
+    label: str = ""
+    ok: bool = True
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,6 +81,7 @@ TurnEvent = (
     | AnswerDelta
     | AnswerReset
     | ToolStarted
+    | ToolFinished
     | AgentStarted
     | AgentFinished
     | Final

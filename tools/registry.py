@@ -19,6 +19,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
 
 from tools.base import ToolContext, ToolError, ToolResult, ToolSpec
 from tools.pii import DEFAULT_MASKER, PiiMasker
+from tools.status import status_from
 
 log = logging.getLogger(__name__)
 
@@ -44,6 +45,12 @@ class Tool:
     timeout_s: float | None = None
     max_result_chars: int | None = None
     mask_pii: bool = True
+    status: str | None = None  # declared by @tool(status=...); None: made from the description
+
+    @property
+    def status_text(self) -> str:
+        """What a channel shows while this tool runs, e.g. "Getting the current date and time"."""
+        return self.status if self.status is not None else status_from(self.description)
 
     def bind(self, validated: BaseModel) -> dict[str, Any]:
         """The keyword arguments for `fn` from validated params."""
@@ -65,6 +72,7 @@ def tool(
     timeout_s: float | None = None,
     max_result_chars: int | None = None,
     mask_pii: bool = True,
+    status: str | None = None,
 ) -> Callable[[ToolFn], Tool]: ...
 
 
@@ -75,16 +83,19 @@ def tool(
     timeout_s: float | None = None,
     max_result_chars: int | None = None,
     mask_pii: bool = True,
+    status: str | None = None,
 ) -> Tool | Callable[[ToolFn], Tool]:
     """Turn an async function `(ctx, ...)` into a `Tool`; usable as `@tool` and `@tool(...)`.
 
     `mask_pii=False` lets the tool's output reach the model unmasked (see `tools.pii`); a
     parameter named after a Python keyword plus `_` (`from_`) is called `from` in the schema.
+    `status` is the line users see while the tool runs ("Checking the time"); by default it is
+    made from the docstring's first clause.
     """
 
     def make(f: ToolFn) -> Tool:
         tool = _build(f, name or f.__name__, timeout_s, max_result_chars)
-        return tool if mask_pii else dataclasses.replace(tool, mask_pii=False)
+        return dataclasses.replace(tool, mask_pii=mask_pii, status=status)
 
     return make(fn) if fn is not None else make
 
@@ -233,6 +244,11 @@ class ToolRegistry:
 
     def get(self, name: str) -> Tool | None:
         return self._tools.get(name)
+
+    def status(self, name: str) -> str:
+        """The status line of tool `name`; empty for a name no tool has."""
+        tool = self._tools.get(name)
+        return tool.status_text if tool is not None else ""
 
     def specs(self, names: Iterable[str]) -> tuple[ToolSpec, ...]:
         """Specs of the known tools among `names`, in that order; built once per tuple of names."""

@@ -51,7 +51,12 @@ def build_provider(llm: Any, env: Mapping[str, str] | None = None) -> Provider:
         return chain[0]
     from agent.providers.resilient import ResilientProvider
 
-    return ResilientProvider(chain, max_retries=llm.max_retries, backoff_s=llm.retry_backoff_s)
+    return ResilientProvider(
+        chain,
+        max_retries=llm.max_retries,
+        backoff_s=llm.retry_backoff_s,
+        circuit_open_s=llm.circuit_open_s,
+    )
 
 
 def _auto_key(llm: Any, name: str, env: Mapping[str, str]) -> str:

@@ -61,6 +61,7 @@ class LLMConfig(_Section):
     total_timeout_s: float = Field(120, gt=0)
     max_retries: int = Field(2, ge=0, le=10)
     retry_backoff_s: float = Field(0.5, ge=0, le=60)
+    circuit_open_s: float = Field(30, gt=0, le=3600)
     tool_mode: Literal["native", "text", "auto"] = "auto"
 
 
