@@ -3,7 +3,11 @@
 A delivery turns `TurnEvent`s into edits at the channel's safe cadence. Newest text wins: while an
 edit waits for its slot, later text replaces it, so stale intermediate states are never sent.
 The final edit always goes out (after any rate-limit pause), and text past the channel's length
-limit continues in new messages. A failed edit is logged and never followed by a second send.
+limit continues in new messages. A failed preview is logged and skipped; a final edit the
+platform keeps refusing is posted once as a new message instead. A send whose fate is unknown
+(`DeliveryUncertain`) is never sent again. A channel that cannot edit gets only the final, and
+`max_edits_per_message` keeps the last edit of a message for the final. Tool and specialist
+status lines show under the text while they run.
 """
 
 from __future__ import annotations
