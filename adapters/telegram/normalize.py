@@ -61,7 +61,9 @@ class Unsupported:
 def normalize(
     message: Message, update_id: int, me: BotIdentity
 ) -> InboundMessage | Unsupported | None:
-    """None for what is not for us: service messages, other bots, a channel's own posts."""
+    """None for what is not for us: service messages, other bots, a channel's own posts, and a
+    command addressed to another bot (`/new@other`), even in a reply to us or with
+    `group_reply: all`."""
     sender = message.from_user
     if sender is None or (sender.is_bot and message.sender_chat is None):
         return None  # channel posts have no sender; other bots would talk to us in loops
@@ -69,6 +71,8 @@ def normalize(
     chat = ChatRef(CHANNEL, str(message.chat.id), thread)
     is_group = message.chat.type in GROUP_TYPES
     text = message.text if message.text is not None else message.caption or ""
+    if _for_another_bot(text, me):
+        return None
     entities = message.entities or message.caption_entities or []
     addressed = not is_group or _addressed(message, text, entities, me)
     kind = getattr(message.content_type, "value", message.content_type)
@@ -90,6 +94,7 @@ def normalize(
         is_group=is_group,
         mentioned=addressed,
         attachments=attachments,
+        bot_name=me.username,
         raw={"update_id": update_id, "message": message.model_dump(mode="json", exclude_none=True)},
     )
     return Unsupported(inbound, UNSUPPORTED[kind]) if unreadable else inbound
@@ -113,6 +118,12 @@ def _addressed(message: Message, text: str, entities: list[MessageEntity], me: B
             ):
                 return True
     return False
+
+
+def _for_another_bot(text: str, me: BotIdentity) -> bool:
+    words = text.split(maxsplit=1)
+    command, at, target = words[0].partition("@") if words else ("", "", "")
+    return command.startswith("/") and bool(at) and target.lower() != me.username.lower()
 
 
 def _attachments(message: Message) -> tuple[Attachment, ...]:

@@ -1,0 +1,104 @@
+"""Telegram hardening: commands for other bots, polling against a server that answers at once,
+best-effort calls that fail, malformed webhook bodies, and a channel that cannot start.
+
+The real aiogram client against tests/telegram_fake.py, through the whole app.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import pytest
+from aiogram.types import Update
+
+from adapters.base import ChatRef, InboundMessage
+from adapters.telegram.normalize import BotIdentity, normalize
+from agent.providers.scripted import Reply, ScriptedProvider
+from bot.gateway import HELP
+from tests import test_telegram as tg
+from tests.telegram_fake import BOT, FakeBotAPI
+
+fake = tg.fake
+telegram = tg.telegram
+Start = tg.Start
+shown = tg.shown
+ME = BotIdentity(BOT["id"], BOT["username"])
+HELP_TEXT = HELP.replace("**", "")
+OURS = {"message_id": 9, "date": 0, "chat": {"id": -100, "type": "supergroup"}, "from": BOT}
+
+
+def command(fake: FakeBotAPI, text: str, reply_to: dict[str, Any] | None) -> dict[str, Any]:
+    entities = [{"type": "bot_command", "offset": 0, "length": len(text.split()[0])}]
+    return fake.push(fake.message(-100, text, entities=entities, reply_to=reply_to))
+
+
+@pytest.mark.parametrize("group_reply", ["all", "mention"])
+async def test_a_command_for_another_bot_is_ignored(
+    telegram: Start, fake: FakeBotAPI, group_reply: str
+) -> None:
+    """With `group_reply: all`, or as a reply to one of our messages: /new, /help and /stop
+    addressed to another bot neither run nor reach the model."""
+    hold = asyncio.Event()
+    provider = ScriptedProvider([Reply("first"), Reply("second"), Reply("third", wait=hold)])
+    app = await telegram(provider, group_reply=group_reply)
+    reply_to = OURS | {"text": "first"} if group_reply == "mention" else None
+    text = "hello @test_bot"
+    fake.push(fake.message(-100, text, entities=tg.mention(text)))
+    await tg.answered(app, provider)
+
+    command(fake, "/help@other_bot", reply_to)
+    command(fake, "/new@other_bot", reply_to)
+    command(fake, "/help@test_bot", None)  # ours: it lands after the two above were handled
+    await fake.wait_for(lambda: shown(fake, -100) == ["first", HELP_TEXT])
+    again = "again @test_bot"
+    fake.push(fake.message(-100, again, entities=tg.mention(again)))
+    await tg.answered(app, provider, 2)
+    history = [m.content for m in provider.requests[1].messages]
+    assert text in history  # /new@other_bot did not end the conversation
+
+    more = "more @test_bot"
+    fake.push(fake.message(-100, more, entities=tg.mention(more)))
+    await provider.wait_requests(3)
+    command(fake, "/stop@other_bot", reply_to)
+    command(fake, "/help@test_bot", None)
+    await fake.wait_for(lambda: shown(fake, -100).count(HELP_TEXT) == 2)
+    hold.set()
+    await app.gateway.wait_idle()
+    assert "third" in shown(fake, -100) and not [t for t in shown(fake, -100) if "Stopped" in t]
+    sent = [m.content for r in provider.requests for m in r.messages]
+    assert not [c for c in sent if "other_bot" in str(c)]
+
+
+@pytest.mark.parametrize(
+    ("text", "bot_name", "expected"),
+    [
+        ("/new", None, "new"),
+        ("/NEW please", None, "new"),
+        ("/new@other", None, None),  # web socket, terminal: no name, so never ours
+        ("/new@Test_Bot", "test_bot", "new"),
+        ("/new@other_bot", "test_bot", None),
+        ("hello /new", "test_bot", None),
+    ],
+)
+def test_a_command_is_ours_only_when_it_names_no_bot_or_ours(
+    text: str, bot_name: str | None, expected: str | None
+) -> None:
+    message = InboundMessage(ChatRef("x", "1"), "u", text, "e", bot_name=bot_name)
+    assert message.command == expected
+
+
+@pytest.mark.parametrize("chat", [42, -100])
+@pytest.mark.parametrize("text", ["/new@other_bot", "/help@Other_Bot please", "  /stop@x"])
+def test_normalize_drops_a_command_for_another_bot(chat: int, text: str) -> None:
+    entities = [{"type": "bot_command", "offset": text.index("/"), "length": len(text.split()[0])}]
+    fake_api = FakeBotAPI()
+    reply = OURS | {"chat": {"id": chat, "type": "private" if chat > 0 else "supergroup"}}
+    update = Update.model_validate(fake_api.message(chat, text, entities=entities, reply_to=reply))
+    assert update.message is not None
+    assert normalize(update.message, update.update_id, ME) is None
+    ours = update.model_copy(
+        update={"message": update.message.model_copy(update={"text": "/new@test_bot"})}
+    )
+    inbound = normalize(ours.message, ours.update_id, ME)  # type: ignore[arg-type]
+    assert isinstance(inbound, InboundMessage) and inbound.command == "new"
