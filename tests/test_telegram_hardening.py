@@ -7,6 +7,7 @@ The real aiogram client against tests/telegram_fake.py, through the whole app.
 from __future__ import annotations
 
 import asyncio
+import itertools
 from typing import Any
 
 import pytest
@@ -102,3 +103,35 @@ def test_normalize_drops_a_command_for_another_bot(chat: int, text: str) -> None
     )
     inbound = normalize(ours.message, ours.update_id, ME)  # type: ignore[arg-type]
     assert isinstance(inbound, InboundMessage) and inbound.command == "new"
+
+
+async def test_polling_pauses_when_an_empty_poll_comes_back_at_once(
+    telegram: Start, fake: FakeBotAPI
+) -> None:
+    fake.poll_answers_at_once = True
+    provider = ScriptedProvider([Reply("still answering")])
+    app = await telegram(provider)
+
+    def polls() -> list[float]:
+        return [c.at for c in fake.calls if c.method == "getupdates"]
+
+    await fake.wait_for(lambda: len(polls()) >= 3)
+    gaps = [b - a for a, b in itertools.pairwise(polls())]
+    assert min(gaps) >= 0.5, gaps  # unpaused, they came about a millisecond apart
+    fake.push(fake.message(42, "hi"))
+    await tg.answered(app, provider)
+    assert shown(fake, 42) == ["still answering"]
+
+
+async def test_a_best_effort_call_refused_with_any_api_error_is_logged_once(
+    telegram: Start, fake: FakeBotAPI, caplog: pytest.LogCaptureFixture
+) -> None:
+    fake.refuse = {"setmycommands": (404, "Not Found"), "deletewebhook": (418, "I'm a teapot")}
+    provider = ScriptedProvider([Reply("hello")])
+    app = await telegram(provider)  # it got as far as polling
+    fake.push(fake.message(42, "hi"))
+    await tg.answered(app, provider)
+    assert shown(fake, 42) == ["hello"]
+    assert [c.method for c in fake.calls].count("getme") == 1  # never restarted
+    for method in ("setMyCommands", "deleteWebhook"):
+        assert len([r for r in caplog.records if f"Telegram {method} failed" in r.message]) == 1
