@@ -8,8 +8,11 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import json
+import logging
 from typing import Any
 
+import aiohttp
 import pytest
 from aiogram.types import Update
 
@@ -135,3 +138,41 @@ async def test_a_best_effort_call_refused_with_any_api_error_is_logged_once(
     assert [c.method for c in fake.calls].count("getme") == 1  # never restarted
     for method in ("setMyCommands", "deleteWebhook"):
         assert len([r for r in caplog.records if f"Telegram {method} failed" in r.message]) == 1
+
+
+def nested(depth: int) -> str:
+    return "[" * depth + "]" * depth
+
+
+async def test_the_webhook_answers_malformed_bodies_with_400_and_no_traceback(
+    telegram: Start,
+    fake: FakeBotAPI,
+    session: aiohttp.ClientSession,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    provider = ScriptedProvider([Reply("hello")])
+    app = await telegram(provider, mode="webhook", webhook_secret=tg.SECRET)
+    url = f"{app.url}/telegram/webhook"
+    headers = {"X-Telegram-Bot-Api-Secret-Token": tg.SECRET, "Content-Type": "application/json"}
+    valid = fake.message(42, "hi")
+    deep_inside = json.dumps(valid)[:-1] + ', "extra": ' + nested(900) + "}"
+    bodies = [
+        nested(100_000),
+        '{"update_id": ' + nested(100_000) + "}",
+        "[1, 2]",
+        '"an update"',
+        "null",
+        '{"update_id": "seven"}',
+        '{"update_id": 1, "message": {"chat": 5}}',
+        "{not json",
+        "\xff\xfe",
+    ]
+    for body in bodies:
+        async with session.post(url, data=body.encode("latin-1"), headers=headers) as r:
+            assert r.status == 400, body[:40]
+    async with session.post(url, data=deep_inside, headers=headers) as r:
+        assert r.status == 200  # deep, but within what JSON parsing takes: a fine update
+    await tg.answered(app, provider)
+    assert shown(fake, 42)[-1] == "hello"
+    assert not [r for r in caplog.records if r.exc_info or r.levelno >= logging.ERROR]
+    assert "Traceback" not in caplog.text

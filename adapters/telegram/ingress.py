@@ -143,7 +143,7 @@ class Ingress:
             return web.Response(status=503, text="starting")
         try:
             update = Update.model_validate(await request.json(), context={"bot": self.bot})
-        except (ValueError, ValidationError):
+        except (ValueError, ValidationError, RecursionError):  # nested too deep for json.loads
             return web.Response(status=400, text="expected a Telegram Update as JSON")
         group.create_task(self._feed(update))  # answer at once; the turn runs on its own
         return web.json_response({})
