@@ -79,7 +79,7 @@ async def test_a_command_for_another_bot_is_ignored(
     [
         ("/new", None, "new"),
         ("/NEW please", None, "new"),
-        ("/new@other", None, None),  # web socket, terminal: no name, so never ours
+        ("/new@any", None, "new"),  # web socket, terminal: no other bot to address
         ("/new@Test_Bot", "test_bot", "new"),
         ("/new@other_bot", "test_bot", None),
         ("hello /new", "test_bot", None),
