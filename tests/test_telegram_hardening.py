@@ -29,6 +29,7 @@ Start = tg.Start
 shown = tg.shown
 ME = BotIdentity(BOT["id"], BOT["username"])
 HELP_TEXT = HELP.replace("**", "")
+BOT_COMMAND_HOME = {"type": "bot_command", "offset": 0, "length": 5}
 OURS = {"message_id": 9, "date": 0, "chat": {"id": -100, "type": "supergroup"}, "from": BOT}
 
 
@@ -93,19 +94,26 @@ def test_a_command_is_ours_only_when_it_names_no_bot_or_ours(
 
 
 @pytest.mark.parametrize("chat", [42, -100])
-@pytest.mark.parametrize("text", ["/new@other_bot", "/help@Other_Bot please", "  /stop@x"])
+@pytest.mark.parametrize("text", ["/new@other_bot", "/help@Other_Bot please", "/stop@x"])
 def test_normalize_drops_a_command_for_another_bot(chat: int, text: str) -> None:
-    entities = [{"type": "bot_command", "offset": text.index("/"), "length": len(text.split()[0])}]
     fake_api = FakeBotAPI()
     reply = OURS | {"chat": {"id": chat, "type": "private" if chat > 0 else "supergroup"}}
-    update = Update.model_validate(fake_api.message(chat, text, entities=entities, reply_to=reply))
-    assert update.message is not None
-    assert normalize(update.message, update.update_id, ME) is None
-    ours = update.model_copy(
-        update={"message": update.message.model_copy(update={"text": "/new@test_bot"})}
-    )
-    inbound = normalize(ours.message, ours.update_id, ME)  # type: ignore[arg-type]
-    assert isinstance(inbound, InboundMessage) and inbound.command == "new"
+
+    def normalized(text: str) -> object:
+        entities = [{"type": "bot_command", "offset": 0, "length": len(text.split()[0])}]
+        update = fake_api.message(chat, text, entities=entities, reply_to=reply)
+        message = Update.model_validate(update).message
+        assert message is not None
+        return normalize(message, update["update_id"], ME)
+
+    assert normalized(text) is None
+    command = text.split("@")[0]  # "/new"
+    ours = normalized(f"{command}@Test_Bot")
+    assert isinstance(ours, InboundMessage) and ours.command == command[1:]
+    # a path: Telegram's bot_command entity ends at "/home", so it names no bot
+    path = fake_api.message(chat, "/home/me@host", entities=[BOT_COMMAND_HOME], reply_to=reply)
+    message = Update.model_validate(path).message
+    assert message is not None and isinstance(normalize(message, 1, ME), InboundMessage)
 
 
 async def test_polling_pauses_when_an_empty_poll_comes_back_at_once(

@@ -71,9 +71,10 @@ def normalize(
     chat = ChatRef(CHANNEL, str(message.chat.id), thread)
     is_group = message.chat.type in GROUP_TYPES
     text = message.text if message.text is not None else message.caption or ""
-    if _for_another_bot(text, me):
-        return None
     entities = message.entities or message.caption_entities or []
+    command = _leading_command(text, entities)
+    if command is not None and command[1] and command[1] != me.username.lower():
+        return None
     addressed = not is_group or _addressed(message, text, entities, me)
     kind = getattr(message.content_type, "value", message.content_type)
     attachments = _attachments(message)
@@ -111,19 +112,21 @@ def _addressed(message: Message, text: str, entities: list[MessageEntity], me: B
             return True
         if entity.type == "text_mention" and entity.user is not None and entity.user.id == me.id:
             return True
+    command = _leading_command(text, entities)
+    return command is not None and (
+        command[1] == me.username.lower() or (not command[1] and command[0] in OWN_COMMANDS)
+    )
+
+
+def _leading_command(text: str, entities: list[MessageEntity]) -> tuple[str, str] | None:
+    """`/new@Some_Bot …` → ("new", "some_bot"); the bot is "" when none is named.
+
+    From Telegram's bot_command entity, not the text: "/home/me@host" is no command to a bot."""
+    for entity in entities:
         if entity.type == "bot_command" and entity.offset == 0:
             command, _, target = entity.extract_from(text)[1:].partition("@")
-            if target.lower() == me.username.lower() or (
-                not target and command.lower() in OWN_COMMANDS
-            ):
-                return True
-    return False
-
-
-def _for_another_bot(text: str, me: BotIdentity) -> bool:
-    words = text.split(maxsplit=1)
-    command, at, target = words[0].partition("@") if words else ("", "", "")
-    return command.startswith("/") and bool(at) and target.lower() != me.username.lower()
+            return command.lower(), target.lower()
+    return None
 
 
 def _attachments(message: Message) -> tuple[Attachment, ...]:
