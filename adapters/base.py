@@ -80,6 +80,9 @@ class InboundMessage:
     mentioned: bool = False  # addressed to the bot (mention, reply to the bot, private chat)
     attachments: tuple[Attachment, ...] = ()
     action: Action | None = None  # set for a button press; `text` is then empty
+    # The bot's name where a command can name its bot (Telegram's `/new@name`). None: the channel
+    # has no other bots to address (web socket, terminal), so `/new@anything` is ours.
+    bot_name: str | None = None
     raw: Mapping[str, Any] = field(default_factory=dict, compare=False, repr=False)
 
     @property
@@ -88,14 +91,17 @@ class InboundMessage:
 
     @property
     def command(self) -> str | None:
-        """`/new`, `/new@botname` and the like → `"new"`; anything else (an action) → None."""
+        """`/new` and `/new@<bot_name>` → `"new"`. None for anything else: plain text, an action,
+        and a command addressed to another bot (`/new@other` where `bot_name` is known)."""
         if self.action is not None:
             return None
         text = self.text.strip()
         if not text.startswith("/") or len(text) < 2:
             return None
-        word = text.split(maxsplit=1)[0][1:]
-        return word.split("@", 1)[0].lower() or None
+        word, _, target = text.split(maxsplit=1)[0][1:].partition("@")
+        if target and self.bot_name is not None and target.lower() != self.bot_name.lower():
+            return None
+        return word.lower() or None
 
 
 @dataclass(frozen=True, slots=True)

@@ -23,6 +23,7 @@ from bot.config import Config, ConfigError
 from bot.conversations import LocalConversations
 from bot.dedup import StoreDedup
 from bot.gateway import Gateway, GatewaySettings
+from bot.health import ChannelStates
 from bot.recovery import recover_interrupted_turns
 from bot.storage import SqliteStore, StorageError
 from tools.builtin import builtin_registry
@@ -132,6 +133,7 @@ class App:
         self.port: int | None = None
         self._runner: web.AppRunner | None = None
         self._supervisor: asyncio.Task[None] | None = None
+        self.channel_states = ChannelStates()  # for /healthz
 
     def _path(self, value: str) -> Path:
         path = Path(value)
@@ -231,14 +233,19 @@ class App:
     async def _keep_running(self, channel: Channel) -> None:
         """Run a channel; if it crashes, log and restart it with backoff: other channels go on."""
         backoff = 1.0
+        states = self.channel_states
         while True:
             started = asyncio.get_running_loop().time()
+            states.started(channel.name)
             try:
                 await channel.run(self.gateway.handle)
+                states.stopped(channel.name)
                 return  # the channel finished (say, stdin ended)
             except ChannelError as exc:  # the platform said no (a bad token, say): no traceback
+                states.failed(channel.name, str(exc))
                 log.error("channel %s stopped: %s; retrying in %.0f s", channel.name, exc, backoff)
-            except Exception:
+            except Exception as exc:
+                states.failed(channel.name, f"crashed: {type(exc).__name__}: {exc}")
                 log.exception("channel %s crashed; restarting in %.0f s", channel.name, backoff)
             if asyncio.get_running_loop().time() - started > 60:
                 backoff = 1.0  # it ran fine for a while: this is a new problem
@@ -261,9 +268,11 @@ class App:
 
     async def _healthz(self, request: web.Request) -> web.Response:
         ready = request.app[READY]["ready"]
+        failed = self.channel_states.any_failed  # an enabled channel that cannot run: not healthy
         body: dict[str, Any] = {
-            "status": "ok" if ready else "starting",
+            "status": "failing" if failed else "ok" if ready else "starting",
             "model": self.provider.name,
+            "channels": self.channel_states.report(),
         }
         for channel in self.channels.values():
             if isinstance(channel, HealthReport):
@@ -271,4 +280,5 @@ class App:
         trouble = self.store.trouble  # the last store call failed: turns cannot be kept
         if trouble is not None:
             body |= {"status": "error", "storage": trouble}
-        return web.json_response(body, status=200 if ready and trouble is None else 503)
+        healthy = ready and not failed and trouble is None
+        return web.json_response(body, status=200 if healthy else 503)

@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import json
+import unicodedata
 from typing import Any
 
 from bot.storage import SqliteStore
 
 PREVIEW = 160
+# Bidirectional overrides and isolates: they make a terminal show text in another order.
+BIDI = frozenset("\u061c\u200e\u200f\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069")
 
 
 async def list_sessions(store: SqliteStore, limit: int) -> str:
@@ -20,7 +23,7 @@ async def list_sessions(store: SqliteStore, limit: int) -> str:
             f"{row['id'][:12]}  {row['updated_at'][:19].replace('T', ' ')}  {row['status']:9}  "
             f"{row['agent_id']:10}  {row['conversation_key']}  (user {row['user_id']})"
         )
-    return "\n".join(lines)
+    return "\n".join(_printable(line) for line in lines)
 
 
 async def show_session(store: SqliteStore, session_id: str) -> str:
@@ -36,7 +39,7 @@ async def show_session(store: SqliteStore, session_id: str) -> str:
         session = matches[0]
     lines: list[str] = []
     await _render(store, session, lines, depth=0)
-    return "\n".join(lines)
+    return "\n".join(_printable(line) for line in lines)
 
 
 async def _render(
@@ -67,6 +70,16 @@ async def _render(
             await _render(store, children.pop(child_id), lines, depth + 1)
     for child in children.values():  # e.g. a dispatch whose result was cut off
         await _render(store, child, lines, depth + 1)
+
+
+def _printable(line: str) -> str:
+    """Control characters escaped: user ids, chat keys and tool arguments come from users, and
+    raw they could retitle, clear or rewrite the admin's terminal, or forge a line."""
+    return "".join(_escape(c) if c in BIDI or unicodedata.category(c) == "Cc" else c for c in line)
+
+
+def _escape(char: str) -> str:
+    return repr(char)[1:-1] if ord(char) < 0x100 else f"\\u{ord(char):04x}"
 
 
 def _short(text: str | None) -> str:

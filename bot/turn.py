@@ -24,6 +24,7 @@ from bot.dedup import Dedup
 from bot.delivery import APOLOGY, Delivery
 from bot.storage.base import GatewayStore, StorageError
 from bot.storage.turns import handle_record
+from tools.redact import redact_credentials
 
 log = logging.getLogger(__name__)
 
@@ -220,7 +221,8 @@ def _storage_fault(exc: BaseException) -> StorageError | None:
 
 
 def _describe(exc: BaseException) -> str:
-    return f"{type(exc).__name__}: {exc}"
+    """For `turns.error`: an error's text may hold a URL with its password (from any library)."""
+    return redact_credentials(f"{type(exc).__name__}: {exc}")
 
 
 def _combine(batch: list[InboundMessage]) -> str:

@@ -9,7 +9,8 @@ units of the text after entity parsing.
 Faults Telegram really produces can be scripted: a 429 (`force_429`), a message the user deleted
 before our edit (`gone_next`), an edit that finds the text already there, as after the same edit
 from another process (`not_modified_next`), and a call carried out whose answer is lost: a proxy's
-HTML error page (`garble_answer_next`) or no answer at all (`hang_answer_next`).
+HTML error page (`garble_answer_next`) or no answer at all (`hang_answer_next`); a method refused
+every time (`refuse`), and a getUpdates that answers an empty poll at once (`poll_answers_at_once`).
 """
 
 from __future__ import annotations
@@ -100,6 +101,9 @@ class FakeBotAPI:
         self.hang_answer_next: dict[str, int] = {}
         self.gone_next = 0  # the next N edits find their message deleted by the user just before
         self.not_modified_next = 0  # the next N edits find their message showing the new text
+        self.poll_answers_at_once = False  # getUpdates does not hold an empty poll open
+        # method -> (status, description) every call to it draws, as a proxy or an old server would
+        self.refuse: dict[str, tuple[int, str]] = {}
         self._forced: dict[int, int] = {}  # chat -> retry_after for its next rated call
         self._last: dict[int, float] = {}
         self._banned_until: dict[int, float] = {}
@@ -218,6 +222,8 @@ class FakeBotAPI:
         try:
             if request.match_info["token"] != self.token:
                 raise ApiError(401, "Unauthorized")
+            if call.method in self.refuse:
+                raise ApiError(*self.refuse[call.method])
             result = await self._method(call)
         except ApiError as exc:
             call.status, call.error = exc.status, exc.description
@@ -340,7 +346,7 @@ class FakeBotAPI:
         if offset is not None:
             self._updates = [u for u in self._updates if u["update_id"] >= offset]
         try:
-            async with asyncio.timeout(timeout):
+            async with asyncio.timeout(0 if self.poll_answers_at_once else timeout):
                 while not self._updates and not self._closing:
                     self._changed.clear()
                     await self._changed.wait()

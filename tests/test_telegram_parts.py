@@ -155,7 +155,6 @@ def test_private_message() -> None:
         ("hi @other_bot", [{"type": "mention", "offset": 3, "length": 10}], False),
         ("hi Bot", [{"type": "text_mention", "offset": 3, "length": 3, "user": BOT}], True),
         ("/new", [{"type": "bot_command", "offset": 0, "length": 4}], True),
-        ("/new@other_bot", [{"type": "bot_command", "offset": 0, "length": 14}], False),
         ("/weather", [{"type": "bot_command", "offset": 0, "length": 8}], False),
     ],
 )

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Literal, TypeVar
 from aiogram import Dispatcher
 from aiogram.exceptions import (
     ClientDecodeError,
+    TelegramAPIError,
     TelegramBadRequest,
     TelegramConflictError,
     TelegramNetworkError,
@@ -42,6 +43,9 @@ log = logging.getLogger(__name__)
 T = TypeVar("T")
 SECRET_HEADER = "X-Telegram-Bot-Api-Secret-Token"
 BACKOFF = BackoffConfig(min_delay=1.0, max_delay=30.0, factor=1.5, jitter=0.1)
+# Telegram holds an empty poll open for its timeout; a server that answers it at once (a proxy,
+# a test double) would otherwise be polled in a tight loop, hundreds of times a second.
+EMPTY_POLL_GAP_S = 1.0
 REMEMBERED_UPDATES = 1024  # unsupported messages answered, so a redelivered one is not again
 # ClientDecodeError: an answer that is not Telegram's JSON (a proxy's HTML error page)
 RETRYABLE = (
@@ -110,7 +114,9 @@ class Ingress:
         offset: int | None = None
         kinds = self.dp.resolve_used_update_types()
         wait = int(self._request_timeout_s + self._poll_timeout_s)  # the long poll holds it open
+        clock = asyncio.get_running_loop().time
         while True:
+            asked = clock()
             updates = await self._retrying(
                 "getUpdates",
                 lambda offset=offset: self.bot.get_updates(  # type: ignore[misc]
@@ -123,6 +129,9 @@ class Ingress:
             for update in updates:
                 offset = update.update_id + 1
                 group.create_task(self._feed(update))
+            early = asked + EMPTY_POLL_GAP_S - clock()
+            if not updates and early > 0:
+                await asyncio.sleep(early)
 
     async def _on_webhook(self, request: web.Request) -> web.Response:
         given = request.headers.get(SECRET_HEADER, "").encode()
@@ -134,7 +143,7 @@ class Ingress:
             return web.Response(status=503, text="starting")
         try:
             update = Update.model_validate(await request.json(), context={"bot": self.bot})
-        except (ValueError, ValidationError):
+        except (ValueError, ValidationError, RecursionError):  # nested too deep for json.loads
             return web.Response(status=400, text="expected a Telegram Update as JSON")
         group.create_task(self._feed(update))  # answer at once; the turn runs on its own
         return web.json_response({})
@@ -228,7 +237,9 @@ class Ingress:
                 next(backoff)
 
     async def _best_effort(self, what: str, call: Callable[[], Awaitable[object]]) -> None:
+        """A call we can do without: whatever Telegram answers (a 404 from an old server or a
+        proxy, say), log it and go on rather than restart the channel over it."""
         try:
             await call()
-        except (TelegramBadRequest, *RETRYABLE) as exc:
+        except (TelegramAPIError, ClientDecodeError) as exc:
             log.warning("Telegram %s failed (%s); carrying on", what, exc.message)

@@ -61,7 +61,9 @@ class Unsupported:
 def normalize(
     message: Message, update_id: int, me: BotIdentity
 ) -> InboundMessage | Unsupported | None:
-    """None for what is not for us: service messages, other bots, a channel's own posts."""
+    """None for what is not for us: service messages, other bots, a channel's own posts, and a
+    command addressed to another bot (`/new@other`), even in a reply to us or with
+    `group_reply: all`."""
     sender = message.from_user
     if sender is None or (sender.is_bot and message.sender_chat is None):
         return None  # channel posts have no sender; other bots would talk to us in loops
@@ -70,6 +72,9 @@ def normalize(
     is_group = message.chat.type in GROUP_TYPES
     text = message.text if message.text is not None else message.caption or ""
     entities = message.entities or message.caption_entities or []
+    command = _leading_command(text, entities)
+    if command is not None and command[1] and command[1] != me.username.lower():
+        return None
     addressed = not is_group or _addressed(message, text, entities, me)
     kind = getattr(message.content_type, "value", message.content_type)
     attachments = _attachments(message)
@@ -90,6 +95,7 @@ def normalize(
         is_group=is_group,
         mentioned=addressed,
         attachments=attachments,
+        bot_name=me.username,
         raw={"update_id": update_id, "message": message.model_dump(mode="json", exclude_none=True)},
     )
     return Unsupported(inbound, UNSUPPORTED[kind]) if unreadable else inbound
@@ -106,13 +112,21 @@ def _addressed(message: Message, text: str, entities: list[MessageEntity], me: B
             return True
         if entity.type == "text_mention" and entity.user is not None and entity.user.id == me.id:
             return True
+    command = _leading_command(text, entities)
+    return command is not None and (
+        command[1] == me.username.lower() or (not command[1] and command[0] in OWN_COMMANDS)
+    )
+
+
+def _leading_command(text: str, entities: list[MessageEntity]) -> tuple[str, str] | None:
+    """`/new@Some_Bot …` → ("new", "some_bot"); the bot is "" when none is named.
+
+    From Telegram's bot_command entity, not the text: "/home/me@host" is no command to a bot."""
+    for entity in entities:
         if entity.type == "bot_command" and entity.offset == 0:
             command, _, target = entity.extract_from(text)[1:].partition("@")
-            if target.lower() == me.username.lower() or (
-                not target and command.lower() in OWN_COMMANDS
-            ):
-                return True
-    return False
+            return command.lower(), target.lower()
+    return None
 
 
 def _attachments(message: Message) -> tuple[Attachment, ...]:

@@ -14,6 +14,7 @@ from typing import Any
 
 from agent.providers.base import Provider, ProviderConfigError
 from agent.providers.offline import OfflineProvider
+from tools.redact import redact_credentials
 
 log = logging.getLogger(__name__)
 
@@ -123,7 +124,7 @@ def _one(
             log.warning(
                 "%s.model is not set: asking %s for %r, which it may not have;"
                 " set %s.model to one of its models",
-                where, base_url, OPENAI_MODEL, where,
+                where, redact_credentials(base_url), OPENAI_MODEL, where,
             )  # fmt: skip
         vendor = OpenAIProvider(
             api_key=key or NO_KEY_NEEDED,

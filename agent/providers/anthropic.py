@@ -32,6 +32,7 @@ from agent.types import (
     Usage,
 )
 from tools.base import ToolSpec
+from tools.redact import split_credentials
 
 log = logging.getLogger(__name__)
 
@@ -55,8 +56,14 @@ class AnthropicProvider:
         self.timeouts = timeouts or Timeouts()
         self._api_key = api_key
         # SDK retries off: ours (resilient.py) know about fallback and about text already shown
+        # a user:password in the URL goes as the header it stands for: SDKs log their URLs
+        base_url, auth = split_credentials(base_url)
         self._client = anthropic.AsyncAnthropic(
-            api_key=api_key, base_url=base_url, max_retries=0, timeout=self.timeouts.httpx()
+            api_key=api_key,
+            base_url=base_url,
+            default_headers=auth or None,
+            max_retries=0,
+            timeout=self.timeouts.httpx(),
         )
         self.base_url = str(self._client.base_url).rstrip("/")
         self._tools: tuple[tuple[ToolSpec, ...], list[dict[str, Any]]] = ((), [])

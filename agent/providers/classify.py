@@ -18,6 +18,7 @@ from agent.providers.base import (
     ProviderUnavailable,
     ToolsUnsupported,
 )
+from tools.redact import redact_credentials
 
 KEY_REFUSED = "the AI model rejected the bot's API key (the bot's admin needs to fix the key)."
 OUT_OF_CREDIT = (
@@ -121,7 +122,8 @@ def refuses_tools(status: int | None, message: str) -> bool:
 
 def malformed(who: str, exc: ValueError) -> ProviderUnavailable:
     """A stream event whose data is not JSON (a proxy or a cut connection broke it): retry."""
-    return ProviderUnavailable(f"{who}: the server sent a stream event that is not JSON ({exc})")
+    text = redact_credentials(str(exc))
+    return ProviderUnavailable(f"{who}: the server sent a stream event that is not JSON ({text})")
 
 
 def retry_after(headers: Mapping[str, str]) -> float | None:
@@ -143,7 +145,7 @@ def retry_after(headers: Mapping[str, str]) -> float | None:
 
 
 def redact(text: str, api_key: str = "") -> str:
-    """`text` without the key (some servers echo it, masked or not)."""
+    """`text` without the key (some servers echo it, masked or not), nor a URL's password."""
     if api_key and len(api_key) >= 4:
         text = text.replace(api_key, "[key]")
-    return _KEYLIKE.sub("[key]", text)
+    return redact_credentials(_KEYLIKE.sub("[key]", text))

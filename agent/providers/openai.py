@@ -34,6 +34,7 @@ from agent.types import (
     Usage,
 )
 from tools.base import ToolSpec
+from tools.redact import redact_credentials, split_credentials
 
 log = logging.getLogger(__name__)
 
@@ -62,8 +63,14 @@ class OpenAIProvider:
         self.model = model
         self.timeouts = timeouts or Timeouts()
         self._api_key = api_key
+        # a user:password in the URL goes as the header it stands for: SDKs log their URLs
+        base_url, auth = split_credentials(base_url)
         self._client = openai.AsyncOpenAI(
-            api_key=api_key, base_url=base_url, max_retries=0, timeout=self.timeouts.httpx()
+            api_key=api_key,
+            base_url=base_url,
+            default_headers=auth or None,
+            max_retries=0,
+            timeout=self.timeouts.httpx(),
         )
         self.base_url = str(self._client.base_url).rstrip("/")
         # OpenAI's newer models refuse `max_tokens`; compatible servers may not know the new name
@@ -143,7 +150,7 @@ class OpenAIProvider:
         if isinstance(exc, openai.APIConnectionError | httpx2.HTTPError):
             return ProviderUnavailable(f"{who}: connection failed: {type(exc).__name__}")
         if not isinstance(exc, openai.APIError):
-            return ProviderUnavailable(f"{who}: {type(exc).__name__}: {exc}")
+            return ProviderUnavailable(redact_credentials(f"{who}: {type(exc).__name__}: {exc}"))
         body = exc.body if isinstance(exc.body, dict) else {}
         status = getattr(exc, "status_code", None)  # None: an error object inside the stream
         response = getattr(exc, "response", None)

@@ -9,6 +9,7 @@ from typing import Any, Literal, Union, get_args, get_origin
 from pydantic.fields import FieldInfo
 
 from bot.config.schema import Config, item_model
+from tools.redact import redact_credentials
 
 
 class ConfigError(Exception):
@@ -26,7 +27,12 @@ _EXPECTED = {
 
 
 def describe(error: Mapping[str, Any]) -> str:
-    """`dotted.key: what is expected, got X` for one pydantic error."""
+    """`dotted.key: what is expected, got X` for one pydantic error; a URL's password never
+    shows (the value echoed may be a `user:password@` URL written under the wrong key)."""
+    return redact_credentials(_describe(error))
+
+
+def _describe(error: Mapping[str, Any]) -> str:
     loc = tuple(error["loc"])
     key = ".".join(str(part) for part in loc)
     if error["type"] == "extra_forbidden":

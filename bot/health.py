@@ -1,0 +1,89 @@
+"""What `/healthz` says of each channel: starting, running, or failed (why, and since when)."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any, Literal
+
+from tools.redact import redact_credentials
+
+# The Channel protocol has no "I am up" signal, so a run that has lasted this long without
+# raising counts as running; a channel that fails to start (a refused token) fails well before.
+SETTLE_S = 5.0
+REASON_CHARS = 300
+
+State = Literal["starting", "running", "failed", "stopped"]
+
+
+@dataclass
+class _Channel:
+    run_started: float  # monotonic, the current attempt's
+    run_started_at: datetime
+    failed_since: datetime | None = None  # the first failure of the current streak
+    reason: str = ""
+    run_failed: bool = False  # this attempt raised; the next has not begun
+    stopped: bool = False
+
+
+class ChannelStates:
+    """Recorded by the app's channel supervisor; read, cheaply, by every `/healthz`."""
+
+    def __init__(
+        self, *, settle_s: float = SETTLE_S, clock: Callable[[], float] = time.monotonic
+    ) -> None:
+        self._settle_s = settle_s
+        self._clock = clock
+        self._channels: dict[str, _Channel] = {}
+
+    def started(self, name: str) -> None:
+        """A run begins. After a failure the channel stays failed until this run settles."""
+        previous = self._channels.get(name)
+        state = _Channel(self._clock(), datetime.now(UTC))
+        if previous is not None:
+            state.failed_since, state.reason = previous.failed_since, previous.reason
+        self._channels[name] = state
+
+    def failed(self, name: str, reason: str) -> None:
+        state = self._channels[name]
+        if self._settled(state) or state.failed_since is None:  # it ran fine until now
+            state.failed_since = datetime.now(UTC)
+        state.run_failed = True
+        state.reason = redact_credentials(reason)[:REASON_CHARS]
+
+    def stopped(self, name: str) -> None:
+        """The run returned by itself (the terminal's input ended): nothing is wrong."""
+        self._channels[name].stopped = True
+
+    def state(self, name: str) -> State:
+        channel = self._channels[name]
+        if channel.stopped:
+            return "stopped"
+        if channel.run_failed or (channel.failed_since and not self._settled(channel)):
+            return "failed"
+        return "running" if self._settled(channel) else "starting"
+
+    def _settled(self, channel: _Channel) -> bool:
+        return self._clock() - channel.run_started >= self._settle_s
+
+    @property
+    def any_failed(self) -> bool:
+        return any(self.state(name) == "failed" for name in self._channels)
+
+    def report(self) -> dict[str, dict[str, Any]]:
+        """`{"telegram": {"state": "failed", "since": "2026-…Z", "reason": "…"}, …}`."""
+        body: dict[str, dict[str, Any]] = {}
+        for name, channel in self._channels.items():
+            state = self.state(name)
+            since = channel.failed_since if state == "failed" else channel.run_started_at
+            entry: dict[str, Any] = {"state": state, "since": _iso(since)}
+            if state == "failed":
+                entry["reason"] = channel.reason
+            body[name] = entry
+        return body
+
+
+def _iso(at: datetime | None) -> str | None:
+    return at.isoformat(timespec="seconds").replace("+00:00", "Z") if at else None
