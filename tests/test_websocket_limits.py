@@ -10,6 +10,7 @@ import aiohttp
 import pytest
 
 from adapters.websocket.accept_errors import ACCEPT_ERROR, AcceptErrorFilter
+from adapters.websocket.hub import MemoryEventHub
 from adapters.websocket.limits import RateLimiter
 from tests.test_websocket_channel import (
     ORIGIN,
@@ -171,3 +172,26 @@ def test_accept_errors_are_logged_once_per_interval() -> None:
     assert record("some other asyncio error")
     now[0] += 10
     assert record(ACCEPT_ERROR) and log_filter.suppressed == 0
+
+
+class Sink:
+    def __init__(self) -> None:
+        self.frames: list[str] = []
+
+    def push(self, frame: str) -> bool:
+        self.frames.append(frame)
+        return True
+
+
+async def test_idle_conversations_keep_a_bounded_amount_of_frames() -> None:
+    hub = MemoryEventHub(replay_events=200, max_idle_bytes=100_000)
+    answer = {"text": "x" * 5_000, "display": []}
+    for n in range(1_000):
+        await hub.publish(f"v:{n}", "message.completed", {"message_id": f"m{n}", **answer})
+    kept = hub.footprint()
+    assert kept["idle_bytes"] <= 100_000 and kept["idle"] <= 20, kept
+    _, replay = await hub.attach("v:999", Sink(), 0)  # the most recent ones are still there
+    assert len(replay) == 1
+    _, replay = await hub.attach("v:0", Sink(), 0)  # the oldest were forgotten
+    assert replay == []
+    assert hub.footprint()["idle_bytes"] <= kept["idle_bytes"] - 5_000

@@ -100,7 +100,3 @@ class Admission:
         left = self._per_address.pop(address, 1) - 1
         if left:
             self._per_address[address] = left
-
-    @property
-    def addresses(self) -> int:
-        return len(self._per_address)

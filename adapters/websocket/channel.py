@@ -117,14 +117,6 @@ class WebSocketChannel:
     def health(self) -> dict[str, int]:
         return {"connections": len(self._sockets)}
 
-    def footprint(self) -> dict[str, int]:
-        """Sizes of what this channel keeps per socket, client address and identity (tests)."""
-        return {
-            "sockets": len(self._sockets),
-            "addresses": self._admission.addresses,
-            "rate_buckets": len(self._rates),
-        }
-
     def install(self, app: web.Application) -> None:
         """Add the socket, the demo page and the widget's files to `app`."""
         accept_errors.install()  # this app's accept loop runs out of descriptors first
