@@ -8,7 +8,7 @@ import resource
 from collections.abc import Sequence
 from urllib.parse import urlsplit
 
-from aiohttp import web
+from aiohttp import hdrs, web
 
 log = logging.getLogger(__name__)
 
@@ -60,6 +60,21 @@ class Admission:
         max_connections: int | None,
         max_per_address: int,
     ) -> None:
+        if isinstance(allowed_origins, str):
+            raise TypeError(
+                f"allowed_origins must be a list of origins, e.g. [{allowed_origins!r}]"
+            )
+        for origin in allowed_origins:
+            if origin.endswith("/"):
+                raise ValueError(
+                    f"allowed origin {origin!r} ends with '/'; browsers send {origin.rstrip('/')!r}"
+                )
+        for name, value in (
+            ("max_connections", max_connections),
+            ("max_connections_per_address", max_per_address),
+        ):
+            if value is not None and value < 1:
+                raise ValueError(f"{name} must be at least 1, not {value}")
         origins = set(allowed_origins)
         if public_url:
             origins.add(origin_of(public_url))
@@ -69,31 +84,40 @@ class Admission:
         self.total = 0
         self._per_address: dict[str, int] = {}
 
-    def origin_allowed(self, origin: str, sockname: object) -> bool:
-        return origin in self.origins or origin in own_origins(sockname)
+    def admit(self, request: web.Request) -> str:
+        """Count the socket `request` opens and return its client address, or raise the refusal.
 
-    def refusal(self, address: str) -> web.HTTPException | None:
-        """The answer when `address` may not open another socket now, else None."""
+        The caller calls `closed(address)` when the socket is gone.
+        """
+        origin = request.headers.get(hdrs.ORIGIN)
+        # Browsers apply no CORS to web sockets: without this check any site could put our bot
+        # on its pages. A missing Origin means a non-browser client, which could forge one anyway.
+        sockname = request.transport.get_extra_info("sockname") if request.transport else None
+        if origin is not None and origin not in self.origins | own_origins(sockname):
+            log.info("websocket refused: origin %r is not in allowed_origins", origin)
+            raise web.HTTPForbidden(
+                text=f"origin {origin!r} is not allowed; "
+                "add it to channels.websocket.allowed_origins"
+            )
+        address = request.remote or "unknown"
         retry = {"Retry-After": "10"}
         if self.total >= self.max_connections:
             log.warning("websocket refused: %d sockets open (max_connections)", self.total)
-            return web.HTTPServiceUnavailable(
+            raise web.HTTPServiceUnavailable(
                 headers=retry,
                 text=f"the server has {self.total} sockets open, its limit; try again later "
                 "(raise channels.websocket.max_connections and the open-file limit)",
             )
         if self._per_address.get(address, 0) >= self.max_per_address:
             log.info("websocket refused: %s has %d sockets open", address, self.max_per_address)
-            return web.HTTPTooManyRequests(
+            raise web.HTTPTooManyRequests(
                 headers=retry,
                 text=f"{address} has {self.max_per_address} sockets open already; close some "
                 "(the limit is channels.websocket.max_connections_per_address)",
             )
-        return None
-
-    def opened(self, address: str) -> None:
         self.total += 1
         self._per_address[address] = self._per_address.get(address, 0) + 1
+        return address
 
     def closed(self, address: str) -> None:
         self.total -= 1

@@ -9,7 +9,7 @@ import uuid
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from aiohttp import WSCloseCode, WSMsgType, hdrs, web
+from aiohttp import WSCloseCode, WSMsgType, web
 
 from adapters.base import (
     ChannelLimits,
@@ -67,21 +67,10 @@ class WebSocketChannel:
     ) -> None:
         if not path.startswith("/"):
             raise ValueError(f"websocket path {path!r} must start with '/', e.g. '/ws'")
-        if isinstance(allowed_origins, str):
-            raise TypeError(
-                f"allowed_origins must be a list of origins, e.g. [{allowed_origins!r}]"
-            )
-        for origin in allowed_origins:
-            if origin.endswith("/"):
-                raise ValueError(
-                    f"allowed origin {origin!r} ends with '/'; browsers send {origin.rstrip('/')!r}"
-                )
         for name, value in (
             ("max_frame_bytes", max_frame_bytes),
             ("rate_limit_per_minute", rate_limit_per_minute),
             ("max_text_chars", max_text_chars),
-            ("max_connections_per_address", max_connections_per_address),
-            ("max_connections", max_connections or 1),
         ):
             if value < 1:
                 raise ValueError(f"{name} must be at least 1, not {value}")
@@ -180,20 +169,13 @@ class WebSocketChannel:
         )
 
     async def _serve_socket(self, request: web.Request) -> web.StreamResponse:
-        origin = request.headers.get(hdrs.ORIGIN)
-        # Browsers apply no CORS to web sockets: without this check any site could put our bot
-        # on its pages. A missing Origin means a non-browser client, which could forge one anyway.
-        sockname = request.transport.get_extra_info("sockname") if request.transport else None
-        if origin is not None and not self._admission.origin_allowed(origin, sockname):
-            log.info("websocket refused: origin %r is not in allowed_origins", origin)
-            raise web.HTTPForbidden(
-                text=f"origin {origin!r} is not allowed; "
-                "add it to channels.websocket.allowed_origins"
-            )
-        address = request.remote or "unknown"
-        refusal = self._admission.refusal(address)
-        if refusal is not None:
-            raise refusal
+        address = self._admission.admit(request)  # the Origin rule and the caps, or a refusal
+        try:
+            return await self._serve_admitted(request, address)
+        finally:
+            self._admission.closed(address)
+
+    async def _serve_admitted(self, request: web.Request, address: str) -> web.StreamResponse:
         # No permessage-deflate: its zlib state costs ~100 KiB per connection (measured: 113 KiB
         # per idle socket with it, 16 KiB without), and chat frames are small. aiohttp refuses
         # a frame of exactly max_msg_size; the documented limit lets that one through.
@@ -202,7 +184,6 @@ class WebSocketChannel:
         )
         await ws.prepare(request)
         conn = Connection(ws, address)
-        self._admission.opened(address)
         self._sockets.add(conn)
         conn.deadline = asyncio.get_running_loop().call_later(
             self._hello_timeout_s, self._hello_late, conn
@@ -213,7 +194,6 @@ class WebSocketChannel:
         finally:
             conn.abort()
             self._sockets.discard(conn)
-            self._admission.closed(address)
             if conn.identity is not None:
                 await self._hub.detach(conn.identity, conn)
         return ws
