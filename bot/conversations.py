@@ -27,7 +27,8 @@ log = logging.getLogger(__name__)
 RunTurn = Callable[[list[InboundMessage], "TurnSignal"], Awaitable[None]]
 
 # A coalesced turn is one model request: 16,000 characters is two full web socket messages and
-# well inside every model's context, where 600 flooded messages once made a 4.7 MB request.
+# well inside every model's context; uncapped, a flood of queued messages becomes one request of
+# megabytes.
 MAX_TURN_CHARS: Final = 16_000
 MAX_TURN_MESSAGES: Final = 20
 MAX_QUEUED: Final = 100

@@ -82,6 +82,7 @@ class Admission:
         self.max_connections = max_connections or default_max_connections()
         self.max_per_address = max_per_address
         self.total = 0
+        self._full = False
         self._per_address: dict[str, int] = {}
 
     def admit(self, request: web.Request) -> str:
@@ -102,14 +103,16 @@ class Admission:
         address = request.remote or "unknown"
         retry = {"Retry-After": "10"}
         if self.total >= self.max_connections:
-            log.warning("websocket refused: %d sockets open (max_connections)", self.total)
+            if not self._full:  # once each time the server fills up, not once per refusal
+                self._full = True
+                log.warning("websocket refusing sockets: %d open (max_connections)", self.total)
             raise web.HTTPServiceUnavailable(
                 headers=retry,
                 text=f"the server has {self.total} sockets open, its limit; try again later "
                 "(raise channels.websocket.max_connections and the open-file limit)",
             )
         if self._per_address.get(address, 0) >= self.max_per_address:
-            log.info("websocket refused: %s has %d sockets open", address, self.max_per_address)
+            log.debug("websocket refused: %s has %d sockets open", address, self.max_per_address)
             raise web.HTTPTooManyRequests(
                 headers=retry,
                 text=f"{address} has {self.max_per_address} sockets open already; close some "
@@ -121,6 +124,7 @@ class Admission:
 
     def closed(self, address: str) -> None:
         self.total -= 1
+        self._full = False
         left = self._per_address.pop(address, 1) - 1
         if left:
             self._per_address[address] = left

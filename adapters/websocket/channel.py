@@ -201,7 +201,7 @@ class WebSocketChannel:
     def _hello_late(self, conn: Connection) -> None:
         # A socket that never says hello would hold a descriptor forever.
         if conn.identity is None:
-            log.info(
+            log.debug(
                 "websocket from %s closed: no hello in %.0f s", conn.address, self._hello_timeout_s
             )
             conn.close(CLOSE_HELLO_TIMEOUT, "hello_timeout")
