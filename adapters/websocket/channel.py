@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import math
 import uuid
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -228,11 +229,15 @@ class WebSocketChannel:
                     "hello_required", 'send {"type": "hello"} first and wait for ready'
                 )
             if not self._rates.take(conn.identity):
-                raise ProtocolError(
+                wait_s = self._rates.wait_s(conn.identity)
+                conn.send_error(
                     "rate_limited",
-                    f"more than {self._rates.per_minute} messages a minute in this "
-                    "conversation (all its sockets together); dropped, resend in a few seconds",
+                    f"more than {self._rates.per_minute} messages a minute in this conversation "
+                    f"(all its sockets together): messages are dropped for {math.ceil(wait_s)} s "
+                    "without another error; resend them after that",
+                    quiet_s=wait_s,
                 )
+                return
             await self._deliver(inbound_message(self.name, conn.identity, frame, raw))
         except ProtocolError as exc:
             conn.send_error(exc.code, exc.message)

@@ -6,8 +6,9 @@ sends directly could then reach two tabs in different orders; a slow tab must no
 gateway or the other tabs; and the queue is bounded, so a client that stops reading is closed
 with 1013 instead of growing without limit (it reconnects and resumes from the replay buffer).
 The writer task exists only while frames are queued: an idle connection costs no task.
-A burst of bad frames gets one error per code, not one per frame: the socket's own error replies
-must not be what fills its queue and closes a healthy socket with 1013.
+A burst of bad frames gets one error per code, not one per frame (while one is queued, or for
+`quiet_s` after it): the socket's own error replies must not be what fills its queue and closes a
+healthy socket with 1013.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import time
 from dataclasses import dataclass
 from typing import Final
 
@@ -38,6 +40,7 @@ class Connection:
         "_dead",
         "_errors",
         "_pending",
+        "_quiet",
         "_writer",
         "address",
         "closing",
@@ -54,6 +57,7 @@ class Connection:
         self.closing = False  # a close is queued: ignore whatever the client still sends
         self._pending: list[str | _Close] = []
         self._errors: set[str] = set()  # codes of the error frames queued and not yet sent
+        self._quiet: dict[str, float] | None = None  # code → until when it is not sent again
         self._writer: asyncio.Task[None] | None = None
         self._dead = False
 
@@ -74,14 +78,18 @@ class Connection:
         self._enqueue(frame)
         return True
 
-    def send_error(self, code: str, message: str) -> None:
+    def send_error(self, code: str, message: str, *, quiet_s: float = 0) -> None:
         """A connection-scoped error: this socket only, no seq, never replayed.
 
-        Dropped while an error of the same code is still queued: a burst gets one answer.
+        Dropped while an error of the same code is still queued, or for `quiet_s` after one was:
+        a burst gets one answer.
         """
-        if code in self._errors:
+        now = time.monotonic()
+        if code in self._errors or (self._quiet is not None and self._quiet.get(code, 0) > now):
             return
         self._errors.add(code)
+        if quiet_s > 0:
+            self._quiet = {**(self._quiet or {}), code: now + quiet_s}
         self.push(json.dumps({"type": "error", "code": code, "message": message}))
 
     def close(self, code: int, reason: str) -> None:

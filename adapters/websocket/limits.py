@@ -31,6 +31,11 @@ class TokenBucket:
         """Seconds after its last use by which the bucket is full again."""
         return self._capacity / self._per_second
 
+    def wait_s(self, now: float) -> float:
+        """Seconds from `now` until the bucket holds a whole token again."""
+        tokens = self.tokens + (now - self.updated) * self._per_second
+        return max(0.0, (1 - tokens) / self._per_second)
+
     def take(self, now: float) -> bool:
         self.tokens = min(self._capacity, self.tokens + (now - self.updated) * self._per_second)
         self.updated = now
@@ -67,6 +72,11 @@ class RateLimiter:
         if len(self._buckets) > self._max_identities:
             self._buckets.popitem(last=False)
         return bucket.take(now)
+
+    def wait_s(self, identity: str) -> float:
+        """Seconds until `identity` may send again (0 when it may now)."""
+        bucket = self._buckets.get(identity)
+        return bucket.wait_s(self._clock()) if bucket is not None else 0.0
 
     def _forget_refilled(self, now: float) -> None:
         # Every take moves its bucket to the end, so the first bucket is the one used longest ago.
