@@ -5,6 +5,7 @@ measured in the same run as the ceiling, a raw aiohttp web socket echo server's 
 The server runs in a child process (its own core); this process is the load generator.
 
     python bench/ws_bench.py [--conversations 50] [--turns 40] [--rate 700]
+    python bench/ws_bench.py --memory-only [--help-visitors 3000]   # the /help memory line only
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ import argparse
 import asyncio
 import json
 import os
+import resource
 import statistics
 import subprocess
 import sys
@@ -32,6 +34,8 @@ ORIGIN = "http://127.0.0.1:8080"
 
 
 async def serve_gateway(data_dir: str) -> None:
+    _, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))  # max_connections follows it
     from agent.providers.scripted import Reply, ScriptedProvider
     from bot.app import App
     from bot.config import load_config
@@ -44,7 +48,13 @@ async def serve_gateway(data_dir: str) -> None:
                 "storage": {"path": str(Path(data_dir) / "bench.db")},
                 "personas": {"dirs": [str(ROOT / "personas")]},
                 "log": {"level": "WARNING"},
-                "channels": {"websocket": {"rate_limit_per_minute": 1_000_000}},
+                "channels": {
+                    "websocket": {
+                        "rate_limit_per_minute": 1_000_000,
+                        # the load comes from one address, thousands of sockets at once
+                        "max_connections_per_address": 100_000,
+                    }
+                },
             }
         )
     )
@@ -106,6 +116,25 @@ async def idle_cost(session: aiohttp.ClientSession, url: str, pid: int, count: i
     for ws in sockets:
         await ws.close()
     return cost
+
+
+async def help_visitor_cost(
+    session: aiohttp.ClientSession, url: str, pid: int, count: int
+) -> float:
+    """Server memory per visitor that said hello, asked for /help and left (no model call)."""
+
+    async def visit(index: int) -> None:
+        async with session.ws_connect(url, headers={"Origin": ORIGIN}) as ws:
+            await ws.send_str(json.dumps({"type": "hello", "visitor_id": f"help-{index:06d}"}))
+            await _until(ws, "ready")
+            await ws.send_str(json.dumps({"type": "message", "text": "/help"}))
+            await _until(ws, "message.completed")
+
+    before = rss_bytes(pid)
+    for start in range(0, count, 50):  # 50 visitors at a time
+        await asyncio.gather(*(visit(i) for i in range(start, min(count, start + 50))))
+    await asyncio.sleep(0.5)
+    return (rss_bytes(pid) - before) / count
 
 
 def cpu_seconds(pid: int) -> float:
@@ -188,8 +217,32 @@ def pct(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, int(q * len(ordered)))] * 1000
 
 
+async def memory_only(visitors: int) -> None:
+    with tempfile.TemporaryDirectory(dir=os.environ.get("BENCH_DIR")) as data_dir:
+        gateway, port = start_server("--serve-gateway", data_dir)
+        try:
+            async with aiohttp.ClientSession() as session:
+                before = rss_bytes(gateway.pid)
+                cost = await help_visitor_cost(
+                    session, f"http://127.0.0.1:{port}/ws", gateway.pid, visitors
+                )
+                after = rss_bytes(gateway.pid)
+        finally:
+            gateway.terminate()
+            gateway.wait(10)
+    print(
+        f"memory per idle visitor after /help, {visitors} visitors gone: {cost / 1024:.1f} KiB "
+        f"each (server RSS {before / 2**20:.0f} -> {after / 2**20:.0f} MiB)"
+    )
+
+
 async def run(
-    conversations: int, turns: int, solo_turns: int, idle_count: int, rate: float
+    conversations: int,
+    turns: int,
+    solo_turns: int,
+    idle_count: int,
+    rate: float,
+    help_visitors: int,
 ) -> None:
     with tempfile.TemporaryDirectory(dir=os.environ.get("BENCH_DIR")) as data_dir:
         gateway, gateway_port = start_server("--serve-gateway", data_dir)
@@ -260,6 +313,9 @@ async def run(
                 idle = await idle_cost(
                     unlimited, f"http://127.0.0.1:{gateway_port}/ws", gateway.pid, idle_count
                 )
+                help_cost = await help_visitor_cost(
+                    unlimited, f"http://127.0.0.1:{gateway_port}/ws", gateway.pid, help_visitors
+                )
         finally:
             gateway.terminate()
             echo.terminate()
@@ -296,6 +352,10 @@ async def run(
     print(
         f"idle connection (after hello), {idle_count} sockets: {idle / 1024:.1f} KiB each (server RSS)"
     )
+    print(
+        f"memory per idle visitor after /help, {help_visitors} visitors gone: "
+        f"{help_cost / 1024:.1f} KiB each (server RSS)"
+    )
     overhead_50 = pct(total, 0.5) - pct(echo_total, 0.5)
     overhead_99 = pct(total, 0.99) - pct(echo_total, 0.99)
     print(f"gateway overhead over echo  p50  {overhead_50:8.2f} ms   p99 {overhead_99:8.2f} ms")
@@ -313,6 +373,10 @@ def main() -> None:
     parser.add_argument(
         "--idle", type=int, default=1000, help="idle connections for the memory figure"
     )
+    parser.add_argument(
+        "--help-visitors", type=int, default=3000, help="visitors for the /help memory figure"
+    )
+    parser.add_argument("--memory-only", action="store_true", help="only the /help memory figure")
     parser.add_argument("--serve-gateway", metavar="DIR")
     parser.add_argument("--serve-echo", action="store_true")
     args = parser.parse_args()
@@ -320,8 +384,19 @@ def main() -> None:
         asyncio.run(serve_gateway(args.serve_gateway))
     elif args.serve_echo:
         asyncio.run(serve_echo())
+    elif args.memory_only:
+        asyncio.run(memory_only(args.help_visitors))
     else:
-        asyncio.run(run(args.conversations, args.turns, args.solo_turns, args.idle, args.rate))
+        asyncio.run(
+            run(
+                args.conversations,
+                args.turns,
+                args.solo_turns,
+                args.idle,
+                args.rate,
+                args.help_visitors,
+            )
+        )
 
 
 if __name__ == "__main__":

@@ -35,6 +35,7 @@ from tools.registry import ToolRegistry
 log = logging.getLogger(__name__)
 
 READY = web.AppKey("ready", dict)
+KEEPALIVE_S = 75.0  # aiohttp's default is 3,630 s
 
 
 class App:
@@ -259,7 +260,12 @@ class App:
         for channel in self.channels.values():
             if isinstance(channel, WebRoutes):
                 channel.install(app)
-        self._runner = web.AppRunner(app, shutdown_timeout=5, handle_signals=False)
+        self._runner = web.AppRunner(
+            app,
+            shutdown_timeout=5,
+            handle_signals=False,
+            keepalive_timeout=KEEPALIVE_S,  # a silent TCP connection is closed, not kept an hour
+        )
         await self._runner.setup()
         site = web.TCPSite(self._runner, self.config.server.host, self.config.server.port)
         await site.start()

@@ -1,7 +1,9 @@
 """The conversation lock + queue seam: one turn at a time per conversation, the rest wait.
 
 Messages that arrive while a conversation's turn runs are queued and coalesced into its next
-turn (one user's messages at a time). `/stop` drops the queue and stops the running turn.
+turn (one user's messages at a time, at most `max_turn_messages` of them and `max_turn_chars` of
+text: the rest wait for the turn after). `/stop` drops the queue and stops the running turn. A
+conversation with `max_queued` messages waiting refuses more (`QueueFull`).
 Background specialist results are queued on their conversation like any message, so they are
 never dropped because no turn is running.
 
@@ -16,13 +18,32 @@ import asyncio
 import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Final, Protocol
 
 from adapters.base import InboundMessage
 
 log = logging.getLogger(__name__)
 
 RunTurn = Callable[[list[InboundMessage], "TurnSignal"], Awaitable[None]]
+
+# A coalesced turn is one model request: 16,000 characters is two full web socket messages and
+# well inside every model's context; uncapped, a flood of queued messages becomes one request of
+# megabytes.
+MAX_TURN_CHARS: Final = 16_000
+MAX_TURN_MESSAGES: Final = 20
+MAX_QUEUED: Final = 100
+
+
+class QueueFull(Exception):
+    """The conversation already has its limit of messages waiting; this one was not queued."""
+
+    def __init__(self, conversation_key: str, limit: int) -> None:
+        super().__init__(
+            f"{limit} messages are already waiting in {conversation_key}; this one was not "
+            "queued: wait for the answer, or send /stop to drop the queue"
+        )
+        self.conversation_key = conversation_key
+        self.limit = limit
 
 
 @dataclass(slots=True)
@@ -59,7 +80,10 @@ class ConversationQueue(Protocol):
         ...
 
     async def enqueue(self, message: InboundMessage) -> None:
-        """Queue `message` on its conversation; a turn takes it (with others of its user) soon."""
+        """Queue `message` on its conversation; a turn takes it (with others of its user) soon.
+
+        Raises `QueueFull` when the conversation has too many messages waiting already.
+        """
         ...
 
     async def stop(self, conversation_key: str) -> Stopped:
@@ -82,8 +106,25 @@ class _Conversation:
 class LocalConversations:
     """In this process: a task per busy conversation, owned by the task group of `run`."""
 
-    def __init__(self, *, coalesce_ms: int = 0) -> None:
+    def __init__(
+        self,
+        *,
+        coalesce_ms: int = 0,
+        max_turn_chars: int = MAX_TURN_CHARS,
+        max_turn_messages: int = MAX_TURN_MESSAGES,
+        max_queued: int = MAX_QUEUED,
+    ) -> None:
+        for name, value in (
+            ("max_turn_chars", max_turn_chars),
+            ("max_turn_messages", max_turn_messages),
+            ("max_queued", max_queued),
+        ):
+            if value < 1:
+                raise ValueError(f"{name} must be at least 1, not {value}")
         self.coalesce_ms = coalesce_ms
+        self.max_turn_chars = max_turn_chars
+        self.max_turn_messages = max_turn_messages
+        self.max_queued = max_queued
         self._conversations: dict[str, _Conversation] = {}
         self._group: asyncio.TaskGroup | None = None
         self._run_turn: RunTurn | None = None
@@ -108,6 +149,11 @@ class LocalConversations:
         if conversation is None:
             conversation = _Conversation(message.conversation_key)
             self._conversations[conversation.key] = conversation
+        if len(conversation.pending) >= self.max_queued:
+            log.warning(
+                "%s has %d messages waiting; refusing more", conversation.key, self.max_queued
+            )
+            raise QueueFull(conversation.key, self.max_queued)
         conversation.pending.append(message)
         if conversation.drain is None:
             self._idle.clear()
@@ -127,14 +173,36 @@ class LocalConversations:
     async def wait_idle(self) -> None:
         await self._idle.wait()
 
+    def _next_batch(self, conversation: _Conversation) -> list[InboundMessage]:
+        """The first user's messages in order, up to the turn's caps; the rest stay queued."""
+        user = conversation.pending[0].user_id
+        batch: list[InboundMessage] = []
+        rest: list[InboundMessage] = []
+        chars = 0
+        full = False
+        for message in conversation.pending:
+            if message.user_id != user or full:
+                rest.append(message)
+                continue
+            size = len(message.text)
+            # The first message always goes, however long: its channel has bounded it already.
+            if batch and (
+                len(batch) >= self.max_turn_messages or chars + size > self.max_turn_chars
+            ):
+                full = True  # later ones wait too, so the user's messages keep their order
+                rest.append(message)
+                continue
+            batch.append(message)
+            chars += size
+        conversation.pending = rest
+        return batch
+
     async def _drain(self, conversation: _Conversation) -> None:
         try:
             if self.coalesce_ms:
                 await asyncio.sleep(self.coalesce_ms / 1000)  # let a burst arrive
             while conversation.pending and self._run_turn is not None:
-                user = conversation.pending[0].user_id
-                batch = [m for m in conversation.pending if m.user_id == user]
-                conversation.pending = [m for m in conversation.pending if m.user_id != user]
+                batch = self._next_batch(conversation)
                 conversation.signal = signal = TurnSignal()
                 try:
                     await self._run_turn(batch, signal)

@@ -15,7 +15,7 @@ from adapters.base import Channel, InboundMessage, OutboundContent
 from agent.coordinator import Coordinator
 from agent.personas import PersonaLibrary
 from agent.workers import BackgroundResult, Workers
-from bot.conversations import ConversationQueue
+from bot.conversations import ConversationQueue, QueueFull
 from bot.dedup import Dedup
 from bot.storage.base import GatewayStore, StorageError
 from bot.turn import STOPPED, TurnRunner
@@ -32,6 +32,10 @@ HELP = (
     "Anything else goes to the assistant."
 )
 REFUSAL = "Sorry — this bot isn't available to you here. Ask its admin to add you."
+QUEUE_FULL = (
+    "Too many of your messages are waiting for an answer here, so I dropped this one. "
+    "Wait for the answer, or send /stop to drop the queue."
+)
 NOT_TAKEN = (
     "Sorry — I can't take messages just now (a storage problem). Please try again in a minute."
 )
@@ -133,7 +137,12 @@ class Gateway:
         elif command == "stop":
             await self._stop(message)
         elif message.text.strip() or message.attachments or message.action is not None:
-            await self.conversations.enqueue(message)
+            try:
+                await self.conversations.enqueue(message)
+            except QueueFull as exc:
+                log.warning("%s", exc)
+                await self.dedup.release(message.event_id)  # a resend later is a new message
+                await self._reply(message, QUEUE_FULL)
 
     async def deliver_background(self, result: BackgroundResult) -> None:
         """A background specialist finished: its result becomes the coordinator's next turn.

@@ -10,7 +10,15 @@ from dataclasses import dataclass, field
 import pytest
 
 from adapters.base import ChatRef, InboundMessage
-from bot.conversations import ConversationQueue, LocalConversations, TurnSignal
+from bot.conversations import (
+    MAX_QUEUED,
+    MAX_TURN_CHARS,
+    MAX_TURN_MESSAGES,
+    ConversationQueue,
+    LocalConversations,
+    QueueFull,
+    TurnSignal,
+)
 
 IMPLEMENTATIONS: dict[str, Callable[[], ConversationQueue]] = {"local": LocalConversations}
 
@@ -140,3 +148,63 @@ async def test_a_message_queued_after_idle_starts_a_new_turn(
     await conversations.enqueue(msg("a", "two"))
     await conversations.wait_idle()
     assert turns.batches == [["one"], ["two"]]
+
+
+async def test_a_coalesced_turn_is_capped_by_characters(
+    queue: tuple[ConversationQueue, Turns],
+) -> None:
+    conversations, turns = queue
+    await conversations.enqueue(msg("a", "first"))
+    await turns.started.get()
+    third = MAX_TURN_CHARS // 3
+    texts = [f"{n}" + "x" * (third - 1) for n in range(7)]
+    for text in texts:
+        await conversations.enqueue(msg("a", text))
+    turns.gate("a").set()
+    await conversations.wait_idle()
+    assert turns.batches[0] == ["first"]
+    batches = turns.batches[1:]
+    assert [len(batch) for batch in batches] == [3, 3, 1]
+    assert [text for batch in batches for text in batch] == texts  # all of them, in order
+    assert all(sum(map(len, batch)) <= MAX_TURN_CHARS for batch in batches)
+
+
+async def test_one_message_longer_than_the_cap_still_gets_its_turn(
+    queue: tuple[ConversationQueue, Turns],
+) -> None:
+    conversations, turns = queue
+    turns.gate("a").set()
+    await conversations.enqueue(msg("a", "y" * (MAX_TURN_CHARS + 1)))
+    await conversations.wait_idle()
+    assert [len(batch) for batch in turns.batches] == [1]
+
+
+async def test_a_coalesced_turn_is_capped_by_count(queue: tuple[ConversationQueue, Turns]) -> None:
+    conversations, turns = queue
+    await conversations.enqueue(msg("a", "first"))
+    await turns.started.get()
+    for n in range(MAX_TURN_MESSAGES + 5):
+        await conversations.enqueue(msg("a", f"m{n}"))
+    turns.gate("a").set()
+    await conversations.wait_idle()
+    assert [len(batch) for batch in turns.batches] == [1, MAX_TURN_MESSAGES, 5]
+
+
+async def test_a_full_queue_refuses_with_a_clear_error(
+    queue: tuple[ConversationQueue, Turns],
+) -> None:
+    conversations, turns = queue
+    await conversations.enqueue(msg("a", "first"))
+    await turns.started.get()
+    for n in range(MAX_QUEUED):
+        await conversations.enqueue(msg("a", f"m{n}"))
+    with pytest.raises(QueueFull, match="/stop"):
+        await conversations.enqueue(msg("a", "one too many"))
+    await conversations.enqueue(msg("b", "another conversation is not affected"))
+    stopped = await conversations.stop("fake:a")
+    assert stopped.dropped == MAX_QUEUED
+    await conversations.enqueue(msg("a", "after /stop there is room again"))
+    turns.gate("a").set()
+    turns.gate("b").set()
+    await conversations.wait_idle()
+    assert ["one too many"] not in turns.batches

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator, Callable
 from contextlib import AsyncExitStack
 from pathlib import Path
@@ -12,7 +13,7 @@ from adapters.base import Action, ChatRef, InboundMessage
 from agent.providers.scripted import Reply, ScriptedProvider
 from agent.workers import BackgroundResult
 from bot.app import App
-from tests.conftest import make_config
+from tests.conftest import Running, make_config
 from tests.fakes import RecordingChannel
 
 CHAT = ChatRef("fake", "dm-1")
@@ -106,3 +107,36 @@ async def test_a_button_press_is_never_a_command(apps: Callable[..., object]) ->
         "[The user pressed the button “Start over” (value: '/new').]"
     )
     assert [c.text for c in channel.calls if c.final] == ["noted"]
+
+
+async def test_a_message_past_a_full_queue_is_refused_with_a_reply(
+    apps: Callable[..., object],
+) -> None:
+    from bot.gateway import QUEUE_FULL
+
+    gate = asyncio.Event()
+    provider = ScriptedProvider([Reply("one", wait=gate), Reply("two")])
+    app, channel = await apps(provider)  # type: ignore[misc]
+    app.conversations.max_queued = 2
+    await app.gateway.handle(message("m0", "e0"))
+    await provider.wait_requests(1)  # its turn runs, held open by the gate
+    for n in (1, 2, 3):  # two wait, the third finds the queue full
+        await app.gateway.handle(message(f"m{n}", f"e{n}"))
+    assert [c.text for c in channel.calls if c.final] == [QUEUE_FULL]
+    gate.set()
+    await app.gateway.wait_idle()
+    assert [c.text for c in channel.calls if c.final][1:] == ["one", "two"]
+
+
+async def test_a_silent_tcp_connection_is_closed(running: Running) -> None:
+    from bot import app as app_module
+
+    app_module.KEEPALIVE_S, before = 0.5, app_module.KEEPALIVE_S  # the deadline, made short
+    try:
+        app = await running(ScriptedProvider([]))
+    finally:
+        app_module.KEEPALIVE_S = before
+    reader, writer = await asyncio.open_connection("127.0.0.1", app.port)
+    async with asyncio.timeout(10):
+        assert await reader.read() == b""  # the server hung up on a client that said nothing
+    writer.close()

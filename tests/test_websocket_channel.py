@@ -473,7 +473,7 @@ def test_widget_markdown_never_renders_markup_or_images() -> None:
     assert rendered[4] == "<pre><code>&lt;script&gt;alert(1)&lt;/script&gt;\n</code></pre>"
 
 
-async def test_the_servers_own_pages_may_connect_under_any_host_name(
+async def test_the_servers_own_pages_may_connect_on_any_port(
     running: Running, session: aiohttp.ClientSession
 ) -> None:
     from agent.providers.scripted import ScriptedProvider
@@ -482,5 +482,7 @@ async def test_the_servers_own_pages_may_connect_under_any_host_name(
     app = await running(ScriptedProvider([]))
     same = await connect(session, app, origin=app.url)  # e.g. http://127.0.0.1:<port>
     await same.hello()
+    local = await connect(session, app, origin=f"http://localhost:{app.port}")
+    await local.hello()
     with pytest.raises(aiohttp.WSServerHandshakeError):
         await connect(session, app, origin=f"http://evil.example:{app.port}")

@@ -63,6 +63,29 @@ async def test_widget_shows_the_placeholder_live_then_the_final_answer_safely(
             await browser.close()
 
 
+async def test_widget_renders_link_labels_that_hold_code_or_an_image(running: Running) -> None:
+    answer = "See [`pip install`](https://example.com/pip) and [![logo](https://evil.example/l.png)](https://example.com/logo)."
+    app = await running(ScriptedProvider([Reply(answer)]))
+    async with playwright_api.async_playwright() as playwright:
+        browser = await playwright.chromium.launch(executable_path=CHROMIUM, args=ARGS)
+        try:
+            page = await browser.new_page()
+            await page.goto(app.url + "/")
+            await page.wait_for_selector(".cgw-state:has-text('connected')")
+            await page.fill(".cgw-input", "links please")
+            await page.press(".cgw-input", "Enter")
+            await page.wait_for_selector(".cgw-msg.cgw-bot:not(.cgw-pending)", timeout=10_000)
+            links = page.locator(".cgw-msg.cgw-bot a")
+            assert await links.count() == 2
+            assert await links.nth(0).inner_text() == "pip install"
+            assert await links.nth(0).locator("code").count() == 1
+            assert await links.nth(1).inner_text() == "[image: logo]"
+            assert await links.nth(1).get_attribute("href") == "https://example.com/logo"
+            assert await page.locator("img").count() == 0
+        finally:
+            await browser.close()
+
+
 PIXEL = "data:image/png;base64,iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNkYPhfDwAChwGA60e6kgAAAABJRU5ErkJggg=="
 
 

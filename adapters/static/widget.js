@@ -35,7 +35,8 @@
     text = text.replace(/!\[([^\]\n]*)\]\([^)\n]*\)/g, function (_, alt) {
       return keep(escapeHtml("[image" + (alt ? ": " + alt : "") + "]"));
     });
-    text = text.replace(/\[([^\]\n]+)\]\((https?:\/\/[^\s()<>"']+)\)/g, function (_, label, url) {
+    // A label may hold slots (code, an image's text): they are filled in at the end, like the rest.
+    text = text.replace(/\[([^\]\n]+)\]\((https?:\/\/[^\s()<>"'\u0000]+)\)/g, function (_, label, url) {
       return keep(link(url, label));
     });
     text = text.replace(/https?:\/\/[^\s<>"'\u0000]*[^\s<>"'\u0000.,;:!?)\]]/g, function (url) {
@@ -46,7 +47,11 @@
       .replace(/(^|[^*\w])\*([^*\s][^*\n]*?)\*(?![*\w])/g, "$1<em>$2</em>")
       .replace(/(^|[^\w])_([^_\s][^_\n]*?)_(?!\w)/g, "$1<em>$2</em>")
       .replace(/\n/g, "<br>");
-    return text.replace(/\u0000(\d+)\u0000/g, function (_, i) { return slots[Number(i)]; });
+    // A slot may hold earlier slots (a link's label), so fill them until none is left.
+    for (var depth = 0; depth <= slots.length && text.indexOf("\u0000") !== -1; depth++) {
+      text = text.replace(/\u0000(\d+)\u0000/g, function (_, i) { return slots[Number(i)]; });
+    }
+    return text;
   }
 
   if (typeof document === "undefined") {  // loaded by the tests under node

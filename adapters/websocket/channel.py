@@ -5,12 +5,12 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import math
 import uuid
 from collections.abc import Mapping, Sequence
 from typing import Any
-from urllib.parse import urlsplit
 
-from aiohttp import WSCloseCode, WSMsgType, hdrs, web
+from aiohttp import WSCloseCode, WSMsgType, web
 
 from adapters.base import (
     ChannelLimits,
@@ -20,9 +20,13 @@ from adapters.base import (
     MessageHandle,
     OutboundContent,
 )
-from adapters.websocket.connection import Connection, TokenBucket
+from adapters.websocket import accept_errors
+from adapters.websocket.admission import Admission
+from adapters.websocket.connection import Connection
 from adapters.websocket.hub import EventHub, MemoryEventHub
+from adapters.websocket.limits import RateLimiter
 from adapters.websocket.protocol import (
+    CLOSE_HELLO_TIMEOUT,
     CLOSE_IDENTITY_INVALID,
     Hello,
     ProtocolError,
@@ -57,18 +61,13 @@ class WebSocketChannel:
         identity_secret: str | None = None,
         replay_events: int = 200,
         hub: EventHub | None = None,
+        public_url: str | None = None,
+        hello_timeout_s: float = 10,
+        max_connections: int | None = None,
+        max_connections_per_address: int = 64,
     ) -> None:
         if not path.startswith("/"):
             raise ValueError(f"websocket path {path!r} must start with '/', e.g. '/ws'")
-        if isinstance(allowed_origins, str):
-            raise TypeError(
-                f"allowed_origins must be a list of origins, e.g. [{allowed_origins!r}]"
-            )
-        for origin in allowed_origins:
-            if origin.endswith("/"):
-                raise ValueError(
-                    f"allowed origin {origin!r} ends with '/'; browsers send {origin.rstrip('/')!r}"
-                )
         for name, value in (
             ("max_frame_bytes", max_frame_bytes),
             ("rate_limit_per_minute", rate_limit_per_minute),
@@ -78,11 +77,21 @@ class WebSocketChannel:
                 raise ValueError(f"{name} must be at least 1, not {value}")
         if replay_events < 0:
             raise ValueError(f"replay_events must be 0 (no replay) or more, not {replay_events}")
+        if hello_timeout_s <= 0:
+            raise ValueError(f"hello_timeout_s must be more than 0, not {hello_timeout_s}")
         self._path = path
-        self._allowed_origins = frozenset(allowed_origins)
+        # Configured origins, the public URL's, and (checked per socket) the server's own address.
+        self._admission = Admission(
+            allowed_origins,
+            public_url=public_url,
+            max_connections=max_connections,
+            max_per_address=max_connections_per_address,
+        )
         self._max_frame_bytes = max_frame_bytes
         self._heartbeat_s = heartbeat_s or None
-        self._rate_limit_per_minute = rate_limit_per_minute
+        self._hello_timeout_s = hello_timeout_s
+        # Per conversation, not per socket: more sockets must not buy a visitor more messages.
+        self._rates = RateLimiter(rate_limit_per_minute)
         self._max_text_chars = max_text_chars
         self._identity_secret = identity_secret or None
         # replay_events sizes the default in-process hub; a given hub brings its own.
@@ -100,6 +109,7 @@ class WebSocketChannel:
 
     def install(self, app: web.Application) -> None:
         """Add the socket, the demo page and the widget's files to `app`."""
+        accept_errors.install()  # this app's accept loop runs out of descriptors first
         add_page_routes(app, socket_path=self._path)
         app.router.add_get(self._path, self._serve_socket)
         app.on_shutdown.append(self._close_all)
@@ -160,27 +170,25 @@ class WebSocketChannel:
         )
 
     async def _serve_socket(self, request: web.Request) -> web.StreamResponse:
-        origin = request.headers.get(hdrs.ORIGIN)
-        # Browsers apply no CORS to web sockets: without this check any site could put our bot
-        # on its pages. A missing Origin means a non-browser client, which could forge one anyway.
-        if (
-            origin is not None
-            and origin not in self._allowed_origins
-            and not _same_origin(origin, request)
-        ):
-            log.info("websocket refused: origin %r is not in allowed_origins", origin)
-            raise web.HTTPForbidden(
-                text=f"origin {origin!r} is not allowed; "
-                "add it to channels.websocket.allowed_origins"
-            )
+        address = self._admission.admit(request)  # the Origin rule and the caps, or a refusal
+        try:
+            return await self._serve_admitted(request, address)
+        finally:
+            self._admission.closed(address)
+
+    async def _serve_admitted(self, request: web.Request, address: str) -> web.StreamResponse:
         # No permessage-deflate: its zlib state costs ~100 KiB per connection (measured: 113 KiB
-        # per idle socket with it, 16 KiB without), and chat frames are small.
+        # per idle socket with it, 16 KiB without), and chat frames are small. aiohttp refuses
+        # a frame of exactly max_msg_size; the documented limit lets that one through.
         ws = web.WebSocketResponse(
-            heartbeat=self._heartbeat_s, max_msg_size=self._max_frame_bytes, compress=False
+            heartbeat=self._heartbeat_s, max_msg_size=self._max_frame_bytes + 1, compress=False
         )
         await ws.prepare(request)
-        conn = Connection(ws, TokenBucket(self._rate_limit_per_minute))
+        conn = Connection(ws, address)
         self._sockets.add(conn)
+        conn.deadline = asyncio.get_running_loop().call_later(
+            self._hello_timeout_s, self._hello_late, conn
+        )
         try:
             await self._read_frames(conn)
             await conn.finish()
@@ -190,6 +198,14 @@ class WebSocketChannel:
             if conn.identity is not None:
                 await self._hub.detach(conn.identity, conn)
         return ws
+
+    def _hello_late(self, conn: Connection) -> None:
+        # A socket that never says hello would hold a descriptor forever.
+        if conn.identity is None:
+            log.debug(
+                "websocket from %s closed: no hello in %.0f s", conn.address, self._hello_timeout_s
+            )
+            conn.close(CLOSE_HELLO_TIMEOUT, "hello_timeout")
 
     async def _read_frames(self, conn: Connection) -> None:
         async for msg in conn.ws:
@@ -212,12 +228,16 @@ class WebSocketChannel:
                 raise ProtocolError(
                     "hello_required", 'send {"type": "hello"} first and wait for ready'
                 )
-            if not conn.bucket.take():
-                raise ProtocolError(
+            if not self._rates.take(conn.identity):
+                wait_s = self._rates.wait_s(conn.identity)
+                conn.send_error(
                     "rate_limited",
-                    f"more than {self._rate_limit_per_minute} messages a minute from this "
-                    "connection; this one was dropped, send it again in a few seconds",
+                    f"more than {self._rates.per_minute} messages a minute in this conversation "
+                    f"(all its sockets together): messages are dropped for {math.ceil(wait_s)} s "
+                    "without another error; resend them after that",
+                    quiet_s=wait_s,
                 )
+                return
             await self._deliver(inbound_message(self.name, conn.identity, frame, raw))
         except ProtocolError as exc:
             conn.send_error(exc.code, exc.message)
@@ -236,6 +256,9 @@ class WebSocketChannel:
         identity = resolve_identity(hello, visitor_id, self._identity_secret)
         # Set before attach, so that the handler detaches the socket even if attach is cut short.
         conn.identity = identity
+        if conn.deadline is not None:
+            conn.deadline.cancel()
+            conn.deadline = None
         # No await from attach's return to the last push: from then on the hub pushes live frames
         # (seq > the returned seq) to `conn`, and they must come after ready and the replay.
         seq, replay = await self._hub.attach(identity, conn, hello.resume_after)
@@ -259,11 +282,3 @@ class WebSocketChannel:
                 group.create_task(
                     conn.ws.close(code=WSCloseCode.GOING_AWAY, message=b"server shutdown")
                 )
-
-
-def _same_origin(origin: str, request: web.Request) -> bool:
-    """Our own pages (the demo at `/`, under any host name the server is reached by) may connect.
-
-    A browser sets both Origin and Host; a page on another site cannot make them agree.
-    """
-    return urlsplit(origin).netloc.lower() == (request.host or "").lower()

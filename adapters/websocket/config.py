@@ -40,6 +40,9 @@ class WebsocketConfig(AccessConfig):
     heartbeat_s: float = Field(20, gt=0)
     rate_limit_per_minute: int = Field(30, ge=1)
     max_text_chars: int = Field(8000, ge=1)
+    hello_timeout_s: float = Field(10, gt=0)
+    max_connections: int | None = Field(None, ge=1)  # None: 3/4 of the open-file limit
+    max_connections_per_address: int = Field(64, ge=1)
 
     _check_path = field_validator("path")(url_path)
 

@@ -1,4 +1,4 @@
-"""One open web socket: its ordered outbound queue, its inbound rate budget, who it speaks for.
+"""One open web socket: its ordered outbound queue, who it speaks for, its hello deadline.
 
 Publishing never awaits a socket. Frames go into the socket's own queue and a writer task sends
 them, for three reasons: a send may wait for the transport to drain, and two publishes awaiting
@@ -6,6 +6,9 @@ sends directly could then reach two tabs in different orders; a slow tab must no
 gateway or the other tabs; and the queue is bounded, so a client that stops reading is closed
 with 1013 instead of growing without limit (it reconnects and resumes from the replay buffer).
 The writer task exists only while frames are queued: an idle connection costs no task.
+A burst of bad frames gets one error per code, not one per frame (while one is queued, or for
+`quiet_s` after it): the socket's own error replies must not be what fills its queue and closes a
+healthy socket with 1013.
 """
 
 from __future__ import annotations
@@ -30,38 +33,31 @@ class _Close:
     reason: str
 
 
-class TokenBucket:
-    """`per_minute` messages a minute on average, at most `min(10, per_minute)` in a burst."""
-
-    __slots__ = ("_capacity", "_per_second", "_tokens", "_updated")
-
-    def __init__(self, per_minute: int) -> None:
-        self._capacity = float(min(10, per_minute))
-        self._per_second = per_minute / 60
-        self._tokens = self._capacity
-        self._updated = time.monotonic()
-
-    def take(self) -> bool:
-        now = time.monotonic()
-        self._tokens = min(self._capacity, self._tokens + (now - self._updated) * self._per_second)
-        self._updated = now
-        if self._tokens < 1:
-            return False
-        self._tokens -= 1
-        return True
-
-
 class Connection:
     """A socket of the channel; `identity` is set by its hello."""
 
-    __slots__ = ("_dead", "_pending", "_writer", "bucket", "closing", "identity", "ws")
+    __slots__ = (
+        "_dead",
+        "_errors",
+        "_pending",
+        "_quiet",
+        "_writer",
+        "address",
+        "closing",
+        "deadline",
+        "identity",
+        "ws",
+    )
 
-    def __init__(self, ws: web.WebSocketResponse, bucket: TokenBucket) -> None:
+    def __init__(self, ws: web.WebSocketResponse, address: str) -> None:
         self.ws = ws
-        self.bucket = bucket
+        self.address = address
         self.identity: str | None = None
+        self.deadline: asyncio.TimerHandle | None = None  # closes the socket if hello is late
         self.closing = False  # a close is queued: ignore whatever the client still sends
         self._pending: list[str | _Close] = []
+        self._errors: set[str] = set()  # codes of the error frames queued and not yet sent
+        self._quiet: dict[str, float] | None = None  # code → until when it is not sent again
         self._writer: asyncio.Task[None] | None = None
         self._dead = False
 
@@ -76,13 +72,24 @@ class Connection:
                 "websocket %s fell %d frames behind; closing it", self.identity, MAX_PENDING_FRAMES
             )
             self._pending.clear()
+            self._errors.clear()
             self.close(1013, "too slow: reconnect with resume_after")
             return False
         self._enqueue(frame)
         return True
 
-    def send_error(self, code: str, message: str) -> None:
-        """A connection-scoped error: this socket only, no seq, never replayed."""
+    def send_error(self, code: str, message: str, *, quiet_s: float = 0) -> None:
+        """A connection-scoped error: this socket only, no seq, never replayed.
+
+        Dropped while an error of the same code is still queued, or for `quiet_s` after one was:
+        a burst gets one answer.
+        """
+        now = time.monotonic()
+        if code in self._errors or (self._quiet is not None and self._quiet.get(code, 0) > now):
+            return
+        self._errors.add(code)
+        if quiet_s > 0:
+            self._quiet = {**(self._quiet or {}), code: now + quiet_s}
         self.push(json.dumps({"type": "error", "code": code, "message": message}))
 
     def close(self, code: int, reason: str) -> None:
@@ -101,6 +108,8 @@ class Connection:
 
     def abort(self) -> None:
         self._dead = True
+        if self.deadline is not None:
+            self.deadline.cancel()
         if self._writer is not None:
             self._writer.cancel()
 
@@ -113,6 +122,7 @@ class Connection:
         try:
             while self._pending:
                 batch, self._pending = self._pending, []
+                self._errors.clear()
                 for item in batch:
                     if isinstance(item, _Close):
                         await self.ws.close(code=item.code, message=item.reason.encode())
@@ -131,3 +141,4 @@ class Connection:
             self._writer = None
             if self._dead:
                 self._pending.clear()
+                self._errors.clear()

@@ -17,4 +17,8 @@ def build(section: WebsocketConfig, services: ChannelServices) -> WebSocketChann
         max_text_chars=section.max_text_chars,
         identity_secret=section.identity_secret,
         hub=services.event_hub,
+        public_url=services.public_url,
+        hello_timeout_s=section.hello_timeout_s,
+        max_connections=section.max_connections,
+        max_connections_per_address=section.max_connections_per_address,
     )

@@ -18,6 +18,9 @@ from adapters.base import ChannelError
 log = logging.getLogger(__name__)
 
 MAX_IDLE_CONVERSATIONS: Final = 10_000
+# Kept frames of idle conversations in all: 10,000 of them with 200 long answers each would
+# otherwise be gigabytes.
+MAX_IDLE_BYTES: Final = 64 * 2**20
 _SUPERSEDING_TYPES: Final = frozenset({"message.updated", "message.completed"})
 
 
@@ -91,20 +94,27 @@ def replay_slot(type: str, fields: Mapping[str, Any], seq: int) -> Hashable:
 
 
 class _Conversation:
-    __slots__ = ("_kept", "identity", "seq", "sockets")
+    __slots__ = ("_kept", "identity", "seq", "size", "sockets")
 
     def __init__(self, identity: str) -> None:
         self.identity = identity
         self.seq = 0
+        self.size = 0  # characters of the kept frames
         self.sockets: set[Subscriber] = set()
         # slot → (seq, encoded frame); insertion order is seq order because every insert is newest
         self._kept: OrderedDict[Hashable, tuple[int, str]] = OrderedDict()
 
-    def remember(self, slot: Hashable, seq: int, frame: str, limit: int) -> None:
-        self._kept.pop(slot, None)
+    def remember(self, slot: Hashable, seq: int, frame: str, limit: int) -> int:
+        """Keep `frame`; returns how much `size` changed."""
+        before = self.size
+        replaced = self._kept.pop(slot, None)
+        if replaced is not None:
+            self.size -= len(replaced[1])
         self._kept[slot] = (seq, frame)
+        self.size += len(frame)
         while len(self._kept) > limit:
-            self._kept.popitem(last=False)
+            self.size -= len(self._kept.popitem(last=False)[1][1])
+        return self.size - before
 
     def frames_after(self, seq: int) -> list[str]:
         return [frame for kept_seq, frame in self._kept.values() if kept_seq > seq]
@@ -117,18 +127,38 @@ class MemoryEventHub:
     gives the contract's ordering.
     """
 
-    def __init__(self, *, replay_events: int, max_idle: int = MAX_IDLE_CONVERSATIONS) -> None:
+    def __init__(
+        self,
+        *,
+        replay_events: int,
+        max_idle: int = MAX_IDLE_CONVERSATIONS,
+        max_idle_bytes: int = MAX_IDLE_BYTES,
+    ) -> None:
         self._replay_events = replay_events
         self._max_idle = max_idle
+        self._max_idle_bytes = max_idle_bytes
         self._live: dict[str, _Conversation] = {}
         self._idle: OrderedDict[str, _Conversation] = OrderedDict()
+        self._idle_bytes = 0
+
+    def footprint(self) -> dict[str, int]:
+        """How many conversations are kept, and the characters of their frames (tests, metrics)."""
+        return {
+            "live": len(self._live),
+            "idle": len(self._idle),
+            "idle_bytes": self._idle_bytes,
+        }
 
     async def attach(
         self, conversation: str, subscriber: Subscriber, resume_after: int | None
     ) -> tuple[int, list[str]]:
         conv = self._live.get(conversation)
         if conv is None:
-            conv = self._idle.pop(conversation, None) or _Conversation(conversation)
+            conv = self._idle.pop(conversation, None)
+            if conv is None:
+                conv = _Conversation(conversation)
+            else:
+                self._idle_bytes -= conv.size
             self._live[conversation] = conv
         conv.sockets.add(subscriber)
         replay = conv.frames_after(resume_after) if resume_after is not None else []
@@ -146,7 +176,10 @@ class MemoryEventHub:
         encoded = encode_frame(conversation, type, fields, seq)
         conv.seq = seq
         if self._replay_events:
-            conv.remember(replay_slot(type, fields, seq), seq, encoded, self._replay_events)
+            grown = conv.remember(replay_slot(type, fields, seq), seq, encoded, self._replay_events)
+            if self._live.get(conversation) is not conv:  # an answer to a tab that has gone
+                self._idle_bytes += grown
+                self._trim_idle()
         dead = [socket for socket in conv.sockets if not socket.push(encoded)]
         if dead:
             log.debug("dropping %d closed socket(s) from %s", len(dead), conversation)
@@ -173,5 +206,12 @@ class MemoryEventHub:
 
     def _add_idle(self, conv: _Conversation) -> None:
         self._idle[conv.identity] = conv
-        if len(self._idle) > self._max_idle:
-            self._idle.popitem(last=False)
+        self._idle_bytes += conv.size
+        self._trim_idle()
+
+    def _trim_idle(self) -> None:
+        while len(self._idle) > self._max_idle or (
+            self._idle and self._idle_bytes > self._max_idle_bytes
+        ):
+            _, forgotten = self._idle.popitem(last=False)
+            self._idle_bytes -= forgotten.size

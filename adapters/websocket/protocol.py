@@ -32,6 +32,7 @@ ErrorCode = Literal[
 ]
 
 CLOSE_IDENTITY_INVALID: Final = 4003
+CLOSE_HELLO_TIMEOUT: Final = 4008
 VISITOR_ID_PATTERN: Final = re.compile(r"[A-Za-z0-9_-]{8,64}")
 MAX_ID_CHARS: Final = 128
 MAX_USER_ID_CHARS: Final = 256

@@ -1,0 +1,87 @@
+"""Inbound rate limits per conversation: every socket of one identity draws on one bucket.
+
+A limit per socket was no limit: 60 sockets of one visitor got 60 times the rate. Buckets live
+in an LRU; a bucket that has refilled is forgotten (a new one is the same, full), so identities
+that stopped sending cost nothing, and `max_identities` bounds the rest.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import OrderedDict
+from collections.abc import Callable
+from typing import Final
+
+MAX_IDENTITIES: Final = 100_000
+
+
+class TokenBucket:
+    """`per_minute` messages a minute on average, at most `min(10, per_minute)` in a burst."""
+
+    __slots__ = ("_capacity", "_per_second", "tokens", "updated")
+
+    def __init__(self, per_minute: int, now: float) -> None:
+        self._capacity = float(min(10, per_minute))
+        self._per_second = per_minute / 60
+        self.tokens = self._capacity
+        self.updated = now
+
+    @property
+    def refill_s(self) -> float:
+        """Seconds after its last use by which the bucket is full again."""
+        return self._capacity / self._per_second
+
+    def wait_s(self, now: float) -> float:
+        """Seconds from `now` until the bucket holds a whole token again."""
+        tokens = self.tokens + (now - self.updated) * self._per_second
+        return max(0.0, (1 - tokens) / self._per_second)
+
+    def take(self, now: float) -> bool:
+        self.tokens = min(self._capacity, self.tokens + (now - self.updated) * self._per_second)
+        self.updated = now
+        if self.tokens < 1:
+            return False
+        self.tokens -= 1
+        return True
+
+
+class RateLimiter:
+    """One token bucket per identity, shared by all its sockets; bounded memory."""
+
+    def __init__(
+        self,
+        per_minute: int,
+        *,
+        max_identities: int = MAX_IDENTITIES,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.per_minute = per_minute
+        self._max_identities = max_identities
+        self._clock = clock
+        self._buckets: OrderedDict[str, TokenBucket] = OrderedDict()  # least recently used first
+
+    def __len__(self) -> int:
+        return len(self._buckets)
+
+    def take(self, identity: str) -> bool:
+        """Spend one message of `identity`'s budget; False when it has none left."""
+        now = self._clock()
+        self._forget_refilled(now)
+        bucket = self._buckets.pop(identity, None) or TokenBucket(self.per_minute, now)
+        self._buckets[identity] = bucket
+        if len(self._buckets) > self._max_identities:
+            self._buckets.popitem(last=False)
+        return bucket.take(now)
+
+    def wait_s(self, identity: str) -> float:
+        """Seconds until `identity` may send again (0 when it may now)."""
+        bucket = self._buckets.get(identity)
+        return bucket.wait_s(self._clock()) if bucket is not None else 0.0
+
+    def _forget_refilled(self, now: float) -> None:
+        # Every take moves its bucket to the end, so the first bucket is the one used longest ago.
+        while self._buckets:
+            oldest = next(iter(self._buckets.values()))
+            if now - oldest.updated < oldest.refill_s:
+                return
+            self._buckets.popitem(last=False)
