@@ -8,7 +8,9 @@ it reads plain lines and answers each before reading the next, so scripts get on
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import sys
+import threading
 import uuid
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, TextIO
@@ -84,12 +86,11 @@ class TerminalChannel:
         return InboundMessage(self.chat, self.user_id, text, event, event, mentioned=True)
 
     async def _read_lines(self, inbox: Inbox) -> None:
-        loop = asyncio.get_running_loop()
         if self.greeting:
             self._write(self.greeting + "\n")
         while True:
             self._write(self._prompt)
-            line = await loop.run_in_executor(None, self._stdin.readline)
+            line = await self._readline()
             if not line:
                 return
             text = line.strip()
@@ -98,6 +99,32 @@ class TerminalChannel:
             await inbox(self._inbound(text))
             if self._wait_turn is not None:
                 await self._wait_turn()
+
+    async def _readline(self) -> str:
+        """One line, read in a daemon thread: a read blocked at the prompt never holds up the
+        exit (a pool thread would: Ctrl-C would wait for Enter)."""
+        loop = asyncio.get_running_loop()
+        line: asyncio.Future[str] = loop.create_future()
+
+        def deliver(result: str | BaseException) -> None:
+            if line.done():
+                return
+            if isinstance(result, BaseException):
+                line.set_exception(result)
+            else:
+                line.set_result(result)
+
+        def read() -> None:
+            result: str | BaseException
+            try:
+                result = self._stdin.readline()
+            except (OSError, ValueError) as exc:  # stdin closed under the reader
+                result = exc
+            with contextlib.suppress(RuntimeError):  # the loop has closed: nobody waits
+                loop.call_soon_threadsafe(deliver, result)
+
+        threading.Thread(target=read, name="terminal-stdin", daemon=True).start()
+        return await line
 
     async def send(
         self,

@@ -157,3 +157,34 @@ async def test_ctrl_c_mid_answer_stops_it_and_ctrl_d_quits(chat: Terminal) -> No
     chat.type("\x04")  # Ctrl-D at an idle prompt
     assert await chat.exit_code(timeout=15) == 0
     assert "word199" not in chat.text
+
+
+async def test_ctrl_c_at_the_prompt_of_the_line_mode_quits_without_enter(tmp_path: Path) -> None:
+    # typed input, output to a pipe (`bot chat | tee`): the plain line mode, waiting in a read
+    master, slave = pty.openpty()
+    process = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-c",
+        CONTROLLING_TTY,
+        "chat",
+        stdin=slave,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+        cwd=tmp_path,
+        env={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(ROOT)},
+        start_new_session=True,
+    )
+    os.close(slave)
+    try:
+        assert process.stdout is not None
+        async with asyncio.timeout(30):
+            assert "Ctrl-D to quit" in (await process.stdout.readline()).decode()
+            assert await process.stdout.readexactly(5) == b"you> "
+        os.write(master, b"\x03")  # the terminal sends SIGINT
+        async with asyncio.timeout(15):
+            assert await process.wait() == 0
+    finally:
+        if process.returncode is None:
+            process.kill()
+            await process.wait()
+        os.close(master)
