@@ -1,12 +1,19 @@
-"""A terminal channel for `bot chat`: lines from stdin in, the answer streamed to stdout."""
+"""A terminal channel for `bot chat`: typed lines in, the answer streamed out.
+
+On a terminal it is a REPL (prompt_toolkit, see `adapters/terminal_prompt.py`): the prompt stays
+open while the answer streams, so `/stop` and Ctrl-C reach the bot mid-answer. With piped input
+it reads plain lines and answers each before reading the next, so scripts get one answer a line.
+"""
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import sys
+import threading
 import uuid
 from collections.abc import Awaitable, Callable
-from typing import TextIO
+from typing import TYPE_CHECKING, TextIO
 
 from adapters.base import (
     ChannelError,
@@ -17,6 +24,9 @@ from adapters.base import (
     MessageHandle,
     OutboundContent,
 )
+
+if TYPE_CHECKING:
+    from adapters.terminal_prompt import Repl
 
 
 class TerminalChannel:
@@ -32,16 +42,28 @@ class TerminalChannel:
         stdout: TextIO | None = None,
         prompt: str = "you> ",
         wait_turn: Callable[[], Awaitable[None]] | None = None,
+        interactive: bool | None = None,
     ) -> None:
         self.chat = ChatRef(self.name, user_id)
         self.user_id = user_id
         self._stdin = stdin or sys.stdin
         self._out = stdout or sys.stdout
         self._prompt = prompt
-        self._wait_turn = wait_turn  # prompt again only once the answer is complete
+        self._wait_turn = wait_turn  # until the answer is complete
         self._shown: dict[str, str] = {}  # message id -> text already printed
-        self.closed = asyncio.Event()  # set when stdin ends
+        self.closed = asyncio.Event()  # set when the user quits (or stdin ends)
         self.greeting = ""  # printed once before the first prompt
+        if interactive is None:
+            interactive = self._stdin.isatty() and self._out.isatty()
+        self._repl: Repl | None = None
+        if interactive:
+            from adapters.terminal_prompt import Repl  # prompt_toolkit: only on a terminal
+
+            self._repl = Repl(prompt, wait_turn)
+
+    @property
+    def interactive(self) -> bool:
+        return self._repl is not None
 
     def limits_for(self, chat: ChatRef) -> ChannelLimits:
         return ChannelLimits(
@@ -49,28 +71,60 @@ class TerminalChannel:
         )
 
     async def run(self, inbox: Inbox) -> None:
-        loop = asyncio.get_running_loop()
         try:
-            if self.greeting:
-                self._write(self.greeting + "\n")
-            while True:
-                self._write(self._prompt)
-                line = await loop.run_in_executor(None, self._stdin.readline)
-                if not line:
-                    return
-                text = line.strip()
-                if not text:
-                    continue
-                event = uuid.uuid4().hex
-                await inbox(
-                    InboundMessage(self.chat, self.user_id, text, event, event, mentioned=True)
-                )
-                if self._wait_turn is not None:
-                    await self._wait_turn()
+            if self._repl is not None:
+                await self._repl.run(self.greeting, lambda text: inbox(self._inbound(text)))
+            else:
+                await self._read_lines(inbox)
         except ChannelError:
             return
         finally:
             self.closed.set()
+
+    def _inbound(self, text: str) -> InboundMessage:
+        event = uuid.uuid4().hex
+        return InboundMessage(self.chat, self.user_id, text, event, event, mentioned=True)
+
+    async def _read_lines(self, inbox: Inbox) -> None:
+        if self.greeting:
+            self._write(self.greeting + "\n")
+        while True:
+            self._write(self._prompt)
+            line = await self._readline()
+            if not line:
+                return
+            text = line.strip()
+            if not text:
+                continue
+            await inbox(self._inbound(text))
+            if self._wait_turn is not None:
+                await self._wait_turn()
+
+    async def _readline(self) -> str:
+        """One line, read in a daemon thread: a read blocked at the prompt never holds up the
+        exit (a pool thread would: Ctrl-C would wait for Enter)."""
+        loop = asyncio.get_running_loop()
+        line: asyncio.Future[str] = loop.create_future()
+
+        def deliver(result: str | BaseException) -> None:
+            if line.done():
+                return
+            if isinstance(result, BaseException):
+                line.set_exception(result)
+            else:
+                line.set_result(result)
+
+        def read() -> None:
+            result: str | BaseException
+            try:
+                result = self._stdin.readline()
+            except (OSError, ValueError) as exc:  # stdin closed under the reader
+                result = exc
+            with contextlib.suppress(RuntimeError):  # the loop has closed: nobody waits
+                loop.call_soon_threadsafe(deliver, result)
+
+        threading.Thread(target=read, name="terminal-stdin", daemon=True).start()
+        return await line
 
     async def send(
         self,
@@ -82,6 +136,9 @@ class TerminalChannel:
         recipient: str | None = None,
     ) -> MessageHandle:
         handle = MessageHandle(chat, uuid.uuid4().hex[:12])
+        if self._repl is not None:
+            self._repl.show(handle.message_id, content.text, final=final)
+            return handle
         self._write("bot> ")
         self._shown[handle.message_id] = ""
         await self.edit(handle, content, final=final)
@@ -90,6 +147,9 @@ class TerminalChannel:
     async def edit(
         self, handle: MessageHandle, content: OutboundContent, *, final: bool = False
     ) -> None:
+        if self._repl is not None:
+            self._repl.show(handle.message_id, content.text, final=final)
+            return
         shown = self._shown.get(handle.message_id, "")
         text = content.text
         if not final and text.startswith(shown) or final and text.startswith(shown) and shown:

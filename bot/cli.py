@@ -32,13 +32,14 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _run(args: argparse.Namespace) -> int:
-    config = load_config(args.config)
+    host, port = getattr(args, "host", None), getattr(args, "port", None)
+    config = load_config(args.config, host=host, port=port)
     base_dir = config_folder(args.config)
     if args.command == "personas":
         return _personas_check(config, base_dir)
     if args.command == "sessions":
         return asyncio.run(_sessions(config, base_dir, args))
-    _setup_logging(config, quiet=args.command == "chat")
+    _setup_logging(config, _chat_log(config, base_dir) if args.command == "chat" else None)
     runner = (
         _serve(config, base_dir)
         if args.command == "serve"
@@ -53,6 +54,10 @@ def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="bot", description="Multi-channel chat bot gateway.")
     commands = parser.add_subparsers(dest="command")
     serve = commands.add_parser("serve", help="run every enabled channel and the web server")
+    serve.add_argument("--host", help="address to bind (default: server.host, or $BOT_HOST)")
+    serve.add_argument(
+        "--port", type=_port, help="port to bind, 0 for any free one (server.port, or $BOT_PORT)"
+    )
     chat = commands.add_parser("chat", help="talk to the bot in this terminal")
     chat.add_argument("--persona", default="default", help="persona to talk to (default: default)")
     personas = commands.add_parser("personas", help="persona files")
@@ -69,9 +74,29 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _setup_logging(config: Config, *, quiet: bool) -> None:
-    level = logging.WARNING if quiet else getattr(logging, config.log.level)
-    logging.basicConfig(level=level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+def _port(text: str) -> int:
+    if not text.isdigit() or int(text) > 65535:
+        raise argparse.ArgumentTypeError(f"expected a port number 0..65535, got {text!r}")
+    return int(text)
+
+
+def _setup_logging(config: Config, log_file: Path | None) -> None:
+    """To stderr; for `bot chat` to a file instead, so log lines never cut into the conversation."""
+    if log_file is not None:
+        log_file.parent.mkdir(parents=True, exist_ok=True)
+    logging.basicConfig(
+        level=getattr(logging, config.log.level),
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+        filename=log_file,
+    )
+
+
+def _chat_log(config: Config, base_dir: Path) -> Path:
+    """`chat.log` beside the database (in the config's folder for an in-memory one)."""
+    if config.storage.path == ":memory:":
+        return base_dir / "chat.log"
+    path = Path(config.storage.path)
+    return (path if path.is_absolute() else base_dir / path).parent / "chat.log"
 
 
 async def _serve(config: Config, base_dir: Path) -> int:
@@ -99,9 +124,10 @@ async def _chat(config: Config, base_dir: Path, persona: str) -> int:
 
     terminal = TerminalChannel(wait_turn=lambda: app.gateway.wait_idle())
     app = App(config, base_dir=base_dir, channels=[terminal], persona=persona, web_server=False)
+    keys = "Ctrl-C stops an answer, Ctrl-D quits" if terminal.interactive else "Ctrl-D to quit"
     terminal.greeting = (
         f"Chatting with {persona!r} on {app.provider.name} ({app.provider.model}). "
-        "Ctrl-D to quit, /help for commands."
+        f"{keys}, /help for commands. Log: {_chat_log(config, base_dir)}"
     )
     async with app:
         if persona not in app.personas.all():

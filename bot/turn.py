@@ -24,6 +24,8 @@ from bot.dedup import Dedup
 from bot.delivery import APOLOGY, Delivery
 from bot.storage.base import GatewayStore, StorageError
 from bot.storage.turns import handle_record
+from tools.builtin.settings import ToolsSettings
+from tools.pii import PiiMasker
 from tools.redact import redact_credentials
 
 log = logging.getLogger(__name__)
@@ -106,7 +108,7 @@ class TurnRunner:
                     user_id=last.user_id,
                     channel=last.chat.channel,
                     conversation_key=last.conversation_key,
-                    text=_combine(batch),
+                    text=_combine(batch, _user_text_masker(self.coordinator)),
                 )
                 outcome = await self._work(turn, delivery, control)
             try:
@@ -225,7 +227,8 @@ def _describe(exc: BaseException) -> str:
     return redact_credentials(f"{type(exc).__name__}: {exc}")
 
 
-def _combine(batch: list[InboundMessage]) -> str:
+def _combine(batch: list[InboundMessage], masker: PiiMasker | None = None) -> str:
+    """The turn's input: the batch's messages; personal data masked when `masker` is given."""
     parts = []
     for message in batch:
         text = message.action.describe() if message.action else message.text.strip()
@@ -233,4 +236,11 @@ def _combine(batch: list[InboundMessage]) -> str:
             label = attachment.name or attachment.mime_type or ""
             text += f"\n[attachment: {attachment.kind} {label}]".rstrip()
         parts.append(text.strip())
-    return "\n\n".join(parts)
+    combined = "\n\n".join(parts)
+    return masker.mask(combined) if masker is not None else combined
+
+
+def _user_text_masker(coordinator: Coordinator) -> PiiMasker | None:
+    """`tools.pii.mask_user_text`: the tools' settings are the coordinator's `tools_config`."""
+    settings = coordinator.services.get("tools_config")
+    return settings.pii.user_text_masker() if isinstance(settings, ToolsSettings) else None

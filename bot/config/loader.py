@@ -14,6 +14,7 @@ from pydantic import BaseModel, ValidationError
 from bot.config.env import expand_env
 from bot.config.errors import ConfigError, describe, show
 from bot.config.schema import Config, item_model
+from bot.config.server import follow_server, override_server
 
 log = logging.getLogger(__name__)
 
@@ -43,16 +44,24 @@ def config_folder(path: str | Path | None) -> Path:
     return Path(path).resolve().parent if path is not None else Path.cwd()
 
 
-def load_config(path: str | Path | None = None, *, env: Mapping[str, str] | None = None) -> Config:
+def load_config(
+    path: str | Path | None = None,
+    *,
+    env: Mapping[str, str] | None = None,
+    host: str | None = None,
+    port: int | None = None,
+) -> Config:
     """Read, expand and validate a config file; None: ./config.yaml if present, else defaults.
 
     Every folder the config names must exist, relative paths read from `config_folder(path)`.
+    `host` and `port` (the command line's), else BOT_HOST and BOT_PORT, override `server`.
     """
     env = os.environ if env is None else env
+    server = (host, port)
     if path is None:
         if not Path(DEFAULT_PATH).is_file():
             log.info("no %s in %s; using the built-in defaults", DEFAULT_PATH, Path.cwd())
-            return _validate({}, env, "defaults", Path.cwd())
+            return _validate({}, env, "defaults", Path.cwd(), server)
         path = DEFAULT_PATH
     source = str(path)
     try:
@@ -76,17 +85,24 @@ def load_config(path: str | Path | None = None, *, env: Mapping[str, str] | None
             f"{source}: expected a mapping of sections ({', '.join(Config.model_fields)})"
             f" at the top level, got {show(data)}"
         )
-    config = _validate(data, env, source, config_folder(path))
+    config = _validate(data, env, source, config_folder(path), server)
     log.debug("loaded config from %s", source)
     return config
 
 
-def _validate(data: dict[Any, Any], env: Mapping[str, str], source: str, folder: Path) -> Config:
+def _validate(
+    data: dict[Any, Any],
+    env: Mapping[str, str],
+    source: str,
+    folder: Path,
+    server: tuple[str | None, int | None],
+) -> Config:
     try:
         _prepare(Config, data, "")
         expanded = expand_env(data, env)
         _refuse_unbuilt(expanded)
-        config = Config.model_validate(expanded)
+        override_server(expanded, env, *server)
+        config = follow_server(Config.model_validate(expanded))
         _check_folders(config, folder)
     except ConfigError as exc:
         raise ConfigError(f"{source}: {exc}") from exc
@@ -121,6 +137,18 @@ def _check_folders(config: Config, folder: Path) -> None:
             path = Path(os.path.abspath(folder / value))
             if not path.is_dir():
                 raise ConfigError(f"{name}.dirs.{i}: no such folder: {path}")
+    # The database's own folder (`data/`) is made on the first run; a missing folder above it
+    # means the path is read from the wrong place (a config copied elsewhere, say): a fresh
+    # empty database there would silently lose every conversation.
+    if config.storage.path != ":memory:":
+        path = Path(os.path.abspath(folder / config.storage.path))
+        if path.is_dir():
+            raise ConfigError(f"storage.path: {path} is a folder; name a file, e.g. {path}/bot.db")
+        if not path.parent.parent.is_dir():
+            raise ConfigError(
+                f"storage.path: no such folder: {path.parent.parent} (for {path});"
+                " create it or fix the path (relative paths are from the config file's folder)"
+            )
 
 
 def _prepare(model: type[BaseModel], data: dict[Any, Any], key: str) -> None:

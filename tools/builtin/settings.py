@@ -28,6 +28,9 @@ class PiiSettings(_Section):
     enabled: bool = True
     kinds: list[Kind] = list(KINDS)
     extra_patterns: dict[str, str] = {}  # label -> regex; a match becomes "[label]"
+    # the user's own text too, before the model (and the stored history) sees it; off by
+    # default: users often give their e-mail on purpose, for a tool to use
+    mask_user_text: bool = False
 
     @field_validator("extra_patterns")
     @classmethod
@@ -37,6 +40,10 @@ class PiiSettings(_Section):
 
     def masker(self) -> PiiMasker | None:
         return PiiMasker.build(self.kinds, self.extra_patterns) if self.enabled else None
+
+    def user_text_masker(self) -> PiiMasker | None:
+        """For the user's messages: the same kinds and patterns, when `mask_user_text` is on."""
+        return PiiMasker.build(self.kinds, self.extra_patterns) if self.mask_user_text else None
 
 
 class ExchangeRateSettings(_Section):
