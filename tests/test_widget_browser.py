@@ -3,6 +3,7 @@
 import asyncio
 import shutil
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -29,6 +30,16 @@ ANSWER = (
 )
 
 
+async def say_in_widget(browser: Any, url: str, text: str) -> Any:
+    """A new page on the demo, connected, with `text` sent from the widget's input."""
+    page = await browser.new_page()
+    await page.goto(url + "/")
+    await page.wait_for_selector(".cgw-state:has-text('connected')")
+    await page.fill(".cgw-input", text)
+    await page.press(".cgw-input", "Enter")
+    return page
+
+
 async def test_widget_shows_the_placeholder_live_then_the_final_answer_safely(
     running: Running,
 ) -> None:
@@ -38,11 +49,7 @@ async def test_widget_shows_the_placeholder_live_then_the_final_answer_safely(
     async with playwright_api.async_playwright() as playwright:
         browser = await playwright.chromium.launch(executable_path=CHROMIUM, args=ARGS)
         try:
-            page = await browser.new_page()
-            await page.goto(app.url + "/")
-            await page.wait_for_selector(".cgw-state:has-text('connected')")
-            await page.fill(".cgw-input", "tell me the news")
-            await page.press(".cgw-input", "Enter")
+            page = await say_in_widget(browser, app.url, "tell me the news")
             await page.wait_for_selector(".cgw-msg.cgw-bot.cgw-pending")  # the placeholder
             assert "Thinking" in await page.inner_text(".cgw-msg.cgw-bot")
             hold.set()
@@ -69,11 +76,7 @@ async def test_widget_renders_link_labels_that_hold_code_or_an_image(running: Ru
     async with playwright_api.async_playwright() as playwright:
         browser = await playwright.chromium.launch(executable_path=CHROMIUM, args=ARGS)
         try:
-            page = await browser.new_page()
-            await page.goto(app.url + "/")
-            await page.wait_for_selector(".cgw-state:has-text('connected')")
-            await page.fill(".cgw-input", "links please")
-            await page.press(".cgw-input", "Enter")
+            page = await say_in_widget(browser, app.url, "links please")
             await page.wait_for_selector(".cgw-msg.cgw-bot:not(.cgw-pending)", timeout=10_000)
             links = page.locator(".cgw-msg.cgw-bot a")
             assert await links.count() == 2
@@ -124,11 +127,7 @@ async def test_widget_renders_a_card_and_its_buttons_answer_back(
     async with playwright_api.async_playwright() as playwright:
         browser = await playwright.chromium.launch(executable_path=CHROMIUM, args=ARGS)
         try:
-            page = await browser.new_page()
-            await page.goto(app.url + "/")
-            await page.wait_for_selector(".cgw-state:has-text('connected')")
-            await page.fill(".cgw-input", "my order")
-            await page.press(".cgw-input", "Enter")
+            page = await say_in_widget(browser, app.url, "my order")
             await page.wait_for_selector(".cgw-card")
             assert await page.inner_text(".cgw-card .cgw-hint-title") == "Order 7"
             assert "120 HKD" in await page.inner_text(".cgw-fields")
