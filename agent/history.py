@@ -11,7 +11,16 @@ Rows = Sequence[tuple[str, Message]]  # (turn id, message), oldest first
 
 
 def estimate_tokens(message: Message) -> int:
-    """A cheap estimate (about four characters a token): no tokenizer on the hot path."""
+    """A cheap estimate (about four characters a token), made once per message: a window that
+    starts over (a trimmed history cache) measures thousands of messages again."""
+    tokens: int | None = message.derived.get("tokens")
+    if tokens is None:
+        tokens = message.derived["tokens"] = _estimate(message)
+    return tokens
+
+
+def _estimate(message: Message) -> int:
+    # no tokenizer on the hot path
     size = len(message.content) + 16
     for call in message.tool_calls:
         size += len(call.name) + len(call.arguments) + 16

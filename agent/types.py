@@ -36,6 +36,12 @@ class Message:
     name: str | None = None  # on role="tool": the tool's name
     is_error: bool = False  # on role="tool": the call failed
     usage: Usage | None = None  # on role="assistant": what the model call that wrote it cost
+    # Derived forms computed once per message (a vendor's wire bytes, a token estimate): a
+    # history is sent again on every model call, so its cost must not be paid again each time.
+    # Keyed by who derived it; never part of the message's value.
+    derived: dict[str, Any] = field(
+        default_factory=dict, init=False, repr=False, compare=False, hash=False
+    )
 
 
 @dataclass(frozen=True, slots=True)

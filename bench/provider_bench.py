@@ -7,8 +7,10 @@ This process makes sequential model calls three ways, each on its own kept-alive
   ours  the app's provider from `build_provider` (retry/fallback layer, tool mode, vendor
         module, SDK), consuming our events.
 It prints wall time p50/p99 and this process's CPU per call; ours minus raw is the layer's cost.
+Then `ours` again with long histories (`--history`, short messages and tool rounds), with how often
+the SDK's request transform ran: a call should cost the same at 1,000 messages as at 10.
 
-    python bench/provider_bench.py [--calls 300] [--deltas 40]
+    python bench/provider_bench.py [--calls 300] [--deltas 40] [--history 10,1000]
 """
 
 from __future__ import annotations
@@ -70,6 +72,66 @@ def _request(tool: bool) -> Any:
     last = "tool please" if tool else "tell me something"
     system = (ROOT / "personas" / "default.md").read_text()
     return ModelRequest(system, (*history, Message("user", last)), registry.specs(registry.names()))
+
+
+def _long_request(size: int) -> Any:
+    """`size` history messages of a chatty conversation: short turns, every fifth a tool round."""
+    from agent.types import Message, ModelRequest, ToolCall
+
+    history: list[Message] = []
+    while len(history) < size - 1:
+        n = len(history)
+        history.append(Message("user", f"question {n}: what about this one?"))
+        if n % 5 == 0:
+            call = ToolCall(f"call_{n}", "get_current_datetime", '{"timezone": "Europe/Berlin"}')
+            history.append(Message("assistant", "Checking.", (call,)))
+            history.append(
+                Message("tool", "2026-11-30T16:00", tool_call_id=call.id, name=call.name)
+            )
+        history.append(Message("assistant", f"answer {n}: it depends, as always."))
+    history = history[: size - 1]
+    return ModelRequest("You are terse.", (*history, Message("user", "tell me something")))
+
+
+class _Counted:
+    """Counts calls to (and time in) an SDK function the vendor module may call per request."""
+
+    def __init__(self, module: Any, name: str) -> None:
+        self.module, self.name, self.calls, self.seconds = module, name, 0, 0.0
+        self.original = getattr(module, name)
+
+        async def counted(*args: Any, **kwargs: Any) -> Any:
+            self.calls += 1
+            start = time.process_time()
+            try:
+                return await self.original(*args, **kwargs)
+            finally:
+                self.seconds += time.process_time() - start
+
+        setattr(module, name, counted)
+
+
+async def history_rows(ports: dict[str, int], calls: int, sizes: list[int]) -> None:
+    from openai.resources.chat.completions import completions
+
+    from agent.providers import build_provider
+    from bot.config import LLMConfig
+
+    transform = _Counted(completions, "async_maybe_transform")
+    print(f"\n{'vendor':9} {'history':>7} {'p50 ms':>7} {'p99 ms':>7} {'cpu ms/call':>11}"
+          f" {'transforms/call':>15} {'transform ms/call':>17}")  # fmt: skip
+    for vendor, port in ports.items():
+        base = f"http://127.0.0.1:{port}" + ("/v1" if vendor == "openai" else "")
+        llm = LLMConfig(provider=vendor, base_url=base, api_key="test-key", model="bench-model")
+        provider = build_provider(llm, env={})
+        for size in sizes:
+            request = _long_request(size)
+            transform.calls, transform.seconds = 0, 0.0
+            p50, p99, cpu = await _measure(functools.partial(_ours, provider, request), calls)
+            per = calls + 20  # _measure warms up with 20 calls
+            print(f"{vendor:9} {size:7} {p50:7.2f} {p99:7.2f} {cpu:11.2f} {transform.calls / per:15.1f}"
+                  f" {transform.seconds * 1000 / per:17.2f}")  # fmt: skip
+        await provider.aclose()  # type: ignore[attr-defined]
 
 
 async def _measure(fn: Callable[[], Awaitable[None]], calls: int) -> tuple[float, float, float]:
@@ -160,6 +222,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--calls", type=int, default=300)
     parser.add_argument("--deltas", type=int, default=40, help="text deltas in a streamed answer")
+    parser.add_argument("--history", default="10,1000", help="history sizes for the long rows")
     parser.add_argument("--serve", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.serve:
@@ -178,7 +241,10 @@ def main() -> None:
         print(
             f"{args.calls} sequential calls per row; answer = {args.deltas} text deltas; tool = text + 1 call"
         )
-        asyncio.run(bench({"anthropic": int(a), "openai": int(o)}, args.calls))
+        ports = {"anthropic": int(a), "openai": int(o)}
+        asyncio.run(bench(ports, args.calls))
+        sizes = [int(size) for size in args.history.split(",") if size]
+        asyncio.run(history_rows(ports, args.calls, sizes))
     finally:
         child.terminate()
         child.wait()

@@ -4,22 +4,32 @@ Raw stream events (not the SDK's accumulating helper, which re-parses the partia
 arguments on every delta) become our events: text deltas as they arrive, a tool call when its
 `content_block_stop` closes it (arguments passed on exactly as sent, valid JSON or not), usage
 from `message_start` and `message_delta`. SDK types and errors never leave this module.
+
+The request goes through the SDK's raw request method, `client.post(..., content=<bytes>)`,
+with the body assembled from pieces encoded once per message (wire.py), not through
+`messages.create`, which would encode the whole history to JSON again on every call (~3 ms at
+1,000 messages; older SDK versions also ran a per-message transform, the SDK's issue #1195).
+`post` is what create() calls with its body, so the SDK still does the transport, auth, the
+version header, timeouts, `AsyncStream[RawMessageStreamEvent]` parsing and its status-error
+types; create()'s extras (a deprecated-model warning, tracing span names) are not needed here.
 """
 
 from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Sequence
+from collections.abc import AsyncGenerator, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 import anthropic
 import httpx2
+from anthropic.types import RawMessageStreamEvent
 
 from agent.providers.base import ProviderError, ProviderUnavailable
 from agent.providers.classify import classify, malformed
 from agent.providers.deadline import Deadline, Timeouts
+from agent.providers.wire import array, cached, dumps, json_object
 from agent.types import (
     Message,
     ModelEvent,
@@ -66,7 +76,7 @@ class AnthropicProvider:
             timeout=self.timeouts.httpx(),
         )
         self.base_url = str(self._client.base_url).rstrip("/")
-        self._tools: tuple[tuple[ToolSpec, ...], list[dict[str, Any]]] = ((), [])
+        self._tools: tuple[tuple[ToolSpec, ...], bytes] = ((), b"[]")
 
     async def aclose(self) -> None:
         await self._client.close()
@@ -74,22 +84,22 @@ class AnthropicProvider:
     async def stream(self, request: ModelRequest) -> ModelStream:
         model = request.model or self.model
         who = f"anthropic {model} at {self.base_url}"
-        params: dict[str, Any] = {
-            "model": model,
-            "max_tokens": request.max_tokens,
-            "messages": to_anthropic(request.messages),
-        }
-        if request.system:
-            params["system"] = request.system
-        if request.tools:
-            params["tools"] = self._tool_params(request.tools)
         deadline = Deadline(self.timeouts, who)
         try:
-            stream = await deadline.wait(self._client.messages.create(**params, stream=True))
+            stream = await deadline.wait(
+                self._client.post(
+                    "/v1/messages",
+                    content=self._body(request, model),
+                    cast_to=anthropic.types.Message,
+                    stream=True,
+                    stream_cls=anthropic.AsyncStream[RawMessageStreamEvent],
+                )
+            )
         except (anthropic.APIError, httpx2.HTTPError) as exc:
             raise self._error(exc, who, bool(request.tools)) from exc
         state = _State()
-        events = aiter(stream)
+        # an async generator (closed below), though the SDK types it as an iterator
+        events = cast(AsyncGenerator[RawMessageStreamEvent, None], aiter(stream))
         try:
             while True:
                 try:
@@ -112,14 +122,24 @@ class AnthropicProvider:
         yield Usage(state.input_tokens, state.output_tokens, self.name, model)
         yield Stop(_STOPS.get(state.stop or "", "other"))  # type: ignore[arg-type]
 
-    def _tool_params(self, tools: tuple[ToolSpec, ...]) -> list[dict[str, Any]]:
-        # the coordinator hands the same tuple for a persona version: convert once, not per call
+    def _body(self, request: ModelRequest, model: str) -> bytes:
+        """The Messages API request as JSON: the history's pieces are encoded once each."""
+        fields: dict[str, Any] = {"model": model, "max_tokens": request.max_tokens, "stream": True}
+        if request.system:
+            fields["system"] = request.system
+        encoded = {"messages": array(_turns(request.messages))}
+        if request.tools:
+            encoded["tools"] = self._tool_params(request.tools)
+        return json_object(fields, encoded)
+
+    def _tool_params(self, tools: tuple[ToolSpec, ...]) -> bytes:
+        # the coordinator hands the same tuple for a persona version: encode once, not per call
         if self._tools[0] is not tools:
             params = [
                 {"name": t.name, "description": t.description, "input_schema": dict(t.parameters)}
                 for t in tools
             ]
-            self._tools = (tools, params)
+            self._tools = (tools, dumps(params))
         return self._tools[1]
 
     def _error(self, exc: Exception, who: str, had_tools: bool) -> ProviderError:
@@ -221,6 +241,34 @@ def to_anthropic(messages: Sequence[Message]) -> list[dict[str, Any]]:
         else:
             out.append({"role": role, "content": blocks})
     return out
+
+
+def _turns(messages: Sequence[Message]) -> list[bytes]:
+    """`to_anthropic` as encoded turns, from each message's blocks encoded once."""
+    out: list[bytes] = []
+    role, group = "", list[bytes]()  # the turn being merged: its role and its messages' blocks
+    for message in messages:
+        message_role, blocks = cached(message, "anthropic", _encode_blocks)
+        if not blocks:
+            continue  # an empty text block is refused
+        if message_role != role and group:
+            out.append(_turn(role, group))
+            group = []
+        role = message_role
+        group.append(blocks)
+    if group:
+        out.append(_turn(role, group))
+    return out
+
+
+def _turn(role: str, blocks: list[bytes]) -> bytes:
+    return b'{"role":"' + role.encode() + b'","content":[' + b",".join(blocks) + b"]}"
+
+
+def _encode_blocks(message: Message) -> tuple[str, bytes]:
+    """The message's turn role and its content blocks, encoded and comma-separated."""
+    role, blocks = _blocks(message)
+    return role, b",".join(dumps(block) for block in blocks)
 
 
 def _blocks(message: Message) -> tuple[str, list[dict[str, Any]]]:
