@@ -1,0 +1,148 @@
+"""Request bodies built from history pieces encoded once: what the fake servers receive is what
+the SDKs' create() sent, and a message sent again is not encoded again."""
+
+from collections.abc import AsyncIterator
+from typing import Any
+
+import pytest
+
+from agent.history import HistoryWindow
+from agent.providers.anthropic import AnthropicProvider, to_anthropic
+from agent.providers.openai import OpenAIProvider, to_openai
+from agent.providers.wire import dumps
+from agent.types import Message, ModelEvent, ModelRequest, TextDelta, ToolCall
+from tests.fake_anthropic import FakeAnthropic
+from tests.fake_llm import Received, Reply
+from tests.fake_openai import FakeOpenAI
+from tools.base import ToolSpec
+
+CALLS = (
+    ToolCall("call_1", "lookup", '{"q": "Grüße ☃"}'),
+    ToolCall("call_2", "lookup", "not json"),  # sent back as {} (APIs want an object)
+)
+HISTORY = (
+    Message("user", 'Grüße, what is ☃? "quoted" and \\ backslash'),
+    Message("assistant", "", CALLS),
+    Message("tool", "snow", tool_call_id="call_1", name="lookup"),
+    Message("tool", "boom", tool_call_id="call_2", name="lookup", is_error=True),
+    Message("assistant", ""),  # empty: left out by both vendors
+    Message("assistant", "A snowman.\n"),
+    Message("user", "thanks"),
+)
+TOOLS = (
+    ToolSpec(
+        "lookup",
+        "Look something up.",
+        {"type": "object", "properties": {"q": {"type": "string"}}},
+    ),
+)
+
+
+async def _text(provider: OpenAIProvider | AnthropicProvider, request: ModelRequest) -> str:
+    events: list[ModelEvent] = [event async for event in provider.stream(request)]
+    return "".join(e.text for e in events if isinstance(e, TextDelta))
+
+
+@pytest.fixture
+async def openai_fake() -> AsyncIterator[FakeOpenAI]:
+    async with FakeOpenAI() as server:
+        yield server
+
+
+@pytest.fixture
+async def anthropic_fake() -> AsyncIterator[FakeAnthropic]:
+    async with FakeAnthropic() as server:
+        yield server
+
+
+def _headers(received: Received) -> dict[str, str]:
+    return {k: v for k, v in received.headers.items() if k not in ("Host", "Content-Length")}
+
+
+async def test_openai_request_is_what_create_sent(openai_fake: FakeOpenAI) -> None:
+    openai_fake.add(Reply(text=["ok"]), Reply(text=["ok"]))
+    provider = OpenAIProvider(api_key="test-key", base_url=openai_fake.url, model="m")
+    request = ModelRequest("Be brief.", HISTORY, TOOLS, max_tokens=99)
+    assert await _text(provider, request) == "ok"
+    tool = {"type": "function", "function": {"name": "lookup", "description": "Look something up.",
+            "parameters": dict(TOOLS[0].parameters)}}  # fmt: skip
+    before: dict[str, Any] = {
+        "model": "m",
+        "stream": True,
+        "stream_options": {"include_usage": True},
+        "max_tokens": 99,
+        "messages": to_openai("Be brief.", HISTORY),
+        "tools": [tool],
+    }
+    # the same request through the SDK's create(), as the provider sent it before
+    async for _ in await provider._client.chat.completions.create(**before):
+        pass
+    await provider.aclose()
+    ours, sdk = openai_fake.requests
+    assert ours.path == sdk.path == "/v1/chat/completions"
+    assert ours.body == sdk.body == before
+    assert _headers(ours) == _headers(sdk) and ours.headers["Authorization"] == "Bearer test-key"
+    assert ours.body["messages"][2]["tool_calls"][1]["function"]["arguments"] == "{}"
+    assert ours.body["messages"][4]["content"] == "Error: boom"
+
+
+async def test_anthropic_request_is_what_create_sent(anthropic_fake: FakeAnthropic) -> None:
+    anthropic_fake.add(Reply(text=["ok"]), Reply(text=["ok"]))
+    provider = AnthropicProvider(api_key="test-key", base_url=anthropic_fake.url, model="m")
+    request = ModelRequest("Be brief.", HISTORY, TOOLS, max_tokens=99)
+    assert await _text(provider, request) == "ok"
+    tool = {"name": "lookup", "description": "Look something up.",
+            "input_schema": dict(TOOLS[0].parameters)}  # fmt: skip
+    before: dict[str, Any] = {
+        "model": "m",
+        "max_tokens": 99,
+        "stream": True,
+        "system": "Be brief.",
+        "messages": to_anthropic(HISTORY),
+        "tools": [tool],
+    }
+    async for _ in await provider._client.messages.create(**before):
+        pass
+    await provider.aclose()
+    ours, sdk = anthropic_fake.requests
+    assert ours.path == sdk.path == "/v1/messages"
+    assert ours.body == sdk.body == before
+    assert _headers(ours) == _headers(sdk) and ours.headers["anthropic-version"]
+    # both tool results in one user turn, the empty assistant message left out: turns alternate
+    roles = [turn["role"] for turn in ours.body["messages"]]
+    assert roles == ["user", "assistant", "user", "assistant", "user"]
+    assert len(ours.body["messages"][2]["content"]) == 2
+
+
+@pytest.mark.parametrize("vendor", ["openai", "anthropic"])
+async def test_a_message_sent_again_is_not_encoded_again(
+    vendor: str, openai_fake: FakeOpenAI, anthropic_fake: FakeAnthropic
+) -> None:
+    fake: FakeOpenAI | FakeAnthropic = openai_fake if vendor == "openai" else anthropic_fake
+    fake.add(Reply(text=["one"]), Reply(text=["two"]))
+    cls = OpenAIProvider if vendor == "openai" else AnthropicProvider
+    provider = cls(api_key="test-key", base_url=fake.url, model="m")
+    first = Message("user", "first question")
+    await _text(provider, ModelRequest("", (first,)))
+    # The stored piece is what goes out again: change it, and the next request carries the change.
+    stored: Any = first.derived[vendor]
+    if vendor == "openai":
+        first.derived[vendor] = dumps({"role": "user", "content": "from the cache"})
+    else:
+        first.derived[vendor] = (stored[0], dumps({"type": "text", "text": "from the cache"}))
+    answer = Message("assistant", "one")
+    await _text(provider, ModelRequest("", (first, answer, Message("user", "second"))))
+    await provider.aclose()
+    messages: list[dict[str, Any]] = fake.requests[1].body["messages"]
+    first_sent = messages[0]["content"]
+    assert first_sent in ("from the cache", [{"type": "text", "text": "from the cache"}])
+    assert len(messages) == 3 and vendor in answer.derived
+
+
+def test_token_estimates_are_made_once_per_message() -> None:
+    window = HistoryWindow()
+    rows = [("t1", Message("user", "a" * 400)), ("t2", Message("user", "b" * 400))]
+    assert window.fit("s", rows, 1000) == [m for _, m in rows]
+    # a window that starts over (a trimmed history) reuses each message's estimate
+    rows[1][1].derived["tokens"] = 5000
+    assert HistoryWindow().fit("s", rows, 1000) == []
