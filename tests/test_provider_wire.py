@@ -9,6 +9,7 @@ import pytest
 from agent.history import HistoryWindow
 from agent.providers.anthropic import AnthropicProvider, to_anthropic
 from agent.providers.openai import OpenAIProvider, to_openai
+from agent.providers.textmode import as_text_messages
 from agent.providers.wire import dumps
 from agent.types import Message, ModelEvent, ModelRequest, TextDelta, ToolCall
 from tests.fake_anthropic import FakeAnthropic
@@ -146,3 +147,21 @@ def test_token_estimates_are_made_once_per_message() -> None:
     # a window that starts over (a trimmed history) reuses each message's estimate
     rows[1][1].derived["tokens"] = 5000
     assert HistoryWindow().fit("s", rows, 1000) == []
+
+
+def test_text_mode_history_is_converted_once() -> None:
+    first, second = as_text_messages(HISTORY), as_text_messages(HISTORY)
+    assert [m.role for m in first] == [
+        "user",
+        "assistant",
+        "user",
+        "assistant",
+        "assistant",
+        "user",
+    ]
+    assert all(a is b for a, b in zip(first, second, strict=True))  # their pieces stay encoded
+    assert first[0] is HISTORY[0] and "boom" in first[2].content and "snow" in first[2].content
+    # a group of results that is not the one kept (here: one result fewer) is made anew
+    [calls, results] = as_text_messages(HISTORY[1:3])
+    assert "snow" in results.content and "boom" not in results.content
+    assert as_text_messages(HISTORY)[2] is not results

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import json
 import logging
+import operator
 from collections.abc import Sequence
 from contextlib import aclosing
 from dataclasses import replace
@@ -26,6 +27,7 @@ from typing import Any, Literal
 
 from agent.providers.base import Provider, ToolsUnsupported
 from agent.providers.textcalls import CallFormatError, parse_calls, tools_prompt
+from agent.providers.wire import cached
 from agent.types import (
     Message,
     ModelRequest,
@@ -169,27 +171,47 @@ class _Reader:
 
 
 def as_text_messages(messages: Sequence[Message]) -> tuple[Message, ...]:
-    """History without native tool messages: calls as the JSON the model writes, results as text."""
+    """History without native tool messages: calls as the JSON the model writes, results as text.
+
+    Each converted message is made once and kept on its source, so the vendor module's encoded
+    pieces (kept on the converted message) are reused on the next call too; messages with nothing
+    to convert pass as they are."""
     out: list[Message] = []
-    results: list[str] = []
+    results: list[Message] = []
     for message in messages:
         if message.role == "tool":
-            verb = "failed" if message.is_error else "returned"
-            results.append(
-                f"Tool {message.name or 'call'} ({message.tool_call_id}) {verb}:\n{message.content}"
-            )
+            results.append(message)
             continue
         if results:
-            out.append(Message("user", "[tool results]\n\n" + "\n\n".join(results)))
+            out.append(_results_message(results))
             results = []
         if message.role == "assistant" and message.tool_calls:
-            calls = [
-                {"name": c.name, "arguments": c.arguments_object()} for c in message.tool_calls
-            ]
-            text = json.dumps({"tool_calls": calls}, ensure_ascii=False)
-            out.append(Message("assistant", f"{message.content}\n\n{text}".strip()))
+            out.append(cached(message, "text", _calls_message))
         else:
-            out.append(Message(message.role, message.content))
+            out.append(message)
     if results:
-        out.append(Message("user", "[tool results]\n\n" + "\n\n".join(results)))
+        out.append(_results_message(results))
     return tuple(out)
+
+
+def _calls_message(message: Message) -> Message:
+    calls = [{"name": c.name, "arguments": c.arguments_object()} for c in message.tool_calls]
+    text = json.dumps({"tool_calls": calls}, ensure_ascii=False)
+    return Message("assistant", f"{message.content}\n\n{text}".strip())
+
+
+def _results_message(results: list[Message]) -> Message:
+    """One user message for consecutive tool results, kept on the first with the group it is for."""
+    group = tuple(results)
+    kept: tuple[tuple[Message, ...], Message] | None = results[0].derived.get("text")
+    if kept is None or len(kept[0]) != len(group) or any(map(operator.is_not, kept[0], group)):
+        texts = [
+            f"Tool {m.name or 'call'} ({m.tool_call_id}) {'failed' if m.is_error else 'returned'}:"
+            f"\n{m.content}"
+            for m in group
+        ]
+        kept = results[0].derived["text"] = (
+            group,
+            Message("user", "[tool results]\n\n" + "\n\n".join(texts)),
+        )
+    return kept[1]
