@@ -2,6 +2,7 @@
 the SDKs' create() sent, and a message sent again is not encoded again."""
 
 from collections.abc import AsyncIterator
+from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -130,7 +131,8 @@ async def test_a_message_sent_again_is_not_encoded_again(
     if vendor == "openai":
         first.derived[vendor] = dumps({"role": "user", "content": "from the cache"})
     else:
-        first.derived[vendor] = (stored[0], dumps({"type": "text", "text": "from the cache"}))
+        turn = {"role": "user", "content": [{"type": "text", "text": "from the cache"}]}
+        first.derived[vendor] = replace(stored, turn=dumps(turn))
     answer = Message("assistant", "one")
     await _text(provider, ModelRequest("", (first, answer, Message("user", "second"))))
     await provider.aclose()

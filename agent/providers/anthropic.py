@@ -244,31 +244,41 @@ def to_anthropic(messages: Sequence[Message]) -> list[dict[str, Any]]:
 
 
 def _turns(messages: Sequence[Message]) -> list[bytes]:
-    """`to_anthropic` as encoded turns, from each message's blocks encoded once."""
+    """`to_anthropic` as encoded turns, from pieces encoded once per message."""
     out: list[bytes] = []
-    role, group = "", list[bytes]()  # the turn being merged: its role and its messages' blocks
+    group: list[_Piece] = []  # consecutive messages of one role: one turn
     for message in messages:
-        message_role, blocks = cached(message, "anthropic", _encode_blocks)
-        if not blocks:
+        piece = cached(message, "anthropic", _encode)
+        if not piece.blocks:
             continue  # an empty text block is refused
-        if message_role != role and group:
-            out.append(_turn(role, group))
+        if group and piece.role != group[0].role:
+            out.append(_merged(group))
             group = []
-        role = message_role
-        group.append(blocks)
+        group.append(piece)
     if group:
-        out.append(_turn(role, group))
+        out.append(_merged(group))
     return out
+
+
+@dataclass(frozen=True, slots=True)
+class _Piece:
+    role: str
+    blocks: bytes  # the content blocks, encoded and comma-separated
+    turn: bytes  # the message as a turn of its own, which most are
+
+
+def _encode(message: Message) -> _Piece:
+    role, blocks = _blocks(message)
+    encoded = b",".join(dumps(block) for block in blocks)
+    return _Piece(role, encoded, _turn(role, [encoded]))
+
+
+def _merged(group: list[_Piece]) -> bytes:
+    return group[0].turn if len(group) == 1 else _turn(group[0].role, [p.blocks for p in group])
 
 
 def _turn(role: str, blocks: list[bytes]) -> bytes:
     return b'{"role":"' + role.encode() + b'","content":[' + b",".join(blocks) + b"]}"
-
-
-def _encode_blocks(message: Message) -> tuple[str, bytes]:
-    """The message's turn role and its content blocks, encoded and comma-separated."""
-    role, blocks = _blocks(message)
-    return role, b",".join(dumps(block) for block in blocks)
 
 
 def _blocks(message: Message) -> tuple[str, list[dict[str, Any]]]:
