@@ -3,14 +3,17 @@
 A child process serves the fake Anthropic and OpenAI APIs (tests/fake_*.py, real SSE wire format).
 This process makes sequential model calls three ways, each on its own kept-alive connection:
   raw   aiohttp POST of the same request body, reading the whole SSE body (the floor);
-  sdk   the official SDK alone: `create(stream=True)` and iterating its parsed events;
+  sdk   the official SDK alone: `create(stream=True)` (its request transform included) and
+        iterating its parsed events;
   ours  the app's provider from `build_provider` (retry/fallback layer, tool mode, vendor
         module, SDK), consuming our events.
 It prints wall time p50/p99 and this process's CPU per call; ours minus raw is the layer's cost.
 Then `ours` again with long histories (`--history`, short messages and tool rounds), with how often
 the SDK's request transform ran: a call should cost the same at 1,000 messages as at 10.
 
-    python bench/provider_bench.py [--calls 300] [--deltas 40] [--history 10,1000]
+    python bench/provider_bench.py [--calls 300] [--deltas 40] [--history 10,1000] [--uvloop]
+
+`--uvloop` runs this process on uvloop (`pip install uvloop` first; not a dependency).
 """
 
 from __future__ import annotations
@@ -223,6 +226,7 @@ def main() -> None:
     parser.add_argument("--calls", type=int, default=300)
     parser.add_argument("--deltas", type=int, default=40, help="text deltas in a streamed answer")
     parser.add_argument("--history", default="10,1000", help="history sizes for the long rows")
+    parser.add_argument("--uvloop", action="store_true", help="this process on uvloop (installed)")
     parser.add_argument("--serve", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.serve:
@@ -242,9 +246,16 @@ def main() -> None:
             f"{args.calls} sequential calls per row; answer = {args.deltas} text deltas; tool = text + 1 call"
         )
         ports = {"anthropic": int(a), "openai": int(o)}
-        asyncio.run(bench(ports, args.calls))
+        factory = None
+        if args.uvloop:  # measured, not adopted: uvloop is not a dependency
+            import uvloop  # type: ignore[import-not-found, unused-ignore]
+
+            factory = uvloop.new_event_loop
+            print("event loop: uvloop")
         sizes = [int(size) for size in args.history.split(",") if size]
-        asyncio.run(history_rows(ports, args.calls, sizes))
+        with asyncio.Runner(loop_factory=factory) as runner:
+            runner.run(bench(ports, args.calls))
+            runner.run(history_rows(ports, args.calls, sizes))
     finally:
         child.terminate()
         child.wait()
