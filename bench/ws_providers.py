@@ -19,7 +19,7 @@ import sys
 import tempfile
 import time
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -121,46 +121,34 @@ def _profiled(
 
 
 def print_table(columns: dict[str, Figures], args: argparse.Namespace) -> None:
-    names = list(columns)
     n, window = args.long_turns, min(100, args.long_turns)
+    first, last = f"turns 1-{window}", f"turns {n - window + 1}-{n}"
 
-    def row(label: str, values: list[str]) -> None:
-        print(f"  {label:34}" + "".join(f"{value:>18}" for value in values))
+    def row(label: str, cell: Callable[[Figures], str]) -> None:
+        print(f"  {label:34}" + "".join(f"{cell(c):>18}" for c in columns.values()))
 
-    def pair(values: tuple[float, float]) -> str:
-        return f"{values[0]:.2f} / {values[1]:.2f}"
-
-    print(f"{'':36}" + "".join(f"{name:>18}" for name in names))
+    print(f"{'':36}" + "".join(f"{name:>18}" for name in columns))
     print(f"one conversation of {n} turns, answer in {args.deltas} streamed pieces")
-    row(f"CPU per turn, turns 1-{window} (ms)", [f"{c.cpu_first:.2f}" for c in columns.values()])
-    row(
-        f"CPU per turn, turns {n - window + 1}-{n} (ms)",
-        [f"{c.cpu_last:.2f}" for c in columns.values()],
-    )
-    row("  last / first", [f"{c.cpu_last / max(c.cpu_first, 1e-9):.2f}x" for c in columns.values()])
-    row(
-        f"turn latency p50, turns 1-{window} (ms)",
-        [f"{c.turn_first:.2f}" for c in columns.values()],
-    )
-    row(f"turn latency p50, last {window} (ms)", [f"{c.turn_last:.2f}" for c in columns.values()])
+    row(f"CPU per turn, {first} (ms)", lambda c: f"{c.cpu_first:.2f}")
+    row(f"CPU per turn, {last} (ms)", lambda c: f"{c.cpu_last:.2f}")
+    row("  last / first", lambda c: f"{c.cpu_last / max(c.cpu_first, 1e-9):.2f}x")
+    row(f"turn latency p50, {first} (ms)", lambda c: f"{c.turn_first:.2f}")
+    row(f"turn latency p50, {last} (ms)", lambda c: f"{c.turn_last:.2f}")
     print(f"{args.conversations} conversations x {args.turns} turns, flat out")
-    row("turns/s", [f"{c.rate:.0f}" for c in columns.values()])
-    row("CPU per turn (ms)", [f"{c.cpu_flat:.2f}" for c in columns.values()])
+    row("turns/s", lambda c: f"{c.rate:.0f}")
+    row("CPU per turn (ms)", lambda c: f"{c.cpu_flat:.2f}")
     print("the same, paced at half that rate")
-    row(
-        "asked / reached (turns/s)",
-        [f"{c.paced_at:.0f} / {c.paced_rate:.0f}" for c in columns.values()],
-    )
-    row("time to placeholder p50 / p99 (ms)", [pair(c.placeholder) for c in columns.values()])
-    row("turn latency p50 / p99 (ms)", [pair(c.turn) for c in columns.values()])
+    row("asked / reached (turns/s)", lambda c: f"{c.paced_at:.0f} / {c.paced_rate:.0f}")
+    row("time to placeholder p50 / p99 (ms)", lambda c: "{:.2f} / {:.2f}".format(*c.placeholder))
+    row("turn latency p50 / p99 (ms)", lambda c: "{:.2f} / {:.2f}".format(*c.turn))
     for name, figures in columns.items():
         for phase, raw in figures.profiles.items():
-            samples, ranked = top_frames(raw)
-            print(
-                f"py-spy, {name} {phase}: {samples} event-loop samples, top frames by inclusive share ({raw})"
-            )
-            for share, frame in ranked:
-                print(f"  {share:5.1f} %  {frame}")
+            samples, inclusive, own = top_frames(raw)
+            print(f"py-spy, {name} {phase}: {samples} event-loop samples ({raw})")
+            for title, ranked in (("inclusive", inclusive), ("self", own)):
+                print(f"  top frames by {title} share")
+                for share, frame in ranked:
+                    print(f"  {share:5.1f} %  {frame}")
 
 
 async def run_providers(vendors: list[str], args: argparse.Namespace, cores: Cores) -> None:
@@ -200,7 +188,9 @@ async def run_providers(vendors: list[str], args: argparse.Namespace, cores: Cor
 @contextmanager
 def py_spy(pid: int, out: Path) -> Iterator[None]:
     """py-spy records `pid` into `out` meanwhile: raw collapsed stacks, one frame per function."""
+    # --nonblocking: pausing the gateway 100 times a second would add to the latencies measured
     command = [str(PY_SPY), "record", "--pid", str(pid), "--format", "raw", "--function"]
+    command.append("--nonblocking")
     recorder = subprocess.Popen(
         [*command, "--output", str(out)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
     )
@@ -211,14 +201,18 @@ def py_spy(pid: int, out: Path) -> Iterator[None]:
         recorder.wait(60)
 
 
-def top_frames(raw: Path, count: int = 10) -> tuple[int, list[tuple[float, str]]]:
-    """The event-loop thread's sample count and its frames in most samples (inclusive share).
+def top_frames(
+    raw: Path, count: int = 10
+) -> tuple[int, list[tuple[float, str]], list[tuple[float, str]]]:
+    """The event-loop thread's sample count, its frames in most samples (inclusive share) and
+    the frames most often on top of its stack (self share).
 
     Only stacks rooted in the script's `<module>` count: py-spy takes the other threads' blocking
     waits (the thread pool's, the CPU probe's) for work. asyncio's and the bench's frames, in
-    every sample, are left out.
+    every sample, are left out of the inclusive list.
     """
     inclusive: Counter[str] = Counter()
+    own: Counter[str] = Counter()
     samples = 0
     for line in raw.read_text().splitlines():
         stack, _, weight = line.rpartition(" ")
@@ -226,8 +220,12 @@ def top_frames(raw: Path, count: int = 10) -> tuple[int, list[tuple[float, str]]
         if not frames[0].startswith("<module>"):
             continue
         samples += int(weight)
+        own[frames[-1]] += int(weight)
         for frame in set(frames):
             if not any(part in frame for part in ("asyncio/", "ws_load.py", "<module>")):
                 inclusive[frame] += int(weight)
-    ranked = [(hits / max(1, samples) * 100, frame) for frame, hits in inclusive.most_common(count)]
-    return samples, ranked
+
+    def shares(counter: Counter[str], top: int) -> list[tuple[float, str]]:
+        return [(hits / max(1, samples) * 100, frame) for frame, hits in counter.most_common(top)]
+
+    return samples, shares(inclusive, count), shares(own, count // 2)
