@@ -5,14 +5,15 @@ LLM server share the other core(s).
 
 `--provider scripted` (the default) uses the in-process scripted model and prints turns/s,
 time-to-placeholder and turn latency (p50/p99), the gateway's CPU per turn, and, measured in the
-same run as the ceiling, a raw aiohttp web socket echo server's rate and latency.
+same run as the ceiling, a raw aiohttp web socket echo server's rate and latency, and the
+server memory per idle connection.
 
 `--provider openai|anthropic|all` runs the same load through the real `openai` / `anthropic` SDK
 against bench/fake_llm_server.py (its own process, 0 ms, streamed answer) and prints, beside the
 scripted model answering the same text: CPU per turn at the first and last 100 turns of one long
 conversation, turns/s of N conversations flat out, and latency paced at half that rate.
 `--profile DIR` records the gateway with py-spy during each vendor's long conversation and
-paced run and prints the frames with the largest inclusive share.
+paced run and prints the event loop's frames with the largest inclusive and self shares.
 
     python bench/ws_bench.py [--conversations 50] [--turns 40] [--rate 700]
     python bench/ws_bench.py --provider all [--long-turns 1000] [--profile /tmp/prof]

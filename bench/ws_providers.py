@@ -125,9 +125,9 @@ def print_table(columns: dict[str, Figures], args: argparse.Namespace) -> None:
     first, last = f"turns 1-{window}", f"turns {n - window + 1}-{n}"
 
     def row(label: str, cell: Callable[[Figures], str]) -> None:
-        print(f"  {label:34}" + "".join(f"{cell(c):>18}" for c in columns.values()))
+        print(f"  {label:38}" + "".join(f"{cell(c):>18}" for c in columns.values()))
 
-    print(f"{'':36}" + "".join(f"{name:>18}" for name in columns))
+    print(f"{'':40}" + "".join(f"{name:>18}" for name in columns))
     print(f"one conversation of {n} turns, answer in {args.deltas} streamed pieces")
     row(f"CPU per turn, {first} (ms)", lambda c: f"{c.cpu_first:.2f}")
     row(f"CPU per turn, {last} (ms)", lambda c: f"{c.cpu_last:.2f}")
