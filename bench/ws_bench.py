@@ -1,10 +1,22 @@
 """Benchmark: N concurrent web socket conversations against the real gateway, model at 0 ms.
 
-Prints turns/s, time-to-placeholder and turn latency (p50/p99), the gateway's CPU per turn, and,
-measured in the same run as the ceiling, a raw aiohttp web socket echo server's rate and latency.
-The server runs in a child process (its own core); this process is the load generator.
+The gateway runs in a child process pinned to its own core; this process (the load) and the fake
+LLM server share the other core(s).
+
+`--provider scripted` (the default) uses the in-process scripted model and prints turns/s,
+time-to-placeholder and turn latency (p50/p99), the gateway's CPU per turn, and, measured in the
+same run as the ceiling, a raw aiohttp web socket echo server's rate and latency, and the
+server memory per idle connection.
+
+`--provider openai|anthropic|all` runs the same load through the real `openai` / `anthropic` SDK
+against bench/fake_llm_server.py (its own process, 0 ms, streamed answer) and prints, beside the
+scripted model answering the same text: CPU per turn at the first and last 100 turns of one long
+conversation, turns/s of N conversations flat out, and latency paced at half that rate.
+`--profile DIR` records the gateway with py-spy during each vendor's long conversation and
+paced run and prints the event loop's frames with the largest inclusive and self shares.
 
     python bench/ws_bench.py [--conversations 50] [--turns 40] [--rate 700]
+    python bench/ws_bench.py --provider all [--long-turns 1000] [--profile /tmp/prof]
     python bench/ws_bench.py --memory-only [--help-visitors 3000]   # the /help memory line only
 """
 
@@ -12,214 +24,37 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import os
-import resource
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import Any
 
 import aiohttp
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
-ORIGIN = "http://127.0.0.1:8080"
+
+from bench.ws_load import (
+    Cores,
+    echo_conversation,
+    gateway_conversation,
+    help_visitor_cost,
+    idle_cost,
+    pct,
+    pin_cores,
+    rss_bytes,
+    start_echo,
+    start_gateway,
+)
+from bench.ws_providers import run_providers
 
 
-# ---------------------------------------------------------------- servers (child process)
-
-
-async def serve_gateway(data_dir: str) -> None:
-    _, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-    resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))  # max_connections follows it
-    from agent.providers.scripted import Reply, ScriptedProvider
-    from bot.app import App
-    from bot.config import load_config
-
-    config_path = Path(data_dir) / "config.yaml"
-    config_path.write_text(
-        json.dumps(
-            {
-                "server": {"port": 0},
-                "storage": {"path": str(Path(data_dir) / "bench.db")},
-                "personas": {"dirs": [str(ROOT / "personas")]},
-                "log": {"level": "WARNING"},
-                "channels": {
-                    "websocket": {
-                        "rate_limit_per_minute": 1_000_000,
-                        # the load comes from one address, thousands of sockets at once
-                        "max_connections_per_address": 100_000,
-                    }
-                },
-            }
-        )
-    )
-    config = load_config(config_path, env={})
-    provider = ScriptedProvider(lambda request: Reply("ok: " + request.messages[-1].content[:40]))
-    provider.requests = _Discard()  # don't grow memory in a long run
-    async with App(config, base_dir=Path(data_dir), provider=provider) as app:
-        print(f"PORT {app.port}", flush=True)
-        await app.wait()
-
-
-class _Discard(list[Any]):
-    def append(self, item: object) -> None:
-        return None
-
-
-async def serve_echo() -> None:
-    from aiohttp import web
-
-    async def handler(request: web.Request) -> web.WebSocketResponse:
-        ws = web.WebSocketResponse()
-        await ws.prepare(request)
-        async for message in ws:
-            await ws.send_str(message.data)
-        return ws
-
-    app = web.Application()
-    app.router.add_get("/ws", handler)
-    runner = web.AppRunner(app)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
-    print(f"PORT {runner.addresses[0][1]}", flush=True)
-    await asyncio.Future()
-
-
-# ---------------------------------------------------------------- load (this process)
-
-
-def rss_bytes(pid: int) -> int:
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1]) * 1024
-    raise RuntimeError("no VmRSS")
-
-
-async def idle_cost(session: aiohttp.ClientSession, url: str, pid: int, count: int) -> float:
-    """Server memory per idle connection that said hello, asking for permessage-deflate as
-    browsers do (the server declines it: its zlib state would cost ~100 KiB a socket)."""
-    before = rss_bytes(pid)
-    sockets = []
-    for index in range(count):
-        ws = await session.ws_connect(url, headers={"Origin": ORIGIN}, compress=15)
-        await ws.send_str(json.dumps({"type": "hello", "visitor_id": f"idle-visitor-{index:05d}"}))
-        await _until(ws, "ready")
-        sockets.append(ws)
-    await asyncio.sleep(0.5)
-    cost = (rss_bytes(pid) - before) / count
-    for ws in sockets:
-        await ws.close()
-    return cost
-
-
-async def help_visitor_cost(
-    session: aiohttp.ClientSession, url: str, pid: int, count: int
-) -> float:
-    """Server memory per visitor that said hello, asked for /help and left (no model call)."""
-
-    async def visit(index: int) -> None:
-        async with session.ws_connect(url, headers={"Origin": ORIGIN}) as ws:
-            await ws.send_str(json.dumps({"type": "hello", "visitor_id": f"help-{index:06d}"}))
-            await _until(ws, "ready")
-            await ws.send_str(json.dumps({"type": "message", "text": "/help"}))
-            await _until(ws, "message.completed")
-
-    before = rss_bytes(pid)
-    for start in range(0, count, 50):  # 50 visitors at a time
-        await asyncio.gather(*(visit(i) for i in range(start, min(count, start + 50))))
-    await asyncio.sleep(0.5)
-    return (rss_bytes(pid) - before) / count
-
-
-def cpu_seconds(pid: int) -> float:
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
-def start_server(*args: str) -> tuple[subprocess.Popen[str], int]:
-    process = subprocess.Popen(
-        [sys.executable, __file__, *args], stdout=subprocess.PIPE, text=True, cwd=ROOT
-    )
-    assert process.stdout is not None
-    line = process.stdout.readline()
-    if not line.startswith("PORT "):
-        process.kill()
-        raise SystemExit(f"server did not start: {line!r}")
-    return process, int(line.split()[1])
-
-
-async def gateway_conversation(
-    session: aiohttp.ClientSession,
-    url: str,
-    index: int,
-    turns: int,
-    placeholder: list[float],
-    total: list[float],
-    period_s: float = 0.0,
-) -> None:
-    """Turns one after another; with `period_s`, one turn every period (an open-loop rate)."""
-    async with session.ws_connect(url, headers={"Origin": ORIGIN}) as ws:
-        await ws.send_str(json.dumps({"type": "hello", "visitor_id": f"bench-visitor-{index:04d}"}))
-        await _until(ws, "ready")
-        next_at = time.perf_counter() + period_s * (index % 50) / 50  # spread the clients out
-        for turn in range(turns):
-            if period_s:
-                await asyncio.sleep(max(0.0, next_at - time.perf_counter()))
-                next_at += period_s
-            started = time.perf_counter()
-            await ws.send_str(
-                json.dumps(
-                    {
-                        "type": "message",
-                        "text": f"hello {turn}",
-                        "client_message_id": f"{index}-{turn}",
-                    }
-                )
-            )
-            await _until(ws, "message.created")
-            placeholder.append(time.perf_counter() - started)
-            await _until(ws, "message.completed")
-            total.append(time.perf_counter() - started)
-
-
-async def _until(ws: aiohttp.ClientWebSocketResponse, kind: str) -> dict[str, object]:
-    while True:
-        message = await ws.receive(timeout=30)
-        if message.type != aiohttp.WSMsgType.TEXT:
-            raise RuntimeError(f"socket closed: {message.type} {message.data!r}")
-        frame: dict[str, object] = json.loads(message.data)
-        if frame["type"] == kind:
-            return frame
-        if frame["type"] == "error":
-            raise RuntimeError(f"server error: {frame}")
-
-
-async def echo_conversation(
-    session: aiohttp.ClientSession, url: str, turns: int, total: list[float]
-) -> None:
-    async with session.ws_connect(url) as ws:
-        for turn in range(turns):
-            started = time.perf_counter()
-            await ws.send_str(json.dumps({"type": "message", "text": f"hello {turn}"}))
-            message = await ws.receive(timeout=30)
-            json.loads(message.data)
-            total.append(time.perf_counter() - started)
-
-
-def pct(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(q * len(ordered)))] * 1000
-
-
-async def memory_only(visitors: int) -> None:
+async def memory_only(visitors: int, cores: Cores) -> None:
     with tempfile.TemporaryDirectory(dir=os.environ.get("BENCH_DIR")) as data_dir:
-        gateway, port = start_server("--serve-gateway", data_dir)
+        gateway = start_gateway(data_dir, cores.server)
+        port = gateway.port
         try:
             async with aiohttp.ClientSession() as session:
                 before = rss_bytes(gateway.pid)
@@ -228,25 +63,26 @@ async def memory_only(visitors: int) -> None:
                 )
                 after = rss_bytes(gateway.pid)
         finally:
-            gateway.terminate()
-            gateway.wait(10)
+            gateway.stop()
     print(
         f"memory per idle visitor after /help, {visitors} visitors gone: {cost / 1024:.1f} KiB "
         f"each (server RSS {before / 2**20:.0f} -> {after / 2**20:.0f} MiB)"
     )
 
 
-async def run(
+async def run_scripted(
     conversations: int,
     turns: int,
     solo_turns: int,
     idle_count: int,
     rate: float,
     help_visitors: int,
+    cores: Cores,
 ) -> None:
     with tempfile.TemporaryDirectory(dir=os.environ.get("BENCH_DIR")) as data_dir:
-        gateway, gateway_port = start_server("--serve-gateway", data_dir)
-        echo, echo_port = start_server("--serve-echo")
+        gateway = start_gateway(data_dir, cores.server)
+        echo = start_echo(cores.server)
+        gateway_port, echo_port = gateway.port, echo.port
         try:
             async with aiohttp.ClientSession() as session:
                 # warm up: imports, the persona, the SQLite file
@@ -265,7 +101,7 @@ async def run(
                 )
                 placeholder: list[float] = []
                 total: list[float] = []
-                cpu_before = cpu_seconds(gateway.pid)
+                cpu_before = gateway.cpu()
                 started = time.perf_counter()
                 await asyncio.gather(
                     *(
@@ -281,7 +117,7 @@ async def run(
                     )
                 )
                 wall = time.perf_counter() - started
-                cpu = cpu_seconds(gateway.pid) - cpu_before
+                cpu = gateway.cpu() - cpu_before
                 paced_placeholder: list[float] = []
                 paced: list[float] = []
                 await asyncio.gather(
@@ -317,10 +153,8 @@ async def run(
                     unlimited, f"http://127.0.0.1:{gateway_port}/ws", gateway.pid, help_visitors
                 )
         finally:
-            gateway.terminate()
-            echo.terminate()
-            gateway.wait(10)
-            echo.wait(10)
+            gateway.stop()
+            echo.stop()
     first, last = solo[:100], solo[-100:]
     print(
         f"gateway: one conversation of {solo_turns} turns, scripted model at 0 ms (unloaded latency)"
@@ -365,11 +199,22 @@ async def run(
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    parser.add_argument(
+        "--provider",
+        choices=["scripted", "openai", "anthropic", "all"],
+        default="scripted",
+        help="scripted: the in-process model only; a vendor: its real SDK against a fake server",
+    )
     parser.add_argument("--conversations", type=int, default=50)
     parser.add_argument("--turns", type=int, default=40)
     parser.add_argument("--solo-turns", type=int, default=500)
     parser.add_argument("--rate", type=float, default=700, help="turns/s for the paced run")
+    parser.add_argument(
+        "--long-turns", type=int, default=1000, help="turns of the long conversation (providers)"
+    )
+    parser.add_argument("--deltas", type=int, default=5, help="text pieces in a streamed answer")
+    parser.add_argument("--profile", metavar="DIR", help="py-spy the gateway, files in DIR")
     parser.add_argument(
         "--idle", type=int, default=1000, help="idle connections for the memory figure"
     )
@@ -377,26 +222,25 @@ def main() -> None:
         "--help-visitors", type=int, default=3000, help="visitors for the /help memory figure"
     )
     parser.add_argument("--memory-only", action="store_true", help="only the /help memory figure")
-    parser.add_argument("--serve-gateway", metavar="DIR")
-    parser.add_argument("--serve-echo", action="store_true")
     args = parser.parse_args()
-    if args.serve_gateway:
-        asyncio.run(serve_gateway(args.serve_gateway))
-    elif args.serve_echo:
-        asyncio.run(serve_echo())
-    elif args.memory_only:
-        asyncio.run(memory_only(args.help_visitors))
-    else:
+    cores = pin_cores()
+    if args.memory_only:
+        asyncio.run(memory_only(args.help_visitors, cores))
+    elif args.provider == "scripted":
         asyncio.run(
-            run(
+            run_scripted(
                 args.conversations,
                 args.turns,
                 args.solo_turns,
                 args.idle,
                 args.rate,
                 args.help_visitors,
+                cores,
             )
         )
+    else:
+        vendors = ["openai", "anthropic"] if args.provider == "all" else [args.provider]
+        asyncio.run(run_providers(vendors, args, cores))
 
 
 if __name__ == "__main__":
