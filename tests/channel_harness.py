@@ -99,7 +99,9 @@ class ChannelHarness(ABC):
         return set()
 
     def requests(self) -> int:
-        raise NotImplementedError(f"{type(self).__name__} declares faults without requests()")
+        """Calls the platform has received: only fault scenarios read it, so a harness that
+        declares `faults` must count them; one that declares none never gets here."""
+        raise TypeError(f"{type(self).__name__} declares faults but does not count requests()")
 
     @asynccontextmanager
     async def user_away(self) -> AsyncIterator[None]:
