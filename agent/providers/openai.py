@@ -13,9 +13,17 @@ with the body assembled from pieces encoded once per message (wire.py), not thro
 `chat.completions.create`: create() runs its request transform over every message of the history
 against the whole message-param union on every call (~0.3 ms per message: 300 ms a call at
 1,000 messages, most of a busy process's CPU). `post` is what create() calls after the transform,
-so the SDK still does the transport, auth, timeouts, `AsyncStream[ChatCompletionChunk]` parsing
-and its status-error types. Passing `messages` in `extra_body` would skip the transform too, but
-the SDK would still encode the whole history to JSON on every call (~3 ms at 1,000 messages).
+so the SDK still does the transport, auth, timeouts, the SSE framing and its error types (an
+`error` inside the stream included). Passing `messages` in `extra_body` would skip the transform
+too, but the SDK would still encode the whole history to JSON on every call (~3 ms at 1,000
+messages).
+
+Two more SDK options cut the CPU of a call (bench/provider_bench.py, measured): the stream is
+`AsyncStream[object]`, so each chunk arrives as the JSON the SDK parsed, not also built into a
+pydantic `ChatCompletionChunk` (~15 % of a turn's CPU); and the client runs on the SDK's own
+aiohttp transport (`DefaultAioHttpClient`, the `aiohttp` extra) instead of httpx's, about a third
+less CPU per call. Reading plain JSON means a field of the wrong type raises here, which the
+stream maps to a retryable broken stream, as it does for JSON that does not parse.
 """
 
 from __future__ import annotations
@@ -77,6 +85,8 @@ class OpenAIProvider:
         # a user:password in the URL goes as the header it stands for: SDKs log their URLs
         base_url, auth = split_credentials(base_url)
         self._client = openai.AsyncOpenAI(
+            # the SDK's own aiohttp transport: a third less CPU per call than httpx (module doc)
+            http_client=openai.DefaultAioHttpClient(timeout=self.timeouts.httpx()),
             api_key=api_key,
             base_url=base_url,
             default_headers=auth or None,
