@@ -37,6 +37,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from bench.ws_load import (
+    LOOP_ENV,
     Cores,
     echo_conversation,
     gateway_conversation,
@@ -222,7 +223,14 @@ def main() -> None:
         "--help-visitors", type=int, default=3000, help="visitors for the /help memory figure"
     )
     parser.add_argument("--memory-only", action="store_true", help="only the /help memory figure")
+    parser.add_argument(
+        "--loop",
+        choices=["asyncio", "uvloop"],
+        default="asyncio",
+        help="the gateway's event loop (uvloop: pip install uvloop; measured, not a dependency)",
+    )
     args = parser.parse_args()
+    os.environ[LOOP_ENV] = args.loop  # the gateway children read it
     cores = pin_cores()
     if args.memory_only:
         asyncio.run(memory_only(args.help_visitors, cores))

@@ -297,6 +297,18 @@ def pct(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, int(q * len(ordered)))] * 1000
 
 
+LOOP_ENV = "WS_BENCH_LOOP"  # "uvloop": the gateway child runs on uvloop
+
+
+def loop_factory() -> Callable[[], asyncio.AbstractEventLoop] | None:
+    if os.environ.get(LOOP_ENV) != "uvloop":
+        return None
+    import uvloop  # type: ignore[import-not-found, unused-ignore]
+
+    factory: Callable[[], asyncio.AbstractEventLoop] = uvloop.new_event_loop
+    return factory
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description="a server child of bench/ws_bench.py")
     parser.add_argument("--serve-gateway", metavar="DIR")
@@ -309,7 +321,8 @@ def main() -> None:
     if args.serve_gateway:
         llm = json.loads(args.llm) if args.llm else None
         answer = answer_pieces(args.deltas) if args.deltas else []
-        asyncio.run(serve_gateway(args.serve_gateway, llm, answer))
+        with asyncio.Runner(loop_factory=loop_factory()) as runner:
+            runner.run(serve_gateway(args.serve_gateway, llm, answer))
     elif args.serve_echo:
         asyncio.run(serve_echo())
     else:

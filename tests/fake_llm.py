@@ -42,7 +42,7 @@ class Reply:
     error event mid-stream instead of the end. `stall_after`: hang after that many SSE frames
     (0: right after the headers) until the client gives up; with `keepalive_s`, keep sending the
     vendor's keep-alive (which the SDKs drop) that often while hanging. `garble_at`: the SSE frame
-    at that index carries cut-off JSON.
+    at that index carries cut-off JSON; `reshape_at`: JSON, but not the shape the API sends.
     """
 
     text: Sequence[str] = ()
@@ -57,6 +57,7 @@ class Reply:
     delay_s: float = 0.0  # pause before each SSE frame (to see text stream into the placeholder)
     keepalive_s: float | None = None
     garble_at: int | None = None
+    reshape_at: int | None = None
 
 
 def fail(status: int, error: str, message: str = "scripted failure", **headers: str) -> Reply:
@@ -182,6 +183,8 @@ class FakeLLM(ABC):
                     await asyncio.sleep(reply.delay_s)
                 if index == reply.garble_at:
                     frame = garble(frame)
+                if index == reply.reshape_at:
+                    frame = reshape(frame)
                 await response.write(frame.encode())
             if reply.stall_after is not None and reply.keepalive_s is not None:
                 while not self._closing.is_set():  # pings are the behaviour under test
@@ -201,6 +204,13 @@ def sse(data: Any, event: str | None = None) -> str:
     text = data if isinstance(data, str) else json.dumps(data, separators=(",", ":"))
     head = f"event: {event}\n" if event else ""
     return f"{head}data: {text}\n\n"
+
+
+def reshape(frame: str) -> str:
+    """`frame` with valid JSON of the wrong shape for either vendor (fields of the wrong type)."""
+    lines = frame.rstrip("\n").split("\n")
+    lines[-1] = 'data: {"type": "content_block_delta", "delta": 7, "choices": 7}'
+    return "\n".join(lines) + "\n\n"
 
 
 def garble(frame: str) -> str:

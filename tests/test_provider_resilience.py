@@ -221,6 +221,18 @@ async def test_a_malformed_stream_event_is_retried(
     assert len(fake.requests) == 2
 
 
+async def test_a_stream_event_of_the_wrong_shape_is_retried(
+    running: Running, session: ClientSession, fake: FakeLLM
+) -> None:
+    # JSON, but not what the API sends: the provider reads the parsed JSON itself, and a field
+    # of the wrong type is a broken stream to retry, not a crash of the turn
+    fake.add(Reply(text=["Half ", "an answer"], reshape_at=2), Reply(text=["Clean."]))
+    app = await running(llm=llm_config(fake.vendor, fake))
+    completed, _ = await ask_once(session, app)
+    assert completed["text"] == "Clean."
+    assert len(fake.requests) == 2
+
+
 async def test_malformed_events_everywhere_fall_back(
     running: Running, session: ClientSession
 ) -> None:

@@ -10,8 +10,11 @@ with the body assembled from pieces encoded once per message (wire.py), not thro
 `messages.create`, which would encode the whole history to JSON again on every call (~3 ms at
 1,000 messages; older SDK versions also ran a per-message transform, the SDK's issue #1195).
 `post` is what create() calls with its body, so the SDK still does the transport, auth, the
-version header, timeouts, `AsyncStream[RawMessageStreamEvent]` parsing and its status-error
-types; create()'s extras (a deprecated-model warning, tracing span names) are not needed here.
+version header, timeouts, the SSE framing and its error types (`event: error` included);
+create()'s extras (a deprecated-model warning, tracing span names) are not needed here. As in the
+OpenAI module, events arrive as parsed JSON (`AsyncStream[object]`, no pydantic model per event)
+and the client runs on the SDK's aiohttp transport (`DefaultAioHttpClient`): both measured in
+bench/provider_bench.py.
 """
 
 from __future__ import annotations
@@ -24,10 +27,9 @@ from typing import Any, cast
 
 import anthropic
 import httpx2
-from anthropic.types import RawMessageStreamEvent
 
 from agent.providers.base import ProviderError, ProviderUnavailable
-from agent.providers.classify import classify, malformed
+from agent.providers.classify import MALFORMED, classify, malformed
 from agent.providers.deadline import Deadline, Timeouts
 from agent.providers.wire import array, cached, dumps, json_object
 from agent.types import (
@@ -69,6 +71,8 @@ class AnthropicProvider:
         # a user:password in the URL goes as the header it stands for: SDKs log their URLs
         base_url, auth = split_credentials(base_url)
         self._client = anthropic.AsyncAnthropic(
+            # the SDK's own aiohttp transport: a third less CPU per call than httpx (module doc)
+            http_client=anthropic.DefaultAioHttpClient(timeout=self.timeouts.httpx()),
             api_key=api_key,
             base_url=base_url,
             default_headers=auth or None,
@@ -92,27 +96,29 @@ class AnthropicProvider:
                     content=self._body(request, model),
                     cast_to=anthropic.types.Message,
                     stream=True,
-                    stream_cls=anthropic.AsyncStream[RawMessageStreamEvent],
+                    stream_cls=anthropic.AsyncStream[object],  # events as parsed JSON
                 )
             )
         except (anthropic.APIError, httpx2.HTTPError) as exc:
             raise self._error(exc, who, bool(request.tools)) from exc
         state = _State()
         # an async generator (closed below), though the SDK types it as an iterator
-        events = cast(AsyncGenerator[RawMessageStreamEvent, None], aiter(stream))
+        events = cast(AsyncGenerator[Any, None], aiter(stream))
         try:
             while True:
                 try:
                     event = await deadline.wait(anext(events))
                 except StopAsyncIteration:
                     break
-                if event.type != "message_start":
+                if not isinstance(event, dict):
+                    raise TypeError(f"an event that is not a JSON object: {type(event).__name__}")
+                if event.get("type") != "message_start":
                     deadline.token()
                 for ours in state.take(event):
                     yield ours
         except (anthropic.APIError, httpx2.HTTPError) as exc:
             raise self._error(exc, who, bool(request.tools)) from exc
-        except json.JSONDecodeError as exc:  # the SDK parses each data line; it does not map this
+        except MALFORMED as exc:  # the SDK parses each data line to JSON; it does not map this
             raise malformed(who, exc) from exc
         finally:
             await events.aclose()
@@ -182,50 +188,54 @@ class _ToolBlock:
 class _State:
     """What one stream has said so far."""
 
-    blocks: dict[int, _ToolBlock] = field(default_factory=dict)
+    blocks: dict[Any, _ToolBlock] = field(default_factory=dict)  # by the event's index
     input_tokens: int = 0
     output_tokens: int = 0
     stop: str | None = None
     done: bool = False
 
-    def take(self, event: Any) -> Sequence[ModelEvent]:
-        kind = event.type
+    def take(self, event: dict[str, Any]) -> Sequence[ModelEvent]:
+        """Fold one stream event (its JSON, as parsed) in; returns our events for it."""
+        kind = event.get("type")
         if kind == "content_block_delta":
-            delta = event.delta
-            if delta.type == "text_delta":
-                return (TextDelta(delta.text),) if delta.text else ()
-            if delta.type == "input_json_delta" and event.index in self.blocks:
-                self.blocks[event.index].parts.append(delta.partial_json)
+            delta = event["delta"]
+            if delta.get("type") == "text_delta":
+                text = delta.get("text")
+                return (TextDelta(text),) if text else ()
+            if delta.get("type") == "input_json_delta" and event.get("index") in self.blocks:
+                self.blocks[event["index"]].parts.append(delta.get("partial_json") or "")
         elif kind == "content_block_start":
-            block = event.content_block
-            if block.type == "tool_use":
-                self.blocks[event.index] = _ToolBlock(block.id, block.name, block.input)
-            elif block.type == "text" and block.text:
-                return (TextDelta(block.text),)
+            block = event["content_block"]
+            if block.get("type") == "tool_use":
+                self.blocks[event.get("index")] = _ToolBlock(
+                    block.get("id") or "", block.get("name") or "", block.get("input")
+                )
+            elif block.get("type") == "text" and block.get("text"):
+                return (TextDelta(block["text"]),)
         elif kind == "content_block_stop":
-            tool = self.blocks.pop(event.index, None)
+            tool = self.blocks.pop(event.get("index"), None)
             if tool is not None:
                 return (ToolCallEvent(tool.call()),)
         elif kind == "message_start":
-            self._count(getattr(event.message, "usage", None))
+            self._count((event.get("message") or {}).get("usage"))
         elif kind == "message_delta":
-            self.stop = event.delta.stop_reason or self.stop
-            self._count(getattr(event, "usage", None))
+            self.stop = (event.get("delta") or {}).get("stop_reason") or self.stop
+            self._count(event.get("usage"))
         elif kind == "message_stop":
             self.done = True
         return ()
 
-    def _count(self, usage: Any) -> None:
+    def _count(self, usage: dict[str, Any] | None) -> None:
         """Counts are cumulative; input includes cache writes and reads (they are billed)."""
-        if usage is None:
+        if not usage:
             return
-        fresh = getattr(usage, "input_tokens", None)
+        fresh = usage.get("input_tokens")
         if fresh is not None:
-            cached = (getattr(usage, "cache_creation_input_tokens", None) or 0) + (
-                getattr(usage, "cache_read_input_tokens", None) or 0
+            cached = (usage.get("cache_creation_input_tokens") or 0) + (
+                usage.get("cache_read_input_tokens") or 0
             )
             self.input_tokens = max(self.input_tokens, fresh + cached)
-        self.output_tokens = max(self.output_tokens, getattr(usage, "output_tokens", 0) or 0)
+        self.output_tokens = max(self.output_tokens, usage.get("output_tokens") or 0)
 
 
 def to_anthropic(messages: Sequence[Message]) -> list[dict[str, Any]]:

@@ -120,10 +120,15 @@ def refuses_tools(status: int | None, message: str) -> bool:
     )
 
 
-def malformed(who: str, exc: ValueError) -> ProviderUnavailable:
-    """A stream event whose data is not JSON (a proxy or a cut connection broke it): retry."""
-    text = redact_credentials(str(exc))
-    return ProviderUnavailable(f"{who}: the server sent a stream event that is not JSON ({text})")
+# what reading a stream event's JSON (or fields of the wrong type in it) raises
+MALFORMED = (ValueError, TypeError, AttributeError)
+
+
+def malformed(who: str, exc: Exception) -> ProviderUnavailable:
+    """A stream event that is not JSON, or not the JSON the API sends (a proxy or a cut
+    connection broke it, or a compatible server got it wrong): retry."""
+    text = redact_credentials(f"{type(exc).__name__}: {exc}")
+    return ProviderUnavailable(f"{who}: the server sent a stream event it could not read ({text})")
 
 
 def retry_after(headers: Mapping[str, str]) -> float | None:

@@ -13,9 +13,17 @@ with the body assembled from pieces encoded once per message (wire.py), not thro
 `chat.completions.create`: create() runs its request transform over every message of the history
 against the whole message-param union on every call (~0.3 ms per message: 300 ms a call at
 1,000 messages, most of a busy process's CPU). `post` is what create() calls after the transform,
-so the SDK still does the transport, auth, timeouts, `AsyncStream[ChatCompletionChunk]` parsing
-and its status-error types. Passing `messages` in `extra_body` would skip the transform too, but
-the SDK would still encode the whole history to JSON on every call (~3 ms at 1,000 messages).
+so the SDK still does the transport, auth, timeouts, the SSE framing and its error types (an
+`error` inside the stream included). Passing `messages` in `extra_body` would skip the transform
+too, but the SDK would still encode the whole history to JSON on every call (~3 ms at 1,000
+messages).
+
+Two more SDK options cut the CPU of a call (bench/provider_bench.py, measured): the stream is
+`AsyncStream[object]`, so each chunk arrives as the JSON the SDK parsed, not also built into a
+pydantic `ChatCompletionChunk` (~15 % of a turn's CPU); and the client runs on the SDK's own
+aiohttp transport (`DefaultAioHttpClient`, the `aiohttp` extra) instead of httpx's, about a third
+less CPU per call. Reading plain JSON means a field of the wrong type raises here, which the
+stream maps to a retryable broken stream, as it does for JSON that does not parse.
 """
 
 from __future__ import annotations
@@ -28,10 +36,10 @@ from typing import Any, cast
 
 import httpx2
 import openai
-from openai.types.chat import ChatCompletion, ChatCompletionChunk
+from openai.types.chat import ChatCompletion
 
 from agent.providers.base import ProviderError, ProviderUnavailable
-from agent.providers.classify import classify, malformed
+from agent.providers.classify import MALFORMED, classify, malformed
 from agent.providers.deadline import Deadline, Timeouts
 from agent.providers.wire import array, cached, dumps, json_object
 from agent.types import (
@@ -77,6 +85,8 @@ class OpenAIProvider:
         # a user:password in the URL goes as the header it stands for: SDKs log their URLs
         base_url, auth = split_credentials(base_url)
         self._client = openai.AsyncOpenAI(
+            # the SDK's own aiohttp transport: a third less CPU per call than httpx (module doc)
+            http_client=openai.DefaultAioHttpClient(timeout=self.timeouts.httpx()),
             api_key=api_key,
             base_url=base_url,
             default_headers=auth or None,
@@ -102,7 +112,7 @@ class OpenAIProvider:
                     content=self._body(request, model),
                     cast_to=ChatCompletion,
                     stream=True,
-                    stream_cls=openai.AsyncStream[ChatCompletionChunk],
+                    stream_cls=openai.AsyncStream[object],  # chunks as parsed JSON, see above
                     options={"security": {"bearer_auth": True}},  # as create() asks
                 )
             )
@@ -110,7 +120,7 @@ class OpenAIProvider:
             raise self._error(exc, who, bool(request.tools)) from exc
         state = _State()
         # an async generator (closed below), though the SDK types it as an iterator
-        chunks = cast(AsyncGenerator[ChatCompletionChunk, None], aiter(stream))
+        chunks = cast(AsyncGenerator[Any, None], aiter(stream))
         try:
             while True:
                 try:
@@ -124,7 +134,7 @@ class OpenAIProvider:
                     yield TextDelta(text)
         except (openai.OpenAIError, httpx2.HTTPError) as exc:
             raise self._error(exc, who, bool(request.tools)) from exc
-        except json.JSONDecodeError as exc:  # the SDK parses each data line; it does not map this
+        except MALFORMED as exc:  # the SDK parses each data line to JSON; it does not map this
             raise malformed(who, exc) from exc
         finally:
             await chunks.aclose()
@@ -224,39 +234,44 @@ class _State:
     started: bool = False
 
     def take(self, chunk: Any) -> str:
-        """Fold one chunk in; returns its text."""
-        usage = getattr(chunk, "usage", None)
-        if usage is not None:
-            self.usage = (usage.prompt_tokens or 0, usage.completion_tokens or 0)
+        """Fold one chunk (its JSON, as parsed) in; returns its text."""
+        if not isinstance(chunk, dict):
+            raise ValueError(f"a chunk that is not a JSON object: {type(chunk).__name__}")
+        usage = chunk.get("usage")
+        if isinstance(usage, dict):
+            self.usage = (usage.get("prompt_tokens") or 0, usage.get("completion_tokens") or 0)
             self.started = True
         text = ""
-        for choice in chunk.choices or ():
-            if choice.index not in (0, None):
+        for choice in chunk.get("choices") or ():
+            if choice.get("index") not in (0, None):
                 continue  # n > 1 is never asked for
-            if choice.finish_reason:
-                self.finish = choice.finish_reason
+            if choice.get("finish_reason"):
+                self.finish = choice["finish_reason"]
                 self.started = True
-            delta = choice.delta
-            if delta is None:
+            delta = choice.get("delta")
+            if not delta:
                 continue
-            if delta.content:
-                text += delta.content
+            content = delta.get("content")
+            if content:
+                text += content
                 self.started = True
-            for position, piece in enumerate(delta.tool_calls or ()):
+            for position, piece in enumerate(delta.get("tool_calls") or ()):
                 self._add(position, piece)
                 self.started = True
         return text
 
-    def _add(self, position: int, piece: Any) -> None:
-        index = piece.index if piece.index is not None else position
-        function = piece.function
-        name = getattr(function, "name", None) or ""
-        args = getattr(function, "arguments", None)
+    def _add(self, position: int, piece: dict[str, Any]) -> None:
+        index = piece.get("index")
+        index = index if index is not None else position
+        function = piece.get("function") or {}
+        name = function.get("name") or ""
+        args = function.get("arguments")
         if args is not None and not isinstance(args, str):
             args = json.dumps(args)  # a server that sends the arguments as an object
+        call_id = piece.get("id")
         slot = self.slots.get(index)
         current = self.calls[slot] if slot is not None else None
-        if current is not None and piece.id and current.id and piece.id != current.id:
+        if current is not None and call_id and current.id and call_id != current.id:
             current = None  # a new id at a used index
         if current is not None and current.whole():
             # A server that numbers nothing (no index, no id) runs calls together: more arguments
@@ -271,10 +286,10 @@ class _State:
             name, current = name or current.next_name or current.name, None
         if current is None:
             self.slots[index] = len(self.calls)
-            current = _Call(piece.id or "", name)
+            current = _Call(call_id or "", name)
             self.calls.append(current)
         else:
-            current.id = current.id or piece.id or ""
+            current.id = current.id or call_id or ""
             current.name = current.name or name
         if args:
             current.parts.append(args)
