@@ -16,7 +16,7 @@ from adapters.base import Channel, ChatRef, InboundMessage, OutboundContent
 from agent.coordinator import Coordinator
 from agent.personas import PersonaLibrary
 from agent.workers import BackgroundResult, Workers
-from bot.conversations import ConversationQueue, QueueFull
+from bot.conversations import ConversationQueue, QueueFull, TurnSignal
 from bot.dedup import Dedup
 from bot.resume import ResumeSettings, TurnResumer
 from bot.storage.base import GatewayStore, StorageError
@@ -154,10 +154,11 @@ class Gateway:
                 await self.dedup.release(message.event_id)  # a resend later is a new message
                 await self._reply(message, QUEUE_FULL)
 
-    async def resume_turn(self, turn_id: str) -> str:
+    async def resume_turn(self, turn_id: str, control: TurnSignal | None = None) -> str:
         """Finish a turn whose process died (see bot/resume.py); its final status, or "not
-        running". The caller holds the turn's conversation: its lease, or its queue slot."""
-        return await self.resumer.resume_turn(turn_id)
+        running". The caller holds the turn's conversation (its lease, or its queue slot) and
+        may pass the `TurnSignal` that `/stop` reaches."""
+        return await self.resumer.resume_turn(turn_id, control)
 
     async def queue_resume(self, turn_id: str, chat: ChatRef) -> None:
         """Resume a turn in its conversation's queue, ahead of what arrives after (embedded)."""

@@ -71,10 +71,10 @@ class TurnResumer:
         own: list[Message] = []
         point: ReplayPoint | None = None
         try:
+            rows = await store.load_history(turn["session_id"])
+            own = [message for owner, message in rows if owner == turn_id]
             persona, reason = self._persona(turn, channel, handle)
             if persona is not None:
-                rows = await store.load_history(turn["session_id"])
-                own = [message for owner, message in rows if owner == turn_id]
                 calls = await store.turn_tool_calls(turn_id, turn["session_id"])
                 allowed = self.runner.coordinator.prepare(persona).allowed
                 try:

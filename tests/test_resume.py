@@ -279,7 +279,9 @@ async def test_a_turn_that_cannot_be_resumed_ends_with_an_apology(
     tmp_path: Path, setup: dict[str, Any], reason: str
 ) -> None:
     old = setup.pop("old", False)
-    await _left_running(tmp_path / "b", [Message("user", "hi")], **setup)
+    call = ToolCall("c1", "hold", "{}")
+    steps = [Message("user", "hi"), Message("assistant", "", tool_calls=(call,))]
+    await _left_running(tmp_path / "b", steps, **setup)
     if old:
         with contextlib.closing(sqlite3.connect(tmp_path / "b" / "bot.db")) as db:
             db.execute("update turns set created_at = '2020-01-01T00:00:00+00:00'")
@@ -291,6 +293,8 @@ async def test_a_turn_that_cannot_be_resumed_ends_with_an_apology(
     assert [(c.message_id, c.text) for c in channel.calls] == [("m1", GAVE_UP)]
     ((status, error),) = _rows(tmp_path / "b", "select status, error from turns")
     assert status == "failed" and reason in error
+    closed = _rows(tmp_path / "b", "select tool_call_id, content from messages where role = 'tool'")
+    assert closed == [("c1", NOT_FINISHED)]  # the history stays valid for the next turn
 
 
 async def test_a_turn_that_keeps_crashing_is_given_up_after_max_attempts(tmp_path: Path) -> None:
