@@ -22,6 +22,10 @@ from tests.fake_llm import Call, Reply, llm_config
 from tests.fake_openai import FakeOpenAI
 from tests.telegram_fake import TOKEN, FakeBotAPI
 
+# Two `bot serve` starts, each importing the SDKs: on a loaded 2-core machine a start alone has
+# taken 20 s, so this test gets more than the suite's minute.
+pytestmark = pytest.mark.timeout(240)
+START_S = 90.0
 CHAT = 4242
 PAY = Call("create_payment", '{"service": "ASSESSMENT", "category": "GENERAL", "method": "CARD"}')
 ANSWER = "Your order is ready: pay 100.00 USD with the link before it expires."
@@ -93,7 +97,7 @@ async def test_a_killed_turn_is_resumed_into_its_placeholder_without_paying_twic
     fake.push(update)
     first = _serve(tmp_path, fake, model)
     try:
-        await model.wait_requests(2, timeout=30)
+        await model.wait_requests(2, timeout=START_S)
     finally:
         os.kill(first.pid, signal.SIGKILL)
         await asyncio.to_thread(first.wait)
@@ -111,11 +115,11 @@ async def test_a_killed_turn_is_resumed_into_its_placeholder_without_paying_twic
     fake.push(fake.message(CHAT, "/help"))
     second = _serve(tmp_path, fake, model)
     try:
-        await fake.wait_for(lambda: fake.messages.get((CHAT, placeholder_id)) == ANSWER, 30)
-        await fake.wait_for(lambda: len(fake.ok(CHAT, "sendMessage")) >= 2, timeout=30)
+        await fake.wait_for(lambda: fake.messages.get((CHAT, placeholder_id)) == ANSWER, START_S)
+        await fake.wait_for(lambda: len(fake.ok(CHAT, "sendMessage")) >= 2, timeout=START_S)
     finally:
         second.send_signal(signal.SIGINT)
-        await asyncio.to_thread(second.wait, 30)
+        await asyncio.to_thread(second.wait, START_S)
 
     assert len(model.requests) == 3
     resumed = model.requests[2].body["messages"]
