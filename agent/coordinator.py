@@ -12,7 +12,7 @@ from agent.history import HistoryWindow
 from agent.loop import LoopResult, LoopSettings, run_loop, tool_message
 from agent.personas import Persona, PersonaLibrary
 from agent.providers.base import Provider
-from agent.replay import ReplayPoint
+from agent.replay import ReplayPoint, open_calls
 from agent.store import Store, UsageLog
 from agent.types import Message, ToolCall
 from tools.base import Emit, ToolContext, ToolResult, ToolSpec
@@ -131,13 +131,13 @@ class Coordinator:
             await emit(event)
 
         ctx.emit = emit_and_note
-        open_calls: dict[str, ToolCall] = {}
+        unanswered: dict[str, ToolCall] = {}
 
         async def record(message: Message) -> None:
             if message.tool_calls:
-                open_calls.update((call.id, call) for call in message.tool_calls)
+                unanswered.update((call.id, call) for call in message.tool_calls)
             elif message.tool_call_id is not None:
-                open_calls.pop(message.tool_call_id, None)
+                unanswered.pop(message.tool_call_id, None)
             await self.store.append_messages(turn.session_id, turn.turn_id, [message])
 
         if replay is None:
@@ -145,11 +145,7 @@ class Coordinator:
             await record(own[0])  # kept even when the turn fails or is stopped
         else:
             own = list(replay.messages)
-            for message in own:
-                if message.tool_calls:
-                    open_calls = {call.id: call for call in message.tool_calls}
-                elif message.tool_call_id is not None:
-                    open_calls.pop(message.tool_call_id, None)
+            unanswered.update((call.id, call) for call in open_calls(own))
             if replay.recovered:
                 await self.store.append_messages(
                     turn.session_id, turn.turn_id, list(replay.recovered)
@@ -183,10 +179,10 @@ class Coordinator:
         finally:
             # A turn that ends early (stopped, timed out, failed) closes the calls it left open,
             # so the history never holds a call without its result (the APIs refuse that).
-            if open_calls:
+            if unanswered:
                 closing = [
                     tool_message(call, ToolResult(NOT_FINISHED, ok=False))
-                    for call in open_calls.values()
+                    for call in unanswered.values()
                 ]
                 await self.store.append_messages(turn.session_id, turn.turn_id, closing)
             await usage_log.write(self.store, session_id=turn.session_id, turn_id=turn.turn_id)
