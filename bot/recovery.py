@@ -8,7 +8,9 @@ second time.
 
 A specialist the dead process was running is gone with it: its session is marked `failed`, and
 its conversation's coordinator is told, as for any background result, so the user learns that
-the task did not finish instead of waiting for a result that will never come.
+the task did not finish instead of waiting for a result that will never come. One a turn was
+still waiting for (its `AgentTool` call open) needs no such note: that turn cannot be resumed
+(a specialist is not run twice) and ends with its own apology.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ import logging
 from collections.abc import Mapping
 
 from adapters.base import Channel
+from agent.replay import open_calls
 from agent.workers import BackgroundResult
 from bot.gateway import Gateway
 from bot.storage.base import GatewayStore
@@ -44,9 +47,14 @@ async def recover_interrupted_turns(
     placeholders.
     """
     taken = 0
+    waited_on: set[str] = set()  # sessions whose unfinished turn was waiting for a specialist
     for turn in await store.unfinished_turns():
         if turn["channel"] not in channels and not close_orphans:
             continue
+        history = await store.load_history(turn["session_id"])
+        own = [message for owner, message in history if owner == turn["id"]]
+        if any(call.name == "AgentTool" for call in open_calls(own)):
+            waited_on.add(turn["session_id"])
         record = turn["placeholder"]
         handle = handle_from_record(record) if record else None
         if handle is None:
@@ -63,6 +71,8 @@ async def recover_interrupted_turns(
             session["agent_id"],
             session["id"],
         )
+        if session["parent_session_id"] in waited_on:
+            continue
         lost = BackgroundResult(
             task_id=session["id"][:12],
             subagent_type=session["agent_id"],

@@ -378,3 +378,27 @@ async def test_a_stopped_turn_closes_the_calls_it_left_open(tmp_path: Path) -> N
         ("user", "hello again"),
     ]
     assert channel.calls[-1].text == "fresh answer"
+
+
+async def test_a_specialist_the_turn_was_waiting_for_gets_no_second_note(tmp_path: Path) -> None:
+    """The turn had a foreground AgentTool call open: it ends with its apology, and the lost
+    specialist is not reported again as a background result."""
+    folder = tmp_path / "b"
+    call = ToolCall("c1", "AgentTool", '{"subagent_type": "specialist-research"}')
+    steps = [Message("user", "research this"), Message("assistant", "", tool_calls=(call,))]
+    session = await _left_running(folder, steps)
+    async with SqliteStore(folder / "bot.db") as store:
+        worker = await store.create_session(
+            agent_id="specialist-research",
+            channel="fake",
+            conversation_key=CHAT.key,
+            user_id="u1",
+            parent_session_id=session,
+        )
+        await store.set_session_status(worker, "running")
+    provider = ScriptedProvider([])
+    async with running(folder, provider, World()) as (app, channel):
+        await app.gateway.wait_idle()
+    assert provider.requests == []
+    assert [(c.message_id, c.text) for c in channel.calls] == [("m1", GAVE_UP)]
+    assert _rows(folder, f"select status from chat_sessions where id = '{worker}'") == [("failed",)]
