@@ -9,18 +9,21 @@ from typing import Any
 
 from agent.catalog import catalog_reminder
 from agent.history import HistoryWindow
-from agent.loop import LoopResult, LoopSettings, run_loop
+from agent.loop import LoopResult, LoopSettings, run_loop, tool_message
 from agent.personas import Persona, PersonaLibrary
 from agent.providers.base import Provider
+from agent.replay import ReplayPoint, open_calls
 from agent.store import Store, UsageLog
-from agent.types import Message
-from tools.base import Emit, ToolContext, ToolSpec
+from agent.types import Message, ToolCall
+from tools.base import Emit, ToolContext, ToolResult, ToolSpec
 from tools.control import CONTROL_TOOLS
 from tools.events import Interim, TurnEvent
 from tools.redirects import Redirect
 from tools.registry import ToolRegistry
 
 log = logging.getLogger(__name__)
+
+NOT_FINISHED = "not finished: the turn ended before this call returned"
 
 
 @dataclass(frozen=True, slots=True)
@@ -95,11 +98,19 @@ class Coordinator:
             self._prepared[key] = prepared
         return prepared
 
-    async def run_turn(self, turn: TurnInput, emit: Emit) -> LoopResult:
+    async def run_turn(
+        self, turn: TurnInput, emit: Emit, replay: ReplayPoint | None = None
+    ) -> LoopResult:
+        """Run one turn, recording each step as it happens (see `agent.loop.run_loop`).
+
+        `replay`: the turn was interrupted (its process died) and goes on from there; the
+        history is then what came before the turn's own recorded messages.
+        """
         prepared = self.prepare(turn.persona)
         rows = await self.store.load_history(turn.session_id)
+        if replay is not None:
+            rows = [row for row in rows if row[0] != turn.turn_id]
         history = self._window.fit(turn.session_id, rows, self.settings.context_budget_tokens)
-        user = Message("user", turn.text)
         ctx = ToolContext(
             user_id=turn.user_id,
             channel=turn.channel,
@@ -120,12 +131,30 @@ class Coordinator:
             await emit(event)
 
         ctx.emit = emit_and_note
-        written: list[Message] = [user]
+        unanswered: dict[str, ToolCall] = {}
+
+        async def record(message: Message) -> None:
+            if message.tool_calls:
+                unanswered.update((call.id, call) for call in message.tool_calls)
+            elif message.tool_call_id is not None:
+                unanswered.pop(message.tool_call_id, None)
+            await self.store.append_messages(turn.session_id, turn.turn_id, [message])
+
+        if replay is None:
+            own: list[Message] = [Message("user", turn.text)]
+            await record(own[0])  # kept even when the turn fails or is stopped
+        else:
+            own = list(replay.messages)
+            unanswered.update((call.id, call) for call in open_calls(own))
+            if replay.recovered:
+                await self.store.append_messages(
+                    turn.session_id, turn.turn_id, list(replay.recovered)
+                )
         try:
             result = await run_loop(
                 provider=self.provider,
                 system=prepared.system,
-                messages=[*history, user],
+                messages=[*history, *own],
                 tools=prepared.tools,
                 registry=self.registry,
                 allowed=prepared.allowed,
@@ -140,14 +169,20 @@ class Coordinator:
                 model=turn.persona.model,
                 audit=self.store.record_tool_call,
                 on_usage=usage_log,
+                record=record,
+                resumed=None if replay is None else replay.resumed,
             )
-            written.extend(result.messages)
             if interim and not result.answered:
                 # everything was said through SendMessage: the last note is the answer, sent once
                 result.text = interim[-1]
             return result
         finally:
-            # The user's words are kept even when the turn fails or is stopped; a half-done
-            # exchange of tool calls is not, so history never holds a call without its result.
-            await self.store.append_messages(turn.session_id, turn.turn_id, written)
+            # A turn that ends early (stopped, timed out, failed) closes the calls it left open,
+            # so the history never holds a call without its result (the APIs refuse that).
+            if unanswered:
+                closing = [
+                    tool_message(call, ToolResult(NOT_FINISHED, ok=False))
+                    for call in unanswered.values()
+                ]
+                await self.store.append_messages(turn.session_id, turn.turn_id, closing)
             await usage_log.write(self.store, session_id=turn.session_id, turn_id=turn.turn_id)

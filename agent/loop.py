@@ -31,6 +31,7 @@ log = logging.getLogger(__name__)
 
 Audit = Callable[[AuditRecord], Awaitable[None]]
 UsageSink = Callable[[Provider, Usage], Awaitable[None]]
+Record = Callable[[Message], Awaitable[None]]  # each message as the turn adds it
 
 ROUNDS_EXHAUSTED = "I had to stop after {n} rounds of tool calls without reaching an answer."
 NO_ANSWER = "I couldn't put an answer together this time. Please try asking again."
@@ -42,6 +43,19 @@ class LoopSettings:
     tool_timeout_s: float = 10.0
     max_result_chars: int = 8000
     redirects: Mapping[str, Redirect] = field(default_factory=dict)  # stubs for hallucinated tools
+
+
+@dataclass(frozen=True, slots=True)
+class Resumed:
+    """Where a turn interrupted by a crash stands: the loop goes on from here (bot/resume.py).
+
+    `messages` given to `run_loop` already end with the recorded steps; `pending` are the calls
+    of the last step that left no result and may run again (idempotent tools).
+    """
+
+    rounds_done: int
+    pending: tuple[ToolCall, ...] = ()
+    display: tuple[Mapping[str, Any], ...] = ()  # of the recorded tool results
 
 
 @dataclass(slots=True)
@@ -66,20 +80,29 @@ async def run_loop(
     model: str | None = None,
     audit: Audit | None = None,
     on_usage: UsageSink | None = None,
+    record: Record | None = None,
+    resumed: Resumed | None = None,
 ) -> LoopResult:
     """Run the model until it answers without tool calls, or the round limit is reached.
 
-    The last allowed round offers no tools, so the model has to answer in words.
+    The last allowed round offers no tools, so the model has to answer in words. `record`
+    receives each step as it happens (the model's message, each tool result as its call ends),
+    so a turn cut short by a crash can be resumed from them.
     """
     transcript = list(messages)
     start = len(transcript)
-    display: list[Mapping[str, Any]] = []
-    for round_no in range(1, settings.max_rounds + 2):
+    display: list[Mapping[str, Any]] = list(resumed.display) if resumed else []
+    tooling = _Tooling(registry, allowed, ctx, emit, settings, audit, record)
+    if resumed is not None and resumed.pending:
+        await _tool_round(list(resumed.pending), transcript, display, tooling)
+    for round_no in range((resumed.rounds_done if resumed else 0) + 1, settings.max_rounds + 2):
         offer = tools if round_no <= settings.max_rounds else ()
         request = ModelRequest(system=system, messages=tuple(transcript), tools=offer, model=model)
         text, calls, cost = await _ask(provider, request, emit, on_usage)
         if not calls or not offer:
             transcript.append(Message("assistant", text, usage=cost))
+            if record is not None:
+                await record(transcript[-1])
             if text.strip():
                 return LoopResult(text, transcript[start:], display)
             fallback = (
@@ -89,19 +112,30 @@ async def run_loop(
         if text:
             await emit(AnswerReset())
         transcript.append(Message("assistant", text, tool_calls=tuple(calls), usage=cost))
-        results = await _run_tools(calls, registry, allowed, ctx, emit, settings, audit)
-        for call, result in zip(calls, results, strict=True):
-            display.extend(result.display)
-            transcript.append(
-                Message(
-                    "tool",
-                    result.text,
-                    tool_call_id=call.id,
-                    name=call.name,
-                    is_error=not result.ok,
-                )
-            )
+        if record is not None:
+            await record(transcript[-1])  # before the tools run: a crash knows they started
+        await _tool_round(calls, transcript, display, tooling)
     raise AssertionError("unreachable: the last round offers no tools")
+
+
+def tool_message(call: ToolCall, result: ToolResult) -> Message:
+    return Message(
+        "tool", result.text, tool_call_id=call.id, name=call.name, is_error=not result.ok
+    )
+
+
+async def _tool_round(
+    calls: list[ToolCall],
+    transcript: list[Message],
+    display: list[Mapping[str, Any]],
+    tooling: _Tooling,
+) -> None:
+    async with asyncio.TaskGroup() as group:
+        tasks = [group.create_task(_run_tool(call, tooling)) for call in calls]
+    results = [task.result() for task in tasks]
+    for call, result in zip(calls, results, strict=True):
+        display.extend(result.display)
+        transcript.append(tool_message(call, result))
 
 
 async def _ask(
@@ -151,37 +185,26 @@ def _unique_ids(calls: list[ToolCall]) -> list[ToolCall]:
     return fixed
 
 
-async def _run_tools(
-    calls: list[ToolCall],
-    registry: ToolRegistry,
-    allowed: Collection[str],
-    ctx: ToolContext,
-    emit: Emit,
-    settings: LoopSettings,
-    audit: Audit | None,
-) -> list[ToolResult]:
-    async with asyncio.TaskGroup() as group:
-        tasks = [
-            group.create_task(_run_tool(call, registry, allowed, ctx, emit, settings, audit))
-            for call in calls
-        ]
-    return [task.result() for task in tasks]
+@dataclass(frozen=True, slots=True)
+class _Tooling:
+    """What running a tool call needs, the same for every call of a loop."""
+
+    registry: ToolRegistry
+    allowed: Collection[str]
+    ctx: ToolContext
+    emit: Emit
+    settings: LoopSettings
+    audit: Audit | None
+    record: Record | None
 
 
-async def _run_tool(
-    call: ToolCall,
-    registry: ToolRegistry,
-    allowed: Collection[str],
-    ctx: ToolContext,
-    emit: Emit,
-    settings: LoopSettings,
-    audit: Audit | None,
-) -> ToolResult:
+async def _run_tool(call: ToolCall, t: _Tooling) -> ToolResult:
+    registry, allowed, ctx, settings = t.registry, t.allowed, t.ctx, t.settings
     # control tools show themselves (AgentTool's own line, SendMessage's note); a name the
     # caller may not use gets no line either: it only returns an error
     quiet = call.name in CONTROL_TOOLS or call.name not in allowed
     label = "" if quiet else registry.status(call.name)
-    await emit(ToolStarted(call.id, call.name, label))
+    await t.emit(ToolStarted(call.id, call.name, label))
     started = time.perf_counter()
     redirect = settings.redirects.get(call.name) if call.name not in allowed else None
     if redirect is not None:
@@ -196,9 +219,9 @@ async def _run_tool(
             max_result_chars=settings.max_result_chars,
         )
     # errors and timeouts come back as results: every started call is finished here
-    await emit(ToolFinished(call.id, call.name, label, ok=result.ok))
-    if audit is not None:
-        record = AuditRecord(
+    await t.emit(ToolFinished(call.id, call.name, label, ok=result.ok))
+    if t.audit is not None:
+        entry = AuditRecord(
             session_id=ctx.session_id,
             turn_id=ctx.turn_id,
             call_id=call.id,
@@ -207,6 +230,10 @@ async def _run_tool(
             result=result.text,
             ok=result.ok,
             duration_ms=(time.perf_counter() - started) * 1000,
+            # a resumed turn shows what a replayed result showed (a payment card, say)
+            extra={"display": list(result.display)} if result.display else {},
         )
-        await audit(record)
+        await t.audit(entry)
+    if t.record is not None:
+        await t.record(tool_message(call, result))
     return result

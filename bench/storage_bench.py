@@ -34,14 +34,12 @@ async def one_turn(store: SqliteStore, conversation: str, n: int, with_history: 
     )
     if with_history:
         await store.load_history(session_id)
-    await store.append_messages(
-        session_id,
-        turn_id,
-        [
-            Message("user", f"question number {n}, asked by a user"),
-            Message("assistant", f"answer number {n}, from the scripted model " + "x" * 200),
-        ],
-    )
+    # as the coordinator records them: the user's message before the model runs, each step
+    # as it happens (so a turn cut short by a crash can be resumed)
+    question = Message("user", f"question number {n}, asked by a user")
+    await store.append_messages(session_id, turn_id, [question])
+    answer = Message("assistant", f"answer number {n}, from the scripted model " + "x" * 200)
+    await store.append_messages(session_id, turn_id, [answer])
     await store.finish_turn(turn_id, status="completed", final_text=f"answer {n}")
 
 

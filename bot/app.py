@@ -25,6 +25,7 @@ from bot.dedup import StoreDedup
 from bot.gateway import Gateway, GatewaySettings
 from bot.health import ChannelStates
 from bot.recovery import recover_interrupted_turns
+from bot.resume import ResumeSettings
 from bot.storage import SqliteStore, StorageError
 from tools.builtin import builtin_registry
 from tools.control import CONTROL
@@ -122,7 +123,11 @@ class App:
             personas=self.personas,
             dedup=StoreDedup(self.store, ttl_s=config.gateway.dedup_ttl_s),
             conversations=self.conversations,
-            settings=GatewaySettings(turn_timeout_s=agent.turn_timeout_s, persona=persona),
+            settings=GatewaySettings(
+                turn_timeout_s=agent.turn_timeout_s,
+                persona=persona,
+                resume=ResumeSettings(agent.resume_max_age_s, agent.resume_max_attempts),
+            ),
             access=AccessRules.of(
                 allowed_users=config.gateway.allowed_users,
                 group_reply=config.gateway.group_reply,
@@ -130,6 +135,7 @@ class App:
             ),
             workers=self.workers,
         )
+        self.gateway.accepting.clear()  # until interrupted turns are queued (see `_start`)
         self.web_server = web_server
         self.port: int | None = None
         self._runner: web.AppRunner | None = None
@@ -173,7 +179,10 @@ class App:
             started.cancel()
             raise RuntimeError("the gateway failed to start; see the log")
         # Embedded mode: this process owns the database, so a running turn is a dead process's.
-        await recover_interrupted_turns(self.store, self.channels, close_orphans=self.web_server)
+        await recover_interrupted_turns(
+            self.store, self.channels, self.gateway, close_orphans=self.web_server
+        )
+        self.gateway.accepting.set()
         if self.web_server:
             await self._start_web()
         log.info("model: %s", describe_provider(self.provider))

@@ -103,6 +103,13 @@ class Delivery:
         self._flusher = asyncio.create_task(self._flush_loop(), name=f"delivery:{self.chat.key}")
         return handle
 
+    def adopt(self, handle: MessageHandle) -> None:
+        """Go on with a placeholder posted earlier (by a process that died mid-turn): previews
+        and the final land in it, as if this delivery had posted it. What it shows now is not
+        known, so the first preview and the final are always sent."""
+        self._add(handle, "")
+        self._flusher = asyncio.create_task(self._flush_loop(), name=f"delivery:{self.chat.key}")
+
     async def on_event(self, event: TurnEvent) -> None:
         if isinstance(event, AgentStarted | AgentFinished):
             await self._status_frame(event)  # also after the final: background workers end later

@@ -6,19 +6,21 @@ and are coalesced into its next turn.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Literal, Protocol
 
-from adapters.base import Channel, InboundMessage, OutboundContent
+from adapters.base import Channel, ChatRef, InboundMessage, OutboundContent
 from agent.coordinator import Coordinator
 from agent.personas import PersonaLibrary
 from agent.workers import BackgroundResult, Workers
-from bot.conversations import ConversationQueue, QueueFull
+from bot.conversations import ConversationQueue, QueueFull, TurnSignal
 from bot.dedup import Dedup
+from bot.resume import ResumeSettings, TurnResumer
 from bot.storage.base import GatewayStore, StorageError
-from bot.turn import STOPPED, TurnRunner
+from bot.turn import RESUME_EVENT, STOPPED, TurnRunner
 
 log = logging.getLogger(__name__)
 
@@ -65,6 +67,7 @@ class DefaultAccess:
 class GatewaySettings:
     turn_timeout_s: float = 120.0
     persona: str = "default"
+    resume: ResumeSettings = ResumeSettings()
 
 
 class Gateway:
@@ -102,6 +105,11 @@ class Gateway:
             persona=settings.persona,
             timeout_s=settings.turn_timeout_s,
         )
+        self.turns.resumer = self.resumer = TurnResumer(self.turns, settings.resume)
+        # Cleared while interrupted turns are queued at start (bot/recovery.py): a new message
+        # waits, so it never runs before the unfinished turn of its conversation.
+        self.accepting = asyncio.Event()
+        self.accepting.set()
 
     async def run(self) -> None:
         """Run every conversation's turns until cancelled."""
@@ -112,6 +120,8 @@ class Gateway:
 
     async def handle(self, message: InboundMessage) -> None:
         """The inbox every channel calls. Returns at once; the turn runs in its own task."""
+        if not self.accepting.is_set():
+            await self.accepting.wait()
         try:
             claimed = await self.dedup.claim(message.event_id)
         except StorageError as exc:  # nothing is recorded: tell the user rather than drop it
@@ -143,6 +153,17 @@ class Gateway:
                 log.warning("%s", exc)
                 await self.dedup.release(message.event_id)  # a resend later is a new message
                 await self._reply(message, QUEUE_FULL)
+
+    async def resume_turn(self, turn_id: str, control: TurnSignal | None = None) -> str:
+        """Finish a turn whose process died (see bot/resume.py); its final status, or "not
+        running". The caller holds the turn's conversation (its lease, or its queue slot) and
+        may pass the `TurnSignal` that `/stop` reaches."""
+        return await self.resumer.resume_turn(turn_id, control)
+
+    async def queue_resume(self, turn_id: str, chat: ChatRef) -> None:
+        """Resume a turn in its conversation's queue, ahead of what arrives after (embedded)."""
+        # an empty user id: no message of a real user is coalesced into this one's batch
+        await self.conversations.enqueue(InboundMessage(chat, "", "", RESUME_EVENT + turn_id))
 
     async def deliver_background(self, result: BackgroundResult) -> None:
         """A background specialist finished: its result becomes the coordinator's next turn.

@@ -1,54 +1,87 @@
-"""At start: end every turn a dead process left unfinished, so no placeholder stays on "Thinking…".
+"""At start, in embedded mode: finish what a dead process left unfinished.
 
-In embedded mode (one `bot serve` per database) a turn still `running` at start belongs to a
-process that died (kill -9, power loss): its placeholder is edited into a short note asking the
-user to send the message again, and the turn is marked failed. Its inbound events stay claimed,
-so a platform's redelivery of the same message is not answered a second time.
+With one `bot serve` per database, a turn still `running` at start belongs to a process that
+died (kill -9, OOM, power loss). Each is queued on its conversation, ahead of any new message,
+and resumed into its placeholder (bot/resume.py), or ended there with a short apology. Its
+inbound events stay claimed, so a platform's redelivery of the same message is not answered a
+second time.
+
+A specialist the dead process was running is gone with it: its session is marked `failed`, and
+its conversation's coordinator is told, as for any background result, so the user learns that
+the task did not finish instead of waiting for a result that will never come. One a turn was
+still waiting for (its `AgentTool` call open) needs no such note: that turn cannot be resumed
+(a specialist is not run twice) and ends with its own apology.
 """
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from collections.abc import Mapping
 
-from adapters.base import Channel, ChannelError, OutboundContent
+from adapters.base import Channel
+from agent.replay import open_calls
+from agent.workers import BackgroundResult
+from bot.gateway import Gateway
 from bot.storage.base import GatewayStore
 from bot.storage.turns import handle_from_record
 
 log = logging.getLogger(__name__)
 
-INTERRUPTED_BY_CRASH = "Sorry — I was interrupted before I could answer. Please send that again."
-INTERRUPTED_ERROR = "interrupted: the gateway stopped mid-turn"
-EDIT_DEADLINE_S = 15.0  # per placeholder: a platform that does not answer must not stall the start
+WORKER_INTERRUPTED = (
+    "interrupted: the gateway restarted before this specialist finished, and its work is lost."
+    " Nothing it found was delivered; dispatch it again if the user still needs it."
+)
 
 
 async def recover_interrupted_turns(
-    store: GatewayStore, channels: Mapping[str, Channel], *, close_orphans: bool = True
+    store: GatewayStore,
+    channels: Mapping[str, Channel],
+    gateway: Gateway,
+    *,
+    close_orphans: bool = True,
 ) -> int:
-    """Edit and close every unfinished turn; how many were closed.
+    """Queue every unfinished turn for resumption and report lost specialists; how many turns.
 
-    `close_orphans=False` (`bot chat`, which runs no platform channel) leaves the turns of
-    channels not running here to the next `bot serve`, which can still edit their placeholders.
+    `close_orphans=False` (`bot chat`, which runs no platform channel) leaves the turns and
+    specialists of channels not running here to the next `bot serve`, which can edit their
+    placeholders.
     """
-    closed = 0
+    taken = 0
+    waited_on: set[str] = set()  # sessions whose unfinished turn was waiting for a specialist
     for turn in await store.unfinished_turns():
         if turn["channel"] not in channels and not close_orphans:
             continue
+        history = await store.load_history(turn["session_id"])
+        own = [message for owner, message in history if owner == turn["id"]]
+        if any(call.name == "AgentTool" for call in open_calls(own)):
+            waited_on.add(turn["session_id"])
         record = turn["placeholder"]
         handle = handle_from_record(record) if record else None
-        channel = channels.get(handle.chat.channel) if handle is not None else None
-        outcome = "no placeholder to edit"
-        if handle is not None and channel is not None:
-            try:
-                async with asyncio.timeout(EDIT_DEADLINE_S):
-                    await channel.edit(handle, OutboundContent(INTERRUPTED_BY_CRASH), final=True)
-                outcome = "placeholder edited"
-            except (ChannelError, TimeoutError) as exc:
-                outcome = f"placeholder edit failed: {exc}"
-        elif handle is not None:
-            outcome = f"channel {handle.chat.channel!r} is not running"
-        await store.finish_turn(turn["id"], status="failed", error=INTERRUPTED_ERROR)
-        log.warning("turn %s was interrupted by the last shutdown: %s", turn["id"], outcome)
-        closed += 1
-    return closed
+        if handle is None:
+            await gateway.resume_turn(turn["id"])  # nothing to edit: ended at once
+        else:
+            await gateway.queue_resume(turn["id"], handle.chat)
+        taken += 1
+    for session in await store.running_worker_sessions():
+        if session["channel"] not in channels and not close_orphans:
+            continue
+        await store.set_session_status(session["id"], "failed")
+        log.warning(
+            "specialist %s (session %s) was interrupted by the last shutdown",
+            session["agent_id"],
+            session["id"],
+        )
+        if session["parent_session_id"] in waited_on:
+            continue
+        lost = BackgroundResult(
+            task_id=session["id"][:12],
+            subagent_type=session["agent_id"],
+            description=f"{session['agent_id']} task",
+            status="failed",
+            text=WORKER_INTERRUPTED,
+            conversation_key=session["conversation_key"],
+            channel=session["channel"],
+            user_id=session["user_id"],
+        )
+        await gateway.deliver_background(lost)
+    return taken

@@ -13,12 +13,13 @@ import logging
 import uuid
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from adapters.base import Channel, ChannelError, DeliveryUncertain, InboundMessage, RateLimited
 from agent.coordinator import Coordinator, TurnInput
 from agent.personas import PersonaLibrary
 from agent.providers.base import ProviderError
+from agent.replay import ReplayPoint
 from bot.conversations import TurnSignal
 from bot.dedup import Dedup
 from bot.delivery import APOLOGY, Delivery
@@ -27,6 +28,9 @@ from bot.storage.turns import handle_record
 from tools.builtin.settings import ToolsSettings
 from tools.pii import PiiMasker
 from tools.redact import redact_credentials
+
+if TYPE_CHECKING:
+    from bot.resume import TurnResumer
 
 log = logging.getLogger(__name__)
 
@@ -41,6 +45,7 @@ STORAGE_FAILED = (
     "Sorry — I couldn't save this conversation just now, so I stopped. "
     "Please send your message again in a minute."
 )
+RESUME_EVENT = "resume:"  # + a turn id: the queued resumption of a turn interrupted by a crash
 PLACEHOLDER_ATTEMPTS = 3
 SHUTDOWN_GRACE_S = 3.0
 
@@ -48,7 +53,7 @@ SessionFor = Callable[[InboundMessage, str, str], Awaitable[str]]
 
 
 @dataclass(slots=True)
-class _Outcome:
+class Outcome:
     status: str = "failed"
     text: str = APOLOGY
     display: tuple[Mapping[str, Any], ...] = ()
@@ -76,19 +81,26 @@ class TurnRunner:
         self.session_for = session_for
         self.persona = persona
         self.timeout_s = timeout_s
+        self.resumer: TurnResumer | None = None  # set by the gateway
 
     async def run(self, batch: list[InboundMessage], control: TurnSignal) -> None:
+        while batch and batch[0].event_id.startswith(RESUME_EVENT) and self.resumer is not None:
+            # queued at start (bot/recovery.py), before any new message of the conversation
+            await self.resumer.resume_turn(batch[0].event_id.removeprefix(RESUME_EVENT), control)
+            batch = batch[1:]
+        if not batch:
+            return
         last = batch[-1]
         channel = self.channels[last.chat.channel]
         delivery = Delivery(channel, last.chat, reply_to=last.message_id, recipient=last.user_id)
         turn_id = uuid.uuid4().hex
-        outcome = _Outcome()
+        outcome = Outcome()
         recorded = False
         try:
             if not await self._post_placeholder(delivery, batch):
                 return
             if control.stopped:
-                outcome = _Outcome("stopped", STOPPED)
+                outcome = Outcome("stopped", STOPPED)
             else:
                 persona = self.personas.get(self.persona)  # pinned for the whole turn
                 session_id = await self.session_for(last, persona.name, persona.version)
@@ -110,14 +122,14 @@ class TurnRunner:
                     conversation_key=last.conversation_key,
                     text=_combine(batch, _user_text_masker(self.coordinator)),
                 )
-                outcome = await self._work(turn, delivery, control)
+                outcome = await self.work(turn, delivery, control)
             try:
                 await delivery.finish(outcome.text, outcome.display)
             except ChannelError as exc:
                 log.error("turn %s ended but its final edit failed: %s", turn_id, exc)
                 outcome.status, outcome.error = "failed", f"delivery: {exc}"
         except asyncio.CancelledError:
-            outcome = _Outcome("failed", INTERRUPTED, error="interrupted by shutdown")
+            outcome = Outcome("failed", INTERRUPTED, error="interrupted by shutdown")
             if delivery.handles:
                 try:
                     async with asyncio.timeout(SHUTDOWN_GRACE_S):
@@ -143,7 +155,7 @@ class TurnRunner:
                     if outcome.text != STORAGE_FAILED:  # else the failure is logged already
                         log.error("turn %s ended but was not recorded: %s", turn_id, exc)
 
-    async def _storage_failed(self, batch: list[InboundMessage], exc: StorageError) -> _Outcome:
+    async def _storage_failed(self, batch: list[InboundMessage], exc: StorageError) -> Outcome:
         """The messages are in no store: say so in the log, ask the user to send them again, and
         release their claims so a platform's retry is answered."""
         log.error(
@@ -157,33 +169,43 @@ class TurnRunner:
                 await self.dedup.release(message.event_id)
         except StorageError:
             pass  # the same failure, logged above; the claims expire with their TTL
-        return _Outcome("failed", STORAGE_FAILED, error=f"storage: {exc}")
+        return Outcome("failed", STORAGE_FAILED, error=f"storage: {exc}")
 
-    async def _work(self, turn: TurnInput, delivery: Delivery, control: TurnSignal) -> _Outcome:
-        control.work = asyncio.create_task(self.coordinator.run_turn(turn, delivery.on_event))
+    async def work(
+        self,
+        turn: TurnInput,
+        delivery: Delivery,
+        control: TurnSignal,
+        replay: ReplayPoint | None = None,
+    ) -> Outcome:
+        """The coordinator's part of a turn (new, or resumed from `replay`), within its deadline;
+        a stop, a timeout or a failure becomes what the placeholder says."""
+        control.work = asyncio.create_task(
+            self.coordinator.run_turn(turn, delivery.on_event, replay)
+        )
         try:
             async with asyncio.timeout(self.timeout_s):
                 result = await control.work
         except asyncio.CancelledError:
             if asyncio.current_task().cancelling():  # type: ignore[union-attr]
                 raise  # shutdown (awaiting the work cancelled it too)
-            return _Outcome("stopped", STOPPED)
+            return Outcome("stopped", STOPPED)
         except StorageError:
             raise  # the turn ends with its own note (see `run`)
         except TimeoutError:
             log.warning("turn %s timed out after %ss", turn.turn_id, self.timeout_s)
-            return _Outcome("failed", TIMED_OUT, error="turn timeout")
+            return Outcome("failed", TIMED_OUT, error="turn timeout")
         except ProviderError as exc:
             log.error("turn %s failed: model provider: %s", turn.turn_id, exc)
-            return _Outcome("failed", f"Sorry — {exc.user_message}", error=_describe(exc))
+            return Outcome("failed", f"Sorry — {exc.user_message}", error=_describe(exc))
         except Exception as exc:
             if (fault := _storage_fault(exc)) is not None:
                 raise fault from exc  # a tool's audit row, say, failed inside a task group
             log.exception("turn %s failed", turn.turn_id)
-            return _Outcome("failed", APOLOGY, error=_describe(exc))
+            return Outcome("failed", APOLOGY, error=_describe(exc))
         finally:
             control.work = None
-        return _Outcome("completed", result.text, tuple(result.display))
+        return Outcome("completed", result.text, tuple(result.display))
 
     async def _post_placeholder(self, delivery: Delivery, batch: list[InboundMessage]) -> bool:
         """Post it, waiting out rate limits; if it cannot be posted, let a redelivery try again.

@@ -187,7 +187,8 @@ def test_unknown_nested_key(tmp_path: Path) -> None:
     assert message == (
         f"{tmp_path / 'config.yaml'}: agent.max_round: unknown key; expected one of: "
         "context_budget_tokens, default_timezone, max_rounds, max_workers, max_workers_total, "
-        "tool_timeout_s, turn_timeout_s, worker_result_chars, worker_timeout_s"
+        "resume_max_age_s, resume_max_attempts, tool_timeout_s, turn_timeout_s, "
+        "worker_result_chars, worker_timeout_s"
     )
     message = error_of(tmp_path, "channels: {websocket: {origins: []}}\n")
     assert message.endswith(

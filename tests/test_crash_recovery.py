@@ -1,6 +1,8 @@
-"""A `bot serve` killed with SIGKILL mid-turn, then started again: the placeholder it left on
-"Thinking…" is edited into a short note, and Telegram's redelivery of the same update is not
-answered a second time (the event claim is durable in SQLite)."""
+"""A `bot serve` killed with SIGKILL mid-turn, after a payment order was created, then started
+again: the turn is resumed into the same Telegram placeholder, the recorded tool result is
+replayed (the order is not created twice), the model goes on, and the user gets one answer.
+Telegram's redelivery of the same update is not answered a second time (the event claim is
+durable in SQLite)."""
 
 from __future__ import annotations
 
@@ -15,60 +17,51 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
-from aiohttp import web
 
-from bot.recovery import INTERRUPTED_BY_CRASH
+from tests.fake_llm import Call, Reply, llm_config
+from tests.fake_openai import FakeOpenAI
 from tests.telegram_fake import TOKEN, FakeBotAPI
 
-ROOT = Path(__file__).resolve().parent.parent
+# Two `bot serve` starts, each importing the SDKs: on a loaded 2-core machine a start alone has
+# taken 20 s, so this test gets more than the suite's minute.
+pytestmark = pytest.mark.timeout(240)
+START_S = 90.0
 CHAT = 4242
-
-
-class StallingModel:
-    """An OpenAI-compatible server that takes each request and never answers."""
-
-    def __init__(self) -> None:
-        self.requests = 0
-        self.arrived = asyncio.Event()
-        self._runner: web.AppRunner | None = None
-        self.url = ""
-
-    async def start(self) -> None:
-        app = web.Application()
-        app.router.add_post("/v1/chat/completions", self._stall)
-        self._runner = web.AppRunner(app, shutdown_timeout=0.1)
-        await self._runner.setup()
-        site = web.TCPSite(self._runner, "127.0.0.1", 0)
-        await site.start()
-        self.url = f"http://127.0.0.1:{self._runner.addresses[0][1]}/v1"
-
-    async def close(self) -> None:
-        if self._runner is not None:
-            await self._runner.cleanup()
-
-    async def _stall(self, request: web.Request) -> web.StreamResponse:
-        self.requests += 1
-        self.arrived.set()
-        await asyncio.Event().wait()  # the model "thinks" until the process is killed
-        raise AssertionError("unreachable")
+PAY = Call("create_payment", '{"service": "ASSESSMENT", "category": "GENERAL", "method": "CARD"}')
+ANSWER = "Your order is ready: pay 100.00 USD with the link before it expires."
+PERSONA = """---
+name: default
+description: Sells assessments.
+tools: [create_payment]
+---
+You sell assessments.
+"""
 
 
 @pytest.fixture
-async def servers() -> AsyncIterator[tuple[FakeBotAPI, StallingModel]]:
-    fake, model = FakeBotAPI(interval_s=0.05), StallingModel()
+async def servers() -> AsyncIterator[tuple[FakeBotAPI, FakeOpenAI]]:
+    fake = FakeBotAPI(interval_s=0.05)
     await fake.start()
-    await model.start()
-    yield fake, model
+    async with FakeOpenAI() as model:
+        yield fake, model
     await fake.close()
-    await model.close()
 
 
-def _serve(tmp_path: Path, fake: FakeBotAPI, model: StallingModel) -> subprocess.Popen[bytes]:
+def _serve(tmp_path: Path, fake: FakeBotAPI, model: FakeOpenAI) -> subprocess.Popen[bytes]:
+    personas = tmp_path / "personas"
+    personas.mkdir(exist_ok=True)
+    (personas / "default.md").write_text(PERSONA)
     config = {
         "server": {"port": 0},
         "storage": {"path": str(tmp_path / "bot.db")},
-        "personas": {"dirs": [str(ROOT / "personas")]},
-        "llm": {"provider": "openai", "base_url": model.url, "api_key": "test", "max_retries": 0},
+        "personas": {"dirs": [str(personas)]},
+        "llm": llm_config("openai", model, max_retries=0, first_token_timeout_s=60),
+        "tools": {
+            "payment": {
+                "prices": {"ASSESSMENT": {"GENERAL": 100}},
+                "provider_url": "https://pay.example/{order_id}",
+            }
+        },
         "channels": {
             "telegram": {
                 "enabled": True,
@@ -89,17 +82,22 @@ def _serve(tmp_path: Path, fake: FakeBotAPI, model: StallingModel) -> subprocess
         )
 
 
-async def test_a_killed_turn_leaves_no_placeholder_and_no_second_answer(
-    tmp_path: Path, servers: tuple[FakeBotAPI, StallingModel]
+def _rows(tmp_path: Path, sql: str) -> list[tuple[object, ...]]:
+    with sqlite3.connect(tmp_path / "bot.db") as db:
+        return db.execute(sql).fetchall()
+
+
+async def test_a_killed_turn_is_resumed_into_its_placeholder_without_paying_twice(
+    tmp_path: Path, servers: tuple[FakeBotAPI, FakeOpenAI]
 ) -> None:
     fake, model = servers
-    update = fake.message(CHAT, "what is the meaning of life?")
+    # the order is created, then the model "thinks" about it until the process is killed
+    model.add(Reply(calls=[PAY]), Reply(stall_after=0))
+    update = fake.message(CHAT, "I want to pay for the assessment by card")
     fake.push(update)
     first = _serve(tmp_path, fake, model)
     try:
-        await fake.wait_for(lambda: bool(fake.ok(CHAT, "sendMessage")), timeout=30)
-        async with asyncio.timeout(30):
-            await model.arrived.wait()  # the turn is recorded and the model is working
+        await model.wait_requests(2, timeout=START_S)
     finally:
         os.kill(first.pid, signal.SIGKILL)
         await asyncio.to_thread(first.wait)
@@ -107,24 +105,31 @@ async def test_a_killed_turn_leaves_no_placeholder_and_no_second_answer(
     assert placeholder.params["text"] == "Thinking…"
     placeholder_id = placeholder.message_id
     assert placeholder_id is not None
+    orders = _rows(tmp_path, "select id from orders")
+    assert len(orders) == 1
+    order_id = str(orders[0][0])
 
     # Telegram redelivers the unconfirmed update; a new command comes after it.
+    model.add(Reply(text=[ANSWER]))
     fake.push(update)
     fake.push(fake.message(CHAT, "/help"))
     second = _serve(tmp_path, fake, model)
     try:
-        await fake.wait_for(lambda: len(fake.ok(CHAT, "sendMessage")) >= 2, timeout=30)
-        await fake.wait_for(lambda: bool(fake.ok(CHAT, "editMessageText")), timeout=30)
+        await fake.wait_for(lambda: fake.messages.get((CHAT, placeholder_id)) == ANSWER, START_S)
+        await fake.wait_for(lambda: len(fake.ok(CHAT, "sendMessage")) >= 2, timeout=START_S)
     finally:
         second.send_signal(signal.SIGINT)
-        await asyncio.to_thread(second.wait, 30)
-    edits = fake.ok(CHAT, "editMessageText")
-    assert [e.params["message_id"] for e in edits] == [placeholder_id]
-    assert fake.messages[(CHAT, placeholder_id)] == INTERRUPTED_BY_CRASH
+        await asyncio.to_thread(second.wait, START_S)
+
+    assert len(model.requests) == 3
+    resumed = model.requests[2].body["messages"]
+    tool_results = [m for m in resumed if m["role"] == "tool"]
+    assert len(tool_results) == 1 and order_id in tool_results[0]["content"]  # replayed
+    assert [m["content"] for m in resumed if m["role"] == "user"] == [update["message"]["text"]]
+    assert _rows(tmp_path, "select count(*) from orders") == [(1,)]  # not created twice
+    edited = {e.params["message_id"] for e in fake.ok(CHAT, "editMessageText")}
+    assert edited == {placeholder_id}
     sends = [c.params["text"] for c in fake.ok(CHAT, "sendMessage")]
     assert sends[0] == "Thinking…" and "Commands" in sends[1]
     assert len(sends) == 2, sends  # the redelivered question got no second placeholder or answer
-    assert model.requests == 1
-    with sqlite3.connect(tmp_path / "bot.db") as db:
-        rows = db.execute("select status from turns").fetchall()
-    assert rows == [("failed",)]
+    assert _rows(tmp_path, "select status, resume_attempts from turns") == [("completed", 1)]

@@ -157,7 +157,7 @@ async def test_turns_left_running_by_a_killed_process_are_closed_at_start(tmp_pa
         rows = db.execute("select id, status, error from turns order by id").fetchall()
     # a Telegram turn is left to the next `bot serve`, which can still edit its placeholder
     assert rows == [
-        ("t1", "failed", "interrupted: the gateway stopped mid-turn"),
+        ("t1", "failed", "not resumed: no placeholder was recorded"),
         ("t2", "running", None),
     ]
 

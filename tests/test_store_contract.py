@@ -2,17 +2,19 @@
 
 The agent-facing parts (messages, audit, usage, memories) are covered in test_storage.py; this
 file covers what the gateway adds: event claims, active sessions across `/new`, turns and the
-placeholder handle they keep for recovery.
+placeholder handle they keep for recovery, and what resuming an interrupted turn reads.
 """
 
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Callable
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
 from adapters.base import ChatRef, MessageHandle
+from agent.types import AuditRecord, Message, ToolCall
 from bot.storage import SqliteStore
 from bot.storage.base import Store
 from bot.storage.turns import handle_from_record, handle_record
@@ -82,3 +84,66 @@ async def test_the_conversation_chat_is_where_its_last_turn_was(store: Store) ->
     await _turn(store, "t1", MessageHandle(ChatRef("telegram", "42"), "5"))
     await _turn(store, "t2", MessageHandle(ChatRef("telegram", "42", "topic-3"), "6"))
     assert await store.conversation_chat("telegram:42") == ChatRef("telegram", "42", "topic-3")
+
+
+async def test_begin_resume_counts_attempts_of_running_turns_only(store: Store) -> None:
+    handle = MessageHandle(ChatRef("telegram", "42"), "5")
+    await _turn(store, "t1", handle)
+    first = await store.begin_resume("t1")
+    assert first is not None
+    assert first["resume_attempts"] == 1 and first["user_id"] == "7"
+    assert first["agent_id"] == "default" and first["conversation_key"] == "telegram:42"
+    assert handle_from_record(first["placeholder"]) == handle
+    second = await store.begin_resume("t1")
+    assert second is not None and second["resume_attempts"] == 2
+    await store.finish_turn("t1", status="failed", error="not resumed")
+    assert await store.begin_resume("t1") is None  # finished: nobody takes it up again
+    assert await store.begin_resume("no-such-turn") is None
+
+
+async def test_a_turns_tool_calls_come_back_in_order_with_their_extra(store: Store) -> None:
+    session = await store.active_session(**SESSION)
+    other = await store.active_session(**SESSION | {"user_id": "8"})
+    card = {"display": [{"type": "card", "title": "Order 7"}]}
+    for call_id, where, turn_id, extra in (
+        ("c1", session, "t1", card),
+        ("c2", session, "t1", {}),
+        ("c3", other, "t1", {}),  # a specialist's session: not the coordinator's calls
+        ("c4", session, "t2", {}),
+    ):
+        record = AuditRecord(where, turn_id, call_id, "pay", "{}", f"r-{call_id}", True, 1.0)
+        await store.record_tool_call(replace(record, extra=extra))
+    rows = await store.turn_tool_calls("t1", session)
+    assert [(r["call_id"], r["result"], bool(r["ok"]), r["extra"]) for r in rows] == [
+        ("c1", "r-c1", True, card),
+        ("c2", "r-c2", True, {}),
+    ]
+
+
+async def test_running_worker_sessions_are_the_specialists_left_running(store: Store) -> None:
+    parent = await store.active_session(**SESSION)
+    worker = await store.create_session(
+        agent_id="specialist-research", parent_session_id=parent, **SESSION
+    )
+    done = await store.create_session(
+        agent_id="specialist-research", parent_session_id=parent, **SESSION
+    )
+    await store.set_session_status(worker, "running")
+    await store.set_session_status(done, "completed")
+    rows = await store.running_worker_sessions()
+    assert [(r["id"], r["agent_id"], r["user_id"]) for r in rows] == [
+        (worker, "specialist-research", "7")
+    ]
+    assert rows[0]["conversation_key"] == "telegram:42" and rows[0]["channel"] == "telegram"
+
+
+async def test_a_turns_messages_are_kept_with_its_id(store: Store) -> None:
+    """Resuming reads a turn's own steps back from the session's history."""
+    session = await store.active_session(**SESSION)
+    call = ToolCall("c1", "pay", "{}")
+    await store.append_messages(session, "t0", [Message("user", "earlier")])
+    await store.append_messages(session, "t1", [Message("user", "pay")])
+    await store.append_messages(session, "t1", [Message("assistant", "", tool_calls=(call,))])
+    history = await store.load_history(session)
+    own = [m for turn_id, m in history if turn_id == "t1"]
+    assert [(m.role, m.tool_calls) for m in own] == [("user", ()), ("assistant", (call,))]

@@ -63,7 +63,7 @@ async def agent_tool(
     )
 
 
-@tool(name="SendMessage")
+@tool(name="SendMessage", idempotent=True)
 async def send_message(ctx: ToolContext, message: str) -> str:
     """Show the user a short interim note while you keep working (e.g. "Checking two sources — one moment"). It updates your reply in place; it is not a separate message, and your final answer replaces it, so never repeat the final answer here.
 
@@ -77,7 +77,7 @@ async def send_message(ctx: ToolContext, message: str) -> str:
     return "shown to the user; continue with the task and finish with your answer"
 
 
-@tool(name="TaskStop")
+@tool(name="TaskStop", idempotent=True)
 async def task_stop(ctx: ToolContext, task_id: str) -> ToolResult:
     """Stop a running specialist task (from AgentTool with background=true); its status becomes killed and its result is never delivered.
 

@@ -46,6 +46,10 @@ class Tool:
     max_result_chars: int | None = None
     mask_pii: bool = True
     status: str | None = None  # declared by @tool(status=...); None: made from the description
+    # Safe to run again with the same arguments (it reads, or its write replaces itself): a turn
+    # resumed after a crash re-runs such a call that had started but left no result; any other
+    # call in that state makes the turn unresumable (bot/resume.py).
+    idempotent: bool = False
 
     @property
     def status_text(self) -> str:
@@ -73,6 +77,7 @@ def tool(
     max_result_chars: int | None = None,
     mask_pii: bool = True,
     status: str | None = None,
+    idempotent: bool = False,
 ) -> Callable[[ToolFn], Tool]: ...
 
 
@@ -84,18 +89,21 @@ def tool(
     max_result_chars: int | None = None,
     mask_pii: bool = True,
     status: str | None = None,
+    idempotent: bool = False,
 ) -> Tool | Callable[[ToolFn], Tool]:
     """Turn an async function `(ctx, ...)` into a `Tool`; usable as `@tool` and `@tool(...)`.
 
     `mask_pii=False` lets the tool's output reach the model unmasked (see `tools.pii`); a
     parameter named after a Python keyword plus `_` (`from_`) is called `from` in the schema.
     `status` is the line users see while the tool runs ("Checking the time"); by default it is
-    made from the docstring's first clause.
+    made from the docstring's first clause. `idempotent=True` declares that running the call
+    twice does no harm (a read, or a write that replaces itself): a turn resumed after a crash
+    may then run again a call whose result was never recorded.
     """
 
     def make(f: ToolFn) -> Tool:
         tool = _build(f, name or f.__name__, timeout_s, max_result_chars)
-        return dataclasses.replace(tool, mask_pii=mask_pii, status=status)
+        return dataclasses.replace(tool, mask_pii=mask_pii, status=status, idempotent=idempotent)
 
     return make(fn) if fn is not None else make
 

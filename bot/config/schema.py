@@ -75,6 +75,8 @@ class AgentConfig(_Section):
     worker_result_chars: int = Field(6000, ge=100)
     context_budget_tokens: int = Field(24000, ge=1000)
     default_timezone: str = "UTC"
+    resume_max_age_s: float = Field(900, ge=0)
+    resume_max_attempts: int = Field(2, ge=0, le=10)
 
     @field_validator("default_timezone")
     @classmethod

@@ -64,6 +64,20 @@ class GatewayStore(AgentStore, Protocol):
 
     async def unfinished_turns(self) -> list[dict[str, Any]]: ...
 
+    async def begin_resume(self, turn_id: str) -> dict[str, Any] | None:
+        """If the turn is still `running`: add one to its `resume_attempts` and return it, with
+        its session's `user_id` and `agent_id`, in one transaction. Else None."""
+        ...
+
+    async def turn_tool_calls(self, turn_id: str, session_id: str) -> list[dict[str, Any]]:
+        """Audit rows (`call_id`, `tool_name`, `result`, `ok`, `extra` as a dict) of one
+        session's calls in the turn, oldest first."""
+        ...
+
+    async def running_worker_sessions(self) -> list[dict[str, Any]]:
+        """Sessions with a parent (specialists) whose status is still `running`."""
+        ...
+
     async def conversation_chat(self, conversation_key: str) -> ChatRef | None: ...
 
 

@@ -111,11 +111,19 @@ def _v4_event_claims(db: Database) -> None:
     db.table("turns").create_index(["status"])  # unfinished turns, at start
 
 
+def _v5_resume_attempts(db: Database) -> None:
+    # How often a turn interrupted by a crash was taken up again: a turn that crashes the
+    # process each time is given up after a few, not resumed forever.
+    db.table("turns").add_column("resume_attempts", int, not_null_default=0)
+    db.table("chat_sessions").create_index(["status"])  # specialists left running, at start
+
+
 MIGRATIONS: tuple[Callable[[Database], None], ...] = (
     _v1_core_tables,
     _v2_titles_and_audit_extra,
     _v3_memory_scope_and_orders,
     _v4_event_claims,
+    _v5_resume_attempts,
 )
 
 

@@ -18,6 +18,21 @@ _UNFINISHED = "SELECT * FROM turns WHERE status = 'running' ORDER BY rowid"
 _LAST_PLACEHOLDER = (
     "SELECT placeholder FROM turns WHERE conversation_key = ? ORDER BY rowid DESC LIMIT 1"
 )
+_RESUME = (
+    "UPDATE turns SET resume_attempts = resume_attempts + 1 WHERE id = ? AND status = 'running'"
+)
+_TURN_AND_CALLER = (
+    "SELECT t.*, s.user_id, s.agent_id FROM turns t JOIN chat_sessions s ON s.id = t.session_id"
+    " WHERE t.id = ?"
+)
+_TURN_CALLS = (
+    "SELECT call_id, tool_name, result, ok, extra FROM audit_logs"
+    " WHERE session_id = ? AND turn_id = ? ORDER BY id"
+)
+_RUNNING_WORKERS = (
+    "SELECT * FROM chat_sessions WHERE status = 'running' AND parent_session_id IS NOT NULL"
+    " ORDER BY rowid"
+)
 _FINISH_TURN = (
     "UPDATE turns SET status = ?, final_text = ?, error = ?, finished_at = ? WHERE id = ?"
 )
@@ -62,6 +77,24 @@ class TurnLog(StoreConnection):
             _decode(turn)
         return rows
 
+    async def begin_resume(self, turn_id: str) -> dict[str, Any] | None:
+        """Take up a turn interrupted by a crash: count the attempt and return the turn (with
+        its session's `user_id` and `agent_id`); None when it is no longer `running`."""
+        row = await self._run(self._begin_resume_db, turn_id)
+        return None if row is None else _decode(row)
+
+    async def turn_tool_calls(self, turn_id: str, session_id: str) -> list[dict[str, Any]]:
+        """The audit rows of one session's calls in a turn, oldest first; `extra` decoded."""
+        rows = await self._run(self._select, _TURN_CALLS, session_id, turn_id)
+        for row in rows:
+            row["extra"] = json.loads(row["extra"]) if row["extra"] else {}
+        return rows
+
+    async def running_worker_sessions(self) -> list[dict[str, Any]]:
+        """Specialist sessions still `running` (left so by a process that died, in embedded
+        mode), oldest first."""
+        return await self._run(self._select, _RUNNING_WORKERS)
+
     async def conversation_chat(self, conversation_key: str) -> ChatRef | None:
         """Where the conversation's newest turn was answered (to deliver follow-ups there)."""
         row = await self._one(_LAST_PLACEHOLDER, conversation_key)
@@ -75,6 +108,13 @@ class TurnLog(StoreConnection):
         return None if turn is None else _decode(turn)
 
     # -- the SQL, one short transaction each --------------------------------------------
+    def _begin_resume_db(self, turn_id: str) -> dict[str, Any] | None:
+        with self._transaction() as conn:
+            if conn.execute(_RESUME, (turn_id,)).rowcount == 0:
+                return None
+            rows = self._select(_TURN_AND_CALLER, turn_id)
+        return rows[0] if rows else None
+
     def _create_turn_db(
         self,
         turn: tuple[str, str, str, str],

@@ -33,7 +33,7 @@ def _zone(name: str) -> zoneinfo.ZoneInfo:
         return zoneinfo.ZoneInfo(canonical)
 
 
-@tool
+@tool(idempotent=True)
 async def get_current_datetime(
     ctx: ToolContext,
     timezone: str | None = None,

@@ -27,7 +27,7 @@ async def _memories(ctx: ToolContext, query: str) -> list[str]:
     return [str(row["content"]) for row in relevant(await user_rows(ctx), query)]
 
 
-@tool
+@tool(idempotent=True)
 async def search_knowledge(
     ctx: ToolContext, query: str, category: str | None = None
 ) -> dict[str, Any]:
@@ -82,7 +82,7 @@ def _overlap(question: list[str], domain: set[str]) -> list[str]:
     ]
 
 
-@tool
+@tool(idempotent=True)
 async def check_off_topic(ctx: ToolContext, question: str) -> dict[str, Any]:
     """Check whether a question is inside this bot's subject, before answering something unrelated.
 

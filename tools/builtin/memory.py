@@ -19,7 +19,7 @@ INTAKE_IMPORTANCE = 80
 _TYPES: dict[str, Any] = {"string": str, "integer": int, "number": float, "boolean": bool}
 
 
-@tool
+@tool(idempotent=True)  # the same sentence again updates its row
 async def save_user_memory(
     ctx: ToolContext, memory_type: MemoryType, content: str, category: str | None = None
 ) -> dict[str, Any]:
@@ -37,7 +37,7 @@ async def save_user_memory(
     return {"success": True, "memory_id": memory_id, "message": "Saved; I will remember this."}
 
 
-@tool
+@tool(idempotent=True)
 async def get_user_context(ctx: ToolContext, query: str) -> dict[str, Any]:
     """Recall what is known about this user: memories relevant to the question, then the most
     important ones.
@@ -106,4 +106,4 @@ def intake_tool(settings: IntakeSettings | None = None) -> Tool:
         "Record the user's details for an assessment (only what they told you) and see what is "
         "still missing.\n\nArgs:\n" + "\n".join(docs)
     )
-    return tool(collect_info)
+    return tool(idempotent=True)(collect_info)  # keyed: a value again replaces itself

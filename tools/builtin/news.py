@@ -107,7 +107,7 @@ def _static(config: NewsSettings, category: str | None, limit: int) -> list[dict
     return [i.model_dump(exclude_defaults=True) for i in items[:limit]]
 
 
-@tool
+@tool(idempotent=True)
 async def fetch_news(
     ctx: ToolContext, category: str | None = None, limit: int = 5
 ) -> dict[str, Any]:

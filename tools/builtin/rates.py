@@ -70,7 +70,7 @@ async def _live_rates(
     return clean, updated
 
 
-@tool
+@tool(idempotent=True)
 async def get_exchange_rate(
     ctx: ToolContext, from_: str, to: str, amount: float | None = None
 ) -> dict[str, Any]:

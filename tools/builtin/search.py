@@ -66,7 +66,7 @@ async def _google(ctx: ToolContext, c: WebSearchSettings, q: str, lang: str | No
 BACKENDS = {"searxng": _searxng, "brave": _brave, "google": _google}
 
 
-@tool
+@tool(idempotent=True)
 async def web_search(
     ctx: ToolContext, query: str, site: str | None = None, language: str | None = None
 ) -> dict[str, Any]:

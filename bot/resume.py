@@ -1,0 +1,207 @@
+"""A turn whose process died is finished, not lost: resumed into the same placeholder, or ended
+there with a short apology when it cannot go on safely.
+
+`TurnResumer.resume_turn(turn_id)` is the one entry point: at start in embedded mode (queued on
+the turn's conversation by bot/recovery.py), or by whichever process takes over the turn when
+another process's lease on it expires. It reloads what the turn recorded (its user message,
+each model step, each tool result: see agent/replay.py), replays the recorded tool results
+instead of calling those tools again, lets the model go on, and edits the same placeholder into
+the one answer. The inbound events stay claimed, so a platform's redelivery is not answered.
+
+It gives up, with `GAVE_UP` in the placeholder, when the turn is older than `max_age_s`, has
+been taken up `max_attempts` times already (a turn that crashes the process each time must not
+crash-loop it), its persona or channel is gone, or a call that is not idempotent had started
+and left no result (it may have happened once; it must not happen twice).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+from adapters.base import Channel, ChannelError, MessageHandle, OutboundContent
+from agent.coordinator import NOT_FINISHED, TurnInput
+from agent.loop import tool_message
+from agent.personas import Persona
+from agent.replay import ReplayPoint, Unresumable, open_calls, replay_point
+from agent.types import Message
+from bot.conversations import TurnSignal
+from bot.delivery import Delivery
+from bot.storage.base import StorageError
+from bot.storage.turns import handle_from_record
+from bot.turn import INTERRUPTED, STORAGE_FAILED, Outcome, TurnRunner
+from tools.base import ToolResult
+
+log = logging.getLogger(__name__)
+
+GAVE_UP = (
+    "Sorry — the bot restarted while working on this and couldn't safely finish it. "
+    "Please send your message again."
+)
+EDIT_DEADLINE_S = 15.0  # a platform that does not answer must not hold the conversation
+
+
+@dataclass(frozen=True, slots=True)
+class ResumeSettings:
+    max_age_s: float = 900.0
+    max_attempts: int = 2
+
+
+class TurnResumer:
+    def __init__(self, runner: TurnRunner, settings: ResumeSettings) -> None:
+        self.runner = runner
+        self.settings = settings
+
+    async def resume_turn(self, turn_id: str, control: TurnSignal | None = None) -> str:
+        """Finish turn `turn_id` if it is still `running`; its final status, or "not running".
+
+        The caller holds the conversation (its queue slot or its lease): no other turn of the
+        conversation runs meanwhile. `control` lets `/stop` reach the resumed model work.
+        """
+        store = self.runner.store
+        turn = await store.begin_resume(turn_id)
+        if turn is None:
+            return "not running"
+        record = turn["placeholder"]
+        handle = handle_from_record(record) if record else None
+        channel = self.runner.channels.get(turn["channel"])
+        own: list[Message] = []
+        point: ReplayPoint | None = None
+        try:
+            rows = await store.load_history(turn["session_id"])
+            own = [message for owner, message in rows if owner == turn_id]
+            persona, reason = self._persona(turn, channel, handle)
+            if persona is not None:
+                calls = await store.turn_tool_calls(turn_id, turn["session_id"])
+                allowed = self.runner.coordinator.prepare(persona).allowed
+                try:
+                    point = replay_point(own, calls, self.runner.coordinator.registry, allowed)
+                except Unresumable as exc:
+                    reason = str(exc)
+        except StorageError as exc:
+            log.error(
+                "turn %s cannot be resumed now (storage: %s); next start tries again", turn_id, exc
+            )
+            return "running"
+        if reason is not None or point is None or persona is None:
+            await self._give_up(turn, channel, handle, own, reason or "nothing to resume")
+            return "failed"
+        assert channel is not None and handle is not None  # else `_persona` gave a reason
+        log.info(
+            "resuming turn %s in %s (attempt %d)",
+            turn_id,
+            turn["conversation_key"],
+            turn["resume_attempts"],
+        )
+        return await self._finish(turn, persona, channel, handle, point, control or TurnSignal())
+
+    def _persona(
+        self, turn: dict[str, Any], channel: Channel | None, handle: MessageHandle | None
+    ) -> tuple[Persona | None, str | None]:
+        """The turn's persona, or why the turn cannot go on (before anything is read)."""
+        if turn["resume_attempts"] > self.settings.max_attempts:
+            return None, f"taken up {turn['resume_attempts'] - 1} times already"
+        started = datetime.fromisoformat(turn["created_at"])
+        age = (datetime.now(UTC) - started).total_seconds()
+        if age > self.settings.max_age_s:
+            return (
+                None,
+                f"too old ({age:.0f} s; agent.resume_max_age_s is {self.settings.max_age_s:g})",
+            )
+        if channel is None:
+            return None, f"channel {turn['channel']!r} is not running here"
+        if handle is None:
+            return None, "no placeholder was recorded"
+        try:
+            return self.runner.personas.get(turn["agent_id"]), None
+        except KeyError as exc:
+            return None, f"persona gone: {exc}"
+
+    async def _finish(
+        self,
+        turn: dict[str, Any],
+        persona: Persona,
+        channel: Channel,
+        handle: MessageHandle,
+        point: ReplayPoint,
+        control: TurnSignal,
+    ) -> str:
+        delivery = Delivery(channel, handle.chat, recipient=turn["user_id"])
+        delivery.adopt(handle)
+        outcome = Outcome("completed", point.final or "", point.display)
+        try:
+            if point.final is None:
+                work = TurnInput(
+                    persona=persona,
+                    session_id=turn["session_id"],
+                    turn_id=turn["id"],
+                    user_id=turn["user_id"],
+                    channel=turn["channel"],
+                    conversation_key=turn["conversation_key"],
+                    text=point.messages[0].content,
+                )
+                outcome = await self.runner.work(work, delivery, control, point)
+            await delivery.finish(outcome.text, outcome.display)
+        except ChannelError as exc:
+            log.error("turn %s resumed but its final edit failed: %s", turn["id"], exc)
+            outcome.status, outcome.error = "failed", f"delivery: {exc}"
+        except StorageError as exc:
+            outcome = Outcome("failed", STORAGE_FAILED, error=f"storage: {exc}")
+            await _say(delivery, STORAGE_FAILED)
+        except asyncio.CancelledError:
+            outcome = Outcome("failed", INTERRUPTED, error="interrupted by shutdown")
+            await _say(delivery, INTERRUPTED)
+            raise
+        finally:
+            await delivery.close()
+            final = outcome.text if outcome.status == "completed" else None
+            try:
+                await self.runner.store.finish_turn(
+                    turn["id"], status=outcome.status, final_text=final, error=outcome.error
+                )
+            except StorageError as exc:
+                log.error("turn %s ended but was not recorded: %s", turn["id"], exc)
+        return outcome.status
+
+    async def _give_up(
+        self,
+        turn: dict[str, Any],
+        channel: Channel | None,
+        handle: MessageHandle | None,
+        own: list[Message],
+        reason: str,
+    ) -> None:
+        """The apology in the placeholder; the turn's open calls closed, so the history stays
+        valid for the model; the turn `failed` with the reason."""
+        outcome = "no placeholder to edit"
+        if handle is not None and channel is not None:
+            try:
+                async with asyncio.timeout(EDIT_DEADLINE_S):
+                    await channel.edit(handle, OutboundContent(GAVE_UP), final=True)
+                outcome = "placeholder edited"
+            except (ChannelError, TimeoutError) as exc:
+                outcome = f"placeholder edit failed: {exc}"
+        store = self.runner.store
+        try:
+            closing = [
+                tool_message(call, ToolResult(NOT_FINISHED, ok=False)) for call in open_calls(own)
+            ]
+            if closing:
+                await store.append_messages(turn["session_id"], turn["id"], closing)
+            await store.finish_turn(turn["id"], status="failed", error=f"not resumed: {reason}")
+        except StorageError as exc:
+            log.error("turn %s given up but not recorded: %s", turn["id"], exc)
+        log.warning(
+            "turn %s was interrupted and is not resumed (%s): %s", turn["id"], reason, outcome
+        )
+
+
+async def _say(delivery: Delivery, text: str) -> None:
+    try:
+        async with asyncio.timeout(3.0):
+            await delivery.finish(text)
+    except (TimeoutError, ChannelError):
+        pass

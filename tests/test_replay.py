@@ -1,0 +1,74 @@
+"""`replay_point`: what an interrupted turn's records say about how it goes on."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from agent.loop import NO_ANSWER
+from agent.replay import Unresumable, replay_point
+from agent.types import Message, ToolCall
+from tools.base import ToolContext
+from tools.registry import ToolRegistry, tool
+
+
+@tool
+async def charge(ctx: ToolContext) -> str:
+    """Charge the card."""
+    return "charged"
+
+
+@tool(idempotent=True)
+async def lookup(ctx: ToolContext) -> str:
+    """Look something up."""
+    return "found"
+
+
+REGISTRY = ToolRegistry([charge, lookup])
+ALLOWED = {"charge", "lookup"}
+
+
+def _audit(call_id: str, result: str, **extra: Any) -> dict[str, Any]:
+    return {"call_id": call_id, "tool_name": "?", "result": result, "ok": 1, "extra": extra}
+
+
+def test_a_server_repeating_call_ids_does_not_get_an_earlier_rounds_result() -> None:
+    """Some compatible servers send no ids, so every round's first call is "call_0_0"."""
+    first, second = ToolCall("call_0_0", "lookup", "{}"), ToolCall("call_0_0", "charge", "{}")
+    own = [
+        Message("user", "pay"),
+        Message("assistant", "", tool_calls=(first,)),
+        Message("tool", "found", tool_call_id="call_0_0", name="lookup"),
+        Message("assistant", "", tool_calls=(second,)),
+    ]
+    with pytest.raises(Unresumable, match="charge"):
+        replay_point(own, [_audit("call_0_0", "found")], REGISTRY, ALLOWED)
+    point = replay_point(
+        own, [_audit("call_0_0", "found"), _audit("call_0_0", "charged")], REGISTRY, ALLOWED
+    )
+    assert [m.content for m in point.recovered] == ["charged"]
+    assert point.resumed is not None and point.resumed.pending == ()
+    assert point.resumed.rounds_done == 2
+
+
+def test_calls_of_the_last_step_replay_rerun_or_refuse_by_their_flag() -> None:
+    calls = (ToolCall("a", "lookup", "{}"), ToolCall("b", "nosuch", "{}"))
+    own = [Message("user", "q"), Message("assistant", "", tool_calls=calls)]
+    card = {"type": "card", "title": "T"}
+    point = replay_point(own, [_audit("x", "old", display=[card])], REGISTRY, ALLOWED)
+    assert point.resumed is not None
+    assert [c.id for c in point.resumed.pending] == ["a", "b"]  # a read; no such tool: an error
+    assert point.resumed.display == (card,)
+
+
+def test_a_recorded_answer_is_final_and_an_empty_one_gets_the_fallback() -> None:
+    own = [Message("user", "q"), Message("assistant", "A.")]
+    assert replay_point(own, [], REGISTRY, ALLOWED).final == "A."
+    own = [Message("user", "q"), Message("assistant", " ")]
+    assert replay_point(own, [], REGISTRY, ALLOWED).final == NO_ANSWER
+
+
+def test_a_turn_without_its_user_message_is_unresumable() -> None:
+    with pytest.raises(Unresumable, match="no user message"):
+        replay_point([], [], REGISTRY, ALLOWED)
