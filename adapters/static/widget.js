@@ -135,11 +135,6 @@
     module.exports = pure;
     return;
   }
-  var script = document.currentScript || document.querySelector("script[src*='widget.js']");
-  if (script && !script.hasAttribute("data-cgw-started")) {  // the same tag twice: one widget
-    script.setAttribute("data-cgw-started", "");
-    startWidget(script);
-  }
 
   var STRINGS = {
     en: { title: "Chat", open: "Open chat", close: "Close chat", input: "Write a message",
@@ -726,5 +721,12 @@
 
     return { connect: connect, scrollDown: scrollDown, send: submit,
       state: function () { return { ready: ready, refused: refused, lastSeq: lastSeq }; } };
+  }
+
+  // Last: everything above is defined by now.
+  var script = document.currentScript || document.querySelector("script[src*='widget.js']");
+  if (script && !script.hasAttribute("data-cgw-started")) {  // the same tag twice: one widget
+    script.setAttribute("data-cgw-started", "");
+    startWidget(script);
   }
 })();
