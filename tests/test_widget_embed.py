@@ -145,7 +145,7 @@ async def test_embedded_on_another_site_it_streams_the_answer_with_a_tool_line(
         line = page.locator(f"{BOT} .cgw-line[data-status='running']")
         await line.wait_for()
         assert "Checking the stock" in await line.inner_text()
-        assert await page.locator(f".cgw-row-user[data-state='sent']").count() == 1
+        assert await page.locator(".cgw-row-user[data-state='sent']").count() == 1
         await shot(page, "02-tool-running")
         await page.evaluate(
             f"""() => {{ window.seen = []; const log = {SHADOW}.querySelector('.cgw-log');
@@ -359,7 +359,7 @@ async def test_a_hostile_answer_runs_nothing_and_loads_nothing(
     site_tracker = "/tracker.png?q=secret"
     answer = (
         '<img src=x onerror="window.pwned=1"> <script>window.pwned=2</script> '
-        "[click me](javascript:window.pwned=3) <a href=\"javascript:window.pwned=4\">x</a> "
+        '[click me](javascript:window.pwned=3) <a href="javascript:window.pwned=4">x</a> '
         f"![t](TRACKER{site_tracker}) [ok](https://example.com/ok)"
     )
     provider = ScriptedProvider([])

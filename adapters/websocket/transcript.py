@@ -56,6 +56,7 @@ class UserEcho:
             while len(self._published) > self._max_ids:
                 self._published.popitem(last=False)
 
+
 def user_fields(message: InboundMessage, frame: UserText | ActionFrame) -> dict[str, Any]:
     """`message.user`'s fields: the id, the text, and for a button press which button."""
     if isinstance(frame, UserText):
