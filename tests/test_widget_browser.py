@@ -144,9 +144,19 @@ async def test_widget_renders_a_card_and_its_buttons_answer_back(
             assert "120 HKD" in await page.inner_text(".cgw-fields")
             assert await page.locator(".cgw-card img").get_attribute("src") == PIXEL
             await page.click(".cgw-card button:has-text('Confirm')")
+            # the press shows what it sent: the button stays marked, and a bubble says it
+            await page.wait_for_selector(".cgw-user.cgw-action:has-text('Confirm')")
+            pressed_button = page.locator(".cgw-card button:has-text('Confirm')")
+            assert await pressed_button.get_attribute("aria-pressed") == "true"
+            assert await pressed_button.is_disabled()
             await page.wait_for_selector(
                 ".cgw-msg.cgw-bot:not(.cgw-greeting):has-text('Confirmed.')"
             )
+            await page.reload()  # from the server's transcript: the same card, pressed
+            await page.wait_for_selector(
+                ".cgw-card button[aria-pressed='true']:has-text('Confirm')"
+            )
+            assert await page.locator(".cgw-action .cgw-text").all_inner_texts() == ["Confirm"]
             # the press reaches the model as a button press with its label, not as typed text
             pressed = provider.requests[-1].messages[-1].content
             assert (

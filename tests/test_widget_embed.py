@@ -6,17 +6,24 @@ Screenshots of the main states go to artifacts/widget/ (git ignores artifacts/).
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 
-from agent.providers.base import Provider
 from agent.providers.scripted import Reply, ScriptedProvider
-from bot.app import App
-from tests.conftest import make_config
-from tests.widget_kit import CHROMIUM, CONTRAST_JS, Link, Site, chromium, embed_page, shot
+from tests.widget_kit import (
+    BOT,
+    CHROMIUM,
+    CONTRAST_JS,
+    SHADOW,
+    MakeWorld,
+    chromium,
+    open_chat,
+    say,
+    shot,
+    worlds,
+)
 from tools.base import ToolContext
 from tools.builtin import builtin_registry
 from tools.registry import ToolRegistry, tool
@@ -25,79 +32,12 @@ pytest.importorskip("playwright.async_api", reason="playwright is not installed"
 pytestmark = pytest.mark.skipif(
     CHROMIUM is None, reason="no system Chromium (apt-get install chromium); .ci/run installs it"
 )
-BOT = ".cgw-bot:not(.cgw-greeting)"
-SHADOW = "document.querySelector('chat-gateway-widget').shadowRoot"
-
-
-class World:
-    """A bot, a site of another origin that embeds it, and optionally a cuttable link between."""
-
-    def __init__(self, tmp_path: Path) -> None:
-        self.tmp_path = tmp_path
-        self.site = Site()
-        self.app: App | None = None
-        self.link: Link | None = None
-
-    async def start(
-        self,
-        provider: Provider,
-        *,
-        allowed: bool = True,
-        link: bool = False,
-        registry: ToolRegistry | None = None,
-        personas: dict[str, Any] | None = None,
-        websocket: dict[str, Any] | None = None,
-        **data: str,
-    ) -> World:
-        await self.site.start()
-        origins = [self.site.url] if allowed else ["https://only-this.example"]
-        sections: dict[str, Any] = {
-            "channels": {"websocket": {"allowed_origins": origins, **(websocket or {})}}
-        }
-        if personas:
-            sections["personas"] = personas
-        config = make_config(self.tmp_path, **sections)
-        self.app = App(config, base_dir=self.tmp_path, provider=provider, registry=registry)
-        await self.app.__aenter__()
-        bot_url = self.app.url
-        if link:
-            assert self.app.port is not None
-            self.link = await Link(self.app.port).start()
-            bot_url = self.link.url
-        data = {"title": "Shop help", "greeting": "Hello! How can I help?", **data}
-        self.site.page = embed_page(f"{bot_url}/static/widget.js", **data)
-        return self
-
-    async def stop(self) -> None:
-        if self.link is not None:
-            await self.link.stop()
-        if self.app is not None:
-            await self.app.stop()
-        await self.site.stop()
 
 
 @pytest.fixture
-async def world(tmp_path: Path) -> AsyncIterator[Callable[..., Awaitable[World]]]:
-    made: list[World] = []
-
-    async def make(provider: Provider, **options: Any) -> World:
-        made.append(World(tmp_path))
-        return await made[-1].start(provider, **options)
-
-    yield make
-    for one in made:
-        await one.stop()
-
-
-async def open_chat(page: Any, url: str) -> None:
-    await page.goto(url)
-    await page.click(".cgw-launcher")
-    await page.wait_for_selector(".cgw-state:has-text('Online')")
-
-
-async def say(page: Any, text: str) -> None:
-    await page.fill(".cgw-input", text)
-    await page.press(".cgw-input", "Enter")
+async def world(tmp_path: Path) -> AsyncIterator[MakeWorld]:
+    async with worlds(tmp_path) as make:
+        yield make
 
 
 def stock_tool(release: asyncio.Event) -> ToolRegistry:
@@ -113,7 +53,7 @@ def stock_tool(release: asyncio.Event) -> ToolRegistry:
 
 
 async def test_embedded_on_another_site_it_streams_the_answer_with_a_tool_line(
-    world: Callable[..., Awaitable[World]], tmp_path: Path
+    world: MakeWorld, tmp_path: Path
 ) -> None:
     release = asyncio.Event()
     personas = tmp_path / "personas"
@@ -171,7 +111,7 @@ async def test_embedded_on_another_site_it_streams_the_answer_with_a_tool_line(
 
 
 async def test_the_launcher_and_panel_work_by_mouse_and_keyboard_with_readable_colours(
-    world: Callable[..., Awaitable[World]],
+    world: MakeWorld,
 ) -> None:
     w = await world(ScriptedProvider([Reply("Hello back.")]))
     async with chromium() as browser:
@@ -220,7 +160,7 @@ async def test_the_launcher_and_panel_work_by_mouse_and_keyboard_with_readable_c
 
 
 async def test_reload_and_a_second_tab_show_the_same_transcript_and_new_clears_both(
-    world: Callable[..., Awaitable[World]],
+    world: MakeWorld,
 ) -> None:
     provider = ScriptedProvider([Reply("Answer one."), Reply("Answer two.")])
     w = await world(provider)
@@ -254,7 +194,7 @@ async def test_reload_and_a_second_tab_show_the_same_transcript_and_new_clears_b
 
 
 async def test_a_message_typed_offline_is_queued_then_delivered_once(
-    world: Callable[..., Awaitable[World]],
+    world: MakeWorld,
 ) -> None:
     provider = ScriptedProvider([Reply("First."), Reply("Got it.")])
     w = await world(provider, link=True)
@@ -281,7 +221,7 @@ async def test_a_message_typed_offline_is_queued_then_delivered_once(
 
 
 async def test_a_refused_origin_is_said_once_and_not_retried(
-    world: Callable[..., Awaitable[World]],
+    world: MakeWorld,
 ) -> None:
     w = await world(ScriptedProvider([]), allowed=False)
     async with chromium() as browser:
@@ -303,7 +243,7 @@ async def test_a_refused_origin_is_said_once_and_not_retried(
         assert len(fixes) == 1 and w.site.url in fixes[0]
 
 
-async def test_a_refused_identity_is_said_once(world: Callable[..., Awaitable[World]]) -> None:
+async def test_a_refused_identity_is_said_once(world: MakeWorld) -> None:
     w = await world(ScriptedProvider([]), user_id="42", user_hash="not-the-hmac")
     async with chromium() as browser:
         page = await browser.new_page()
@@ -318,7 +258,7 @@ async def test_a_refused_identity_is_said_once(world: Callable[..., Awaitable[Wo
 
 
 async def test_too_long_and_too_fast_messages_fail_with_their_reason_and_a_retry(
-    world: Callable[..., Awaitable[World]],
+    world: MakeWorld,
 ) -> None:
     provider = ScriptedProvider([Reply("Fine."), Reply("never")])
     limits = {"max_text_chars": 40, "rate_limit_per_minute": 1}
@@ -339,7 +279,7 @@ async def test_too_long_and_too_fast_messages_fail_with_their_reason_and_a_retry
     assert len(provider.requests) == 1
 
 
-async def test_on_a_phone_the_panel_is_full_screen(world: Callable[..., Awaitable[World]]) -> None:
+async def test_on_a_phone_the_panel_is_full_screen(world: MakeWorld) -> None:
     w = await world(ScriptedProvider([]))
     async with chromium() as browser:
         context = await browser.new_context(
@@ -354,7 +294,7 @@ async def test_on_a_phone_the_panel_is_full_screen(world: Callable[..., Awaitabl
 
 
 async def test_a_hostile_answer_runs_nothing_and_loads_nothing(
-    world: Callable[..., Awaitable[World]],
+    world: MakeWorld,
 ) -> None:
     site_tracker = "/tracker.png?q=secret"
     answer = (

@@ -12,11 +12,16 @@ import asyncio
 import contextlib
 import html
 import shutil
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
 from aiohttp import web
+
+from agent.providers.base import Provider
+from bot.app import App
+from tests.conftest import make_config
+from tools.registry import ToolRegistry
 
 ROOT = Path(__file__).resolve().parent.parent
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
@@ -30,6 +35,8 @@ ARGS = [
     "--disable-component-update",
     "--disable-sync",
 ]
+BOT = ".cgw-bot:not(.cgw-greeting)"  # the bot's bubbles, not the widget's own greeting
+SHADOW = "document.querySelector('chat-gateway-widget').shadowRoot"
 # A host page that tries hard to break whatever it embeds: the widget's Shadow DOM must hold.
 HOSTILE_CSS = (
     "* { color: #f0f !important; font-size: 40px !important; font-family: serif !important; }"
@@ -46,7 +53,7 @@ def embed_page(script_src: str, **data: str) -> str:
         '<!doctype html><html lang="en"><head><meta charset="utf-8">'
         '<meta name="viewport" content="width=device-width, initial-scale=1">'
         f"<title>A shop</title><style>{HOSTILE_CSS}</style></head>"
-        '<body><h1>A shop that embeds the chat</h1><div id="chat" style="height: 30rem"></div>'
+        '<body><h1>A shop that embeds the chat</h1><div id="chat" style="height: 480px"></div>'
         f'<script src="{html.escape(script_src, quote=True)}"{attributes} defer></script>'
         "</body></html>"
     )
@@ -137,6 +144,72 @@ class Link:
         writer.close()
 
 
+class World:
+    """A bot, a site of another origin that embeds it, and optionally a cuttable link between."""
+
+    def __init__(self, tmp_path: Path) -> None:
+        self.tmp_path = tmp_path
+        self.site = Site()
+        self.app: App | None = None
+        self.link: Link | None = None
+
+    async def start(
+        self,
+        provider: Provider,
+        *,
+        allowed: bool = True,
+        link: bool = False,
+        registry: ToolRegistry | None = None,
+        personas: dict[str, Any] | None = None,
+        websocket: dict[str, Any] | None = None,
+        **data: str,
+    ) -> World:
+        await self.site.start()
+        origins = [self.site.url] if allowed else ["https://only-this.example"]
+        sections: dict[str, Any] = {
+            "channels": {"websocket": {"allowed_origins": origins, **(websocket or {})}}
+        }
+        if personas:
+            sections["personas"] = personas
+        config = make_config(self.tmp_path, **sections)
+        self.app = App(config, base_dir=self.tmp_path, provider=provider, registry=registry)
+        await self.app.__aenter__()
+        bot_url = self.app.url
+        if link:
+            assert self.app.port is not None
+            self.link = await Link(self.app.port).start()
+            bot_url = self.link.url
+        data = {"title": "Shop help", "greeting": "Hello! How can I help?", **data}
+        self.site.page = embed_page(f"{bot_url}/static/widget.js", **data)
+        return self
+
+    async def stop(self) -> None:
+        if self.link is not None:
+            await self.link.stop()
+        if self.app is not None:
+            await self.app.stop()
+        await self.site.stop()
+
+
+MakeWorld = Callable[..., Awaitable[World]]
+
+
+@contextlib.asynccontextmanager
+async def worlds(tmp_path: Path) -> AsyncIterator[MakeWorld]:
+    """`w = await make(provider, **options)` as often as a test needs; all stopped after it."""
+    made: list[World] = []
+
+    async def make(provider: Provider, **options: Any) -> World:
+        made.append(World(tmp_path))
+        return await made[-1].start(provider, **options)
+
+    try:
+        yield make
+    finally:
+        for one in made:
+            await one.stop()
+
+
 @contextlib.asynccontextmanager
 async def chromium() -> AsyncIterator[Any]:
     from playwright.async_api import async_playwright
@@ -147,6 +220,17 @@ async def chromium() -> AsyncIterator[Any]:
             yield browser
         finally:
             await browser.close()
+
+
+async def open_chat(page: Any, url: str) -> None:
+    await page.goto(url)
+    await page.click(".cgw-launcher")
+    await page.wait_for_selector(".cgw-state:has-text('Online')")
+
+
+async def say(page: Any, text: str) -> None:
+    await page.fill(".cgw-input", text)
+    await page.press(".cgw-input", "Enter")
 
 
 async def shot(page: Any, name: str) -> None:
