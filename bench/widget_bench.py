@@ -29,6 +29,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # runnable from
 
 from aiohttp import web
 
+from adapters.websocket.static import widget_script
 from agent.providers.scripted import ScriptedProvider
 from bot.app import App
 from bot.config import load_config
@@ -47,8 +48,8 @@ CHAT_READY = """() => { const r = document.querySelector('chat-gateway-widget').
 
 def sizes() -> list[tuple[str, int, int, int]]:
     rows = []
-    for name in ("widget.js", "widget.css"):
-        body = (STATIC / name).read_bytes()
+    served = {"widget.js": widget_script(), "widget.css": (STATIC / "widget.css").read_bytes()}
+    for name, body in served.items():
         rows.append((name, len(body), len(gzip.compress(body, 6)), len(gzip.compress(body, 9))))
     return rows
 

@@ -18,6 +18,7 @@ from aiohttp import WSMsgType, web
 
 from adapters.base import Action, ChatRef, InboundMessage, OutboundContent
 from adapters.websocket import WebSocketChannel, user_hash
+from adapters.websocket.static import widget_script
 from tests.conftest import Running
 
 ORIGIN = "http://127.0.0.1:8080"
@@ -441,7 +442,7 @@ async def test_demo_page_and_widget_are_served(harness: Harness) -> None:
 
 
 def test_widget_builds_html_only_from_escaped_text() -> None:
-    source = (STATIC / "widget.js").read_text(encoding="utf-8")
+    source = widget_script().decode()
     assert "function escapeHtml(" in source
     assert "function renderMarkdown(" in source
     # The one innerHTML write goes through the renderer; everything else uses textContent.
@@ -464,7 +465,7 @@ def test_widget_markdown_never_renders_markup_or_images() -> None:
         "```\n<script>alert(1)</script>\n```",
     ]
     script = (
-        f"const w = require({json.dumps(str(STATIC / 'widget.js'))});"
+        f"const w = require({json.dumps(str(STATIC / 'widget' / 'markdown.js'))});"
         f"console.log(JSON.stringify({json.dumps(samples)}.map(w.renderMarkdown)));"
     )
     done = subprocess.run(["node", "-e", script], capture_output=True, text=True, timeout=10)

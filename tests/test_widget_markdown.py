@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-WIDGET = Path(__file__).resolve().parent.parent / "adapters" / "static" / "widget.js"
+WIDGET = Path(__file__).resolve().parent.parent / "adapters" / "static" / "widget" / "markdown.js"
 pytestmark = pytest.mark.skipif(shutil.which("node") is None, reason="node is not installed")
 
 
@@ -80,3 +80,14 @@ def test_the_text_on_the_accent_colour_passes_wcag_aa() -> None:
         "contrast", ["#1f5bd1", "#ffffff"], ["#0f766e", "#ffffff"], ["#1d2330", "#eef0f4"]
     )
     assert all(ratio >= 4.5 for ratio in ratios), ratios
+
+
+def test_every_part_of_the_widget_is_served_and_the_whole_parses() -> None:
+    from adapters.websocket.static import STATIC_DIR, WIDGET_PARTS, widget_script
+
+    on_disk = sorted(path.name for path in (STATIC_DIR / "widget").glob("*.js"))
+    assert sorted(WIDGET_PARTS) == on_disk  # a new file is served, not silently left out
+    done = subprocess.run(
+        ["node", "--check", "-"], input=widget_script().decode(), capture_output=True, text=True
+    )
+    assert done.returncode == 0, done.stderr

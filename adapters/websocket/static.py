@@ -1,4 +1,8 @@
-"""The demo page and the widget's files, served from adapters/static/ by the web app."""
+"""The demo page and the widget's files, served from adapters/static/ by the web app.
+
+`/static/widget.js` is the files of adapters/static/widget/ joined, in order, into one closure
+when the app starts: one request for a site, small files for us, and no build step or tool.
+"""
 
 from __future__ import annotations
 
@@ -10,6 +14,21 @@ from typing import Final
 from aiohttp import web
 
 STATIC_DIR: Final = Path(__file__).resolve().parent.parent / "static"
+# Pure helpers first (node loads markdown.js alone in the tests); the boot call goes last.
+WIDGET_PARTS: Final = ("markdown.js", "dom.js", "panel.js", "outbox.js", "answers.js", "chat.js")
+WIDGET_HEAD: Final = """/* Chat gateway web widget: one <script> tag, plain JavaScript, no framework.
+ *   <script src="https://bot.example.com/static/widget.js" data-title="Help" defer></script>
+ * Options: the README ("The web widget"); protocol: docs/websocket-protocol.md.
+ * Sources: adapters/static/widget/ (joined in this order when the server starts). */
+(function () {
+"use strict";
+"""
+
+
+def widget_script() -> bytes:
+    """widget.js as served: every part, in one closure that ends by starting the widget."""
+    parts = [(STATIC_DIR / "widget" / name).read_text(encoding="utf-8") for name in WIDGET_PARTS]
+    return (WIDGET_HEAD + "\n".join(parts) + "\nboot();\n})();\n").encode()
 
 
 def add_page_routes(app: web.Application, *, socket_path: str) -> None:
@@ -18,7 +37,7 @@ def add_page_routes(app: web.Application, *, socket_path: str) -> None:
     page = page.replace("__WS_PATH__", html.escape(socket_path, quote=True))
     files = {
         "/": (page.encode(), "text/html"),
-        "/static/widget.js": ((STATIC_DIR / "widget.js").read_bytes(), "text/javascript"),
+        "/static/widget.js": (widget_script(), "text/javascript"),
         "/static/widget.css": ((STATIC_DIR / "widget.css").read_bytes(), "text/css"),
     }
     for route, (body, content_type) in files.items():
