@@ -6,6 +6,8 @@ when the app starts: one request for a site, small files for us, and no build st
 
 from __future__ import annotations
 
+import gzip
+import hashlib
 import html
 from collections.abc import Awaitable, Callable
 from pathlib import Path
@@ -52,13 +54,24 @@ async def _no_icon(request: web.Request) -> web.Response:
 def _serve_bytes(
     body: bytes, content_type: str
 ) -> Callable[[web.Request], Awaitable[web.Response]]:
-    # Read once at start: these files are small and change only with a deploy.
+    # Read and compressed once at start: these files are small and change only with a deploy.
+    # `no-cache` with an ETag: every page of a site revalidates (a 304 of no bytes) and a deploy
+    # is seen at once; gzip makes the widget about a third of its size on the wire.
+    gzipped = gzip.compress(body, 9)
+    etag = '"' + hashlib.sha256(body).hexdigest()[:20] + '"'
+
     async def serve(request: web.Request) -> web.Response:
+        headers = {"Cache-Control": "no-cache", "ETag": etag, "Vary": "Accept-Encoding"}
+        if etag in request.headers.get("If-None-Match", ""):
+            return web.Response(status=304, headers=headers)
+        accepts = request.headers.get("Accept-Encoding", "")
+        if "gzip" in accepts.lower():
+            headers["Content-Encoding"] = "gzip"
         return web.Response(
-            body=body,
+            body=gzipped if "Content-Encoding" in headers else body,
             content_type=content_type,
             charset="utf-8",
-            headers={"Cache-Control": "no-cache"},
+            headers=headers,
         )
 
     return serve
