@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -69,3 +70,46 @@ async def test_a_specialists_line_is_in_the_bubble_and_folds_under_the_answer(
         )
         assert await line.get_attribute("data-status") == "completed"
         assert await page.locator(".cgw-note").count() == 0  # nothing loose below the bubble
+
+
+AVATAR = "data:image/png;base64,iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNkYPhfDwAChwGA60e6kgAAAABJRU5ErkJggg=="
+
+
+async def test_the_tags_options_and_a_signed_user(world: MakeWorld) -> None:
+    from adapters.websocket import user_hash
+
+    w = await world(
+        ScriptedProvider([Reply("Hallo!")]),
+        websocket={"identity_secret": "s3cret"},
+        position="left",
+        lang="de",
+        avatar=AVATAR,
+        color="#ffd60a",  # light: the text on it must turn dark to stay readable
+        title="Hilfe",
+        user_id="42",
+        user_hash=user_hash("s3cret", "42"),
+    )
+    async with chromium() as browser:
+        page = await browser.new_page(viewport={"width": 1280, "height": 720})
+        received: list[str | bytes] = []
+        page.on("websocket", lambda ws: ws.on("framereceived", lambda f: received.append(f)))
+        await page.goto(w.site.url)
+        launcher = page.locator(".cgw-launcher")
+        await launcher.wait_for()
+        assert await launcher.get_attribute("aria-label") == "Chat öffnen"
+        box = await launcher.bounding_box()
+        assert box is not None and box["x"] < 100  # the left corner
+        await launcher.click()
+        await page.wait_for_selector(".cgw-state:has-text('Online')")
+        assert await page.locator(".cgw-panel").get_attribute("aria-label") == "Hilfe"
+        assert await page.locator(".cgw-avatar").get_attribute("src") == AVATAR
+        assert (
+            await page.locator(".cgw-input").get_attribute("placeholder") == "Nachricht schreiben…"
+        )
+        on_accent = await page.eval_on_selector(".cgw-title", "e => getComputedStyle(e).color")
+        assert on_accent == "rgb(17, 24, 39)"  # near-black on the yellow accent
+        await say(page, "Hallo?")
+        await page.wait_for_selector(f"{BOT}:has-text('Hallo!')")
+        await shot(page, "11-options-signed-user")
+    ready = next(json.loads(f) for f in received if '"ready"' in str(f))
+    assert ready["conversation_id"] == "u:42"  # the signed user's conversation, on any device
