@@ -129,6 +129,9 @@ function boot() {  // runs as the script tag executes: currentScript is that tag
   var script = document.currentScript || document.querySelector("script[src*='widget.js']");
   if (script && !script.hasAttribute("data-cgw-started")) {  // the same tag twice: one widget
     script.setAttribute("data-cgw-started", "");
-    startWidget(script);
+    // A tag without defer in <head> runs before <body> (and a data-target) exists.
+    if (document.readyState === "loading") {
+      document.addEventListener("DOMContentLoaded", function () { startWidget(script); });
+    } else startWidget(script);
   }
 }
