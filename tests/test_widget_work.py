@@ -10,7 +10,7 @@ import pytest
 
 from agent.providers.scripted import Reply, ScriptedProvider
 from tests.agents_kit import TASK, Probe, Router, dispatch, registry_with, write_personas
-from tests.widget_kit import BOT, CHROMIUM, MakeWorld, chromium, say, shot, worlds
+from tests.widget_kit import BOT, CHROMIUM, SHADOW, MakeWorld, chromium, say, shot, worlds
 
 pytest.importorskip("playwright.async_api", reason="playwright is not installed")
 pytestmark = pytest.mark.skipif(
@@ -113,3 +113,34 @@ async def test_the_tags_options_and_a_signed_user(world: MakeWorld) -> None:
         await shot(page, "11-options-signed-user")
     ready = next(json.loads(f) for f in received if '"ready"' in str(f))
     assert ready["conversation_id"] == "u:42"  # the signed user's conversation, on any device
+
+
+async def test_a_retry_after_too_fast_is_sent_once_with_its_id(world: MakeWorld) -> None:
+    provider = ScriptedProvider(lambda request: Reply("ok"))
+    w = await world(provider, websocket={"rate_limit_per_minute": 60})  # bursts of 10, 1 a second
+    async with chromium() as browser:
+        page = await browser.new_page()
+        sent: list[str | bytes] = []
+        page.on("websocket", lambda ws: ws.on("framesent", lambda f: sent.append(f)))
+        await page.goto(w.site.url)
+        await page.click(".cgw-launcher")
+        await page.wait_for_selector(".cgw-state:has-text('Online')")
+        for n in range(11):
+            await say(page, f"message {n}")
+        failed = page.locator(".cgw-row-user[data-state='failed']")
+        await failed.wait_for()
+        assert await failed.locator(".cgw-text").inner_text() == "message 10"
+        await page.wait_for_timeout(1500)  # the limit lets one more through each second
+        await failed.locator(".cgw-retry").click()
+        await page.wait_for_selector(".cgw-row-user[data-state='failed']", state="detached")
+        await page.wait_for_function(
+            f"() => {SHADOW}.querySelectorAll('.cgw-row-user[data-state=\"sent\"]').length == 11"
+        )
+        await page.reload()
+        await page.wait_for_selector(".cgw-row-user .cgw-text >> text=message 10")
+        texts = await page.locator(".cgw-row-user .cgw-text").all_inner_texts()
+        assert texts == [f"message {n}" for n in range(11)]  # each once, in order
+    tries = [json.loads(f) for f in sent if '"message 10"' in str(f)]
+    assert len(tries) == 2 and tries[0]["client_message_id"] == tries[1]["client_message_id"]
+    asked = " ".join(m.content for r in provider.requests for m in r.messages if m.role == "user")
+    assert asked.count("message 10") == 1  # the model heard it once
