@@ -5,8 +5,8 @@ answers to nothing. So a message the channel accepts is published to its convers
 `message.user` (with its `client_message_id` as `message_id`) before the gateway sees it: every
 tab shows it, the replay buffer keeps it in order, and the sender learns it was taken. A resend
 of an id already published is not published again (the gateway answers it once, and the
-transcript must not show it twice); the sending socket alone gets the frame back, without `seq`,
-so it can mark the message sent. `/new` publishes `conversation.cleared`, which empties the
+transcript must not show it twice); the sending socket alone gets `message.user` with that id,
+`"duplicate": true` and no `seq` or text, so it can mark the message sent. `/new` publishes `conversation.cleared`, which empties the
 replay buffer (hub.py) and every open tab.
 """
 
@@ -31,30 +31,28 @@ class UserEcho:
     def __init__(self, hub: EventHub, *, max_ids: int = MAX_REMEMBERED_IDS) -> None:
         self._hub = hub
         self._max_ids = max_ids
-        self._published: OrderedDict[tuple[str, str], str] = OrderedDict()  # → frame JSON
+        # (conversation, client_message_id) of published messages; the keys only, so that
+        # 20,000 of them stay a few MiB however long their texts were
+        self._published: OrderedDict[tuple[str, str], None] = OrderedDict()
 
     async def accepted(
         self, conn: Connection, message: InboundMessage, frame: UserText | ActionFrame
     ) -> None:
         """`message` passed every check and goes to the gateway next."""
         identity = message.chat.chat_id
-        if message.command == "new":
-            await self._hub.publish(identity, "conversation.cleared", {"reason": "new"})
-            return
         cmid = frame.client_message_id if isinstance(frame, UserText) else None
         if cmid is not None:
-            again = self._published.get((identity, cmid))
-            if again is not None:
-                conn.push(again)  # this socket only, no seq: "yes, that one arrived"
+            if (identity, cmid) in self._published:
+                again = {"type": "message.user", "message_id": cmid, "duplicate": True}
+                conn.push(json.dumps(again))  # this socket only, no seq: "yes, that one arrived"
                 return
-        fields = user_fields(message, frame)
-        await self._hub.publish(identity, "message.user", fields)
-        if cmid is not None:
-            self._published[(identity, cmid)] = json.dumps(
-                {"type": "message.user", **fields, "duplicate": True}, ensure_ascii=False
-            )
+            self._published[(identity, cmid)] = None
             while len(self._published) > self._max_ids:
                 self._published.popitem(last=False)
+        if message.command == "new":
+            await self._hub.publish(identity, "conversation.cleared", {"reason": "new"})
+        else:
+            await self._hub.publish(identity, "message.user", user_fields(message, frame))
 
 
 def user_fields(message: InboundMessage, frame: UserText | ActionFrame) -> dict[str, Any]:

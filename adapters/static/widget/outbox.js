@@ -59,6 +59,7 @@ function createOutbox(ui, t, log, link) {
     },
     // message.user: the server took it (ours, or another tab's, or one from the replay)
     taken: function (frame) {
+      if (frame.duplicate && !users[frame.message_id]) return;  // another page's resend
       var item = users[frame.message_id] || bubble(frame.message_id, frame.text, frame.action);
       inflight = inflight.filter(function (x) { return x !== item; });
       setState(item, "sent");
