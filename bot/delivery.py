@@ -190,6 +190,8 @@ class Delivery:
                 "label": event.label,
                 "status": status,
             }
+        if self.handles:  # the bubble whose work this is (a widget shows the line inside it)
+            fields["message_id"] = self.handles[0].message_id
         try:
             await self.channel.emit_event(self.chat, kind, fields)
         except ChannelError as exc:

@@ -157,6 +157,19 @@ async def test_replay_drops_updates_superseded_by_a_later_one(hub: EventHub) -> 
     assert live.seqs == [1, 2, 3, 4, 5, 6, 7]  # superseding only thins the replay
 
 
+async def test_a_cleared_conversation_replays_nothing_before_the_clear(hub: EventHub) -> None:
+    live = await Tab().join(hub, "c")
+    await hub.publish("c", "message.user", {"message_id": "c1", "text": "old question"})  # 1
+    await hub.publish("c", "message.completed", {"message_id": "m1", "text": "old"})  # 2
+    await hub.publish("c", "conversation.cleared", {"reason": "new"})  # 3
+    await hub.publish("c", "message.completed", {"message_id": "m2", "text": "fresh"})  # 4
+    resumed = await Tab().join(hub, "c", resume_after=0)
+    assert resumed.seqs == [3, 4]
+    assert [f["type"] for f in resumed.frames] == ["conversation.cleared", "message.completed"]
+    await live.until(4)
+    assert live.seqs == [1, 2, 3, 4]  # live tabs get everything, the clear included
+
+
 async def test_two_tabs_of_one_conversation_both_receive(make_hubs: MakeHubs) -> None:
     first, second, publisher = await make_hubs(processes=3)
     tabs = [await Tab().join(first, "c"), await Tab().join(second, "c")]

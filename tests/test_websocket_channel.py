@@ -18,6 +18,7 @@ from aiohttp import WSMsgType, web
 
 from adapters.base import Action, ChatRef, InboundMessage, OutboundContent
 from adapters.websocket import WebSocketChannel, user_hash
+from adapters.websocket.static import widget_script
 from tests.conftest import Running
 
 ORIGIN = "http://127.0.0.1:8080"
@@ -118,7 +119,11 @@ async def hello(ws: aiohttp.ClientWebSocketResponse, **fields: Any) -> dict[str,
 async def turn(
     ws: aiohttp.ClientWebSocketResponse, text: str, **fields: Any
 ) -> list[dict[str, Any]]:
+    """Send a message: its echo (`message.user`) comes first, then the four frames of the answer."""
     await ws.send_json({"type": "message", "text": text, **fields})
+    echo = await receive(ws)
+    assert echo["type"] == "message.user", echo
+    assert echo.get("duplicate") or echo["text"] == text, echo  # a resend's echo has no text
     return [await receive(ws) for _ in range(4)]
 
 
@@ -143,7 +148,7 @@ async def test_message_streams_the_placeholder_to_completion(harness: Harness) -
         "message.updated",
         "message.completed",
     ]
-    assert [f["seq"] for f in frames] == [1, 2, 3, 4]
+    assert [f["seq"] for f in frames] == [2, 3, 4, 5]  # 1 is the message's echo
     assert frames[0]["reply_to"] == "c1"
     assert frames[0]["message_id"].startswith("m_")
     assert {f["message_id"] for f in frames} == {frames[0]["message_id"]}
@@ -181,8 +186,9 @@ async def test_every_socket_of_a_visitor_gets_the_same_frames(harness: Harness) 
         ready2 = await hello(tab2, visitor_id=ready1["visitor_id"])
         assert ready2["conversation_id"] == ready1["conversation_id"]
         frames1 = await turn(tab1, "hello")
-        frames2 = [await receive(tab2) for _ in range(4)]
-    assert frames2 == frames1
+        frames2 = [await receive(tab2) for _ in range(5)]
+    assert frames2[1:] == frames1
+    assert frames2[0]["type"] == "message.user" and frames2[0]["text"] == "hello"
 
 
 async def test_a_dead_tab_does_not_break_sends(harness: Harness) -> None:
@@ -217,22 +223,23 @@ async def test_resume_after_replays_missed_frames(harness: Harness) -> None:
     await harness.channel.edit(handle, OutboundContent("later, done"), final=True)
 
     async with harness.connect() as ws:
-        again = await hello(ws, visitor_id=ready["visitor_id"], resume_after=4)
+        again = await hello(ws, visitor_id=ready["visitor_id"], resume_after=5)
         missed = [await receive(ws) for _ in range(3)]
-    assert again["seq"] == 7
+    assert again["seq"] == 8
     assert [(f["type"], f["seq"]) for f in missed] == [
-        ("agent.started", 5),
-        ("message.created", 6),
-        ("message.completed", 7),
+        ("agent.started", 6),
+        ("message.created", 7),
+        ("message.completed", 8),
     ]
     assert missed[0]["task_id"] == "t1" and missed[0]["subagent_type"] == "research"
 
     # Superseded updates are not kept: the completion carries the full text.
     async with harness.connect() as ws:
         await hello(ws, visitor_id=ready["visitor_id"], resume_after=0)
-        replay = [await receive(ws) for _ in range(5)]
-    assert [f["seq"] for f in replay] == [1, 4, 5, 6, 7]
-    assert replay[:2] == [frames[0], frames[3]]
+        replay = [await receive(ws) for _ in range(6)]
+    assert [f["seq"] for f in replay] == [1, 2, 5, 6, 7, 8]
+    assert replay[0]["type"] == "message.user" and replay[0]["text"] == "first"
+    assert replay[1:3] == [frames[0], frames[3]]
 
 
 async def test_a_client_that_stops_reading_is_closed_and_can_resume(harness: Harness) -> None:
@@ -306,7 +313,7 @@ async def test_bad_frames_get_an_error_and_the_socket_stays_usable(
         assert error["type"] == "error" and error["code"] == code, error
         assert "seq" not in error and error["message"]
         frames = await turn(ws, "still fine")
-    assert frames[0]["seq"] == 1  # errors take no seq
+    assert frames[0]["seq"] == 2  # errors take no seq (1 is the message's echo)
     assert [m.text for m in harness.received] == ["still fine"]
 
 
@@ -327,7 +334,7 @@ async def test_message_before_hello_is_refused(harness: Harness) -> None:
         assert error["code"] == "hello_required"
         await hello(ws)
         frames = await turn(ws, "now")
-    assert frames[0]["seq"] == 1
+    assert frames[0]["seq"] == 2  # 1 is the message's echo
     assert [m.text for m in harness.received] == ["now"]
 
 
@@ -436,12 +443,16 @@ async def test_demo_page_and_widget_are_served(harness: Harness) -> None:
 
 
 def test_widget_builds_html_only_from_escaped_text() -> None:
-    source = (STATIC / "widget.js").read_text(encoding="utf-8")
+    source = widget_script().decode()
     assert "function escapeHtml(" in source
     assert "function renderMarkdown(" in source
     # The one innerHTML write goes through the renderer; everything else uses textContent.
-    assert re.findall(r"innerHTML\s*=\s*([^;]+);", source) == ['renderMarkdown(text || "…")']
-    assert "<img" not in source
+    assert re.findall(r"innerHTML\s*=\s*([^;]+);", source) == [
+        "renderMarkdown(source, { images: o.images })"
+    ]
+    # the one <img markup: remote https images, only when the site set data-images="load"
+    assert source.count("<img") == 1
+    assert "if (loadImages && /^https:" in source
     assert "<img" not in (STATIC / "index.html").read_text(encoding="utf-8")
 
 
@@ -455,7 +466,7 @@ def test_widget_markdown_never_renders_markup_or_images() -> None:
         "```\n<script>alert(1)</script>\n```",
     ]
     script = (
-        f"const w = require({json.dumps(str(STATIC / 'widget.js'))});"
+        f"const w = require({json.dumps(str(STATIC / 'widget' / 'markdown.js'))});"
         f"console.log(JSON.stringify({json.dumps(samples)}.map(w.renderMarkdown)));"
     )
     done = subprocess.run(["node", "-e", script], capture_output=True, text=True, timeout=10)

@@ -151,7 +151,7 @@ async def test_a_frame_of_exactly_max_frame_bytes_is_taken(make_harness: MakeHar
     async with harness.connect() as ws:
         await hello(ws)
         await ws.send_str(exact)
-        assert (await receive(ws))["type"] == "message.created"
+        assert (await receive(ws))["type"] == "message.user"  # taken: its echo comes back
     async with harness.connect() as ws:
         await hello(ws)
         await ws.send_str(exact[:-2] + 'x"}')

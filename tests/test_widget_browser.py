@@ -1,4 +1,8 @@
-"""The demo page's widget in a real browser (headless Chromium): live edits, final, safe markdown."""
+"""The demo page's widget in a real browser (headless Chromium): live edits, final, safe markdown.
+
+The demo embeds the widget with its one tag, open; Playwright's CSS selectors reach into its
+Shadow DOM. tests/test_widget_embed.py embeds it on another site.
+"""
 
 import asyncio
 import shutil
@@ -34,7 +38,7 @@ async def say_in_widget(browser: Any, url: str, text: str) -> Any:
     """A new page on the demo, connected, with `text` sent from the widget's input."""
     page = await browser.new_page()
     await page.goto(url + "/")
-    await page.wait_for_selector(".cgw-state:has-text('connected')")
+    await page.wait_for_selector(".cgw-state:has-text('Online')")
     await page.fill(".cgw-input", text)
     await page.press(".cgw-input", "Enter")
     return page
@@ -50,15 +54,20 @@ async def test_widget_shows_the_placeholder_live_then_the_final_answer_safely(
         browser = await playwright.chromium.launch(executable_path=CHROMIUM, args=ARGS)
         try:
             page = await say_in_widget(browser, app.url, "tell me the news")
-            await page.wait_for_selector(".cgw-msg.cgw-bot.cgw-pending")  # the placeholder
-            assert "Thinking" in await page.inner_text(".cgw-msg.cgw-bot")
+            await page.wait_for_selector(
+                ".cgw-msg.cgw-bot:not(.cgw-greeting).cgw-pending"
+            )  # the placeholder
+            assert "Thinking" in await page.inner_text(".cgw-msg.cgw-bot:not(.cgw-greeting)")
             hold.set()
             await page.wait_for_function(  # edited live: part of the answer while still pending
-                "() => { const m = document.querySelector('.cgw-msg.cgw-bot.cgw-pending');"
+                "() => { const m = document.querySelector('chat-gateway-widget').shadowRoot"
+                ".querySelector('.cgw-msg.cgw-bot:not(.cgw-greeting).cgw-pending');"
                 " return m && m.textContent.includes('Bold') && !m.textContent.includes('onerror'); }"
             )
-            await page.wait_for_selector(".cgw-msg.cgw-bot:not(.cgw-pending)", timeout=10_000)
-            bot = page.locator(".cgw-msg.cgw-bot")
+            await page.wait_for_selector(
+                ".cgw-msg.cgw-bot:not(.cgw-greeting):not(.cgw-pending)", timeout=10_000
+            )
+            bot = page.locator(".cgw-msg.cgw-bot:not(.cgw-greeting)")
             assert await bot.count() == 1
             assert await bot.locator("strong").inner_text() == "Bold"
             link = bot.locator("a")
@@ -77,8 +86,10 @@ async def test_widget_renders_link_labels_that_hold_code_or_an_image(running: Ru
         browser = await playwright.chromium.launch(executable_path=CHROMIUM, args=ARGS)
         try:
             page = await say_in_widget(browser, app.url, "links please")
-            await page.wait_for_selector(".cgw-msg.cgw-bot:not(.cgw-pending)", timeout=10_000)
-            links = page.locator(".cgw-msg.cgw-bot a")
+            await page.wait_for_selector(
+                ".cgw-msg.cgw-bot:not(.cgw-greeting):not(.cgw-pending)", timeout=10_000
+            )
+            links = page.locator(".cgw-msg.cgw-bot:not(.cgw-greeting) a")
             assert await links.count() == 2
             assert await links.nth(0).inner_text() == "pip install"
             assert await links.nth(0).locator("code").count() == 1
@@ -133,7 +144,19 @@ async def test_widget_renders_a_card_and_its_buttons_answer_back(
             assert "120 HKD" in await page.inner_text(".cgw-fields")
             assert await page.locator(".cgw-card img").get_attribute("src") == PIXEL
             await page.click(".cgw-card button:has-text('Confirm')")
-            await page.wait_for_selector(".cgw-msg.cgw-bot:has-text('Confirmed.')")
+            # the press shows what it sent: the button stays marked, and a bubble says it
+            await page.wait_for_selector(".cgw-user.cgw-action:has-text('Confirm')")
+            pressed_button = page.locator(".cgw-card button:has-text('Confirm')")
+            assert await pressed_button.get_attribute("aria-pressed") == "true"
+            assert await pressed_button.is_disabled()
+            await page.wait_for_selector(
+                ".cgw-msg.cgw-bot:not(.cgw-greeting):has-text('Confirmed.')"
+            )
+            await page.reload()  # from the server's transcript: the same card, pressed
+            await page.wait_for_selector(
+                ".cgw-card button[aria-pressed='true']:has-text('Confirm')"
+            )
+            assert await page.locator(".cgw-action .cgw-text").all_inner_texts() == ["Confirm"]
             # the press reaches the model as a button press with its label, not as typed text
             pressed = provider.requests[-1].messages[-1].content
             assert (

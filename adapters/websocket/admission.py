@@ -96,9 +96,12 @@ class Admission:
         sockname = request.transport.get_extra_info("sockname") if request.transport else None
         if origin is not None and origin not in self.origins | own_origins(sockname):
             log.info("websocket refused: origin %r is not in allowed_origins", origin)
+            # Readable by any page (a browser hides why a web socket failed): the widget fetches
+            # this URL after a failed connect to tell "not allowed here" from "offline".
             raise web.HTTPForbidden(
+                headers={"Access-Control-Allow-Origin": "*"},
                 text=f"origin {origin!r} is not allowed; "
-                "add it to channels.websocket.allowed_origins"
+                "add it to channels.websocket.allowed_origins",
             )
         address = request.remote or "unknown"
         retry = {"Retry-After": "10"}

@@ -30,12 +30,14 @@ from adapters.websocket.protocol import (
     CLOSE_IDENTITY_INVALID,
     Hello,
     ProtocolError,
+    Stop,
     inbound_message,
     new_id,
     parse_client_frame,
     resolve_identity,
 )
 from adapters.websocket.static import add_page_routes
+from adapters.websocket.transcript import UserEcho
 
 log = logging.getLogger(__name__)
 
@@ -96,6 +98,7 @@ class WebSocketChannel:
         self._identity_secret = identity_secret or None
         # replay_events sizes the default in-process hub; a given hub brings its own.
         self._hub = hub if hub is not None else MemoryEventHub(replay_events=replay_events)
+        self._echo = UserEcho(self._hub)  # the user's messages in the transcript
         self._sockets: set[Connection] = set()
         self._inbox: Inbox | None = None
         self._inbox_ready = asyncio.Event()
@@ -238,7 +241,10 @@ class WebSocketChannel:
                     quiet_s=wait_s,
                 )
                 return
-            await self._deliver(inbound_message(self.name, conn.identity, frame, raw))
+            message = inbound_message(self.name, conn.identity, frame, raw)
+            if not isinstance(frame, Stop):
+                await self._echo.accepted(conn, message, frame)
+            await self._deliver(message)
         except ProtocolError as exc:
             conn.send_error(exc.code, exc.message)
             if exc.code == "identity_invalid":
@@ -262,7 +268,13 @@ class WebSocketChannel:
         # No await from attach's return to the last push: from then on the hub pushes live frames
         # (seq > the returned seq) to `conn`, and they must come after ready and the replay.
         seq, replay = await self._hub.attach(identity, conn, hello.resume_after)
-        ready = {"type": "ready", "visitor_id": visitor_id, "conversation_id": identity, "seq": seq}
+        ready = {
+            "type": "ready",
+            "visitor_id": visitor_id,
+            "conversation_id": identity,
+            "seq": seq,
+            "max_text_chars": self._max_text_chars,  # so a client can refuse before sending
+        }
         conn.push(json.dumps(ready))
         for frame in replay:
             conn.push(frame)

@@ -22,6 +22,8 @@ MAX_IDLE_CONVERSATIONS: Final = 10_000
 # otherwise be gigabytes.
 MAX_IDLE_BYTES: Final = 64 * 2**20
 _SUPERSEDING_TYPES: Final = frozenset({"message.updated", "message.completed"})
+# `/new`: the frames before it are another conversation's; a reload must not show them.
+CLEARING_TYPE: Final = "conversation.cleared"
 
 
 class Subscriber(Protocol):
@@ -43,7 +45,8 @@ class EventHub(Protocol):
       at one instant during the call (0 if nothing was published). `replay` is, in seq order,
       every frame still kept with `resume_after < frame seq <= seq`; empty if `resume_after` is
       None. A `message.updated` is not kept once a later `message.updated` or
-      `message.completed` of the same `message_id` exists: both carry the full text.
+      `message.completed` of the same `message_id` exists: both carry the full text. A
+      `conversation.cleared` frame drops every frame kept before it (it is kept itself).
     - **live delivery**: after `attach` returns, `sub.push` is called with every frame of `c` whose
       seq is greater than the returned `seq`, exactly once each, in seq order, and is never
       called before `attach` returns. So a caller that pushes `ready` and the replay before its
@@ -116,6 +119,13 @@ class _Conversation:
             self.size -= len(self._kept.popitem(last=False)[1][1])
         return self.size - before
 
+    def clear(self) -> int:
+        """Forget every kept frame; returns how much `size` changed."""
+        dropped = self.size
+        self._kept.clear()
+        self.size = 0
+        return -dropped
+
     def frames_after(self, seq: int) -> list[str]:
         return [frame for kept_seq, frame in self._kept.values() if kept_seq > seq]
 
@@ -176,7 +186,10 @@ class MemoryEventHub:
         encoded = encode_frame(conversation, type, fields, seq)
         conv.seq = seq
         if self._replay_events:
-            grown = conv.remember(replay_slot(type, fields, seq), seq, encoded, self._replay_events)
+            grown = conv.clear() if type == CLEARING_TYPE else 0
+            grown += conv.remember(
+                replay_slot(type, fields, seq), seq, encoded, self._replay_events
+            )
             if self._live.get(conversation) is not conv:  # an answer to a tab that has gone
                 self._idle_bytes += grown
                 self._trim_idle()

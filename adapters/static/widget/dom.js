@@ -1,0 +1,85 @@
+/* The widget's words (per language), storage, ids and the small DOM builders. */
+
+var STRINGS = {
+  en: { title: "Chat", open: "Open chat", close: "Close chat", input: "Write a message",
+    placeholder: "Write a message…", send: "Send", stop: "Stop the answer",
+    newChat: "New conversation", connecting: "Connecting…", online: "Online",
+    offline: "Offline: messages wait until you are back", reconnecting: "Reconnecting…",
+    sending: "Sending…", sent: "Sent", queued: "Offline, queued: sends when you are back",
+    failed: "Not sent", retry: "Retry", tooLong: "too long (at most {n} characters)",
+    tooFast: "too fast, wait a moment", notAllowed: "not allowed on this site",
+    noIdentity: "sign-in not accepted", serverError: "the server failed",
+    refusedOrigin: "This chat is not enabled on this site.",
+    refusedIdentity: "Your sign-in could not be verified, so the chat is off.",
+    used: "used", working: "Working…", pressed: "Pressed", newMessage: "New message" },
+  de: { title: "Chat", open: "Chat öffnen", close: "Chat schließen", input: "Nachricht schreiben",
+    placeholder: "Nachricht schreiben…", send: "Senden", stop: "Antwort anhalten",
+    newChat: "Neues Gespräch", connecting: "Verbinde…", online: "Online",
+    offline: "Offline: Nachrichten warten, bis Sie wieder online sind",
+    reconnecting: "Verbinde erneut…", sending: "Wird gesendet…", sent: "Gesendet",
+    queued: "Offline, in der Warteschlange", failed: "Nicht gesendet", retry: "Erneut senden",
+    tooLong: "zu lang (höchstens {n} Zeichen)", tooFast: "zu schnell, bitte kurz warten",
+    notAllowed: "auf dieser Website nicht erlaubt", noIdentity: "Anmeldung nicht akzeptiert",
+    serverError: "Serverfehler", refusedOrigin: "Dieser Chat ist auf dieser Website nicht freigeschaltet.",
+    refusedIdentity: "Ihre Anmeldung konnte nicht geprüft werden; der Chat ist aus.",
+    used: "genutzt", working: "Arbeite…", pressed: "Gedrückt", newMessage: "Neue Nachricht" },
+  fr: { title: "Discussion", open: "Ouvrir la discussion", close: "Fermer la discussion",
+    input: "Écrire un message", placeholder: "Écrire un message…", send: "Envoyer",
+    stop: "Arrêter la réponse", newChat: "Nouvelle conversation", connecting: "Connexion…",
+    online: "En ligne", offline: "Hors ligne : les messages attendent votre retour",
+    reconnecting: "Reconnexion…", sending: "Envoi…", sent: "Envoyé",
+    queued: "Hors ligne, en attente", failed: "Non envoyé", retry: "Réessayer",
+    tooLong: "trop long ({n} caractères au plus)", tooFast: "trop rapide, patientez un peu",
+    notAllowed: "non autorisé sur ce site", noIdentity: "connexion refusée",
+    serverError: "erreur du serveur", refusedOrigin: "Cette discussion n'est pas activée sur ce site.",
+    refusedIdentity: "Votre connexion n'a pas pu être vérifiée ; la discussion est coupée.",
+    used: "utilisé", working: "En cours…", pressed: "Appuyé", newMessage: "Nouveau message" }
+};
+var VISITOR_KEY = "chat-gateway.visitor_id";
+var OPEN_KEY = "chat-gateway.open";
+var VISITOR_RE = /^[A-Za-z0-9_-]{8,64}$/;
+var SVG_NS = "http://www.w3.org/2000/svg";
+
+function stored(area, key, value) {  // storage can throw (blocked cookies, sandboxed frames)
+  try {
+    if (value === undefined) return window[area].getItem(key);
+    if (value === null) window[area].removeItem(key); else window[area].setItem(key, value);
+  } catch (e) { /* not kept */ }
+  return null;
+}
+
+function randomId(prefix) {
+  var bytes = new Uint8Array(8);
+  crypto.getRandomValues(bytes);
+  return prefix + Array.prototype.map.call(bytes, function (b) {
+    return ("0" + b.toString(16)).slice(-2);
+  }).join("");
+}
+
+function el(tag, className, text) {
+  var node = document.createElement(tag);
+  if (className) node.className = className;
+  if (text) node.textContent = text;
+  return node;
+}
+
+function icon(name) {
+  var svg = document.createElementNS(SVG_NS, "svg");
+  svg.setAttribute("viewBox", "0 0 24 24");
+  svg.setAttribute("class", "cgw-icon");
+  svg.setAttribute("aria-hidden", "true");
+  svg.setAttribute("focusable", "false");
+  var path = document.createElementNS(SVG_NS, "path");
+  path.setAttribute("d", ICONS[name]);
+  svg.appendChild(path);
+  return svg;
+}
+
+function iconButton(className, name, label) {
+  var button = el("button", "cgw-iconbutton " + className);
+  button.type = "button";
+  button.setAttribute("aria-label", label);
+  button.title = label;
+  button.append(icon(name));
+  return button;
+}
