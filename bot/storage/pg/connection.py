@@ -1,0 +1,226 @@
+"""The PostgreSQL store's pool: each call one short transaction, a deadline, faults as StorageError.
+
+The driver is asyncpg, chosen by measurement (bench/pg_bench.py, the gateway's own statements on
+both drivers; figures in its docstring): against psycopg 3 it spends less client CPU per call on
+every operation the gateway makes per turn, its pool replaces a connection whose server went
+away without handing it out again, and its connect has a deadline by default.
+
+Settings, and why:
+- `reset=`: asyncpg's pool sends `SELECT pg_advisory_unlock_all(); CLOSE ALL; UNLISTEN *;
+  RESET ALL` on every release, one more round trip per call. The store never changes session
+  state (its advisory locks are transaction-scoped), so only the ROLLBACK of an interrupted
+  transaction is needed, which asyncpg does before calling our reset.
+- one deadline (`call_timeout_s`) covers waiting for a pooled connection and the statements;
+  connecting has its own (`connect_timeout_s`; asyncpg's default is 60 s).
+- a call runs as its own task, shielded: a caller cancelled mid-call (`/stop`, a turn deadline)
+  does not cut a write in half or leave its outcome unknown; the write finishes or fails alone,
+  as on SQLite, where every call runs to its end.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable
+from types import TracebackType
+from typing import TYPE_CHECKING, Any, Concatenate, ParamSpec, Self, TypeAlias, TypeVar
+from urllib.parse import urlsplit, urlunsplit
+
+import asyncpg
+
+from bot.storage.base import StorageError
+from bot.storage.faults import Trouble
+from bot.storage.pg.schema import HIDDEN_COLUMNS, MIGRATIONS, migrate
+
+if TYPE_CHECKING:
+    # a pooled connection, or a plain one (migrations in tests): the same methods
+    Conn: TypeAlias = (
+        asyncpg.Connection[asyncpg.Record] | asyncpg.pool.PoolConnectionProxy[asyncpg.Record]
+    )
+
+log = logging.getLogger(__name__)
+
+T = TypeVar("T")
+P = ParamSpec("P")
+CONNECT_TIMEOUT_S = 5.0
+CALL_TIMEOUT_S = 10.0
+POOL_SIZE = 10
+# errors of the caller's data or of our SQL: the database itself is fine
+NOT_FAULTS: tuple[type[Exception], ...] = (
+    asyncpg.IntegrityConstraintViolationError,
+    asyncpg.DataError,
+    asyncpg.exceptions.SyntaxOrAccessError,
+)
+FAULTS: tuple[type[Exception], ...] = (
+    asyncpg.PostgresError,  # the server's: disk full, shutting down, too many connections ...
+    asyncpg.InterfaceError,  # the link's: "connection is closed"
+    OSError,  # refused, reset, unreachable
+    TimeoutError,
+)
+
+
+def redacted(url: str) -> str:
+    """The url without its password, for messages and logs."""
+    parts = urlsplit(url)
+    if parts.password is None:
+        return url
+    host = parts.netloc.rpartition("@")[2]
+    return urlunsplit(parts._replace(netloc=f"{parts.username}:***@{host}"))
+
+
+async def _no_reset(conn: Conn) -> None:
+    """Nothing to undo: see the module docstring (asyncpg rolls back an open transaction first)."""
+
+
+class PgConnection:
+    """Opens (and migrates) the pool, runs each call with a deadline, closes it."""
+
+    def __init__(
+        self,
+        url: str,
+        *,
+        pool_size: int = POOL_SIZE,
+        call_timeout_s: float = CALL_TIMEOUT_S,
+        connect_timeout_s: float = CONNECT_TIMEOUT_S,
+    ) -> None:
+        self.url = url
+        self.pool_size = pool_size
+        self.call_timeout_s = call_timeout_s
+        self.connect_timeout_s = connect_timeout_s
+        self._pool: asyncpg.Pool[asyncpg.Record] | None = None
+        self._calls: set[asyncio.Task[Any]] = set()
+        self._trouble = Trouble()
+
+    async def __aenter__(self) -> Self:
+        await self.open()
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.close()
+
+    def __str__(self) -> str:
+        return redacted(self.url)
+
+    async def open(self) -> None:
+        if self._pool is not None:
+            raise RuntimeError(f"store {self} is already open")
+        pool: asyncpg.Pool[asyncpg.Record] | None = None
+        try:
+            async with asyncio.timeout(self.connect_timeout_s + self.call_timeout_s):
+                pool = await asyncpg.create_pool(
+                    self.url,
+                    min_size=1,
+                    max_size=self.pool_size,
+                    timeout=self.connect_timeout_s,
+                    reset=_no_reset,
+                )
+                async with pool.acquire() as conn:
+                    applied = await migrate(conn)
+        except Exception as exc:
+            if not (is_fault(exc) or isinstance(exc, ValueError)):  # ValueError: a bad url
+                raise
+            if pool is not None:
+                pool.terminate()
+            raise StorageError(f"cannot open the database {self}: {_describe(exc)}") from exc
+        self._pool = pool
+        log.info("storage %s open, schema v%d (applied %s)", self, len(MIGRATIONS), applied)
+
+    async def close(self) -> None:
+        pool, self._pool = self._pool, None
+        if pool is None:
+            return
+        if self._calls:
+            await asyncio.wait(self._calls)  # shielded writes of cancelled callers finish
+        try:
+            await asyncio.wait_for(pool.close(), self.call_timeout_s)
+        except (TimeoutError, OSError, asyncpg.PostgresError, asyncpg.InterfaceError):
+            pool.terminate()
+            log.warning("storage %s closed untidily", self)
+        self._closed()
+
+    def _closed(self) -> None:
+        """Hook for what keeps state beside the pool (the history cache)."""
+
+    @property
+    def trouble(self) -> str | None:
+        """The newest storage failure of a kind of call that has not succeeded since."""
+        return self._trouble.message
+
+    # -- calls ---------------------------------------------------------------------------
+    async def _run(
+        self,
+        fn: Callable[Concatenate[Conn, P], Awaitable[T]],
+        *args: P.args,
+        **kwargs: P.kwargs,
+    ) -> T:
+        """`fn(conn, ...)` on a pooled connection, to its end even if the caller is cancelled."""
+        if self._pool is None:
+            raise RuntimeError(f"store {self} is not open; await store.open() or use `async with`")
+        task = asyncio.create_task(self._call(self._pool, fn, *args, **kwargs))
+        self._calls.add(task)
+        task.add_done_callback(self._done)
+        return await asyncio.shield(task)
+
+    def _done(self, task: asyncio.Task[Any]) -> None:
+        self._calls.discard(task)
+        if not task.cancelled():
+            task.exception()  # a caller that went away still has it read (and raised to it)
+
+    async def _call(
+        self,
+        pool: asyncpg.Pool[asyncpg.Record],
+        fn: Callable[Concatenate[Conn, P], Awaitable[T]],
+        *args: P.args,
+        **kwargs: P.kwargs,
+    ) -> T:
+        try:
+            async with asyncio.timeout(self.call_timeout_s), pool.acquire() as conn:
+                result = await fn(conn, *args, **kwargs)
+        except Exception as exc:
+            if not is_fault(exc):
+                raise
+            self._trouble.failed(fn, exc, None)
+            raise StorageError(f"storage {self} failed: {_describe(exc)}") from exc
+        if self._trouble:
+            self._trouble.succeeded(fn, None)
+        return result
+
+    async def _select(self, sql: str, *params: Any) -> list[dict[str, Any]]:
+        return await self._run(_rows, sql, *params)
+
+    async def _one(self, sql: str, *params: Any) -> dict[str, Any] | None:
+        rows = await self._select(sql, *params)
+        return rows[0] if rows else None
+
+
+async def _rows(conn: Conn, sql: str, *params: Any) -> list[dict[str, Any]]:
+    rows = []
+    for record in await conn.fetch(sql, *params):
+        row = dict(record)
+        for hidden in HIDDEN_COLUMNS:
+            row.pop(hidden, None)
+        rows.append(row)
+    return rows
+
+
+def is_fault(exc: BaseException) -> bool:
+    """A fault of the database or the link to it, not of the caller's data or our SQL."""
+    if isinstance(exc, asyncpg.InsufficientPrivilegeError):
+        return True  # the database's grants, not our SQL
+    return isinstance(exc, FAULTS) and not isinstance(exc, NOT_FAULTS)
+
+
+def _describe(exc: BaseException) -> str:
+    if isinstance(exc, TimeoutError):
+        return "no answer in time"
+    return f"{type(exc).__name__}: {exc}"
+
+
+def rowcount(status: str) -> int:
+    """The row count of a command tag: 'UPDATE 3' -> 3, 'INSERT 0 1' -> 1."""
+    return int(status.rpartition(" ")[2])
