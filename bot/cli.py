@@ -92,8 +92,8 @@ def _setup_logging(config: Config, log_file: Path | None) -> None:
 
 
 def _chat_log(config: Config, base_dir: Path) -> Path:
-    """`chat.log` beside the database (in the config's folder for an in-memory one)."""
-    if config.storage.path == ":memory:":
+    """`chat.log` beside the database (in the config's folder for an in-memory or a server one)."""
+    if config.storage.url or config.storage.path == ":memory:":
         return base_dir / "chat.log"
     path = Path(config.storage.path)
     return (path if path.is_absolute() else base_dir / path).parent / "chat.log"

@@ -1,7 +1,8 @@
 """A PostgreSQL database of this test session's own, on the local server; a TCP link we can cut.
 
 Tests never stop the shared server: `CuttableLink` is a TCP proxy in front of it whose
-connections the test breaks (and whose port it closes) to make the database unreachable.
+connections the test breaks (and whose port it closes) to make the database unreachable, or
+which stops passing bytes on (a silent, half-open link).
 """
 
 from __future__ import annotations
@@ -56,10 +57,12 @@ async def pg_url(pg_database: str) -> str:
 
 class CuttableLink:
     """A TCP proxy to the PostgreSQL server; `cut()` breaks every connection and refuses new
-    ones, `restore()` accepts again on the same port."""
+    ones, `restore()` accepts again on the same port; while `flowing` is clear, nothing passes."""
 
     def __init__(self) -> None:
         self.port = 0
+        self.flowing = asyncio.Event()
+        self.flowing.set()
         self._server: asyncio.Server | None = None
         self._writers: set[asyncio.StreamWriter] = set()
         self._pipes: set[asyncio.Task[None]] = set()
@@ -90,9 +93,21 @@ class CuttableLink:
             return
         self._writers |= {writer, up_writer}
         for src, dst in ((reader, up_writer), (up_reader, writer)):
-            pipe = asyncio.create_task(_pipe(src, dst))
+            pipe = asyncio.create_task(self._pipe(src, dst))
             self._pipes.add(pipe)
             pipe.add_done_callback(self._pipes.discard)
+
+    async def _pipe(self, src: asyncio.StreamReader, dst: asyncio.StreamWriter) -> None:
+        try:
+            while data := await src.read(65536):
+                await self.flowing.wait()
+                dst.write(data)
+                await dst.drain()
+        except OSError:
+            pass
+        finally:
+            dst.close()
+            self._writers.discard(dst)
 
     async def __aenter__(self) -> CuttableLink:
         await self.restore()
@@ -100,14 +115,3 @@ class CuttableLink:
 
     async def __aexit__(self, *exc: object) -> None:
         await self.cut()
-
-
-async def _pipe(src: asyncio.StreamReader, dst: asyncio.StreamWriter) -> None:
-    try:
-        while data := await src.read(65536):
-            dst.write(data)
-            await dst.drain()
-    except (OSError, asyncio.IncompleteReadError):
-        pass
-    finally:
-        dst.close()

@@ -121,11 +121,11 @@ class PgConnection:
                 )
                 async with pool.acquire() as conn:
                     applied = await migrate(conn)
-        except Exception as exc:
-            if not (is_fault(exc) or isinstance(exc, ValueError)):  # ValueError: a bad url
-                raise
+        except BaseException as exc:
             if pool is not None:
                 pool.terminate()
+            if not (is_fault(exc) or isinstance(exc, ValueError)):  # ValueError: a bad url
+                raise
             raise StorageError(f"cannot open the database {self}: {_describe(exc)}") from exc
         self._pool = pool
         log.info("storage %s open, schema v%d (applied %s)", self, len(MIGRATIONS), applied)
