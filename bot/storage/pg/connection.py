@@ -51,6 +51,14 @@ NOT_FAULTS: tuple[type[Exception], ...] = (
     asyncpg.DataError,
     asyncpg.exceptions.SyntaxOrAccessError,
 )
+# the link to the server, not the server's data: any call that succeeds shows it is back
+LINK_FAULTS: tuple[type[Exception], ...] = (
+    OSError,
+    TimeoutError,
+    asyncpg.InterfaceError,
+    asyncpg.PostgresConnectionError,
+    asyncpg.exceptions.OperatorInterventionError,  # shutting down, starting up, cancelled
+)
 FAULTS: tuple[type[Exception], ...] = (
     asyncpg.PostgresError,  # the server's: disk full, shutting down, too many connections ...
     asyncpg.InterfaceError,  # the link's: "connection is closed"
@@ -90,6 +98,7 @@ class PgConnection:
         self._pool: asyncpg.Pool[asyncpg.Record] | None = None
         self._calls: set[asyncio.Task[Any]] = set()
         self._trouble = Trouble()
+        self._link_down = False
 
     async def __aenter__(self) -> Self:
         await self.open()
@@ -178,16 +187,22 @@ class PgConnection:
         *args: P.args,
         **kwargs: P.kwargs,
     ) -> T:
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self.call_timeout_s
         try:
-            async with asyncio.timeout(self.call_timeout_s), pool.acquire() as conn:
-                result = await fn(conn, *args, **kwargs)
+            async with asyncio.timeout_at(deadline):
+                conn = await pool.acquire()
+            result = await _before(deadline, pool, conn, fn(conn, *args, **kwargs))
         except Exception as exc:
             if not is_fault(exc):
                 raise
             self._trouble.failed(fn, exc, None)
+            self._link_down = self._link_down or isinstance(exc, LINK_FAULTS)
             raise StorageError(f"storage {self} failed: {_describe(exc)}") from exc
-        if self._trouble:
-            self._trouble.succeeded(fn, None)
+        if self._link_down:  # back: what failed while it was down is no longer failing
+            self._link_down, self._trouble = False, Trouble()
+        elif self._trouble:
+            self._trouble.succeeded(fn, None)  # a server fault (a full disk) clears by kind
         return result
 
     async def _select(self, sql: str, *params: Any) -> list[dict[str, Any]]:
@@ -196,6 +211,37 @@ class PgConnection:
     async def _one(self, sql: str, *params: Any) -> dict[str, Any] | None:
         rows = await self._select(sql, *params)
         return rows[0] if rows else None
+
+
+async def _before(
+    deadline: float,
+    pool: asyncpg.Pool[asyncpg.Record],
+    conn: asyncpg.pool.PoolConnectionProxy[asyncpg.Record],
+    work: Awaitable[T],
+) -> T:
+    """`work` on `conn`, or TimeoutError at the deadline; then the connection goes back to the pool.
+
+    Not `asyncio.timeout`: on a silent (half-open) link asyncpg answers a cancellation with a
+    cancel request over a new connection and waits for it, at ROLLBACK and at release, with no
+    deadline (seen here: still waiting after 60 s). Closing the socket ends every wait at once.
+    """
+    expired = False
+
+    def expire() -> None:
+        nonlocal expired
+        expired = True
+        conn.terminate()
+
+    timer = asyncio.get_running_loop().call_at(deadline, expire)
+    try:
+        return await work
+    except Exception as exc:
+        if expired:
+            raise TimeoutError from exc
+        raise
+    finally:
+        timer.cancel()
+        await pool.release(conn)  # a terminated one is dropped (and replaced on a later acquire)
 
 
 async def _rows(conn: Conn, sql: str, *params: Any) -> list[dict[str, Any]]:
