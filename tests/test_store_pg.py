@@ -16,6 +16,7 @@ from sqlite_utils import Database
 from bot.storage import MIGRATIONS as SQLITE_MIGRATIONS
 from bot.storage import SqliteStore, StorageError
 from bot.storage.pg import MIGRATIONS, PostgresStore, migrate
+from bot.storage.pg.faults import redacted
 from bot.storage.pg.schema import HIDDEN_COLUMNS
 from tests.pg_kit import pg_database, pg_url
 
@@ -95,6 +96,9 @@ async def test_no_server_is_a_storage_error_that_hides_the_password() -> None:
     with pytest.raises(StorageError) as caught:
         await PostgresStore("postgresql://bot:hunter2@127.0.0.1:9/gw", connect_timeout_s=2).open()
     assert "hunter2" not in str(caught.value) and "bot:***@127.0.0.1:9" in str(caught.value)
+    assert redacted("postgresql://h/db?user=bot&password=hunter2&x=1") == (
+        "postgresql://h/db?user=bot&password=***&x=1"
+    )
 
 
 def _bot(*args: str, cwd: Path, url: str, stdin: str = "") -> subprocess.CompletedProcess[str]:

@@ -24,12 +24,12 @@ import logging
 from collections.abc import Awaitable, Callable
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Concatenate, ParamSpec, Self, TypeAlias, TypeVar
-from urllib.parse import urlsplit, urlunsplit
 
 import asyncpg
 
 from bot.storage.base import StorageError
 from bot.storage.faults import Trouble
+from bot.storage.pg.faults import LINK_FAULTS, describe, is_fault, redacted
 from bot.storage.pg.schema import HIDDEN_COLUMNS, MIGRATIONS, migrate
 
 if TYPE_CHECKING:
@@ -45,35 +45,6 @@ P = ParamSpec("P")
 CONNECT_TIMEOUT_S = 5.0
 CALL_TIMEOUT_S = 10.0
 POOL_SIZE = 10
-# errors of the caller's data or of our SQL: the database itself is fine
-NOT_FAULTS: tuple[type[Exception], ...] = (
-    asyncpg.IntegrityConstraintViolationError,
-    asyncpg.DataError,
-    asyncpg.exceptions.SyntaxOrAccessError,
-)
-# the link to the server, not the server's data: any call that succeeds shows it is back
-LINK_FAULTS: tuple[type[Exception], ...] = (
-    OSError,
-    TimeoutError,
-    asyncpg.InterfaceError,
-    asyncpg.PostgresConnectionError,
-    asyncpg.exceptions.OperatorInterventionError,  # shutting down, starting up, cancelled
-)
-FAULTS: tuple[type[Exception], ...] = (
-    asyncpg.PostgresError,  # the server's: disk full, shutting down, too many connections ...
-    asyncpg.InterfaceError,  # the link's: "connection is closed"
-    OSError,  # refused, reset, unreachable
-    TimeoutError,
-)
-
-
-def redacted(url: str) -> str:
-    """The url without its password, for messages and logs."""
-    parts = urlsplit(url)
-    if parts.password is None:
-        return url
-    host = parts.netloc.rpartition("@")[2]
-    return urlunsplit(parts._replace(netloc=f"{parts.username}:***@{host}"))
 
 
 async def _no_reset(conn: Conn) -> None:
@@ -135,7 +106,7 @@ class PgConnection:
                 pool.terminate()
             if not (is_fault(exc) or isinstance(exc, ValueError)):  # ValueError: a bad url
                 raise
-            raise StorageError(f"cannot open the database {self}: {_describe(exc)}") from exc
+            raise StorageError(f"cannot open the database {self}: {describe(exc)}") from exc
         self._pool = pool
         log.info("storage %s open, schema v%d (applied %s)", self, len(MIGRATIONS), applied)
 
@@ -198,7 +169,7 @@ class PgConnection:
                 raise
             self._trouble.failed(fn, exc, None)
             self._link_down = self._link_down or isinstance(exc, LINK_FAULTS)
-            raise StorageError(f"storage {self} failed: {_describe(exc)}") from exc
+            raise StorageError(f"storage {self} failed: {describe(exc)}") from exc
         if self._link_down:  # back: what failed while it was down is no longer failing
             self._link_down, self._trouble = False, Trouble()
         elif self._trouble:
@@ -252,19 +223,6 @@ async def _rows(conn: Conn, sql: str, *params: Any) -> list[dict[str, Any]]:
             row.pop(hidden, None)
         rows.append(row)
     return rows
-
-
-def is_fault(exc: BaseException) -> bool:
-    """A fault of the database or the link to it, not of the caller's data or our SQL."""
-    if isinstance(exc, asyncpg.InsufficientPrivilegeError):
-        return True  # the database's grants, not our SQL
-    return isinstance(exc, FAULTS) and not isinstance(exc, NOT_FAULTS)
-
-
-def _describe(exc: BaseException) -> str:
-    if isinstance(exc, TimeoutError):
-        return "no answer in time"
-    return f"{type(exc).__name__}: {exc}"
 
 
 def rowcount(status: str) -> int:
