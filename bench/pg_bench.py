@@ -57,6 +57,8 @@ COLUMNS = [list(c) for c in zip(*(_message_fields(m) for m in MESSAGES), strict=
 Op = Callable[[int], Awaitable[Any]]
 SESSION_KEY = ("websocket", "c", "u", "default")
 COLD = "load history, 50 rows"  # not part of a whole turn: a turn finds its history cached
+CONVERSATIONS = 20
+WHOLE = f"whole turns, {CONVERSATIONS} conversations"
 
 
 def psycopg_sql(sql: str) -> str:
@@ -159,32 +161,27 @@ def store_ops(store: PostgresStore, session_id: str, full: str) -> dict[str, Op]
     }
 
 
-async def timed(op: Op, calls: int, rounds: int) -> tuple[float, float]:
-    """Median over `rounds` of (wall µs, process CPU µs) per call, one call at a time."""
-    for n in range(20):
-        await op(-n - 1)  # warm: connections, prepared statements
-    walls, cpus = [], []
-    for r in range(rounds):
-        wall, cpu = time.perf_counter(), time.process_time()
-        for n in range(calls):
-            await op(r * calls + n)
-        walls.append((time.perf_counter() - wall) / calls * 1e6)
-        cpus.append((time.process_time() - cpu) / calls * 1e6)
-    return statistics.median(walls), statistics.median(cpus)
+async def timed(op: Op, calls: int, first: int) -> tuple[float, float]:
+    """(wall µs, process CPU µs) per call over `calls` calls, one at a time."""
+    wall, cpu = time.perf_counter(), time.process_time()
+    for n in range(calls):
+        await op(first + n)
+    return (time.perf_counter() - wall) / calls * 1e6, (time.process_time() - cpu) / calls * 1e6
 
 
-async def whole_turns(ops: dict[str, Op], turns: int, conversations: int) -> tuple[float, float]:
-    """Whole turns (every op once) from `conversations` tasks at once: µs wall and CPU per turn."""
+async def whole_turns(ops: dict[str, Op], turns: int, first: int) -> tuple[float, float]:
+    """Whole turns (every op but the cold load) from CONVERSATIONS tasks at once: µs wall and
+    CPU per turn."""
     sequence = [op for name, op in ops.items() if name != COLD]
 
     async def conversation(c: int) -> None:
-        for n in range(turns // conversations):
+        for n in range(turns // CONVERSATIONS):
             for op in sequence:
-                await op(10_000_000 + c * 100_000 + n)
+                await op(first + c * 100_000 + n)
 
     wall, cpu = time.perf_counter(), time.process_time()
     async with asyncio.TaskGroup() as group:
-        for c in range(conversations):
+        for c in range(CONVERSATIONS):
             group.create_task(conversation(c))
     return (time.perf_counter() - wall) / turns * 1e6, (time.process_time() - cpu) / turns * 1e6
 
@@ -200,40 +197,53 @@ async def seed(url: str) -> tuple[str, str]:
     return session_id, full
 
 
-async def run(server: str, calls: int, rounds: int, turns: int) -> None:
+async def run(server: str, calls: int, rounds: int, turns: int, fsync: bool) -> None:
     name = f"gw_bench_{uuid.uuid4().hex[:8]}"
     admin = await asyncpg.connect(f"{server}/postgres")
     await admin.execute(f"CREATE DATABASE {name}")
+    if not fsync:  # measure the drivers, not the disk's flush (5-9 ms a commit on this machine)
+        await admin.execute(f"ALTER DATABASE {name} SET synchronous_commit = off")
     url = f"{server}/{name}"
-    results: dict[str, dict[str, tuple[float, float]]] = {}
+    samples: dict[str, dict[str, list[tuple[float, float]]]] = {}
     try:
         session_id, full = await seed(url)
-        async with asyncpg.create_pool(url, min_size=2, max_size=2, reset=_no_reset) as apool:
-            ops = driver_ops(AsyncpgCalls(apool), session_id, full)
-            results["asyncpg"] = {k: await timed(op, calls, rounds) for k, op in ops.items()}
-            results["asyncpg"]["whole turns"] = await whole_turns(ops, turns, 20)
-        async with psycopg_pool.AsyncConnectionPool(
-            url, min_size=2, max_size=2, kwargs={"autocommit": True}, open=False
-        ) as ppool:
-            ops = driver_ops(PsycopgCalls(ppool), session_id, full)
-            results["psycopg 3"] = {k: await timed(op, calls, rounds) for k, op in ops.items()}
-            results["psycopg 3"]["whole turns"] = await whole_turns(ops, turns, 20)
-        async with PostgresStore(url, pool_size=2) as store:
-            ops = store_ops(store, session_id, full)
-            results["PostgresStore"] = {k: await timed(op, calls, rounds) for k, op in ops.items()}
-            results["PostgresStore"]["whole turns"] = await whole_turns(ops, turns, 20)
+        async with (
+            asyncpg.create_pool(url, min_size=2, max_size=2, reset=_no_reset) as apool,
+            psycopg_pool.AsyncConnectionPool(
+                url, min_size=2, max_size=2, kwargs={"autocommit": True}, open=False
+            ) as ppool,
+            PostgresStore(url, pool_size=2) as store,
+        ):
+            drivers = {
+                "asyncpg": driver_ops(AsyncpgCalls(apool), session_id, full),
+                "psycopg 3": driver_ops(PsycopgCalls(ppool), session_id, full),
+                "PostgresStore": store_ops(store, session_id, full),
+            }
+            for ops in drivers.values():  # warm: connections, prepared statements
+                for op in ops.values():
+                    for n in range(20):
+                        await op(-n - 1)
+            # rounds alternate between the drivers, so a busy moment of the machine hits all
+            for r in range(rounds):
+                for driver, ops in drivers.items():
+                    got = samples.setdefault(driver, {})
+                    for label, op in ops.items():
+                        got.setdefault(label, []).append(await timed(op, calls, r * calls))
+                    turn = await whole_turns(ops, turns // rounds, 10_000_000 + r * 1000)
+                    got.setdefault(WHOLE, []).append(turn)
     finally:
         await admin.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
         await admin.close()
-    columns = list(results)
-    print(f"{'op (µs wall / µs client CPU)':33}" + "".join(f"{c:>17}" for c in columns))
-    for op in results["asyncpg"]:
-        label = "whole turns, 20 conversations" if op == "whole turns" else op
-        cells = "".join(
-            f"{f'{w:,.0f} / {c:,.0f}':>17}" for w, c in (results[k][op] for k in columns)
-        )
+    print(f"{'op: µs wall / µs client CPU':33}" + "".join(f"{d:>17}" for d in samples))
+    for label in samples["asyncpg"]:
+        cells = ""
+        for got in samples.values():
+            wall = statistics.median(w for w, _ in got[label])
+            cpu = statistics.median(c for _, c in got[label])
+            cells += f"{f'{wall:,.0f} / {cpu:,.0f}':>17}"
         print(f"{label:33}{cells}")
-    print(f"({rounds} rounds of {calls} calls, median; whole turns: {turns} turns, all ops each)")
+    flush = "each commit flushed" if fsync else "synchronous_commit off: no flush wait"
+    print(f"(median of {rounds} rounds of {calls} calls; {flush}; pool of 2 per driver)")
 
 
 async def _no_reset(conn: asyncpg.Connection[asyncpg.Record]) -> None:
@@ -246,8 +256,9 @@ def main() -> None:
     parser.add_argument("--calls", type=int, default=500)
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--turns", type=int, default=2000)
+    parser.add_argument("--fsync", action="store_true", help="keep synchronous_commit on")
     args = parser.parse_args()
-    asyncio.run(run(args.server, args.calls, args.rounds, args.turns))
+    asyncio.run(run(args.server, args.calls, args.rounds, args.turns, args.fsync))
 
 
 if __name__ == "__main__":
