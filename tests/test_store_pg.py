@@ -13,6 +13,7 @@ import asyncpg
 import pytest
 from sqlite_utils import Database
 
+from bot.config import ConfigError, load_config
 from bot.storage import MIGRATIONS as SQLITE_MIGRATIONS
 from bot.storage import SqliteStore, StorageError
 from bot.storage.pg import MIGRATIONS, PostgresStore, migrate
@@ -156,3 +157,16 @@ def test_an_unreachable_storage_url_stops_the_start_with_one_line(tmp_path: Path
     [line] = result.stderr.strip().splitlines()
     assert line.startswith("error: storage.url: cannot open the database"), line
     assert "bot:***@127.0.0.1:9/gw" in line and "hunter2" not in line
+
+
+def test_storage_url_must_be_postgresql_and_is_never_echoed(tmp_path: Path) -> None:
+    (tmp_path / "config.yaml").write_text('storage: {url: "mysql://bot:hunter2@db/gw"}')
+    with pytest.raises(ConfigError) as caught:
+        load_config(tmp_path / "config.yaml", env={})
+    assert str(caught.value).endswith(
+        "storage.url: expected a postgresql:// url such as postgresql://db.internal:5432/bot"
+        " (leave it unset for SQLite at storage.path)"
+    )
+    assert "hunter2" not in str(caught.value)
+    (tmp_path / "config.yaml").write_text('storage: {url: "${DATABASE_URL:-}"}')
+    assert load_config(tmp_path / "config.yaml", env={}).storage.url is None  # unset: SQLite

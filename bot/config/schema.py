@@ -38,7 +38,7 @@ class StorageConfig(_Section):
             return None  # an unset `${DATABASE_URL}` expands to ""
         if value.partition("://")[0] not in ("postgresql", "postgres"):
             raise ValueError(
-                "expected a postgresql://user@host:5432/db url"
+                "expected a postgresql:// url such as postgresql://db.internal:5432/bot"
                 " (leave it unset for SQLite at storage.path)"
             )
         return value

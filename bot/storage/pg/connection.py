@@ -11,7 +11,8 @@ Settings, and why:
   state (its advisory locks are transaction-scoped), so only the ROLLBACK of an interrupted
   transaction is needed, which asyncpg does before calling our reset.
 - one deadline (`call_timeout_s`) covers waiting for a pooled connection and the statements;
-  connecting has its own (`connect_timeout_s`; asyncpg's default is 60 s).
+  when it passes, the connection's socket is closed (`_before` says why not a plain timeout).
+  Connecting has its own (`connect_timeout_s`; asyncpg's default is 60 s).
 - a call runs as its own task, shielded: a caller cancelled mid-call (`/stop`, a turn deadline)
   does not cut a write in half or leave its outcome unknown; the write finishes or fails alone,
   as on SQLite, where every call runs to its end.
