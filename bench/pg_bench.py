@@ -26,9 +26,9 @@ PostgreSQL 15 on loopback, Python 3.11, asyncpg 0.32, psycopg 3.3.9 + psycopg-po
 asyncpg takes 1.8-2.5x less client CPU on every call a turn makes (2.5x for a whole turn) and
 answers sooner; the gateway's CPU is what a process runs out of first. PostgresStore adds
 ~30 µs a call over bare asyncpg (its shielded task, the deadline timer, rows as dicts; cProfile'd)
-and the history cache's work on a cold load. With `--fsync` (each commit flushed, the
-default of a real server) every write waits 5-9 ms for this machine's disk, for both drivers
-alike: the flush, not the driver, then sets a write's latency.
+and the history cache's work on a cold load. With `--fsync` (each commit flushed, a real
+server's default) a write waits 2.5-10 ms for this machine's shared disk, with either driver:
+the flush, not the driver, then sets a write's latency (client CPU keeps the same order).
 
 Settings are each driver's best for this use: asyncpg with a no-op pool reset (its default
 reset is one more round trip per call), psycopg with autocommit connections (a plain
@@ -211,7 +211,7 @@ async def run(server: str, calls: int, rounds: int, turns: int, fsync: bool) -> 
     name = f"gw_bench_{uuid.uuid4().hex[:8]}"
     admin = await asyncpg.connect(f"{server}/postgres")
     await admin.execute(f"CREATE DATABASE {name}")
-    if not fsync:  # measure the drivers, not the disk's flush (5-9 ms a commit on this machine)
+    if not fsync:  # measure the drivers, not the disk's flush (2.5-10 ms a commit here)
         await admin.execute(f"ALTER DATABASE {name} SET synchronous_commit = off")
     url = f"{server}/{name}"
     samples: dict[str, dict[str, list[tuple[float, float]]]] = {}
