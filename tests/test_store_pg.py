@@ -13,6 +13,7 @@ import asyncpg
 import pytest
 from sqlite_utils import Database
 
+from agent.types import Message
 from bot.config import ConfigError, load_config
 from bot.storage import MIGRATIONS as SQLITE_MIGRATIONS
 from bot.storage import SqliteStore, StorageError
@@ -170,3 +171,28 @@ def test_storage_url_must_be_postgresql_and_is_never_echoed(tmp_path: Path) -> N
     assert "hunter2" not in str(caught.value)
     (tmp_path / "config.yaml").write_text('storage: {url: "${DATABASE_URL:-}"}')
     assert load_config(tmp_path / "config.yaml", env={}).storage.url is None  # unset: SQLite
+
+
+async def test_the_history_cache_evicts_and_stays_consistent(pg_url: str) -> None:
+    """As test_storage.py's for SQLite: a cache of 2 sessions, a third, and another process."""
+    key = {"channel": "websocket", "conversation_key": "chat-1"}
+    async with PostgresStore(pg_url, history_cache_size=2) as store, PostgresStore(pg_url) as other:
+        sessions = [await store.active_session(**key, user_id=f"u{i}") for i in range(3)]
+        for session_id in sessions:
+            await store.load_history(session_id)
+        expected: list[list[tuple[str, Message]]] = [[], [], []]
+        for n in range(9):
+            await store.append_messages(sessions[n % 3], f"t{n}", [Message("user", str(n))])
+            expected[n % 3].append((f"t{n}", Message("user", str(n))))
+        history = await store.load_history(sessions[0])
+        history.append(("mine", Message("user", "callers may not change the cache")))
+        await other.append_messages(sessions[0], "t9", [Message("user", "from elsewhere")])
+        await store.append_messages(sessions[0], "t10", [Message("user", "back here")])
+        expected[0] += [
+            ("t9", Message("user", "from elsewhere")),
+            ("t10", Message("user", "back here")),
+        ]
+        for n, session_id in enumerate(sessions):
+            assert await store.load_history(session_id) == expected[n]
+            assert await other.load_history(session_id) == expected[n]
+        assert len(store._histories) == 2
