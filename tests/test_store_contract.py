@@ -156,6 +156,17 @@ async def test_concurrent_appends_land_once_and_in_order(opener: Opener) -> None
         assert [await reopened.load_history(s) for s in sessions] == expected
 
 
+async def test_loads_and_appends_at_once_leave_each_message_once(opener: Opener) -> None:
+    async with opener() as writer:
+        session_id = await writer.active_session(**SESSION)
+        await writer.append_messages(session_id, "t1", [Message("user", "one")])
+    async with opener() as store:  # nothing cached yet: every load reads from the start
+        loads = [store.load_history(session_id) for _ in range(3)]
+        append = store.append_messages(session_id, "t2", [Message("user", "two")])
+        await asyncio.gather(*loads, append, store.load_history(session_id))
+        assert [m.content for _, m in await store.load_history(session_id)] == ["one", "two"]
+
+
 async def test_audit_and_usage_rows(store: AnyStore) -> None:
     args = '{"query":  "spaces kept"}'
     record = AuditRecord("s", "t", "c1", "web_search", args, "x" * 10_000, False, 12.5)
