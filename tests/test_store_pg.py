@@ -39,8 +39,8 @@ async def test_processes_starting_at_once_migrate_once_and_all_open(pg_url: str)
     await asyncio.gather(*(store.open() for store in stores))
     try:
         assert await _versions(pg_url) == list(range(1, len(MIGRATIONS) + 1))
-        sessions = {await store.active_session(channel="c", conversation_key="k", user_id="u") for store in stores}  # fmt: skip
-        assert len(sessions) == 1
+        key = {"channel": "c", "conversation_key": "k", "user_id": "u"}
+        assert len({await store.active_session(**key) for store in stores}) == 1
     finally:
         await asyncio.gather(*(store.close() for store in stores))
 

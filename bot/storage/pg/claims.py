@@ -1,10 +1,13 @@
-"""Event claims on PostgreSQL: platform event ids claimed once, with an expiry on the server's clock."""
+"""Event claims on PostgreSQL: event ids claimed once, expiring on the server's clock."""
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
 from bot.storage.pg.connection import PgConnection, rowcount
+
+if TYPE_CHECKING:
+    from bot.storage.pg.connection import Conn
 
 _NOW = "extract(epoch FROM clock_timestamp())"  # one clock for every host sharing the database
 # Insert, or take over a claim that has expired; a live claim is left alone (no row).
@@ -13,9 +16,6 @@ _CLAIM = (
     " ON CONFLICT (event_id) DO UPDATE SET expires_at = excluded.expires_at"
     f" WHERE event_claims.expires_at <= {_NOW}"
 )
-
-if TYPE_CHECKING:
-    from bot.storage.pg.connection import Conn
 _RELEASE = "DELETE FROM event_claims WHERE event_id = $1"
 _PRUNE = f"DELETE FROM event_claims WHERE expires_at <= {_NOW}"
 PRUNE_EVERY = 1000  # claims between deletions of expired ones

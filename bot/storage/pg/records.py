@@ -9,6 +9,9 @@ from bot.storage.pg.connection import PgConnection
 from bot.storage.records import _ORDER_COLUMNS
 from bot.storage.schema import now
 
+if TYPE_CHECKING:
+    from bot.storage.pg.connection import Conn
+
 _INSERT_ORDER = (
     f"INSERT INTO orders ({', '.join(_ORDER_COLUMNS)})"
     f" VALUES ({', '.join(f'${n}' for n in range(1, len(_ORDER_COLUMNS) + 1))})"
@@ -28,9 +31,6 @@ _INSERT_MEMORY = (
     "INSERT INTO memories (tenant, user_id, memory_type, content, category, importance, key,"
     " created_at, updated_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $8) RETURNING id"
 )
-
-if TYPE_CHECKING:
-    from bot.storage.pg.connection import Conn
 
 
 class PgUserRecords(PgConnection):

@@ -19,6 +19,9 @@ from typing import TYPE_CHECKING
 
 from bot.storage.schema import now
 
+if TYPE_CHECKING:
+    from bot.storage.pg.connection import Conn
+
 MIGRATION_LOCK = 0x67617465776179  # any constant key: "gateway" in hex; one per database
 HIDDEN_COLUMNS = ("seq",)
 
@@ -89,9 +92,6 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (_V1, _V2, _V3, _V4)
 _VERSIONS_TABLE = (
     "CREATE TABLE IF NOT EXISTS schema_migrations (version integer PRIMARY KEY, applied_at text)"
 )
-
-if TYPE_CHECKING:
-    from bot.storage.pg.connection import Conn
 
 
 async def migrate(conn: Conn, *, target: int | None = None) -> list[int]:

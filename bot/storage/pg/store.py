@@ -7,14 +7,14 @@ from typing import TYPE_CHECKING
 
 from bot.storage.pg.claims import PgEventClaims
 from bot.storage.pg.connection import rowcount
-
-if TYPE_CHECKING:
-    from bot.storage.pg.connection import Conn
 from bot.storage.pg.messages import PgMessageLog
 from bot.storage.pg.records import PgUserRecords
 from bot.storage.pg.turns import PgTurnLog, update
 from bot.storage.pg.views import PgAdminViews
 from bot.storage.schema import SESSION_STATUSES, check_status, now
+
+if TYPE_CHECKING:
+    from bot.storage.pg.connection import Conn
 
 SessionKey = tuple[str, str, str, str]  # channel, conversation_key, user_id, agent_id
 
@@ -28,7 +28,10 @@ _FIND_ACTIVE = (
     " AND agent_id = $4 AND status = 'active' ORDER BY seq DESC LIMIT 1"
 )
 # finding-then-creating a conversation's session is one at a time per key, across processes
-_LOCK_KEY = "SELECT pg_advisory_xact_lock(hashtextextended(concat_ws(chr(31), $1::text, $2::text, $3::text, $4::text), 0))"
+_LOCK_KEY = (
+    "SELECT pg_advisory_xact_lock(hashtextextended("
+    "concat_ws(chr(31), $1::text, $2::text, $3::text, $4::text), 0))"
+)
 _SET_STATUS = "UPDATE chat_sessions SET status = $1, updated_at = $2 WHERE id = $3"
 _CLOSE_ACTIVE = (
     "UPDATE chat_sessions SET status = 'closed', updated_at = $1 WHERE channel = $2"

@@ -1,4 +1,4 @@
-"""Turns on PostgreSQL: the gateway's record of each reply, its inbound events, placeholder, outcome."""
+"""Turns on PostgreSQL: each reply's inbound events, placeholder and outcome."""
 
 from __future__ import annotations
 
@@ -9,6 +9,9 @@ from adapters.base import ChatRef
 from bot.storage.pg.connection import PgConnection, rowcount
 from bot.storage.schema import TURN_STATUSES, check_status, now
 from bot.storage.turns import _decode, handle_from_record
+
+if TYPE_CHECKING:
+    from bot.storage.pg.connection import Conn
 
 _INSERT_TURN = (
     "INSERT INTO turns (id, session_id, channel, conversation_key, inbound_event_ids,"
@@ -22,9 +25,6 @@ _LAST_PLACEHOLDER = (
 _FINISH_TURN = (
     "UPDATE turns SET status = $1, final_text = $2, error = $3, finished_at = $4 WHERE id = $5"
 )
-
-if TYPE_CHECKING:
-    from bot.storage.pg.connection import Conn
 
 
 class PgTurnLog(PgConnection):
