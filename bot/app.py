@@ -26,7 +26,8 @@ from bot.gateway import Gateway, GatewaySettings
 from bot.health import ChannelStates
 from bot.recovery import recover_interrupted_turns
 from bot.resume import ResumeSettings
-from bot.storage import SqliteStore, StorageError
+from bot.storage import StorageError
+from bot.storage.backends import build_store
 from tools.builtin import builtin_registry
 from tools.control import CONTROL
 from tools.knowledge import KnowledgeBase
@@ -68,7 +69,7 @@ class App:
         for control in CONTROL:
             if control.name not in self.registry:
                 self.registry.add(control)
-        self.store = SqliteStore(self._path(config.storage.path))
+        self.store = build_store(self._path(config.storage.path), config.storage.url)
         self.personas = PersonaLibrary(
             [self._path(d) for d in config.personas.dirs], known_tools=self.registry.names()
         )
@@ -162,6 +163,11 @@ class App:
         try:
             await self.store.open()
         except StorageError as exc:  # one line at the CLI, like a bad value
+            if self.config.storage.url:
+                raise ConfigError(
+                    f"storage.url: {exc}; is the server up, and do the url's user, host, port"
+                    " and database exist?"
+                ) from exc
             raise ConfigError(
                 f"storage.path: {exc}; it must be a SQLite file (or a new one) in a folder this"
                 " user can write, on a disk with room"

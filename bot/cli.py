@@ -92,8 +92,8 @@ def _setup_logging(config: Config, log_file: Path | None) -> None:
 
 
 def _chat_log(config: Config, base_dir: Path) -> Path:
-    """`chat.log` beside the database (in the config's folder for an in-memory one)."""
-    if config.storage.path == ":memory:":
+    """`chat.log` beside the database (in the config's folder for an in-memory or a server one)."""
+    if config.storage.url or config.storage.path == ":memory:":
         return base_dir / "chat.log"
     path = Path(config.storage.path)
     return (path if path.is_absolute() else base_dir / path).parent / "chat.log"
@@ -161,20 +161,28 @@ def _personas_check(config: Config, base_dir: Path) -> int:
 
 async def _sessions(config: Config, base_dir: Path, args: argparse.Namespace) -> int:
     from bot.sessions_view import list_sessions, show_session
-    from bot.storage import SqliteStore
+    from bot.storage import StorageError
+    from bot.storage.backends import build_store
 
     path = Path(config.storage.path)
     path = path if path.is_absolute() else base_dir / path
-    if not path.exists():
+    if config.storage.url is None and not path.exists():
         print(f"error: no database at {path}; has the bot run with this config?", file=sys.stderr)
         return 2
-    async with SqliteStore(path) as store:
-        try:
-            if args.sessions_command == "list":
-                print(await list_sessions(store, args.limit))
-            else:
-                print(await show_session(store, args.session_id))
-        except LookupError as exc:
-            print(f"error: {exc.args[0]}", file=sys.stderr)
-            return 1
+    store = build_store(path, config.storage.url)
+    try:
+        await store.open()
+    except StorageError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    try:
+        if args.sessions_command == "list":
+            print(await list_sessions(store, args.limit))
+        else:
+            print(await show_session(store, args.session_id))
+    except (LookupError, StorageError) as exc:
+        print(f"error: {exc.args[0]}", file=sys.stderr)
+        return 1
+    finally:
+        await store.close()
     return 0

@@ -4,16 +4,25 @@ from __future__ import annotations
 
 import json
 import unicodedata
-from typing import Any
-
-from bot.storage import SqliteStore
+from typing import Any, Protocol
 
 PREVIEW = 160
 # Bidirectional overrides and isolates: they make a terminal show text in another order.
 BIDI = frozenset("\u061c\u200e\u200f\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069")
 
 
-async def list_sessions(store: SqliteStore, limit: int) -> str:
+class SessionRows(Protocol):
+    """The admin views this reads; SqliteStore and PostgresStore both have them."""
+
+    async def recent_sessions(self, *, limit: int = 20) -> list[dict[str, Any]]: ...
+    async def get_session(self, session_id: str) -> dict[str, Any] | None: ...
+    async def find_sessions(self, prefix: str) -> list[dict[str, Any]]: ...
+    async def messages_for_session(self, session_id: str) -> list[dict[str, Any]]: ...
+    async def child_sessions(self, session_id: str) -> list[dict[str, Any]]: ...
+    async def audit_for_session(self, session_id: str) -> list[dict[str, Any]]: ...
+
+
+async def list_sessions(store: SessionRows, limit: int) -> str:
     rows = await store.recent_sessions(limit=limit)
     if not rows:
         return "no sessions yet"
@@ -26,7 +35,7 @@ async def list_sessions(store: SqliteStore, limit: int) -> str:
     return "\n".join(_printable(line) for line in lines)
 
 
-async def show_session(store: SqliteStore, session_id: str) -> str:
+async def show_session(store: SessionRows, session_id: str) -> str:
     """The session, each tool call in order, and each child session nested under it."""
     session = await store.get_session(session_id)
     if session is None:
@@ -43,7 +52,7 @@ async def show_session(store: SqliteStore, session_id: str) -> str:
 
 
 async def _render(
-    store: SqliteStore, session: dict[str, Any], lines: list[str], depth: int
+    store: SessionRows, session: dict[str, Any], lines: list[str], depth: int
 ) -> None:
     pad = "    " * depth
     messages = await store.messages_for_session(session["id"])

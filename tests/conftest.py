@@ -15,6 +15,7 @@ import pytest
 from agent.providers.base import Provider
 from bot.app import App
 from bot.config import Config, load_config
+from bot.storage import SqliteStore
 from tests.network_guard import NetworkGuard
 from tools.registry import ToolRegistry
 
@@ -148,6 +149,7 @@ async def connect(session: aiohttp.ClientSession, app: App, origin: str = ORIGIN
 
 def db_rows(app: App, sql: str, *params: Any) -> list[tuple[Any, ...]]:
     """Rows straight from the app's SQLite file, as an admin would query it."""
+    assert isinstance(app.store, SqliteStore), "db_rows reads a SQLite store"
     with sqlite3.connect(app.store.path) as db:
         return db.execute(sql, params).fetchall()
 

@@ -34,6 +34,11 @@ def _msg(text: str, event: str) -> InboundMessage:
     return InboundMessage(ChatRef("fake", "dm-u1"), "u1", text, event, f"msg-{event}")
 
 
+def sqlite(app: App) -> SqliteStore:
+    assert isinstance(app.store, SqliteStore), "these faults are SQLite's"
+    return app.store
+
+
 async def fill_the_disk(store: SqliteStore) -> None:
     """SQLite's own disk-full path (SQLITE_FULL): the file may not grow past the pages it has,
     and the sessions table's pages are filled by other conversations until it is full."""
@@ -64,7 +69,7 @@ async def test_a_full_disk_mid_turn_ends_the_placeholder_and_asks_to_send_again(
     channel = RecordingChannel(LIMITS)
     provider = ScriptedProvider([Reply("answered after all")])
     app = await running(provider, channels=[channel])
-    await fill_the_disk(app.store)
+    await fill_the_disk(sqlite(app))
     caplog.set_level(logging.INFO)
 
     await app.gateway.handle(_msg("please remember this", "e1"))
@@ -85,7 +90,7 @@ async def test_a_full_disk_mid_turn_ends_the_placeholder_and_asks_to_send_again(
     status, body = await health(session, app)
     assert status == 503 and "full" in body["storage"]
 
-    free_the_disk(app.store)
+    free_the_disk(sqlite(app))
     await app.gateway.handle(_msg("please remember this", "e1"))  # the platform's retry
     await app.gateway.wait_idle()
     assert channel.calls[-1].text == "answered after all"  # its claim was released
@@ -102,7 +107,7 @@ async def test_a_storage_failure_after_the_answer_is_recorded_in_the_log_once(
     app = await running(provider, channels=[channel])
     await app.gateway.handle(_msg("hello", "e0"))  # the session and its first turn fit
     await app.gateway.wait_idle()
-    app.store._conn.execute("PRAGMA max_page_count = 1")
+    sqlite(app)._conn.execute("PRAGMA max_page_count = 1")
     caplog.set_level(logging.ERROR)
 
     await app.gateway.handle(_msg("a long story " * 2000, "e1"))
@@ -197,7 +202,7 @@ async def test_healthz_answers_while_another_conversation_waits_for_a_lock(
 ) -> None:
     channel = RecordingChannel(LIMITS)
     app = await running(ScriptedProvider([Reply("done")]), channels=[channel])
-    path = Path(app.store.path)
+    path = Path(sqlite(app).path)
     with locked_by_another_process(path, LOCK_S):
         waiting = asyncio.create_task(app.gateway.handle(_msg("hi", "e1")))  # claims: waits
         started = time.monotonic()
@@ -265,7 +270,7 @@ async def test_a_message_that_cannot_even_be_claimed_is_answered_honestly(
     channel = RecordingChannel(LIMITS)
     provider = ScriptedProvider([])
     app = await running(provider, channels=[channel])
-    app.store._conn.execute("PRAGMA max_page_count = 1")  # never below its size: it stays
+    sqlite(app)._conn.execute("PRAGMA max_page_count = 1")  # never below its size: it stays
     for n in range(100_000):  # fill the last pages with claims until not even one more fits
         try:
             await app.store.claim_event(f"filler-{n}", 60)

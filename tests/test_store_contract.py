@@ -1,48 +1,67 @@
 """The gateway's `Store` contract (bot/storage/base.py), for every implementation.
 
-The agent-facing parts (messages, audit, usage, memories) are covered in test_storage.py; this
-file covers what the gateway adds: event claims, active sessions across `/new`, turns and the
-placeholder handle they keep for recovery, and what resuming an interrupted turn reads.
+Every test runs on SqliteStore (a file) and on PostgresStore (a database of the test session's
+own on the local server; those skip, saying why, when no server answers). SQLite-only matters
+(WAL, checkpoints, lock waits) are in test_storage.py, PostgreSQL-only ones in test_store_pg.py.
+Besides claims, sessions, history and turns it covers what resuming an interrupted turn reads.
 """
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator, Callable
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from adapters.base import ChatRef, MessageHandle
 from agent.types import AuditRecord, Message, ToolCall
-from bot.storage import SqliteStore
-from bot.storage.base import Store
+from bot.storage import AUDIT_RESULT_LIMIT
+from bot.storage.backends import AnyStore, build_store
 from bot.storage.turns import handle_from_record, handle_record
+from tests.pg_kit import pg_database, pg_url
 
-IMPLEMENTATIONS: dict[str, Callable[[Path], Store]] = {
-    "sqlite": lambda tmp: SqliteStore(tmp / "bot.db"),
-}
+__all__ = ["pg_database", "pg_url"]  # fixtures the contract uses
+
+Opener = Callable[[], AnyStore]  # a new store on the same database, like another process
 
 
-@pytest.fixture(params=sorted(IMPLEMENTATIONS))
-async def store(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Store]:
-    opened = IMPLEMENTATIONS[request.param](tmp_path)
-    await opened.open()
-    yield opened
-    await opened.close()
+@pytest.fixture(params=["sqlite", "postgresql"])
+def opener(request: pytest.FixtureRequest, tmp_path: Path) -> Opener:
+    if request.param == "sqlite":
+        return lambda: build_store(tmp_path / "bot.db", None)
+    url: str = request.getfixturevalue("pg_url")
+    return lambda: build_store("unused", url)
+
+
+@pytest.fixture
+async def store(opener: Opener) -> AsyncIterator[AnyStore]:
+    async with opener() as opened:
+        yield opened
 
 
 SESSION = {"channel": "telegram", "conversation_key": "telegram:42", "user_id": "7"}
+CONVERSATION = [
+    ("t1", Message("user", "What's the weather in Zürich? 🌦")),
+    ("t1", Message("assistant", "", (ToolCall("c1", "web_search", '{"q":  "Zürich"}'),))),
+    ("t1", Message("tool", "12°C", tool_call_id="c1", name="web_search", is_error=True)),
+    ("t2", Message("assistant", "It is 12°C and raining.")),
+]
 
 
-async def test_claims_are_once_until_released(store: Store) -> None:
+async def test_claims_are_once_until_released(store: AnyStore) -> None:
     assert await store.claim_event("e1", 60)
     assert not await store.claim_event("e1", 60)
     await store.release_event("e1")
     assert await store.claim_event("e1", 60)
+    assert await store.claim_event("short", 0)  # expired as soon as it is made
+    assert await store.claim_event("short", 60)  # an expired claim is taken over
+    assert not await store.claim_event("short", 60)
 
 
-async def test_the_active_session_is_kept_until_new(store: Store) -> None:
+async def test_the_active_session_is_kept_until_new(store: AnyStore) -> None:
     first = await store.active_session(**SESSION)
     assert await store.active_session(**SESSION) == first
     assert await store.active_session(**(SESSION | {"user_id": "8"})) != first
@@ -52,7 +71,15 @@ async def test_the_active_session_is_kept_until_new(store: Store) -> None:
     assert await store.close_active_sessions(**SESSION | {"user_id": "nobody"}) == 0
 
 
-async def _turn(store: Store, turn_id: str, handle: MessageHandle | None) -> None:
+async def test_many_processes_asking_at_once_share_one_active_session(opener: Opener) -> None:
+    async with opener() as one, opener() as two:
+        found = await asyncio.gather(
+            *(s.active_session(**SESSION) for _ in range(5) for s in (one, two))
+        )
+    assert len(set(found)) == 1
+
+
+async def _turn(store: AnyStore, turn_id: str, handle: MessageHandle | None) -> None:
     session_id = await store.active_session(**SESSION)
     await store.create_turn(
         turn_id=turn_id,
@@ -64,7 +91,7 @@ async def _turn(store: Store, turn_id: str, handle: MessageHandle | None) -> Non
     )
 
 
-async def test_unfinished_turns_keep_the_placeholder_handle(store: Store) -> None:
+async def test_unfinished_turns_keep_the_placeholder_handle(store: AnyStore) -> None:
     chat = ChatRef("telegram", "42", "9", team_id="T1")
     handle = MessageHandle(chat, "1001", {"parse_mode": "HTML"})
     await _turn(store, "t1", handle)
@@ -77,16 +104,26 @@ async def test_unfinished_turns_keep_the_placeholder_handle(store: Store) -> Non
     assert restored == handle and restored.data == {"parse_mode": "HTML"}
     assert restored.chat.team_id == "T1"
     assert unfinished[1]["placeholder"] is None
+    finished = await store.get_turn("t3") or {}
+    assert (finished["status"], finished["final_text"], finished["inbound_event_ids"]) == (
+        "completed",
+        "done",
+        ["in:t3"],
+    )
+    with pytest.raises(LookupError, match="'t9'"):
+        await store.finish_turn("t9", status="failed")
+    with pytest.raises(ValueError, match="'done'"):
+        await store.finish_turn("t1", status="done")
 
 
-async def test_the_conversation_chat_is_where_its_last_turn_was(store: Store) -> None:
+async def test_the_conversation_chat_is_where_its_last_turn_was(store: AnyStore) -> None:
     assert await store.conversation_chat("telegram:42") is None
     await _turn(store, "t1", MessageHandle(ChatRef("telegram", "42"), "5"))
     await _turn(store, "t2", MessageHandle(ChatRef("telegram", "42", "topic-3"), "6"))
     assert await store.conversation_chat("telegram:42") == ChatRef("telegram", "42", "topic-3")
 
 
-async def test_begin_resume_counts_attempts_of_running_turns_only(store: Store) -> None:
+async def test_begin_resume_counts_attempts_of_running_turns_only(store: AnyStore) -> None:
     handle = MessageHandle(ChatRef("telegram", "42"), "5")
     await _turn(store, "t1", handle)
     first = await store.begin_resume("t1")
@@ -101,7 +138,7 @@ async def test_begin_resume_counts_attempts_of_running_turns_only(store: Store) 
     assert await store.begin_resume("no-such-turn") is None
 
 
-async def test_a_turns_tool_calls_come_back_in_order_with_their_extra(store: Store) -> None:
+async def test_a_turns_tool_calls_come_back_in_order_with_their_extra(store: AnyStore) -> None:
     session = await store.active_session(**SESSION)
     other = await store.active_session(**SESSION | {"user_id": "8"})
     card = {"display": [{"type": "card", "title": "Order 7"}]}
@@ -120,7 +157,7 @@ async def test_a_turns_tool_calls_come_back_in_order_with_their_extra(store: Sto
     ]
 
 
-async def test_running_worker_sessions_are_the_specialists_left_running(store: Store) -> None:
+async def test_running_worker_sessions_are_the_specialists_left_running(store: AnyStore) -> None:
     parent = await store.active_session(**SESSION)
     worker = await store.create_session(
         agent_id="specialist-research", parent_session_id=parent, **SESSION
@@ -137,7 +174,7 @@ async def test_running_worker_sessions_are_the_specialists_left_running(store: S
     assert rows[0]["conversation_key"] == "telegram:42" and rows[0]["channel"] == "telegram"
 
 
-async def test_a_turns_messages_are_kept_with_its_id(store: Store) -> None:
+async def test_a_turns_messages_are_kept_with_its_id(store: AnyStore) -> None:
     """Resuming reads a turn's own steps back from the session's history."""
     session = await store.active_session(**SESSION)
     call = ToolCall("c1", "pay", "{}")
@@ -147,3 +184,99 @@ async def test_a_turns_messages_are_kept_with_its_id(store: Store) -> None:
     history = await store.load_history(session)
     own = [m for turn_id, m in history if turn_id == "t1"]
     assert [(m.role, m.tool_calls) for m in own] == [("user", ()), ("assistant", (call,))]
+
+
+async def test_history_round_trips_and_sees_other_processes(opener: Opener) -> None:
+    async with opener() as store, opener() as other:
+        session_id = await store.active_session(**SESSION)
+        for turn_id in ("t1", "t2"):
+            messages = [m for t, m in CONVERSATION if t == turn_id]
+            await store.append_messages(session_id, turn_id, messages)
+        assert await store.load_history(session_id) == CONVERSATION
+        # `other` is another gateway process: each cache must see the other's rows
+        assert await other.load_history(session_id) == CONVERSATION
+        await other.append_messages(session_id, "t3", [Message("user", "from elsewhere")])
+        await store.append_messages(session_id, "t4", [Message("user", "back here")])
+        expected = [*CONVERSATION, ("t3", Message("user", "from elsewhere"))]
+        expected.append(("t4", Message("user", "back here")))
+        assert await store.load_history(session_id) == expected
+        assert await other.load_history(session_id) == expected
+        rows = await other.messages_for_session(session_id)
+        assert [row["is_error"] for row in rows] == [0, 0, 1, 0, 0, 0]
+
+
+async def test_concurrent_appends_land_once_and_in_order(opener: Opener) -> None:
+    async with opener() as store:
+        sessions = [await store.active_session(**SESSION | {"user_id": f"u{i}"}) for i in range(3)]
+        await store.load_history(sessions[0])  # one cached, two not
+        await asyncio.gather(
+            *(
+                store.append_messages(sessions[n % 3], f"t{n}", [Message("user", str(n))])
+                for n in range(60)
+            )
+        )
+        expected = [[(f"t{n}", Message("user", str(n))) for n in range(i, 60, 3)] for i in range(3)]
+        assert [await store.load_history(s) for s in sessions] == expected
+    async with opener() as reopened:
+        assert [await reopened.load_history(s) for s in sessions] == expected
+
+
+async def test_loads_and_appends_at_once_leave_each_message_once(opener: Opener) -> None:
+    async with opener() as writer:
+        session_id = await writer.active_session(**SESSION)
+        await writer.append_messages(session_id, "t1", [Message("user", "one")])
+    async with opener() as store:  # nothing cached yet: every load reads from the start
+        loads = [store.load_history(session_id) for _ in range(3)]
+        append = store.append_messages(session_id, "t2", [Message("user", "two")])
+        await asyncio.gather(*loads, append, store.load_history(session_id))
+        assert [m.content for _, m in await store.load_history(session_id)] == ["one", "two"]
+
+
+async def test_audit_and_usage_rows(store: AnyStore) -> None:
+    args = '{"query":  "spaces kept"}'
+    record = AuditRecord("s", "t", "c1", "web_search", args, "x" * 10_000, False, 12.5)
+    await store.record_tool_call(record)
+    await store.record_tool_call(AuditRecord("s", None, "c2", "clock", "{}", "short", True, 0.1))
+    long, short = await store.audit_for_session("s")
+    assert long["arguments"] == args and long["ok"] == 0 and long["duration_ms"] == 12.5
+    assert len(long["result"]) == AUDIT_RESULT_LIMIT
+    assert long["result"].endswith("[truncated: 10000 chars in all]")
+    assert (short["result"], short["ok"], short["turn_id"], short["extra"]) == (
+        "short",
+        1,
+        None,
+        None,
+    )
+    for tokens in (12, 30):
+        await store.record_usage(
+            session_id="s", turn_id="t", provider="offline", model="echo",
+            input_tokens=tokens, output_tokens=3,
+        )  # fmt: skip
+    assert await store.turn_usage("t") == {"model_calls": 2, "input_tokens": 42, "output_tokens": 6}
+    assert [row["input_tokens"] for row in await store.usage_for_session("s")] == [12, 30]
+
+
+async def test_memories_replace_by_key_and_orders_round_trip(store: AnyStore) -> None:
+    user: dict[str, Any] = {"tenant": "acme", "user_id": "u1"}
+
+    async def save(memory_type: str, content: str, key: str | None = None) -> int:
+        return await store.save_memory(
+            **user, memory_type=memory_type, content=content, category=None, importance=3, key=key
+        )
+
+    first = await save("fact", "Age 40", key="age")
+    assert await save("fact", "Age 41", key="age") == first  # a newer value replaces it
+    same = await save("pref", "likes TEA")
+    assert await save("pref", "Likes tea") == same  # the same words, whatever their case
+    rows = await store.list_memories(**user)
+    assert sorted((r["content"], r["key"]) for r in rows) == [
+        ("Age 41", "age"),
+        ("Likes tea", None),
+    ]
+    assert await store.list_memories(tenant="other", user_id="u1") == []
+    order = {**user, "id": "o1", "service": "consult", "amount": 9.5, "currency": "EUR"}
+    await store.create_order(order | {"status": "pending"})
+    assert (await store.get_order("o1") or {})["amount"] == 9.5
+    assert await store.get_order("o2") is None
+    with pytest.raises(ValueError, match="'colour'"):
+        await store.create_order(order | {"id": "o3", "status": "new", "colour": "red"})

@@ -140,7 +140,7 @@ def _check_folders(config: Config, folder: Path) -> None:
     # The database's own folder (`data/`) is made on the first run; a missing folder above it
     # means the path is read from the wrong place (a config copied elsewhere, say): a fresh
     # empty database there would silently lose every conversation.
-    if config.storage.path != ":memory:":
+    if config.storage.url is None and config.storage.path != ":memory:":
         path = Path(os.path.abspath(folder / config.storage.path))
         if path.is_dir():
             raise ConfigError(f"storage.path: {path} is a folder; name a file, e.g. {path}/bot.db")

@@ -26,7 +26,22 @@ class ServerConfig(_Section):
 
 
 class StorageConfig(_Section):
-    path: str = "data/bot.db"
+    path: str = "data/bot.db"  # SQLite, the embedded default; unused when `url` is set
+    # postgresql://user@host:5432/db: PostgreSQL, for processes on several hosts. A secret (it
+    # may hold a password): write `${DATABASE_URL}` and keep the value in the environment.
+    url: str | None = secret(None)
+
+    @field_validator("url")
+    @classmethod
+    def _postgresql_only(cls, value: str | None) -> str | None:
+        if not value:
+            return None  # an unset `${DATABASE_URL}` expands to ""
+        if value.partition("://")[0] not in ("postgresql", "postgres"):
+            raise ValueError(
+                "expected a postgresql:// url such as postgresql://db.internal:5432/bot"
+                " (leave it unset for SQLite at storage.path)"
+            )
+        return value
 
 
 class RedisConfig(_Section):

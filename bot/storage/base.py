@@ -3,8 +3,8 @@
 It is the agent runtime's store (`agent.store.Store`: sessions, messages, audit, usage), the
 tools' user records (`tools.memory`: memories, orders), plus what `bot` itself uses: event
 claims, the conversation's active session, turns and the admin views. `SqliteStore` is the
-embedded implementation; a networked one (PostgreSQL) must pass the same contract test
-(tests/test_store_contract.py) and can then be handed to the gateway unchanged.
+embedded implementation, `PostgresStore` (bot/storage/pg/) the networked one; both pass the same
+contract test (tests/test_store_contract.py) and are handed to the gateway unchanged.
 """
 
 from __future__ import annotations
@@ -82,8 +82,13 @@ class GatewayStore(AgentStore, Protocol):
 
 
 class Store(GatewayStore, MemoryStore, OrderStore, Protocol):
-    """The whole store an app runs on (admin views are read by `bot sessions` on SqliteStore)."""
+    """The whole store an app runs on (`bot sessions` reads the admin views both stores have)."""
 
     async def open(self) -> None: ...
 
     async def close(self) -> None: ...
+
+    @property
+    def trouble(self) -> str | None:
+        """The newest storage failure not yet followed by a success of that kind (for /readyz)."""
+        ...

@@ -87,7 +87,7 @@ class Trouble:
     def __bool__(self) -> bool:
         return bool(self._failing)
 
-    def failed(self, fn: Callable[..., Any], exc: sqlite3.Error, rowid: int | None) -> None:
+    def failed(self, fn: Callable[..., Any], exc: Exception, rowid: int | None) -> None:
         self._failing.pop(_kind(fn), None)
         self._failing[_kind(fn)] = f"{type(exc).__name__}: {exc}"
         if rowid is not None:
