@@ -17,6 +17,7 @@ from agent.personas import PersonaLibrary
 from agent.workers import BackgroundResult, Workers
 from bot.conversations import ConversationQueue, QueueFull
 from bot.dedup import Dedup
+from bot.metrics import NO_METRICS, GatewayMetrics
 from bot.storage.base import GatewayStore, StorageError
 from bot.turn import STOPPED, TurnRunner
 
@@ -80,8 +81,10 @@ class Gateway:
         settings: GatewaySettings,
         access: AccessPolicy | None = None,
         workers: Workers | None = None,
+        metrics: GatewayMetrics = NO_METRICS,
     ) -> None:
         self.channels = channels
+        self.metrics = metrics
         self.coordinator = coordinator
         self.store = store
         self.personas = personas
@@ -101,6 +104,7 @@ class Gateway:
             session_for=self._session,
             persona=settings.persona,
             timeout_s=settings.turn_timeout_s,
+            metrics=metrics,
         )
 
     async def run(self) -> None:
@@ -122,6 +126,7 @@ class Gateway:
             return
         if not claimed:
             log.debug("duplicate event %s dropped", message.event_id)
+            self.metrics.dedup_hit(message.chat.channel)
             return
         decision = self.access.check(message)
         if decision == "ignore":

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 import uuid
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
@@ -17,11 +18,13 @@ from typing import Any
 
 from adapters.base import Channel, ChannelError, DeliveryUncertain, InboundMessage, RateLimited
 from agent.coordinator import Coordinator, TurnInput
+from agent.log_context import bound
 from agent.personas import PersonaLibrary
 from agent.providers.base import ProviderError
 from bot.conversations import TurnSignal
 from bot.dedup import Dedup
 from bot.delivery import APOLOGY, Delivery
+from bot.metrics import NO_METRICS, GatewayMetrics
 from bot.storage.base import GatewayStore, StorageError
 from bot.storage.turns import handle_record
 from tools.builtin.settings import ToolsSettings
@@ -67,8 +70,10 @@ class TurnRunner:
         session_for: SessionFor,
         persona: str,
         timeout_s: float,
+        metrics: GatewayMetrics = NO_METRICS,
     ) -> None:
         self.channels = channels
+        self.metrics = metrics
         self.coordinator = coordinator
         self.store = store
         self.personas = personas
@@ -79,14 +84,29 @@ class TurnRunner:
 
     async def run(self, batch: list[InboundMessage], control: TurnSignal) -> None:
         last = batch[-1]
+        turn_id = uuid.uuid4().hex
+        # every log line of the turn, its tools and specialists included, names it (JSON log)
+        with bound(
+            conversation_key=last.conversation_key,
+            turn_id=turn_id,
+            channel=last.chat.channel,
+            persona=self.persona,
+        ):
+            await self._run(batch, control, turn_id)
+
+    async def _run(self, batch: list[InboundMessage], control: TurnSignal, turn_id: str) -> None:
+        last = batch[-1]
         channel = self.channels[last.chat.channel]
         delivery = Delivery(channel, last.chat, reply_to=last.message_id, recipient=last.user_id)
-        turn_id = uuid.uuid4().hex
+        arrived = min(message.received_at for message in batch)
         outcome = _Outcome()
         recorded = False
+        log.debug("turn of %d message(s) starts", len(batch))
         try:
             if not await self._post_placeholder(delivery, batch):
+                outcome.status = "undelivered"
                 return
+            self.metrics.placeholder_shown(last.chat.channel, time.monotonic() - arrived)
             if control.stopped:
                 outcome = _Outcome("stopped", STOPPED)
             else:
@@ -133,6 +153,9 @@ class TurnRunner:
                 log.error("turn %s: could not say that storage failed: %s", turn_id, error)
         finally:
             await delivery.close()
+            elapsed = time.monotonic() - arrived
+            self.metrics.turn_finished(last.chat.channel, outcome.status, elapsed)
+            log.debug("turn %s in %.1f ms", outcome.status, elapsed * 1000)
             if recorded:
                 final = outcome.text if outcome.status == "completed" else None
                 try:
