@@ -197,6 +197,8 @@ async def _run_tool(
         )
     # errors and timeouts come back as results: every started call is finished here
     await emit(ToolFinished(call.id, call.name, label, ok=result.ok))
+    elapsed_ms = (time.perf_counter() - started) * 1000
+    log.debug("tool %s %s in %.1f ms", call.name, "ok" if result.ok else "failed", elapsed_ms)
     if audit is not None:
         record = AuditRecord(
             session_id=ctx.session_id,
@@ -206,7 +208,7 @@ async def _run_tool(
             arguments=call.arguments,
             result=result.text,
             ok=result.ok,
-            duration_ms=(time.perf_counter() - started) * 1000,
+            duration_ms=elapsed_ms,
         )
         await audit(record)
     return result
