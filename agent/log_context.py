@@ -23,12 +23,13 @@ def current() -> Mapping[str, str]:
 
 
 @contextmanager
-def bound(**fields: str | None) -> Iterator[None]:
-    """Add `fields` (names from FIELDS; None leaves a field as it is) for the block."""
+def bound(*, fresh: bool = False, **fields: str | None) -> Iterator[None]:
+    """Add `fields` (names from FIELDS; None leaves a field as it is) for the block; `fresh`:
+    drop the fields bound outside first (a task inherits its creator's, which may be a turn's)."""
     unknown = set(fields) - set(FIELDS)
     if unknown:
         raise ValueError(f"unknown log context field(s) {sorted(unknown)}; known: {FIELDS}")
-    merged = dict(_current.get())
+    merged = {} if fresh else dict(_current.get())
     merged.update({k: v for k, v in fields.items() if v is not None})
     token = _current.set(MappingProxyType(merged))
     try:

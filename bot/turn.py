@@ -85,8 +85,10 @@ class TurnRunner:
     async def run(self, batch: list[InboundMessage], control: TurnSignal) -> None:
         last = batch[-1]
         turn_id = uuid.uuid4().hex
-        # every log line of the turn, its tools and specialists included, names it (JSON log)
+        # every log line of the turn, its tools and specialists included, names it (JSON log);
+        # fresh: a background result's turn runs in a task its specialist started
         with bound(
+            fresh=True,
             conversation_key=last.conversation_key,
             turn_id=turn_id,
             channel=last.chat.channel,

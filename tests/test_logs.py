@@ -3,6 +3,7 @@ specialist; message text not at INFO; tokens and keys at no level; `bot chat` ke
 
 from __future__ import annotations
 
+import asyncio
 import io
 import json
 import logging
@@ -153,3 +154,33 @@ def test_bot_chat_writes_json_lines_to_its_file_and_only_the_chat_to_the_termina
     ]
     turn = [line for line in logged if "turn_id" in line]
     assert turn and {line["channel"] for line in turn} == {"terminal"}
+
+
+async def test_the_turn_a_background_result_starts_has_its_own_ids(
+    tmp_path: Path, session: aiohttp.ClientSession, json_log: io.StringIO
+) -> None:
+    hold = asyncio.Event()  # the specialist ends after the turn that started it
+    router = Router(
+        default=[
+            Reply(calls=[dispatch("specialist-a", TASK, background=True)]),
+            Reply("I started on it."),
+            Reply("It was Armstrong."),  # the turn the background result starts
+        ],
+        specialist_a=[Reply("Armstrong.", wait=hold)],
+    )
+    personas = write_personas(tmp_path / "personas")
+    config = make_config(tmp_path, personas={"dirs": [str(personas)]})
+    registry = registry_with(Probe())
+    provider = ScriptedProvider(router)
+    async with App(config, base_dir=tmp_path, provider=provider, registry=registry) as app:
+        client = await connect(session, app)
+        await client.hello()
+        await client.ask("who walked on the moon?", "m1")
+        await app.gateway.wait_idle()
+        hold.set()
+        await settled(app)
+    rows = db_rows(app, "SELECT id, inbound_event_ids FROM turns ORDER BY created_at")
+    [result_turn] = [turn_id for turn_id, events in rows if "task:" in events]
+    logged = [line for line in lines(json_log) if line.get("turn_id") == result_turn]
+    assert logged and all("task_id" not in line for line in logged)
+    assert {line["persona"] for line in logged} == {"default"}
