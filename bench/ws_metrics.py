@@ -19,6 +19,22 @@ import aiohttp
 from bench.ws_load import Cores, gateway_conversation, pct, start_gateway
 
 
+def counting_cost_us(turns: int = 50_000) -> float:
+    """In this process: µs for the metric calls one scripted web socket turn makes (its
+    placeholder, its one model call, its end), without the gateway around them."""
+    from agent.providers.metered import ModelCall
+    from bot.metrics import Metrics
+
+    metrics = Metrics()
+    call = ModelCall("scripted", "scripted", "ok", 0.001, 0.0005, 10, 5)
+    started = time.perf_counter()
+    for _ in range(turns):
+        metrics.placeholder_shown("websocket", 0.002)
+        metrics.model_call(call)
+        metrics.turn_finished("websocket", "completed", 0.004)
+    return (time.perf_counter() - started) / turns * 1e6
+
+
 async def _one_run(
     metrics: str, conversations: int, turns: int, cores: Cores
 ) -> tuple[float, float]:
@@ -79,3 +95,4 @@ async def run_metrics_overhead(conversations: int, turns: int, rounds: int, core
     )
     lat_on, lat_off = statistics.median(latency["on"]), statistics.median(latency["off"])
     print(f"  turn latency p50, on / off         {lat_on:7.2f} / {lat_off:.2f} ms")
+    print(f"  the counting alone, in-process     {counting_cost_us():7.1f} µs per turn")

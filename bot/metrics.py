@@ -15,7 +15,7 @@ any other name is "unknown"), platform method. Never a user, chat or conversatio
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator
-from typing import Final, Protocol
+from typing import Any, Final, Protocol, TypeVar
 
 from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
 from prometheus_client.core import GaugeMetricFamily, Metric
@@ -56,12 +56,15 @@ class _Off:
 NO_METRICS: Final[GatewayMetrics] = _Off()
 
 Gauges = Callable[[], Iterable[tuple[str, dict[str, str], float]]]
+M = TypeVar("M", Counter, Histogram)
 
 
 class Metrics:
     """Every metric of one app; implements each part's reporting seam."""
 
     def __init__(self) -> None:
+        # labelled children by (metric, labels): `labels()` costs more than the count itself
+        self._children: dict[tuple[Any, tuple[str, ...]], Any] = {}
         r = self.registry = CollectorRegistry()
         ch = ["channel"]
         pm = ["provider", "model"]
@@ -138,49 +141,55 @@ class Metrics:
     def render(self) -> bytes:
         return generate_latest(self.registry)
 
+    def _at(self, metric: M, *labels: str) -> M:
+        child: M | None = self._children.get((metric, labels))
+        if child is None:
+            child = self._children[(metric, labels)] = metric.labels(*labels)
+        return child
+
     # -- GatewayMetrics ------------------------------------------------------------------------
     def dedup_hit(self, channel: str) -> None:
-        self.dedup_hits.labels(channel).inc()
+        self._at(self.dedup_hits, channel).inc()
 
     def placeholder_shown(self, channel: str, seconds: float) -> None:
-        self.placeholder_seconds.labels(channel).observe(seconds)
+        self._at(self.placeholder_seconds, channel).observe(seconds)
 
     def turn_finished(self, channel: str, outcome: str, seconds: float) -> None:
-        self.turns.labels(channel, outcome).inc()
-        self.turn_seconds.labels(channel, outcome).observe(seconds)
+        self._at(self.turns, channel, outcome).inc()
+        self._at(self.turn_seconds, channel, outcome).observe(seconds)
 
     # -- ModelObserver ---------------------------------------------------------------------------
     def model_call(self, call: ModelCall) -> None:
         labels = (call.provider, call.model)
-        self.model_calls.labels(*labels, call.outcome).inc()
-        self.model_seconds.labels(*labels).observe(call.seconds)
+        self._at(self.model_calls, *labels, call.outcome).inc()
+        self._at(self.model_seconds, *labels).observe(call.seconds)
         if call.first_token_s is not None:
-            self.model_first_token.labels(*labels).observe(call.first_token_s)
+            self._at(self.model_first_token, *labels).observe(call.first_token_s)
         if call.input_tokens:
-            self.model_tokens.labels(*labels, "in").inc(call.input_tokens)
+            self._at(self.model_tokens, *labels, "in").inc(call.input_tokens)
         if call.output_tokens:
-            self.model_tokens.labels(*labels, "out").inc(call.output_tokens)
+            self._at(self.model_tokens, *labels, "out").inc(call.output_tokens)
 
     def model_retry(self, provider: str, model: str) -> None:
-        self.model_retries.labels(provider, model).inc()
+        self._at(self.model_retries, provider, model).inc()
 
     def model_fallback(self, from_provider: str, to_provider: str) -> None:
-        self.model_fallbacks.labels(from_provider, to_provider).inc()
+        self._at(self.model_fallbacks, from_provider, to_provider).inc()
 
     # -- ToolObserver ----------------------------------------------------------------------------
     def tool_call(self, tool: str, outcome: ToolOutcome, seconds: float) -> None:
-        self.tool_calls.labels(tool, outcome).inc()
-        self.tool_seconds.labels(tool).observe(seconds)
+        self._at(self.tool_calls, tool, outcome).inc()
+        self._at(self.tool_seconds, tool).observe(seconds)
 
     # -- PlatformCalls ---------------------------------------------------------------------------
     def record(
         self, channel: str, method: str, outcome: Outcome, retry_after_s: float | None = None
     ) -> None:
-        self.platform_calls.labels(channel, method, outcome).inc()
+        self._at(self.platform_calls, channel, method, outcome).inc()
         if outcome == "rate_limited":
-            self.platform_rate_limited.labels(channel).inc()
+            self._at(self.platform_rate_limited, channel).inc()
             if retry_after_s:
-                self.platform_retry_wait.labels(channel).inc(retry_after_s)
+                self._at(self.platform_retry_wait, channel).inc(retry_after_s)
 
 
 class _ScrapeTimeGauges(Collector):
