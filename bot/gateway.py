@@ -13,6 +13,7 @@ from typing import Literal, Protocol
 
 from adapters.base import Channel, InboundMessage, OutboundContent
 from agent.coordinator import Coordinator
+from agent.log_context import bound
 from agent.personas import PersonaLibrary
 from agent.workers import BackgroundResult, Workers
 from bot.conversations import ConversationQueue, QueueFull
@@ -116,6 +117,11 @@ class Gateway:
 
     async def handle(self, message: InboundMessage) -> None:
         """The inbox every channel calls. Returns at once; the turn runs in its own task."""
+        # its log lines (a duplicate, a refusal, /stop) name the conversation (JSON log)
+        with bound(conversation_key=message.conversation_key, channel=message.chat.channel):
+            await self._handle(message)
+
+    async def _handle(self, message: InboundMessage) -> None:
         try:
             claimed = await self.dedup.claim(message.event_id)
         except StorageError as exc:  # nothing is recorded: tell the user rather than drop it
