@@ -13,7 +13,7 @@ import json
 import logging
 import re
 import sys
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Literal, TextIO
@@ -32,6 +32,14 @@ _TOKENS = re.compile(
     r"|\b(?:sk|rk)-[A-Za-z0-9_\-]{12,}"  # OpenAI and Anthropic keys
     r"|(?<=Bearer )[A-Za-z0-9._~+/-]{12,}=*"
 )
+
+
+_SECRET_NAME = re.compile(r"(^|_)(key|token|secret|password)$", re.I)
+
+
+def secret_env_values(env: Mapping[str, str]) -> Iterator[str]:
+    """Secrets the gateway may read from the environment itself (`ANTHROPIC_API_KEY`, say)."""
+    return (value for name, value in env.items() if _SECRET_NAME.search(name) and value)
 
 
 class Redact(logging.Filter):
@@ -105,11 +113,13 @@ def setup_logging(
 
 
 def secret_values(section: BaseModel) -> Iterator[str]:
-    """The values of every field marked `secret()` in a config, its sections and lists."""
+    """The values of every field marked `secret()` or named like a secret (`api_key`,
+    `*_token`, `*_secret`, `password`) in a config, its sections and lists."""
     for name, info in type(section).model_fields.items():
         value = getattr(section, name)
         extra = info.json_schema_extra
-        if isinstance(extra, dict) and extra.get("secret") and isinstance(value, str) and value:
+        marked = isinstance(extra, dict) and bool(extra.get("secret"))
+        if (marked or _SECRET_NAME.search(name)) and isinstance(value, str) and value:
             yield value
         for item in value if isinstance(value, list | tuple) else [value]:
             if isinstance(item, BaseModel):

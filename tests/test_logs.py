@@ -18,7 +18,7 @@ import pytest
 
 from agent.providers.scripted import Reply, ScriptedProvider
 from bot.app import App
-from bot.logs import secret_values, setup_logging
+from bot.logs import secret_env_values, secret_values, setup_logging
 from tests.agents_kit import TASK, Probe, Router, dispatch, registry_with, write_personas
 from tests.conftest import ROOT, connect, db_rows, make_config, settled
 
@@ -127,6 +127,8 @@ def test_the_secrets_of_the_config_are_found(tmp_path: Path) -> None:
         channels={"telegram": {"token": TOKEN, "webhook_secret": "hook-secret-1"}},
     )
     assert {"llm-key-123456", TOKEN, "hook-secret-1"} <= set(secret_values(config))
+    env = {"ANTHROPIC_API_KEY": "ak-1", "SLACK_APP_TOKEN": "xapp-2", "HOME": "/root", "X_KEYS": "3"}
+    assert set(secret_env_values(env)) == {"ak-1", "xapp-2"}
 
 
 def test_bot_chat_writes_json_lines_to_its_file_and_only_the_chat_to_the_terminal(
