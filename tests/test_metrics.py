@@ -182,3 +182,23 @@ async def test_each_app_counts_its_own_and_metrics_can_be_off(
     assert (await client.ask("hi", "m3"))["text"] == "three"
     async with session.get(f"{off.url}/metrics") as response:
         assert response.status == 404
+
+
+async def test_a_stopped_turn_counts_its_model_call_as_cancelled(
+    running: Running, session: aiohttp.ClientSession
+) -> None:
+    async with FakeOpenAI() as llm:
+        llm.add(Reply(text=[f"word{i} " for i in range(200)], delay_s=0.02))
+        app = await running(llm=llm_config("openai", llm))
+        client = await connect(session, app)
+        await client.hello()
+        await client.send(type="message", text="a long story", client_message_id="m1")
+        await client.until(lambda f: f["type"] == "message.updated" and "word3" in f["text"])
+        await client.send(type="stop")
+        await client.until_type("message.completed")
+        await app.gateway.wait_idle()
+        samples = await scrape(session, app)
+    call = {"provider": "openai", "model": "test-model"}
+    assert value(samples, "gateway_model_calls_total", **call, outcome="cancelled") == 1
+    assert value(samples, "gateway_model_calls_total", **call, outcome="ok") is None
+    assert value(samples, "gateway_turns_total", channel="websocket", outcome="stopped") == 1

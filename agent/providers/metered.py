@@ -10,6 +10,7 @@ by `ResilientProvider` through the same observer.
 from __future__ import annotations
 
 import time
+from contextlib import aclosing
 from dataclasses import dataclass
 from typing import Literal, Protocol
 
@@ -64,13 +65,15 @@ class MeteredProvider:
         outcome: CallOutcome = "cancelled"  # closed early (a /stop) or cancelled
         error: str | None = None
         try:
-            async for event in self.inner.stream(request):
-                if first is None and isinstance(event, TextDelta | ToolCallEvent):
-                    first = time.perf_counter() - started
-                elif isinstance(event, Usage):
-                    tokens_in += event.input_tokens
-                    tokens_out += event.output_tokens
-                yield event
+            # aclosing: a stopped turn closes the HTTP stream inside now, not when GC finds it
+            async with aclosing(self.inner.stream(request)) as events:
+                async for event in events:
+                    if first is None and isinstance(event, TextDelta | ToolCallEvent):
+                        first = time.perf_counter() - started
+                    elif isinstance(event, Usage):
+                        tokens_in += event.input_tokens
+                        tokens_out += event.output_tokens
+                    yield event
             outcome = "ok"
         except ProviderUnavailable as exc:
             outcome, error = "unavailable", str(exc)
