@@ -54,9 +54,10 @@ class Readiness:
 
     async def report(self) -> tuple[bool, dict[str, Any]]:
         """(ready, the JSON body of /readyz)."""
-        results = await asyncio.gather(*(self._run(check) for check in self._checks.values()))
+        checks = list(self._checks.items())  # one added while these run waits for the next report
+        results = await asyncio.gather(*(self._run(check) for _, check in checks))
         down: dict[str, dict[str, Any]] = {}
-        for name, result in zip(self._checks, results, strict=True):
+        for (name, _), result in zip(checks, results, strict=True):
             if result is None:
                 self._since.pop(name, None)
                 continue
