@@ -93,6 +93,12 @@ async def run_metrics_overhead(conversations: int, turns: int, rounds: int, core
     print(
         f"  metrics cost per turn              {(on - off) * 1000:7.1f} µs ({(on - off) / off:+.1%})"
     )
+    paired = statistics.median(a - b for a, b in zip(cpu["on"], cpu["off"], strict=True))
+    spread = max(cpu["on"] + cpu["off"]) - min(cpu["on"] + cpu["off"])
+    print(
+        f"  on - off within a round (median)   {paired * 1000:7.1f} µs; the runs spread over "
+        f"{spread * 1000:.0f} µs"
+    )
     lat_on, lat_off = statistics.median(latency["on"]), statistics.median(latency["off"])
     print(f"  turn latency p50, on / off         {lat_on:7.2f} / {lat_off:.2f} ms")
     print(f"  the counting alone, in-process     {counting_cost_us():7.1f} µs CPU per turn")
