@@ -15,6 +15,7 @@ Errors a channel raises when sending or editing::
 
 from __future__ import annotations
 
+import time
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
@@ -84,6 +85,8 @@ class InboundMessage:
     # has no other bots to address (web socket, terminal), so `/new@anything` is ours.
     bot_name: str | None = None
     raw: Mapping[str, Any] = field(default_factory=dict, compare=False, repr=False)
+    # When it reached us (time.monotonic()): time to placeholder and turn latency count from here.
+    received_at: float = field(default_factory=time.monotonic, compare=False, repr=False)
 
     @property
     def conversation_key(self) -> str:

@@ -17,6 +17,7 @@ from typing import Any
 from adapters.access import AccessConfig
 from adapters.base import Channel, InboundMessage
 from adapters.budget import RateBudget
+from adapters.platform_calls import NO_PLATFORM_CALLS, PlatformCalls
 from adapters.websocket.hub import EventHub
 
 PACKAGES = ("websocket", "telegram")  # the order channels start in
@@ -32,6 +33,8 @@ class ChannelServices:
     # Shared seams; None: the channel's in-process default (a networked one spans processes).
     event_hub: EventHub | None = None
     rate_budget: RateBudget | None = None
+    # Every call a channel makes to its platform, for /metrics (adapters/platform_calls.py).
+    platform_calls: PlatformCalls = NO_PLATFORM_CALLS
 
 
 @dataclass(frozen=True, slots=True)

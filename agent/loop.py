@@ -220,6 +220,8 @@ async def _run_tool(call: ToolCall, t: _Tooling) -> ToolResult:
         )
     # errors and timeouts come back as results: every started call is finished here
     await t.emit(ToolFinished(call.id, call.name, label, ok=result.ok))
+    elapsed_ms = (time.perf_counter() - started) * 1000
+    log.debug("tool %s %s in %.1f ms", call.name, "ok" if result.ok else "failed", elapsed_ms)
     if t.audit is not None:
         entry = AuditRecord(
             session_id=ctx.session_id,
@@ -229,7 +231,7 @@ async def _run_tool(call: ToolCall, t: _Tooling) -> ToolResult:
             arguments=call.arguments,
             result=result.text,
             ok=result.ok,
-            duration_ms=(time.perf_counter() - started) * 1000,
+            duration_ms=elapsed_ms,
             # a resumed turn shows what a replayed result showed (a payment card, say)
             extra={"display": list(result.display)} if result.display else {},
         )

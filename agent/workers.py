@@ -16,6 +16,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from agent.log_context import bound
 from agent.loop import LoopSettings, run_loop
 from agent.personas import COORDINATOR, PersonaLibrary
 from agent.providers.base import Provider
@@ -248,6 +249,12 @@ class Workers:
     async def _work(self, task: WorkerTask) -> None:
         """A worker task's whole life. Only cancellation leaves it as an exception: anything
         else becomes a failed result, so one specialist can never stop the process."""
+        # its log lines name the task and the specialist, beside the turn that started it
+        with bound(task_id=task.task_id, persona=task.subagent_type):
+            await self._work_bound(task)
+
+    async def _work_bound(self, task: WorkerTask) -> None:
+        log.debug("specialist %s starts: %s", task.subagent_type, task.description)
         try:
             # The deadline covers the wait for a slot too: a queued task cannot wait forever.
             async with asyncio.timeout(self.settings.timeout_s):
@@ -268,6 +275,7 @@ class Workers:
             task.result = f"{task.subagent_type} failed: {type(exc).__name__}: {exc}"
         finally:
             task.done.set()
+            log.debug("specialist %s ended: %s", task.subagent_type, task.status)
             await self._finished(task)
         if task.deliver_later and task.status != "killed" and self.deliver is not None:
             parent = task.parent

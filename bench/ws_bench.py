@@ -18,6 +18,7 @@ paced run and prints the event loop's frames with the largest inclusive and self
     python bench/ws_bench.py [--conversations 50] [--turns 40] [--rate 700]
     python bench/ws_bench.py --provider all [--long-turns 1000] [--profile /tmp/prof]
     python bench/ws_bench.py --memory-only [--help-visitors 3000]   # the /help memory line only
+    python bench/ws_bench.py --metrics-overhead 5   # CPU per turn with BOT_METRICS on vs off
 """
 
 from __future__ import annotations
@@ -49,6 +50,7 @@ from bench.ws_load import (
     start_echo,
     start_gateway,
 )
+from bench.ws_metrics import run_metrics_overhead
 from bench.ws_providers import run_providers
 
 
@@ -229,11 +231,21 @@ def main() -> None:
         default="asyncio",
         help="the gateway's event loop (uvloop: pip install uvloop; measured, not a dependency)",
     )
+    parser.add_argument(
+        "--metrics-overhead",
+        type=int,
+        metavar="ROUNDS",
+        help="only the cost of /metrics: CPU per turn with BOT_METRICS on and off, ROUNDS each",
+    )
     args = parser.parse_args()
     os.environ[LOOP_ENV] = args.loop  # the gateway children read it
     cores = pin_cores()
     if args.memory_only:
         asyncio.run(memory_only(args.help_visitors, cores))
+    elif args.metrics_overhead:
+        asyncio.run(
+            run_metrics_overhead(args.conversations, args.turns, args.metrics_overhead, cores)
+        )
     elif args.provider == "scripted":
         asyncio.run(
             run_scripted(

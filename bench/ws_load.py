@@ -137,11 +137,14 @@ async def serve_echo() -> None:
     await asyncio.Future()
 
 
-def start_gateway(data_dir: str, cpu: str, llm: str = "", deltas: int = 0) -> Server:
+def start_gateway(
+    data_dir: str, cpu: str, llm: str = "", deltas: int = 0, env: dict[str, str] | None = None
+) -> Server:
     """The gateway child: `llm` is the JSON of an `llm` config section, "" the scripted model
-    (answering `deltas` pieces of fake_llm_server's text, or with 0 an echo of the message)."""
+    (answering `deltas` pieces of fake_llm_server's text, or with 0 an echo of the message);
+    `env`: variables to set for it (BOT_METRICS=off, say)."""
     argv = ["--serve-gateway", data_dir, "--llm", llm, "--deltas", str(deltas), "--cpu", cpu]
-    return Server(__file__, *argv)
+    return Server(__file__, *argv, env=env)
 
 
 def start_echo(cpu: str) -> Server:
@@ -151,13 +154,14 @@ def start_echo(cpu: str) -> Server:
 class Server:
     """A child process that prints `PORT <n>` when it listens; `cpu()` probes a gateway child."""
 
-    def __init__(self, *argv: str) -> None:
+    def __init__(self, *argv: str, env: dict[str, str] | None = None) -> None:
         self.process = subprocess.Popen(
             [sys.executable, *argv],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             text=True,
             cwd=ROOT,
+            env=os.environ | (env or {}),
         )
         line = self._readline()
         if not line.startswith("PORT "):

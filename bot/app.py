@@ -24,6 +24,7 @@ from bot.conversations import LocalConversations
 from bot.dedup import StoreDedup
 from bot.gateway import Gateway, GatewaySettings
 from bot.health import ChannelStates
+from bot.ops import Operations, metrics_enabled
 from bot.recovery import recover_interrupted_turns
 from bot.resume import ResumeSettings
 from bot.storage import StorageError
@@ -53,12 +54,16 @@ class App:
         channels: list[Channel] | None = None,
         persona: str = "default",
         web_server: bool = True,
+        metrics: bool | None = None,
     ) -> None:
+        """`metrics`: count for /metrics (None: unless the environment says BOT_METRICS=off)."""
         self.config = config
         self.base_dir = base_dir or Path.cwd()
+        self.ops = Operations(metrics=metrics_enabled() if metrics is None else metrics)
         self._own_provider = provider is None  # a provider handed in is closed by its owner
         self.provider = provider or build_provider(config.llm)
         self.registry = registry or builtin_registry(config.tools.intake)
+        served = self.ops.meter(self.provider, self.registry)  # what the agent calls
         self.registry.pii = config.tools.pii.masker()
         self.knowledge = KnowledgeBase(
             [self._path(d) for d in config.knowledge.dirs],
@@ -80,12 +85,13 @@ class App:
                 public_url=config.server.public_url,
                 # replies a channel sends on its own (to stickers, say) obey the access policy
                 admits=lambda message: self.gateway.access.check(message) == "allow",
+                platform_calls=self.ops.platform_calls,
             )
             for channel in build_enabled(config.channels, services):
                 self.channels[channel.name] = channel
         agent = config.agent
         self.workers = Workers(
-            provider=self.provider,
+            provider=served,
             registry=self.registry,
             store=self.store,
             personas=self.personas,
@@ -99,7 +105,7 @@ class App:
             ),
         )
         self.coordinator = Coordinator(
-            provider=self.provider,
+            provider=served,
             registry=self.registry,
             store=self.store,
             settings=AgentSettings(
@@ -135,13 +141,22 @@ class App:
                 sections={spec.name: section for spec, section in sections(config.channels)},
             ),
             workers=self.workers,
+            metrics=self.ops.gateway_metrics,
         )
         self.gateway.accepting.clear()  # until interrupted turns are queued (see `_start`)
         self.web_server = web_server
         self.port: int | None = None
         self._runner: web.AppRunner | None = None
         self._supervisor: asyncio.Task[None] | None = None
-        self.channel_states = ChannelStates()  # for /healthz
+        self.channel_states = ChannelStates()  # for /healthz and /readyz
+        self.readiness = self.ops.readiness  # `add(name, check)`: more dependencies to watch
+        self.ops.watch(
+            store=self.store,
+            channels=self.channels,
+            states=self.channel_states,
+            workers=self.workers,
+            conversations=self.conversations,
+        )
 
     def _path(self, value: str) -> Path:
         path = Path(value)
@@ -245,6 +260,13 @@ class App:
             group.create_task(self.knowledge.watch(), name="knowledge")
             for channel in self.channels.values():
                 group.create_task(self._keep_running(channel), name=f"channel:{channel.name}")
+            if self.web_server:
+                group.create_task(self._announce(), name="readiness")
+
+    async def _announce(self) -> None:
+        """Once the channels have had time to start: what /readyz says, in the log."""
+        await asyncio.sleep(self.channel_states.settle_s + 0.5)
+        await self.ops.announce()
 
     async def _keep_running(self, channel: Channel) -> None:
         """Run a channel; if it crashes, log and restart it with backoff: other channels go on."""
@@ -272,6 +294,7 @@ class App:
         app = web.Application()
         app[READY] = {"ready": False}
         app.router.add_get("/healthz", self._healthz)
+        self.ops.install(app)  # /readyz, /metrics
         for channel in self.channels.values():
             if isinstance(channel, WebRoutes):
                 channel.install(app)

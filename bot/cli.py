@@ -6,6 +6,7 @@ import argparse
 import asyncio
 import contextlib
 import logging
+import os
 import signal
 import sys
 from collections.abc import Sequence
@@ -82,13 +83,10 @@ def _port(text: str) -> int:
 
 def _setup_logging(config: Config, log_file: Path | None) -> None:
     """To stderr; for `bot chat` to a file instead, so log lines never cut into the conversation."""
-    if log_file is not None:
-        log_file.parent.mkdir(parents=True, exist_ok=True)
-    logging.basicConfig(
-        level=getattr(logging, config.log.level),
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-        filename=log_file,
-    )
+    from bot.logs import secret_env_values, secret_values, setup_logging
+
+    secrets = [*secret_values(config), *secret_env_values(os.environ)]
+    setup_logging(config.log.level, config.log.format, secrets=secrets, file=log_file)
 
 
 def _chat_log(config: Config, base_dir: Path) -> Path:

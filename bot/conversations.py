@@ -173,6 +173,10 @@ class LocalConversations:
     async def wait_idle(self) -> None:
         await self._idle.wait()
 
+    def waiting(self) -> int:
+        """Conversations with messages queued for a turn (the /metrics gauge)."""
+        return sum(1 for conversation in self._conversations.values() if conversation.pending)
+
     def _next_batch(self, conversation: _Conversation) -> list[InboundMessage]:
         """The first user's messages in order, up to the turn's caps; the rest stay queued."""
         user = conversation.pending[0].user_id

@@ -14,10 +14,12 @@ from typing import Literal, Protocol
 
 from adapters.base import Channel, ChatRef, InboundMessage, OutboundContent
 from agent.coordinator import Coordinator
+from agent.log_context import bound
 from agent.personas import PersonaLibrary
 from agent.workers import BackgroundResult, Workers
 from bot.conversations import ConversationQueue, QueueFull, TurnSignal
 from bot.dedup import Dedup
+from bot.metrics import NO_METRICS, GatewayMetrics
 from bot.resume import ResumeSettings, TurnResumer
 from bot.storage.base import GatewayStore, StorageError
 from bot.turn import RESUME_EVENT, STOPPED, TurnRunner
@@ -83,8 +85,10 @@ class Gateway:
         settings: GatewaySettings,
         access: AccessPolicy | None = None,
         workers: Workers | None = None,
+        metrics: GatewayMetrics = NO_METRICS,
     ) -> None:
         self.channels = channels
+        self.metrics = metrics
         self.coordinator = coordinator
         self.store = store
         self.personas = personas
@@ -104,6 +108,7 @@ class Gateway:
             session_for=self._session,
             persona=settings.persona,
             timeout_s=settings.turn_timeout_s,
+            metrics=metrics,
         )
         self.turns.resumer = self.resumer = TurnResumer(self.turns, settings.resume)
         # Cleared while interrupted turns are queued at start (bot/recovery.py): a new message
@@ -122,6 +127,11 @@ class Gateway:
         """The inbox every channel calls. Returns at once; the turn runs in its own task."""
         if not self.accepting.is_set():
             await self.accepting.wait()
+        # its log lines (a duplicate, a refusal, /stop) name the conversation (JSON log)
+        with bound(conversation_key=message.conversation_key, channel=message.chat.channel):
+            await self._handle(message)
+
+    async def _handle(self, message: InboundMessage) -> None:
         try:
             claimed = await self.dedup.claim(message.event_id)
         except StorageError as exc:  # nothing is recorded: tell the user rather than drop it
@@ -132,6 +142,7 @@ class Gateway:
             return
         if not claimed:
             log.debug("duplicate event %s dropped", message.event_id)
+            self.metrics.dedup_hit(message.chat.channel)
             return
         decision = self.access.check(message)
         if decision == "ignore":

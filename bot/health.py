@@ -34,7 +34,7 @@ class ChannelStates:
     def __init__(
         self, *, settle_s: float = SETTLE_S, clock: Callable[[], float] = time.monotonic
     ) -> None:
-        self._settle_s = settle_s
+        self.settle_s = settle_s
         self._clock = clock
         self._channels: dict[str, _Channel] = {}
 
@@ -66,7 +66,19 @@ class ChannelStates:
         return "running" if self._settled(channel) else "starting"
 
     def _settled(self, channel: _Channel) -> bool:
-        return self._clock() - channel.run_started >= self._settle_s
+        return self._clock() - channel.run_started >= self.settle_s
+
+    def down(self, name: str) -> tuple[str, datetime | None] | None:
+        """None when channel `name` runs; else why not (state, reason) and since when."""
+        channel = self._channels.get(name)
+        if channel is None:
+            return "not started yet", None
+        state = self.state(name)
+        if state == "running":
+            return None
+        if state == "failed":
+            return f"failed: {channel.reason}", channel.failed_since
+        return state, channel.run_started_at
 
     @property
     def any_failed(self) -> bool:
@@ -78,12 +90,12 @@ class ChannelStates:
         for name, channel in self._channels.items():
             state = self.state(name)
             since = channel.failed_since if state == "failed" else channel.run_started_at
-            entry: dict[str, Any] = {"state": state, "since": _iso(since)}
+            entry: dict[str, Any] = {"state": state, "since": iso_utc(since)}
             if state == "failed":
                 entry["reason"] = channel.reason
             body[name] = entry
         return body
 
 
-def _iso(at: datetime | None) -> str | None:
+def iso_utc(at: datetime | None) -> str | None:
     return at.isoformat(timespec="seconds").replace("+00:00", "Z") if at else None

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 import uuid
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
@@ -17,12 +18,14 @@ from typing import TYPE_CHECKING, Any
 
 from adapters.base import Channel, ChannelError, DeliveryUncertain, InboundMessage, RateLimited
 from agent.coordinator import Coordinator, TurnInput
+from agent.log_context import bound
 from agent.personas import PersonaLibrary
 from agent.providers.base import ProviderError
 from agent.replay import ReplayPoint
 from bot.conversations import TurnSignal
 from bot.dedup import Dedup
 from bot.delivery import APOLOGY, Delivery
+from bot.metrics import NO_METRICS, GatewayMetrics
 from bot.storage.base import GatewayStore, StorageError
 from bot.storage.turns import handle_record
 from tools.builtin.settings import ToolsSettings
@@ -72,8 +75,10 @@ class TurnRunner:
         session_for: SessionFor,
         persona: str,
         timeout_s: float,
+        metrics: GatewayMetrics = NO_METRICS,
     ) -> None:
         self.channels = channels
+        self.metrics = metrics
         self.coordinator = coordinator
         self.store = store
         self.personas = personas
@@ -91,14 +96,31 @@ class TurnRunner:
         if not batch:
             return
         last = batch[-1]
+        turn_id = uuid.uuid4().hex
+        # every log line of the turn, its tools and specialists included, names it (JSON log);
+        # fresh: a background result's turn runs in a task its specialist started
+        with bound(
+            fresh=True,
+            conversation_key=last.conversation_key,
+            turn_id=turn_id,
+            channel=last.chat.channel,
+            persona=self.persona,
+        ):
+            await self._run(batch, control, turn_id)
+
+    async def _run(self, batch: list[InboundMessage], control: TurnSignal, turn_id: str) -> None:
+        last = batch[-1]
         channel = self.channels[last.chat.channel]
         delivery = Delivery(channel, last.chat, reply_to=last.message_id, recipient=last.user_id)
-        turn_id = uuid.uuid4().hex
+        arrived = min(message.received_at for message in batch)
         outcome = Outcome()
         recorded = False
+        log.debug("turn of %d message(s) starts", len(batch))
         try:
             if not await self._post_placeholder(delivery, batch):
+                outcome.status = "undelivered"
                 return
+            self.metrics.placeholder_shown(last.chat.channel, time.monotonic() - arrived)
             if control.stopped:
                 outcome = Outcome("stopped", STOPPED)
             else:
@@ -145,6 +167,9 @@ class TurnRunner:
                 log.error("turn %s: could not say that storage failed: %s", turn_id, error)
         finally:
             await delivery.close()
+            elapsed = time.monotonic() - arrived
+            self.metrics.turn_finished(last.chat.channel, outcome.status, elapsed)
+            log.debug("turn %s in %.1f ms", outcome.status, elapsed * 1000)
             if recorded:
                 final = outcome.text if outcome.status == "completed" else None
                 try:

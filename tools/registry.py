@@ -9,10 +9,11 @@ import json
 import keyword
 import logging
 import re
+import time
 import typing
 from collections.abc import Awaitable, Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any, overload
+from typing import Any, Literal, overload
 
 import docstring_parser
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
@@ -24,6 +25,9 @@ from tools.status import status_from
 log = logging.getLogger(__name__)
 
 ToolFn = Callable[..., Awaitable[Any]]
+ToolOutcome = Literal["ok", "error", "timeout", "refused"]
+# (tool name, or "unknown" for a name no tool has; outcome; seconds): for /metrics
+ToolObserver = Callable[[str, ToolOutcome, float], None]
 
 _NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")  # what the Anthropic and OpenAI APIs accept
 # the sections and reST fields that document a function's parameters (not "Attributes")
@@ -233,6 +237,7 @@ class ToolRegistry:
         self, tools: Iterable[Tool] = (), *, pii: PiiMasker | None = DEFAULT_MASKER
     ) -> None:
         self.pii = pii  # masks every result of a tool with mask_pii; None switches masking off
+        self.observer: ToolObserver | None = None  # told of every call's outcome and duration
         self._tools: dict[str, Tool] = {}
         self._specs: dict[tuple[str, ...], tuple[ToolSpec, ...]] = {}
         for t in tools:
@@ -280,28 +285,48 @@ class ToolRegistry:
 
         The text is PII-masked (unless the tool opted out) before the result budget applies.
         """
+        started = time.perf_counter()
+        result, outcome = await self._call(
+            name, arguments, ctx, allowed, timeout_s, max_result_chars
+        )
+        if self.observer is not None:
+            label = name if name in self._tools else "unknown"  # hallucinated names: unbounded
+            self.observer(label, outcome, time.perf_counter() - started)
+        return result
+
+    async def _call(
+        self,
+        name: str,
+        arguments: str | Mapping[str, Any],
+        ctx: ToolContext,
+        allowed: Collection[str],
+        timeout_s: float,
+        max_result_chars: int,
+    ) -> tuple[ToolResult, ToolOutcome]:
         tool = self._tools.get(name)
         if tool is None or name not in allowed:
             available = sorted(n for n in allowed if n in self._tools)
             if tool is None:
-                return ToolResult(f"unknown tool {name!r}; available tools: {available}", ok=False)
+                return ToolResult(
+                    f"unknown tool {name!r}; available tools: {available}", ok=False
+                ), "refused"
             text = f"tool {name!r} is not available here; available tools: {available}"
-            return ToolResult(text, ok=False)
+            return ToolResult(text, ok=False), "refused"
         try:
             raw = json.loads(arguments.strip() or "{}") if isinstance(arguments, str) else arguments
             if not isinstance(raw, Mapping | None):
                 raise ValueError(f"expected a JSON object, got {type(raw).__name__}")
         except ValueError as exc:
             text = f"invalid arguments for {name}: {exc}; send a JSON object matching the schema"
-            return ToolResult(text, ok=False)
+            return ToolResult(text, ok=False), "refused"
         try:
             validated = tool.params.model_validate(dict(raw or {}))
         except ValidationError as exc:
-            return ToolResult(_validation_text(tool, exc), ok=False)
-        result = await self._run(tool, validated, ctx, tool.timeout_s or timeout_s)
+            return ToolResult(_validation_text(tool, exc), ok=False), "refused"
+        result, outcome = await self._run(tool, validated, ctx, tool.timeout_s or timeout_s)
         if tool.mask_pii and self.pii is not None:
             result = dataclasses.replace(result, text=await self._mask(self.pii, result.text))
-        return _truncate(result, tool.max_result_chars or max_result_chars)
+        return _truncate(result, tool.max_result_chars or max_result_chars), outcome
 
     @staticmethod
     async def _mask(pii: PiiMasker, text: str) -> str:
@@ -313,17 +338,20 @@ class ToolRegistry:
 
     async def _run(
         self, tool: Tool, validated: BaseModel, ctx: ToolContext, deadline: float
-    ) -> ToolResult:
+    ) -> tuple[ToolResult, ToolOutcome]:
         scope = asyncio.timeout(deadline)
         try:
             async with scope:
                 value = await tool.fn(ctx, **tool.bind(validated))
-            return _to_result(value)
+            result = _to_result(value)
+            return result, "ok" if result.ok else "error"
         except ToolError as exc:
-            return ToolResult(f"{tool.name}: {exc}", ok=False)
+            return ToolResult(f"{tool.name}: {exc}", ok=False), "error"
         except Exception as exc:
             # a TimeoutError of the tool's own (say, a network deadline) is a failure, not ours
             if isinstance(exc, TimeoutError) and scope.expired():
-                return ToolResult(f"tool {tool.name} timed out after {deadline:g} s", ok=False)
+                text = f"tool {tool.name} timed out after {deadline:g} s"
+                return ToolResult(text, ok=False), "timeout"
             log.warning("tool %s failed", tool.name, exc_info=True)
-            return ToolResult(f"tool {tool.name} failed: {type(exc).__name__}: {exc}", ok=False)
+            text = f"tool {tool.name} failed: {type(exc).__name__}: {exc}"
+            return ToolResult(text, ok=False), "error"

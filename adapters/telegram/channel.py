@@ -45,6 +45,8 @@ from adapters.base import (
     RateLimited,
 )
 from adapters.budget import Busy, LocalRateBudget, Rank, RateBudget
+from adapters.platform_calls import NO_PLATFORM_CALLS, PlatformCalls
+from adapters.telegram.calls import CountedCalls
 from adapters.telegram.ingress import Ingress
 from adapters.telegram.presence import TypingStatus
 from adapters.telegram.recent import Recent
@@ -93,9 +95,11 @@ class TelegramChannel:
         poll_timeout_s: int = 25,
         admits: Callable[[InboundMessage], bool] | None = None,
         budget: RateBudget | None = None,
+        calls: PlatformCalls = NO_PLATFORM_CALLS,
     ) -> None:
         """`admits` is the gateway's access policy, for the replies the channel sends itself;
-        `budget` paces the calls (one in this process unless given, e.g. shared over Redis)."""
+        `budget` paces the calls (one in this process unless given, e.g. shared over Redis);
+        `calls` counts every Bot API call for /metrics."""
         if mode == "webhook" and not webhook_secret:
             raise ValueError(
                 "channels.telegram.webhook_secret is required in webhook mode (without it anyone "
@@ -109,6 +113,7 @@ class TelegramChannel:
                 "channels.telegram.token is empty or malformed; set TELEGRAM_BOT_TOKEN to the "
                 "token @BotFather gave you (it looks like 123456789:AA...)"
             ) from None
+        self.bot.session.middleware(CountedCalls(calls))
         self.mode = mode
         self.admits: Callable[[InboundMessage], bool] = admits or (lambda message: True)
         self._private_limits = TelegramLimits(MAX_TEXT, private_edit_interval_s, final_marker=True)

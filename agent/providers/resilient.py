@@ -36,6 +36,7 @@ from dataclasses import dataclass, field, replace
 
 from agent.providers.base import Provider, ProviderError, ProviderRejected, ProviderUnavailable
 from agent.providers.breaker import CircuitBreaker
+from agent.providers.metered import ModelObserver
 from agent.types import ModelRequest, ModelStream, StreamRestart
 
 log = logging.getLogger(__name__)
@@ -63,6 +64,7 @@ class ResilientProvider:
         self.breakers = tuple(
             CircuitBreaker(threshold=max_retries + 1, open_s=circuit_open_s) for _ in chain
         )
+        self.observer: ModelObserver | None = None  # told of retries and fallbacks (metered.py)
 
     @property
     def description(self) -> str:
@@ -140,6 +142,8 @@ class ResilientProvider:
                         return
                     log.warning("model call failed (%s); retry %d of %d in %.2f s",
                                 exc, attempt + 1, tries - 1, wait)  # fmt: skip
+                    if self.observer is not None:
+                        self.observer.model_retry(provider.name, request.model or provider.model)
                     if call.dirty:  # take the partial answer back now, not after the pause
                         yield StreamRestart()
                         call.dirty = False
@@ -160,6 +164,8 @@ class ResilientProvider:
         if position + 1 < len(self.chain):
             nxt = self.chain[position + 1]
             log.warning("falling back to %s (%s)", nxt.name, nxt.model)
+            if self.observer is not None:
+                self.observer.model_fallback(self.chain[position].name, nxt.name)
 
     def _wait(
         self, exc: ProviderUnavailable, attempt: int, call: _Call, fallback_ready: bool

@@ -56,6 +56,7 @@ class RedisConfig(_Section):
 
 class LogConfig(_Section):
     level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
+    format: Literal["text", "json"] = "text"
 
 
 class FallbackProvider(_Section):

@@ -1,0 +1,126 @@
+"""The log: `log.format: text | json`, the turn's ids on every JSON line, and no secret in any.
+
+JSON lines carry `ts`, `level`, `logger`, `message`, the ids of the turn the line belongs to
+(`conversation_key`, `turn_id`, `channel`, `persona`, `task_id`: agent/log_context.py) and
+`exc` for a traceback. Every line, in either format and from any library, passes `Redact`:
+the config's secrets (every field marked `secret()`), anything shaped like a token or an API
+key, and the passwords in URLs become `[redacted]`, at every level.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+import sys
+from collections.abc import Iterable, Iterator, Mapping
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any, Literal, TextIO
+
+from pydantic import BaseModel
+
+from agent.log_context import current
+from tools.redact import redact_credentials
+
+TEXT_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
+MASK = "[redacted]"
+HANDLER_NAME = "bot"
+_TOKENS = re.compile(
+    r"(?<![0-9])[0-9]{6,12}:[A-Za-z0-9_-]{30,}"  # a Telegram bot token (also inside /bot<token>/)
+    r"|\bxox[abposr]-[A-Za-z0-9-]{8,}|\bxapp-[A-Za-z0-9-]{8,}"  # Slack bot, user and app tokens
+    r"|\b(?:sk|rk)-[A-Za-z0-9_\-]{12,}"  # OpenAI and Anthropic keys
+    r"|(?<=Bearer )[A-Za-z0-9._~+/-]{12,}=*"
+)
+
+
+_SECRET_NAME = re.compile(r"(^|_)(key|token|secret|password)$", re.I)
+
+
+def secret_env_values(env: Mapping[str, str]) -> Iterator[str]:
+    """Secrets the gateway may read from the environment itself (`ANTHROPIC_API_KEY`, say)."""
+    return (value for name, value in env.items() if _SECRET_NAME.search(name) and value)
+
+
+class Redact(logging.Filter):
+    """Rewrites each record's message (and traceback) with the secrets masked."""
+
+    def __init__(self, secrets: Iterable[str] = ()) -> None:
+        super().__init__()
+        # longest first, so a secret that contains another is masked whole
+        self.secrets = sorted({s for s in secrets if len(s) >= 6}, key=len, reverse=True)
+
+    def mask(self, text: str) -> str:
+        for value in self.secrets:
+            if value in text:
+                text = text.replace(value, MASK)
+        return redact_credentials(_TOKENS.sub(MASK, text))
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        message = record.getMessage()
+        masked = self.mask(message)
+        if masked != message:
+            record.msg, record.args = masked, None
+        if record.exc_info and not record.exc_text:
+            record.exc_text = logging.Formatter().formatException(record.exc_info)
+        if record.exc_text:
+            record.exc_text = self.mask(record.exc_text)
+        return True
+
+
+class JsonFormatter(logging.Formatter):
+    def format(self, record: logging.LogRecord) -> str:
+        entry: dict[str, Any] = {
+            "ts": datetime.fromtimestamp(record.created, UTC).isoformat(timespec="milliseconds"),
+            "level": record.levelname,
+            "logger": record.name,
+            "message": record.getMessage(),
+        }
+        entry.update(current())
+        if record.exc_info and not record.exc_text:
+            record.exc_text = self.formatException(record.exc_info)
+        if record.exc_text:
+            entry["exc"] = record.exc_text
+        return json.dumps(entry, ensure_ascii=False, default=str)
+
+
+def setup_logging(
+    level: str,
+    fmt: Literal["text", "json"],
+    *,
+    secrets: Iterable[str] = (),
+    file: Path | None = None,
+    stream: TextIO | None = None,
+) -> logging.Handler:
+    """One handler on the root logger: to `file` (`bot chat`), else `stream` (stderr)."""
+    handler: logging.Handler
+    if file is not None:
+        file.parent.mkdir(parents=True, exist_ok=True)
+        handler = logging.FileHandler(file, encoding="utf-8")
+    else:
+        handler = logging.StreamHandler(stream or sys.stderr)
+    handler.setFormatter(JsonFormatter() if fmt == "json" else logging.Formatter(TEXT_FORMAT))
+    handler.addFilter(Redact(secrets))
+    handler.set_name(HANDLER_NAME)
+    root = logging.getLogger()
+    for old in root.handlers[:]:
+        if old.get_name() == HANDLER_NAME:  # ours from an earlier call; others' stay
+            root.removeHandler(old)
+            old.close()
+    root.addHandler(handler)
+    root.setLevel(getattr(logging, level))
+    return handler
+
+
+def secret_values(section: BaseModel) -> Iterator[str]:
+    """The values of every field marked `secret()` or named like a secret (`api_key`,
+    `*_token`, `*_secret`, `password`) in a config, its sections and lists."""
+    for name, info in type(section).model_fields.items():
+        value = getattr(section, name)
+        extra = info.json_schema_extra
+        marked = isinstance(extra, dict) and bool(extra.get("secret"))
+        if (marked or _SECRET_NAME.search(name)) and isinstance(value, str) and value:
+            yield value
+        for item in value if isinstance(value, list | tuple) else [value]:
+            if isinstance(item, BaseModel):
+                yield from secret_values(item)
