@@ -92,7 +92,8 @@ class FakeSlack:
         self.messages: dict[tuple[str, str], Message] = {}
         self.acks: list[dict[str, Any]] = []
         self.fail_next: dict[str, list[str]] = {}  # method -> error codes for its next calls
-        self.limit_next: dict[str, int] = {}  # method -> Retry-After for its next call
+        # method ("chat.*": any chat method) -> Retry-After for its next call
+        self.limit_next: dict[str, int] = {}
         self.hang_next: dict[str, int] = {}
         self.garble_next: dict[str, int] = {}
         self.gone_next = 0
@@ -234,6 +235,8 @@ class FakeSlack:
             if scripted:
                 return self._answer(call, {"error": scripted.pop(0)})
             forced = self.limit_next.pop(method, None)
+            if forced is None and method.startswith("chat."):
+                forced = self.limit_next.pop("chat.*", None)
             wait = float(forced) if forced is not None else self._rate_wait(method, params)
             if wait > 0:
                 call.status, call.error = 429, "ratelimited"

@@ -92,6 +92,7 @@ class SlackChannel:
             timeout=int(max(1, request_timeout_s)),
         )
         self.client.retry_handlers.clear()
+        self._timeout_s = request_timeout_s
         self.mode = mode
         self.limits = SlackLimits(MAX_TEXT_BYTES, edit_interval_s, final_marker=True)
         self.slots = WorkspaceSlots(budget or LocalRateBudget(), updates_per_minute)
@@ -118,7 +119,23 @@ class SlackChannel:
         return {"slack": {"mode": self.mode, "connected": self.ingress.connected, **self.counts}}
 
     async def run(self, inbox: Inbox) -> None:
-        await self.ingress.run(inbox)
+        try:
+            await self.ingress.run(inbox)
+        finally:
+            await self.aclose()
+
+    async def aclose(self) -> None:
+        """Close the HTTP connection pool (the next call opens a new one)."""
+        session, self.client.session = self.client.session, None
+        if session is not None:
+            await session.close()
+
+    def connect(self) -> None:
+        """One connection pool for every call: without one slack_sdk opens a session, and a
+        connection, per call. Opened lazily, inside the running event loop."""
+        if self.client.session is None or self.client.session.closed:
+            timeout = aiohttp.ClientTimeout(total=self._timeout_s)
+            self.client.session = aiohttp.ClientSession(timeout=timeout)
 
     async def send(
         self,
@@ -190,6 +207,7 @@ class SlackChannel:
         """One Web API call inside the workspace budget, its errors as `ChannelError`s."""
         updating = method == "chat.update"
         slot = self.slots.update(chat, ts, rank) if updating else self.slots.post(chat, rank)
+        self.connect()
         try:
             async with slot:
                 self.counts["updates" if updating else "posts"] += 1

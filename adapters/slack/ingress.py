@@ -129,6 +129,7 @@ class Ingress:
             self._threads.put((chat.chat_id, chat.thread_id), None)
 
     async def _whoami(self) -> BotIdentity:
+        self.channel.connect()
         try:
             auth = await self.channel.client.auth_test()
         except SlackApiError as exc:
