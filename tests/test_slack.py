@@ -282,3 +282,26 @@ async def test_a_token_refused_at_start_is_one_line_and_no_retries(
     assert app.channel_states.report()["slack"]["state"] == "failed"
     lines = [r.getMessage() for r in caplog.records if r.levelname == "ERROR"]
     assert len(lines) == 1 and "token_revoked" in lines[0] and BOT_TOKEN not in lines[0]
+
+
+async def test_an_assistant_thread_shows_the_status_while_the_bot_works(
+    slack: Start, fake: FakeSlack
+) -> None:
+    provider = ScriptedProvider(
+        [Reply(calls=[("get_current_datetime", {})]), Reply("It is late.", delay_s=0.5)]
+    )
+    app = await slack(provider)
+    thread = {"user_id": "U1", "channel_id": "D1", "thread_ts": "1700000001.000001", "context": {}}
+    started = {"type": "assistant_thread_started", "assistant_thread": thread, "event_ts": "1.1"}
+    await fake.push("events_api", envelope(started))
+    await fake.wait_for(lambda: bool(fake.ok("assistant.threads.setSuggestedPrompts")))
+    said = message("what time is it?", channel="D1", thread_ts=thread["thread_ts"])
+    await fake.push("events_api", envelope(said))
+    await answered(app, provider, 2)
+    assert fake.thread("D1", thread["thread_ts"]) == ["It is late."]
+    statuses = [c.params["status"] for c in fake.ok("assistant.threads.setStatus")]
+    assert statuses[0] == "is thinking…" and statuses[-1] == ""
+    assert "is getting the current date and time…" in statuses
+    assert all(
+        c.params["thread_ts"] == thread["thread_ts"] for c in fake.ok("assistant.threads.setStatus")
+    )

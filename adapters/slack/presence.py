@@ -3,7 +3,7 @@
 Where the app has Slack's AI-app surface, a DM thread shows a status under the conversation
 (`assistant.threads.setStatus`). It is set when the placeholder goes out, follows the status
 lines the delivery writes under the text (a tool, a specialist), and is cleared by the final.
-It is a courtesy: inside a budget of its own that never waits, and whatever Slack answers
+It is a courtesy: inside a budget of its own where only the clearing waits, and whatever Slack answers
 (a thread that is not an assistant thread, say) costs nothing but a debug line.
 """
 
@@ -49,7 +49,7 @@ class AssistantStatus:
         if shown is None or shown == status:
             return
         try:
-            async with self._slots.status(chat):
+            async with self._slots.status(chat, "preview" if status else "final"):
                 await self._client.assistant_threads_setStatus(
                     channel_id=chat.chat_id, thread_ts=chat.thread_id or "", status=status
                 )

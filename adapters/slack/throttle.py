@@ -50,13 +50,13 @@ class WorkspaceSlots:
             rates=(self._post_rate(chat),),
         )
 
-    def status(self, chat: ChatRef) -> AbstractAsyncContextManager[None]:
-        """One assistant.threads.setStatus: a courtesy, so it never waits."""
+    def status(self, chat: ChatRef, rank: Rank) -> AbstractAsyncContextManager[None]:
+        """One assistant.threads.setStatus: a courtesy (a preview) but for the clearing one."""
         team = self._team(chat)
         return self._budget.slot(
             f"{team}:status:{chat.chat_id}:{chat.thread_id or '-'}",
-            "preview",
-            interval_s=1.0,
+            rank,
+            interval_s=0.0,
             rates=(Rate(f"{team}:assistant.threads.setStatus", STATUS_PER_MINUTE / 60, burst=3),),
         )
 
