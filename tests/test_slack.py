@@ -7,8 +7,9 @@ asserted is what the fake Slack received and holds.
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -68,6 +69,31 @@ async def slack(tmp_path: Path, fake: FakeSlack) -> AsyncIterator[Start]:
     yield start
     for app in apps:
         await app.stop()
+
+
+class _Stopped(logging.Handler):
+    def __init__(self) -> None:
+        super().__init__()
+        self.event = asyncio.Event()
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if "channel slack stopped" in record.getMessage():
+            self.event.set()
+
+
+@pytest.fixture
+def stopped() -> Iterator[asyncio.Event]:
+    """Set when the app's supervisor logs that the Slack channel stopped."""
+    handler = _Stopped()
+    logging.getLogger("bot.app").addHandler(handler)
+    yield handler.event
+    logging.getLogger("bot.app").removeHandler(handler)
+
+
+async def failed(app: App, stopped: asyncio.Event) -> None:
+    async with asyncio.timeout(5):
+        await stopped.wait()
+    assert app.channel_states.report()["slack"]["state"] == "failed"
 
 
 async def answered(app: App, provider: ScriptedProvider, turns: int = 1) -> None:
@@ -251,7 +277,7 @@ def test_a_bad_slack_setting_names_its_key(
 
 
 async def test_a_revoked_token_stops_the_channel_not_the_process(
-    slack: Start, fake: FakeSlack, caplog: pytest.LogCaptureFixture
+    slack: Start, fake: FakeSlack, caplog: pytest.LogCaptureFixture, stopped: asyncio.Event
 ) -> None:
     provider = ScriptedProvider([Reply("Before."), Reply("never")])
     app = await slack(provider)
@@ -260,10 +286,12 @@ async def test_a_revoked_token_stops_the_channel_not_the_process(
     fake.revoke()
     await fake.push("events_api", envelope({"type": "tokens_revoked", "tokens": {"bot": ["UBOT"]}}))
     await fake.wait_for(lambda: fake.connected == 0)
+    await failed(app, stopped)
     async with aiohttp.ClientSession() as session:
         async with session.get(f"{app.url}/healthz") as response:
             health = await response.json()
     assert response.status == 503 and health["channels"]["slack"]["state"] == "failed"
+    assert health["slack"]["connected"] is False and health["slack"]["posts"] == 1
     assert "revoked" in health["channels"]["slack"]["reason"]
     stopped = [r for r in caplog.records if "channel slack stopped" in r.getMessage()]
     assert len(stopped) == 1 and stopped[0].levelname == "ERROR"
@@ -272,16 +300,33 @@ async def test_a_revoked_token_stops_the_channel_not_the_process(
 
 
 async def test_a_token_refused_at_start_is_one_line_and_no_retries(
-    slack: Start, fake: FakeSlack, caplog: pytest.LogCaptureFixture
+    slack: Start, fake: FakeSlack, caplog: pytest.LogCaptureFixture, stopped: asyncio.Event
 ) -> None:
     fake.revoke()
     app = await slack(ScriptedProvider([]), mode="http", signing_secret=SECRET)
-    await fake.wait_for(lambda: bool(fake.called("auth.test")))
+    await failed(app, stopped)
     await asyncio.sleep(1.5)  # the supervisor would have restarted a failed channel by now
     assert len(fake.called("auth.test")) == 1
     assert app.channel_states.report()["slack"]["state"] == "failed"
     lines = [r.getMessage() for r in caplog.records if r.levelname == "ERROR"]
     assert len(lines) == 1 and "token_revoked" in lines[0] and BOT_TOKEN not in lines[0]
+    # An event now would be acknowledged and lost: Slack is told to deliver it again.
+    body, kind = json_body(envelope(message("hi", channel="D1")))
+    assert (await post(app, body, kind, signed_headers(body)))[0] == 503
+
+
+async def test_a_token_refused_mid_answer_stops_the_channel(
+    slack: Start, fake: FakeSlack, caplog: pytest.LogCaptureFixture, stopped: asyncio.Event
+) -> None:
+    provider = ScriptedProvider([Reply("never shown")])
+    app = await slack(provider)
+    fake.revoke()
+    await fake.push("events_api", envelope(message("hi", channel="D1")))
+    await fake.wait_for(lambda: fake.connected == 0)
+    await failed(app, stopped)
+    stopped = [r.getMessage() for r in caplog.records if "channel slack stopped" in r.getMessage()]
+    assert len(stopped) == 1 and "token_revoked" in stopped[0]
+    assert not fake.bot_messages() and not provider.requests
 
 
 async def test_an_assistant_thread_shows_the_status_while_the_bot_works(

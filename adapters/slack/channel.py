@@ -85,6 +85,11 @@ class SlackChannel:
         admits: Callable[[InboundMessage], bool] | None = None,
         budget: RateBudget | None = None,
     ) -> None:
+        if mode == "http" and not signing_secret:
+            raise ValueError(
+                "channels.slack.signing_secret is required in http mode (without it nothing "
+                "proves a request came from Slack); set SLACK_SIGNING_SECRET"
+            )
         # No silent retries: a postMessage retried after a lost answer would post twice.
         self.client = AsyncWebClient(
             token=bot_token,

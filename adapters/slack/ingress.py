@@ -21,6 +21,9 @@ from typing import TYPE_CHECKING, Any, Literal
 from aiohttp import web
 from slack_bolt.adapter.socket_mode.async_handler import AsyncSocketModeHandler
 from slack_bolt.async_app import AsyncApp
+from slack_bolt.middleware.authorization.async_single_team_authorization import (
+    AsyncSingleTeamAuthorization,
+)
 from slack_bolt.request.async_request import AsyncBoltRequest
 from slack_sdk.errors import SlackApiError
 
@@ -134,6 +137,12 @@ class Ingress:
             auth = await self.channel.client.auth_test()
         except SlackApiError as exc:
             raise self._refused("auth.test (the bot token)", exc) from exc
+        # Bolt's single-team authorization makes its own auth.test, once, on the first event; with
+        # a token revoked by then it would drop every event with a log line, and never tell us.
+        # It is handed ours instead, so a revoked token shows where we see it: in our calls.
+        for middleware in self.app._async_middleware_list:
+            if isinstance(middleware, AsyncSingleTeamAuthorization):
+                middleware.auth_test_result = auth
         return BotIdentity(
             str(auth["user_id"]), str(auth.get("bot_id") or ""), str(auth["team_id"])
         )
@@ -145,7 +154,12 @@ class Ingress:
         return ChannelError(f"Slack refused {what}: {error or exc}")
 
     async def _on_http(self, request: web.Request) -> web.Response:
-        """Bolt's own dispatch: signature check first, then the listeners (acknowledged at once)."""
+        """Bolt's own dispatch: signature check first, then the listeners (acknowledged at once).
+
+        Before `run()` has its inbox (starting, stopping, stopped) an event would be acknowledged
+        and lost: 503 instead, and Slack delivers it again."""
+        if self._inbox is None:
+            return web.Response(status=503, text="not ready")
         body = await request.text()
         bolt_request = AsyncBoltRequest(
             body=body, query=request.query_string, headers=dict(request.headers)
