@@ -293,8 +293,8 @@ async def test_a_revoked_token_stops_the_channel_not_the_process(
     assert response.status == 503 and health["channels"]["slack"]["state"] == "failed"
     assert health["slack"]["connected"] is False and health["slack"]["posts"] == 1
     assert "revoked" in health["channels"]["slack"]["reason"]
-    stopped = [r for r in caplog.records if "channel slack stopped" in r.getMessage()]
-    assert len(stopped) == 1 and stopped[0].levelname == "ERROR"
+    lines = [r for r in caplog.records if "channel slack stopped" in r.getMessage()]
+    assert len(lines) == 1 and lines[0].levelname == "ERROR"
     assert app.channels["websocket"] is not None and app._supervisor is not None
     assert not app._supervisor.done()  # the gateway and its other channels go on
 
@@ -324,8 +324,8 @@ async def test_a_token_refused_mid_answer_stops_the_channel(
     await fake.push("events_api", envelope(message("hi", channel="D1")))
     await fake.wait_for(lambda: fake.connected == 0)
     await failed(app, stopped)
-    stopped = [r.getMessage() for r in caplog.records if "channel slack stopped" in r.getMessage()]
-    assert len(stopped) == 1 and "token_revoked" in stopped[0]
+    lines = [r.getMessage() for r in caplog.records if "channel slack stopped" in r.getMessage()]
+    assert len(lines) == 1 and "token_revoked" in lines[0]
     assert not fake.bot_messages() and not provider.requests
 
 
@@ -336,17 +336,16 @@ async def test_an_assistant_thread_shows_the_status_while_the_bot_works(
         [Reply(calls=[("get_current_datetime", {})]), Reply("It is late.", delay_s=0.5)]
     )
     app = await slack(provider)
-    thread = {"user_id": "U1", "channel_id": "D1", "thread_ts": "1700000001.000001", "context": {}}
+    thread_ts = "1700000001.000001"
+    thread = {"user_id": "U1", "channel_id": "D1", "thread_ts": thread_ts, "context": {}}
     started = {"type": "assistant_thread_started", "assistant_thread": thread, "event_ts": "1.1"}
     await fake.push("events_api", envelope(started))
     await fake.wait_for(lambda: bool(fake.ok("assistant.threads.setSuggestedPrompts")))
-    said = message("what time is it?", channel="D1", thread_ts=thread["thread_ts"])
+    said = message("what time is it?", channel="D1", thread_ts=thread_ts)
     await fake.push("events_api", envelope(said))
     await answered(app, provider, 2)
-    assert fake.thread("D1", thread["thread_ts"]) == ["It is late."]
+    assert fake.thread("D1", thread_ts) == ["It is late."]
     statuses = [c.params["status"] for c in fake.ok("assistant.threads.setStatus")]
     assert statuses[0] == "is thinking…" and statuses[-1] == ""
     assert "is getting the current date and time…" in statuses
-    assert all(
-        c.params["thread_ts"] == thread["thread_ts"] for c in fake.ok("assistant.threads.setStatus")
-    )
+    assert all(c.params["thread_ts"] == thread_ts for c in fake.ok("assistant.threads.setStatus"))
