@@ -30,10 +30,8 @@ from slack_sdk.errors import SlackApiError, SlackClientError
 from slack_sdk.web.async_client import AsyncWebClient
 
 from adapters.base import (
-    ChannelError,
     ChannelLimits,
     ChatRef,
-    DeliveryUncertain,
     InboundMessage,
     Inbox,
     MessageGone,
@@ -42,6 +40,7 @@ from adapters.base import (
     RateLimited,
 )
 from adapters.budget import Busy, LocalRateBudget, Rank, RateBudget
+from adapters.slack import errors
 from adapters.slack.ingress import Ingress
 from adapters.slack.presence import AssistantStatus
 from adapters.slack.render import blocks, mrkdwn_bytes, to_mrkdwn
@@ -220,57 +219,21 @@ class SlackChannel:
         except Busy as exc:
             raise RateLimited(exc.retry_after, "workspace budget in use") from None
         except SlackApiError as exc:
-            error = _error(exc)
-            if error is None:  # not Slack's JSON: a proxy's page, say; the call may have landed
-                raise _lost(method, exc, sending) from exc
-            if getattr(exc.response, "status_code", 0) == 429 or error == "ratelimited":
-                retry_after = _retry_after(exc)
+            code = errors.error_code(exc)
+            if code is None:  # not Slack's JSON: a proxy's page, say; the call may have landed
+                raise errors.lost(method, exc, sending) from exc
+            if errors.is_rate_limit(exc, code):
+                wait = errors.retry_after(exc)
                 self.counts["ratelimited"] += 1
-                log.warning(
-                    "Slack ratelimited %s in %s: retry after %ss", method, chat.key, retry_after
-                )
-                if updating:
-                    await self.slots.penalize_updates(chat, retry_after)
+                log.warning("Slack ratelimited %s in %s: retry after %ss", method, chat.key, wait)
+                if updating:  # the workspace's budget for the method, for every answer there
+                    await self.slots.penalize_updates(chat, wait)
                 else:
-                    await self.slots.penalize_posts(chat, retry_after)
-                raise RateLimited(retry_after, f"Slack ratelimited {method}") from exc
-            if error in REVOKED:
-                raise self.ingress.revoked(
-                    f"Slack refused the bot token on {method} ({error})"
-                ) from exc
-            if error in GONE and updating:
-                raise MessageGone(f"Slack cannot update that message ({error})") from exc
-            if error == "msg_too_long":
-                raise ChannelError(f"Slack refused the text of {method} as too long") from exc
-            raise ChannelError(f"Slack refused {method}: {error}") from exc
+                    await self.slots.penalize_posts(chat, wait)
+                raise RateLimited(wait, f"Slack ratelimited {method}") from exc
+            if code in errors.REVOKED:
+                reason = f"Slack refused the bot token on {method} ({code})"
+                raise self.ingress.revoked(reason) from exc
+            raise errors.refused(method, code) from exc
         except (TimeoutError, aiohttp.ClientError, SlackClientError, ValueError) as exc:
-            raise _lost(method, exc, sending) from exc
-
-
-def _error(exc: SlackApiError) -> str | None:
-    """Slack's error code; None when the answer was not Slack's JSON."""
-    data = getattr(exc.response, "data", None)
-    if not isinstance(data, dict) or "ok" not in data:
-        return None
-    return str(data.get("error", "unknown"))
-
-
-def _retry_after(exc: SlackApiError) -> float:
-    headers = {k.lower(): v for k, v in (exc.response.headers or {}).items()}
-    value = headers.get("retry-after")
-    if isinstance(value, list):
-        value = value[0] if value else None
-    try:
-        return max(float(value), 0.5) if value is not None else 1.0
-    except ValueError:
-        return 1.0
-
-
-def _lost(method: str, exc: BaseException, sending: bool) -> ChannelError:
-    """No usable answer: a timeout, a dropped connection, a proxy's page instead of JSON. A post
-    that may have reached Slack is `DeliveryUncertain`: it is never sent again."""
-    what = f"no usable answer from Slack to {method} ({type(exc).__name__}: {exc})"
-    never_sent = isinstance(exc, aiohttp.ClientConnectorError)
-    if sending and not never_sent:
-        return DeliveryUncertain(f"{what}; the message may have been posted, so it is not resent")
-    return ChannelError(what)
+            raise errors.lost(method, exc, sending) from exc

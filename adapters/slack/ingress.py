@@ -29,6 +29,7 @@ from slack_sdk.errors import SlackApiError
 
 from adapters.base import ChannelError, ChannelRevoked, ChatRef, InboundMessage, Inbox
 from adapters.slack import normalize
+from adapters.slack.errors import REVOKED
 from adapters.slack.normalize import BotIdentity
 from adapters.telegram.recent import Recent
 
@@ -149,7 +150,7 @@ class Ingress:
 
     def _refused(self, what: str, exc: SlackApiError) -> ChannelError:
         error = exc.response.data.get("error") if isinstance(exc.response.data, dict) else None
-        if error in ("invalid_auth", "not_authed", "token_revoked", "account_inactive"):
+        if error in REVOKED:
             return self.revoked(f"Slack refused {what}: {error}")
         return ChannelError(f"Slack refused {what}: {error or exc}")
 
