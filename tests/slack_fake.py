@@ -98,6 +98,7 @@ class FakeSlack:
         self.garble_next: dict[str, int] = {}
         self.gone_next = 0
         self.revoked = False
+        self.sockets_opened = 0  # Socket Mode connections the app has made
         self.url = ""
         self._ts = itertools.count(1)
         self._sockets: list[web.WebSocketResponse] = []
@@ -163,6 +164,11 @@ class FakeSlack:
     def connected(self) -> int:
         return len(self._sockets)
 
+    async def refresh(self) -> None:
+        """Slack's routine `disconnect` (refresh_requested): the app must open a new socket."""
+        for socket in list(self._sockets):
+            await socket.send_json({"type": "disconnect", "reason": "refresh_requested"})
+
     async def push(self, kind: str, payload: dict[str, Any], *, retry: int = 0) -> dict[str, Any]:
         """Send one envelope (`events_api`, `slash_commands`, `interactive`) down the socket and
         wait for the app's ack, which is returned."""
@@ -187,6 +193,7 @@ class FakeSlack:
         socket = web.WebSocketResponse(autoping=True)
         await socket.prepare(request)
         self._sockets.append(socket)
+        self.sockets_opened += 1
         self._notify()
         await socket.send_json(
             {"type": "hello", "num_connections": 1, "connection_info": {"app_id": "A1"}}

@@ -137,3 +137,17 @@ async def test_an_assistant_thread_shows_the_status_while_the_bot_works(
     assert statuses[0] == "is thinking…" and statuses[-1] == ""
     assert "is getting the current date and time…" in statuses
     assert all(c.params["thread_ts"] == thread_ts for c in fake.ok("assistant.threads.setStatus"))
+
+
+async def test_a_refreshed_socket_mode_connection_keeps_answering(
+    slack: Start, fake: FakeSlack
+) -> None:
+    provider = ScriptedProvider([Reply("First."), Reply("Second.")])
+    app = await slack(provider)
+    await fake.push("events_api", envelope(message("one", channel="D1")))
+    await answered(app, provider)
+    await fake.refresh()  # Slack asks every few hours; the SDK opens a new socket
+    await fake.wait_for(lambda: fake.sockets_opened == 2)
+    await fake.push("events_api", envelope(message("two", channel="D1")))
+    await answered(app, provider, 2)
+    assert [m.text for m in fake.bot_messages("D1")] == ["First.", "Second."]
