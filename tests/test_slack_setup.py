@@ -140,3 +140,18 @@ async def test_a_token_refused_mid_answer_stops_the_channel(
     lines = [r.getMessage() for r in caplog.records if "channel slack stopped" in r.getMessage()]
     assert len(lines) == 1 and "token_revoked" in lines[0]
     assert not fake.bot_messages() and not provider.requests
+
+
+async def test_slack_unreachable_at_start_is_retried_without_a_traceback(
+    slack: Start, caplog: pytest.LogCaptureFixture, stopped: asyncio.Event
+) -> None:
+    app = await slack(
+        ScriptedProvider([]), mode="http", signing_secret=SECRET, api_base="http://127.0.0.1:9/api/"
+    )
+    await failed(app, stopped)
+    [line] = [r for r in caplog.records if "channel slack stopped" in r.getMessage()]
+    assert (
+        "Slack unreachable for auth.test" in line.getMessage()
+        and "retrying in" in line.getMessage()
+    )
+    assert line.exc_info is None

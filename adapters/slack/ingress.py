@@ -18,6 +18,7 @@ import re
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Literal
 
+import aiohttp
 from aiohttp import web
 from slack_bolt.adapter.socket_mode.async_handler import AsyncSocketModeHandler
 from slack_bolt.async_app import AsyncApp
@@ -102,6 +103,8 @@ class Ingress:
                     await handler.connect_async()  # type: ignore[no-untyped-call]
                 except SlackApiError as exc:
                     raise self._refused("apps.connections.open (the app token)", exc) from exc
+                except (aiohttp.ClientError, TimeoutError) as exc:
+                    raise _unreachable("Socket Mode", exc) from exc
             self.connected = True
             log.info(
                 "Slack: connected as <@%s> in %s (%s)",
@@ -112,7 +115,7 @@ class Ingress:
             await self._stop  # until cancelled, or a revoked token sets it
         finally:
             self.connected = False
-            self._inbox = None
+            self._inbox = self._stop = None
             if handler is not None:
                 await handler.close_async()  # type: ignore[no-untyped-call]
 
@@ -138,6 +141,8 @@ class Ingress:
             auth = await self.channel.client.auth_test()
         except SlackApiError as exc:
             raise self._refused("auth.test (the bot token)", exc) from exc
+        except (aiohttp.ClientError, TimeoutError) as exc:  # the supervisor retries, with backoff
+            raise _unreachable("auth.test", exc) from exc
         # Bolt's single-team authorization makes its own auth.test, once, on the first event; with
         # a token revoked by then it would drop every event with a log line, and never tell us.
         # It is handed ours instead, so a revoked token shows where we see it: in our calls.
@@ -233,3 +238,7 @@ class Ingress:
 
     async def _ignore(self) -> None:
         return None
+
+
+def _unreachable(what: str, exc: BaseException) -> ChannelError:
+    return ChannelError(f"Slack unreachable for {what} ({type(exc).__name__}: {exc})")
