@@ -80,12 +80,24 @@ def mrkdwn_bytes(markdown: str, *, limit: int | None = None) -> int:
 
 def blocks(text: str, hints: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
     """The answer as section blocks, then each display hint as Block Kit."""
-    made: list[dict[str, Any]] = [
-        _section(text[i : i + SECTION_CHARS]) for i in range(0, len(text), SECTION_CHARS)
-    ]
+    made = [_section(part) for part in _by_lines(text, SECTION_CHARS)]
     for number, hint in enumerate(hints):
         made.extend(_hint(hint, number))
     return made[:MAX_BLOCKS]
+
+
+def _by_lines(text: str, limit: int) -> list[str]:
+    """`text` in parts of at most `limit` characters, cut at line ends where it can be."""
+    parts: list[str] = []
+    current = ""
+    for line in text.split("\n"):
+        for piece in [line[i : i + limit] for i in range(0, len(line), limit)] or [""]:
+            joined = f"{current}\n{piece}" if current else piece
+            if len(joined) > limit:
+                parts.append(current)
+                joined = piece
+            current = joined
+    return [*parts, current]
 
 
 def _section(mrkdwn: str) -> dict[str, Any]:
