@@ -151,3 +151,18 @@ async def test_a_refreshed_socket_mode_connection_keeps_answering(
     await fake.push("events_api", envelope(message("two", channel="D1")))
     await answered(app, provider, 2)
     assert [m.text for m in fake.bot_messages("D1")] == ["First.", "Second."]
+
+
+async def test_a_dm_thread_that_refuses_a_status_is_not_asked_again(
+    slack: Start, fake: FakeSlack
+) -> None:
+    provider = ScriptedProvider(
+        [Reply(calls=[("get_current_datetime", {})]), Reply("It is late.", delay_s=0.5)]
+    )
+    app = await slack(provider)
+    fake.fail_next["assistant.threads.setStatus"] = ["not_allowed"]  # a plain DM thread
+    said = message("what time is it?", channel="D1", thread_ts="1700000002.000001")
+    await fake.push("events_api", envelope(said))
+    await answered(app, provider, 2)
+    assert fake.thread("D1", "1700000002.000001") == ["It is late."]
+    assert len(fake.called("assistant.threads.setStatus")) == 1

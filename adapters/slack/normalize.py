@@ -22,7 +22,7 @@ COMMANDS = frozenset({"new", "stop", "help"})
 # A whole message that is a command word: `help`, `/help`, `!help` (Slack's client keeps a
 # leading `/` for its own slash commands, so in a DM the bare word is what people type).
 _TEXT_COMMAND = re.compile(r"[/!]?(new|stop|help)[.!]?", re.IGNORECASE)
-_IGNORED_SUBTYPES_OK = frozenset({"file_share", "thread_broadcast"})
+_ANSWERED_SUBTYPES = frozenset({"file_share", "thread_broadcast"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -40,7 +40,7 @@ def message(
 ) -> InboundMessage | None:
     """A `message` or `app_mention` event; None for what is not a user's new message: edits,
     deletions, joins, and anything from a bot (this one included)."""
-    if event.get("subtype") and event.get("subtype") not in _IGNORED_SUBTYPES_OK:
+    if event.get("subtype") and event.get("subtype") not in _ANSWERED_SUBTYPES:
         return None  # message_changed, message_deleted, bot_message, channel_join ...
     user = event.get("user")
     if not user or event.get("bot_id") or event.get("bot_profile") or user == me.user_id:

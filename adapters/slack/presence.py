@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import logging
 
-from slack_sdk.errors import SlackClientError
+import aiohttp
+from slack_sdk.errors import SlackApiError, SlackClientError
 from slack_sdk.web.async_client import AsyncWebClient
 
 from adapters.base import ChatRef
@@ -24,6 +25,7 @@ log = logging.getLogger(__name__)
 REMEMBERED_THREADS = 4096
 STATUS_MARKS = ("🔧 ", "⏳ ")  # the delivery's tool and specialist lines
 STATUS_CHARS = 50
+REFUSED = "\0"  # Slack refused a status here (not an assistant thread): not asked again
 
 
 class AssistantStatus:
@@ -46,7 +48,7 @@ class AssistantStatus:
     async def show(self, chat: ChatRef, status: str) -> None:
         key = (chat.chat_id, chat.thread_id or "")
         shown = self._threads.get(key)
-        if shown is None or shown == status:
+        if shown is None or shown in (status, REFUSED):
             return
         try:
             async with self._slots.status(chat, "preview" if status else "final"):
@@ -56,5 +58,8 @@ class AssistantStatus:
             self._threads.put(key, status)
         except Busy:
             pass  # the next preview brings a newer status
-        except (SlackClientError, OSError, TimeoutError) as exc:
+        except SlackApiError as exc:
+            self._threads.put(key, REFUSED)
+            log.debug("assistant status in %s refused: %s", chat.key, exc)
+        except (SlackClientError, aiohttp.ClientError, OSError, TimeoutError) as exc:
             log.debug("assistant status in %s not set: %s", chat.key, exc)
