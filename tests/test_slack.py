@@ -62,9 +62,10 @@ async def test_what_is_not_a_new_user_message_for_us_is_not_answered(
         message("in someone else's thread", thread_ts="1699999999.000001"),
         message("a bot", channel="D1", bot_id="B2", subtype="bot_message"),
         message("ourselves", channel="D1", user=BOT_USER, bot_id="BBOT"),
-        message("", channel="D1", subtype="message_changed", message={"text": "edited"}),
-        message("", channel="D1", subtype="message_deleted", deleted_ts="1.2"),
-        message("joined", channel="C1", subtype="channel_join"),
+        # Texts as if Slack put them at the top: the subtype alone must keep these out.
+        message("edited", channel="D1", subtype="message_changed", message={"text": "edited"}),
+        message("gone", channel="D1", subtype="message_deleted", deleted_ts="1.2"),
+        message(f"<@{BOT_USER}> joined", channel="C1", subtype="channel_join"),
     ]
     for event in ignored:
         await fake.push("events_api", envelope(event))
