@@ -8,7 +8,8 @@ Errors a channel raises when sending or editing::
     ChannelError            any failure talking to the platform
      ├── RateLimited        the platform asked us to wait `retry_after` seconds
      ├── MessageGone        the message to edit no longer exists (deleted, too old)
-     └── DeliveryUncertain  a send timed out or its answer was unreadable: it may have landed
+     ├── DeliveryUncertain  a send timed out or its answer was unreadable: it may have landed
+     └── ChannelRevoked     the platform revoked our credentials: the channel stops for good
 
 "Message is not modified" is not an error: a channel treats it as success.
 """
@@ -157,6 +158,13 @@ class MessageGone(ChannelError):
 
 class DeliveryUncertain(ChannelError):
     """A send may or may not have reached the platform: do not send it again."""
+
+
+class ChannelRevoked(ChannelError):
+    """The platform revoked the channel's credentials (an uninstalled app, a revoked token).
+
+    Raised from `run()`, it stops the channel until the process restarts with new ones: retrying
+    would only log the same refusal again. Other channels and the process go on."""
 
 
 Inbox = Callable[[InboundMessage], Awaitable[None]]

@@ -20,7 +20,7 @@ from adapters.budget import RateBudget
 from adapters.platform_calls import NO_PLATFORM_CALLS, PlatformCalls
 from adapters.websocket.hub import EventHub
 
-PACKAGES = ("websocket", "telegram")  # the order channels start in
+PACKAGES = ("websocket", "telegram", "slack")  # the order channels start in
 
 
 @dataclass(frozen=True, slots=True)

@@ -11,7 +11,7 @@ from typing import Any
 import aiohttp
 from aiohttp import web
 
-from adapters.base import Channel, ChannelError, HealthReport, WebRoutes
+from adapters.base import Channel, ChannelError, ChannelRevoked, HealthReport, WebRoutes
 from adapters.registry import ChannelServices, build_enabled, sections
 from agent.coordinator import AgentSettings, Coordinator
 from agent.personas import PersonaLibrary
@@ -279,6 +279,12 @@ class App:
                 await channel.run(self.gateway.handle)
                 states.stopped(channel.name)
                 return  # the channel finished (say, stdin ended)
+            except ChannelRevoked as exc:  # retrying cannot help: one line, and it stays off
+                states.failed(channel.name, str(exc))
+                log.error(
+                    "channel %s stopped until restarted with new credentials: %s", channel.name, exc
+                )
+                return
             except ChannelError as exc:  # the platform said no (a bad token, say): no traceback
                 states.failed(channel.name, str(exc))
                 log.error("channel %s stopped: %s; retrying in %.0f s", channel.name, exc, backoff)

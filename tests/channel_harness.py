@@ -42,9 +42,11 @@ import aiohttp
 from aiohttp import web
 
 from adapters.base import Channel, ChatRef, InboundMessage
+from adapters.slack import SlackChannel
 from adapters.telegram import TelegramChannel
 from adapters.terminal import TerminalChannel
 from adapters.websocket import WebSocketChannel
+from tests.slack_fake import BOT_TOKEN, FakeSlack
 from tests.telegram_fake import TOKEN, FakeBotAPI
 
 Fault = Literal["rate_limited", "message_gone", "not_modified", "send_timeout", "send_garbled"]
@@ -291,6 +293,82 @@ class TelegramHarness(ChannelHarness):
         return {fault for fault, pending in left.items() if pending}
 
 
+class SlackHarness(ChannelHarness):
+    """The real slack_sdk client against the fake Slack, answering in a thread of a channel.
+
+    As for Telegram, the receiving side is not run, and the workspace budget is set far above
+    the scenarios' pace (the fake's limits too), so an edit never meets a `RateLimited` by chance.
+    """
+
+    faults = frozenset({"rate_limited", "message_gone", "send_timeout", "send_garbled"})
+    shows_end = False  # a message looks the same before and after its final update
+    CHANNEL = "C1"
+    THREAD = "1699999999.000100"  # the user's message the bot was mentioned in
+    TIMEOUT_S = 1.0
+
+    def __init__(self) -> None:
+        self.fake = FakeSlack(updates_per_minute=60_000, posts_per_second=1000, post_burst=100)
+
+    async def start(self) -> None:
+        await self.fake.start()
+        self.channel = self.slack = SlackChannel(
+            bot_token=BOT_TOKEN,
+            api_base=self.fake.url,
+            updates_per_minute=30_000,
+            edit_interval_s=0,
+            request_timeout_s=self.TIMEOUT_S,
+        )
+        self.chat = ChatRef(self.channel.name, self.CHANNEL, self.THREAD, team_id="T1")
+        self.reply_to = self.THREAD
+        self.platform_limit = 4000  # bytes of text
+
+    async def close(self) -> None:
+        await self.slack.aclose()
+        await self.fake.close()
+
+    def _view(self) -> list[Seen]:
+        return [Seen(m.text, m.thread_ts) for m in self.fake.bot_messages(self.CHANNEL)]
+
+    async def wait_until(
+        self, predicate: Callable[[list[Seen]], bool], timeout: float = 10.0
+    ) -> list[Seen]:
+        await self.fake.wait_for(lambda: predicate(self._view()), timeout)
+        return self._view()
+
+    def posts(self) -> int:
+        return len(self.fake.called("chat.postMessage"))
+
+    def requests(self) -> int:
+        return len(self.fake.called("chat.postMessage", "chat.update"))
+
+    def platform_length(self, text: str) -> int:
+        return len(text.encode())
+
+    def fail_next(self, fault: Fault) -> None:
+        fake = self.fake
+        match fault:
+            case "rate_limited":
+                fake.limit_next["chat.*"] = self.retry_after
+            case "message_gone":
+                fake.gone_next += 1
+            case "send_timeout":
+                fake.hang_next["chat.postMessage"] = 1
+            case "send_garbled":
+                fake.garble_next["chat.postMessage"] = 1
+            case _:
+                super().fail_next(fault)
+
+    def armed(self) -> set[Fault]:
+        fake = self.fake
+        left: dict[Fault, object] = {
+            "rate_limited": fake.limit_next.get("chat.*"),
+            "message_gone": fake.gone_next,
+            "send_timeout": fake.hang_next.get("chat.postMessage"),
+            "send_garbled": fake.garble_next.get("chat.postMessage"),
+        }
+        return {fault for fault, pending in left.items() if pending}
+
+
 class Screen(io.StringIO):
     """A terminal window: it says it is one, so the channel redraws a replaced line in place."""
 
@@ -375,5 +453,6 @@ class TerminalHarness(ChannelHarness):
 HARNESSES: dict[str, Callable[[], ChannelHarness]] = {
     "websocket": WebSocketHarness,
     "telegram": TelegramHarness,
+    "slack": SlackHarness,
     "terminal": TerminalHarness,
 }

@@ -60,10 +60,15 @@ BAD_VALUES = {
         {},
         "personas.dirs.0: no such folder: ",
     ),
-    "slack section": (
-        {"channels": {"slack": {"enabled": False}}},
-        {},
-        "channels.slack: the Slack channel is not built yet",
+    "slack bot token": (
+        {"channels": {"slack": {"enabled": True}}},
+        {"SLACK_BOT_TOKEN": "xoxp-a-user-token", "SLACK_APP_TOKEN": "xapp-1"},
+        "channels.slack.bot_token: expected the app's Bot User OAuth Token (xoxb-...)",
+    ),
+    "slack app token": (
+        {"channels": {"slack": {"enabled": True}}},
+        {"SLACK_BOT_TOKEN": "xoxb-1"},
+        "channels.slack.app_token: Socket Mode needs an app-level token (xapp-...)",
     ),
     "redis url": ({"redis": {"url": "redis://127.0.0.1:6379/0"}}, {}, "redis.url: "),
 }

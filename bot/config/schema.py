@@ -9,6 +9,7 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from adapters.access import secret
+from adapters.slack.config import SlackConfig
 from adapters.telegram.config import TelegramConfig
 from adapters.websocket.config import WebsocketConfig
 from tools.builtin.settings import KnowledgeSettings, ToolsSettings
@@ -121,6 +122,7 @@ class ChannelsConfig(_Section):
 
     websocket: WebsocketConfig = WebsocketConfig()
     telegram: TelegramConfig = TelegramConfig()
+    slack: SlackConfig = SlackConfig()
 
 
 class Config(_Section):

@@ -1,0 +1,239 @@
+"""The Slack channel: a placeholder reply in the thread, edited with paced `chat.update`s.
+
+chat.update, not native streaming, by default. Slack's `chat.startStream`/`appendStream`/
+`stopStream` only append: the delivery shows status lines under the text that go when their
+tool ends, replaces a `SendMessage` note with the answer, and restarts an answer whose stream
+the provider restarted (its text shrinks); an append-only stream can do none of that without
+ending in a second message. Streaming also needs the recipient's ids in channels, takes only
+standard markdown, and its rate tier is not published, while chat.update's is (Tier 3, ~50 a
+minute per workspace), so the budget can keep twenty simultaneous answers in one workspace
+from drawing a single `ratelimited` (bench/slack_bench.py). So every edit is a chat.update
+inside a per-workspace `RateBudget` (throttle.py); a `ratelimited` that comes anyway pauses the
+whole workspace for its `Retry-After`, and the final still lands.
+
+Text is mrkdwn (render.py says why); display hints become Block Kit beside it. Every slack_sdk
+and network error leaves here as a `ChannelError`; a revoked token stops the channel (not the
+process) through `ChannelRevoked`. Receiving (Socket Mode or HTTP events) is in ingress.py.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncIterator, Callable, Mapping
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from typing import Any, Literal
+
+import aiohttp
+from aiohttp import web
+from slack_sdk.errors import SlackApiError, SlackClientError
+from slack_sdk.web.async_client import AsyncWebClient
+
+from adapters.base import (
+    ChannelLimits,
+    ChatRef,
+    InboundMessage,
+    Inbox,
+    MessageGone,
+    MessageHandle,
+    OutboundContent,
+    RateLimited,
+)
+from adapters.budget import Busy, LocalRateBudget, Rank, RateBudget
+from adapters.slack import errors
+from adapters.slack.ingress import Ingress
+from adapters.slack.presence import AssistantStatus
+from adapters.slack.render import blocks, mrkdwn_bytes, to_mrkdwn
+from adapters.slack.throttle import WorkspaceSlots
+from adapters.telegram.recent import Recent
+
+log = logging.getLogger(__name__)
+
+DEFAULT_API = "https://slack.com/api/"
+MAX_TEXT_BYTES = 3900  # updates fail with msg_too_long near 4,000 bytes of text
+REMEMBERED_TEXTS = 4096
+REVOKED = frozenset(
+    {"invalid_auth", "not_authed", "token_revoked", "token_expired", "account_inactive"}
+)
+GONE = frozenset({"message_not_found", "cant_update_message", "edit_window_closed", "is_inactive"})
+
+
+@dataclass(frozen=True, slots=True)
+class SlackLimits(ChannelLimits):
+    def length(self, text: str) -> int:
+        return mrkdwn_bytes(text, limit=self.max_text_length)
+
+
+class SlackChannel:
+    """DMs, channel mentions and their threads, through one Slack app (one bot token)."""
+
+    name = "slack"
+
+    def __init__(
+        self,
+        *,
+        bot_token: str,
+        app_token: str = "",
+        signing_secret: str = "",
+        mode: Literal["socket", "http"] = "socket",
+        path: str = "/slack/events",
+        api_base: str | None = None,
+        updates_per_minute: float = 45.0,
+        edit_interval_s: float = 3.0,
+        request_timeout_s: float = 10.0,
+        admits: Callable[[InboundMessage], bool] | None = None,
+        budget: RateBudget | None = None,
+    ) -> None:
+        if mode == "http" and not signing_secret:
+            raise ValueError(
+                "channels.slack.signing_secret is required in http mode (without it nothing "
+                "proves a request came from Slack); set SLACK_SIGNING_SECRET"
+            )
+        # No silent retries: a postMessage retried after a lost answer would post twice.
+        self.client = AsyncWebClient(
+            token=bot_token,
+            base_url=api_base or DEFAULT_API,
+            timeout=int(max(1, request_timeout_s)),
+        )
+        self.client.retry_handlers.clear()
+        self._timeout_s = request_timeout_s
+        self.mode = mode
+        self.limits = SlackLimits(MAX_TEXT_BYTES, edit_interval_s, final_marker=True)
+        self.slots = WorkspaceSlots(budget or LocalRateBudget(), updates_per_minute)
+        self.counts: dict[str, int] = {"posts": 0, "updates": 0, "ratelimited": 0}
+        self._sent: Recent[tuple[str, str], str] = Recent(REMEMBERED_TEXTS)  # -> text shown
+        self.status = AssistantStatus(self.client, self.slots)
+        self.ingress = Ingress(
+            self,
+            mode=mode,
+            app_token=app_token,
+            signing_secret=signing_secret,
+            path=path,
+            admits=admits or (lambda message: True),
+        )
+
+    def limits_for(self, chat: ChatRef) -> ChannelLimits:
+        return self.limits
+
+    def install(self, app: web.Application) -> None:
+        """HTTP mode: Slack's events, commands and interactions arrive at `path`."""
+        self.ingress.install(app)
+
+    def health(self) -> Mapping[str, Any]:
+        return {"slack": {"mode": self.mode, "connected": self.ingress.connected, **self.counts}}
+
+    async def run(self, inbox: Inbox) -> None:
+        try:
+            await self.ingress.run(inbox)
+        finally:
+            await self.aclose()
+
+    async def aclose(self) -> None:
+        """Close the HTTP connection pool (the next call opens a new one)."""
+        session, self.client.session = self.client.session, None
+        if session is not None:
+            await session.close()
+
+    def connect(self) -> None:
+        """One connection pool for every call: without one slack_sdk opens a session, and a
+        connection, per call. Opened lazily, inside the running event loop."""
+        if self.client.session is None or self.client.session.closed:
+            timeout = aiohttp.ClientTimeout(total=self._timeout_s)
+            self.client.session = aiohttp.ClientSession(timeout=timeout)
+
+    async def send(
+        self,
+        chat: ChatRef,
+        content: OutboundContent,
+        *,
+        reply_to: str | None = None,
+        final: bool = False,
+        recipient: str | None = None,
+    ) -> MessageHandle:
+        text = to_mrkdwn(content.text) or "…"
+        if reply_to and reply_to.startswith("ephemeral:") and not chat.chat_id.startswith("D"):
+            return await self._send_ephemeral(chat, text, reply_to.removeprefix("ephemeral:"))
+        args: dict[str, Any] = {
+            "channel": chat.chat_id,
+            "text": text,
+            "thread_ts": chat.thread_id,
+            "unfurl_links": False,  # a model-written link must not fetch and show anything
+            "unfurl_media": False,
+        }
+        if content.display:
+            args["blocks"] = blocks(text, content.display)
+        async with self._call("chat.postMessage", chat, "final" if final else "send", sending=True):
+            response = await self.client.chat_postMessage(**args)
+        ts, channel = str(response["ts"]), str(response.get("channel") or chat.chat_id)
+        self._sent.put((channel, ts), text)
+        if chat.thread_id:
+            self.ingress.joined(chat)
+        if not final:
+            await self.status.show(chat, "is thinking…")
+        return MessageHandle(chat, ts, {"channel": channel})
+
+    async def edit(
+        self, handle: MessageHandle, content: OutboundContent, *, final: bool = False
+    ) -> None:
+        if handle.data.get("ephemeral"):
+            raise MessageGone("an ephemeral message cannot be edited")
+        chat = handle.chat
+        channel = str(handle.data.get("channel") or chat.chat_id)
+        text = to_mrkdwn(content.text) or "…"
+        key = (channel, handle.message_id)
+        try:
+            if self._sent.get(key) != text or content.display:
+                args: dict[str, Any] = {"channel": channel, "ts": handle.message_id, "text": text}
+                if content.display:
+                    args["blocks"] = blocks(text, content.display)
+                rank: Rank = "final" if final else "preview"
+                async with self._call("chat.update", chat, rank, ts=handle.message_id):
+                    await self.client.chat_update(**args)
+                self._sent.put(key, text)
+            if not final:
+                await self.status.follow(chat, content.text)
+        finally:
+            if final:
+                await self.status.show(chat, "")
+
+    async def _send_ephemeral(self, chat: ChatRef, text: str, user: str) -> MessageHandle:
+        """A reply to a slash command in a channel: only its user sees it."""
+        async with self._call("chat.postEphemeral", chat, "final", sending=True):
+            response = await self.client.chat_postEphemeral(
+                channel=chat.chat_id, user=user, text=text, thread_ts=chat.thread_id
+            )
+        return MessageHandle(chat, str(response.get("message_ts", "")), {"ephemeral": True})
+
+    @asynccontextmanager
+    async def _call(
+        self, method: str, chat: ChatRef, rank: Rank, *, ts: str = "", sending: bool = False
+    ) -> AsyncIterator[None]:
+        """One Web API call inside the workspace budget, its errors as `ChannelError`s."""
+        updating = method == "chat.update"
+        slot = self.slots.update(chat, ts, rank) if updating else self.slots.post(chat, rank)
+        self.connect()
+        try:
+            async with slot:
+                self.counts["updates" if updating else "posts"] += 1
+                yield
+        except Busy as exc:
+            raise RateLimited(exc.retry_after, "workspace budget in use") from None
+        except SlackApiError as exc:
+            code = errors.error_code(exc)
+            if code is None:  # not Slack's JSON: a proxy's page, say; the call may have landed
+                raise errors.lost(method, exc, sending) from exc
+            if errors.is_rate_limit(exc, code):
+                wait = errors.retry_after(exc)
+                self.counts["ratelimited"] += 1
+                log.warning("Slack ratelimited %s in %s: retry after %ss", method, chat.key, wait)
+                if updating:  # the workspace's budget for the method, for every answer there
+                    await self.slots.penalize_updates(chat, wait)
+                else:
+                    await self.slots.penalize_posts(chat, wait)
+                raise RateLimited(wait, f"Slack ratelimited {method}") from exc
+            if code in errors.REVOKED:
+                reason = f"Slack refused the bot token on {method} ({code})"
+                raise self.ingress.revoked(reason) from exc
+            raise errors.refused(method, code) from exc
+        except (TimeoutError, aiohttp.ClientError, SlackClientError, ValueError) as exc:
+            raise errors.lost(method, exc, sending) from exc

@@ -1,0 +1,22 @@
+"""Build the Slack channel from `channels.slack` (imports slack-bolt: only when enabled)."""
+
+from __future__ import annotations
+
+from adapters.registry import ChannelServices
+from adapters.slack.channel import SlackChannel
+from adapters.slack.config import SlackConfig
+
+
+def build(section: SlackConfig, services: ChannelServices) -> SlackChannel:
+    return SlackChannel(
+        bot_token=section.bot_token,
+        app_token=section.app_token,
+        signing_secret=section.signing_secret,
+        mode=section.mode,
+        path=section.path,
+        api_base=section.api_base,
+        updates_per_minute=section.updates_per_minute,
+        edit_interval_s=section.edit_interval_s,
+        admits=services.admits,
+        budget=services.rate_budget,
+    )
