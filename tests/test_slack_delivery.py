@@ -10,6 +10,7 @@ import itertools
 from collections.abc import AsyncIterator
 
 import pytest
+from prometheus_client.parser import text_string_to_metric_families
 
 from adapters.base import (
     ChannelError,
@@ -21,6 +22,7 @@ from adapters.base import (
 )
 from adapters.slack import SlackChannel
 from bot.delivery import Delivery
+from bot.metrics import Metrics
 from tests.slack_fake import BOT_TOKEN, MAX_TEXT_BYTES, FakeSlack
 from tools.display import button, card
 from tools.events import AnswerDelta, Final
@@ -188,3 +190,35 @@ async def test_twenty_answers_in_one_workspace_share_its_update_budget_without_a
     assert len(updates) >= 20  # every final, plus the previews the budget allowed
     gaps = [b.at - a.at for a, b in itertools.pairwise(updates)]
     assert sum(gaps) / len(gaps) >= 60 / 240 * 0.9  # the workspace's pace, not the answers'
+
+
+async def test_web_api_calls_and_a_429_are_counted_for_metrics(fake: FakeSlack) -> None:
+    metrics = Metrics()
+    channel = SlackChannel(
+        bot_token=BOT_TOKEN, api_base=fake.url, request_timeout_s=1, calls=metrics
+    )
+    try:
+        handle = await channel.send(CHAT, OutboundContent("one"))
+        fake.limit_next["chat.update"] = 2
+        with pytest.raises(RateLimited):
+            await channel.edit(handle, OutboundContent("one, edited"))
+        fake.garble_next["chat.postMessage"] = 1  # a proxy's page, not Slack's JSON
+        with pytest.raises(ChannelError):
+            await channel.send(CHAT, OutboundContent("two"), final=True)
+    finally:
+        await channel.aclose()
+    samples = {
+        (metric.name, tuple(sorted(sample.labels.items()))): sample.value
+        for metric in text_string_to_metric_families(metrics.render().decode())
+        for sample in metric.samples
+    }
+
+    def calls(method: str, outcome: str) -> float | None:
+        labels = (("channel", "slack"), ("method", method), ("outcome", outcome))
+        return samples.get(("gateway_platform_calls", labels))
+
+    assert calls("chat.postMessage", "ok") == 1
+    assert calls("chat.postMessage", "error") == 1
+    assert calls("chat.update", "rate_limited") == 1
+    assert calls("chat.update", "ok") is None  # the workspace waits: nothing more was asked
+    assert samples[("gateway_platform_retry_wait_seconds", (("channel", "slack"),))] == 2

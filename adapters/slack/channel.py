@@ -40,6 +40,7 @@ from adapters.base import (
     RateLimited,
 )
 from adapters.budget import Busy, LocalRateBudget, Rank, RateBudget
+from adapters.platform_calls import NO_PLATFORM_CALLS, PlatformCalls
 from adapters.slack import errors
 from adapters.slack.ingress import Ingress
 from adapters.slack.presence import AssistantStatus
@@ -83,7 +84,9 @@ class SlackChannel:
         request_timeout_s: float = 10.0,
         admits: Callable[[InboundMessage], bool] | None = None,
         budget: RateBudget | None = None,
+        calls: PlatformCalls = NO_PLATFORM_CALLS,
     ) -> None:
+        self.calls = calls  # what each Web API call came to, for /metrics
         if mode == "http" and not signing_secret:
             raise ValueError(
                 "channels.slack.signing_secret is required in http mode (without it nothing "
@@ -215,7 +218,20 @@ class SlackChannel:
         try:
             async with slot:
                 self.counts["updates" if updating else "posts"] += 1
-                yield
+                try:
+                    yield
+                except SlackApiError as exc:
+                    code = errors.error_code(exc)
+                    if code is not None and errors.is_rate_limit(exc, code):
+                        wait = errors.retry_after(exc)
+                        self.calls.record("slack", method, "rate_limited", retry_after_s=wait)
+                    else:
+                        self.calls.record("slack", method, "error")
+                    raise
+                except (TimeoutError, aiohttp.ClientError, SlackClientError, ValueError):
+                    self.calls.record("slack", method, "error")
+                    raise
+                self.calls.record("slack", method, "ok")
         except Busy as exc:
             raise RateLimited(exc.retry_after, "workspace budget in use") from None
         except SlackApiError as exc:

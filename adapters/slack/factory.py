@@ -19,4 +19,5 @@ def build(section: SlackConfig, services: ChannelServices) -> SlackChannel:
         edit_interval_s=section.edit_interval_s,
         admits=services.admits,
         budget=services.rate_budget,
+        calls=services.platform_calls,
     )
