@@ -15,11 +15,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from adapters.access import AccessConfig
+from adapters.api.records import SessionRecords
 from adapters.base import Channel, InboundMessage
 from adapters.budget import RateBudget
 from adapters.websocket.hub import EventHub
 
-PACKAGES = ("websocket", "telegram")  # the order channels start in
+PACKAGES = ("websocket", "telegram", "api")  # the order channels start in
 
 
 @dataclass(frozen=True, slots=True)
@@ -32,6 +33,8 @@ class ChannelServices:
     # Shared seams; None: the channel's in-process default (a networked one spans processes).
     event_hub: EventHub | None = None
     rate_budget: RateBudget | None = None
+    # Where the sessions API keeps its sessions and transcripts (the gateway's store).
+    session_records: SessionRecords | None = None
 
 
 @dataclass(frozen=True, slots=True)

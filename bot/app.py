@@ -78,6 +78,7 @@ class App:
                 public_url=config.server.public_url,
                 # replies a channel sends on its own (to stickers, say) obey the access policy
                 admits=lambda message: self.gateway.access.check(message) == "allow",
+                session_records=self.store,
             )
             for channel in build_enabled(config.channels, services):
                 self.channels[channel.name] = channel

@@ -1,0 +1,133 @@
+"""The sessions API through a running app: SSE answers, resume, stop, actions, history pages."""
+
+from __future__ import annotations
+
+import asyncio
+
+import aiohttp
+
+from agent.providers.scripted import Reply, ScriptedProvider
+from bot.turn import STOPPED
+from tests.api_kit import ApiClient, StartApi, start_api_fixture  # noqa: F401
+
+
+async def test_a_message_streams_the_websocket_events_and_lands_in_the_history(
+    start_api: StartApi, session: aiohttp.ClientSession
+) -> None:
+    provider = ScriptedProvider(
+        [
+            Reply(calls=[("get_current_datetime", {"timezone": "Asia/Tokyo"})]),
+            Reply("It is **noon** in Tokyo.", chunks=4, delay_s=0.02),
+        ]
+    )
+    app = await start_api(provider)
+    api = ApiClient(session, app)
+    sid = await api.new_session(user_id="user-42")
+    stream = await api.ask(sid, "time in Tokyo?", client_message_id="c1")
+    assert stream.status == 200
+    assert stream.headers["Content-Type"].startswith("text/event-stream")
+    types = stream.types()
+    assert types[0] == "message.created" and types[-1] == "message.completed"
+    assert {"tool.started", "tool.finished", "message.updated"} <= set(types)
+    created = stream.events[0].data
+    assert created["reply_to"] == "c1"
+    completed = stream.last("message.completed")
+    assert completed["message_id"] == created["message_id"]
+    assert completed["text"] == "It is **noon** in Tokyo."
+    ids = stream.ids()
+    assert ids == sorted(ids) and len(ids) == len(stream.events)  # every event has its seq
+    assert all(e.id == e.data["seq"] for e in stream.events)
+    assert provider.requests[0].messages[-1].content == "time in Tokyo?"
+    status, page = await api.call("GET", f"/sessions/{sid}/messages")
+    assert status == 200 and page["has_more"] is False
+    shown = [(m["role"], m["id"], m["text"], m["status"]) for m in page["messages"]]
+    assert shown == [
+        ("user", "c1", "time in Tokyo?", "received"),
+        ("assistant", created["message_id"], "It is **noon** in Tokyo.", "completed"),
+    ]
+    assert page["messages"][1]["reply_to"] == "c1"
+
+
+async def test_last_event_id_resumes_a_dropped_stream_and_a_resend_is_answered_once(
+    start_api: StartApi, session: aiohttp.ClientSession
+) -> None:
+    provider = ScriptedProvider([Reply("one two three four five six", chunks=6, delay_s=0.05)])
+    app = await start_api(provider)
+    api = ApiClient(session, app)
+    sid = await api.new_session()
+    first = await api.ask(sid, "count", client_message_id="c1", until=2)  # then the client drops
+    seen = first.ids()[-1]
+    again = await api.stream(
+        "POST",
+        f"/sessions/{sid}/messages",
+        {"text": "count", "client_message_id": "c1"},
+        **{"Last-Event-ID": str(seen)},
+    )
+    assert again.status == 200
+    assert again.ids() and min(again.ids()) > seen  # nothing the client had seen is sent twice
+    assert again.types()[-1] == "message.completed"
+    assert again.last("message.completed")["text"] == "one two three four five six"
+    await app.gateway.wait_idle()
+    assert len(provider.requests) == 1  # the resend was not a second message
+    # a plain follower resumes the same way
+    follow = await api.stream(
+        "GET", f"/sessions/{sid}/events", until=1, **{"Last-Event-ID": str(seen)}
+    )
+    assert follow.ids()[0] > seen
+    status, page = await api.call("GET", f"/sessions/{sid}/messages")
+    assert [m["role"] for m in page["messages"]] == ["user", "assistant"]
+
+
+async def test_stop_ends_the_answer_in_progress(
+    start_api: StartApi, session: aiohttp.ClientSession
+) -> None:
+    hold = asyncio.Event()
+    provider = ScriptedProvider([Reply("never shown", wait=hold), Reply("after the stop")])
+    app = await start_api(provider)
+    api = ApiClient(session, app)
+    sid = await api.new_session()
+    answer = asyncio.create_task(api.ask(sid, "a long job", client_message_id="j1"))
+    await asyncio.wait_for(provider.wait_requests(1), 5)
+    status, body = await api.call("POST", f"/sessions/{sid}/stop")
+    assert (status, body) == (202, {"status": "stop_requested"})
+    stream = await asyncio.wait_for(answer, 5)
+    assert stream.last("message.completed")["text"] == STOPPED
+    hold.set()
+    after = await api.ask(sid, "fresh start")
+    assert after.last("message.completed")["text"] == "after the stop"
+
+
+async def test_an_action_reaches_the_model_as_a_button_press(
+    start_api: StartApi, session: aiohttp.ClientSession
+) -> None:
+    provider = ScriptedProvider([Reply("Confirmed.")])
+    app = await start_api(provider)
+    api = ApiClient(session, app)
+    sid = await api.new_session()
+    pressed = {"action_id": "confirm", "value": "yes", "label": "Confirm", "message_id": "m_1"}
+    stream = await api.stream("POST", f"/sessions/{sid}/actions", pressed)
+    assert stream.status == 200 and stream.last("message.completed")["text"] == "Confirmed."
+    told = provider.requests[0].messages[-1].content
+    assert "Confirm" in told and "yes" in told
+    _, page = await api.call("GET", f"/sessions/{sid}/messages")
+    user = page["messages"][0]
+    assert user["role"] == "user" and user["action"] == pressed
+
+
+async def test_a_message_coalesced_into_the_next_turn_streams_until_that_turn_answers(
+    start_api: StartApi, session: aiohttp.ClientSession
+) -> None:
+    hold = asyncio.Event()
+    provider = ScriptedProvider([Reply("first answer", wait=hold), Reply("second answer")])
+    app = await start_api(provider)
+    api = ApiClient(session, app)
+    sid = await api.new_session()
+    first = asyncio.create_task(api.ask(sid, "one", client_message_id="a"))
+    await asyncio.wait_for(provider.wait_requests(1), 5)
+    second = asyncio.create_task(api.ask(sid, "two", client_message_id="b"))
+    third = asyncio.create_task(api.ask(sid, "three", client_message_id="c"))
+    await asyncio.sleep(0.1)  # both are queued behind the held turn
+    hold.set()
+    streams = await asyncio.wait_for(asyncio.gather(first, second, third), 5)
+    finals = [s.last("message.completed")["text"] for s in streams]
+    assert finals == ["first answer", "second answer", "second answer"]
