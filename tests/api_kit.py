@@ -98,10 +98,10 @@ class ApiClient:
         return {"Authorization": f"Bearer {self.key}", **extra}
 
     async def call(
-        self, method: str, path: str, body: Any = None, **headers: str
+        self, method: str, path: str, body: Any = None, headers: dict[str, str] | None = None
     ) -> tuple[int, Any]:
         async with self.http.request(
-            method, self.base + path, json=body, headers=self.headers(**headers)
+            method, self.base + path, json=body, headers=self.headers(**(headers or {}))
         ) as response:
             return response.status, await response.json()
 
@@ -113,11 +113,17 @@ class ApiClient:
         return str(body["id"])
 
     async def stream(
-        self, method: str, path: str, body: Any = None, *, until: int | None = None, **headers: str
+        self,
+        method: str,
+        path: str,
+        body: Any = None,
+        *,
+        until: int | None = None,
+        headers: dict[str, str] | None = None,
     ) -> Stream:
         """The whole stream (to its end, or `until` events); JSON refusals come back as data."""
         async with self.http.request(
-            method, self.base + path, json=body, headers=self.headers(**headers)
+            method, self.base + path, json=body, headers=self.headers(**(headers or {}))
         ) as response:
             result = Stream(response.status, dict(response.headers))
             if response.content_type != "text/event-stream":

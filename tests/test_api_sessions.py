@@ -61,7 +61,7 @@ async def test_last_event_id_resumes_a_dropped_stream_and_a_resend_is_answered_o
         "POST",
         f"/sessions/{sid}/messages",
         {"text": "count", "client_message_id": "c1"},
-        **{"Last-Event-ID": str(seen)},
+        headers={"Last-Event-ID": str(seen)},
     )
     assert again.status == 200
     assert again.ids() and min(again.ids()) > seen  # nothing the client had seen is sent twice
@@ -71,7 +71,7 @@ async def test_last_event_id_resumes_a_dropped_stream_and_a_resend_is_answered_o
     assert len(provider.requests) == 1  # the resend was not a second message
     # a plain follower resumes the same way
     follow = await api.stream(
-        "GET", f"/sessions/{sid}/events", until=1, **{"Last-Event-ID": str(seen)}
+        "GET", f"/sessions/{sid}/events", until=1, headers={"Last-Event-ID": str(seen)}
     )
     assert follow.ids()[0] > seen
     status, page = await api.call("GET", f"/sessions/{sid}/messages")
