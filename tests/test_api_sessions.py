@@ -131,3 +131,34 @@ async def test_a_message_coalesced_into_the_next_turn_streams_until_that_turn_an
     streams = await asyncio.wait_for(asyncio.gather(first, second, third), 5)
     finals = [s.last("message.completed")["text"] for s in streams]
     assert finals == ["first answer", "second answer", "second answer"]
+
+
+async def test_a_resend_after_the_events_are_gone_gets_the_recorded_answer(
+    start_api: StartApi, session: aiohttp.ClientSession
+) -> None:
+    provider = ScriptedProvider([Reply("kept in the history")])
+    app = await start_api(provider, replay_events=0)  # the hub keeps no frames to replay
+    api = ApiClient(session, app)
+    sid = await api.new_session()
+    first = await api.ask(sid, "hello", client_message_id="c1")
+    again = await api.ask(sid, "hello", client_message_id="c1")
+    assert again.types() == ["message.completed"]
+    assert again.events[0].data["text"] == "kept in the history"
+    assert again.events[0].data["message_id"] == first.last("message.completed")["message_id"]
+    assert len(provider.requests) == 1
+
+
+async def test_stop_sent_as_text_ends_with_the_stopped_answer(
+    start_api: StartApi, session: aiohttp.ClientSession
+) -> None:
+    hold = asyncio.Event()
+    provider = ScriptedProvider([Reply("never shown", wait=hold)])
+    app = await start_api(provider)
+    api = ApiClient(session, app)
+    sid = await api.new_session()
+    answer = asyncio.create_task(api.ask(sid, "a long job"))
+    await asyncio.wait_for(provider.wait_requests(1), 5)
+    stopping = await asyncio.wait_for(api.ask(sid, "/stop"), 5)
+    assert stopping.last("message.completed")["text"] == STOPPED
+    assert (await asyncio.wait_for(answer, 5)).last("message.completed")["text"] == STOPPED
+    hold.set()

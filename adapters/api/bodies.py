@@ -7,6 +7,7 @@ Message and action bodies obey exactly the web socket protocol's rules for the `
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass
 from typing import Any, Final
 
@@ -23,6 +24,7 @@ from adapters.websocket.protocol import (
 
 MAX_PAGE: Final = 100
 MAX_CURSOR: Final = 2**53  # what JSON clients (JavaScript) count exactly
+_EVENT_ID: Final = re.compile(r"[0-9]{1,15}")
 
 
 @dataclass(frozen=True, slots=True)
@@ -100,9 +102,15 @@ def page(request: web.Request) -> Page:
 def last_event_id(request: web.Request) -> int | None:
     """`Last-Event-ID`: the `id:` of the last event the client saw (a session's seq)."""
     value = request.headers.get("Last-Event-ID")
-    if value is None or value == "":  # EventSource sends none at first
+    if value is None:  # EventSource sends none at first
         return None
-    return _cursor(value, "Last-Event-ID")
+    if not _EVENT_ID.fullmatch(value):
+        raise ApiError(
+            400,
+            "bad_field",
+            f"Last-Event-ID must be the id of an event (1-15 digits), not {value[:40]!r}",
+        )
+    return int(value)
 
 
 def _cursor(value: str | None, name: str) -> int | None:

@@ -5,23 +5,21 @@ from __future__ import annotations
 import math
 import re
 import uuid
-from collections.abc import Callable
-from dataclasses import replace
 from typing import Any, Final
 
 from aiohttp import web
 
-from adapters.api import bodies, sse
-from adapters.api.channel import PREFIX, ApiChannel, hub_key
+from adapters.api import bodies
+from adapters.api.channel import PREFIX, ApiChannel
 from adapters.api.errors import ApiError, not_found
 from adapters.api.openapi import document
 from adapters.api.records import ApiMessage, ApiSession
+from adapters.api.streams import SessionStreams
 from adapters.base import Action, ChatRef, InboundMessage
 from adapters.websocket.limits import RateLimiter
 from adapters.websocket.protocol import new_id
 
 SESSION_ID: Final = re.compile(r"s_[0-9a-f]{32}")
-Done = Callable[[dict[str, Any]], bool]
 
 
 class SessionsApi:
@@ -29,6 +27,7 @@ class SessionsApi:
         self.channel = channel
         self.settings = channel.settings
         self.rates = RateLimiter(channel.settings.rate_limit_per_minute)
+        self.streams = SessionStreams(channel)
         self._openapi = document(channel.settings.max_text_chars)
 
     def add_routes(self, router: web.UrlDispatcher) -> None:
@@ -74,12 +73,13 @@ class SessionsApi:
         resume = bodies.last_event_id(request)
         resent = await self._resent(session, frame.client_message_id)
         if resent is not None:
-            return await self._resume(request, session, resent, resume)
+            return await self.streams.resume(request, resent, resume)
         message_id = frame.client_message_id or new_id("c_")
         event_id = f"api:{session.id}:{frame.client_message_id or uuid.uuid4().hex}"
         inbound = self._inbound(session, message_id, event_id, text=frame.text)
         record = ApiMessage(session.id, message_id, "user", frame.text, "received")
-        return await self._turn(request, session, inbound, record, resume)
+        self._take_rate(session)
+        return await self.streams.turn(request, inbound, record, resume)
 
     async def post_action(self, request: web.Request) -> web.StreamResponse:
         session = await self._session(request)
@@ -89,7 +89,7 @@ class SessionsApi:
         resume = bodies.last_event_id(request)
         resent = await self._resent(session, client_id)
         if resent is not None:
-            return await self._resume(request, session, resent, resume)
+            return await self.streams.resume(request, resent, resume)
         message_id = client_id or new_id("c_")
         event_id = f"api:{session.id}:{client_id or uuid.uuid4().hex}"
         pressed = Action(frame.action_id, frame.value, frame.label, frame.message_id)
@@ -97,7 +97,8 @@ class SessionsApi:
         shown = {"action_id": frame.action_id, "value": frame.value, "label": frame.label}
         shown["message_id"] = frame.message_id
         record = ApiMessage(session.id, message_id, "user", "", "received", action=shown)
-        return await self._turn(request, session, inbound, record, resume)
+        self._take_rate(session)
+        return await self.streams.turn(request, inbound, record, resume)
 
     async def stop(self, request: web.Request) -> web.Response:
         session = await self._session(request)
@@ -109,107 +110,9 @@ class SessionsApi:
 
     async def follow_events(self, request: web.Request) -> web.StreamResponse:
         session = await self._session(request)
-        resume = bodies.last_event_id(request)
-        return await self._stream(
-            request, session, resume, emit_after=resume, done=lambda frame: False, quiet=True
-        )
+        return await self.streams.follow(request, session.id, bodies.last_event_id(request))
 
     # -- the shared steps ---------------------------------------------------------------
-    async def _turn(
-        self,
-        request: web.Request,
-        session: ApiSession,
-        inbound: InboundMessage,
-        record: ApiMessage,
-        resume: int | None,
-    ) -> web.StreamResponse:
-        """Take a new message or action: record it, hand it on, stream the session to its answer."""
-        self._take_rate(session)
-        subscriber = sse.SseSubscriber()
-        seq, replay = await self.channel.hub.attach(hub_key(session.id), subscriber, resume)
-        try:
-            record = replace(record, seq=seq)
-            await self.channel.records.add_api_message(record)
-            await self.channel.deliver(inbound)
-            done = self._answered(session.id, record.message_id)
-            emit_after = resume if resume is not None else seq
-            return await self._pump(request, subscriber, replay, emit_after, done, quiet=False)
-        finally:
-            await self.channel.hub.detach(hub_key(session.id), subscriber)
-
-    async def _resume(
-        self, request: web.Request, session: ApiSession, sent: ApiMessage, resume: int | None
-    ) -> web.StreamResponse:
-        """A message sent again (same client id): answered once, its stream picked up again."""
-        emit_after = resume if resume is not None else sent.seq
-        done = self._answered(session.id, sent.message_id)
-        return await self._stream(
-            request, session, min(sent.seq, emit_after), emit_after=emit_after, done=done
-        )
-
-    async def _stream(
-        self,
-        request: web.Request,
-        session: ApiSession,
-        resume_after: int | None,
-        *,
-        emit_after: int | None,
-        done: Done,
-        quiet: bool = False,
-    ) -> web.StreamResponse:
-        subscriber = sse.SseSubscriber()
-        seq, replay = await self.channel.hub.attach(hub_key(session.id), subscriber, resume_after)
-        try:
-            after = emit_after if emit_after is not None else seq
-            return await self._pump(request, subscriber, replay, after, done, quiet=quiet)
-        finally:
-            await self.channel.hub.detach(hub_key(session.id), subscriber)
-
-    async def _pump(
-        self,
-        request: web.Request,
-        subscriber: sse.SseSubscriber,
-        replay: list[str],
-        emit_after: int,
-        done: Done,
-        *,
-        quiet: bool,
-    ) -> web.StreamResponse:
-        response = await sse.open_stream(request)
-        self.channel.streams.add(subscriber)
-        try:
-            await sse.pump(
-                response,
-                subscriber,
-                replay,
-                emit_after=emit_after,
-                done=done,
-                timeout_s=self.settings.stream_timeout_s,
-                keepalive_s=self.settings.keepalive_s,
-                quiet_timeout=quiet,
-            )
-        except ConnectionResetError:
-            pass  # the client went away; the turn goes on, its answer is recorded
-        finally:
-            self.channel.streams.discard(subscriber)
-        return response
-
-    def _answered(self, session_id: str, message_id: str) -> Done:
-        """True at the `message.completed` of the answer to `message_id`: a message replying to
-        it, or to a message taken after it (coalesced into the same turn)."""
-        mine = self.channel.arrival(session_id, message_id)
-        answers: set[str] = set()
-
-        def done(frame: dict[str, Any]) -> bool:
-            kind, reply_to = frame.get("type"), frame.get("reply_to")
-            if kind == "message.created" and isinstance(reply_to, str):
-                later = self.channel.arrival(session_id, reply_to)
-                if reply_to == message_id or (mine is not None and (later or 0) > mine):
-                    answers.add(frame["message_id"])
-            return kind == "message.completed" and frame.get("message_id") in answers
-
-        return done
-
     async def _resent(self, session: ApiSession, client_id: str | None) -> ApiMessage | None:
         if client_id is None:
             return None

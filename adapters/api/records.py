@@ -64,6 +64,7 @@ class SessionRecords(Protocol):
 
     - `add_api_message` of a new (session, message_id) appends it with the next `position`;
       of a known one it updates `text`, `status` and `display` and keeps the position.
+    - `api_reply` is the newest assistant message with that `reply_to`, or None.
     - `api_messages` returns at most `limit` messages in position order: those after `after`,
       else those before `before` (the newest of them), else the newest `limit`.
     """
@@ -75,6 +76,10 @@ class SessionRecords(Protocol):
     async def add_api_message(self, message: ApiMessage) -> ApiMessage: ...
 
     async def api_message(self, session_id: str, message_id: str) -> ApiMessage | None: ...
+
+    async def api_reply(self, session_id: str, reply_to: str) -> ApiMessage | None:
+        """The newest bot message replying to `reply_to`."""
+        ...
 
     async def api_messages(
         self, session_id: str, *, limit: int, before: int | None = None, after: int | None = None
@@ -110,6 +115,14 @@ class MemorySessionRecords:
 
     async def api_message(self, session_id: str, message_id: str) -> ApiMessage | None:
         return self._messages.get(session_id, {}).get(message_id)
+
+    async def api_reply(self, session_id: str, reply_to: str) -> ApiMessage | None:
+        replies = [
+            m
+            for m in self._messages.get(session_id, {}).values()
+            if m.role == "assistant" and m.reply_to == reply_to
+        ]
+        return max(replies, key=lambda m: m.position, default=None)
 
     async def api_messages(
         self, session_id: str, *, limit: int, before: int | None = None, after: int | None = None

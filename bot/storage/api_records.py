@@ -17,6 +17,10 @@ _ADD_MESSAGE = (
     " SET text = excluded.text, status = excluded.status, display = excluded.display"
 )
 _ONE = f"{_SELECT} WHERE session_id = ? AND message_id = ?"
+_REPLY = (
+    f"{_SELECT} WHERE session_id = ? AND reply_to = ? AND role = 'assistant'"
+    " ORDER BY position DESC LIMIT 1"
+)
 _AFTER = f"{_SELECT} WHERE session_id = ? AND position > ? ORDER BY position LIMIT ?"
 # the newest `limit` before a position, read newest first and turned around
 _BEFORE = f"{_SELECT} WHERE session_id = ? AND position < ? ORDER BY position DESC LIMIT ?"
@@ -55,6 +59,9 @@ class ApiRecords(StoreConnection):
     async def api_message(self, session_id: str, message_id: str) -> ApiMessage | None:
         return await self._run(self._one_message_db, session_id, message_id)
 
+    async def api_reply(self, session_id: str, reply_to: str) -> ApiMessage | None:
+        return await self._run(self._reply_db, session_id, reply_to)
+
     async def api_messages(
         self, session_id: str, *, limit: int, before: int | None = None, after: int | None = None
     ) -> list[ApiMessage]:
@@ -75,6 +82,10 @@ class ApiRecords(StoreConnection):
 
     def _one_message_db(self, session_id: str, message_id: str) -> ApiMessage | None:
         row = self._conn.execute(_ONE, (session_id, message_id)).fetchone()
+        return None if row is None else _message(row)
+
+    def _reply_db(self, session_id: str, reply_to: str) -> ApiMessage | None:
+        row = self._conn.execute(_REPLY, (session_id, reply_to)).fetchone()
         return None if row is None else _message(row)
 
     def _messages_db(

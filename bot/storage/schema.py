@@ -136,6 +136,7 @@ def _v5_api_sessions(db: Database) -> None:
         not_null={"session_id", "message_id", "role", "text", "status", "seq", "created_at"},
     )
     db.table("api_messages").create_index(["session_id", "message_id"], unique=True)
+    db.table("api_messages").create_index(["session_id", "reply_to"])  # a resend finds its answer
 
 
 MIGRATIONS: tuple[Callable[[Database], None], ...] = (
