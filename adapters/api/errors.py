@@ -60,5 +60,9 @@ def middleware(prefix: str) -> Middleware:
             code = _AIOHTTP_CODES.get(exc.status, "http_error")
             headers = {"Allow": exc.headers["Allow"]} if "Allow" in exc.headers else None
             return ApiError(exc.status, code, exc.reason, headers).response()
+        except Exception:
+            log.exception("%s %s failed", request.method, request.path)
+            why = "the server failed on this request; it is logged"
+            return ApiError(500, "internal_error", why).response()
 
     return json_errors
