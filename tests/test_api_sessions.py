@@ -162,3 +162,18 @@ async def test_stop_sent_as_text_ends_with_the_stopped_answer(
     assert stopping.last("message.completed")["text"] == STOPPED
     assert (await asyncio.wait_for(answer, 5)).last("message.completed")["text"] == STOPPED
     hold.set()
+
+
+async def test_open_streams_end_when_the_server_stops(
+    start_api: StartApi, session: aiohttp.ClientSession
+) -> None:
+    app = await start_api(ScriptedProvider([]))
+    api = ApiClient(session, app)
+    sid = await api.new_session()
+    follower = asyncio.create_task(api.stream("GET", f"/sessions/{sid}/events"))
+    await asyncio.sleep(0.1)  # the follower is attached
+    started = asyncio.get_running_loop().time()
+    await app.stop()
+    stream = await asyncio.wait_for(follower, 5)
+    assert stream.status == 200 and stream.events == []
+    assert asyncio.get_running_loop().time() - started < 2  # not the 5 s shutdown timeout
