@@ -139,7 +139,14 @@ class ApiClient:
             return result
 
     async def ask(
-        self, session_id: str, text: str, *, until: int | None = None, **fields: Any
+        self,
+        session_id: str,
+        text: str,
+        *,
+        until: int | None = None,
+        headers: dict[str, str] | None = None,
+        **fields: Any,
     ) -> Stream:
         path = f"/sessions/{session_id}/messages"
-        return await self.stream("POST", path, {"text": text, **fields}, until=until)
+        body = {"text": text, **fields}
+        return await self.stream("POST", path, body, until=until, headers=headers)

@@ -177,3 +177,32 @@ async def test_open_streams_end_when_the_server_stops(
     stream = await asyncio.wait_for(follower, 5)
     assert stream.status == 200 and stream.events == []
     assert asyncio.get_running_loop().time() - started < 2  # not the 5 s shutdown timeout
+
+
+async def test_after_a_restart_sessions_history_and_resends_carry_on(
+    start_api: StartApi, session: aiohttp.ClientSession
+) -> None:
+    first = await start_api(ScriptedProvider([Reply("before the restart")]))
+    api = ApiClient(session, first)
+    sid = await api.new_session()
+    asked = await api.ask(sid, "hello", client_message_id="c1")
+    await first.gateway.wait_idle()
+    await first.stop()
+    provider = ScriptedProvider([Reply("after the restart")])
+    second = await start_api(provider)  # the same database; the event hub starts empty
+    api = ApiClient(session, second)
+    last_seen = str(asked.ids()[-1])
+    again = await api.stream(
+        "POST",
+        f"/sessions/{sid}/messages",
+        {"text": "hello", "client_message_id": "c1"},
+        headers={"Last-Event-ID": last_seen},
+    )
+    assert [e.data["text"] for e in again.events] == ["before the restart"]
+    assert provider.requests == []  # answered once, before the restart
+    follow_up = await api.ask(sid, "and now?", headers={"Last-Event-ID": last_seen})
+    assert follow_up.last("message.completed")["text"] == "after the restart"
+    assert follow_up.types()[0] == "message.created"  # the new seqs are not taken as seen
+    _, page = await api.call("GET", f"/sessions/{sid}/messages")
+    texts = [m["text"] for m in page["messages"]]
+    assert texts == ["hello", "before the restart", "and now?", "after the restart"]

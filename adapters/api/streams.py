@@ -45,7 +45,7 @@ class SessionStreams:
             done = self._answered(
                 session_id, record.message_id, any_answer=inbound.command == "stop"
             )
-            emit_after = resume if resume is not None else seq
+            emit_after = _emit_after(resume, seq)
             return await self._pump(request, subscriber, replay, emit_after, done, quiet=False)
         finally:
             await self.channel.hub.detach(hub_key(session_id), subscriber)
@@ -68,8 +68,10 @@ class SessionStreams:
         after = min(sent.seq, emit_after)
         seq, replay = await self.channel.hub.attach(hub_key(session_id), subscriber, after)
         try:
+            emit_after = _emit_after(emit_after, seq)
             if answer is not None and known is not None and not _completes(replay, known):
-                replay.append(_completed(answer, seq))
+                replay.append(_completed(answer, seq))  # written even if the client has `seq`
+                emit_after = min(emit_after, seq - 1)
             return await self._pump(request, subscriber, replay, emit_after, done, quiet=False)
         finally:
             await self.channel.hub.detach(hub_key(session_id), subscriber)
@@ -81,9 +83,8 @@ class SessionStreams:
         subscriber = sse.SseSubscriber()
         seq, replay = await self.channel.hub.attach(hub_key(session_id), subscriber, resume)
         try:
-            emit_after = resume if resume is not None else seq
             return await self._pump(
-                request, subscriber, replay, emit_after, lambda frame: False, quiet=True
+                request, subscriber, replay, _emit_after(resume, seq), lambda f: False, quiet=True
             )
         finally:
             await self.channel.hub.detach(hub_key(session_id), subscriber)
@@ -141,6 +142,12 @@ class SessionStreams:
             return any_answer or frame.get("message_id") in answers
 
         return done
+
+
+def _emit_after(resume: int | None, seq: int) -> int:
+    """Events past this are written. A `Last-Event-ID` beyond the hub's seq means the hub has
+    forgotten the session (a restart): its seq began again, so everything new is news."""
+    return resume if resume is not None and resume <= seq else seq
 
 
 def _completes(replay: list[str], message_id: str) -> bool:
