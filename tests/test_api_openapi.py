@@ -14,7 +14,7 @@ import pytest
 import requests
 import schemathesis
 from aiohttp import web
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 from schemathesis.core.parameters import ParameterLocation
 
@@ -133,6 +133,7 @@ def test_no_request_gets_a_server_error(
     @settings(
         max_examples=25,
         deadline=None,
+        phases=[Phase.explicit, Phase.generate],  # no shrinking: the message names the request
         database=None,
         suppress_health_check=list(HealthCheck),
     )

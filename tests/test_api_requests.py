@@ -59,6 +59,7 @@ async def test_a_bad_message_body_is_refused_with_its_reason(
         ("GET", "/api/v1/sessions/{sid}/messages?limit=101", 400, "bad_field"),
         ("GET", "/api/v1/sessions/{sid}/messages?before=x", 400, "bad_field"),
         ("GET", "/api/v1/sessions/{sid}/messages?before=1&after=2", 400, "bad_field"),
+        ("GET", "/api/v1/sessions/{sid}/messages?page=2", 400, "bad_field"),
         ("POST", "/api/v1/sessions/{sid}/actions", 400, "bad_field"),  # no action_id
     ],
 )

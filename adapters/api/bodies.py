@@ -90,6 +90,11 @@ def session_user(body: dict[str, Any]) -> str | None:
 
 def page(request: web.Request) -> Page:
     query = request.query
+    unknown = sorted(set(query) - {"limit", "before", "after"})
+    if unknown:
+        raise ApiError(
+            400, "bad_field", f"unknown query parameter {unknown[0]!r}; use limit, before, after"
+        )
     before, after = _cursor(query.get("before"), "before"), _cursor(query.get("after"), "after")
     if before is not None and after is not None:
         raise ApiError(400, "bad_field", "give before or after, not both")

@@ -51,8 +51,8 @@ _LAST_EVENT_ID = {
 }
 
 
-def _cursor(name: str, description: str) -> dict[str, Any]:
-    schema = {"type": "integer", "minimum": 0, "maximum": 2**53}
+def _cursor(name: str, description: str, least: int = 0, most: int = 2**53) -> dict[str, Any]:
+    schema = {"type": "integer", "minimum": least, "maximum": most}
     return {
         "name": name,
         "in": "query",
@@ -82,8 +82,9 @@ def _post(
 
 def document(max_text_chars: int = 8000) -> dict[str, Any]:
     text = {"type": "string", "minLength": 1, "maxLength": max_text_chars, "pattern": "\\S"}
-    client_id = {"type": "string", "minLength": 1, "maxLength": MAX_ID_CHARS}
-    short = {"type": "string", "minLength": 1, "maxLength": MAX_ID_CHARS}
+    # optional fields may be null, which means absent (as in the web socket protocol)
+    client_id = {"type": ["string", "null"], "minLength": 1, "maxLength": MAX_ID_CHARS}
+    short = {"type": ["string", "null"], "minLength": 1, "maxLength": MAX_ID_CHARS}
     session = {
         "type": "object",
         "required": ["id", "user_id", "created_at"],
@@ -151,7 +152,7 @@ def document(max_text_chars: int = 8000) -> dict[str, Any]:
             "get": {
                 "summary": "The transcript, a page at a time (oldest first within a page)",
                 "parameters": [
-                    _cursor("limit", "Messages per page (1-100, default 50)"),
+                    _cursor("limit", "Messages per page (default 50)", 1, 100),
                     _cursor("before", "Only messages with a smaller position (older pages)"),
                     _cursor("after", "Only messages with a larger position (newer pages)"),
                 ],
@@ -211,7 +212,7 @@ def document(max_text_chars: int = 8000) -> dict[str, Any]:
                     "type": "object",
                     "properties": {
                         "user_id": {
-                            "type": "string",
+                            "type": ["string", "null"],
                             "minLength": 1,
                             "maxLength": MAX_USER_ID_CHARS,
                             "pattern": "\\S",
@@ -228,8 +229,8 @@ def document(max_text_chars: int = 8000) -> dict[str, Any]:
                     "type": "object",
                     "required": ["action_id"],
                     "properties": {
-                        "action_id": short,
-                        "value": {"type": "string", "maxLength": max_text_chars},
+                        "action_id": {**short, "type": "string"},
+                        "value": {"type": ["string", "null"], "maxLength": max_text_chars},
                         "label": short,
                         "message_id": short,
                         "client_message_id": client_id,
