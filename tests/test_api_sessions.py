@@ -171,7 +171,13 @@ async def test_open_streams_end_when_the_server_stops(
     api = ApiClient(session, app)
     sid = await api.new_session()
     follower = asyncio.create_task(api.stream("GET", f"/sessions/{sid}/events"))
-    await asyncio.sleep(0.1)  # the follower is attached
+
+    async def streams() -> int:
+        async with session.get(f"{app.url}/healthz") as response:
+            return int((await response.json())["api_streams"])
+
+    while await streams() == 0:  # noqa: ASYNC110 (the follower attaches over HTTP)
+        await asyncio.sleep(0.01)
     started = asyncio.get_running_loop().time()
     await app.stop()
     stream = await asyncio.wait_for(follower, 5)

@@ -14,6 +14,7 @@ from aiohttp import web
 from adapters.api.errors import middleware
 from adapters.api.keys import KeyRing
 from adapters.api.records import ApiMessage, MemorySessionRecords, SessionRecords
+from adapters.api.sse import SseSubscriber
 from adapters.base import (
     ChannelLimits,
     ChatRef,
@@ -71,7 +72,10 @@ class ApiChannel:
         self._arrived = 0
         self._inbox: Inbox | None = None
         self._inbox_ready = asyncio.Event()
-        self.streams: set[Any] = set()  # open SSE subscribers, ended at shutdown
+        self.streams: set[SseSubscriber] = set()  # open event streams, ended at shutdown
+
+    def health(self) -> dict[str, int]:
+        return {"api_streams": len(self.streams)}
 
     def install(self, app: web.Application) -> None:
         from adapters.api.handlers import SessionsApi  # the handlers need the channel built
