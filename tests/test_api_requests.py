@@ -8,6 +8,8 @@ from typing import Any
 import aiohttp
 import pytest
 
+from adapters.api import bodies
+from adapters.api.errors import ApiError
 from agent.providers.scripted import Reply, ScriptedProvider
 from tests.api_kit import KEY_A, ApiClient, StartApi, start_api_fixture  # noqa: F401
 
@@ -26,7 +28,7 @@ AUTH = {"Authorization": f"Bearer {KEY_A}"}
         (b'{"text": "' + b"x" * 101 + b'"}', "application/json", 400, "text_too_long"),
         (b'{"text": "hi", "client_message_id": ""}', "application/json", 400, "bad_field"),
         (b'{"text": "\\ud800"}', "application/json", 400, "bad_field"),
-        (b'{"text": "hi", "type": "stop"}', "application/json", 400, "bad_field"),
+        (b'{"text": ' + b"[" * 990 + b"]" * 990 + b"}", "application/json", 400, "bad_json"),
         (b"[" * 100_000, "application/json", 400, "bad_json"),
         (b'{"text": "' + b"x" * 2_000_000 + b'"}', "application/json", 413, "body_too_large"),
     ],
@@ -47,6 +49,15 @@ async def test_a_bad_message_body_is_refused_with_its_reason(
         assert (response.status, response.content_type) == (status, "application/json")
         error = (await response.json())["error"]
     assert error["code"] == code and error["message"]
+
+
+def test_a_field_nested_too_deep_to_encode_is_a_bad_field() -> None:
+    nested: list[Any] = []
+    for _ in range(10_000):  # deeper than any JSON encoder goes; built without a parser
+        nested = [nested]
+    with pytest.raises(ApiError) as refused:
+        bodies.user_text({"text": nested}, 100)
+    assert (refused.value.status, refused.value.code) == (400, "bad_field")
 
 
 @pytest.mark.parametrize(

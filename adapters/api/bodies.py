@@ -25,6 +25,10 @@ from adapters.websocket.protocol import (
 MAX_PAGE: Final = 100
 MAX_CURSOR: Final = 2**53  # what JSON clients (JavaScript) count exactly
 _EVENT_ID: Final = re.compile(r"[0-9]{1,15}")
+_FIELDS: Final = {
+    "message": ("text", "client_message_id"),
+    "action": ("action_id", "value", "label", "message_id"),
+}
 
 
 @dataclass(frozen=True, slots=True)
@@ -129,10 +133,12 @@ def _cursor(value: str | None, name: str) -> int | None:
 
 
 def _frame(kind: str, body: dict[str, Any], max_text_chars: int) -> UserText | ActionFrame:
-    if "type" in body:
-        raise ApiError(400, "bad_field", "no 'type' field here: the path names what this is")
+    fields = {name: body[name] for name in _FIELDS[kind] if name in body}  # others are ignored
     try:
-        encoded = json.dumps({**body, "type": kind})
+        encoded = json.dumps({**fields, "type": kind})
+    except (ValueError, RecursionError) as exc:  # nested past what JSON encoding takes
+        raise ApiError(400, "bad_field", f"a field of the body cannot be read ({exc})") from exc
+    try:
         frame, _ = parse_client_frame(encoded, max_text_chars=max_text_chars)
     except ProtocolError as exc:
         raise ApiError(400, exc.code, exc.message) from exc
