@@ -77,3 +77,24 @@ async def test_the_same_user_id_under_two_keys_is_two_users(
     assert sorted(users) == [("a:42",), ("b:42",)]
     assert [r.messages[-1].content for r in provider.requests] == ["hello", "hello"]
     assert len(provider.requests[1].messages) == 1  # b's user 42 does not see a's history
+
+
+async def test_every_endpoint_but_the_document_needs_a_key(
+    start_api: StartApi, session: aiohttp.ClientSession
+) -> None:
+    app = await start_api()
+    sid = await ApiClient(session, app).new_session()
+    base = f"{app.url}/api/v1"
+    for method, path in [
+        ("POST", "/sessions"),
+        ("GET", f"/sessions/{sid}"),
+        ("GET", f"/sessions/{sid}/messages"),
+        ("POST", f"/sessions/{sid}/messages"),
+        ("GET", f"/sessions/{sid}/events"),
+        ("POST", f"/sessions/{sid}/stop"),
+        ("POST", f"/sessions/{sid}/actions"),
+    ]:
+        async with session.request(method, base + path, json={"text": "hi"}) as response:
+            assert response.status == 401, (method, path)
+    async with session.get(f"{base}/openapi.json") as response:
+        assert response.status == 200
