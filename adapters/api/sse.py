@@ -22,19 +22,23 @@ class SseSubscriber:
     """A hub subscriber (adapters.websocket.hub.Subscriber) feeding one response."""
 
     def __init__(self) -> None:
-        self.queue: asyncio.Queue[str] = asyncio.Queue(QUEUE_FRAMES + 1)
+        self.queue: asyncio.Queue[str] = asyncio.Queue(QUEUE_FRAMES + 1)  # + the end marker
         self.overflowed = False
+        self._ended = False
 
     def push(self, frame: str) -> bool:
+        if self._ended:
+            return False
         if self.queue.qsize() >= QUEUE_FRAMES:
             self.overflowed = True
-            self.queue.put_nowait(_GONE)
+            self.end()
             return False
         self.queue.put_nowait(frame)
         return True
 
     def end(self) -> None:
-        if not self.queue.full():
+        if not self._ended:
+            self._ended = True
             self.queue.put_nowait(_GONE)
 
 
