@@ -212,3 +212,41 @@ async def test_after_a_restart_sessions_history_and_resends_carry_on(
     _, page = await api.call("GET", f"/sessions/{sid}/messages")
     texts = [m["text"] for m in page["messages"]]
     assert texts == ["hello", "before the restart", "and now?", "after the restart"]
+
+
+async def test_a_client_that_accepts_only_json_gets_the_answer_without_a_stream(
+    start_api: StartApi, session: aiohttp.ClientSession
+) -> None:
+    provider = ScriptedProvider([Reply("Plain JSON.", chunks=3)])
+    app = await start_api(provider)
+    api = ApiClient(session, app)
+    sid = await api.new_session()
+    body = {"text": "server to server", "client_message_id": "c1"}
+    json_only = {"Accept": "application/json"}
+    status, answer = await api.call("POST", f"/sessions/{sid}/messages", body, json_only)
+    assert status == 200
+    assert answer["type"] == "message.completed" and answer["text"] == "Plain JSON."
+    again = await api.call("POST", f"/sessions/{sid}/messages", body, json_only)
+    assert again == (200, answer)  # a resend waits on the same answer
+    assert len(provider.requests) == 1
+
+
+async def test_an_answer_slower_than_the_stream_timeout_ends_the_wait_with_an_error(
+    start_api: StartApi, session: aiohttp.ClientSession
+) -> None:
+    hold = asyncio.Event()
+    provider = ScriptedProvider([Reply("late", wait=hold)])
+    app = await start_api(provider, stream_timeout_s=0.3, keepalive_s=0.1)
+    api = ApiClient(session, app)
+    sid = await api.new_session()
+    stream = await api.ask(sid, "slow one", client_message_id="c1")
+    assert stream.types() == ["message.created", "error"] and stream.comments >= 1
+    assert stream.events[-1].data["code"] == "stream_timeout" and stream.events[-1].id is None
+    body = {"text": "slow one", "client_message_id": "c1"}
+    status, error = await api.call(
+        "POST", f"/sessions/{sid}/messages", body, {"Accept": "application/json"}
+    )
+    assert status == 504 and error["error"]["code"] == "stream_timeout"
+    hold.set()
+    resumed = await api.ask(sid, "slow one", client_message_id="c1")
+    assert resumed.last("message.completed")["text"] == "late"

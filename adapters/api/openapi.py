@@ -26,7 +26,7 @@ def _errors(*statuses: int) -> dict[str, Any]:
     return {str(status): {"$ref": f"#/components/responses/E{status}"} for status in statuses}
 
 
-_STREAM = {
+_STREAM: dict[str, Any] = {
     "description": (
         "Server-Sent Events: the session's events (the web socket protocol's server frames: "
         "message.created, message.updated, message.completed, agent.started, agent.finished, "
@@ -35,6 +35,28 @@ _STREAM = {
         "that timed out or fell behind."
     ),
     "content": {SSE: {"schema": {"type": "string"}}},
+}
+_ANSWER = {
+    "description": (
+        "The answer's events as a stream; or, when the request's Accept names "
+        "application/json and not text/event-stream, just the answer's message.completed frame."
+    ),
+    "content": {
+        **_STREAM["content"],
+        JSON: {
+            "schema": {
+                "type": "object",
+                "required": ["type", "message_id", "text", "display", "seq"],
+                "properties": {
+                    "type": {"const": "message.completed"},
+                    "message_id": {"type": "string"},
+                    "text": {"type": "string"},
+                    "display": {"type": "array", "items": {"type": "object"}},
+                    "seq": {"type": "integer"},
+                },
+            }
+        },
+    },
 }
 _SESSION_ID = {
     "name": "session_id",
@@ -128,6 +150,8 @@ def document(max_text_chars: int = 8000) -> dict[str, Any]:
         413: "Body too large",
         415: "Body is not JSON",
         429: "Rate limited (see Retry-After)",
+        503: "The server is stopping (JSON answers only)",
+        504: "No answer within stream_timeout_s (JSON answers only)",
     }
     responses = {f"E{status}": _json(_ref("Error"), text_) for status, text_ in why.items()}
     one = "/sessions/{session_id}"
@@ -164,7 +188,7 @@ def document(max_text_chars: int = 8000) -> dict[str, Any]:
             "post": _post(
                 "Send a message; the answer streams back",
                 "NewMessage",
-                {"200": _STREAM, **_errors(400, 401, 404, 409, 413, 415, 429)},
+                {"200": _ANSWER, **_errors(400, 401, 404, 409, 413, 415, 429, 503, 504)},
                 last_event_id=True,
             ),
         },
@@ -193,7 +217,7 @@ def document(max_text_chars: int = 8000) -> dict[str, Any]:
             "post": _post(
                 "Press a button of a display hint; the answer streams back",
                 "NewAction",
-                {"200": _STREAM, **_errors(400, 401, 404, 409, 413, 415, 429)},
+                {"200": _ANSWER, **_errors(400, 401, 404, 409, 413, 415, 429, 503, 504)},
                 last_event_id=True,
             ),
         },

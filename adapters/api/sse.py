@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from typing import Any, Final
 
 from aiohttp import web
@@ -61,6 +61,40 @@ async def open_stream(request: web.Request) -> web.StreamResponse:
     return response
 
 
+class StreamEnded(Exception):
+    """The stream ends early: `stream_timeout` or `too_slow`."""
+
+    def __init__(self, code: str, why: str) -> None:
+        super().__init__(f"{code}: {why}")
+        self.code = code
+        self.why = why
+
+
+async def frames(
+    subscriber: SseSubscriber, replay: list[str], *, timeout_s: float, keepalive_s: float
+) -> AsyncIterator[tuple[dict[str, Any], str] | None]:
+    """The replay, then live frames, as (frame, its JSON); None after each `keepalive_s` of
+    quiet. Stops when the subscriber ends (shutdown); `StreamEnded` on timeout or overflow."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout_s
+    for encoded in replay:
+        yield json.loads(encoded), encoded
+    while True:
+        wait_s = min(keepalive_s, deadline - loop.time())
+        if wait_s <= 0:
+            raise StreamEnded("stream_timeout", f"no answer within {timeout_s:g} s")
+        try:
+            encoded = await asyncio.wait_for(subscriber.queue.get(), wait_s)
+        except TimeoutError:
+            yield None
+            continue
+        if encoded == _GONE:
+            if subscriber.overflowed:
+                raise StreamEnded("too_slow", "the stream fell behind")
+            return
+        yield json.loads(encoded), encoded
+
+
 async def pump(
     response: web.StreamResponse,
     subscriber: SseSubscriber,
@@ -78,32 +112,33 @@ async def pump(
     when its answer is complete. Ends with an `error` event on overflow, and on timeout unless
     `quiet_timeout` (a stream that follows a session just ends; EventSource reconnects).
     """
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + timeout_s
-    pending = list(replay)
-    while True:
-        if pending:
-            encoded = pending.pop(0)
-        else:
-            wait_s = min(keepalive_s, deadline - loop.time())
-            if wait_s <= 0:
-                if not quiet_timeout:
-                    await _error(response, "stream_timeout", f"no answer within {timeout_s:g} s")
-                return
-            try:
-                encoded = await asyncio.wait_for(subscriber.queue.get(), wait_s)
-            except TimeoutError:
+    try:
+        async for item in frames(subscriber, replay, timeout_s=timeout_s, keepalive_s=keepalive_s):
+            if item is None:
                 await response.write(b": keepalive\n\n")  # also finds a client that has gone
                 continue
-        if encoded == _GONE:
-            if subscriber.overflowed:
-                await _error(response, "too_slow", "the stream fell behind")
-            return
-        frame = json.loads(encoded)
-        if frame.get("seq", 0) > emit_after:
-            await response.write(event(frame, encoded))
-        if done(frame):
-            return
+            frame, encoded = item
+            if frame.get("seq", 0) > emit_after:
+                await response.write(event(frame, encoded))
+            if done(frame):
+                return
+    except StreamEnded as ended:
+        if not (quiet_timeout and ended.code == "stream_timeout"):
+            await _error(response, ended.code, ended.why)
+
+
+async def collect(
+    subscriber: SseSubscriber,
+    replay: list[str],
+    *,
+    done: Callable[[dict[str, Any]], bool],
+    timeout_s: float,
+) -> dict[str, Any] | None:
+    """The frame for which `done` is true (the answer), or None if the server shuts down first."""
+    async for item in frames(subscriber, replay, timeout_s=timeout_s, keepalive_s=timeout_s):
+        if item is not None and done(item[0]):
+            return item[0]
+    return None
 
 
 async def _error(response: web.StreamResponse, code: str, why: str) -> None:

@@ -15,6 +15,7 @@ from aiohttp import web
 
 from adapters.api import sse
 from adapters.api.channel import ApiChannel, hub_key
+from adapters.api.errors import ApiError
 from adapters.api.records import ApiMessage
 from adapters.base import InboundMessage
 
@@ -99,6 +100,8 @@ class SessionStreams:
         *,
         quiet: bool,
     ) -> web.StreamResponse:
+        if not quiet and _wants_json(request):  # a follower (quiet) always streams
+            return await self._answer(subscriber, replay, done)
         response = await sse.open_stream(request)
         self.channel.streams.add(subscriber)
         try:
@@ -117,6 +120,23 @@ class SessionStreams:
         finally:
             self.channel.streams.discard(subscriber)
         return response
+
+    async def _answer(
+        self, subscriber: sse.SseSubscriber, replay: list[str], done: Done
+    ) -> web.Response:
+        """`Accept: application/json`: no stream, the answer's `message.completed` when done."""
+        self.channel.streams.add(subscriber)
+        try:
+            timeout_s = self.settings.stream_timeout_s
+            final = await sse.collect(subscriber, replay, done=done, timeout_s=timeout_s)
+        except sse.StreamEnded as ended:
+            why = f"{ended.why}; send the same client_message_id again to wait on"
+            raise ApiError(504, ended.code, why) from None
+        finally:
+            self.channel.streams.discard(subscriber)
+        if final is None:
+            raise ApiError(503, "shutting_down", "the server is stopping; send it again later")
+        return web.json_response(final)
 
     def _answered(
         self,
@@ -142,6 +162,11 @@ class SessionStreams:
             return any_answer or frame.get("message_id") in answers
 
         return done
+
+
+def _wants_json(request: web.Request) -> bool:
+    accept = request.headers.get("Accept", "")
+    return "application/json" in accept and "text/event-stream" not in accept
 
 
 def _emit_after(resume: int | None, seq: int) -> int:
