@@ -158,9 +158,11 @@ async def test_stop_sent_as_text_ends_with_the_stopped_answer(
     sid = await api.new_session()
     answer = asyncio.create_task(api.ask(sid, "a long job"))
     await asyncio.wait_for(provider.wait_requests(1), 5)
-    stopping = await asyncio.wait_for(api.ask(sid, "/stop"), 5)
+    stopping = await asyncio.wait_for(api.ask(sid, "/stop", client_message_id="s1"), 5)
     assert stopping.last("message.completed")["text"] == STOPPED
     assert (await asyncio.wait_for(answer, 5)).last("message.completed")["text"] == STOPPED
+    again = await asyncio.wait_for(api.ask(sid, "/stop", client_message_id="s1"), 5)
+    assert again.last("message.completed")["text"] == STOPPED  # a resent /stop ends as well
     hold.set()
 
 

@@ -17,7 +17,7 @@ from adapters.api import sse
 from adapters.api.channel import ApiChannel, hub_key
 from adapters.api.errors import ApiError
 from adapters.api.records import ApiMessage
-from adapters.base import InboundMessage
+from adapters.base import ChatRef, InboundMessage
 
 Done = Callable[[dict[str, Any]], bool]
 
@@ -64,7 +64,9 @@ class SessionStreams:
         emit_after = resume if resume is not None else sent.seq
         answer = await self.channel.records.api_reply(session_id, sent.message_id)
         known = answer.message_id if answer is not None and answer.status == "completed" else None
-        done = self._answered(session_id, sent.message_id, known=known)
+        resent = InboundMessage(ChatRef("api", session_id), "", sent.text, "")
+        stop = resent.command == "stop"
+        done = self._answered(session_id, sent.message_id, known=known, any_answer=stop)
         subscriber = sse.SseSubscriber()
         after = min(sent.seq, emit_after)
         seq, replay = await self.channel.hub.attach(hub_key(session_id), subscriber, after)
