@@ -15,12 +15,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from adapters.access import AccessConfig
+from adapters.api.records import SessionRecords
 from adapters.base import Channel, InboundMessage
 from adapters.budget import RateBudget
 from adapters.platform_calls import NO_PLATFORM_CALLS, PlatformCalls
 from adapters.websocket.hub import EventHub
 
-PACKAGES = ("websocket", "telegram", "slack")  # the order channels start in
+PACKAGES = ("websocket", "telegram", "slack", "api")  # the order channels start in
 
 
 @dataclass(frozen=True, slots=True)
@@ -35,6 +36,8 @@ class ChannelServices:
     rate_budget: RateBudget | None = None
     # Every call a channel makes to its platform, for /metrics (adapters/platform_calls.py).
     platform_calls: PlatformCalls = NO_PLATFORM_CALLS
+    # Where the sessions API keeps its sessions and transcripts (the gateway's store).
+    session_records: SessionRecords | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -86,6 +86,7 @@ class App:
                 # replies a channel sends on its own (to stickers, say) obey the access policy
                 admits=lambda message: self.gateway.access.check(message) == "allow",
                 platform_calls=self.ops.platform_calls,
+                session_records=self.store,
             )
             for channel in build_enabled(config.channels, services):
                 self.channels[channel.name] = channel

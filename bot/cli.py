@@ -33,6 +33,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _run(args: argparse.Namespace) -> int:
+    if args.command == "api-key":  # needs no config
+        return _api_key(args)
     host, port = getattr(args, "host", None), getattr(args, "port", None)
     config = load_config(args.config, host=host, port=port)
     base_dir = config_folder(args.config)
@@ -70,9 +72,33 @@ def _parser() -> argparse.ArgumentParser:
     listing.add_argument("--limit", type=int, default=20)
     show = sessions_commands.add_parser("show", help="one session's tree with every tool call")
     show.add_argument("session_id", help="a session id (or its first characters)")
+    api_key = commands.add_parser("api-key", help="keys for the sessions API (channels.api)")
+    api_key_commands = api_key.add_subparsers(dest="api_key_command", required=True)
+    new_key = api_key_commands.add_parser("new", help="make a key; print it and its config entry")
+    new_key.add_argument("--id", default="default", help="the key's name in channels.api.keys")
+    api_key_commands.add_parser("hash", help="print the sha256 of a key read from stdin")
     for command in (serve, chat, check, listing, show):
         command.add_argument("--config", help="config file (default: ./config.yaml if present)")
     return parser
+
+
+def _api_key(args: argparse.Namespace) -> int:
+    from adapters.api.keys import hash_key, new_key
+
+    if args.api_key_command == "hash":
+        key = sys.stdin.readline().strip()
+        if not key:
+            print(
+                'error: give the key on stdin, e.g. echo "$KEY" | bot api-key hash', file=sys.stderr
+            )
+            return 2
+        print(hash_key(key))
+        return 0
+    key = new_key()
+    print(f"key (give it to the client; it is not stored anywhere): {key}")
+    print("for config.yaml, under channels.api.keys:")
+    print(f"  - {{id: {args.id}, sha256: {hash_key(key)}}}")
+    return 0
 
 
 def _port(text: str) -> int:

@@ -450,7 +450,14 @@ class TerminalHarness(ChannelHarness):
         return len(self._view())
 
 
+def _api() -> ChannelHarness:
+    from tests.api_harness import ApiHarness  # it builds on this module
+
+    return ApiHarness()
+
+
 HARNESSES: dict[str, Callable[[], ChannelHarness]] = {
+    "api": _api,
     "websocket": WebSocketHarness,
     "telegram": TelegramHarness,
     "slack": SlackHarness,

@@ -9,6 +9,7 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from adapters.access import secret
+from adapters.api.config import ApiConfig
 from adapters.slack.config import SlackConfig
 from adapters.telegram.config import TelegramConfig
 from adapters.websocket.config import WebsocketConfig
@@ -123,6 +124,7 @@ class ChannelsConfig(_Section):
     websocket: WebsocketConfig = WebsocketConfig()
     telegram: TelegramConfig = TelegramConfig()
     slack: SlackConfig = SlackConfig()
+    api: ApiConfig = ApiConfig()
 
 
 class Config(_Section):

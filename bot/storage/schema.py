@@ -118,12 +118,41 @@ def _v5_resume_attempts(db: Database) -> None:
     db.table("chat_sessions").create_index(["status"])  # specialists left running, at start
 
 
+def _v6_api_sessions(db: Database) -> None:
+    # The sessions API (adapters/api): sessions owned by an API key, and their transcript.
+    db.table("api_sessions").create(
+        {"id": str, "key_id": str, "user_id": str, "created_at": str},
+        pk="id",
+        not_null={"key_id", "created_at"},
+    )
+    db.table("api_messages").create(
+        {
+            "position": int,
+            "session_id": str,
+            "message_id": str,
+            "role": str,
+            "text": str,
+            "status": str,
+            "reply_to": str,
+            "display": str,
+            "action": str,
+            "seq": int,
+            "created_at": str,
+        },
+        pk="position",
+        not_null={"session_id", "message_id", "role", "text", "status", "seq", "created_at"},
+    )
+    db.table("api_messages").create_index(["session_id", "message_id"], unique=True)
+    db.table("api_messages").create_index(["session_id", "reply_to"])  # a resend finds its answer
+
+
 MIGRATIONS: tuple[Callable[[Database], None], ...] = (
     _v1_core_tables,
     _v2_titles_and_audit_extra,
     _v3_memory_scope_and_orders,
     _v4_event_claims,
     _v5_resume_attempts,
+    _v6_api_sessions,
 )
 
 

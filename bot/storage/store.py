@@ -5,6 +5,7 @@ from __future__ import annotations
 import uuid
 from typing import cast
 
+from bot.storage.api_records import ApiRecords
 from bot.storage.claims import EventClaims
 from bot.storage.messages import History, MessageLog
 from bot.storage.records import UserRecords
@@ -31,7 +32,7 @@ _CLOSE_ACTIVE = (
 )
 
 
-class SqliteStore(MessageLog, TurnLog, EventClaims, UserRecords, AdminViews):
+class SqliteStore(MessageLog, TurnLog, EventClaims, UserRecords, AdminViews, ApiRecords):
     """The `agent.store.Store` protocol plus what the gateway needs, on one SQLite connection.
 
     Every public method is a coroutine (so a store on another backend can really await) that

@@ -90,9 +90,21 @@ _V5 = (
     "ALTER TABLE turns ADD COLUMN resume_attempts integer NOT NULL DEFAULT 0",
     "CREATE INDEX idx_chat_sessions_status ON chat_sessions (status)",
 )
+_V6 = (
+    # the sessions API (adapters/api): sessions owned by an API key, and their transcript
+    """CREATE TABLE api_sessions (
+        id text PRIMARY KEY, key_id text NOT NULL, user_id text, created_at text NOT NULL)""",
+    """CREATE TABLE api_messages (
+        position bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY, session_id text NOT NULL,
+        message_id text NOT NULL, role text NOT NULL, text text NOT NULL, status text NOT NULL,
+        reply_to text, display text, action text, seq integer NOT NULL, created_at text NOT NULL)""",
+    "CREATE UNIQUE INDEX idx_api_messages_session_id_message_id"
+    " ON api_messages (session_id, message_id)",
+    "CREATE INDEX idx_api_messages_session_id_reply_to ON api_messages (session_id, reply_to)",
+)
 
 # append new ones (the same number as the SQLite migration), never edit old ones
-MIGRATIONS: tuple[tuple[str, ...], ...] = (_V1, _V2, _V3, _V4, _V5)
+MIGRATIONS: tuple[tuple[str, ...], ...] = (_V1, _V2, _V3, _V4, _V5, _V6)
 
 _VERSIONS_TABLE = (
     "CREATE TABLE IF NOT EXISTS schema_migrations (version integer PRIMARY KEY, applied_at text)"

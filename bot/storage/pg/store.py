@@ -5,6 +5,7 @@ from __future__ import annotations
 import uuid
 from typing import TYPE_CHECKING
 
+from bot.storage.pg.api_records import PgApiRecords
 from bot.storage.pg.claims import PgEventClaims
 from bot.storage.pg.connection import rowcount
 from bot.storage.pg.messages import PgMessageLog
@@ -39,7 +40,9 @@ _CLOSE_ACTIVE = (
 )
 
 
-class PostgresStore(PgMessageLog, PgTurnLog, PgEventClaims, PgUserRecords, PgAdminViews):
+class PostgresStore(
+    PgMessageLog, PgTurnLog, PgEventClaims, PgUserRecords, PgAdminViews, PgApiRecords
+):
     """The whole `bot.storage.base.Store` on a PostgreSQL pool: for gateway processes on
     several hosts. Each public method is one statement or one short transaction."""
 

@@ -1,0 +1,185 @@
+"""The sessions API channel: replies become session events (the web socket's frames) and records."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections import OrderedDict
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, Final
+
+from aiohttp import web
+
+from adapters.api.errors import middleware
+from adapters.api.keys import KeyRing
+from adapters.api.records import ApiMessage, MemorySessionRecords, SessionRecords
+from adapters.api.sse import SseSubscriber
+from adapters.base import (
+    ChannelLimits,
+    ChatRef,
+    InboundMessage,
+    Inbox,
+    MessageHandle,
+    OutboundContent,
+)
+from adapters.websocket.hub import EventHub, MemoryEventHub
+from adapters.websocket.protocol import new_id
+
+log = logging.getLogger(__name__)
+
+PREFIX: Final = "/api/v1"
+_LIMITS = ChannelLimits(
+    max_text_length=100_000, min_edit_interval_s=0.05, can_edit=True, final_marker=True
+)
+_ARRIVALS_KEPT: Final = 100_000
+
+
+@dataclass(frozen=True, slots=True)
+class ApiSettings:
+    rate_limit_per_minute: int = 30
+    max_text_chars: int = 8000
+    stream_timeout_s: float = 300
+    keepalive_s: float = 15
+
+
+def hub_key(session_id: str) -> str:
+    """The session's conversation in the event hub (apart from the web socket's `v:`/`u:`)."""
+    return f"api:{session_id}"
+
+
+class ApiChannel:
+    """Sites and apps with their own UI, and servers: REST + SSE under /api/v1 (see the README)."""
+
+    name = "api"
+
+    def __init__(
+        self,
+        *,
+        keys: KeyRing,
+        settings: ApiSettings | None = None,
+        records: SessionRecords | None = None,
+        hub: EventHub | None = None,
+        replay_events: int = 200,
+    ) -> None:
+        self.keys = keys
+        self.settings = settings or ApiSettings()
+        self.records: SessionRecords = records if records is not None else MemorySessionRecords()
+        self.hub: EventHub = hub if hub is not None else MemoryEventHub(replay_events=replay_events)
+        # The order inbound messages were taken in, per session: an answer replying to a message
+        # taken after yours (messages coalesced into one turn) answers yours too.
+        self._arrivals: OrderedDict[tuple[str, str], int] = OrderedDict()
+        self._arrived = 0
+        self._inbox: Inbox | None = None
+        self._inbox_ready = asyncio.Event()
+        self.streams: set[SseSubscriber] = set()  # open event streams, ended at shutdown
+
+    def health(self) -> dict[str, int]:
+        return {"api_streams": len(self.streams)}
+
+    def install(self, app: web.Application) -> None:
+        from adapters.api.handlers import SessionsApi  # the handlers need the channel built
+
+        app.middlewares.append(middleware(PREFIX))
+        SessionsApi(self).add_routes(app.router)
+        app.on_shutdown.append(self._end_streams)
+
+    async def run(self, inbox: Inbox) -> None:
+        """Hand inbound messages to `inbox` until cancelled; requests arrive through the web app."""
+        self._inbox = inbox
+        self._inbox_ready.set()
+        try:
+            await asyncio.get_running_loop().create_future()
+        finally:
+            self._inbox = None
+            self._inbox_ready.clear()
+
+    async def deliver(self, message: InboundMessage) -> None:
+        """To the gateway; a request that came before the app started `run` waits for it."""
+        self.arrived(message.chat.chat_id, message.message_id or "")
+        inbox = self._inbox
+        while inbox is None:
+            await self._inbox_ready.wait()
+            inbox = self._inbox
+        await inbox(message)
+
+    def arrived(self, session_id: str, message_id: str) -> int:
+        """Note (once) that `message_id` was taken now; its place in the session's order."""
+        key = (session_id, message_id)
+        known = self._arrivals.get(key)
+        if known is not None:
+            return known
+        self._arrived += 1
+        self._arrivals[key] = self._arrived
+        if len(self._arrivals) > _ARRIVALS_KEPT:
+            self._arrivals.popitem(last=False)
+        return self._arrived
+
+    def arrival(self, session_id: str, message_id: str) -> int | None:
+        return self._arrivals.get((session_id, message_id))
+
+    def limits_for(self, chat: ChatRef) -> ChannelLimits:
+        return _LIMITS
+
+    async def send(
+        self,
+        chat: ChatRef,
+        content: OutboundContent,
+        *,
+        reply_to: str | None = None,
+        final: bool = False,
+        recipient: str | None = None,
+    ) -> MessageHandle:
+        message_id = new_id("m_")
+        fields = {"message_id": message_id, "reply_to": reply_to, "text": content.text}
+        await self.hub.publish(hub_key(chat.chat_id), "message.created", fields)
+        pending = ApiMessage(
+            chat.chat_id, message_id, "assistant", content.text, "pending", reply_to
+        )
+        await self._record(pending)
+        handle = MessageHandle(chat=chat, message_id=message_id)
+        if final:
+            await self._complete(handle, content)
+        return handle
+
+    async def edit(
+        self, handle: MessageHandle, content: OutboundContent, *, final: bool = False
+    ) -> None:
+        if final:
+            await self._complete(handle, content)
+        else:
+            fields = {"message_id": handle.message_id, "text": content.text}
+            await self.hub.publish(hub_key(handle.chat.chat_id), "message.updated", fields)
+
+    async def emit_event(self, chat: ChatRef, type: str, fields: Mapping[str, Any]) -> None:
+        await self.hub.publish(hub_key(chat.chat_id), type, fields)
+
+    async def _complete(self, handle: MessageHandle, content: OutboundContent) -> None:
+        display = [dict(hint) for hint in content.display]
+        fields = {"message_id": handle.message_id, "text": content.text, "display": display}
+        # Recorded first: a client that sees the completion and then reads the history finds it.
+        done = ApiMessage(
+            handle.chat.chat_id,
+            handle.message_id,
+            "assistant",
+            content.text,
+            "completed",
+            display=content.display,
+        )
+        await self._record(done)
+        await self.hub.publish(hub_key(handle.chat.chat_id), "message.completed", fields)
+
+    async def _record(self, message: ApiMessage) -> None:
+        # The live answer matters more than its copy in the history: a failed write is logged.
+        try:
+            await self.records.add_api_message(message)
+        except Exception:
+            log.exception(
+                "api session %s: recording message %s failed",
+                message.session_id,
+                message.message_id,
+            )
+
+    async def _end_streams(self, app: web.Application) -> None:
+        for subscriber in list(self.streams):
+            subscriber.end()

@@ -1,0 +1,68 @@
+"""Every refusal of the sessions API is JSON: `{"error": {"code", "message"}}` with a 4xx status.
+
+`ApiError` is raised by handlers; the middleware turns it, and aiohttp's own refusals (unknown
+route, wrong method, a body over the size limit) under the API's prefix, into that shape.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Callable, Mapping
+
+from aiohttp import web
+from aiohttp.typedefs import Middleware
+
+log = logging.getLogger(__name__)
+
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+
+_AIOHTTP_CODES = {
+    400: "bad_request",
+    404: "not_found",
+    405: "method_not_allowed",
+    413: "body_too_large",
+    415: "unsupported_media_type",
+}
+
+
+class ApiError(Exception):
+    def __init__(
+        self, status: int, code: str, message: str, headers: Mapping[str, str] | None = None
+    ) -> None:
+        super().__init__(f"{status} {code}: {message}")
+        self.status = status
+        self.code = code
+        self.message = message
+        self.headers = dict(headers or {})
+
+    def response(self) -> web.Response:
+        body = {"error": {"code": self.code, "message": self.message}}
+        return web.json_response(body, status=self.status, headers=self.headers)
+
+
+def not_found(what: str = "session") -> ApiError:
+    # The same answer for "no such session" and "another key's session": existence is not leaked.
+    return ApiError(404, "not_found", f"no such {what} for this API key")
+
+
+def middleware(prefix: str) -> Middleware:
+    @web.middleware
+    async def json_errors(request: web.Request, handler: Handler) -> web.StreamResponse:
+        if not request.path.startswith(prefix):
+            return await handler(request)
+        try:
+            return await handler(request)
+        except ApiError as exc:
+            return exc.response()
+        except web.HTTPException as exc:
+            if exc.status < 400:
+                raise
+            code = _AIOHTTP_CODES.get(exc.status, "http_error")
+            headers = {"Allow": exc.headers["Allow"]} if "Allow" in exc.headers else None
+            return ApiError(exc.status, code, exc.reason, headers).response()
+        except Exception:
+            log.exception("%s %s failed", request.method, request.path)
+            why = "the server failed on this request; it is logged"
+            return ApiError(500, "internal_error", why).response()
+
+    return json_errors

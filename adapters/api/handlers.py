@@ -1,0 +1,180 @@
+"""The HTTP endpoints of the sessions API; docs in the README, schema in adapters/api/openapi.py."""
+
+from __future__ import annotations
+
+import math
+import re
+import uuid
+from typing import Any, Final
+
+from aiohttp import web
+
+from adapters.api import bodies
+from adapters.api.channel import PREFIX, ApiChannel
+from adapters.api.errors import ApiError, not_found
+from adapters.api.openapi import document
+from adapters.api.records import ApiMessage, ApiSession
+from adapters.api.streams import SessionStreams
+from adapters.base import Action, ChatRef, InboundMessage
+from adapters.websocket.limits import RateLimiter
+from adapters.websocket.protocol import new_id
+
+SESSION_ID: Final = re.compile(r"s_[0-9a-f]{32}")
+
+
+class SessionsApi:
+    def __init__(self, channel: ApiChannel) -> None:
+        self.channel = channel
+        self.settings = channel.settings
+        self.rates = RateLimiter(channel.settings.rate_limit_per_minute)
+        self.streams = SessionStreams(channel)
+        self._openapi = document(channel.settings.max_text_chars)
+
+    def add_routes(self, router: web.UrlDispatcher) -> None:
+        one = f"{PREFIX}/sessions/{{session_id}}"
+        router.add_get(f"{PREFIX}/openapi.json", self.openapi)
+        router.add_post(f"{PREFIX}/sessions", self.create_session)
+        router.add_get(one, self.get_session)
+        router.add_get(f"{one}/messages", self.list_messages)
+        router.add_post(f"{one}/messages", self.post_message)
+        router.add_get(f"{one}/events", self.follow_events)
+        router.add_post(f"{one}/stop", self.stop)
+        router.add_post(f"{one}/actions", self.post_action)
+
+    async def openapi(self, request: web.Request) -> web.Response:
+        return web.json_response(self._openapi)
+
+    async def create_session(self, request: web.Request) -> web.Response:
+        key_id = self._key(request)
+        user_id = bodies.session_user(await bodies.json_object(request, optional=True))
+        session = ApiSession(id=f"s_{uuid.uuid4().hex}", key_id=key_id, user_id=user_id)
+        await self.channel.records.create_api_session(session)
+        headers = {"Location": f"{PREFIX}/sessions/{session.id}"}
+        return web.json_response(_public(session), status=201, headers=headers)
+
+    async def get_session(self, request: web.Request) -> web.Response:
+        return web.json_response(_public(await self._session(request)))
+
+    async def list_messages(self, request: web.Request) -> web.Response:
+        session = await self._session(request)
+        page = bodies.page(request)
+        found = await self.channel.records.api_messages(
+            session.id, limit=page.limit + 1, before=page.before, after=page.after
+        )
+        has_more = len(found) > page.limit
+        if has_more:  # the extra one tells; it is beyond the page in the paging direction
+            found = found[: page.limit] if page.after is not None else found[1:]
+        body = {"messages": [m.public() for m in found], "has_more": has_more}
+        return web.json_response(body)
+
+    async def post_message(self, request: web.Request) -> web.StreamResponse:
+        session = await self._session(request)
+        frame = bodies.user_text(await bodies.json_object(request), self.settings.max_text_chars)
+        resume = bodies.last_event_id(request)
+        resent = await self._resent(session, frame.client_message_id)
+        if resent is not None:
+            return await self.streams.resume(request, resent, resume)
+        message_id = frame.client_message_id or new_id("c_")
+        event_id = f"api:{session.id}:{frame.client_message_id or uuid.uuid4().hex}"
+        inbound = self._inbound(session, message_id, event_id, text=frame.text)
+        record = ApiMessage(session.id, message_id, "user", frame.text, "received")
+        self._take_rate(session)
+        return await self.streams.turn(request, inbound, record, resume)
+
+    async def post_action(self, request: web.Request) -> web.StreamResponse:
+        session = await self._session(request)
+        body = await bodies.json_object(request)
+        frame = bodies.action(body, self.settings.max_text_chars)
+        client_id = bodies.client_id(body)
+        resume = bodies.last_event_id(request)
+        resent = await self._resent(session, client_id)
+        if resent is not None:
+            return await self.streams.resume(request, resent, resume)
+        message_id = client_id or new_id("c_")
+        event_id = f"api:{session.id}:{client_id or uuid.uuid4().hex}"
+        pressed = Action(frame.action_id, frame.value, frame.label, frame.message_id)
+        inbound = self._inbound(session, message_id, event_id, action=pressed)
+        shown = {"action_id": frame.action_id, "value": frame.value, "label": frame.label}
+        shown["message_id"] = frame.message_id
+        record = ApiMessage(session.id, message_id, "user", "", "received", action=shown)
+        self._take_rate(session)
+        return await self.streams.turn(request, inbound, record, resume)
+
+    async def stop(self, request: web.Request) -> web.Response:
+        session = await self._session(request)
+        await bodies.json_object(request, optional=True)
+        self._take_rate(session)
+        event_id = f"api:{uuid.uuid4().hex}"
+        await self.channel.deliver(self._inbound(session, new_id("c_"), event_id, text="/stop"))
+        return web.json_response({"status": "stop_requested"}, status=202)
+
+    async def follow_events(self, request: web.Request) -> web.StreamResponse:
+        session = await self._session(request)
+        return await self.streams.follow(request, session.id, bodies.last_event_id(request))
+
+    # -- the shared steps ---------------------------------------------------------------
+    async def _resent(self, session: ApiSession, client_id: str | None) -> ApiMessage | None:
+        if client_id is None:
+            return None
+        known = await self.channel.records.api_message(session.id, client_id)
+        if known is not None and known.role != "user":
+            raise ApiError(
+                409, "conflict", f"client_message_id {client_id!r} is the id of a bot message"
+            )
+        return known
+
+    def _inbound(
+        self,
+        session: ApiSession,
+        message_id: str,
+        event_id: str,
+        *,
+        text: str = "",
+        action: Action | None = None,
+    ) -> InboundMessage:
+        return InboundMessage(
+            chat=ChatRef(channel=self.channel.name, chat_id=session.id),
+            # Scoped by key: two clients' user "42" are two people.
+            user_id=f"{session.key_id}:{session.user_id or session.id}",
+            text=text,
+            event_id=event_id,
+            message_id=message_id,
+            mentioned=True,
+            action=action,
+        )
+
+    def _take_rate(self, session: ApiSession) -> None:
+        if not self.rates.take(session.id):
+            wait_s = math.ceil(self.rates.wait_s(session.id))
+            raise ApiError(
+                429,
+                "rate_limited",
+                f"more than {self.rates.per_minute} messages a minute in this session; "
+                f"send again in {wait_s} s (the same client_message_id is answered once)",
+                {"Retry-After": str(wait_s)},
+            )
+
+    def _key(self, request: web.Request) -> str:
+        key_id = self.channel.keys.owner(request.headers.get("Authorization"))
+        if key_id is None:
+            raise ApiError(
+                401,
+                "unauthorized",
+                "send a configured API key as 'Authorization: Bearer <key>'",
+                {"WWW-Authenticate": 'Bearer realm="api"'},
+            )
+        return key_id
+
+    async def _session(self, request: web.Request) -> ApiSession:
+        key_id = self._key(request)
+        session_id = request.match_info["session_id"]
+        if not SESSION_ID.fullmatch(session_id):
+            raise not_found()
+        session = await self.channel.records.api_session(session_id)
+        if session is None or session.key_id != key_id:
+            raise not_found()
+        return session
+
+
+def _public(session: ApiSession) -> dict[str, Any]:
+    return {"id": session.id, "user_id": session.user_id, "created_at": session.created_at}

@@ -1,0 +1,276 @@
+"""The sessions API's OpenAPI 3.1 document, served at /api/v1/openapi.json.
+
+tests/test_api_openapi.py checks it against the routes the channel installs, and drives the
+running API with schemathesis from it.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Final
+
+from adapters.websocket.protocol import MAX_ID_CHARS, MAX_USER_ID_CHARS
+
+JSON: Final = "application/json"
+SSE: Final = "text/event-stream"
+
+
+def _ref(name: str) -> dict[str, str]:
+    return {"$ref": f"#/components/schemas/{name}"}
+
+
+def _json(schema: dict[str, Any], description: str) -> dict[str, Any]:
+    return {"description": description, "content": {JSON: {"schema": schema}}}
+
+
+def _errors(*statuses: int) -> dict[str, Any]:
+    return {str(status): {"$ref": f"#/components/responses/E{status}"} for status in statuses}
+
+
+_STREAM: dict[str, Any] = {
+    "description": (
+        "Server-Sent Events: the session's events (the web socket protocol's server frames: "
+        "message.created, message.updated, message.completed, agent.started, agent.finished, "
+        "tool.started, tool.finished), each `id: <seq>`, `event: <type>`, `data: <the frame as "
+        "JSON>`, until the answer's message.completed. An `error` event (no id) ends a stream "
+        "that timed out or fell behind."
+    ),
+    "content": {SSE: {"schema": {"type": "string"}}},
+}
+_ANSWER = {
+    "description": (
+        "The answer's events as a stream; or, when the request's Accept names "
+        "application/json and not text/event-stream, just the answer's message.completed frame."
+    ),
+    "content": {
+        **_STREAM["content"],
+        JSON: {
+            "schema": {
+                "type": "object",
+                "required": ["type", "message_id", "text", "display", "seq"],
+                "properties": {
+                    "type": {"const": "message.completed"},
+                    "message_id": {"type": "string"},
+                    "text": {"type": "string"},
+                    "display": {"type": "array", "items": {"type": "object"}},
+                    "seq": {"type": "integer"},
+                },
+            }
+        },
+    },
+}
+_SESSION_ID = {
+    "name": "session_id",
+    "in": "path",
+    "required": True,
+    "schema": {"type": "string", "pattern": "^s_[0-9a-f]{32}$"},
+}
+_LAST_EVENT_ID = {
+    "name": "Last-Event-ID",
+    "in": "header",
+    "required": False,
+    "description": "The id of the last event seen: only later events are sent.",
+    "schema": {"type": "string", "pattern": "^[0-9]{1,15}$"},
+}
+
+
+def _cursor(name: str, description: str, least: int = 0, most: int = 2**53) -> dict[str, Any]:
+    schema = {"type": "integer", "minimum": least, "maximum": most}
+    return {
+        "name": name,
+        "in": "query",
+        "required": False,
+        "description": description,
+        "schema": schema,
+    }
+
+
+def _post(
+    summary: str,
+    body: str,
+    responses: dict[str, Any],
+    *,
+    optional: bool = False,
+    last_event_id: bool = False,
+) -> dict[str, Any]:
+    operation: dict[str, Any] = {
+        "summary": summary,
+        "requestBody": {"required": not optional, "content": {JSON: {"schema": _ref(body)}}},
+        "responses": responses,
+    }
+    if last_event_id:
+        operation["parameters"] = [_LAST_EVENT_ID]
+    return operation
+
+
+def document(max_text_chars: int = 8000) -> dict[str, Any]:
+    text = {"type": "string", "minLength": 1, "maxLength": max_text_chars, "pattern": "\\S"}
+    # optional fields may be null, which means absent (as in the web socket protocol)
+    client_id = {"type": ["string", "null"], "minLength": 1, "maxLength": MAX_ID_CHARS}
+    short = {"type": ["string", "null"], "minLength": 1, "maxLength": MAX_ID_CHARS}
+    session = {
+        "type": "object",
+        "required": ["id", "user_id", "created_at"],
+        "properties": {
+            "id": {"type": "string"},
+            "user_id": {"type": ["string", "null"]},
+            "created_at": {"type": "string"},
+        },
+    }
+    message = {
+        "type": "object",
+        "required": ["id", "role", "text", "status", "position"],
+        "properties": {
+            "id": {"type": "string"},
+            "role": {"enum": ["user", "assistant"]},
+            "text": {"type": "string"},
+            "status": {"enum": ["received", "pending", "completed"]},
+            "reply_to": {"type": ["string", "null"]},
+            "display": {"type": "array", "items": {"type": "object"}},
+            "action": {"type": ["object", "null"]},
+            "created_at": {"type": "string"},
+            "position": {"type": "integer"},
+        },
+    }
+    error = {
+        "type": "object",
+        "required": ["error"],
+        "properties": {
+            "error": {
+                "type": "object",
+                "required": ["code", "message"],
+                "properties": {"code": {"type": "string"}, "message": {"type": "string"}},
+            }
+        },
+    }
+    why = {
+        400: "Malformed request",
+        401: "No valid API key",
+        404: "No such session for this key",
+        409: "A client id in use by a bot message",
+        413: "Body too large",
+        415: "Body is not JSON",
+        429: "Rate limited (see Retry-After)",
+        503: "The server is stopping (JSON answers only)",
+        504: "No answer within stream_timeout_s (JSON answers only)",
+    }
+    responses = {f"E{status}": _json(_ref("Error"), text_) for status, text_ in why.items()}
+    one = "/sessions/{session_id}"
+    paths: dict[str, Any] = {
+        "/sessions": {
+            "post": _post(
+                "Create a session, owned by the calling key",
+                "NewSession",
+                {"201": _json(_ref("Session"), "Created"), **_errors(400, 401, 413, 415)},
+                optional=True,
+            )
+        },
+        one: {
+            "parameters": [_SESSION_ID],
+            "get": {
+                "summary": "A session",
+                "responses": {"200": _json(_ref("Session"), "The session"), **_errors(401, 404)},
+            },
+        },
+        f"{one}/messages": {
+            "parameters": [_SESSION_ID],
+            "get": {
+                "summary": "The transcript, a page at a time (oldest first within a page)",
+                "parameters": [
+                    _cursor("limit", "Messages per page (default 50)", 1, 100),
+                    _cursor("before", "Only messages with a smaller position (older pages)"),
+                    _cursor("after", "Only messages with a larger position (newer pages)"),
+                ],
+                "responses": {
+                    "200": _json(_ref("MessagePage"), "A page"),
+                    **_errors(400, 401, 404),
+                },
+            },
+            "post": _post(
+                "Send a message; the answer streams back",
+                "NewMessage",
+                {"200": _ANSWER, **_errors(400, 401, 404, 409, 413, 415, 429, 503, 504)},
+                last_event_id=True,
+            ),
+        },
+        f"{one}/events": {
+            "parameters": [_SESSION_ID],
+            "get": {
+                "summary": "Follow the session's events (EventSource-compatible)",
+                "parameters": [_LAST_EVENT_ID],
+                "responses": {"200": _STREAM, **_errors(400, 401, 404)},
+            },
+        },
+        f"{one}/stop": {
+            "parameters": [_SESSION_ID],
+            "post": _post(
+                "Stop the answer in progress and the messages queued behind it",
+                "Stop",
+                {
+                    "202": _json({"type": "object"}, "Stop requested"),
+                    **_errors(400, 401, 404, 413, 415, 429),
+                },
+                optional=True,
+            ),
+        },
+        f"{one}/actions": {
+            "parameters": [_SESSION_ID],
+            "post": _post(
+                "Press a button of a display hint; the answer streams back",
+                "NewAction",
+                {"200": _ANSWER, **_errors(400, 401, 404, 409, 413, 415, 429, 503, 504)},
+                last_event_id=True,
+            ),
+        },
+    }
+    return {
+        "openapi": "3.1.0",
+        "info": {"title": "Chat gateway sessions API", "version": "1"},
+        "servers": [{"url": "/api/v1"}],
+        "security": [{"bearer": []}],
+        "paths": paths,
+        "components": {
+            "securitySchemes": {"bearer": {"type": "http", "scheme": "bearer"}},
+            "responses": responses,
+            "schemas": {
+                "NewSession": {
+                    "type": "object",
+                    "properties": {
+                        "user_id": {
+                            "type": ["string", "null"],
+                            "minLength": 1,
+                            "maxLength": MAX_USER_ID_CHARS,
+                            "pattern": "\\S",
+                        }
+                    },
+                },
+                "Session": session,
+                "NewMessage": {
+                    "type": "object",
+                    "required": ["text"],
+                    "properties": {"text": text, "client_message_id": client_id},
+                },
+                "NewAction": {
+                    "type": "object",
+                    "required": ["action_id"],
+                    "properties": {
+                        "action_id": {**short, "type": "string"},
+                        "value": {"type": ["string", "null"], "maxLength": max_text_chars},
+                        "label": short,
+                        "message_id": short,
+                        "client_message_id": client_id,
+                    },
+                },
+                "Stop": {"type": "object"},
+                "Message": message,
+                "MessagePage": {
+                    "type": "object",
+                    "required": ["messages", "has_more"],
+                    "properties": {
+                        "messages": {"type": "array", "items": _ref("Message")},
+                        "has_more": {"type": "boolean"},
+                    },
+                },
+                "Error": error,
+            },
+        },
+    }

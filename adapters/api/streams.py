@@ -1,0 +1,196 @@
+"""The SSE side of the sessions API: a message's answer streamed, a dropped stream resumed.
+
+A stream attaches to the session's conversation in the event hub *before* its message is handed
+to the gateway, so it misses nothing; `id:` is the hub's seq, so `Last-Event-ID` resumes it.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from dataclasses import replace
+from typing import Any
+
+from aiohttp import web
+
+from adapters.api import sse
+from adapters.api.channel import ApiChannel, hub_key
+from adapters.api.errors import ApiError
+from adapters.api.records import ApiMessage
+from adapters.base import ChatRef, InboundMessage
+
+Done = Callable[[dict[str, Any]], bool]
+
+
+class SessionStreams:
+    def __init__(self, channel: ApiChannel) -> None:
+        self.channel = channel
+        self.settings = channel.settings
+
+    async def turn(
+        self,
+        request: web.Request,
+        inbound: InboundMessage,
+        record: ApiMessage,
+        resume: int | None,
+    ) -> web.StreamResponse:
+        """A new message or action: recorded, handed on, streamed until it is answered."""
+        session_id = record.session_id
+        subscriber = sse.SseSubscriber()
+        seq, replay = await self.channel.hub.attach(hub_key(session_id), subscriber, resume)
+        try:
+            record = replace(record, seq=seq)
+            await self.channel.records.add_api_message(record)
+            await self.channel.deliver(inbound)
+            # `/stop` gets no answer of its own: the turn it stops ends with one.
+            done = self._answered(
+                session_id, record.message_id, any_answer=inbound.command == "stop"
+            )
+            emit_after = _emit_after(resume, seq)
+            return await self._pump(request, subscriber, replay, emit_after, done, quiet=False)
+        finally:
+            await self.channel.hub.detach(hub_key(session_id), subscriber)
+
+    async def resume(
+        self, request: web.Request, sent: ApiMessage, resume: int | None
+    ) -> web.StreamResponse:
+        """A message sent again (same client id): answered once, its stream picked up again.
+
+        Frames from the message on are replayed to find its answer, and written only past
+        `Last-Event-ID`. If the hub no longer keeps the answer's frames (a restart, a long
+        time), the recorded answer is sent as its `message.completed`, with the current seq.
+        """
+        session_id = sent.session_id
+        emit_after = resume if resume is not None else sent.seq
+        answer = await self.channel.records.api_reply(session_id, sent.message_id)
+        known = answer.message_id if answer is not None and answer.status == "completed" else None
+        resent = InboundMessage(ChatRef("api", session_id), "", sent.text, "")
+        stop = resent.command == "stop"
+        done = self._answered(session_id, sent.message_id, known=known, any_answer=stop)
+        subscriber = sse.SseSubscriber()
+        after = min(sent.seq, emit_after)
+        seq, replay = await self.channel.hub.attach(hub_key(session_id), subscriber, after)
+        try:
+            emit_after = _emit_after(emit_after, seq)
+            if answer is not None and known is not None and not _completes(replay, known):
+                replay.append(_completed(answer, seq))  # written even if the client has `seq`
+                emit_after = min(emit_after, seq - 1)
+            return await self._pump(request, subscriber, replay, emit_after, done, quiet=False)
+        finally:
+            await self.channel.hub.detach(hub_key(session_id), subscriber)
+
+    async def follow(
+        self, request: web.Request, session_id: str, resume: int | None
+    ) -> web.StreamResponse:
+        """Every event of the session from now (or after `Last-Event-ID`) until it times out."""
+        subscriber = sse.SseSubscriber()
+        seq, replay = await self.channel.hub.attach(hub_key(session_id), subscriber, resume)
+        try:
+            return await self._pump(
+                request, subscriber, replay, _emit_after(resume, seq), lambda f: False, quiet=True
+            )
+        finally:
+            await self.channel.hub.detach(hub_key(session_id), subscriber)
+
+    async def _pump(
+        self,
+        request: web.Request,
+        subscriber: sse.SseSubscriber,
+        replay: list[str],
+        emit_after: int,
+        done: Done,
+        *,
+        quiet: bool,
+    ) -> web.StreamResponse:
+        if not quiet and _wants_json(request):  # a follower (quiet) always streams
+            return await self._answer(subscriber, replay, done)
+        response = await sse.open_stream(request)
+        self.channel.streams.add(subscriber)
+        try:
+            await sse.pump(
+                response,
+                subscriber,
+                replay,
+                emit_after=emit_after,
+                done=done,
+                timeout_s=self.settings.stream_timeout_s,
+                keepalive_s=self.settings.keepalive_s,
+                quiet_timeout=quiet,
+            )
+        except ConnectionResetError:
+            pass  # the client went away; the turn goes on and its answer is recorded
+        finally:
+            self.channel.streams.discard(subscriber)
+        return response
+
+    async def _answer(
+        self, subscriber: sse.SseSubscriber, replay: list[str], done: Done
+    ) -> web.Response:
+        """`Accept: application/json`: no stream, the answer's `message.completed` when done."""
+        self.channel.streams.add(subscriber)
+        try:
+            timeout_s = self.settings.stream_timeout_s
+            final = await sse.collect(subscriber, replay, done=done, timeout_s=timeout_s)
+        except sse.StreamEnded as ended:
+            why = f"{ended.why}; send the same client_message_id again to wait on"
+            raise ApiError(504, ended.code, why) from None
+        finally:
+            self.channel.streams.discard(subscriber)
+        if final is None:
+            raise ApiError(503, "shutting_down", "the server is stopping; send it again later")
+        return web.json_response(final)
+
+    def _answered(
+        self,
+        session_id: str,
+        message_id: str,
+        *,
+        known: str | None = None,
+        any_answer: bool = False,
+    ) -> Done:
+        """True at the `message.completed` of the answer to `message_id`: a message replying to
+        it, or to a message taken after it (coalesced into the same turn)."""
+        mine = self.channel.arrival(session_id, message_id)
+        answers: set[str] = set() if known is None else {known}
+
+        def done(frame: dict[str, Any]) -> bool:
+            kind, reply_to = frame.get("type"), frame.get("reply_to")
+            if kind == "message.created" and isinstance(reply_to, str):
+                later = self.channel.arrival(session_id, reply_to)
+                if reply_to == message_id or (mine is not None and (later or 0) > mine):
+                    answers.add(frame["message_id"])
+            if kind != "message.completed":
+                return False
+            return any_answer or frame.get("message_id") in answers
+
+        return done
+
+
+def _wants_json(request: web.Request) -> bool:
+    accept = request.headers.get("Accept", "")
+    return "application/json" in accept and "text/event-stream" not in accept
+
+
+def _emit_after(resume: int | None, seq: int) -> int:
+    """Events past this are written. A `Last-Event-ID` beyond the hub's seq means the hub has
+    forgotten the session (a restart): its seq began again, so everything new is news."""
+    return resume if resume is not None and resume <= seq else seq
+
+
+def _completes(replay: list[str], message_id: str) -> bool:
+    for encoded in replay:
+        frame = json.loads(encoded)
+        if frame.get("type") == "message.completed" and frame.get("message_id") == message_id:
+            return True
+    return False
+
+
+def _completed(answer: ApiMessage, seq: int) -> str:
+    frame = {
+        "type": "message.completed",
+        "message_id": answer.message_id,
+        "text": answer.text,
+        "display": [dict(hint) for hint in answer.display],
+        "seq": seq,
+    }
+    return json.dumps(frame, ensure_ascii=False, separators=(",", ":"))
