@@ -19,7 +19,7 @@ from adapters.base import Channel, InboundMessage
 from adapters.budget import RateBudget
 from adapters.websocket.hub import EventHub
 
-PACKAGES = ("websocket", "telegram")  # the order channels start in
+PACKAGES = ("websocket", "telegram", "feishu")  # the order channels start in
 
 
 @dataclass(frozen=True, slots=True)

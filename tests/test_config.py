@@ -338,7 +338,7 @@ def test_config_keys() -> None:
     ]:
         assert key in keys
     assert not any(part.isdigit() for key in keys for part in key.split("."))
-    assert not any(key.startswith(("channels.slack", "channels.feishu")) for key in keys)
+    assert not any(key.startswith("channels.slack") for key in keys)
 
 
 def test_repo_config_yaml_shows_every_key() -> None:
@@ -356,15 +356,11 @@ def test_repo_config_yaml_shows_every_key() -> None:
     [
         ("channels: {slack: {enabled: false}}\n", "channels.slack"),
         ("channels:\n  slack:\n", "channels.slack"),
-        ("channels: {feishu: {app_id: x}}\n", "channels.feishu"),
     ],
 )
 def test_a_channel_that_is_not_built_is_refused(tmp_path: Path, text: str, key: str) -> None:
     message = error_of(tmp_path, text)
-    assert message.endswith(
-        f": {key}: the {'Slack' if 'slack' in key else 'Feishu/Lark'}"
-        " channel is not built yet; remove this section"
-    )
+    assert message.endswith(f": {key}: the Slack channel is not built yet; remove this section")
 
 
 def test_a_redis_url_is_refused_but_an_empty_one_is_no_redis(tmp_path: Path) -> None:

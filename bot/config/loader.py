@@ -114,7 +114,7 @@ def _validate(
 def _refuse_unbuilt(data: dict[Any, Any]) -> None:
     """A section for a feature that does not exist yet is refused, not silently ignored."""
     channels = data.get("channels")
-    for name, channel in (("slack", "Slack"), ("feishu", "Feishu/Lark")):
+    for name, channel in (("slack", "Slack"),):
         if isinstance(channels, dict) and name in channels:
             raise ConfigError(
                 f"channels.{name}: the {channel} channel is not built yet; remove this section"

@@ -9,6 +9,7 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from adapters.access import secret
+from adapters.feishu.config import FeishuConfig
 from adapters.telegram.config import TelegramConfig
 from adapters.websocket.config import WebsocketConfig
 from tools.builtin.settings import KnowledgeSettings, ToolsSettings
@@ -103,6 +104,7 @@ class ChannelsConfig(_Section):
 
     websocket: WebsocketConfig = WebsocketConfig()
     telegram: TelegramConfig = TelegramConfig()
+    feishu: FeishuConfig = FeishuConfig()
 
 
 class Config(_Section):
