@@ -9,7 +9,8 @@ calls ≤ `app_per_s` per app (HTTP 429, 99991400, with `x-ogw-ratelimit-reset`)
 
 Scripted faults: `force_429[kind]` (the next call of that kind is rate limited), and a call carried
 out whose answer is lost: `hang_next[kind]` (no answer) or `garble_next[kind]` (a proxy's HTML page).
-Kinds: token, message (create or reply), edit, patch, card_create, content, settings, card_update.
+Kinds: token, message (create or reply), edit, patch, card_create, content, settings, card_update;
+`any` in `force_429` is the next call that shows or changes an answer, whichever it is.
 The long-connection endpoint is in tests/feishu_fake_ws.py.
 """
 
@@ -32,6 +33,8 @@ APP_ID = "cli_test_app"
 APP_SECRET = "test-secret"
 BOT_OPEN_ID = "ou_bot"
 MAX_CARD_BYTES = 30_000
+# what "any" in force_429 matches: the calls that show or change an answer
+DELIVERY = frozenset({"message", "edit", "patch", "content", "settings", "card_update"})
 BAD_GATEWAY = "<html><head><title>502 Bad Gateway</title></head><body>nginx</body></html>"
 
 
@@ -54,6 +57,7 @@ class Message:
     parent_id: str = ""
     card_id: str | None = None
     edits: int = 0
+    from_user: bool = False
 
 
 @dataclass
@@ -99,7 +103,14 @@ class FakeFeishu:
     # --- views for tests ----------------------------------------------------------------------
 
     def bot_messages(self, chat_id: str) -> list[Message]:
-        return [m for m in self.messages.values() if m.chat_id == chat_id]
+        return [m for m in self.messages.values() if m.chat_id == chat_id and not m.from_user]
+
+    def user_message(self, chat_id: str, text: str) -> str:
+        """A message a user wrote in the chat (something to reply to); returns its id."""
+        content = json.dumps({"text": text})
+        message = Message(f"om_user_{next(self._ids)}", chat_id, "text", content, from_user=True)
+        self.messages[message.message_id] = message
+        return message.message_id
 
     def text_of(self, message: Message) -> str:
         """The markdown the message shows (a card's answer element, a post's md paragraph)."""
@@ -205,8 +216,9 @@ class FakeFeishu:
         return answer
 
     def _rate(self, kind: str, request: web.Request, body: dict[str, Any]) -> None:
-        if self.force_429[kind]:
-            self.force_429[kind] -= 1
+        armed = kind if self.force_429[kind] else "any" if kind in DELIVERY else None
+        if armed and self.force_429[armed]:
+            self.force_429[armed] -= 1
             raise FeishuError(99991400, "request trigger frequency limit", 429, self.retry_after)
         scopes = [("app", "app")]
         if kind == "message":
@@ -270,6 +282,8 @@ class FakeFeishu:
         message = self.messages.get(request.match_info["id"])
         if message is None:
             raise FeishuError(231003, "message not found")
+        if message.from_user:
+            raise FeishuError(230027, "only the sender may change a message")
         return message
 
     def _edit(self, request: web.Request, body: dict[str, Any]) -> dict[str, Any]:
