@@ -105,10 +105,11 @@ class FakeFeishu:
     def bot_messages(self, chat_id: str) -> list[Message]:
         return [m for m in self.messages.values() if m.chat_id == chat_id and not m.from_user]
 
-    def user_message(self, chat_id: str, text: str) -> str:
+    def user_message(self, chat_id: str, text: str, message_id: str | None = None) -> str:
         """A message a user wrote in the chat (something to reply to); returns its id."""
         content = json.dumps({"text": text})
-        message = Message(f"om_user_{next(self._ids)}", chat_id, "text", content, from_user=True)
+        message_id = message_id or f"om_user_{next(self._ids)}"
+        message = Message(message_id, chat_id, "text", content, from_user=True)
         self.messages[message.message_id] = message
         return message.message_id
 

@@ -15,7 +15,8 @@ import json
 from typing import TYPE_CHECKING, Any
 
 from aiohttp import WSMsgType, web
-from lark_oapi.ws.pb.pbbp2_pb2 import Frame
+
+from adapters.feishu.sdk import Frame
 
 if TYPE_CHECKING:
     from tests.feishu_fake import FakeFeishu
@@ -91,6 +92,9 @@ class LongConnectionEndpoint:
 
     async def push(self, payload: dict[str, Any]) -> str:
         """Send one event frame to the connected client; returns the frame's message id."""
+        message = (payload.get("event") or {}).get("message")
+        if message:  # the user's message is in the chat now: replies find it
+            self.fake.user_message(message["chat_id"], "", message_id=message["message_id"])
         frame_id = f"frame-{next(self._ids)}"
         frame = Frame(SeqID=next(self._ids), LogID=0, service=SERVICE_ID, method=1)
         for key, value in (

@@ -19,10 +19,9 @@ from collections.abc import Mapping
 from typing import Any
 
 import httpx
-import lark_oapi as lark
-from lark_oapi.core.enum import AccessTokenType, HttpMethod
 
 from adapters.base import ChannelError, DeliveryUncertain, MessageGone, RateLimited
+from adapters.feishu.sdk import AccessTokenType, HttpMethod, lark
 
 log = logging.getLogger(__name__)
 

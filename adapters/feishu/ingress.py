@@ -14,12 +14,12 @@ import logging
 from typing import TYPE_CHECKING, Any, Literal
 
 from aiohttp import web
-from lark_oapi.core.enum import HttpMethod
 
 from adapters.base import ChannelError, InboundMessage, Inbox, OutboundContent
 from adapters.feishu.api import CredentialsRefused
 from adapters.feishu.longconn import LongConnection
 from adapters.feishu.normalize import Unsupported, normalize
+from adapters.feishu.sdk import HttpMethod
 from adapters.feishu.webhook import CallbackVerifier, read_callback
 from adapters.telegram.recent import Recent
 

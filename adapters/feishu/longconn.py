@@ -17,11 +17,9 @@ import threading
 from collections.abc import Callable, Coroutine
 from typing import Any
 
-import lark_oapi as lark
-import lark_oapi.ws.client as ws_client
-
 from adapters.base import ChannelError
 from adapters.feishu.normalize import MESSAGE
+from adapters.feishu.sdk import lark, ws_client
 
 log = logging.getLogger(__name__)
 

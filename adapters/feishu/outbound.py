@@ -19,11 +19,10 @@ from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
 from typing import Any
 
-from lark_oapi.core.enum import HttpMethod
-
 from adapters.base import RateLimited
 from adapters.budget import Busy, Rank, Rate, RateBudget
 from adapters.feishu.api import STALE_SEQUENCE, ApiError, FeishuApi
+from adapters.feishu.sdk import HttpMethod
 
 APP_PER_SECOND = 50.0  # the Open API's usual per-app limit [doc]
 CHAT_INTERVAL_S = 0.2  # 5 messages a second to one chat [doc]

@@ -51,15 +51,6 @@ def decrypt(encrypted: str, encrypt_key: str) -> bytes:
     return plain[:-pad]
 
 
-def encrypt(plain: bytes, encrypt_key: str, iv: bytes) -> str:
-    """What Feishu does (for tests and the benchmark's callbacks)."""
-    key = hashlib.sha256(encrypt_key.encode()).digest()
-    pad = 16 - len(plain) % 16
-    return base64.b64encode(
-        iv + AES.new(key, AES.MODE_CBC, iv).encrypt(plain + bytes([pad]) * pad)
-    ).decode()
-
-
 class CallbackVerifier:
     def __init__(
         self,

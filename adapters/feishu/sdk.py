@@ -1,0 +1,32 @@
+"""lark_oapi, imported so that its import-time event loop is not left open.
+
+`lark_oapi.ws.client` runs `loop = asyncio.get_event_loop()` when it is imported: outside a
+running loop that makes a new loop, sets it as the thread's loop and never closes it (a
+ResourceWarning later, and a loop nobody runs). So the first import happens on a short-lived
+thread, whose loop is closed when the import is done; each long connection sets its own loop in
+that global (longconn.py). Everything here imports lark_oapi through this module.
+"""
+
+from __future__ import annotations
+
+import sys
+import threading
+
+
+def _import() -> None:
+    import lark_oapi.ws.client
+
+    lark_oapi.ws.client.loop.close()  # this thread's, made by the import: never used
+
+
+if "lark_oapi.ws.client" not in sys.modules:
+    _loader = threading.Thread(target=_import, name="lark-oapi-import")
+    _loader.start()
+    _loader.join()
+
+import lark_oapi as lark  # noqa: E402
+import lark_oapi.ws.client as ws_client  # noqa: E402
+from lark_oapi.core.enum import AccessTokenType, HttpMethod  # noqa: E402
+from lark_oapi.ws.pb.pbbp2_pb2 import Frame  # noqa: E402
+
+__all__ = ["AccessTokenType", "Frame", "HttpMethod", "lark", "ws_client"]
