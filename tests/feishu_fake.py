@@ -7,7 +7,7 @@ card (300317); a card entity sent once; 20 `PUT` edits per message (230072); car
 ≤ 30 KB (230025); sends ≤ `chat_per_s` per chat (230020); card updates ≤ `card_per_s` per card and
 calls ≤ `app_per_s` per app (HTTP 429, 99991400, with `x-ogw-ratelimit-reset`).
 
-Scripted faults: `force_429[kind]` (the next call of that kind is rate limited), and a call carried
+Scripted faults: `refuse[kind]` (every such call fails with that code), `force_429[kind]` (the next call of that kind is rate limited), and a call carried
 out whose answer is lost: `hang_next[kind]` (no answer) or `garble_next[kind]` (a proxy's HTML page).
 Kinds: token, message (create or reply), edit, patch, card_create, content, settings, card_update;
 `any` in `force_429` is the next call that shows or changes an answer, whichever it is.
@@ -88,6 +88,7 @@ class FakeFeishu:
         self.force_429: Counter[str] = Counter()
         self.hang_next: Counter[str] = Counter()
         self.garble_next: Counter[str] = Counter()
+        self.refuse: dict[str, tuple[int, str]] = {}  # kind -> the error every such call gets
         self.retry_after = 1
         self.secret = APP_SECRET
         self._limits = {"chat": chat_per_s, "card": card_per_s, "app": app_per_s}
@@ -194,6 +195,8 @@ class FakeFeishu:
                     not in self._tokens
                 ):
                     raise FeishuError(99991663, "invalid tenant access token")
+                if kind in self.refuse:
+                    raise FeishuError(*self.refuse[kind])
                 self._rate(kind, request, body)
                 data = handler(request, body)
             except FeishuError as exc:

@@ -16,7 +16,16 @@ from adapters.markdown import Renderer, grid
 
 _SAFE_URL = re.compile(r"(https?://|mailto:)[^\s<>()\[\]]+", re.IGNORECASE)
 _ESCAPES = str.maketrans(
-    {"<": "&lt;", ">": "&gt;", "*": "&#42;", "_": "&#95;", "~": "&#126;", "`": "&#96;"}
+    {
+        "<": "&lt;",
+        ">": "&gt;",
+        "*": "&#42;",
+        "_": "&#95;",
+        "~": "&#126;",
+        "`": "&#96;",
+        "[": "&#91;",
+        "]": "&#93;",
+    }
 )
 
 
