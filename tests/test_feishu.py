@@ -15,6 +15,7 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
+import aiohttp
 import pytest
 
 from adapters.base import ChatRef, OutboundContent
@@ -26,7 +27,7 @@ from bot.app import App
 from bot.config import ConfigError
 from bot.delivery import Delivery
 from tests.conftest import make_config
-from tests.feishu_events import action_event, message_event
+from tests.feishu_events import ENCRYPT_KEY, TOKEN, action_event, message_event, signed
 from tests.feishu_fake import APP_ID, APP_SECRET, FakeFeishu
 from tools.display import button, card
 from tools.events import AnswerDelta, Final
@@ -216,3 +217,32 @@ def test_bad_config_is_one_line_naming_the_key(
         make_config(tmp_path, channels={"feishu": section})
     message = str(caught.value)
     assert "\n" not in message and f": {key}: " in message, message
+
+
+async def test_webhook_mode_answers_on_the_shared_server(tmp_path: Path, fake: FakeFeishu) -> None:
+    provider = ScriptedProvider([Reply("Hello from the webhook")])
+    section = {
+        "enabled": True,
+        "app_id": APP_ID,
+        "app_secret": APP_SECRET,
+        "domain": fake.url,
+        "mode": "webhook",
+        "encrypt_key": ENCRYPT_KEY,
+        "verification_token": TOKEN,
+    }
+    config = make_config(tmp_path, channels={"feishu": section})
+    async with App(config, base_dir=tmp_path, provider=provider) as app:
+        await fake.wait_for(lambda: bool(fake.of("bot")))
+        fake.user_message("oc_web", "hi", message_id="om_w")
+        body, headers = signed(message_event("hi", chat_id="oc_web", message_id="om_w"))
+        async with aiohttp.ClientSession() as session:
+            url = f"{app.url}/feishu/events"
+            async with session.post(url, data=body, headers=headers) as response:
+                assert response.status == 200
+            await fake.wait_for(lambda: bool(fake.of("settings")))
+            async with session.get(f"{app.url}/healthz") as response:
+                health = await response.json()
+        await app.gateway.wait_idle()
+    [message] = fake.bot_messages("oc_web")
+    assert fake.text_of(message) == "Hello from the webhook" and not fake.streaming(message)
+    assert health["feishu"]["mode"] == "webhook" and health["feishu"]["stopped"] is None
