@@ -304,6 +304,7 @@ class FeishuHarness(ChannelHarness):
     """
 
     faults = frozenset({"rate_limited", "send_timeout", "send_garbled"})
+    STREAMING: Literal["card", "text"] = "card"
     CHAT_ID = "oc_contract"
     TIMEOUT_S = 1.0
 
@@ -317,7 +318,9 @@ class FeishuHarness(ChannelHarness):
             app_id=APP_ID,
             app_secret=APP_SECRET,
             domain=self.fake.url,
+            streaming=self.STREAMING,
             card_update_interval_s=0,
+            text_edit_interval_s=0,
             request_timeout_s=self.TIMEOUT_S,
         )
         self.chat = ChatRef(self.channel.name, self.CHAT_ID)
@@ -359,16 +362,32 @@ class FeishuHarness(ChannelHarness):
                 fake.hang_next["message"] += 1
             case "send_garbled":
                 fake.garble_next["message"] += 1
+            case "message_gone" if "message_gone" in self.faults:
+                fake.gone_next += 1
             case _:
                 super().fail_next(fault)
 
     def armed(self) -> set[Fault]:
         left: dict[Fault, object] = {
+            "message_gone": self.fake.gone_next,
             "rate_limited": self.fake.force_429["any"],
             "send_timeout": self.fake.hang_next["message"],
             "send_garbled": self.fake.garble_next["message"],
         }
         return {fault for fault, pending in left.items() if pending}
+
+
+class FeishuTextHarness(FeishuHarness):
+    """The text fallback (`streaming: text`): `post` messages edited with `PUT`, which Feishu
+    allows 20 times a message; a recalled message is gone. Nothing shows that a message ended."""
+
+    faults = frozenset({"rate_limited", "send_timeout", "send_garbled", "message_gone"})
+    STREAMING = "text"
+    shows_end = False
+
+    def _view(self) -> list[Seen]:
+        fake = self.fake
+        return [Seen(fake.text_of(m), m.parent_id or None) for m in fake.bot_messages(self.CHAT_ID)]
 
 
 class Screen(io.StringIO):
@@ -456,5 +475,6 @@ HARNESSES: dict[str, Callable[[], ChannelHarness]] = {
     "websocket": WebSocketHarness,
     "telegram": TelegramHarness,
     "feishu": FeishuHarness,
+    "feishu_text": FeishuTextHarness,
     "terminal": TerminalHarness,
 }

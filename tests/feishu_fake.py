@@ -7,7 +7,7 @@ card (300317); a card entity sent once; 20 `PUT` edits per message (230072); car
 ≤ 30 KB (230025); sends ≤ `chat_per_s` per chat (230020); card updates ≤ `card_per_s` per card and
 calls ≤ `app_per_s` per app (HTTP 429, 99991400, with `x-ogw-ratelimit-reset`).
 
-Scripted faults: `refuse[kind]` (every such call fails with that code), `force_429[kind]` (the next call of that kind is rate limited), and a call carried
+Scripted faults: `gone_next` (the next edit finds its message recalled), `refuse[kind]` (every such call fails with that code), `force_429[kind]` (the next call of that kind is rate limited), and a call carried
 out whose answer is lost: `hang_next[kind]` (no answer) or `garble_next[kind]` (a proxy's HTML page).
 Kinds: token, message (create or reply), edit, patch, card_create, content, settings, card_update;
 `any` in `force_429` is the next call that shows or changes an answer, whichever it is.
@@ -88,7 +88,8 @@ class FakeFeishu:
         self.force_429: Counter[str] = Counter()
         self.hang_next: Counter[str] = Counter()
         self.garble_next: Counter[str] = Counter()
-        self.refuse: dict[str, tuple[int, str]] = {}  # kind -> the error every such call gets
+        self.refuse: dict[str, tuple[int, str]] = {}
+        self.gone_next = 0  # the next edit finds its message recalled by the user  # kind -> the error every such call gets
         self.retry_after = 1
         self.secret = APP_SECRET
         self._limits = {"chat": chat_per_s, "card": card_per_s, "app": app_per_s}
@@ -292,6 +293,10 @@ class FakeFeishu:
 
     def _edit(self, request: web.Request, body: dict[str, Any]) -> dict[str, Any]:
         message = self._mine(request)
+        if self.gone_next:
+            self.gone_next -= 1
+            del self.messages[message.message_id]
+            raise FeishuError(230011, "the message was recalled")
         if message.msg_type not in ("text", "post") or body.get("msg_type") not in ("text", "post"):
             raise FeishuError(230001, "only text and post messages can be edited")
         if message.edits >= 20:

@@ -109,7 +109,7 @@ class LongConnectionEndpoint:
         await self.sockets[0].send_bytes(frame.SerializeToString())
         return frame_id
 
-    async def wait_ack(self, frame_id: str, timeout: float = 10.0) -> dict[str, Any]:
+    async def wait_ack(self, frame_id: str, timeout: float = 20.0) -> dict[str, Any]:
         async with asyncio.timeout(timeout):
             while frame_id not in self.acks:
                 self._acked.clear()

@@ -60,7 +60,7 @@ def channel_on(fake: FakeFeishu, **settings: Any) -> FeishuChannel:
 
 
 async def next_message(queue: asyncio.Queue[InboundMessage]) -> InboundMessage:
-    async with asyncio.timeout(10):
+    async with asyncio.timeout(20):  # generous: the machine may be busy
         return await queue.get()
 
 

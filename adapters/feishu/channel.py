@@ -57,11 +57,11 @@ class FeishuChannel:
         *,
         app_id: str,
         app_secret: str,
-        domain: str = "feishu",
-        mode: Literal["long_connection", "webhook"] = "long_connection",
+        domain: str | None = None,
+        mode: Literal["websocket", "webhook"] = "websocket",
         encrypt_key: str | None = None,
         verification_token: str | None = None,
-        webhook_path: str = "/feishu/events",
+        path: str = "/feishu/events",
         streaming: Literal["card", "text"] = "card",
         card_update_interval_s: float = 0.5,
         text_edit_interval_s: float = 1.5,
@@ -103,7 +103,7 @@ class FeishuChannel:
             app_secret=app_secret,
             encrypt_key=encrypt_key,
             verification_token=verification_token,
-            path=webhook_path,
+            path=path,
         )
 
     def limits_for(self, chat: ChatRef) -> ChannelLimits:

@@ -15,8 +15,9 @@ DOMAINS = {"feishu": "https://open.feishu.cn", "lark": "https://open.larksuite.c
 _URL = re.compile(r"(https://[^/\s:]+|http://(127\.0\.0\.1|localhost|\[::1\]))(:\d{1,5})?")
 
 
-def base_url(domain: str) -> str:
-    """`feishu`, `lark` or a URL (a test server) → the Open API's base URL."""
+def base_url(domain: str | None) -> str:
+    """None, `feishu`, `lark` or a URL (a test server) → the Open API's base URL."""
+    domain = domain or "feishu"
     return DOMAINS.get(domain, domain.rstrip("/"))
 
 
@@ -24,21 +25,21 @@ class FeishuConfig(AccessConfig):
     enabled: bool = False
     app_id: str = secret(env="FEISHU_APP_ID")
     app_secret: str = secret(env="FEISHU_APP_SECRET")
-    domain: str = "feishu"
-    mode: Literal["long_connection", "webhook"] = "long_connection"
+    domain: str | None = None  # None: feishu
+    mode: Literal["websocket", "webhook"] = "websocket"
     encrypt_key: str | None = secret(None, env="FEISHU_ENCRYPT_KEY")
     verification_token: str | None = secret(None, env="FEISHU_VERIFICATION_TOKEN")
-    webhook_path: str = "/feishu/events"
+    path: str = "/feishu/events"
     streaming: Literal["card", "text"] = "card"
     card_update_interval_s: float = Field(0.5, gt=0)
     text_edit_interval_s: float = Field(1.5, gt=0)
 
-    _check_path = field_validator("webhook_path")(url_path)
+    _check_path = field_validator("path")(url_path)
 
     @field_validator("domain")
     @classmethod
-    def _known_domain(cls, value: str) -> str:
-        if value in DOMAINS or _URL.fullmatch(value.rstrip("/")):
+    def _known_domain(cls, value: str | None) -> str | None:
+        if value is None or value in DOMAINS or _URL.fullmatch(value.rstrip("/")):
             return value
         raise ValueError(
             "expected feishu, lark, or a URL like https://open.example.com (plain http only on "

@@ -15,7 +15,7 @@ def build(section: FeishuConfig, services: ChannelServices) -> FeishuChannel:
         mode=section.mode,
         encrypt_key=section.encrypt_key,
         verification_token=section.verification_token,
-        webhook_path=section.webhook_path,
+        path=section.path,
         streaming=section.streaming,
         card_update_interval_s=section.card_update_interval_s,
         text_edit_interval_s=section.text_edit_interval_s,

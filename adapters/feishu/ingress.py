@@ -36,7 +36,7 @@ class Ingress:
         self,
         channel: FeishuChannel,
         *,
-        mode: Literal["long_connection", "webhook"],
+        mode: Literal["websocket", "webhook"],
         app_secret: str,
         encrypt_key: str | None,
         verification_token: str | None,
@@ -62,7 +62,7 @@ class Ingress:
 
     @property
     def connected(self) -> bool:
-        return self._long.connected if self.mode == "long_connection" else self._group is not None
+        return self._long.connected if self.mode == "websocket" else self._group is not None
 
     def install(self, app: web.Application) -> None:
         if self.mode == "webhook":
@@ -88,7 +88,7 @@ class Ingress:
         try:
             async with asyncio.TaskGroup() as group:
                 self._group, self._inbox = group, inbox
-                if self.mode == "long_connection":
+                if self.mode == "websocket":
                     await self._long.run(self.feed_threadsafe)
                 else:
                     await asyncio.get_running_loop().create_future()
