@@ -11,6 +11,8 @@ from __future__ import annotations
 import asyncio
 import itertools
 import json
+import subprocess
+import sys
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -33,6 +35,7 @@ from tools.display import button, card
 from tools.events import AnswerDelta, Final
 
 CHAT = ChatRef("feishu", "oc_chat")
+ROOT = Path(__file__).resolve().parent.parent
 
 
 @pytest.fixture
@@ -164,7 +167,7 @@ async def test_display_hints_become_buttons_whose_press_returns_to_the_thread(
     )
     await channel.edit(handle, OutboundContent("Your order", display=(hint,)), final=True)
     entity = fake.cards[str(handle.data["card_id"])]
-    assert not entity.streaming
+    assert not entity.streaming and fake.of("card_update", "settings")[-1].kind == "settings"
     elements = entity.card["body"]["elements"]
     buttons = [e for e in elements if e["tag"] == "button"]
     assert [b["text"]["content"] for b in buttons] == ["Pay now", "Cancel"]
@@ -246,3 +249,18 @@ async def test_webhook_mode_answers_on_the_shared_server(tmp_path: Path, fake: F
     [message] = fake.bot_messages("oc_web")
     assert fake.text_of(message) == "Hello from the webhook" and not fake.streaming(message)
     assert health["feishu"]["mode"] == "webhook" and health["feishu"]["stopped"] is None
+
+
+def test_bot_serve_with_a_bad_feishu_section_exits_2_with_one_line(tmp_path: Path) -> None:
+    (tmp_path / "config.yaml").write_text("channels:\n  feishu: {enabled: true}\n")
+    result = subprocess.run(
+        [sys.executable, "-m", "bot", "serve"],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        timeout=60,
+        env={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(ROOT), "FEISHU_APP_ID": "cli_a1"},
+    )
+    lines = result.stderr.strip().splitlines()
+    assert result.returncode == 2 and len(lines) == 1, result.stderr
+    assert "channels.feishu.app_secret: required" in lines[0] and "FEISHU_APP_SECRET" in lines[0]

@@ -214,14 +214,13 @@ class FeishuChannel:
                 await self.out.stream_text(card_id, ANSWER, markdown or " ", "preview")
                 self._shown.put(handle.message_id, markdown)
             return
-        if content.display:  # buttons and fields: the whole card, streaming off with it
+        if content.display:  # buttons and fields: the whole card is written
             where = self._where(handle.chat)
             card = card_json(content.text, streaming=False, hints=content.display, where=where)
             await self.out.replace_card(card_id, card)
-        else:
-            if changed:
-                await self.out.stream_text(card_id, ANSWER, markdown or " ", "final")
-            await self.out.close_stream(card_id, plain_text(content.text, 60))
+        elif changed:
+            await self.out.stream_text(card_id, ANSWER, markdown or " ", "final")
+        await self.out.close_stream(card_id, plain_text(content.text, 60))
         self._shown.put(handle.message_id, markdown)
         self.out.forget_card(card_id)
 
