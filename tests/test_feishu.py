@@ -32,7 +32,7 @@ from tests.conftest import make_config
 from tests.feishu_events import ENCRYPT_KEY, TOKEN, action_event, message_event, signed
 from tests.feishu_fake import APP_ID, APP_SECRET, FakeFeishu
 from tools.display import button, card
-from tools.events import AnswerDelta, Final
+from tools.events import AgentFinished, AgentStarted, AnswerDelta, Final
 
 CHAT = ChatRef("feishu", "oc_chat")
 ROOT = Path(__file__).resolve().parent.parent
@@ -264,3 +264,17 @@ def test_bot_serve_with_a_bad_feishu_section_exits_2_with_one_line(tmp_path: Pat
     lines = result.stderr.strip().splitlines()
     assert result.returncode == 2 and len(lines) == 1, result.stderr
     assert "channels.feishu.app_secret: required" in lines[0] and "FEISHU_APP_SECRET" in lines[0]
+
+
+async def test_specialists_at_work_show_in_the_card_while_it_streams(fake: FakeFeishu) -> None:
+    channel = channel_on(fake, card_update_interval_s=0.05)
+    turn = Delivery(channel, CHAT)
+    await turn.start()
+    await turn.on_event(AgentStarted("t1", "researcher", "looks up prices"))
+    await fake.wait_for(lambda: any("researcher" in c.body["content"] for c in fake.of("content")))
+    await turn.on_event(AgentFinished("t1", "researcher", "looks up prices", "completed"))
+    await turn.on_event(Final("Prices found"))
+    shown = [c.body["content"] for c in fake.of("content")]
+    assert any("⏳ researcher — looks up prices" in text for text in shown), shown
+    assert shown[-1] == "Prices found"
+    assert not fake.streaming(fake.bot_messages("oc_chat")[0])
