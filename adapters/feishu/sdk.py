@@ -9,6 +9,9 @@ that global (longconn.py). Everything here imports lark_oapi through this module
 Its async calls each open a new `httpx.AsyncClient`, which builds a new SSL context (reading the
 CA bundle: 50-150 ms of CPU on the event loop, per call). The SDK's transport is given httpx with
 one SSL context shared by those clients; nothing else changes.
+
+Its logger ("Lark") writes to stdout with a handler of its own and passes records on to ours
+too: the handler goes, so each record is logged once, by our logging setup.
 """
 
 from __future__ import annotations
@@ -32,6 +35,7 @@ if "lark_oapi.ws.client" not in sys.modules:
 import httpx  # noqa: E402
 import lark_oapi as lark  # noqa: E402
 import lark_oapi.core.http.transport as _transport  # noqa: E402
+import lark_oapi.core.log as _log  # noqa: E402
 import lark_oapi.ws.client as ws_client  # noqa: E402
 from lark_oapi.core.enum import AccessTokenType, HttpMethod  # noqa: E402
 from lark_oapi.ws.pb.pbbp2_pb2 import Frame  # noqa: E402
@@ -52,5 +56,6 @@ class _Httpx:
 
 
 _transport.httpx = _Httpx()
+_log.logger.removeHandler(_log.handler)
 
 __all__ = ["AccessTokenType", "Frame", "HttpMethod", "lark", "ws_client"]
