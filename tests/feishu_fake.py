@@ -89,7 +89,8 @@ class FakeFeishu:
         self.hang_next: Counter[str] = Counter()
         self.garble_next: Counter[str] = Counter()
         self.refuse: dict[str, tuple[int, str]] = {}
-        self.gone_next = 0  # the next edit finds its message recalled by the user  # kind -> the error every such call gets
+        self.gone_next = 0
+        self.token_delay_s = 0.0  # a slow token endpoint  # the next edit finds its message recalled by the user  # kind -> the error every such call gets
         self.retry_after = 1
         self.secret = APP_SECRET
         self._limits = {"chat": chat_per_s, "card": card_per_s, "app": app_per_s}
@@ -177,6 +178,7 @@ class FakeFeishu:
     async def _token(self, request: web.Request) -> web.Response:
         body = await request.json()
         self.calls.append(Call("token", request.path, body))
+        await asyncio.sleep(self.token_delay_s)
         if body.get("app_id") != APP_ID or body.get("app_secret") != self.secret:
             return web.json_response({"code": 10014, "msg": "app secret invalid"}, status=400)
         token = f"t-{next(self._ids)}"

@@ -278,3 +278,23 @@ async def test_specialists_at_work_show_in_the_card_while_it_streams(fake: FakeF
     assert any("⏳ researcher — looks up prices" in text for text in shown), shown
     assert shown[-1] == "Prices found"
     assert not fake.streaming(fake.bot_messages("oc_chat")[0])
+
+
+async def test_the_token_is_fetched_without_blocking_the_event_loop(fake: FakeFeishu) -> None:
+    fake.token_delay_s = 1.0
+    channel = channel_on(fake)
+    ticks = 0
+
+    async def tick() -> None:
+        nonlocal ticks
+        while True:
+            await asyncio.sleep(0.05)
+            ticks += 1
+
+    ticker = asyncio.create_task(tick())
+    try:
+        await channel.send(CHAT, OutboundContent("hello"), final=True)
+    finally:
+        ticker.cancel()
+    assert ticks >= 10  # the loop went on while the token came (a blocking fetch allows none)
+    assert len(fake.of("token")) == 1
