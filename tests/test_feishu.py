@@ -61,7 +61,10 @@ async def test_a_turn_streams_into_one_card_that_ends_with_streaming_off(
         await fake.ws.wait_connected()
         await fake.ws.push(message_event("tell me", chat_id="oc_chat", message_id="om_q"))
         await provider.wait_requests(1)
-        await fake.wait_for(lambda: bool(fake.of("settings")))
+        try:  # a generous deadline: the answer itself takes 2 s, the machine may be busy
+            await fake.wait_for(lambda: bool(fake.of("settings")), 30)
+        except TimeoutError:
+            raise AssertionError([(c.kind, c.code, round(c.at, 2)) for c in fake.calls]) from None
         await app.gateway.wait_idle()
 
     [created] = fake.of("card_create")
