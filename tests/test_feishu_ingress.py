@@ -16,7 +16,7 @@ import aiohttp
 import pytest
 from aiohttp import web
 
-from adapters.base import InboundMessage
+from adapters.base import InboundMessage, OutboundContent
 from adapters.feishu import FeishuChannel
 from adapters.feishu.normalize import UNSUPPORTED
 from tests.feishu_events import (
@@ -306,3 +306,18 @@ async def test_a_replayed_request_is_refused(fake: FakeFeishu) -> None:
         await next_message(got)
         await asyncio.sleep(0.2)
     assert (first, again) == (200, 401) and got.empty()
+
+
+async def test_messages_of_ours_in_a_thread_stay_in_it(fake: FakeFeishu) -> None:
+    channel = channel_on(fake)
+    async with running(channel) as got:
+        await fake.ws.wait_connected()
+        await fake.ws.push(
+            message_event("in a topic", chat_id="oc_g", message_id="om_t1", thread_id="omt_1")
+        )
+        message = await next_message(got)
+        # a continuation, or a background result: sent without a message to reply to
+        await channel.send(message.chat, OutboundContent("more"), final=True)
+    [call] = fake.of("message")
+    assert call.path == "/open-apis/im/v1/messages/om_t1/reply"
+    assert call.body["reply_in_thread"] is True

@@ -97,6 +97,8 @@ class FeishuChannel:
         self._shown: Recent[str, str] = Recent(REMEMBERED)  # message id -> markdown shown
         self._edits: Recent[str, int] = Recent(REMEMBERED)  # text message id -> PUT edits
         self.groups: Recent[str, bool] = Recent(REMEMBERED)  # chat id -> is a group
+        # thread id -> a message in it: a message of ours in a thread is a reply to it
+        self.threads: Recent[str, str] = Recent(REMEMBERED)
         self.ingress = Ingress(
             self,
             mode=mode,
@@ -140,6 +142,8 @@ class FeishuChannel:
     ) -> MessageHandle:
         rank: Rank = "final" if final else "send"
         markdown = to_card_markdown(content.text)
+        if chat.thread_id:  # replies are what keeps a message in its thread
+            reply_to = reply_to or self.threads.get(chat.thread_id)
         if self.cards and not final:
             card = card_json(content.text, streaming=True, summary="…")
             try:
@@ -156,7 +160,12 @@ class FeishuChannel:
             else:
                 message = json.dumps({"type": "card", "data": {"card_id": card_id}})
                 message_id = await self.out.post(
-                    chat.chat_id, "interactive", message, reply_to=reply_to, rank=rank
+                    chat.chat_id,
+                    "interactive",
+                    message,
+                    reply_to=reply_to,
+                    rank=rank,
+                    in_thread=bool(chat.thread_id),
                 )
                 self._shown.put(message_id, markdown)
                 return MessageHandle(chat, message_id, {"kind": "card", "card_id": card_id})
@@ -165,13 +174,23 @@ class FeishuChannel:
                 content.text, streaming=False, hints=content.display, where=self._where(chat)
             )
             message_id = await self.out.post(
-                chat.chat_id, "interactive", card, reply_to=reply_to, rank=rank
+                chat.chat_id,
+                "interactive",
+                card,
+                reply_to=reply_to,
+                rank=rank,
+                in_thread=bool(chat.thread_id),
             )
             self._shown.put(message_id, markdown)
             return MessageHandle(chat, message_id, {"kind": "inline"})
         text = _with_hints(markdown, content)
         message_id = await self.out.post(
-            chat.chat_id, "post", post_content(text), reply_to=reply_to, rank=rank
+            chat.chat_id,
+            "post",
+            post_content(text),
+            reply_to=reply_to,
+            rank=rank,
+            in_thread=bool(chat.thread_id),
         )
         self._shown.put(message_id, text)
         return MessageHandle(chat, message_id, {"kind": "post"})

@@ -131,6 +131,8 @@ class Ingress:
                 await self._decline(inbound)
             elif inbound is not None and self._inbox is not None:
                 self.channel.groups.put(inbound.chat.chat_id, inbound.is_group)
+                if inbound.chat.thread_id and inbound.message_id:
+                    self.channel.threads.put(inbound.chat.thread_id, inbound.message_id)
                 await self._inbox(inbound)
         except Exception:
             log.exception("handling a Feishu event failed")

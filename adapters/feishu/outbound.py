@@ -56,10 +56,20 @@ class Outbound:
     # --- messages -----------------------------------------------------------------------------
 
     async def post(
-        self, chat_id: str, msg_type: str, content: str, *, reply_to: str | None, rank: Rank
+        self,
+        chat_id: str,
+        msg_type: str,
+        content: str,
+        *,
+        reply_to: str | None,
+        rank: Rank,
+        in_thread: bool = False,
     ) -> str:
-        """A new message (a reply when `reply_to`); its `uuid` makes a retry land once."""
-        body = {"msg_type": msg_type, "content": content, "uuid": str(uuid.uuid4())}
+        """A new message (a reply when `reply_to`, in its thread when `in_thread`); its `uuid`
+        makes a retry land once."""
+        body: dict[str, Any] = {"msg_type": msg_type, "content": content, "uuid": str(uuid.uuid4())}
+        if reply_to and in_thread:
+            body["reply_in_thread"] = True
         async with self._slot(f"chat:{chat_id}", rank, CHAT_INTERVAL_S):
             if reply_to:
                 data = await self.api.call(
