@@ -88,9 +88,9 @@ def button(spec: Mapping[str, Any], element_id: str, where: Mapping[str, Any]) -
     }
 
 
-def hints_markdown(hints: Sequence[Mapping[str, Any]]) -> str:
-    """Hints as plain markdown lines, for a text message (buttons cannot go there)."""
-    parts: list[str] = []
+def with_hints(markdown: str, hints: Sequence[Mapping[str, Any]]) -> str:
+    """Card markdown with the hints after it as lines, for a text message (no buttons there)."""
+    parts = [markdown]
     for hint in hints:
         elements = hint_elements({**hint, "buttons": []}, 0, {})
         parts.extend(e["content"] for e in elements if e.get("tag") == "markdown")

@@ -29,7 +29,7 @@ from adapters.base import (
 )
 from adapters.budget import LocalRateBudget, Rank, RateBudget
 from adapters.feishu.api import NO_PERMISSION, ApiError, FeishuApi
-from adapters.feishu.cards import ANSWER, card_json, hints_markdown, post_content
+from adapters.feishu.cards import ANSWER, card_json, post_content, with_hints
 from adapters.feishu.config import base_url
 from adapters.feishu.ingress import Ingress
 from adapters.feishu.outbound import Outbound
@@ -183,7 +183,7 @@ class FeishuChannel:
             )
             self._shown.put(message_id, markdown)
             return MessageHandle(chat, message_id, {"kind": "inline"})
-        text = _with_hints(markdown, content)
+        text = with_hints(markdown, content.display)
         message_id = await self.out.post(
             chat.chat_id,
             "post",
@@ -212,7 +212,7 @@ class FeishuChannel:
             await self.out.patch_card_message(handle.message_id, card, rank)
             self._shown.put(handle.message_id, markdown)
             return
-        text = _with_hints(to_card_markdown(content.text), content)
+        text = with_hints(to_card_markdown(content.text), content.display)
         if self._shown.get(handle.message_id) == text:
             return
         edits = self._edits.get(handle.message_id) or 0
@@ -247,8 +247,3 @@ class FeishuChannel:
         """What a button's callback needs to find the conversation again."""
         group = self.groups.get(chat.chat_id)
         return {"thread": chat.thread_id, "group": None if group is None else str(int(group))}
-
-
-def _with_hints(markdown: str, content: OutboundContent) -> str:
-    extra = hints_markdown(content.display) if content.display else ""
-    return f"{markdown}\n\n{extra}" if extra else markdown
