@@ -21,7 +21,7 @@ from adapters.budget import RateBudget
 from adapters.platform_calls import NO_PLATFORM_CALLS, PlatformCalls
 from adapters.websocket.hub import EventHub
 
-PACKAGES = ("websocket", "telegram", "slack", "api")  # the order channels start in
+PACKAGES = ("websocket", "telegram", "slack", "feishu", "api")  # the order channels start in
 
 
 @dataclass(frozen=True, slots=True)

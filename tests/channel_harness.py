@@ -42,10 +42,13 @@ import aiohttp
 from aiohttp import web
 
 from adapters.base import Channel, ChatRef, InboundMessage
+from adapters.feishu import FeishuChannel
+from adapters.feishu.render import json_size
 from adapters.slack import SlackChannel
 from adapters.telegram import TelegramChannel
 from adapters.terminal import TerminalChannel
 from adapters.websocket import WebSocketChannel
+from tests.feishu_fake import APP_ID, APP_SECRET, MAX_CARD_BYTES, FakeFeishu
 from tests.slack_fake import BOT_TOKEN, FakeSlack
 from tests.telegram_fake import TOKEN, FakeBotAPI
 
@@ -369,6 +372,102 @@ class SlackHarness(ChannelHarness):
         return {fault for fault, pending in left.items() if pending}
 
 
+class FeishuHarness(ChannelHarness):
+    """The real lark-oapi client against the fake Open API; answers are CardKit streaming cards.
+
+    A message's text is its card's answer element (card markdown, as the platform holds it);
+    a card has ended when its streaming mode is off. Receiving is not run (sending needs none
+    of it); card updates are not spaced, and sends to the chat are (the fake holds them to
+    5 a second, as Feishu does).
+    """
+
+    faults = frozenset({"rate_limited", "send_timeout", "send_garbled"})
+    STREAMING: Literal["card", "text"] = "card"
+    CHAT_ID = "oc_contract"
+    TIMEOUT_S = 1.0
+
+    def __init__(self) -> None:
+        self.fake = FakeFeishu()
+        self._429s_at_arming: int | None = None
+
+    async def start(self) -> None:
+        await self.fake.start()
+        self.channel = FeishuChannel(
+            app_id=APP_ID,
+            app_secret=APP_SECRET,
+            domain=self.fake.url,
+            streaming=self.STREAMING,
+            card_update_interval_s=0,
+            text_edit_interval_s=0,
+            request_timeout_s=self.TIMEOUT_S,
+        )
+        self.chat = ChatRef(self.channel.name, self.CHAT_ID)
+        self.reply_to = self.fake.user_message(self.CHAT_ID, "hello")
+        self.platform_limit = MAX_CARD_BYTES - 300  # the card's own JSON takes the rest
+
+    async def close(self) -> None:
+        await self.fake.close()
+
+    def _view(self) -> list[Seen]:
+        fake = self.fake
+        return [
+            Seen(fake.text_of(m), m.parent_id or None, ended=not fake.streaming(m))
+            for m in fake.bot_messages(self.CHAT_ID)
+        ]
+
+    async def wait_until(
+        self, predicate: Callable[[list[Seen]], bool], timeout: float = 10.0
+    ) -> list[Seen]:
+        await self.fake.wait_for(lambda: predicate(self._view()), timeout)
+        return self._view()
+
+    def posts(self) -> int:
+        return len(self.fake.of("message"))
+
+    def requests(self) -> int:
+        return len(self.fake.of("message", "edit", "patch", "content", "settings", "card_update"))
+
+    def platform_length(self, text: str) -> int:
+        return json_size(text)
+
+    def fail_next(self, fault: Fault) -> None:
+        fake = self.fake
+        match fault:
+            case "rate_limited":
+                fake.retry_after = self.retry_after
+                fake.force_429["any"] += 1
+            case "send_timeout":
+                fake.hang_next["message"] += 1
+            case "send_garbled":
+                fake.garble_next["message"] += 1
+            case "message_gone" if "message_gone" in self.faults:
+                fake.gone_next += 1
+            case _:
+                super().fail_next(fault)
+
+    def armed(self) -> set[Fault]:
+        left: dict[Fault, object] = {
+            "message_gone": self.fake.gone_next,
+            "rate_limited": self.fake.force_429["any"],
+            "send_timeout": self.fake.hang_next["message"],
+            "send_garbled": self.fake.garble_next["message"],
+        }
+        return {fault for fault, pending in left.items() if pending}
+
+
+class FeishuTextHarness(FeishuHarness):
+    """The text fallback (`streaming: text`): `post` messages edited with `PUT`, which Feishu
+    allows 20 times a message; a recalled message is gone. Nothing shows that a message ended."""
+
+    faults = frozenset({"rate_limited", "send_timeout", "send_garbled", "message_gone"})
+    STREAMING = "text"
+    shows_end = False
+
+    def _view(self) -> list[Seen]:
+        fake = self.fake
+        return [Seen(fake.text_of(m), m.parent_id or None) for m in fake.bot_messages(self.CHAT_ID)]
+
+
 class Screen(io.StringIO):
     """A terminal window: it says it is one, so the channel redraws a replaced line in place."""
 
@@ -461,5 +560,7 @@ HARNESSES: dict[str, Callable[[], ChannelHarness]] = {
     "websocket": WebSocketHarness,
     "telegram": TelegramHarness,
     "slack": SlackHarness,
+    "feishu": FeishuHarness,
+    "feishu_text": FeishuTextHarness,
     "terminal": TerminalHarness,
 }

@@ -113,12 +113,6 @@ def _validate(
 
 def _refuse_unbuilt(data: dict[Any, Any]) -> None:
     """A section for a feature that does not exist yet is refused, not silently ignored."""
-    channels = data.get("channels")
-    for name, channel in (("feishu", "Feishu/Lark"),):
-        if isinstance(channels, dict) and name in channels:
-            raise ConfigError(
-                f"channels.{name}: the {channel} channel is not built yet; remove this section"
-            )
     redis = data.get("redis")
     if isinstance(redis, dict) and redis.get("url") not in (None, ""):
         raise ConfigError(

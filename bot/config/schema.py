@@ -10,6 +10,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from adapters.access import secret
 from adapters.api.config import ApiConfig
+from adapters.feishu.config import FeishuConfig
 from adapters.slack.config import SlackConfig
 from adapters.telegram.config import TelegramConfig
 from adapters.websocket.config import WebsocketConfig
@@ -125,6 +126,7 @@ class ChannelsConfig(_Section):
     telegram: TelegramConfig = TelegramConfig()
     slack: SlackConfig = SlackConfig()
     api: ApiConfig = ApiConfig()
+    feishu: FeishuConfig = FeishuConfig()
 
 
 class Config(_Section):

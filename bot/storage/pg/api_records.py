@@ -11,7 +11,18 @@ from bot.storage.pg.connection import PgConnection
 if TYPE_CHECKING:
     from bot.storage.pg.connection import Conn
 
-_COLUMNS = ["session_id", "message_id", "role", "text", "status", "reply_to", "display", "action", "seq", "created_at"]
+_COLUMNS = [
+    "session_id",
+    "message_id",
+    "role",
+    "text",
+    "status",
+    "reply_to",
+    "display",
+    "action",
+    "seq",
+    "created_at",
+]
 _SELECT = f"SELECT position, {', '.join(_COLUMNS)} FROM api_messages"
 _ADD_MESSAGE = (
     f"INSERT INTO api_messages ({', '.join(_COLUMNS)})"

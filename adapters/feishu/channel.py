@@ -1,0 +1,249 @@
+"""The Feishu/Lark channel: a CardKit streaming card per answer, or a text message edited in place.
+
+The placeholder is a card entity created with streaming mode on and sent as a reply; previews
+write the answer's markdown element (the delivery's text, status lines included), and the final
+writes the last text (or the whole card, when display hints add buttons) and turns streaming
+mode off. Where the app may not use CardKit (no `cardkit:card:write`), or with
+`streaming: text`, answers are `post` messages edited with `PUT`, which Feishu allows 20 times a
+message: the limits say so, and the channel itself never spends the last edit on a preview.
+Receiving (long connection or HTTP callbacks) is in ingress.py.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from aiohttp import web
+
+from adapters.base import (
+    ChannelLimits,
+    ChatRef,
+    InboundMessage,
+    Inbox,
+    MessageHandle,
+    OutboundContent,
+)
+from adapters.budget import LocalRateBudget, Rank, RateBudget
+from adapters.feishu.api import NO_PERMISSION, ApiError, FeishuApi
+from adapters.feishu.cards import ANSWER, card_json, post_content, with_hints
+from adapters.feishu.config import base_url
+from adapters.feishu.ingress import Ingress
+from adapters.feishu.outbound import Outbound
+from adapters.feishu.render import plain_text, rendered_length, to_card_markdown
+from adapters.telegram.recent import Recent
+
+log = logging.getLogger(__name__)
+
+MAX_MARKDOWN_BYTES = 20_000  # of the card's 30 KB, with room for hints and the card's own JSON
+MAX_EDITS = 20  # PUT edits of one text message (230072 after that) [doc]
+REMEMBERED = 4096  # messages whose shown text and edit count are kept
+
+
+@dataclass(frozen=True, slots=True)
+class FeishuLimits(ChannelLimits):
+    def length(self, text: str) -> int:
+        return rendered_length(text)
+
+
+class FeishuChannel:
+    name = "feishu"
+
+    def __init__(
+        self,
+        *,
+        app_id: str,
+        app_secret: str,
+        domain: str | None = None,
+        mode: Literal["websocket", "webhook"] = "websocket",
+        encrypt_key: str | None = None,
+        verification_token: str | None = None,
+        path: str = "/feishu/events",
+        streaming: Literal["card", "text"] = "card",
+        card_update_interval_s: float = 0.5,
+        text_edit_interval_s: float = 1.5,
+        request_timeout_s: float = 10.0,
+        admits: Callable[[InboundMessage], bool] | None = None,
+        budget: RateBudget | None = None,
+    ) -> None:
+        if mode == "webhook" and not (encrypt_key and verification_token):
+            raise ValueError(
+                "channels.feishu: webhook mode needs encrypt_key and verification_token (set "
+                "FEISHU_ENCRYPT_KEY and FEISHU_VERIFICATION_TOKEN): without them anyone could "
+                "post events"
+            )
+        self.base_url = base_url(domain)
+        self.api = FeishuApi(
+            app_id=app_id,
+            app_secret=app_secret,
+            base_url=self.base_url,
+            timeout_s=request_timeout_s,
+        )
+        self.out = Outbound(
+            self.api,
+            budget or LocalRateBudget(),
+            card_interval_s=card_update_interval_s,
+            edit_interval_s=text_edit_interval_s,
+        )
+        self.admits: Callable[[InboundMessage], bool] = admits or (lambda message: True)
+        self.cards = streaming == "card"
+        self._card_limits = FeishuLimits(MAX_MARKDOWN_BYTES, card_update_interval_s)
+        self._text_limits = FeishuLimits(
+            MAX_MARKDOWN_BYTES, text_edit_interval_s, max_edits_per_message=MAX_EDITS
+        )
+        self._shown: Recent[str, str] = Recent(REMEMBERED)  # message id -> markdown shown
+        self._edits: Recent[str, int] = Recent(REMEMBERED)  # text message id -> PUT edits
+        self.groups: Recent[str, bool] = Recent(REMEMBERED)  # chat id -> is a group
+        # thread id -> a message in it: a message of ours in a thread is a reply to it
+        self.threads: Recent[str, str] = Recent(REMEMBERED)
+        self.ingress = Ingress(
+            self,
+            mode=mode,
+            app_secret=app_secret,
+            encrypt_key=encrypt_key,
+            verification_token=verification_token,
+            path=path,
+        )
+
+    def limits_for(self, chat: ChatRef) -> ChannelLimits:
+        return self._card_limits if self.cards else self._text_limits
+
+    def install(self, app: web.Application) -> None:
+        self.ingress.install(app)
+
+    async def run(self, inbox: Inbox) -> None:
+        await self.ingress.run(inbox)
+
+    def health(self) -> Mapping[str, Any]:
+        return {
+            "feishu": {
+                "mode": self.ingress.mode,
+                "streaming": "card" if self.cards else "text",
+                "connected": self.ingress.connected,
+                "stopped": self.ingress.stopped_reason,
+                "calls": self.api.calls,
+                "rate_limited": self.api.rate_limited,
+            }
+        }
+
+    # --- sending ------------------------------------------------------------------------------
+
+    async def send(
+        self,
+        chat: ChatRef,
+        content: OutboundContent,
+        *,
+        reply_to: str | None = None,
+        final: bool = False,
+        recipient: str | None = None,
+    ) -> MessageHandle:
+        rank: Rank = "final" if final else "send"
+        markdown = to_card_markdown(content.text)
+        if chat.thread_id:  # replies are what keeps a message in its thread
+            reply_to = reply_to or self.threads.get(chat.thread_id)
+        if self.cards and not final:
+            card = card_json(content.text, streaming=True, summary="…")
+            try:
+                card_id = await self.out.create_card(card)
+            except ApiError as exc:
+                if exc.code not in NO_PERMISSION:
+                    raise
+                log.warning(
+                    "Feishu: this app may not use CardKit (%s); answers go as text messages "
+                    "edited in place (grant cardkit:card:write for streaming cards)",
+                    exc,
+                )
+                self.cards = False
+            else:
+                message = json.dumps({"type": "card", "data": {"card_id": card_id}})
+                message_id = await self.out.post(
+                    chat.chat_id,
+                    "interactive",
+                    message,
+                    reply_to=reply_to,
+                    rank=rank,
+                    in_thread=bool(chat.thread_id),
+                )
+                self._shown.put(message_id, markdown)
+                return MessageHandle(chat, message_id, {"kind": "card", "card_id": card_id})
+        if self.cards:  # a final message of its own: an inline card, ended from the start
+            card = card_json(
+                content.text, streaming=False, hints=content.display, where=self._where(chat)
+            )
+            message_id = await self.out.post(
+                chat.chat_id,
+                "interactive",
+                card,
+                reply_to=reply_to,
+                rank=rank,
+                in_thread=bool(chat.thread_id),
+            )
+            self._shown.put(message_id, markdown)
+            return MessageHandle(chat, message_id, {"kind": "inline"})
+        text = with_hints(markdown, content.display)
+        message_id = await self.out.post(
+            chat.chat_id,
+            "post",
+            post_content(text),
+            reply_to=reply_to,
+            rank=rank,
+            in_thread=bool(chat.thread_id),
+        )
+        self._shown.put(message_id, text)
+        return MessageHandle(chat, message_id, {"kind": "post"})
+
+    async def edit(
+        self, handle: MessageHandle, content: OutboundContent, *, final: bool = False
+    ) -> None:
+        kind = handle.data.get("kind", "post")
+        if kind == "card":
+            await self._edit_card(handle, content, final)
+            return
+        rank: Rank = "final" if final else "preview"
+        if kind == "inline":
+            markdown = to_card_markdown(content.text)
+            if self._shown.get(handle.message_id) == markdown and not content.display:
+                return
+            where = self._where(handle.chat)
+            card = card_json(content.text, streaming=False, hints=content.display, where=where)
+            await self.out.patch_card_message(handle.message_id, card, rank)
+            self._shown.put(handle.message_id, markdown)
+            return
+        text = with_hints(to_card_markdown(content.text), content.display)
+        if self._shown.get(handle.message_id) == text:
+            return
+        edits = self._edits.get(handle.message_id) or 0
+        if not final and edits >= MAX_EDITS - 1:
+            return  # the last edit this message may take is kept for the final
+        await self.out.edit_post(handle.message_id, post_content(text), rank)
+        self._edits.put(handle.message_id, edits + 1)
+        self._shown.put(handle.message_id, text)
+
+    async def _edit_card(
+        self, handle: MessageHandle, content: OutboundContent, final: bool
+    ) -> None:
+        card_id = str(handle.data["card_id"])
+        markdown = to_card_markdown(content.text)
+        changed = self._shown.get(handle.message_id) != markdown
+        if not final:
+            if changed:
+                await self.out.stream_text(card_id, ANSWER, markdown or " ", "preview")
+                self._shown.put(handle.message_id, markdown)
+            return
+        if content.display:  # buttons and fields: the whole card is written
+            where = self._where(handle.chat)
+            card = card_json(content.text, streaming=False, hints=content.display, where=where)
+            await self.out.replace_card(card_id, card)
+        elif changed:
+            await self.out.stream_text(card_id, ANSWER, markdown or " ", "final")
+        await self.out.close_stream(card_id, plain_text(content.text, 60))
+        self._shown.put(handle.message_id, markdown)
+        self.out.forget_card(card_id)
+
+    def _where(self, chat: ChatRef) -> dict[str, str | None]:
+        """What a button's callback needs to find the conversation again."""
+        group = self.groups.get(chat.chat_id)
+        return {"thread": chat.thread_id, "group": None if group is None else str(int(group))}

@@ -1,0 +1,161 @@
+"""Feishu events (schema 2.0 JSON) → `InboundMessage`s.
+
+`im.message.receive_v1`: private chats (p2p) are always addressed to the bot; in a group the
+bot must be among the mentions. Mention keys (`@_user_1`) become the person's name, and the
+bot's own mention is dropped. A message in a thread keeps to that thread's conversation. Text
+and post (rich text) are read; other kinds become `Unsupported` with a short honest reply.
+`card.action.trigger` (a button press) becomes an action on the conversation its button named.
+
+The claim key for the gateway's dedup is the message id (Feishu redelivers an event with the
+same message id, for about seven hours, and the same message may arrive by two routes); for a
+button press it is the event id.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from adapters.base import Action, ChatRef, InboundMessage
+
+CHANNEL = "feishu"
+MESSAGE = "im.message.receive_v1"
+CARD_ACTION = "card.action.trigger"
+UNSUPPORTED = (
+    "Sorry — I can only read text messages here, not {kind}. Please write your question as text."
+)
+_KINDS = {
+    "image": "images",
+    "file": "files",
+    "audio": "voice messages",
+    "media": "videos",
+    "sticker": "stickers",
+    "interactive": "cards",
+    "share_chat": "shared chats",
+}
+_SPACES = re.compile(r"[ \t]{2,}")
+
+
+@dataclass(frozen=True, slots=True)
+class Unsupported:
+    message: InboundMessage
+    reply: str
+
+
+def normalize(payload: Mapping[str, Any], bot_open_id: str) -> InboundMessage | Unsupported | None:
+    header = payload.get("header") or {}
+    event = payload.get("event") or {}
+    kind = header.get("event_type")
+    if kind == MESSAGE:
+        return _message(event, bot_open_id, payload)
+    if kind == CARD_ACTION:
+        return _action(event, str(header.get("event_id", "")), payload)
+    return None
+
+
+def _message(
+    event: Mapping[str, Any], bot_open_id: str, raw: Mapping[str, Any]
+) -> InboundMessage | Unsupported | None:
+    sender = event.get("sender") or {}
+    message = event.get("message") or {}
+    if sender.get("sender_type") != "user" or not message.get("message_id"):
+        return None  # our own messages and other bots'
+    user_id = (sender.get("sender_id") or {}).get("open_id") or ""
+    is_group = message.get("chat_type") != "p2p"
+    mentions = message.get("mentions") or []
+    ours = [m for m in mentions if _is_bot(m, bot_open_id)]
+    chat = ChatRef(CHANNEL, str(message.get("chat_id", "")), message.get("thread_id") or None)
+    message_id = str(message["message_id"])
+    kind = message.get("message_type")
+    text = _text(kind, message.get("content") or "{}")
+    inbound = InboundMessage(
+        chat=chat,
+        user_id=user_id,
+        text="" if text is None else _resolve(text, mentions, ours),
+        event_id=f"{CHANNEL}:{message_id}",
+        message_id=message_id,
+        is_group=is_group,
+        mentioned=not is_group or bool(ours),
+        raw=raw,
+    )
+    if text is None:
+        reply = UNSUPPORTED.format(kind=_KINDS.get(str(kind), f"{kind} messages"))
+        return Unsupported(inbound, reply)
+    return inbound
+
+
+def _is_bot(mention: Mapping[str, Any], bot_open_id: str) -> bool:
+    open_id = (mention.get("id") or {}).get("open_id")
+    # Without the bot's id (its info could not be fetched) a mention is taken to be ours: in a
+    # group the platform only delivers messages that mention the bot, unless the app may read all.
+    return open_id == bot_open_id if bot_open_id else True
+
+
+def _text(kind: Any, content: str) -> str | None:
+    try:
+        body = json.loads(content)
+    except ValueError:
+        return None
+    if not isinstance(body, dict):
+        return None
+    if kind == "text":
+        return str(body.get("text", ""))
+    if kind == "post":
+        return _post_text(body)
+    return None
+
+
+def _post_text(body: Mapping[str, Any]) -> str:
+    """A post's paragraphs as lines; a post sent to us may or may not be wrapped in a locale."""
+    if "content" not in body and body:
+        body = next(iter(v for v in body.values() if isinstance(v, dict)), {})
+    lines = [str(body["title"])] if body.get("title") else []
+    for paragraph in body.get("content") or []:
+        parts = []
+        for node in paragraph or []:
+            tag = node.get("tag")
+            if tag in ("text", "md"):
+                parts.append(str(node.get("text", "")))
+            elif tag == "a":
+                label, href = node.get("text") or "", node.get("href") or ""
+                parts.append(f"[{label}]({href})" if label and href else label or href)
+            elif tag == "at":
+                parts.append(str(node.get("user_id", "")))  # a mention key, resolved below
+            elif tag == "code_block":
+                parts.append(f"```{node.get('language', '')}\n{node.get('text', '')}\n```")
+        lines.append("".join(parts))
+    return "\n".join(lines)
+
+
+def _resolve(text: str, mentions: list[Mapping[str, Any]], ours: list[Mapping[str, Any]]) -> str:
+    for mention in sorted(mentions, key=lambda m: -len(str(m.get("key", "")))):  # @_user_10 first
+        key = str(mention.get("key", ""))
+        if key:
+            text = text.replace(key, "" if mention in ours else f"@{mention.get('name', '')}")
+    return _SPACES.sub(" ", text).strip()
+
+
+def _action(
+    event: Mapping[str, Any], event_id: str, raw: Mapping[str, Any]
+) -> InboundMessage | None:
+    action = event.get("action") or {}
+    value = action.get("value")
+    context = event.get("context") or {}
+    chat_id = context.get("open_chat_id")
+    if not isinstance(value, dict) or not value.get("action_id") or not chat_id or not event_id:
+        return None  # not one of our buttons
+    message_id = context.get("open_message_id")
+    return InboundMessage(
+        chat=ChatRef(CHANNEL, str(chat_id), value.get("thread") or None),
+        user_id=str((event.get("operator") or {}).get("open_id", "")),
+        text="",
+        event_id=f"{CHANNEL}:event:{event_id}",
+        message_id=message_id,
+        is_group=value.get("group") == "1",
+        mentioned=True,  # pressing the bot's button addresses the bot
+        action=Action(str(value["action_id"]), value.get("value"), value.get("label"), message_id),
+        raw=raw,
+    )
