@@ -17,6 +17,7 @@ from typing import Any
 from adapters.access import AccessConfig
 from adapters.base import Channel, InboundMessage
 from adapters.budget import RateBudget
+from adapters.history import Claims, ConversationHistory
 from adapters.websocket.hub import EventHub
 
 PACKAGES = ("websocket", "telegram")  # the order channels start in
@@ -32,6 +33,10 @@ class ChannelServices:
     # Shared seams; None: the channel's in-process default (a networked one spans processes).
     event_hub: EventHub | None = None
     rate_budget: RateBudget | None = None
+    # The stored transcript and durable claims (for a channel that replays its conversations);
+    # None: the channel knows only what this process saw.
+    history: ConversationHistory | None = None
+    claims: Claims | None = None
 
 
 @dataclass(frozen=True, slots=True)

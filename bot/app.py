@@ -27,6 +27,7 @@ from bot.health import ChannelStates
 from bot.recovery import recover_interrupted_turns
 from bot.resume import ResumeSettings
 from bot.storage import SqliteStore, StorageError
+from bot.transcript import StoreHistory
 from tools.builtin import builtin_registry
 from tools.control import CONTROL
 from tools.knowledge import KnowledgeBase
@@ -79,6 +80,9 @@ class App:
                 public_url=config.server.public_url,
                 # replies a channel sends on its own (to stickers, say) obey the access policy
                 admits=lambda message: self.gateway.access.check(message) == "allow",
+                # what a reload shows after a restart, and resends known after one
+                history=StoreHistory(self.store, self._persona_name),
+                claims=StoreDedup(self.store, ttl_s=config.gateway.dedup_ttl_s),
             )
             for channel in build_enabled(config.channels, services):
                 self.channels[channel.name] = channel
@@ -141,6 +145,10 @@ class App:
         self._runner: web.AppRunner | None = None
         self._supervisor: asyncio.Task[None] | None = None
         self.channel_states = ChannelStates()  # for /healthz
+
+    def _persona_name(self) -> str:
+        """The agent id of the conversations' sessions (the gateway's persona)."""
+        return self.personas.get(self.gateway.settings.persona).name
 
     def _path(self, value: str) -> Path:
         path = Path(value)

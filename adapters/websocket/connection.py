@@ -39,6 +39,7 @@ class Connection:
     __slots__ = (
         "_dead",
         "_errors",
+        "_held",
         "_pending",
         "_quiet",
         "_writer",
@@ -56,6 +57,7 @@ class Connection:
         self.deadline: asyncio.TimerHandle | None = None  # closes the socket if hello is late
         self.closing = False  # a close is queued: ignore whatever the client still sends
         self._pending: list[str | _Close] = []
+        self._held: list[str] | None = None  # live frames kept back while the replay is read
         self._errors: set[str] = set()  # codes of the error frames queued and not yet sent
         self._quiet: dict[str, float] | None = None  # code → until when it is not sent again
         self._writer: asyncio.Task[None] | None = None
@@ -67,6 +69,9 @@ class Connection:
             return False
         if self.closing:
             return True  # the handler detaches it once the close has gone out
+        if self._held is not None:
+            self._held.append(frame)
+            return True
         if len(self._pending) >= MAX_PENDING_FRAMES:
             log.info(
                 "websocket %s fell %d frames behind; closing it", self.identity, MAX_PENDING_FRAMES
@@ -77,6 +82,17 @@ class Connection:
             return False
         self._enqueue(frame)
         return True
+
+    def hold(self) -> None:
+        """Keep pushed frames back until `release`: the hub's live frames, while what must go
+        before them (ready, the stored transcript, the replay) is being read."""
+        self._held = []
+
+    def release(self, first: list[str]) -> None:
+        """Push `first`, then the frames held back, in order."""
+        held, self._held = self._held or [], None
+        for frame in first + held:
+            self.push(frame)
 
     def send_error(self, code: str, message: str, *, quiet_s: float = 0) -> None:
         """A connection-scoped error: this socket only, no seq, never replayed.

@@ -118,12 +118,20 @@ def _v5_resume_attempts(db: Database) -> None:
     db.table("chat_sessions").create_index(["status"])  # specialists left running, at start
 
 
+def _v6_turn_inbound_messages(db: Database) -> None:
+    # The user's messages of a turn as the channel showed them (`[{message_id, text}]`, JSON):
+    # the transcript a reload shows comes from here, with the ids the client gave them.
+    db.table("turns").add_column("inbound_messages", str)
+    db.table("turns").create_index(["session_id"])  # a session's turns, for the transcript
+
+
 MIGRATIONS: tuple[Callable[[Database], None], ...] = (
     _v1_core_tables,
     _v2_titles_and_audit_extra,
     _v3_memory_scope_and_orders,
     _v4_event_claims,
     _v5_resume_attempts,
+    _v6_turn_inbound_messages,
 )
 
 
