@@ -80,6 +80,9 @@ class UserEcho:
             return True
 
 
+_HISTORY_TYPES: Final = {"user": "message.user", "assistant": "message.completed"}
+
+
 def falls_short(resume_after: int | None, seq: int, replay: list[str]) -> bool:
     """Whether the replay buffer may lack frames the client asked for, so the stored transcript
     is needed: the whole transcript (0), a hub that forgot (a restart: `seq` below it), or a
@@ -105,7 +108,7 @@ def stored_frames(stored: list[StoredMessage], replay: list[str]) -> list[str]:
         if message.message_id in replayed:
             continue
         frame: dict[str, Any] = {
-            "type": "message.user" if message.role == "user" else "message.completed",
+            "type": _HISTORY_TYPES[message.role],
             "message_id": message.message_id,
             "text": message.text,
             "history": True,
