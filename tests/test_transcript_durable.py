@@ -6,17 +6,25 @@ socket client; what a page sees is compared with what was said, ids included.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
 import aiohttp
 import pytest
+from aiohttp import web
 
+from adapters.base import ChatRef, OutboundContent
+from adapters.history import StoredMessage
+from adapters.websocket import WebSocketChannel
 from agent.providers.base import Provider
 from agent.providers.scripted import Reply, ScriptedProvider
 from bot.app import App
-from tests.conftest import WsClient, connect, make_config
+from bot.storage import SqliteStore
+from bot.transcript import StoreHistory
+from tests.conftest import ORIGIN, WsClient, connect, make_config
+from tests.test_cli_serve import serving
 
 Start = Callable[..., Awaitable[App]]
 
@@ -183,3 +191,89 @@ async def test_a_message_resent_after_a_restart_is_shown_once(
         ("message.completed", answer, "Once."),
     ]
     assert len(provider.requests) == 1
+
+
+async def test_bot_serve_restarted_shows_the_transcript(
+    tmp_path: Path, session: aiohttp.ClientSession
+) -> None:
+    """The real CLI, twice on one data folder (offline model): a deploy as an operator does it."""
+    said = [("c1", "hello there"), ("c2", "what time is it?")]
+    async with serving("--port", "0", cwd=tmp_path) as port:
+        ws = await session.ws_connect(f"http://127.0.0.1:{port}/ws")
+        tab = WsClient(ws)
+        await tab.hello("visitor-0001")
+        answers = [await tab.ask(text, cmid) for cmid, text in said]
+        await ws.close()
+    async with serving("--port", "0", cwd=tmp_path) as port:
+        ws = await session.ws_connect(f"http://127.0.0.1:{port}/ws")
+        tab = WsClient(ws)
+        await tab.send(type="hello", visitor_id="visitor-0001", resume_after=0)
+        await tab.send(type="end-of-replay")
+        frames = []
+        while (frame := await tab.next())["type"] != "error":
+            frames.append(frame)
+        await ws.close()
+    assert shown(frames[1:]) == [
+        ("message.user", "c1", "hello there"),
+        ("message.completed", answers[0]["message_id"], answers[0]["text"]),
+        ("message.user", "c2", "what time is it?"),
+        ("message.completed", answers[1]["message_id"], answers[1]["text"]),
+    ]
+
+
+class GatedHistory:
+    """The store's history, held at a gate: the store read a page load waits for, made slow."""
+
+    def __init__(self, inner: StoreHistory) -> None:
+        self.inner = inner
+        self.entered = asyncio.Event()
+        self.gate = asyncio.Event()
+
+    async def recent(self, chat: ChatRef, user_id: str) -> list[StoredMessage]:
+        self.entered.set()
+        await self.gate.wait()
+        return await self.inner.recent(chat, user_id)
+
+
+async def test_live_frames_during_the_store_read_come_after_the_stored_transcript(
+    tmp_path: Path,
+) -> None:
+    identity = "v:visitor-0001"
+    async with SqliteStore(tmp_path / "bot.db") as store:
+        key = {"channel": "websocket", "conversation_key": f"websocket:{identity}"}
+        session_id = await store.active_session(**key, user_id=identity)
+        await store.create_turn(
+            turn_id="t1",
+            session_id=session_id,
+            **key,
+            inbound_event_ids=["e1"],
+            placeholder={"channel": "websocket", "chat_id": identity, "message_id": "m_old"},
+            inbound_messages=[{"message_id": "c1", "text": "stored question"}],
+        )
+        await store.finish_turn("t1", status="completed", final_text="stored answer")
+        history = GatedHistory(StoreHistory(store, lambda: "default"))
+        channel = WebSocketChannel(allowed_origins=[ORIGIN], history=history)
+        app = web.Application()
+        channel.install(app)
+        runner = web.AppRunner(app, shutdown_timeout=1)
+        await runner.setup()
+        await web.TCPSite(runner, "127.0.0.1", 0).start()
+        try:
+            async with aiohttp.ClientSession() as client:
+                url = f"http://127.0.0.1:{runner.addresses[0][1]}/ws"
+                tab = WsClient(await client.ws_connect(url, headers={"Origin": ORIGIN}))
+                await tab.send(type="hello", visitor_id="visitor-0001", resume_after=0)
+                await history.entered.wait()
+                chat = ChatRef("websocket", identity)
+                await channel.send(chat, OutboundContent("live answer"), final=True)
+                history.gate.set()
+                frames = [await tab.next() for _ in range(5)]
+        finally:
+            await runner.cleanup()
+    assert [(f["type"], f.get("text"), f.get("seq")) for f in frames] == [
+        ("ready", None, 0),
+        ("message.user", "stored question", None),
+        ("message.completed", "stored answer", None),
+        ("message.created", "live answer", 1),
+        ("message.completed", "live answer", 2),
+    ]

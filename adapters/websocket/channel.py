@@ -287,20 +287,12 @@ class WebSocketChannel:
         conn.hold()
         try:
             if self._history is not None and falls_short(hello.resume_after, seq, replay):
-                first += await self._stored(identity, replay)
+                chat = ChatRef(self.name, identity)
+                first += await stored_frames(self._history, chat, identity, replay)
             first += replay
         finally:
             conn.release(first)
         log.debug("websocket %s ready at seq %d, sending %d", identity, seq, len(first) - 1)
-
-    async def _stored(self, identity: str, replay: list[str]) -> list[str]:
-        assert self._history is not None
-        try:
-            stored = await self._history.recent(ChatRef(self.name, identity), identity)
-        except Exception as exc:  # the live transcript still works: say so in the log only
-            log.warning("websocket %s: stored transcript not read: %s", identity, exc)
-            return []
-        return stored_frames(stored, replay)
 
     async def _deliver(self, message: InboundMessage) -> None:
         # A socket may open before the app starts `run`; its first message waits for it.

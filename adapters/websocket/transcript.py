@@ -25,10 +25,10 @@ import logging
 from collections import OrderedDict
 from typing import Any, Final
 
-from adapters.base import InboundMessage
-from adapters.history import Claims, StoredMessage
+from adapters.base import ChatRef, InboundMessage
+from adapters.history import Claims, ConversationHistory
 from adapters.websocket.connection import Connection
-from adapters.websocket.hub import EventHub
+from adapters.websocket.hub import CLEARING_TYPE, EventHub
 from adapters.websocket.protocol import ActionFrame, UserText
 
 log = logging.getLogger(__name__)
@@ -89,19 +89,30 @@ def falls_short(resume_after: int | None, seq: int, replay: list[str]) -> bool:
     gap after `resume_after` that superseded updates do not explain."""
     if resume_after is None:
         return False
+    first = json.loads(replay[0]) if replay else {}
+    if first.get("type") == CLEARING_TYPE:
+        return False  # the buffer holds everything since `/new`
     if resume_after == 0 or seq < resume_after:
         return True
     if seq == resume_after:
         return False
     if not replay:
         return True
-    first = json.loads(replay[0])
     superseding = first.get("type") in ("message.updated", "message.completed")
     return bool(first.get("seq", 0) > resume_after + 1 and not superseding)
 
 
-def stored_frames(stored: list[StoredMessage], replay: list[str]) -> list[str]:
+async def stored_frames(
+    history: ConversationHistory, chat: ChatRef, user_id: str, replay: list[str]
+) -> list[str]:
     """The stored messages the replay does not carry, as frames marked `history` (no seq)."""
+    try:
+        stored = await history.recent(chat, user_id)
+    except Exception as exc:  # the live transcript still works: say so in the log only
+        log.warning("websocket %s: stored transcript not read: %s", chat.chat_id, exc)
+        return []
+    if not stored:
+        return []
     replayed = {json.loads(frame).get("message_id") for frame in replay}
     frames = []
     for message in stored:
