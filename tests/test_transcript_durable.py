@@ -7,6 +7,7 @@ socket client; what a page sees is compared with what was said, ids included.
 from __future__ import annotations
 
 import asyncio
+import json
 from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 from typing import Any
@@ -14,6 +15,7 @@ from typing import Any
 import aiohttp
 import pytest
 from aiohttp import web
+from sqlite_utils import Database
 
 from adapters.base import ChatRef, OutboundContent
 from adapters.history import StoredMessage
@@ -21,7 +23,7 @@ from adapters.websocket import WebSocketChannel
 from agent.providers.base import Provider
 from agent.providers.scripted import Reply, ScriptedProvider
 from bot.app import App
-from bot.storage import SqliteStore
+from bot.storage import SqliteStore, migrate
 from bot.transcript import StoreHistory
 from tests.conftest import ORIGIN, WsClient, connect, make_config
 from tests.test_cli_serve import serving
@@ -276,4 +278,53 @@ async def test_live_frames_during_the_store_read_come_after_the_stored_transcrip
         ("message.completed", "stored answer", None),
         ("message.created", "live answer", 1),
         ("message.completed", "live answer", 2),
+    ]
+
+
+async def test_turns_from_before_the_upgrade_show_their_questions(tmp_path: Path) -> None:
+    """A v5 database (no `inbound_messages`) is migrated: its web chat turns keep their
+    questions, with the client's id the event id carries; a background result is no question."""
+    path, identity = tmp_path / "old.db", "v:visitor-0001"
+    key = {"channel": "websocket", "conversation_key": f"websocket:{identity}"}
+    with Database(path) as db:
+        migrate(db, target=5)
+        db["chat_sessions"].insert(
+            {"id": "s1", "agent_id": "default", "user_id": identity, "status": "active", **key}
+        )
+        for turn_id, event_id, question, answer in (
+            ("t1", f"ws:{identity}:c1", "old question", "old answer"),
+            ("t2", "task:x1", "<task-notification …>", "the task's answer"),
+            ("t3", "ws:0f3a", "sent without an id", "third answer"),
+        ):
+            placeholder = {
+                "channel": "websocket",
+                "chat_id": identity,
+                "message_id": f"m_{turn_id}",
+            }
+            db["turns"].insert(
+                {
+                    "id": turn_id,
+                    "session_id": "s1",
+                    "inbound_event_ids": json.dumps([event_id]),
+                    "placeholder": json.dumps(placeholder),
+                    "status": "completed",
+                    "final_text": answer,
+                    **key,
+                }
+            )
+            for role, content in (("user", question), ("assistant", answer)):
+                db["messages"].insert(
+                    {"session_id": "s1", "turn_id": turn_id, "role": role, "content": content}
+                    | {"is_error": 0}
+                )
+    async with SqliteStore(path) as store:
+        recent = await StoreHistory(store, lambda: "default").recent(
+            ChatRef("websocket", identity), identity
+        )
+    assert [(m.role, m.message_id, m.text) for m in recent] == [
+        ("user", "c1", "old question"),
+        ("assistant", "m_t1", "old answer"),
+        ("assistant", "m_t2", "the task's answer"),
+        ("user", "c_t3", "sent without an id"),
+        ("assistant", "m_t3", "third answer"),
     ]
