@@ -33,11 +33,14 @@ Start = Callable[..., Awaitable[App]]
 
 @pytest.fixture
 async def start(tmp_path: Path) -> AsyncIterator[Start]:
-    """`app = await start(provider, replay_events=N)`: an app on tmp_path's database."""
+    """`app = await start(provider, {section: ...}, replay_events=N)`: an app on tmp_path's
+    database, with these config sections and `channels.websocket` options."""
     apps: list[App] = []
 
-    async def make(provider: Provider, **websocket: Any) -> App:
-        config = make_config(tmp_path, channels={"websocket": websocket})
+    async def make(
+        provider: Provider, sections: dict[str, Any] | None = None, **websocket: Any
+    ) -> App:
+        config = make_config(tmp_path, channels={"websocket": websocket}, **(sections or {}))
         app = App(config, base_dir=tmp_path, provider=provider)
         await app.__aenter__()
         apps.append(app)
@@ -139,6 +142,19 @@ async def test_new_then_a_restart_shows_nothing_from_before(
         ("message.user", "c3", "after"),
         ("message.completed", answer, "After."),
     ]
+
+
+async def test_with_mask_user_text_the_stored_question_comes_back_masked(
+    start: Start, session: aiohttp.ClientSession
+) -> None:
+    provider = ScriptedProvider([Reply("Noted.")])
+    app = await start(provider, {"tools": {"pii": {"mask_user_text": True}}})
+    await chat(app, session, ("c1", "write to ann@example.com"))
+    await app.stop()
+    app = await start(provider, {"tools": {"pii": {"mask_user_text": True}}})
+    _, _, frames = await page_load(session, app)
+    assert shown(frames)[0] == ("message.user", "c1", "write to [email]")
+    assert provider.requests[0].messages[-1].content == "write to [email]"  # as the model saw it
 
 
 async def test_a_conversation_longer_than_the_buffer_is_shown_whole(
