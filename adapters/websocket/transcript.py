@@ -86,7 +86,8 @@ _HISTORY_TYPES: Final = {"user": "message.user", "assistant": "message.completed
 def falls_short(resume_after: int | None, seq: int, replay: list[str]) -> bool:
     """Whether the replay buffer may lack frames the client asked for, so the stored transcript
     is needed: the whole transcript (0), a hub that forgot (a restart: `seq` below it), or a
-    gap after `resume_after` that superseded updates do not explain."""
+    replay that does not start right after `resume_after` (frames evicted, or only superseded
+    updates: the buffer cannot tell, and a stored message the client has is harmless)."""
     if resume_after is None:
         return False
     first = json.loads(replay[0]) if replay else {}
@@ -94,12 +95,7 @@ def falls_short(resume_after: int | None, seq: int, replay: list[str]) -> bool:
         return False  # the buffer holds everything since `/new`
     if resume_after == 0 or seq < resume_after:
         return True
-    if seq == resume_after:
-        return False
-    if not replay:
-        return True
-    superseding = first.get("type") in ("message.updated", "message.completed")
-    return bool(first.get("seq", 0) > resume_after + 1 and not superseding)
+    return seq > resume_after and first.get("seq", seq + 1) > resume_after + 1
 
 
 async def stored_frames(
