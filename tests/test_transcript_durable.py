@@ -228,3 +228,17 @@ async def test_bot_serve_restarted_shows_the_transcript(
         ("message.user", "c2", "what time is it?"),
         ("message.completed", answers[1]["message_id"], answers[1]["text"]),
     ]
+
+
+async def test_a_transcript_longer_than_a_sockets_queue_arrives_whole(
+    start: Start, session: aiohttp.ClientSession
+) -> None:
+    """Replay and stored messages together may exceed the 256 frames a socket may have queued:
+    what hello asked for is not "falling behind"."""
+    turns = 90  # 270 kept frames: user, placeholder, answer
+    provider = ScriptedProvider([Reply(f"A{n}") for n in range(turns)])
+    app = await start(provider, replay_events=1000, rate_limit_per_minute=1_000_000)
+    await chat(app, session, *[(f"c{n}", f"q{n}") for n in range(turns)])
+    _, ready, frames = await page_load(session, app)
+    assert len(frames) == ready["seq"] == 3 * turns
+    assert shown(frames)[-1] == ("message.completed", frames[-1]["message_id"], f"A{turns - 1}")
