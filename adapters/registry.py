@@ -18,6 +18,7 @@ from adapters.access import AccessConfig
 from adapters.api.records import SessionRecords
 from adapters.base import Channel, InboundMessage
 from adapters.budget import RateBudget
+from adapters.history import Claims, ConversationHistory
 from adapters.platform_calls import NO_PLATFORM_CALLS, PlatformCalls
 from adapters.websocket.hub import EventHub
 
@@ -38,6 +39,10 @@ class ChannelServices:
     platform_calls: PlatformCalls = NO_PLATFORM_CALLS
     # Where the sessions API keeps its sessions and transcripts (the gateway's store).
     session_records: SessionRecords | None = None
+    # The stored transcript and durable claims (for a channel that replays its conversations);
+    # None: the channel knows only what this process saw.
+    history: ConversationHistory | None = None
+    claims: Claims | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -29,6 +29,7 @@ from bot.recovery import recover_interrupted_turns
 from bot.resume import ResumeSettings
 from bot.storage import StorageError
 from bot.storage.backends import build_store
+from bot.transcript import StoreHistory
 from tools.builtin import builtin_registry
 from tools.control import CONTROL
 from tools.knowledge import KnowledgeBase
@@ -87,6 +88,9 @@ class App:
                 admits=lambda message: self.gateway.access.check(message) == "allow",
                 platform_calls=self.ops.platform_calls,
                 session_records=self.store,
+                # what a reload shows after a restart, and resends known after one
+                history=StoreHistory(self.store, self._persona_name),
+                claims=StoreDedup(self.store, ttl_s=config.gateway.dedup_ttl_s),
             )
             for channel in build_enabled(config.channels, services):
                 self.channels[channel.name] = channel
@@ -158,6 +162,10 @@ class App:
             workers=self.workers,
             conversations=self.conversations,
         )
+
+    def _persona_name(self) -> str:
+        """The agent id of the conversations' sessions (the gateway's persona)."""
+        return self.personas.get(self.gateway.settings.persona).name
 
     def _path(self, value: str) -> Path:
         path = Path(value)

@@ -126,6 +126,7 @@ class TurnRunner:
             else:
                 persona = self.personas.get(self.persona)  # pinned for the whole turn
                 session_id = await self.session_for(last, persona.name, persona.version)
+                masker = _user_text_masker(self.coordinator)
                 await self.store.create_turn(
                     turn_id=turn_id,
                     session_id=session_id,
@@ -133,6 +134,7 @@ class TurnRunner:
                     conversation_key=last.conversation_key,
                     inbound_event_ids=[m.event_id for m in batch],
                     placeholder=handle_record(delivery.handles[0]) if delivery.handles else None,
+                    inbound_messages=_shown(batch, masker),
                 )
                 recorded = True
                 turn = TurnInput(
@@ -142,7 +144,7 @@ class TurnRunner:
                     user_id=last.user_id,
                     channel=last.chat.channel,
                     conversation_key=last.conversation_key,
-                    text=_combine(batch, _user_text_masker(self.coordinator)),
+                    text=_combine(batch, masker),
                 )
                 outcome = await self.work(turn, delivery, control)
             try:
@@ -285,6 +287,22 @@ def _combine(batch: list[InboundMessage], masker: PiiMasker | None = None) -> st
         parts.append(text.strip())
     combined = "\n\n".join(parts)
     return masker.mask(combined) if masker is not None else combined
+
+
+def _shown(batch: list[InboundMessage], masker: PiiMasker | None) -> list[dict[str, str]]:
+    """The user's messages of the turn as their chat showed them, for the transcript: with their
+    ids, a button press as its label (as the web channel's `message.user`), masked like the
+    history. System input (a background result, which has no message id) is no one's message."""
+    shown = []
+    for message in batch:
+        if message.message_id is None or not message.user_id:
+            continue
+        action = message.action
+        text = (action.label or action.value or action.action_id) if action else message.text
+        shown.append(
+            {"message_id": message.message_id, "text": masker.mask(text) if masker else text}
+        )
+    return shown
 
 
 def _user_text_masker(coordinator: Coordinator) -> PiiMasker | None:

@@ -280,3 +280,49 @@ async def test_memories_replace_by_key_and_orders_round_trip(store: AnyStore) ->
     assert await store.get_order("o2") is None
     with pytest.raises(ValueError, match="'colour'"):
         await store.create_order(order | {"id": "o3", "status": "new", "colour": "red"})
+
+
+async def recent(store: AnyStore, **key: Any) -> list[dict[str, Any]]:
+    """`recent_turns` of SESSION's conversation, with other keys or a limit where given."""
+    return await store.recent_turns(**{**SESSION, **key})
+
+
+async def test_recent_turns_read_the_active_session_back_without_creating_one(
+    store: AnyStore,
+) -> None:
+    assert await recent(store) == []
+    assert await store.close_active_sessions(**SESSION) == 0  # reading created no session
+    session_id = await store.active_session(**SESSION)
+    handle = MessageHandle(ChatRef("telegram", "42"), "m1")
+    for n in range(1, 4):
+        await store.create_turn(
+            turn_id=f"t{n}",
+            session_id=session_id,
+            channel="telegram",
+            conversation_key="telegram:42",
+            inbound_event_ids=[f"in:{n}"],
+            placeholder=handle_record(handle) if n != 2 else None,
+            inbound_messages=[{"message_id": f"c{n}", "text": f"question {n}"}],
+        )
+    await store.finish_turn("t1", status="completed", final_text="answer 1")
+    await store.finish_turn("t2", status="stopped")
+    turns = await recent(store)
+    assert [(t["id"], t["status"], t["final_text"]) for t in turns] == [
+        ("t1", "completed", "answer 1"),
+        ("t2", "stopped", None),
+        ("t3", "running", None),
+    ]
+    assert turns[0]["inbound_messages"] == [{"message_id": "c1", "text": "question 1"}]
+    assert turns[0]["placeholder"] == handle_record(handle) and turns[1]["placeholder"] is None
+    assert [t["id"] for t in await recent(store, limit=2)] == ["t2", "t3"]
+    assert await recent(store, user_id="8") == []
+    assert await recent(store, agent_id="other") == []
+
+    await store.close_active_sessions(**SESSION)  # /new: nothing from before comes back
+    assert await recent(store) == []
+
+
+async def test_a_turn_without_inbound_messages_reads_back_an_empty_list(store: AnyStore) -> None:
+    await _turn(store, "t1", None)
+    [turn] = await recent(store)
+    assert turn["inbound_messages"] == []

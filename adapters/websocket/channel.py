@@ -20,6 +20,7 @@ from adapters.base import (
     MessageHandle,
     OutboundContent,
 )
+from adapters.history import Claims, ConversationHistory
 from adapters.websocket import accept_errors
 from adapters.websocket.admission import Admission
 from adapters.websocket.connection import Connection
@@ -37,7 +38,7 @@ from adapters.websocket.protocol import (
     resolve_identity,
 )
 from adapters.websocket.static import add_page_routes
-from adapters.websocket.transcript import UserEcho
+from adapters.websocket.transcript import UserEcho, falls_short, stored_frames
 
 log = logging.getLogger(__name__)
 
@@ -67,6 +68,8 @@ class WebSocketChannel:
         hello_timeout_s: float = 10,
         max_connections: int | None = None,
         max_connections_per_address: int = 64,
+        history: ConversationHistory | None = None,
+        claims: Claims | None = None,
     ) -> None:
         if not path.startswith("/"):
             raise ValueError(f"websocket path {path!r} must start with '/', e.g. '/ws'")
@@ -98,7 +101,8 @@ class WebSocketChannel:
         self._identity_secret = identity_secret or None
         # replay_events sizes the default in-process hub; a given hub brings its own.
         self._hub = hub if hub is not None else MemoryEventHub(replay_events=replay_events)
-        self._echo = UserEcho(self._hub)  # the user's messages in the transcript
+        self._echo = UserEcho(self._hub, claims=claims)  # the user's messages in the transcript
+        self._history = history  # the stored transcript, where the replay buffer falls short
         self._sockets: set[Connection] = set()
         self._inbox: Inbox | None = None
         self._inbox_ready = asyncio.Event()
@@ -265,20 +269,30 @@ class WebSocketChannel:
         if conn.deadline is not None:
             conn.deadline.cancel()
             conn.deadline = None
-        # No await from attach's return to the last push: from then on the hub pushes live frames
-        # (seq > the returned seq) to `conn`, and they must come after ready and the replay.
+        # From attach's return on, the hub pushes live frames (seq > the returned seq) to
+        # `conn`; they must come after ready, the stored transcript and the replay, so they are
+        # held back while the store is read (and there is no other await until the release).
         seq, replay = await self._hub.attach(identity, conn, hello.resume_after)
-        ready = {
-            "type": "ready",
-            "visitor_id": visitor_id,
-            "conversation_id": identity,
-            "seq": seq,
-            "max_text_chars": self._max_text_chars,  # so a client can refuse before sending
-        }
-        conn.push(json.dumps(ready))
-        for frame in replay:
-            conn.push(frame)
-        log.debug("websocket %s ready at seq %d, replaying %d", identity, seq, len(replay))
+        first = [
+            json.dumps(
+                {
+                    "type": "ready",
+                    "visitor_id": visitor_id,
+                    "conversation_id": identity,
+                    "seq": seq,
+                    "max_text_chars": self._max_text_chars,  # to refuse before sending
+                }
+            )
+        ]
+        conn.hold()
+        try:
+            if self._history is not None and falls_short(hello.resume_after, seq, replay):
+                chat = ChatRef(self.name, identity)
+                first += await stored_frames(self._history, chat, identity, replay)
+            first += replay
+        finally:
+            conn.release(first)
+        log.debug("websocket %s ready at seq %d, sending %d", identity, seq, len(first) - 1)
 
     async def _deliver(self, message: InboundMessage) -> None:
         # A socket may open before the app starts `run`; its first message waits for it.

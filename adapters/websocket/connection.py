@@ -39,6 +39,8 @@ class Connection:
     __slots__ = (
         "_dead",
         "_errors",
+        "_granted",
+        "_held",
         "_pending",
         "_quiet",
         "_writer",
@@ -56,6 +58,8 @@ class Connection:
         self.deadline: asyncio.TimerHandle | None = None  # closes the socket if hello is late
         self.closing = False  # a close is queued: ignore whatever the client still sends
         self._pending: list[str | _Close] = []
+        self._held: list[str] | None = None  # live frames kept back while the replay is read
+        self._granted = 0  # queued frames a hello asked for: not counted against the cap
         self._errors: set[str] = set()  # codes of the error frames queued and not yet sent
         self._quiet: dict[str, float] | None = None  # code → until when it is not sent again
         self._writer: asyncio.Task[None] | None = None
@@ -67,7 +71,10 @@ class Connection:
             return False
         if self.closing:
             return True  # the handler detaches it once the close has gone out
-        if len(self._pending) >= MAX_PENDING_FRAMES:
+        if self._held is not None:
+            self._held.append(frame)
+            return True
+        if len(self._pending) - self._granted >= MAX_PENDING_FRAMES:
             log.info(
                 "websocket %s fell %d frames behind; closing it", self.identity, MAX_PENDING_FRAMES
             )
@@ -77,6 +84,22 @@ class Connection:
             return False
         self._enqueue(frame)
         return True
+
+    def hold(self) -> None:
+        """Keep pushed frames back until `release`: the hub's live frames, while what must go
+        before them (ready, the stored transcript, the replay) is being read."""
+        self._held = []
+
+    def release(self, first: list[str]) -> None:
+        """Queue `first`, then the frames held back, in order. Until the writer takes them they
+        do not count against MAX_PENDING_FRAMES: they are what a hello asked for (a replay
+        buffer and a stored transcript can be more than that together), not a slow reader."""
+        held, self._held = self._held or [], None
+        if self._dead or self.closing:
+            return
+        self._granted = len(first) + len(held)
+        for frame in first + held:
+            self._enqueue(frame)
 
     def send_error(self, code: str, message: str, *, quiet_s: float = 0) -> None:
         """A connection-scoped error: this socket only, no seq, never replayed.
@@ -122,6 +145,7 @@ class Connection:
         try:
             while self._pending:
                 batch, self._pending = self._pending, []
+                self._granted = 0
                 self._errors.clear()
                 for item in batch:
                     if isinstance(item, _Close):

@@ -16,9 +16,12 @@ def build(section: WebsocketConfig, services: ChannelServices) -> WebSocketChann
         rate_limit_per_minute=section.rate_limit_per_minute,
         max_text_chars=section.max_text_chars,
         identity_secret=section.identity_secret,
+        replay_events=section.replay_events,
         hub=services.event_hub,
         public_url=services.public_url,
         hello_timeout_s=section.hello_timeout_s,
         max_connections=section.max_connections,
         max_connections_per_address=section.max_connections_per_address,
+        history=services.history,
+        claims=services.claims,
     )

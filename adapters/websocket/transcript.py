@@ -7,19 +7,31 @@ tab shows it, the replay buffer keeps it in order, and the sender learns it was 
 of an id already published is not published again (the gateway answers it once, and the
 transcript must not show it twice); the sending socket alone gets `message.user` with that id,
 `"duplicate": true` and no `seq` or text, so it can mark the message sent. `/new` publishes `conversation.cleared`, which empties the
-replay buffer (hub.py) and every open tab.
+replay buffer (hub.py) and every open tab. With durable `claims` (the app's store) a resend is
+recognised after a restart too.
+
+The replay buffer is memory: a restart, an evicted idle conversation or one longer than the
+buffer would show a cut transcript while the bot remembers it all. So when the buffer cannot
+serve a hello's `resume_after` (0: the whole transcript; or frames after it are gone), the
+stored transcript (`ConversationHistory`) is sent first, as `message.user` and
+`message.completed` frames marked `"history": true` without `seq`, minus the messages the replay
+itself carries; then the replay, then live frames.
 """
 
 from __future__ import annotations
 
 import json
+import logging
 from collections import OrderedDict
 from typing import Any, Final
 
-from adapters.base import InboundMessage
+from adapters.base import ChatRef, InboundMessage
+from adapters.history import Claims, ConversationHistory
 from adapters.websocket.connection import Connection
-from adapters.websocket.hub import EventHub
+from adapters.websocket.hub import CLEARING_TYPE, EventHub
 from adapters.websocket.protocol import ActionFrame, UserText
+
+log = logging.getLogger(__name__)
 
 # Ids of published messages per process; a resend comes within seconds to minutes of the first.
 MAX_REMEMBERED_IDS: Final = 20_000
@@ -28,8 +40,11 @@ MAX_REMEMBERED_IDS: Final = 20_000
 class UserEcho:
     """Publishes what users say, once per `client_message_id`."""
 
-    def __init__(self, hub: EventHub, *, max_ids: int = MAX_REMEMBERED_IDS) -> None:
+    def __init__(
+        self, hub: EventHub, *, claims: Claims | None = None, max_ids: int = MAX_REMEMBERED_IDS
+    ) -> None:
         self._hub = hub
+        self._claims = claims
         self._max_ids = max_ids
         # (conversation, client_message_id) of published messages; the keys only, so that
         # 20,000 of them stay a few MiB however long their texts were
@@ -42,7 +57,7 @@ class UserEcho:
         identity = message.chat.chat_id
         cmid = frame.client_message_id if isinstance(frame, UserText) else None
         if cmid is not None:
-            if (identity, cmid) in self._published:
+            if (identity, cmid) in self._published or not await self._claim(message):
                 again = {"type": "message.user", "message_id": cmid, "duplicate": True}
                 conn.push(json.dumps(again))  # this socket only, no seq: "yes, that one arrived"
                 return
@@ -53,6 +68,62 @@ class UserEcho:
             await self._hub.publish(identity, "conversation.cleared", {"reason": "new"})
         else:
             await self._hub.publish(identity, "message.user", user_fields(message, frame))
+
+    async def _claim(self, message: InboundMessage) -> bool:
+        """False when another process (or this one before a restart) published this id."""
+        if self._claims is None:
+            return True
+        try:
+            return await self._claims.claim("echo:" + message.event_id)
+        except Exception as exc:  # the storage failed: publishing twice beats losing it
+            log.warning("websocket %s: resend check failed: %s", message.chat.chat_id, exc)
+            return True
+
+
+_HISTORY_TYPES: Final = {"user": "message.user", "assistant": "message.completed"}
+
+
+def falls_short(resume_after: int | None, seq: int, replay: list[str]) -> bool:
+    """Whether the replay buffer may lack frames the client asked for, so the stored transcript
+    is needed: the whole transcript (0), a hub that forgot (a restart: `seq` below it), or a
+    replay that does not start right after `resume_after` (frames evicted, or only superseded
+    updates: the buffer cannot tell, and a stored message the client has is harmless)."""
+    if resume_after is None:
+        return False
+    first = json.loads(replay[0]) if replay else {}
+    if first.get("type") == CLEARING_TYPE:
+        return False  # the buffer holds everything since `/new`
+    if resume_after == 0 or seq < resume_after:
+        return True
+    return seq > resume_after and first.get("seq", seq + 1) > resume_after + 1
+
+
+async def stored_frames(
+    history: ConversationHistory, chat: ChatRef, user_id: str, replay: list[str]
+) -> list[str]:
+    """The stored messages the replay does not carry, as frames marked `history` (no seq)."""
+    try:
+        stored = await history.recent(chat, user_id)
+    except Exception as exc:  # the live transcript still works: say so in the log only
+        log.warning("websocket %s: stored transcript not read: %s", chat.chat_id, exc)
+        return []
+    if not stored:
+        return []
+    replayed = {json.loads(frame).get("message_id") for frame in replay}
+    frames = []
+    for message in stored:
+        if message.message_id in replayed:
+            continue
+        frame: dict[str, Any] = {
+            "type": _HISTORY_TYPES[message.role],
+            "message_id": message.message_id,
+            "text": message.text,
+            "history": True,
+        }
+        if message.role == "assistant":
+            frame["display"] = []
+        frames.append(json.dumps(frame, ensure_ascii=False, separators=(",", ":")))
+    return frames
 
 
 def user_fields(message: InboundMessage, frame: UserText | ActionFrame) -> dict[str, Any]:

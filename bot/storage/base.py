@@ -56,11 +56,30 @@ class GatewayStore(AgentStore, Protocol):
         inbound_event_ids: list[str],
         placeholder: dict[str, Any] | None,
         status: str = "running",
-    ) -> None: ...
+        inbound_messages: list[dict[str, str]] | None = None,
+    ) -> None:
+        """`inbound_messages`: the user's messages as the channel showed them, each
+        `{"message_id", "text"}`, kept for `recent_turns` (the transcript a reload shows)."""
+        ...
 
     async def finish_turn(
         self, turn_id: str, *, status: str, final_text: str | None = None, error: str | None = None
     ) -> None: ...
+
+    async def recent_turns(
+        self,
+        *,
+        channel: str,
+        conversation_key: str,
+        user_id: str,
+        agent_id: str = "default",
+        limit: int = 100,
+    ) -> list[dict[str, Any]]:
+        """The newest `limit` turns of the session `active_session` would return (but none, and
+        nothing created, when the conversation has no active session), oldest first, each with
+        `id`, `status`, `inbound_messages` (a list, empty when none were kept), `placeholder`
+        (the decoded handle record or None) and `final_text`."""
+        ...
 
     async def unfinished_turns(self) -> list[dict[str, Any]]: ...
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from datetime import UTC, datetime
 
@@ -146,6 +147,28 @@ def _v6_api_sessions(db: Database) -> None:
     db.table("api_messages").create_index(["session_id", "reply_to"])  # a resend finds its answer
 
 
+def _v7_turn_inbound_messages(db: Database) -> None:
+    # The user's messages of a turn as the channel showed them (`[{message_id, text}]`, JSON):
+    # the transcript a reload shows comes from here, with the ids the client gave them.
+    db.table("turns").add_column("inbound_messages", str)
+    db.table("turns").create_index(["session_id"])  # a session's turns, for the transcript
+    # Web chat turns from before: their stored user message, with the client's id where the
+    # event id carries it (`ws:<conversation>:<client_message_id>`), so a reload shows them too.
+    rows = db.execute(
+        "SELECT t.id, t.conversation_key, t.inbound_event_ids, m.content FROM turns t"
+        " JOIN messages m ON m.id = (SELECT min(id) FROM messages WHERE session_id = t.session_id"
+        " AND turn_id = t.id AND role = 'user') WHERE t.channel = 'websocket'"
+    ).fetchall()
+    for turn_id, conversation_key, event_ids, content in rows:
+        prefix = "ws:" + conversation_key.removeprefix("websocket:") + ":"
+        first = (json.loads(event_ids) or [""])[0]
+        if not first.startswith("ws:"):
+            continue  # a background result or a resumption: no one's message
+        message_id = first.removeprefix(prefix) if first.startswith(prefix) else f"c_{turn_id[:12]}"
+        shown = json.dumps([{"message_id": message_id, "text": content}])
+        db.execute("UPDATE turns SET inbound_messages = ? WHERE id = ?", [shown, turn_id])
+
+
 MIGRATIONS: tuple[Callable[[Database], None], ...] = (
     _v1_core_tables,
     _v2_titles_and_audit_extra,
@@ -153,6 +176,7 @@ MIGRATIONS: tuple[Callable[[Database], None], ...] = (
     _v4_event_claims,
     _v5_resume_attempts,
     _v6_api_sessions,
+    _v7_turn_inbound_messages,
 )
 
 

@@ -11,7 +11,8 @@ from bot.storage.schema import TURN_STATUSES, check_status, insert_sql, now
 
 _INSERT_TURN = insert_sql(
     "turns",
-    "id session_id channel conversation_key inbound_event_ids placeholder status created_at",
+    "id session_id channel conversation_key inbound_event_ids placeholder status created_at"
+    " inbound_messages",
 )
 _SET_PLACEHOLDER = "UPDATE turns SET placeholder = ? WHERE id = ?"
 _UNFINISHED = "SELECT * FROM turns WHERE status = 'running' ORDER BY rowid"
@@ -33,6 +34,13 @@ _RUNNING_WORKERS = (
     "SELECT * FROM chat_sessions WHERE status = 'running' AND parent_session_id IS NOT NULL"
     " ORDER BY rowid"
 )
+# The newest turns of the session `active_session` would find (it never creates one here).
+_RECENT_TURNS = (
+    "SELECT id, status, inbound_messages, placeholder, final_text FROM turns WHERE session_id ="
+    " (SELECT id FROM chat_sessions WHERE channel = ? AND conversation_key = ? AND user_id = ?"
+    " AND agent_id = ? AND status = 'active' ORDER BY rowid DESC LIMIT 1)"
+    " ORDER BY rowid DESC LIMIT ?"
+)
 _FINISH_TURN = (
     "UPDATE turns SET status = ?, final_text = ?, error = ?, finished_at = ? WHERE id = ?"
 )
@@ -51,10 +59,12 @@ class TurnLog(StoreConnection):
         inbound_event_ids: list[str],
         placeholder: dict[str, Any] | None,
         status: str = "running",
+        inbound_messages: list[dict[str, str]] | None = None,
     ) -> None:
         check_status(status, TURN_STATUSES, "turn")
         turn = (turn_id, session_id, channel, conversation_key)
-        await self._run(self._create_turn_db, turn, inbound_event_ids, placeholder, status)
+        shown = None if inbound_messages is None else json.dumps(inbound_messages)
+        await self._run(self._create_turn_db, turn, inbound_event_ids, placeholder, status, shown)
 
     async def update_turn_placeholder(self, turn_id: str, placeholder: dict[str, Any]) -> None:
         await self._run(self._update, _SET_PLACEHOLDER, (json.dumps(placeholder), turn_id), "turn")
@@ -103,6 +113,26 @@ class TurnLog(StoreConnection):
         handle = handle_from_record(json.loads(row["placeholder"]))
         return None if handle is None else handle.chat
 
+    async def recent_turns(
+        self,
+        *,
+        channel: str,
+        conversation_key: str,
+        user_id: str,
+        agent_id: str = "default",
+        limit: int = 100,
+    ) -> list[dict[str, Any]]:
+        """The newest `limit` turns of the conversation's active session, oldest first (none
+        without one; never creates one): `id`, `status`, `inbound_messages`, `placeholder`
+        (both decoded), `final_text`."""
+        key = (channel, conversation_key, user_id, agent_id)
+        rows = await self._run(self._select, _RECENT_TURNS, *key, limit)
+        for row in rows:
+            shown = row["inbound_messages"]
+            row["inbound_messages"] = json.loads(shown) if shown else []
+            row["placeholder"] = json.loads(row["placeholder"]) if row["placeholder"] else None
+        return rows[::-1]
+
     async def get_turn(self, turn_id: str) -> dict[str, Any] | None:
         turn = await self._one("SELECT * FROM turns WHERE id = ?", turn_id)
         return None if turn is None else _decode(turn)
@@ -121,9 +151,10 @@ class TurnLog(StoreConnection):
         inbound_event_ids: list[str],
         placeholder: dict[str, Any] | None,
         status: str,
+        inbound_messages: str | None,
     ) -> None:
         handle = None if placeholder is None else json.dumps(placeholder)
-        row = (*turn, json.dumps(inbound_event_ids), handle, status, now())
+        row = (*turn, json.dumps(inbound_event_ids), handle, status, now(), inbound_messages)
         self._conn.execute(_INSERT_TURN, row)
 
 

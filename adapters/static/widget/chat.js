@@ -76,7 +76,8 @@ function createChat(ui, o) {
       log.greet();
       outbox.cleared();
     } else if (/^(message\.(created|updated|completed)|(tool|agent)\.(started|finished))$/.test(frame.type)) {
-      answers.handle(frame, typeof frame.seq === "number" && frame.seq <= readySeq);
+      // replayed (the buffer, or the stored transcript after a restart): shown, not announced
+      answers.handle(frame, frame.history === true || (typeof frame.seq === "number" && frame.seq <= readySeq));
     } else if (frame.type === "error" && frame.code === "identity_invalid") {
       stop(t.noIdentity, t.refusedIdentity, "the server refused this page's signed identity (" +
         frame.message + "). Fix: compute data-user-hash on your server as " +

@@ -102,9 +102,15 @@ _V6 = (
     " ON api_messages (session_id, message_id)",
     "CREATE INDEX idx_api_messages_session_id_reply_to ON api_messages (session_id, reply_to)",
 )
+_V7 = (
+    # a turn's user messages as the channel showed them (SQLite's v7; its backfill of older web
+    # chat turns has nothing to do here: no PostgreSQL store predates it)
+    "ALTER TABLE turns ADD COLUMN inbound_messages text",
+    "CREATE INDEX idx_turns_session_id ON turns (session_id, seq)",
+)
 
 # append new ones (the same number as the SQLite migration), never edit old ones
-MIGRATIONS: tuple[tuple[str, ...], ...] = (_V1, _V2, _V3, _V4, _V5, _V6)
+MIGRATIONS: tuple[tuple[str, ...], ...] = (_V1, _V2, _V3, _V4, _V5, _V6, _V7)
 
 _VERSIONS_TABLE = (
     "CREATE TABLE IF NOT EXISTS schema_migrations (version integer PRIMARY KEY, applied_at text)"

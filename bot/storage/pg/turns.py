@@ -15,7 +15,15 @@ if TYPE_CHECKING:
 
 _INSERT_TURN = (
     "INSERT INTO turns (id, session_id, channel, conversation_key, inbound_event_ids,"
-    " placeholder, status, created_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8)"
+    " placeholder, status, created_at, inbound_messages)"
+    " VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)"
+)
+# The newest turns of the session `active_session` would find (it never creates one here).
+_RECENT_TURNS = (
+    "SELECT id, status, inbound_messages, placeholder, final_text FROM turns WHERE session_id ="
+    " (SELECT id FROM chat_sessions WHERE channel = $1 AND conversation_key = $2"
+    " AND user_id = $3 AND agent_id = $4 AND status = 'active' ORDER BY seq DESC LIMIT 1)"
+    " ORDER BY seq DESC LIMIT $5"
 )
 _SET_PLACEHOLDER = "UPDATE turns SET placeholder = $1 WHERE id = $2"
 _UNFINISHED = "SELECT * FROM turns WHERE status = 'running' ORDER BY seq"
@@ -55,11 +63,13 @@ class PgTurnLog(PgConnection):
         inbound_event_ids: list[str],
         placeholder: dict[str, Any] | None,
         status: str = "running",
+        inbound_messages: list[dict[str, str]] | None = None,
     ) -> None:
         check_status(status, TURN_STATUSES, "turn")
         handle = None if placeholder is None else json.dumps(placeholder)
+        shown = None if inbound_messages is None else json.dumps(inbound_messages)
         row = (turn_id, session_id, channel, conversation_key, json.dumps(inbound_event_ids))
-        await self._run(_execute, _INSERT_TURN, *row, handle, status, now())
+        await self._run(_execute, _INSERT_TURN, *row, handle, status, now(), shown)
 
     async def update_turn_placeholder(self, turn_id: str, placeholder: dict[str, Any]) -> None:
         await self._run(update, _SET_PLACEHOLDER, (json.dumps(placeholder), turn_id), "turn")
@@ -99,6 +109,25 @@ class PgTurnLog(PgConnection):
             return None
         handle = handle_from_record(json.loads(row["placeholder"]))
         return None if handle is None else handle.chat
+
+    async def recent_turns(
+        self,
+        *,
+        channel: str,
+        conversation_key: str,
+        user_id: str,
+        agent_id: str = "default",
+        limit: int = 100,
+    ) -> list[dict[str, Any]]:
+        """The newest `limit` turns of the conversation's active session, oldest first (see
+        `SqliteStore.recent_turns`)."""
+        key = (channel, conversation_key, user_id, agent_id)
+        rows = await self._select(_RECENT_TURNS, *key, limit)
+        for row in rows:
+            shown = row["inbound_messages"]
+            row["inbound_messages"] = json.loads(shown) if shown else []
+            row["placeholder"] = json.loads(row["placeholder"]) if row["placeholder"] else None
+        return rows[::-1]
 
     async def get_turn(self, turn_id: str) -> dict[str, Any] | None:
         turn = await self._one("SELECT * FROM turns WHERE id = $1", turn_id)
