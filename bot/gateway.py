@@ -18,6 +18,7 @@ from agent.personas import PersonaLibrary
 from agent.workers import BackgroundResult, Workers
 from bot.conversations import ConversationQueue, QueueFull, TurnSignal
 from bot.dedup import Dedup
+from bot.quota import Quotas
 from bot.resume import ResumeSettings, TurnResumer
 from bot.storage.base import GatewayStore, StorageError
 from bot.turn import RESUME_EVENT, STOPPED, TurnRunner
@@ -83,6 +84,7 @@ class Gateway:
         settings: GatewaySettings,
         access: AccessPolicy | None = None,
         workers: Workers | None = None,
+        quotas: Quotas | None = None,
     ) -> None:
         self.channels = channels
         self.coordinator = coordinator
@@ -104,6 +106,7 @@ class Gateway:
             session_for=self._session,
             persona=settings.persona,
             timeout_s=settings.turn_timeout_s,
+            quotas=quotas,
         )
         self.turns.resumer = self.resumer = TurnResumer(self.turns, settings.resume)
         # Cleared while interrupted turns are queued at start (bot/recovery.py): a new message

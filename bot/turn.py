@@ -23,6 +23,7 @@ from agent.replay import ReplayPoint
 from bot.conversations import TurnSignal
 from bot.dedup import Dedup
 from bot.delivery import APOLOGY, Delivery
+from bot.quota import Quotas
 from bot.storage.base import GatewayStore, StorageError
 from bot.storage.turns import handle_record
 from tools.builtin.settings import ToolsSettings
@@ -72,6 +73,7 @@ class TurnRunner:
         session_for: SessionFor,
         persona: str,
         timeout_s: float,
+        quotas: Quotas | None = None,
     ) -> None:
         self.channels = channels
         self.coordinator = coordinator
@@ -81,6 +83,7 @@ class TurnRunner:
         self.session_for = session_for
         self.persona = persona
         self.timeout_s = timeout_s
+        self.quotas = quotas
         self.resumer: TurnResumer | None = None  # set by the gateway
 
     async def run(self, batch: list[InboundMessage], control: TurnSignal) -> None:
@@ -99,8 +102,11 @@ class TurnRunner:
         try:
             if not await self._post_placeholder(delivery, batch):
                 return
+            refusal = None if self.quotas is None else await self.quotas.admit(last)
             if control.stopped:
                 outcome = Outcome("stopped", STOPPED)
+            elif refusal is not None:  # no model call: the placeholder says which limit
+                outcome = Outcome("refused", refusal)
             else:
                 persona = self.personas.get(self.persona)  # pinned for the whole turn
                 session_id = await self.session_for(last, persona.name, persona.version)
@@ -154,6 +160,17 @@ class TurnRunner:
                 except StorageError as exc:
                     if outcome.text != STORAGE_FAILED:  # else the failure is logged already
                         log.error("turn %s ended but was not recorded: %s", turn_id, exc)
+                await self._spend(last, turn_id)
+
+    async def _spend(self, message: InboundMessage, turn_id: str) -> None:
+        """The turn's tokens (its specialists' so far included) count against its quotas."""
+        if self.quotas is None or not self.quotas.counts_tokens:
+            return
+        try:
+            used = await self.store.turn_usage(turn_id)
+            await self.quotas.spend(message, used["input_tokens"] + used["output_tokens"])
+        except StorageError as exc:
+            log.error("turn %s: its tokens were not counted against quotas: %s", turn_id, exc)
 
     async def _storage_failed(self, batch: list[InboundMessage], exc: StorageError) -> Outcome:
         """The messages are in no store: say so in the log, ask the user to send them again, and

@@ -80,6 +80,10 @@ class GatewayStore(AgentStore, Protocol):
 
     async def conversation_chat(self, conversation_key: str) -> ChatRef | None: ...
 
+    async def turn_usage(self, turn_id: str) -> dict[str, Any]:
+        """The turn's `model_calls`, `input_tokens` and `output_tokens` (specialists included)."""
+        ...
+
 
 class Store(GatewayStore, MemoryStore, OrderStore, Protocol):
     """The whole store an app runs on (admin views are read by `bot sessions` on SqliteStore)."""

@@ -118,12 +118,26 @@ def _v5_resume_attempts(db: Database) -> None:
     db.table("chat_sessions").create_index(["status"])  # specialists left running, at start
 
 
+def _v6_quota_counters(db: Database) -> None:
+    # Quota windows (bot/quota.py): one row per scope, window and window start; expired rows
+    # (expires_at, unix seconds) are pruned now and then.
+    db.table("quota_counters").create(
+        {"bucket": str, "turns": int, "tokens": int, "expires_at": float},
+        pk="bucket",
+        not_null={"turns", "tokens", "expires_at"},
+    )
+    db.table("quota_counters").create_index(["expires_at"])
+    db.table("usage").create_index(["created_at"])  # `bot usage --since`, the admin's usage
+    db.table("turns").create_index(["session_id"])  # the admin's session tree
+
+
 MIGRATIONS: tuple[Callable[[Database], None], ...] = (
     _v1_core_tables,
     _v2_titles_and_audit_extra,
     _v3_memory_scope_and_orders,
     _v4_event_claims,
     _v5_resume_attempts,
+    _v6_quota_counters,
 )
 
 
