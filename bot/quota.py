@@ -23,7 +23,8 @@ from bot.config.schema import QuotaLimits, QuotasConfig
 
 Counts = tuple[int, int]  # turns, tokens
 WINDOWS = (("minute", 60), ("day", 86400))  # UTC days start at 00:00 UTC: epoch seconds align
-SYSTEM_EVENTS = ("task:", "resume:")  # a background result, a crash's resumption: not a user's
+# a background result, a crash's resumption: never refused, but their tokens count
+SYSTEM_EVENTS = ("task:", "resume:")
 
 
 class QuotaState(Protocol):
@@ -119,62 +120,69 @@ class Quotas:
 
     async def admit(self, message: InboundMessage) -> str | None:
         """None, and the turn is counted; or the reply that says which limit was reached."""
-        scopes = self._scopes(message)
-        if not scopes:
+        if message.event_id.startswith(SYSTEM_EVENTS):
+            return None  # work the user was admitted for already
+        pairs = self._limited(message)
+        if not pairs:
             return None
-        windows = self._windows()
-        buckets = [w.bucket(s) for s in scopes for w in windows]
-        counts = await self.state.counts(buckets)
+        counts = await self.state.counts([w.bucket(s) for s, w in pairs])
+        now = self._clock()
         refusals: list[tuple[int, str]] = []
-        for scope in scopes:
-            for window in windows:
-                turns, tokens = counts.get(window.bucket(scope), (0, 0))
-                reply = _over(scope, window, turns, tokens, self._clock())
-                if reply is not None:
-                    refusals.append((window.end, reply))
+        for scope, window in pairs:
+            turns, tokens = counts.get(window.bucket(scope), (0, 0))
+            reply = _over(scope, window, turns, tokens, now)
+            if reply is not None:
+                refusals.append((window.end, reply))
         if refusals:
             return max(refusals)[1]  # the limit that lasts longest is the one worth telling
-        for scope in scopes:
-            for window in windows:
-                await self.state.add(window.bucket(scope), turns=1, tokens=0, expires_at=window.end)
+        for scope, window in pairs:
+            await self.state.add(window.bucket(scope), turns=1, tokens=0, expires_at=window.end)
         return None
 
     async def spend(self, message: InboundMessage, tokens: int) -> None:
         """Add a finished turn's tokens (its specialists' included) to its windows."""
-        scopes = self._scopes(message)
-        if tokens <= 0 or not scopes:
+        if tokens <= 0:
             return
-        for scope in scopes:
-            for window in self._windows():
-                await self.state.add(
-                    window.bucket(scope), turns=0, tokens=tokens, expires_at=window.end
-                )
+        for scope, window in self._limited(message):
+            await self.state.add(
+                window.bucket(scope), turns=0, tokens=tokens, expires_at=window.end
+            )
+
+    def _limited(self, message: InboundMessage) -> list[tuple[_Scope, _Window]]:
+        """Each scope of the message with each window it has a limit in."""
+        scopes = self._scopes(message)
+        if not scopes:
+            return []
+        now = int(self._clock())
+        pairs: list[tuple[_Scope, _Window]] = []
+        for name, size in WINDOWS:
+            window = _Window(name, now - now % size, now - now % size + size)
+            pairs.extend((s, window) for s in scopes if _limits(s.limits, name) != (None, None))
+        return pairs
 
     def _scopes(self, message: InboundMessage) -> list[_Scope]:
         user = f"{message.chat.channel}:{message.user_id}"
-        if message.event_id.startswith(SYSTEM_EVENTS) or {message.user_id, user} & self._exempt:
+        if {message.user_id, user} & self._exempt:
             return []
-        candidates = (
+        return [
             _Scope(f"user:{user}", self.config.per_user, "you've"),
             _Scope(
                 f"conversation:{message.conversation_key}",
                 self.config.per_conversation,
                 "this conversation has",
             ),
-        )
-        return [s for s in candidates if any(v is not None for v in s.limits.model_dump().values())]
+        ]
 
-    def _windows(self) -> list[_Window]:
-        now = int(self._clock())
-        return [_Window(name, now - now % size, now - now % size + size) for name, size in WINDOWS]
+
+def _limits(limits: QuotaLimits, window: str) -> tuple[int | None, int | None]:
+    """(turns, tokens) limits of one window; None where unset."""
+    if window == "day":
+        return limits.turns_per_day, limits.tokens_per_day
+    return limits.turns_per_minute, limits.tokens_per_minute
 
 
 def _over(scope: _Scope, window: _Window, turns: int, tokens: int, now: float) -> str | None:
-    limits = scope.limits
-    if window.name == "day":
-        turn_limit, token_limit = limits.turns_per_day, limits.tokens_per_day
-    else:
-        turn_limit, token_limit = limits.turns_per_minute, limits.tokens_per_minute
+    turn_limit, token_limit = _limits(scope.limits, window.name)
     if turn_limit is not None and turns >= turn_limit:
         what = f"{turn_limit} message{'s' if turn_limit != 1 else ''} a {window.name}"
     elif token_limit is not None and tokens >= token_limit:

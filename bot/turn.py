@@ -106,6 +106,7 @@ class TurnRunner:
             if control.stopped:
                 outcome = Outcome("stopped", STOPPED)
             elif refusal is not None:  # no model call: the placeholder says which limit
+                log.info("over quota in %s: %s", last.conversation_key, refusal)
                 outcome = Outcome("refused", refusal)
             else:
                 persona = self.personas.get(self.persona)  # pinned for the whole turn

@@ -42,8 +42,9 @@ async def test_requests_without_the_right_token_are_refused(
             assert response.headers["WWW-Authenticate"] == "Bearer"
             assert "Armstrong" not in await response.text()
     page = f"{url}/sessions/{scene.root_session}"
-    async with session.get(page, cookies={"bot_admin": "wrong"}) as response:
-        assert response.status == 401
+    for cookie in ("wrong", TOKEN):  # the cookie is not the token itself
+        async with session.get(page, cookies={"bot_admin": cookie}) as response:
+            assert response.status == 401
     async with session.get(page, headers={"Accept": "text/html"}, allow_redirects=False) as r:
         assert r.status == 303 and r.headers["Location"] == "/admin/login"  # a browser: sign in
 
@@ -61,6 +62,7 @@ async def _log_in(scene: Scene, session: ClientSession) -> None:
         assert response.status == 303 and response.headers["Location"] == "/admin"
         cookie = response.cookies["bot_admin"]
         assert cookie["httponly"] and cookie["samesite"] == "Strict" and cookie["path"] == "/admin"
+        assert TOKEN not in cookie.value  # it proves the token without holding it
     async with session.get(f"{scene.app.url}/admin") as response:  # the session keeps the cookie
         assert response.status == 200 and scene.root_session in await response.text()
 

@@ -135,6 +135,19 @@ async def test_exempt_users_and_system_events_are_not_limited() -> None:
     assert await limits.admit(message()) is not None
 
 
+async def test_a_background_result_is_never_refused_but_its_tokens_count() -> None:
+    clock = Clock(MIDDAY)
+    limits = quotas(clock, per_user={"tokens_per_day": 50})
+    await limits.spend(message(), 60)
+    assert await limits.admit(message(event="task:abc")) is None
+    await limits.spend(message(event="task:abc"), 10)
+    state = limits.state
+    day = MIDDAY - MIDDAY % 86400
+    assert await state.counts([f"user:telegram:u1:day:{day}"]) == {
+        f"user:telegram:u1:day:{day}": (0, 70)
+    }
+
+
 async def test_a_conversation_limit_binds_every_user_in_it() -> None:
     clock = Clock(MIDDAY)
     limits = quotas(clock, per_conversation={"turns_per_day": 2})

@@ -9,10 +9,12 @@ as HTML, and the pages run no script.
 
 from __future__ import annotations
 
+import hashlib
 import hmac
 import ipaddress
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +30,7 @@ from bot.usage import usage_report
 
 COOKIE = "bot_admin"
 CONVERSATIONS = 50
+USAGE_DAYS = 30
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 # no script, no framing, no referrer: the pages are static HTML and a form
 HEADERS = {
@@ -54,6 +57,8 @@ class AdminView:
         if not config.token:
             raise ValueError("admin.token is empty; set BOT_ADMIN_TOKEN to turn /admin on")
         self._token = config.token.encode()
+        # the cookie proves the token without holding it (a copied cookie jar leaks no token)
+        self._cookie = hmac.new(self._token, b"bot admin cookie", hashlib.sha256).hexdigest()
         self._allow_remote = config.allow_remote
         self.sources = sources
         self._templates = jinja2.Environment(
@@ -83,13 +88,16 @@ class AdminView:
     def _valid(self, token: str | None) -> bool:
         return token is not None and hmac.compare_digest(token.encode(), self._token)
 
+    def _valid_cookie(self, value: str | None) -> bool:
+        return value is not None and hmac.compare_digest(value.encode(), self._cookie.encode())
+
     def _guard(self, handler: Handler) -> Handler:
         async def guarded(request: web.Request) -> web.StreamResponse:
             if self._remote_refused(request):
                 raise web.HTTPForbidden(text="the admin view answers loopback addresses only\n")
             auth = request.headers.get("Authorization", "")
             bearer = auth.removeprefix("Bearer ") if auth.startswith("Bearer ") else None
-            if not (self._valid(bearer) or self._valid(request.cookies.get(COOKIE))):
+            if not (self._valid(bearer) or self._valid_cookie(request.cookies.get(COOKIE))):
                 if bearer is None and "text/html" in request.headers.get("Accept", ""):
                     raise web.HTTPSeeOther("/admin/login")
                 raise web.HTTPUnauthorized(
@@ -112,9 +120,7 @@ class AdminView:
         if not self._valid(token if isinstance(token, str) else None):
             return self._page("login.html", status=401, failed=True)
         response = web.HTTPSeeOther("/admin")
-        response.set_cookie(
-            COOKIE, self._token.decode(), path="/admin", httponly=True, samesite="Strict"
-        )
+        response.set_cookie(COOKIE, self._cookie, path="/admin", httponly=True, samesite="Strict")
         raise response
 
     # -- pages ---------------------------------------------------------------------------
@@ -125,7 +131,8 @@ class AdminView:
         conversations = await src.store.conversations(
             channel=channel, user_id=user, limit=CONVERSATIONS
         )
-        usage = await usage_report(src.store, src.prices, by=("day", "model"))
+        since = (datetime.now(UTC) - timedelta(days=USAGE_DAYS)).date().isoformat()
+        usage = await usage_report(src.store, src.prices, by=("day", "model"), since=since)
         states = src.channel_states.report()
         channels = {name: states.get(name, {"state": "not started"}) for name in src.channels()}
         return self._page(
