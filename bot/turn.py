@@ -102,10 +102,9 @@ class TurnRunner:
         try:
             if not await self._post_placeholder(delivery, batch):
                 return
-            refusal = None if self.quotas is None else await self.quotas.admit(last)
             if control.stopped:
                 outcome = Outcome("stopped", STOPPED)
-            elif refusal is not None:  # no model call: the placeholder says which limit
+            elif (refusal := await self._over_quota(last)) is not None:  # no model call
                 log.info("over quota in %s: %s", last.conversation_key, refusal)
                 outcome = Outcome("refused", refusal)
             else:
@@ -162,6 +161,11 @@ class TurnRunner:
                     if outcome.text != STORAGE_FAILED:  # else the failure is logged already
                         log.error("turn %s ended but was not recorded: %s", turn_id, exc)
                 await self._spend(last, turn_id)
+
+    async def _over_quota(self, message: InboundMessage) -> str | None:
+        """What the placeholder says instead of an answer, if a quota is reached; else None and
+        the turn is counted."""
+        return None if self.quotas is None else await self.quotas.admit(message)
 
     async def _spend(self, message: InboundMessage, turn_id: str) -> None:
         """The turn's tokens (its specialists' so far included) count against its quotas."""

@@ -3,17 +3,20 @@
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
+from pathlib import Path
 from typing import Any
 
 import pytest
 from aiohttp import ClientSession
 
 from adapters.base import ChatRef, InboundMessage
+from bot.app import App
 from bot.config.schema import QuotaLimits, QuotasConfig
 from bot.quota import MemoryQuotaState, Quotas
-from tests.conftest import Running, WsClient, connect, db_rows
+from tests.conftest import Running, WsClient, connect, db_rows, make_config
 from tests.fake_llm import Reply, llm_config
 from tests.fake_openai import FakeOpenAI
+from tests.telegram_fake import TOKEN, FakeBotAPI
 
 MIDDAY = 1_767_225_600 + 12 * 3600 + 30  # 2026-01-01 12:00:30 UTC
 
@@ -69,6 +72,43 @@ async def test_an_over_quota_turn_makes_no_model_call_and_edits_its_placeholder(
     assert "it resets at 00:00 UTC" in refused["text"]
     assert len(model.requests) == 1  # the model never saw the second message
     assert db_rows(app, "select count(*) from usage") == [(1,)]
+
+
+async def test_on_telegram_the_refusal_is_an_edit_of_the_placeholder(
+    tmp_path: Path, model: FakeOpenAI
+) -> None:
+    model.add(Reply(["First answer."]))
+    api = FakeBotAPI(interval_s=0.05)
+    await api.start()
+    telegram = {
+        "enabled": True,
+        "token": TOKEN,
+        "api_base": api.url,
+        "private_edit_interval_s": 0.05,
+    }
+    config = make_config(
+        tmp_path,
+        channels={"telegram": telegram},
+        llm=llm_config("openai", model),
+        quotas={"per_user": {"turns_per_minute": 1}, "exempt_users": ["telegram:7"]},
+    )
+    try:
+        async with App(config, base_dir=tmp_path):
+            api.push(api.message(42, "one"))
+            await api.wait_for(
+                lambda: [c.text for c in api.ok(42, "editMessageText")][-1:] == ["First answer."]
+            )
+            api.push(api.message(42, "two"))
+            await api.wait_for(lambda: len(api.ok(42, "editMessageText")) == 2)
+            sends, edits = api.ok(42, "sendMessage"), api.ok(42, "editMessageText")
+            assert len(sends) == 2  # one placeholder per message, nothing else sent
+            assert edits[1].params["message_id"] == sends[1].message_id
+            assert edits[1].text.startswith(
+                "Sorry — you've reached the limit of 1 message a minute"
+            )
+            assert len(model.requests) == 1
+    finally:
+        await api.close()
 
 
 async def test_tokens_used_count_against_the_next_turn(
