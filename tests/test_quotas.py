@@ -103,7 +103,7 @@ async def test_on_telegram_the_refusal_is_an_edit_of_the_placeholder(
             sends, edits = api.ok(42, "sendMessage"), api.ok(42, "editMessageText")
             assert len(sends) == 2  # one placeholder per message, nothing else sent
             assert edits[1].params["message_id"] == sends[1].message_id
-            assert edits[1].text.startswith(
+            assert (edits[1].text or "").startswith(
                 "Sorry — you've reached the limit of 1 message a minute"
             )
             assert len(model.requests) == 1
