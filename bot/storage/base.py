@@ -9,6 +9,7 @@ embedded implementation; a networked one (PostgreSQL) must pass the same contrac
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any, Protocol
 
 from adapters.base import ChatRef
@@ -87,6 +88,15 @@ class GatewayStore(AgentStore, Protocol):
 
 class Store(GatewayStore, MemoryStore, OrderStore, Protocol):
     """The whole store an app runs on (admin views are read by `bot sessions` on SqliteStore)."""
+
+    async def quota_counts(self, buckets: Sequence[str]) -> dict[str, tuple[int, int]]:
+        """Quota counters (bot/quota.py `StoreQuotaState`): (turns, tokens) of each unexpired
+        bucket that has any."""
+        ...
+
+    async def quota_add(
+        self, bucket: str, *, turns: int, tokens: int, expires_at: float
+    ) -> None: ...
 
     async def open(self) -> None: ...
 
