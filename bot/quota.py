@@ -111,6 +111,8 @@ class Quotas:
         self.state = state
         self._clock = clock
         self._exempt = frozenset(config.exempt_users)
+        limits = (config.per_user, config.per_conversation)
+        self.enabled = any(v is not None for x in limits for v in x.model_dump().values())
 
     @property
     def counts_tokens(self) -> bool:
@@ -150,7 +152,7 @@ class Quotas:
 
     def _limited(self, message: InboundMessage) -> list[tuple[_Scope, _Window]]:
         """Each scope of the message with each window it has a limit in."""
-        scopes = self._scopes(message)
+        scopes = self._scopes(message) if self.enabled else []
         if not scopes:
             return []
         now = int(self._clock())
