@@ -238,6 +238,7 @@ class PersonaLibrary:
         self._dirs = tuple(Path(d) for d in dirs)
         self._known_tools = frozenset(known_tools) if known_tools is not None else None
         self._good: dict[tuple[int, str], Persona] = {}  # (dir index, stem) -> last good version
+        self._broken: dict[tuple[int, str], PersonaError] = {}  # the file's error since then
         self._serving: Mapping[str, Persona] = MappingProxyType({COORDINATOR: BUILTIN_DEFAULT})
         self._generation = 0
         self._subscribers: list[Callable[[], None]] = []
@@ -255,12 +256,16 @@ class PersonaLibrary:
     def all(self) -> Mapping[str, Persona]:
         return self._serving  # a read-only view of a dict that is replaced, never mutated
 
+    def errors(self) -> list[PersonaError]:
+        """Every file that is broken now (its last good version, if any, still serves)."""
+        return [self._broken[k] for k in sorted(self._broken)]
+
     def subscribe(self, callback: Callable[[], None]) -> None:
         self._subscribers.append(callback)
 
     def load(self) -> list[PersonaError]:
         """(Re)load every file; a broken one keeps its last good version and is returned."""
-        targets = set(self._good)
+        targets = set(self._good) | set(self._broken)
         for i, folder in enumerate(self._dirs):
             if not folder.is_dir():
                 log.debug("persona dir %s does not exist; skipping it", folder)
@@ -324,10 +329,12 @@ class PersonaLibrary:
         errors: list[PersonaError] = []
         for index, stem in sorted(targets):
             result = self._read(index, stem)
+            self._broken.pop((index, stem), None)
             if result is None:
                 self._good.pop((index, stem), None)
             elif isinstance(result, PersonaError):
                 errors.append(result)
+                self._broken[(index, stem)] = result
             else:
                 old = self._good.get((index, stem))
                 if old is None or old.version != result.version:

@@ -19,12 +19,14 @@ from agent.providers import build_provider, describe_provider
 from agent.providers.base import Provider
 from agent.workers import Workers, WorkerSettings
 from bot.access import AccessRules
+from bot.admin import AdminSources, AdminView
 from bot.config import Config, ConfigError
 from bot.conversations import LocalConversations
 from bot.dedup import StoreDedup
 from bot.gateway import Gateway, GatewaySettings
 from bot.health import ChannelStates
 from bot.ops import Operations, metrics_enabled
+from bot.quota import Quotas, StoreQuotaState
 from bot.recovery import recover_interrupted_turns
 from bot.resume import ResumeSettings
 from bot.storage import StorageError
@@ -147,6 +149,7 @@ class App:
             ),
             workers=self.workers,
             metrics=self.ops.gateway_metrics,
+            quotas=Quotas(config.quotas, StoreQuotaState(self.store)),
         )
         self.gateway.accepting.clear()  # until interrupted turns are queued (see `_start`)
         self.web_server = web_server
@@ -313,6 +316,8 @@ class App:
         for channel in self.channels.values():
             if isinstance(channel, WebRoutes):
                 channel.install(app)
+        if self.config.admin.token:
+            self._admin().install(app)
         self._runner = web.AppRunner(
             app,
             shutdown_timeout=5,
@@ -324,6 +329,16 @@ class App:
         await site.start()
         self.port = self._runner.addresses[0][1]
         app[READY]["ready"] = True
+
+    def _admin(self) -> AdminView:
+        sources = AdminSources(
+            store=self.store,
+            personas=self.personas,
+            channel_states=self.channel_states,
+            channels=lambda: sorted(self.channels),
+            prices=self.config.usage.prices,
+        )
+        return AdminView(self.config.admin, sources)
 
     async def _healthz(self, request: web.Request) -> web.Response:
         ready = request.app[READY]["ready"]

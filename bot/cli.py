@@ -1,10 +1,11 @@
-"""The `bot` command: serve, chat in a terminal, check personas."""
+"""The `bot` command: serve, chat in a terminal, check personas, read sessions and usage."""
 
 from __future__ import annotations
 
 import argparse
 import asyncio
 import contextlib
+import json
 import logging
 import os
 import signal
@@ -42,6 +43,8 @@ def _run(args: argparse.Namespace) -> int:
         return _personas_check(config, base_dir)
     if args.command == "sessions":
         return asyncio.run(_sessions(config, base_dir, args))
+    if args.command == "usage":
+        return asyncio.run(_usage(config, base_dir, args))
     _setup_logging(config, _chat_log(config, base_dir) if args.command == "chat" else None)
     runner = (
         _serve(config, base_dir)
@@ -77,7 +80,11 @@ def _parser() -> argparse.ArgumentParser:
     new_key = api_key_commands.add_parser("new", help="make a key; print it and its config entry")
     new_key.add_argument("--id", default="default", help="the key's name in channels.api.keys")
     api_key_commands.add_parser("hash", help="print the sha256 of a key read from stdin")
-    for command in (serve, chat, check, listing, show):
+    usage = commands.add_parser("usage", help="model calls, tokens and cost from usage.prices")
+    usage.add_argument("--since", help="from this UTC date on (YYYY-MM-DD); default: all")
+    usage.add_argument("--by", choices=["user", "model", "channel", "day"], default="model")
+    usage.add_argument("--json", action="store_true", help="one JSON object, for scripts")
+    for command in (serve, chat, check, listing, show, usage):
         command.add_argument("--config", help="config file (default: ./config.yaml if present)")
     return parser
 
@@ -183,15 +190,48 @@ def _personas_check(config: Config, base_dir: Path) -> int:
     return 0
 
 
+def _database(config: Config, base_dir: Path) -> Path | None:
+    """The config's SQLite file, if it exists (else the error is printed); with `storage.url`
+    the path is not used, and whether the database answers shows when it is opened."""
+    path = Path(config.storage.path)
+    path = path if path.is_absolute() else base_dir / path
+    if config.storage.url is None and not path.exists():
+        print(f"error: no database at {path}; has the bot run with this config?", file=sys.stderr)
+        return None
+    return path
+
+
+async def _usage(config: Config, base_dir: Path, args: argparse.Namespace) -> int:
+    from bot.storage import StorageError
+    from bot.storage.backends import build_store
+    from bot.usage import format_report, parse_since, usage_report
+
+    try:
+        since = parse_since(args.since) if args.since else None
+    except ValueError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    path = _database(config, base_dir)
+    if path is None:
+        return 2
+    store = build_store(path, config.storage.url)
+    try:
+        async with store:
+            report = await usage_report(store, config.usage.prices, by=(args.by,), since=since)
+    except StorageError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    print(json.dumps(report.as_json(), indent=2) if args.json else format_report(report))
+    return 0
+
+
 async def _sessions(config: Config, base_dir: Path, args: argparse.Namespace) -> int:
     from bot.sessions_view import list_sessions, show_session
     from bot.storage import StorageError
     from bot.storage.backends import build_store
 
-    path = Path(config.storage.path)
-    path = path if path.is_absolute() else base_dir / path
-    if config.storage.url is None and not path.exists():
-        print(f"error: no database at {path}; has the bot run with this config?", file=sys.stderr)
+    path = _database(config, base_dir)
+    if path is None:
         return 2
     store = build_store(path, config.storage.url)
     try:

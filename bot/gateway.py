@@ -20,6 +20,7 @@ from agent.workers import BackgroundResult, Workers
 from bot.conversations import ConversationQueue, QueueFull, TurnSignal
 from bot.dedup import Dedup
 from bot.metrics import NO_METRICS, GatewayMetrics
+from bot.quota import Quotas
 from bot.resume import ResumeSettings, TurnResumer
 from bot.storage.base import GatewayStore, StorageError
 from bot.turn import RESUME_EVENT, STOPPED, TurnRunner
@@ -86,6 +87,7 @@ class Gateway:
         access: AccessPolicy | None = None,
         workers: Workers | None = None,
         metrics: GatewayMetrics = NO_METRICS,
+        quotas: Quotas | None = None,
     ) -> None:
         self.channels = channels
         self.metrics = metrics
@@ -109,6 +111,7 @@ class Gateway:
             persona=settings.persona,
             timeout_s=settings.turn_timeout_s,
             metrics=metrics,
+            quotas=quotas,
         )
         self.turns.resumer = self.resumer = TurnResumer(self.turns, settings.resume)
         # Cleared while interrupted turns are queued at start (bot/recovery.py): a new message

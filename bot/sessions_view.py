@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import unicodedata
+from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 PREVIEW = 160
@@ -18,6 +19,7 @@ class SessionRows(Protocol):
     async def get_session(self, session_id: str) -> dict[str, Any] | None: ...
     async def find_sessions(self, prefix: str) -> list[dict[str, Any]]: ...
     async def messages_for_session(self, session_id: str) -> list[dict[str, Any]]: ...
+    async def turns_for_session(self, session_id: str) -> list[dict[str, Any]]: ...
     async def child_sessions(self, session_id: str) -> list[dict[str, Any]]: ...
     async def audit_for_session(self, session_id: str) -> list[dict[str, Any]]: ...
 
@@ -35,8 +37,32 @@ async def list_sessions(store: SessionRows, limit: int) -> str:
     return "\n".join(_printable(line) for line in lines)
 
 
-async def show_session(store: SessionRows, session_id: str) -> str:
-    """The session, each tool call in order, and each child session nested under it."""
+@dataclass
+class CallNode:
+    """One tool call (its audit row) and the specialist sessions it started."""
+
+    call: dict[str, Any]
+    children: list[SessionNode] = field(default_factory=list)
+
+
+@dataclass
+class SessionNode:
+    """A session with its messages, turns and tool calls, each child under the call that
+    started it; `orphans` are children no call's result names (a dispatch cut off, say)."""
+
+    session: dict[str, Any]
+    messages: list[dict[str, Any]]
+    turns: list[dict[str, Any]]
+    calls: list[CallNode]
+    orphans: list[SessionNode]
+
+    @property
+    def failed_turns(self) -> set[str]:
+        return {t["id"] for t in self.turns if t["status"] == "failed"}
+
+
+async def find_session(store: SessionRows, session_id: str) -> dict[str, Any]:
+    """The session with this id, or the one whose id starts with it; LookupError otherwise."""
     session = await store.get_session(session_id)
     if session is None:
         matches = await store.find_sessions(session_id)
@@ -46,39 +72,60 @@ async def show_session(store: SessionRows, session_id: str) -> str:
                 f"no session {session_id!r} (matches: {known}); see `bot sessions list`"
             )
         session = matches[0]
+    return session
+
+
+async def session_tree(store: SessionRows, session: dict[str, Any]) -> SessionNode:
+    """The tree `bot sessions show` prints and the admin view renders."""
+    children = {c["id"]: c for c in await store.child_sessions(session["id"])}
+    calls: list[CallNode] = []
+    for call in await store.audit_for_session(session["id"]):
+        node = CallNode(call)
+        for child_id in [c for c in children if c in (call["result"] or "")]:
+            node.children.append(await session_tree(store, children.pop(child_id)))
+        calls.append(node)
+    return SessionNode(
+        session,
+        await store.messages_for_session(session["id"]),
+        await store.turns_for_session(session["id"]),
+        calls,
+        [await session_tree(store, child) for child in children.values()],
+    )
+
+
+async def show_session(store: SessionRows, session_id: str) -> str:
+    """The session, each tool call in order, and each child session nested under it."""
+    tree = await session_tree(store, await find_session(store, session_id))
     lines: list[str] = []
-    await _render(store, session, lines, depth=0)
+    _render(tree, lines, depth=0)
     return "\n".join(_printable(line) for line in lines)
 
 
-async def _render(
-    store: SessionRows, session: dict[str, Any], lines: list[str], depth: int
-) -> None:
+def _render(node: SessionNode, lines: list[str], depth: int) -> None:
     pad = "    " * depth
-    messages = await store.messages_for_session(session["id"])
+    session = node.session
     lines.append(
         f"{pad}{'└─ ' if depth else ''}session {session['id']}  agent={session['agent_id']}  "
         f"status={session['status']}  persona={session['persona_version'] or '-'}"
     )
     lines.append(
         f"{pad}   {session['conversation_key']}  user={session['user_id']}  "
-        f"created={session['created_at'][:19].replace('T', ' ')}  messages={len(messages)}"
+        f"created={session['created_at'][:19].replace('T', ' ')}  messages={len(node.messages)}"
     )
-    children = {c["id"]: c for c in await store.child_sessions(session["id"])}
-    calls = await store.audit_for_session(session["id"])
-    if not calls:
+    if not node.calls:
         lines.append(f"{pad}   (no tool calls)")
-    for call in calls:
+    for item in node.calls:
+        call = item.call
         mark = "ok " if call["ok"] else "ERR"
         lines.append(
             f"{pad}   {call['created_at'][11:23]}  {mark}  {call['tool_name']}({_short(call['arguments'])})"
             f"  {call['duration_ms']:.0f} ms"
         )
         lines.append(f"{pad}       → {_short(call['result'])}")
-        for child_id in [c for c in children if c in (call["result"] or "")]:
-            await _render(store, children.pop(child_id), lines, depth + 1)
-    for child in children.values():  # e.g. a dispatch whose result was cut off
-        await _render(store, child, lines, depth + 1)
+        for child in item.children:
+            _render(child, lines, depth + 1)
+    for child in node.orphans:
+        _render(child, lines, depth + 1)
 
 
 def _printable(line: str) -> str:

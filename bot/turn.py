@@ -26,6 +26,7 @@ from bot.conversations import TurnSignal
 from bot.dedup import Dedup
 from bot.delivery import APOLOGY, Delivery
 from bot.metrics import NO_METRICS, GatewayMetrics
+from bot.quota import Quotas
 from bot.storage.base import GatewayStore, StorageError
 from bot.storage.turns import handle_record
 from tools.builtin.settings import ToolsSettings
@@ -76,6 +77,7 @@ class TurnRunner:
         persona: str,
         timeout_s: float,
         metrics: GatewayMetrics = NO_METRICS,
+        quotas: Quotas | None = None,
     ) -> None:
         self.channels = channels
         self.metrics = metrics
@@ -86,6 +88,7 @@ class TurnRunner:
         self.session_for = session_for
         self.persona = persona
         self.timeout_s = timeout_s
+        self.quotas = quotas
         self.resumer: TurnResumer | None = None  # set by the gateway
 
     async def run(self, batch: list[InboundMessage], control: TurnSignal) -> None:
@@ -123,6 +126,9 @@ class TurnRunner:
             self.metrics.placeholder_shown(last.chat.channel, time.monotonic() - arrived)
             if control.stopped:
                 outcome = Outcome("stopped", STOPPED)
+            elif (refusal := await self._over_quota(last)) is not None:  # no model call
+                log.info("over quota in %s: %s", last.conversation_key, refusal)
+                outcome = Outcome("refused", refusal)
             else:
                 persona = self.personas.get(self.persona)  # pinned for the whole turn
                 session_id = await self.session_for(last, persona.name, persona.version)
@@ -181,6 +187,22 @@ class TurnRunner:
                 except StorageError as exc:
                     if outcome.text != STORAGE_FAILED:  # else the failure is logged already
                         log.error("turn %s ended but was not recorded: %s", turn_id, exc)
+                await self._spend(last, turn_id)
+
+    async def _over_quota(self, message: InboundMessage) -> str | None:
+        """What the placeholder says instead of an answer, if a quota is reached; else None and
+        the turn is counted."""
+        return None if self.quotas is None else await self.quotas.admit(message)
+
+    async def _spend(self, message: InboundMessage, turn_id: str) -> None:
+        """The turn's tokens (its specialists' so far included) count against its quotas."""
+        if self.quotas is None or not self.quotas.counts_tokens:
+            return
+        try:
+            used = await self.store.turn_usage(turn_id)
+            await self.quotas.spend(message, used["input_tokens"] + used["output_tokens"])
+        except StorageError as exc:
+            log.error("turn %s: its tokens were not counted against quotas: %s", turn_id, exc)
 
     async def _storage_failed(self, batch: list[InboundMessage], exc: StorageError) -> Outcome:
         """The messages are in no store: say so in the log, ask the user to send them again, and

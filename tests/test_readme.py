@@ -50,7 +50,7 @@ def test_every_config_key_is_documented() -> None:
 
 
 def test_cli_commands_in_the_readme_exist() -> None:
-    for command in (["serve"], ["chat"], ["personas", "check"]):
+    for command in (["serve"], ["chat"], ["personas", "check"], ["usage"]):
         assert f"bot {' '.join(command)}" in README
         result = subprocess.run(
             [sys.executable, "-m", "bot", *command, "--help"],

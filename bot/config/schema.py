@@ -115,6 +115,38 @@ class GatewayConfig(_Section):
     group_reply: Literal["mention", "all"] = "mention"
 
 
+class ModelPrice(_Section):
+    """US dollars (or any one currency) per million tokens."""
+
+    input_per_mtok: float = Field(ge=0)
+    output_per_mtok: float = Field(ge=0)
+
+
+class UsageConfig(_Section):
+    # keyed by the model name as recorded in `usage.model`; a model without a price costs "-"
+    prices: dict[str, ModelPrice] = {}
+
+
+class QuotaLimits(_Section):
+    """Unset (null) limits do not apply; a turn past a reached limit is refused, not the call."""
+
+    turns_per_minute: int | None = Field(None, ge=0)
+    turns_per_day: int | None = Field(None, ge=0)
+    tokens_per_minute: int | None = Field(None, ge=0)
+    tokens_per_day: int | None = Field(None, ge=0)
+
+
+class QuotasConfig(_Section):
+    per_user: QuotaLimits = QuotaLimits()
+    per_conversation: QuotaLimits = QuotaLimits()
+    exempt_users: list[str] = []  # user ids, or `channel:user_id`
+
+
+class AdminConfig(_Section):
+    token: str = secret(env="BOT_ADMIN_TOKEN")  # empty: no /admin at all
+    allow_remote: bool = False  # true: also from non-loopback addresses (behind your own TLS)
+
+
 class PersonasConfig(_Section):
     dirs: list[str] = ["personas"]
 
@@ -143,6 +175,9 @@ class Config(_Section):
     channels: ChannelsConfig = ChannelsConfig()
     knowledge: KnowledgeSettings = KnowledgeSettings()  # defined beside the tools that read it
     tools: ToolsSettings = ToolsSettings()
+    usage: UsageConfig = UsageConfig()
+    quotas: QuotasConfig = QuotasConfig()
+    admin: AdminConfig = AdminConfig()
 
 
 def item_model(annotation: Any) -> type[BaseModel] | None:

@@ -9,6 +9,7 @@ contract test (tests/test_store_contract.py) and are handed to the gateway uncha
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any, Protocol
 
 from adapters.base import ChatRef
@@ -99,9 +100,22 @@ class GatewayStore(AgentStore, Protocol):
 
     async def conversation_chat(self, conversation_key: str) -> ChatRef | None: ...
 
+    async def turn_usage(self, turn_id: str) -> dict[str, Any]:
+        """The turn's `model_calls`, `input_tokens` and `output_tokens` (specialists included)."""
+        ...
+
 
 class Store(GatewayStore, MemoryStore, OrderStore, Protocol):
     """The whole store an app runs on (`bot sessions` reads the admin views both stores have)."""
+
+    async def quota_counts(self, buckets: Sequence[str]) -> dict[str, tuple[int, int]]:
+        """Quota counters (bot/quota.py `StoreQuotaState`): (turns, tokens) of each unexpired
+        bucket that has any."""
+        ...
+
+    async def quota_add(
+        self, bucket: str, *, turns: int, tokens: int, expires_at: float
+    ) -> None: ...
 
     async def open(self) -> None: ...
 

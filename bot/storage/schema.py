@@ -169,6 +169,18 @@ def _v7_turn_inbound_messages(db: Database) -> None:
         db.execute("UPDATE turns SET inbound_messages = ? WHERE id = ?", [shown, turn_id])
 
 
+def _v8_quota_counters(db: Database) -> None:
+    # Quota windows (bot/quota.py): one row per scope, window and window start; expired rows
+    # (expires_at, unix seconds) are pruned now and then.
+    db.table("quota_counters").create(
+        {"bucket": str, "turns": int, "tokens": int, "expires_at": float},
+        pk="bucket",
+        not_null={"turns", "tokens", "expires_at"},
+    )
+    db.table("quota_counters").create_index(["expires_at"])
+    db.table("usage").create_index(["created_at"])  # `bot usage --since`, the admin's usage
+
+
 MIGRATIONS: tuple[Callable[[Database], None], ...] = (
     _v1_core_tables,
     _v2_titles_and_audit_extra,
@@ -177,6 +189,7 @@ MIGRATIONS: tuple[Callable[[Database], None], ...] = (
     _v5_resume_attempts,
     _v6_api_sessions,
     _v7_turn_inbound_messages,
+    _v8_quota_counters,
 )
 
 

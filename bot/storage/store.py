@@ -8,6 +8,7 @@ from typing import cast
 from bot.storage.api_records import ApiRecords
 from bot.storage.claims import EventClaims
 from bot.storage.messages import History, MessageLog
+from bot.storage.quotas import QuotaCounters
 from bot.storage.records import UserRecords
 from bot.storage.schema import SESSION_STATUSES, check_status, insert_sql, now
 from bot.storage.turns import TurnLog
@@ -32,7 +33,9 @@ _CLOSE_ACTIVE = (
 )
 
 
-class SqliteStore(MessageLog, TurnLog, EventClaims, UserRecords, AdminViews, ApiRecords):
+class SqliteStore(
+    MessageLog, TurnLog, EventClaims, QuotaCounters, UserRecords, AdminViews, ApiRecords
+):
     """The `agent.store.Store` protocol plus what the gateway needs, on one SQLite connection.
 
     Every public method is a coroutine (so a store on another backend can really await) that

@@ -25,6 +25,29 @@ class AdminViews(StoreConnection):
         sql = "SELECT * FROM messages WHERE session_id = ? ORDER BY id"
         return await self._run(self._select, sql, session_id)
 
+    async def turns_for_session(self, session_id: str) -> list[dict[str, Any]]:
+        sql = "SELECT * FROM turns WHERE session_id = ? ORDER BY created_at, rowid"
+        return await self._run(self._select, sql, session_id)
+
+    async def conversations(
+        self, *, channel: str | None = None, user_id: str | None = None, limit: int = 50
+    ) -> list[dict[str, Any]]:
+        """Coordinator sessions, newest first, with how many of their turns failed."""
+        where = ["parent_session_id IS NULL"]
+        params: list[Any] = []
+        if channel:
+            where.append("channel = ?")
+            params.append(channel)
+        if user_id:
+            where.append("user_id = ?")
+            params.append(user_id)
+        sql = (
+            "SELECT s.*, (SELECT count(*) FROM turns t WHERE t.session_id = s.id"
+            " AND t.status = 'failed') AS failed_turns FROM chat_sessions s"
+            f" WHERE {' AND '.join(where)} ORDER BY updated_at DESC, rowid DESC LIMIT ?"
+        )
+        return await self._run(self._select, sql, *params, limit)
+
     async def recent_sessions(
         self, *, limit: int = 20, root_only: bool = True
     ) -> list[dict[str, Any]]:
@@ -50,3 +73,15 @@ class AdminViews(StoreConnection):
         )
         [totals] = await self._run(self._select, sql, turn_id)
         return totals
+
+    async def usage_totals(self, since: str | None = None) -> list[dict[str, Any]]:
+        """Model calls and tokens per day (UTC), channel, user and model, since a date or ever."""
+        sql = (
+            "SELECT substr(u.created_at, 1, 10) AS day, coalesce(s.channel, '-') AS channel,"
+            " coalesce(s.user_id, '-') AS user_id, coalesce(u.model, '-') AS model,"
+            " count(*) AS calls, coalesce(sum(u.input_tokens), 0) AS input_tokens,"
+            " coalesce(sum(u.output_tokens), 0) AS output_tokens"
+            " FROM usage u LEFT JOIN chat_sessions s ON s.id = u.session_id"
+            " WHERE u.created_at >= ? GROUP BY 1, 2, 3, 4"
+        )
+        return await self._run(self._select, sql, since or "")

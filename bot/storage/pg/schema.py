@@ -108,9 +108,17 @@ _V7 = (
     "ALTER TABLE turns ADD COLUMN inbound_messages text",
     "CREATE INDEX idx_turns_session_id ON turns (session_id, seq)",
 )
+_V8 = (
+    # quota windows (bot/quota.py); expires_at: unix seconds
+    """CREATE TABLE quota_counters (
+        bucket text PRIMARY KEY, turns integer NOT NULL, tokens integer NOT NULL,
+        expires_at double precision NOT NULL)""",
+    "CREATE INDEX idx_quota_counters_expires_at ON quota_counters (expires_at)",
+    "CREATE INDEX idx_usage_created_at ON usage (created_at)",
+)
 
 # append new ones (the same number as the SQLite migration), never edit old ones
-MIGRATIONS: tuple[tuple[str, ...], ...] = (_V1, _V2, _V3, _V4, _V5, _V6, _V7)
+MIGRATIONS: tuple[tuple[str, ...], ...] = (_V1, _V2, _V3, _V4, _V5, _V6, _V7, _V8)
 
 _VERSIONS_TABLE = (
     "CREATE TABLE IF NOT EXISTS schema_migrations (version integer PRIMARY KEY, applied_at text)"

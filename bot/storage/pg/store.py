@@ -9,6 +9,7 @@ from bot.storage.pg.api_records import PgApiRecords
 from bot.storage.pg.claims import PgEventClaims
 from bot.storage.pg.connection import rowcount
 from bot.storage.pg.messages import PgMessageLog
+from bot.storage.pg.quotas import PgQuotaCounters
 from bot.storage.pg.records import PgUserRecords
 from bot.storage.pg.turns import PgTurnLog, update
 from bot.storage.pg.views import PgAdminViews
@@ -41,7 +42,13 @@ _CLOSE_ACTIVE = (
 
 
 class PostgresStore(
-    PgMessageLog, PgTurnLog, PgEventClaims, PgUserRecords, PgAdminViews, PgApiRecords
+    PgMessageLog,
+    PgTurnLog,
+    PgEventClaims,
+    PgQuotaCounters,
+    PgUserRecords,
+    PgAdminViews,
+    PgApiRecords,
 ):
     """The whole `bot.storage.base.Store` on a PostgreSQL pool: for gateway processes on
     several hosts. Each public method is one statement or one short transaction."""

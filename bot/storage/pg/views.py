@@ -27,6 +27,28 @@ class PgAdminViews(PgConnection):
             "SELECT * FROM messages WHERE session_id = $1 ORDER BY id", session_id
         )
 
+    async def turns_for_session(self, session_id: str) -> list[dict[str, Any]]:
+        sql = "SELECT * FROM turns WHERE session_id = $1 ORDER BY created_at, seq"
+        return await self._select(sql, session_id)
+
+    async def conversations(
+        self, *, channel: str | None = None, user_id: str | None = None, limit: int = 50
+    ) -> list[dict[str, Any]]:
+        """Coordinator sessions, newest first, with how many of their turns failed."""
+        where = ["parent_session_id IS NULL"]
+        params: list[Any] = []
+        for column, value in (("channel", channel), ("user_id", user_id)):
+            if value:
+                params.append(value)
+                where.append(f"{column} = ${len(params)}")
+        params.append(limit)
+        sql = (
+            "SELECT s.*, (SELECT count(*) FROM turns t WHERE t.session_id = s.id"
+            " AND t.status = 'failed') AS failed_turns FROM chat_sessions s"
+            f" WHERE {' AND '.join(where)} ORDER BY updated_at DESC, seq DESC LIMIT ${len(params)}"
+        )
+        return await self._select(sql, *params)
+
     async def recent_sessions(
         self, *, limit: int = 20, root_only: bool = True
     ) -> list[dict[str, Any]]:
@@ -53,3 +75,15 @@ class PgAdminViews(PgConnection):
         )
         [totals] = await self._select(sql, turn_id)
         return totals
+
+    async def usage_totals(self, since: str | None = None) -> list[dict[str, Any]]:
+        """Model calls and tokens per day (UTC), channel, user and model, since a date or ever."""
+        sql = (
+            "SELECT substr(u.created_at, 1, 10) AS day, coalesce(s.channel, '-') AS channel,"
+            " coalesce(s.user_id, '-') AS user_id, coalesce(u.model, '-') AS model,"
+            " count(*) AS calls, coalesce(sum(u.input_tokens), 0) AS input_tokens,"
+            " coalesce(sum(u.output_tokens), 0) AS output_tokens"
+            " FROM usage u LEFT JOIN chat_sessions s ON s.id = u.session_id"
+            " WHERE u.created_at >= $1 GROUP BY 1, 2, 3, 4"
+        )
+        return await self._select(sql, since or "")

@@ -1,0 +1,204 @@
+"""Usage quotas: turns and tokens per user and per conversation, per minute and per UTC day.
+
+The turn runner asks `Quotas.admit` after the placeholder is up and before any model work: over
+a limit, the placeholder says which limit and when it resets, and the model is never called.
+A turn's tokens are known only once it has run, so `spend` adds them at its end: the token
+limits are soft (the turn that crosses a limit finishes; the next one is refused), and so are
+the turn limits across processes (read, then add; two processes may both admit the last turn).
+
+The counters sit behind the `QuotaState` seam, like dedup: in memory (tests, `bot chat`), in
+the store (SQLite: the `quota_counters` table), and a Redis one may join (INCRBY + EXPIREAT).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Protocol
+
+from adapters.base import InboundMessage
+from bot.config.schema import QuotaLimits, QuotasConfig
+
+Counts = tuple[int, int]  # turns, tokens
+WINDOWS = (("minute", 60), ("day", 86400))  # UTC days start at 00:00 UTC: epoch seconds align
+# a background result, a crash's resumption: never refused, but their tokens count
+SYSTEM_EVENTS = ("task:", "resume:")
+
+
+class QuotaState(Protocol):
+    """Counters per bucket. A bucket names a scope and one window start, so a new window is a
+    new bucket; `expires_at` (unix seconds) only says when a bucket may be forgotten."""
+
+    async def counts(self, buckets: Sequence[str]) -> dict[str, Counts]:
+        """(turns, tokens) of each bucket that has any; a bucket never added to is absent."""
+        ...
+
+    async def add(self, bucket: str, *, turns: int, tokens: int, expires_at: float) -> None: ...
+
+
+class QuotaCounterStore(Protocol):
+    async def quota_counts(self, buckets: Sequence[str]) -> dict[str, Counts]: ...
+
+    async def quota_add(
+        self, bucket: str, *, turns: int, tokens: int, expires_at: float
+    ) -> None: ...
+
+
+class StoreQuotaState:
+    """Counters in the store (SQLite: `quota_counters`), shared by processes on one file."""
+
+    def __init__(self, store: QuotaCounterStore) -> None:
+        self.store = store
+
+    async def counts(self, buckets: Sequence[str]) -> dict[str, Counts]:
+        return await self.store.quota_counts(buckets)
+
+    async def add(self, bucket: str, *, turns: int, tokens: int, expires_at: float) -> None:
+        await self.store.quota_add(bucket, turns=turns, tokens=tokens, expires_at=expires_at)
+
+
+class MemoryQuotaState:
+    """Counters in this process; expired buckets are dropped as new ones are added."""
+
+    def __init__(self, *, clock: Callable[[], float] = time.time) -> None:
+        self._clock = clock
+        self._buckets: dict[str, tuple[int, int, float]] = {}
+
+    async def counts(self, buckets: Sequence[str]) -> dict[str, Counts]:
+        now = self._clock()
+        found = ((b, self._buckets.get(b)) for b in buckets)
+        return {b: (c[0], c[1]) for b, c in found if c is not None and c[2] > now}
+
+    async def add(self, bucket: str, *, turns: int, tokens: int, expires_at: float) -> None:
+        now = self._clock()
+        if bucket not in self._buckets:
+            for stale in [b for b, c in self._buckets.items() if c[2] <= now]:
+                del self._buckets[stale]
+        old_turns, old_tokens, old_expiry = self._buckets.get(bucket, (0, 0, 0.0))
+        self._buckets[bucket] = (
+            old_turns + turns,
+            old_tokens + tokens,
+            max(old_expiry, expires_at),
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class _Scope:
+    key: str  # "user:telegram:42", "conversation:telegram:-100:7"
+    limits: QuotaLimits
+    whose: str  # for the reply: "you've", "this conversation has"
+
+
+@dataclass(frozen=True, slots=True)
+class _Window:
+    name: str
+    start: int
+    end: int
+
+    def bucket(self, scope: _Scope) -> str:
+        return f"{scope.key}:{self.name}:{self.start}"
+
+
+class Quotas:
+    """The configured limits, checked against a `QuotaState`."""
+
+    def __init__(
+        self, config: QuotasConfig, state: QuotaState, *, clock: Callable[[], float] = time.time
+    ) -> None:
+        self.config = config
+        self.state = state
+        self._clock = clock
+        self._exempt = frozenset(config.exempt_users)
+        limits = (config.per_user, config.per_conversation)
+        self.enabled = any(v is not None for x in limits for v in x.model_dump().values())
+
+    @property
+    def counts_tokens(self) -> bool:
+        """Whether any token limit is set (else a turn's tokens need not be looked up)."""
+        limits = (self.config.per_user, self.config.per_conversation)
+        return any(x.tokens_per_day is not None or x.tokens_per_minute is not None for x in limits)
+
+    async def admit(self, message: InboundMessage) -> str | None:
+        """None, and the turn is counted; or the reply that says which limit was reached."""
+        if message.event_id.startswith(SYSTEM_EVENTS):
+            return None  # work the user was admitted for already
+        pairs = self._limited(message)
+        if not pairs:
+            return None
+        counts = await self.state.counts([w.bucket(s) for s, w in pairs])
+        now = self._clock()
+        refusals: list[tuple[int, str]] = []
+        for scope, window in pairs:
+            turns, tokens = counts.get(window.bucket(scope), (0, 0))
+            reply = _over(scope, window, turns, tokens, now)
+            if reply is not None:
+                refusals.append((window.end, reply))
+        if refusals:
+            return max(refusals)[1]  # the limit that lasts longest is the one worth telling
+        for scope, window in pairs:
+            await self.state.add(window.bucket(scope), turns=1, tokens=0, expires_at=window.end)
+        return None
+
+    async def spend(self, message: InboundMessage, tokens: int) -> None:
+        """Add a finished turn's tokens (its specialists' included) to its windows."""
+        if tokens <= 0:
+            return
+        for scope, window in self._limited(message):
+            await self.state.add(
+                window.bucket(scope), turns=0, tokens=tokens, expires_at=window.end
+            )
+
+    def _limited(self, message: InboundMessage) -> list[tuple[_Scope, _Window]]:
+        """Each scope of the message with each window it has a limit in."""
+        scopes = self._scopes(message) if self.enabled else []
+        if not scopes:
+            return []
+        now = int(self._clock())
+        pairs: list[tuple[_Scope, _Window]] = []
+        for name, size in WINDOWS:
+            window = _Window(name, now - now % size, now - now % size + size)
+            pairs.extend((s, window) for s in scopes if _limits(s.limits, name) != (None, None))
+        return pairs
+
+    def _scopes(self, message: InboundMessage) -> list[_Scope]:
+        user = f"{message.chat.channel}:{message.user_id}"
+        if {message.user_id, user} & self._exempt:
+            return []
+        return [
+            _Scope(f"user:{user}", self.config.per_user, "you've"),
+            _Scope(
+                f"conversation:{message.conversation_key}",
+                self.config.per_conversation,
+                "this conversation has",
+            ),
+        ]
+
+
+def _limits(limits: QuotaLimits, window: str) -> tuple[int | None, int | None]:
+    """(turns, tokens) limits of one window; None where unset."""
+    if window == "day":
+        return limits.turns_per_day, limits.tokens_per_day
+    return limits.turns_per_minute, limits.tokens_per_minute
+
+
+def _over(scope: _Scope, window: _Window, turns: int, tokens: int, now: float) -> str | None:
+    turn_limit, token_limit = _limits(scope.limits, window.name)
+    if turn_limit is not None and turns >= turn_limit:
+        what = f"{turn_limit} message{'s' if turn_limit != 1 else ''} a {window.name}"
+    elif token_limit is not None and tokens >= token_limit:
+        what = f"{token_limit:,} tokens a {window.name}"
+    else:
+        return None
+    if window.name == "day":
+        return (
+            f"Sorry — {scope.whose} reached today's limit ({what}); it resets at 00:00 UTC. "
+            "Please send your message again after that."
+        )
+    at = datetime.fromtimestamp(window.end, UTC).strftime("%H:%M:%S")
+    wait = max(1, round(window.end - now))
+    return (
+        f"Sorry — {scope.whose} reached the limit of {what}; it resets at {at} UTC "
+        f"(in {wait} s). Please send your message again then."
+    )
