@@ -19,6 +19,7 @@ from typing import Any
 
 import aiohttp
 import pytest
+from prometheus_client.parser import text_string_to_metric_families
 
 from adapters.base import ChatRef, OutboundContent
 from adapters.feishu import FeishuChannel
@@ -28,6 +29,7 @@ from agent.providers.scripted import Reply, ScriptedProvider
 from bot.app import App
 from bot.config import ConfigError
 from bot.delivery import Delivery
+from bot.metrics import Metrics
 from tests.conftest import make_config
 from tests.feishu_events import ENCRYPT_KEY, TOKEN, action_event, message_event, signed
 from tests.feishu_fake import APP_ID, APP_SECRET, FakeFeishu
@@ -301,3 +303,31 @@ async def test_the_token_is_fetched_without_blocking_the_event_loop(fake: FakeFe
         ticker.cancel()
     assert ticks >= 10  # the loop went on while the token came (a blocking fetch allows none)
     assert len(fake.of("token")) == 1
+
+
+async def test_open_api_calls_and_429s_are_counted_for_metrics(fake: FakeFeishu) -> None:
+    metrics = Metrics()
+    channel = channel_on(fake, card_update_interval_s=0.05, calls=metrics)
+    turn = Delivery(channel, CHAT)
+    await turn.start()
+    fake.force_429["content"] = 1
+    await turn.on_event(AnswerDelta("a "))
+    await asyncio.sleep(0.1)
+    await turn.on_event(Final("all done"))
+    samples = {
+        (s.name, tuple(sorted(s.labels.items()))): s.value
+        for family in text_string_to_metric_families(metrics.render().decode())
+        for s in family.samples
+    }
+    calls = {
+        (labels["method"], labels["outcome"]): value
+        for (name, pairs), value in samples.items()
+        if name == "gateway_platform_calls_total"
+        for labels in [dict(pairs)]
+    }
+    limited = [key for key in calls if key[1] == "rate_limited"]
+    assert len(limited) == 1 and calls[limited[0]] == 1
+    assert ":" in limited[0][0] or "/" in limited[0][0]  # the path template, no ids
+    assert not any("oc_chat" in method for method, _ in calls)  # no chat id in a label
+    assert sum(v for (m, o), v in calls.items() if o == "ok") >= 3  # token, card, send, ...
+    assert samples[("gateway_platform_rate_limited_total", (("channel", "feishu"),))] == 1

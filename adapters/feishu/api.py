@@ -22,6 +22,7 @@ import httpx
 
 from adapters.base import ChannelError, DeliveryUncertain, MessageGone, RateLimited
 from adapters.feishu.sdk import AccessTokenType, HttpMethod, lark
+from adapters.platform_calls import NO_PLATFORM_CALLS, PlatformCalls
 
 log = logging.getLogger(__name__)
 
@@ -48,7 +49,16 @@ class ApiError(ChannelError):
 class FeishuApi:
     """One app's calls. `call` returns the answer's `data` or raises a `ChannelError`."""
 
-    def __init__(self, *, app_id: str, app_secret: str, base_url: str, timeout_s: float) -> None:
+    def __init__(
+        self,
+        *,
+        app_id: str,
+        app_secret: str,
+        base_url: str,
+        timeout_s: float,
+        calls: PlatformCalls = NO_PLATFORM_CALLS,
+    ) -> None:
+        self.metrics = calls  # what each call came to, for /metrics
         self.app_id = app_id
         self._app_secret = app_secret
         self.client = (
@@ -101,15 +111,26 @@ class FeishuApi:
         """One API call with the tenant token; an expired token is renewed and the call retried.
 
         Returns the answer's `field` (`data`, or `bot` for the bot's info)."""
+        # the path as written, ids still `:placeholders`: a bounded name for the metrics
+        name = path.removeprefix("/open-apis/")
         for attempt in (1, 2):
             token = await self.token(renew=attempt == 2)
-            answer = await self._send(method, path, body, paths or {}, query, token, sending)
+            try:
+                answer = await self._send(method, path, body, paths or {}, query, token, sending)
+            except ChannelError:
+                self.metrics.record("feishu", name, "error")
+                raise
             code = int(answer.get("code", -1))
             if code == 0:
+                self.metrics.record("feishu", name, "ok")
                 data = answer.get(field)
                 return data if isinstance(data, dict) else {}
             if code in RATE_LIMITED:
                 self.rate_limited += 1
+                reset = float(answer.get("_reset", 1.0))
+                self.metrics.record("feishu", name, "rate_limited", retry_after_s=reset)
+            else:
+                self.metrics.record("feishu", name, "error")
             if code not in TOKEN_INVALID or attempt == 2:
                 raise _error(code, str(answer.get("msg", "")), what, answer)
             log.info("Feishu token refused (code %d); renewing it", code)

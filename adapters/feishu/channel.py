@@ -34,6 +34,7 @@ from adapters.feishu.config import base_url
 from adapters.feishu.ingress import Ingress
 from adapters.feishu.outbound import Outbound
 from adapters.feishu.render import plain_text, rendered_length, to_card_markdown
+from adapters.platform_calls import NO_PLATFORM_CALLS, PlatformCalls
 from adapters.telegram.recent import Recent
 
 log = logging.getLogger(__name__)
@@ -68,6 +69,7 @@ class FeishuChannel:
         request_timeout_s: float = 10.0,
         admits: Callable[[InboundMessage], bool] | None = None,
         budget: RateBudget | None = None,
+        calls: PlatformCalls = NO_PLATFORM_CALLS,
     ) -> None:
         if mode == "webhook" and not (encrypt_key and verification_token):
             raise ValueError(
@@ -81,6 +83,7 @@ class FeishuChannel:
             app_secret=app_secret,
             base_url=self.base_url,
             timeout_s=request_timeout_s,
+            calls=calls,
         )
         self.out = Outbound(
             self.api,

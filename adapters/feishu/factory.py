@@ -21,4 +21,5 @@ def build(section: FeishuConfig, services: ChannelServices) -> FeishuChannel:
         text_edit_interval_s=section.text_edit_interval_s,
         admits=services.admits,
         budget=services.rate_budget,
+        calls=services.platform_calls,
     )
