@@ -10,7 +10,7 @@ to import). To add a channel: write the package, add its section to `ChannelsCon
 from __future__ import annotations
 
 import importlib
-from collections.abc import Callable, Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -35,6 +35,9 @@ class ChannelServices:
     rate_budget: RateBudget | None = None
     # Every call a channel makes to its platform, for /metrics (adapters/platform_calls.py).
     platform_calls: PlatformCalls = NO_PLATFORM_CALLS
+    # Whether the gateway answered in a conversation (by its key), from the store: a reply in
+    # a Slack thread the bot was answering is answered after a restart too. None: no store.
+    answered: Callable[[str], Awaitable[bool]] | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -86,6 +86,7 @@ class App:
                 # replies a channel sends on its own (to stickers, say) obey the access policy
                 admits=lambda message: self.gateway.access.check(message) == "allow",
                 platform_calls=self.ops.platform_calls,
+                answered=self._answered,
             )
             for channel in build_enabled(config.channels, services):
                 self.channels[channel.name] = channel
@@ -157,6 +158,14 @@ class App:
             workers=self.workers,
             conversations=self.conversations,
         )
+
+    async def _answered(self, conversation_key: str) -> bool:
+        """Whether a turn was answered in this conversation (a Slack thread, say), durably."""
+        try:
+            return await self.store.conversation_chat(conversation_key) is not None
+        except StorageError as exc:
+            log.warning("cannot tell whether %s was answered before: %s", conversation_key, exc)
+            return False
 
     def _path(self, value: str) -> Path:
         path = Path(value)

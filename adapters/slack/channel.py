@@ -19,7 +19,7 @@ process) through `ChannelRevoked`. Receiving (Socket Mode or HTTP events) is in 
 from __future__ import annotations
 
 import logging
-from collections.abc import AsyncIterator, Callable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -85,6 +85,7 @@ class SlackChannel:
         admits: Callable[[InboundMessage], bool] | None = None,
         budget: RateBudget | None = None,
         calls: PlatformCalls = NO_PLATFORM_CALLS,
+        answered: Callable[[str], Awaitable[bool]] | None = None,
     ) -> None:
         self.calls = calls  # what each Web API call came to, for /metrics
         if mode == "http" and not signing_secret:
@@ -113,6 +114,7 @@ class SlackChannel:
             signing_secret=signing_secret,
             path=path,
             admits=admits or (lambda message: True),
+            answered=answered,
         )
 
     def limits_for(self, chat: ChatRef) -> ChannelLimits:

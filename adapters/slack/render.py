@@ -114,7 +114,7 @@ def _hint(hint: Mapping[str, Any], number: int) -> list[dict[str, Any]]:
     if kind == "card":
         made.append({"type": "header", "text": _plain(hint.get("title", ""), 150)})
         if hint.get("subtitle"):
-            made.append({"type": "context", "elements": [_mrkdwn(hint["subtitle"])]})
+            made.append({"type": "context", "elements": [_mrkdwn(_esc(hint["subtitle"]))]})
         fields = [
             _mrkdwn(f"*{_esc(f.get('label', ''))}*\n{_esc(f.get('value', ''))}")
             for f in hint.get("fields", [])
