@@ -91,6 +91,7 @@ async def test_display_hints_become_block_kit_beside_the_text(
     await channel.edit(handle, OutboundContent("Here it is.", (hint,)), final=True)
     [update] = fake.ok("chat.update")
     assert update.params["text"] == "Here it is."
+    assert update.params["parse"] == "none"  # chat.update's default, "client", links @channel
     kinds = [block["type"] for block in update.params["blocks"]]
     assert kinds == ["section", "header", "section", "actions"]
     [pay, cancel] = update.params["blocks"][-1]["elements"]

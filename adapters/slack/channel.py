@@ -188,7 +188,14 @@ class SlackChannel:
         key = (channel, handle.message_id)
         try:
             if self._sent.get(key) != text or content.display:
-                args: dict[str, Any] = {"channel": channel, "ts": handle.message_id, "text": text}
+                # `parse` defaults to "client" on chat.update (to "none" on postMessage): our
+                # text is mrkdwn already escaped, so Slack must not link `@channel` in it either
+                args: dict[str, Any] = {
+                    "channel": channel,
+                    "ts": handle.message_id,
+                    "text": text,
+                    "parse": "none",
+                }
                 if content.display:
                     args["blocks"] = blocks(text, content.display)
                 rank: Rank = "final" if final else "preview"
