@@ -251,6 +251,10 @@ class App:
             await self.http.close()
             self.http = None
         await self.knowledge.close()
+        for channel in self.channels.values():  # after the turns: their last edits use these
+            close_channel = getattr(channel, "aclose", None)
+            if close_channel is not None:
+                await close_channel()
         close_provider = getattr(self.provider, "aclose", None)
         if self._own_provider and close_provider is not None:
             await close_provider()  # the SDKs' HTTP connection pools

@@ -128,10 +128,9 @@ class SlackChannel:
         return {"slack": {"mode": self.mode, "connected": self.ingress.connected, **self.counts}}
 
     async def run(self, inbox: Inbox) -> None:
-        try:
-            await self.ingress.run(inbox)
-        finally:
-            await self.aclose()
+        # The pool stays open: turns still finishing (a stop's last edits) need it. The app
+        # closes it (`aclose`) once they have ended.
+        await self.ingress.run(inbox)
 
     async def aclose(self) -> None:
         """Close the HTTP connection pool (the next call opens a new one)."""
