@@ -246,6 +246,30 @@ async def test_web_api_calls_and_a_429_are_counted_for_metrics(fake: FakeSlack) 
     assert samples[("gateway_platform_retry_wait_seconds", (("channel", "slack"),))] == 2
 
 
+async def test_a_long_card_field_is_cut_to_fit_block_kit(
+    fake: FakeSlack, channel: SlackChannel
+) -> None:
+    hint = card("Report", {"Summary": "word " * 600})
+    handle = await channel.send(CHAT, OutboundContent("Thinking…"))
+    await channel.edit(handle, OutboundContent("Here.", (hint,)), final=True)
+    [update] = fake.ok("chat.update")
+    [field] = update.params["blocks"][-1]["fields"]
+    assert field["text"].startswith("*Summary*\nword word") and len(field["text"]) <= 2000
+
+
+async def test_blocks_slack_refuses_leave_the_answer_as_text(
+    fake: FakeSlack, channel: SlackChannel
+) -> None:
+    # Two buttons a tool gave the same action id: Slack refuses the blocks, not the answer.
+    hint = card("Pick", buttons=[button("Yes", "pick"), button("No", "pick")])
+    delivery = Delivery(channel, CHAT, reply_to=THREAD)
+    await delivery.start()
+    await delivery.on_event(Final("The answer.", (hint,)))
+    assert fake.thread("C1", THREAD) == ["The answer."]
+    assert [c.error for c in fake.called("chat.update")] == ["invalid_blocks", None]
+    assert fake.ok("chat.update")[0].params["blocks"] == []  # no earlier blocks stay shown
+
+
 def _texts(value: object) -> Iterator[object]:
     """Every text object inside some Block Kit, however deep."""
     if isinstance(value, dict):

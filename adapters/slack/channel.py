@@ -167,7 +167,7 @@ class SlackChannel:
         if content.display:
             args["blocks"] = blocks(text, content.display)
         async with self._call("chat.postMessage", chat, "final" if final else "send", sending=True):
-            response = await self.client.chat_postMessage(**args)
+            response = await _blocks_or_text(self.client.chat_postMessage, args)
         ts, channel = str(response["ts"]), str(response.get("channel") or chat.chat_id)
         self._sent.put((channel, ts), text)
         if chat.thread_id:
@@ -199,7 +199,7 @@ class SlackChannel:
                     args["blocks"] = blocks(text, content.display)
                 rank: Rank = "final" if final else "preview"
                 async with self._call("chat.update", chat, rank, ts=handle.message_id):
-                    await self.client.chat_update(**args)
+                    await _blocks_or_text(self.client.chat_update, args)
                 self._sent.put(key, text)
             if not final:
                 await self.status.follow(chat, content.text)
@@ -261,3 +261,19 @@ class SlackChannel:
             raise errors.refused(method, code) from exc
         except (TimeoutError, aiohttp.ClientError, SlackClientError, ValueError) as exc:
             raise errors.lost(method, exc, sending) from exc
+
+
+async def _blocks_or_text(call: Callable[..., Awaitable[Any]], args: dict[str, Any]) -> Any:
+    """The call; if Slack refuses its blocks (a tool's hint past a Block Kit limit), the text
+    alone: the answer must land even when its buttons cannot."""
+    try:
+        return await call(**args)
+    except SlackApiError as exc:
+        if "blocks" not in args or errors.error_code(exc) not in errors.BAD_BLOCKS:
+            raise
+        log.warning("Slack refused the blocks (%s); the text goes alone", errors.error_code(exc))
+        # chat.update keeps a message's blocks unless told otherwise: an empty list removes them
+        text_only = {k: v for k, v in args.items() if k != "blocks"}
+        if "ts" in args:
+            text_only["blocks"] = []
+        return await call(**text_only)
