@@ -10,7 +10,7 @@ to import). To add a channel: write the package, add its section to `ChannelsCon
 from __future__ import annotations
 
 import importlib
-from collections.abc import Callable, Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -43,6 +43,9 @@ class ChannelServices:
     # None: the channel knows only what this process saw.
     history: ConversationHistory | None = None
     claims: Claims | None = None
+    # Whether the gateway answered in a conversation (by its key), from the store: a reply in
+    # a Slack thread the bot was answering is answered after a restart too. None: no store.
+    answered: Callable[[str], Awaitable[bool]] | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -93,6 +93,7 @@ class App:
                 # what a reload shows after a restart, and resends known after one
                 history=StoreHistory(self.store, self._persona_name),
                 claims=StoreDedup(self.store, ttl_s=config.gateway.dedup_ttl_s),
+                answered=self._answered,
             )
             for channel in build_enabled(config.channels, services):
                 self.channels[channel.name] = channel
@@ -169,6 +170,14 @@ class App:
     def _persona_name(self) -> str:
         """The agent id of the conversations' sessions (the gateway's persona)."""
         return self.personas.get(self.gateway.settings.persona).name
+
+    async def _answered(self, conversation_key: str) -> bool:
+        """Whether a turn was answered in this conversation (a Slack thread, say), durably."""
+        try:
+            return await self.store.conversation_chat(conversation_key) is not None
+        except StorageError as exc:
+            log.warning("cannot tell whether %s was answered before: %s", conversation_key, exc)
+            return False
 
     def _path(self, value: str) -> Path:
         path = Path(value)
@@ -254,6 +263,10 @@ class App:
             await self.http.close()
             self.http = None
         await self.knowledge.close()
+        for channel in self.channels.values():  # after the turns: their last edits use these
+            close_channel = getattr(channel, "aclose", None)
+            if close_channel is not None:
+                await close_channel()
         close_provider = getattr(self.provider, "aclose", None)
         if self._own_provider and close_provider is not None:
             await close_provider()  # the SDKs' HTTP connection pools

@@ -57,7 +57,11 @@ class Redact(logging.Filter):
         return redact_credentials(_TOKENS.sub(MASK, text))
 
     def filter(self, record: logging.LogRecord) -> bool:
-        message = record.getMessage()
+        try:
+            message = record.getMessage()
+        except Exception:  # a call whose arguments do not fit: logged, never raised at the caller
+            message = f"{record.msg} (arguments that do not fit: {record.args!r})"
+            record.msg, record.args = message, None
         masked = self.mask(message)
         if masked != message:
             record.msg, record.args = masked, None

@@ -7,6 +7,7 @@ routes. bot/app.py builds it first and hands its seams to the parts.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import os
 import uuid
@@ -119,15 +120,31 @@ class Operations:
 
 
 def _storage_check(store: ClaimStore) -> Check:
-    async def check() -> Down | None:
+    # /readyz needs no credentials: a flood of it must not become a flood of writes, so the
+    # requests that arrive while a probe runs take its answer instead of writing again.
+    lock = asyncio.Lock()
+    probes = 0  # finished so far: a waiter that sees it grow takes the newest answer
+    last: Down | None = None
+
+    async def probe() -> Down | None:
         # a real write, as a turn would make: a read-only file or a full disk fails it
-        probe = f"readyz:{uuid.uuid4().hex}"
+        name = f"readyz:{uuid.uuid4().hex}"
         try:
-            await store.claim_event(probe, 60)
-            await store.release_event(probe)
+            await store.claim_event(name, 60)
+            await store.release_event(name)
         except StorageError as exc:
             return Down(f"not writable: {exc}")
         return None
+
+    async def check() -> Down | None:
+        nonlocal probes, last
+        seen = probes
+        async with lock:
+            if probes > seen:  # a probe finished while this request waited
+                return last
+            last = await probe()
+            probes += 1
+            return last
 
     return check
 

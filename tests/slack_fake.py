@@ -12,7 +12,8 @@ for the app's ack. Every call is recorded (`calls`); every message is kept (`mes
 Faults Slack really produces can be scripted per method: an error code for the next calls
 (`fail_next`), a 429 (`limit_next`), a call carried out whose answer is lost (`hang_next`: no
 answer until the client gives up; `garble_next`: a proxy's HTML page), a message the user
-deleted just before our update (`gone_next`), and a revoked token (`revoke()`).
+deleted just before our update (`gone_next`), and a revoked token (`revoke()`). Blocks past some
+of Block Kit's limits are refused with `invalid_blocks`, as Slack does.
 """
 
 from __future__ import annotations
@@ -285,6 +286,8 @@ class FakeSlack:
                 host = self.url.removeprefix("http://").removesuffix("/api/")
                 return {"url": f"ws://{host}/link?ticket={uuid.uuid4()}"}
             case "chat.postMessage" | "chat.postEphemeral":
+                if _invalid_blocks(p.get("blocks")):
+                    return {"error": "invalid_blocks"}
                 text = str(p.get("text") or "")
                 if not text and not p.get("blocks"):
                     return {"error": "no_text"}
@@ -318,6 +321,8 @@ class FakeSlack:
                 message = self.messages.get(key)
                 if message is None:
                     return {"error": "message_not_found"}
+                if _invalid_blocks(p.get("blocks")):
+                    return {"error": "invalid_blocks"}
                 text = str(p.get("text") or "")
                 if len(text.encode()) > MAX_TEXT_BYTES:
                     return {"error": "msg_too_long"}
@@ -327,3 +332,25 @@ class FakeSlack:
                     message.blocks = json.loads(blocks) if isinstance(blocks, str) else blocks
                 return {"channel": key[0], "ts": key[1], "text": text}
         return {}  # assistant.threads.*, and anything else: accepted
+
+
+def _invalid_blocks(blocks: Any) -> bool:
+    """Some of Block Kit's documented limits, which Slack refuses with `invalid_blocks`: a
+    section's text 3,000 characters, each of its (at most 10) fields 2,000, a header 150, a
+    button's text 75, and action ids unique within their block."""
+    blocks = json.loads(blocks) if isinstance(blocks, str) else blocks or []
+    for block in blocks:
+        if block.get("type") == "section":
+            fields = block.get("fields") or []
+            if len(fields) > 10 or any(len(f["text"]) > 2000 for f in fields):
+                return True
+            if len((block.get("text") or {}).get("text", "")) > 3000:
+                return True
+        if block.get("type") == "header" and len(block["text"]["text"]) > 150:
+            return True
+        ids = [e.get("action_id") for e in block.get("elements", []) if "action_id" in e]
+        if len(ids) != len(set(ids)):
+            return True
+        if any(len(e["text"]["text"]) > 75 for e in block.get("elements", []) if "action_id" in e):
+            return True
+    return False

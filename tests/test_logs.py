@@ -120,6 +120,14 @@ def test_tokens_and_secrets_are_masked_at_every_level(json_log: io.StringIO) -> 
     assert "RuntimeError: refused token [redacted]" in lines(json_log)[3]["exc"]
 
 
+def test_a_log_call_whose_arguments_do_not_fit_is_logged_masked_not_raised(
+    json_log: io.StringIO,
+) -> None:
+    logging.getLogger("some.library").warning("token %s refused in %s", TOKEN)
+    [line] = lines(json_log)
+    assert TOKEN not in line["message"] and "token %s refused in %s" in line["message"]
+
+
 def test_the_secrets_of_the_config_are_found(tmp_path: Path) -> None:
     config = make_config(
         tmp_path,

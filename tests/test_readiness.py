@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import aiohttp
+import asyncpg
 import pytest
 
 from agent.providers.scripted import Reply as Scripted
@@ -22,9 +23,11 @@ from bot.storage import SqliteStore
 from tests.conftest import connect, make_config
 from tests.fake_llm import Reply, fail, llm_config
 from tests.fake_openai import FakeOpenAI
+from tests.pg_kit import pg_database, pg_url
 from tests.telegram_fake import FakeBotAPI
 
 Start = Callable[..., Awaitable[App]]
+__all__ = ["pg_database", "pg_url"]  # fixtures
 
 
 @pytest.fixture
@@ -102,6 +105,29 @@ async def test_storage_made_read_only_and_writable_again(
     assert (await readyz(session, app))[1]["down"]["storage"]["since"] == since  # kept
     app.store._conn.execute("PRAGMA query_only = OFF")
     assert await readyz(session, app) == (200, {"status": "ready"})
+
+
+async def test_a_flood_of_readiness_requests_is_not_a_flood_of_writes(
+    start: Start, session: aiohttp.ClientSession, pg_url: str
+) -> None:
+    # /readyz needs no credentials; on PostgreSQL each probe holds a pooled connection, so
+    # a flood of probes would starve the turns of the pool.
+    app = await start(ScriptedProvider([]), storage={"url": pg_url})
+    count = await asyncpg.connect(pg_url)
+    try:
+        await count.execute(  # the database counts the probes' writes itself
+            "CREATE TABLE probe_writes (n int);"
+            " CREATE FUNCTION count_probe() RETURNS trigger LANGUAGE plpgsql AS"
+            " $$ BEGIN INSERT INTO probe_writes VALUES (1); RETURN NEW; END $$;"
+            " CREATE TRIGGER count_probes AFTER INSERT ON event_claims FOR EACH ROW"
+            " WHEN (NEW.event_id LIKE 'readyz:%') EXECUTE FUNCTION count_probe();"
+        )
+        answers = await asyncio.gather(*(readyz(session, app) for _ in range(40)))
+        assert all(answer == (200, {"status": "ready"}) for answer in answers)
+        writes = await count.fetchval("SELECT count(*) FROM probe_writes")
+    finally:
+        await count.close()
+    assert 1 <= writes < 20  # each write answers every request that waited for it
 
 
 async def test_a_channel_that_cannot_start_is_named(

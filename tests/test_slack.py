@@ -167,3 +167,25 @@ async def test_a_dm_thread_that_refuses_a_status_is_not_asked_again(
     await answered(app, provider, 2)
     assert fake.thread("D1", "1700000002.000001") == ["It is late."]
     assert len(fake.called("assistant.threads.setStatus")) == 1
+
+
+async def test_a_thread_the_bot_answered_is_continued_after_a_restart(
+    slack: Start, fake: FakeSlack
+) -> None:
+    provider = ScriptedProvider([Reply("Sure.")])
+    app = await slack(provider)
+    said = message(f"<@{BOT_USER}> can you help?", channel="C1")
+    await fake.push("events_api", envelope(said))
+    await answered(app, provider)
+    await app.stop()
+    await fake.wait_for(lambda: fake.connected == 0)
+    # A new process over the same database: it remembers no thread, but its store knows.
+    later = ScriptedProvider([Reply("Still here.")])
+    app = await slack(later)
+    await fake.push("events_api", envelope(message("not for us", channel="C1", thread_ts="1.5")))
+    follow = message("and one more thing", channel="C1", thread_ts=said["ts"])
+    await fake.push("events_api", envelope(follow))
+    await answered(app, later)
+    assert fake.thread("C1", said["ts"]) == ["Sure.", "Still here."]
+    assert len(later.requests) == 1
+    assert user_texts(later, 0) == ["can you help?", "and one more thing"]

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import itertools
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
@@ -24,7 +24,7 @@ from adapters.slack import SlackChannel
 from bot.delivery import Delivery
 from bot.metrics import Metrics
 from tests.slack_fake import BOT_TOKEN, MAX_TEXT_BYTES, FakeSlack
-from tools.display import button, card
+from tools.display import alert, button, card, confirm
 from tools.events import AnswerDelta, Final
 
 THREAD = "1699999999.000100"
@@ -91,6 +91,7 @@ async def test_display_hints_become_block_kit_beside_the_text(
     await channel.edit(handle, OutboundContent("Here it is.", (hint,)), final=True)
     [update] = fake.ok("chat.update")
     assert update.params["text"] == "Here it is."
+    assert update.params["parse"] == "none"  # chat.update's default, "client", links @channel
     kinds = [block["type"] for block in update.params["blocks"]]
     assert kinds == ["section", "header", "section", "actions"]
     [pay, cancel] = update.params["blocks"][-1]["elements"]
@@ -102,6 +103,27 @@ async def test_display_hints_become_block_kit_beside_the_text(
         "style": "primary",
     }
     assert "style" not in cancel and cancel["action_id"] == "no"
+
+
+async def test_no_text_of_a_display_hint_can_ping_a_channel(
+    fake: FakeSlack, channel: SlackChannel
+) -> None:
+    ping = "<!channel> see <https://evil.example|your bank>"
+    hints = (
+        card(ping, {ping: ping}, subtitle=ping),
+        alert("warning", ping, title=ping),
+        confirm(ping, [button(ping, "ok")]),
+    )
+    handle = await channel.send(CHAT, OutboundContent("Thinking…"))
+    await channel.edit(handle, OutboundContent("Here.", hints), final=True)
+    [update] = fake.ok("chat.update")
+    mrkdwn = [
+        part["text"]
+        for part in _texts(update.params["blocks"])
+        if isinstance(part, dict) and part.get("type") == "mrkdwn"
+    ]
+    assert len(mrkdwn) == 5  # the subtitle, the field, the alert, the confirm, the answer
+    assert all("<" not in text and ">" not in text for text in mrkdwn), mrkdwn
 
 
 @pytest.mark.parametrize(
@@ -222,3 +244,39 @@ async def test_web_api_calls_and_a_429_are_counted_for_metrics(fake: FakeSlack) 
     assert calls("chat.update", "rate_limited") == 1
     assert calls("chat.update", "ok") is None  # the workspace waits: nothing more was asked
     assert samples[("gateway_platform_retry_wait_seconds", (("channel", "slack"),))] == 2
+
+
+async def test_a_long_card_field_is_cut_to_fit_block_kit(
+    fake: FakeSlack, channel: SlackChannel
+) -> None:
+    hint = card("Report", {"Summary": "word " * 600})
+    handle = await channel.send(CHAT, OutboundContent("Thinking…"))
+    await channel.edit(handle, OutboundContent("Here.", (hint,)), final=True)
+    [update] = fake.ok("chat.update")
+    [field] = update.params["blocks"][-1]["fields"]
+    assert field["text"].startswith("*Summary*\nword word") and len(field["text"]) <= 2000
+
+
+async def test_blocks_slack_refuses_leave_the_answer_as_text(
+    fake: FakeSlack, channel: SlackChannel
+) -> None:
+    # Two buttons a tool gave the same action id: Slack refuses the blocks, not the answer.
+    hint = card("Pick", buttons=[button("Yes", "pick"), button("No", "pick")])
+    delivery = Delivery(channel, CHAT, reply_to=THREAD)
+    await delivery.start()
+    await delivery.on_event(Final("The answer.", (hint,)))
+    assert fake.thread("C1", THREAD) == ["The answer."]
+    assert [c.error for c in fake.called("chat.update")] == ["invalid_blocks", None]
+    assert fake.ok("chat.update")[0].params["blocks"] == []  # no earlier blocks stay shown
+
+
+def _texts(value: object) -> Iterator[object]:
+    """Every text object inside some Block Kit, however deep."""
+    if isinstance(value, dict):
+        if "type" in value and "text" in value and isinstance(value["text"], str):
+            yield value
+        for item in value.values():
+            yield from _texts(item)
+    elif isinstance(value, list):
+        for item in value:
+            yield from _texts(item)

@@ -19,7 +19,7 @@ process) through `ChannelRevoked`. Receiving (Socket Mode or HTTP events) is in 
 from __future__ import annotations
 
 import logging
-from collections.abc import AsyncIterator, Callable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -85,6 +85,7 @@ class SlackChannel:
         admits: Callable[[InboundMessage], bool] | None = None,
         budget: RateBudget | None = None,
         calls: PlatformCalls = NO_PLATFORM_CALLS,
+        answered: Callable[[str], Awaitable[bool]] | None = None,
     ) -> None:
         self.calls = calls  # what each Web API call came to, for /metrics
         if mode == "http" and not signing_secret:
@@ -113,6 +114,7 @@ class SlackChannel:
             signing_secret=signing_secret,
             path=path,
             admits=admits or (lambda message: True),
+            answered=answered,
         )
 
     def limits_for(self, chat: ChatRef) -> ChannelLimits:
@@ -126,10 +128,9 @@ class SlackChannel:
         return {"slack": {"mode": self.mode, "connected": self.ingress.connected, **self.counts}}
 
     async def run(self, inbox: Inbox) -> None:
-        try:
-            await self.ingress.run(inbox)
-        finally:
-            await self.aclose()
+        # The pool stays open: turns still finishing (a stop's last edits) need it. The app
+        # closes it (`aclose`) once they have ended.
+        await self.ingress.run(inbox)
 
     async def aclose(self) -> None:
         """Close the HTTP connection pool (the next call opens a new one)."""
@@ -166,7 +167,7 @@ class SlackChannel:
         if content.display:
             args["blocks"] = blocks(text, content.display)
         async with self._call("chat.postMessage", chat, "final" if final else "send", sending=True):
-            response = await self.client.chat_postMessage(**args)
+            response = await _blocks_or_text(self.client.chat_postMessage, args)
         ts, channel = str(response["ts"]), str(response.get("channel") or chat.chat_id)
         self._sent.put((channel, ts), text)
         if chat.thread_id:
@@ -186,12 +187,19 @@ class SlackChannel:
         key = (channel, handle.message_id)
         try:
             if self._sent.get(key) != text or content.display:
-                args: dict[str, Any] = {"channel": channel, "ts": handle.message_id, "text": text}
+                # `parse` defaults to "client" on chat.update (to "none" on postMessage): our
+                # text is mrkdwn already escaped, so Slack must not link `@channel` in it either
+                args: dict[str, Any] = {
+                    "channel": channel,
+                    "ts": handle.message_id,
+                    "text": text,
+                    "parse": "none",
+                }
                 if content.display:
                     args["blocks"] = blocks(text, content.display)
                 rank: Rank = "final" if final else "preview"
                 async with self._call("chat.update", chat, rank, ts=handle.message_id):
-                    await self.client.chat_update(**args)
+                    await _blocks_or_text(self.client.chat_update, args)
                 self._sent.put(key, text)
             if not final:
                 await self.status.follow(chat, content.text)
@@ -253,3 +261,19 @@ class SlackChannel:
             raise errors.refused(method, code) from exc
         except (TimeoutError, aiohttp.ClientError, SlackClientError, ValueError) as exc:
             raise errors.lost(method, exc, sending) from exc
+
+
+async def _blocks_or_text(call: Callable[..., Awaitable[Any]], args: dict[str, Any]) -> Any:
+    """The call; if Slack refuses its blocks (a tool's hint past a Block Kit limit), the text
+    alone: the answer must land even when its buttons cannot."""
+    try:
+        return await call(**args)
+    except SlackApiError as exc:
+        if "blocks" not in args or errors.error_code(exc) not in errors.BAD_BLOCKS:
+            raise
+        log.warning("Slack refused the blocks (%s); the text goes alone", errors.error_code(exc))
+        # chat.update keeps a message's blocks unless told otherwise: an empty list removes them
+        text_only = {k: v for k, v in args.items() if k != "blocks"}
+        if "ts" in args:
+            text_only["blocks"] = []
+        return await call(**text_only)

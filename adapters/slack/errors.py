@@ -17,6 +17,7 @@ REVOKED = frozenset(
     {"invalid_auth", "not_authed", "token_revoked", "token_expired", "account_inactive"}
 )
 GONE = frozenset({"message_not_found", "cant_update_message", "edit_window_closed", "is_inactive"})
+BAD_BLOCKS = frozenset({"invalid_blocks", "invalid_blocks_format"})
 
 
 def error_code(exc: SlackApiError) -> str | None:

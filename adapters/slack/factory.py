@@ -20,4 +20,5 @@ def build(section: SlackConfig, services: ChannelServices) -> SlackChannel:
         admits=services.admits,
         budget=services.rate_budget,
         calls=services.platform_calls,
+        answered=services.answered,
     )

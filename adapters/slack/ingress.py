@@ -15,7 +15,8 @@ from __future__ import annotations
 import asyncio
 import logging
 import re
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any, Literal
 
 import aiohttp
@@ -57,12 +58,14 @@ class Ingress:
         signing_secret: str,
         path: str,
         admits: Callable[[InboundMessage], bool],
+        answered: Callable[[str], Awaitable[bool]] | None = None,
     ) -> None:
         self.channel = channel
         self.mode = mode
         self._app_token = app_token
         self._path = path
         self._admits = admits
+        self._answered = answered
         self.app = AsyncApp(
             client=channel.client,
             signing_secret=signing_secret or "socket-mode-has-no-signing-secret",
@@ -187,6 +190,8 @@ class Ingress:
         message = normalize.message(event, team, me, lambda c, t: (c, t) in self._threads)
         if message is None:
             return
+        if message.is_group and not message.mentioned and await self._answered_thread(message):
+            message = replace(message, mentioned=True)
         if message.is_group and not message.mentioned and not self._admits(message):
             return  # channel chatter not for us: not even a claim in the database
         chat = message.chat
@@ -198,6 +203,17 @@ class Ingress:
                 self.channel.status.mark(chat.chat_id, chat.thread_id)
         log.debug("Slack message %s from %s in %s", message.message_id, message.user_id, chat.key)
         await inbox(message)
+
+    async def _answered_thread(self, message: InboundMessage) -> bool:
+        """A reply in a channel thread the bot answered in before this process started (the
+        threads it answers in now are remembered in memory): the store knows its turns."""
+        thread_ts = message.raw["event"].get("thread_ts")
+        if self._answered is None or not thread_ts or thread_ts == message.message_id:
+            return False
+        if not await self._answered(message.conversation_key):
+            return False
+        self._threads.put((message.chat.chat_id, str(thread_ts)), None)
+        return True
 
     async def _on_command(self, ack: Any, body: dict[str, Any]) -> None:
         await ack()

@@ -1,7 +1,8 @@
 """Slack events as `InboundMessage`s: DMs, mentions and their threads, slash commands, buttons.
 
 A mention in a channel starts a thread under the message; the thread is the conversation, and
-replies in it continue it without another mention (while the process remembers the thread). A
+replies in it continue it without another mention (after a restart too: ingress.py asks the
+store whether the bot answered in a thread it does not remember). A
 DM is one conversation, or one per thread where the user threads (the AI-app container does).
 The event id is the message's (`team:channel:ts`), not Slack's `event_id`: Slack sends a
 mention both as `message` and as `app_mention`, with different event ids, and retries either;

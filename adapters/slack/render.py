@@ -23,6 +23,7 @@ from adapters.markdown import Renderer, grid, may_lengthen
 _ESCAPES = str.maketrans({"&": "&amp;", "<": "&lt;", ">": "&gt;"})
 _SAFE_URL = re.compile(r"(https?://|mailto:)[^\s<>|]+", re.IGNORECASE)
 SECTION_CHARS = 3000  # a section block's text
+FIELD_CHARS = 2000  # each of a section's fields
 MAX_BLOCKS = 50
 
 
@@ -114,9 +115,9 @@ def _hint(hint: Mapping[str, Any], number: int) -> list[dict[str, Any]]:
     if kind == "card":
         made.append({"type": "header", "text": _plain(hint.get("title", ""), 150)})
         if hint.get("subtitle"):
-            made.append({"type": "context", "elements": [_mrkdwn(hint["subtitle"])]})
+            made.append({"type": "context", "elements": [_mrkdwn(_esc(hint["subtitle"]))]})
         fields = [
-            _mrkdwn(f"*{_esc(f.get('label', ''))}*\n{_esc(f.get('value', ''))}")
+            _mrkdwn(f"*{_esc(f.get('label', ''))}*\n{_esc(f.get('value', ''))}", FIELD_CHARS)
             for f in hint.get("fields", [])
         ]
         for start in range(0, len(fields), 10):  # a section holds at most 10 fields
@@ -151,8 +152,8 @@ def _button(button: Mapping[str, Any]) -> dict[str, Any]:
     return made
 
 
-def _mrkdwn(text: str) -> dict[str, Any]:
-    return {"type": "mrkdwn", "text": text[:SECTION_CHARS]}
+def _mrkdwn(text: str, limit: int = SECTION_CHARS) -> dict[str, Any]:
+    return {"type": "mrkdwn", "text": text[:limit]}
 
 
 def _esc(value: Any) -> str:
