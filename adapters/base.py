@@ -10,6 +10,8 @@ Errors a channel raises when sending or editing::
      ├── MessageGone        the message to edit no longer exists (deleted, too old)
      └── DeliveryUncertain  a send timed out or its answer was unreadable: it may have landed
 
+The inbox a channel hands messages to may raise `TryLater`: the message was not taken.
+
 "Message is not modified" is not an error: a channel treats it as success.
 """
 
@@ -156,7 +158,13 @@ class DeliveryUncertain(ChannelError):
     """A send may or may not have reached the platform: do not send it again."""
 
 
-Inbox = Callable[[InboundMessage], Awaitable[None]]
+class TryLater(Exception):
+    """The inbox could not take this message now (a shared store such as Redis is down) and kept
+    nothing of it: the channel has the platform redeliver it (a webhook answers 5xx) or tells the
+    client to send it again (the web socket), so it is neither lost nor answered twice."""
+
+
+Inbox = Callable[[InboundMessage], Awaitable[None]]  # may raise TryLater
 
 
 class Channel(Protocol):

@@ -65,7 +65,7 @@ BAD_VALUES = {
         {},
         "channels.slack: the Slack channel is not built yet",
     ),
-    "redis url": ({"redis": {"url": "redis://127.0.0.1:6379/0"}}, {}, "redis.url: "),
+    "redis url": ({"redis": {"url": "http://:pw@127.0.0.1:6379/0"}}, {}, "redis.url: expected"),
 }
 
 

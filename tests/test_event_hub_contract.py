@@ -17,6 +17,9 @@ import pytest
 
 from adapters.base import ChannelError
 from adapters.websocket.hub import EventHub, MemoryEventHub
+from bot.redis.client import connect
+from bot.redis.hub import RedisEventHub
+from tests.redis_kit import URL, redis_prefix
 
 
 @asynccontextmanager
@@ -27,8 +30,26 @@ async def memory_backend(
     yield [hub] * processes
 
 
+@asynccontextmanager
+async def redis_backend(
+    processes: int, replay_events: int, max_idle: int
+) -> AsyncIterator[list[EventHub]]:
+    """Each hub with its own connections, as in separate processes; one key prefix."""
+    async with redis_prefix() as (_, prefix), AsyncExitStack() as stack:
+        hubs: list[EventHub] = []
+        for _ in range(processes):
+            redis, reader = connect(URL), connect(URL, reader=True)
+            stack.push_async_callback(redis.aclose)
+            stack.push_async_callback(reader.aclose)
+            hub = RedisEventHub(
+                redis, reader, prefix=prefix, replay_events=replay_events, max_idle=max_idle
+            )
+            hubs.append(await stack.enter_async_context(hub))
+        yield hubs
+
+
 Backend = Callable[[int, int, int], AbstractAsyncContextManager[list[EventHub]]]
-BACKENDS: dict[str, Backend] = {"memory": memory_backend}
+BACKENDS: dict[str, Backend] = {"memory": memory_backend, "redis": redis_backend}
 
 
 class MakeHubs(Protocol):

@@ -119,12 +119,6 @@ def _refuse_unbuilt(data: dict[Any, Any]) -> None:
             raise ConfigError(
                 f"channels.{name}: the {channel} channel is not built yet; remove this section"
             )
-    redis = data.get("redis")
-    if isinstance(redis, dict) and redis.get("url") not in (None, ""):
-        raise ConfigError(
-            "redis.url: running several processes over Redis is not built yet; remove it"
-            " (an unset ${REDIS_URL} is fine: it is empty)"
-        )
 
 
 def _check_folders(config: Config, folder: Path) -> None:
