@@ -32,7 +32,8 @@ class StorageConfig(_Section):
 class RedisConfig(_Section):
     """Set `url` and every `bot serve` pointed at it shares dedup, turns, events and rate budgets."""
 
-    url: str | None = None  # redis://host:6379/0, rediss:// for TLS; None: one process, embedded
+    # redis://host:6379/0, rediss:// for TLS; None: one process, embedded. It may hold a password.
+    url: str | None = secret(None)
     prefix: str = "bot:"  # every key starts with it: several bots may share one Redis
     lease_s: float = Field(5, ge=1, le=300)  # a dead process's turns and polling move on after it
 
