@@ -17,11 +17,18 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any, Final
 
-from redis.asyncio import BlockingConnectionPool, Redis
+from redis.asyncio import ConnectionPool, Redis
+from redis.asyncio.connection import (
+    AbstractConnection,
+    Connection,
+    SSLConnection,
+    UnixDomainSocketConnection,
+)
 from redis.asyncio.retry import Retry
 from redis.backoff import ExponentialWithJitterBackoff
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import RedisError
+from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from adapters.base import TryLater
 from tools.redact import redact_credentials
@@ -32,7 +39,9 @@ COMMAND_TIMEOUT_S: Final = 2.0
 CONNECT_TIMEOUT_S: Final = 1.0
 BLOCK_MS: Final = 1000  # the longest BLOCK a reader sends; its socket waits longer
 READER_TIMEOUT_S: Final = BLOCK_MS / 1000 + 4.0
-MAX_CONNECTIONS: Final = 64  # a blocking pool queues past this instead of failing
+# Not a BlockingConnectionPool: it waits with `asyncio.wait_for` (see _CancellableWrites).
+# Commands take ~0.1 ms, so even a busy process holds few connections at once.
+MAX_CONNECTIONS: Final = 1000
 HEALTH_TTL_S: Final = 1.0
 
 
@@ -40,12 +49,47 @@ class RedisUnavailable(TryLater):
     """Redis did not answer (down, restarting, unreachable): nothing was taken; try later."""
 
 
+class _CancellableWrites(AbstractConnection):
+    """Writes bounded by `asyncio.timeout` instead of redis-py's `asyncio.wait_for`, which on
+    Python 3.11 can swallow a cancellation that lands as the write completes (seen here: a
+    cancelled XREADGROUP kept its task alive, so shutdown hung)."""
+
+    async def send_packed_command(self, command: Any, check_health: bool = True) -> None:
+        timeout, self.socket_timeout = self.socket_timeout, None
+        try:
+            async with asyncio.timeout(timeout):
+                await super().send_packed_command(command, check_health)
+        except TimeoutError:
+            await self.disconnect(nowait=True)
+            raise RedisTimeoutError("Timeout writing to socket") from None
+        finally:
+            self.socket_timeout = timeout
+
+
+class _TcpConnection(_CancellableWrites, Connection):
+    pass
+
+
+class _TlsConnection(_CancellableWrites, SSLConnection):
+    pass
+
+
+class _UnixConnection(_CancellableWrites, UnixDomainSocketConnection):
+    pass
+
+
+_CONNECTIONS: Final[dict[str, type[AbstractConnection]]] = {
+    "redis": _TcpConnection,
+    "rediss": _TlsConnection,
+    "unix": _UnixConnection,
+}
+
+
 def connect(url: str, *, reader: bool = False) -> Redis:
     """A client for `url`. `reader=True`: for commands that block up to `BLOCK_MS`."""
-    retry = Retry(ExponentialWithJitterBackoff(base=0.05, cap=0.5), 1)
     # Only a refused or dropped connection is retried: the command never reached the server.
-    retry.update_supported_errors([RedisConnectionError])
-    pool = BlockingConnectionPool.from_url(
+    retry = Retry(ExponentialWithJitterBackoff(base=0.05, cap=0.5), 1, (RedisConnectionError,))
+    pool = ConnectionPool.from_url(
         url,
         decode_responses=True,
         socket_timeout=READER_TIMEOUT_S if reader else COMMAND_TIMEOUT_S,
@@ -53,9 +97,10 @@ def connect(url: str, *, reader: bool = False) -> Redis:
         socket_keepalive=True,
         retry=retry,
         max_connections=MAX_CONNECTIONS,
-        timeout=COMMAND_TIMEOUT_S,  # waiting for a free connection
         protocol=2,  # one reply shape for stream reads (RESP3 changes XREADGROUP's)
     )
+    # set here: from_url picks its own class for rediss:// and unix://
+    pool.connection_class = _CONNECTIONS[url.partition("://")[0].lower()]
     return Redis.from_pool(pool)  # closing the client closes its pool
 
 
@@ -66,6 +111,18 @@ async def guarded(what: str) -> AsyncIterator[None]:
         yield
     except RedisError as exc:
         raise RedisUnavailable(f"redis: {what}: {describe(exc)}") from exc
+
+
+def cancelled_meanwhile() -> None:
+    """Re-raise a cancellation redis-py turned into a RedisError.
+
+    A task cancelled while redis-py reads can get a ConnectionError from its cleanup instead
+    of the CancelledError (seen here: a retry loop then ran on after shutdown). Every loop that
+    retries Redis errors calls this first.
+    """
+    task = asyncio.current_task()
+    if task is not None and task.cancelling():
+        raise asyncio.CancelledError
 
 
 def describe(exc: BaseException) -> str:

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Final
 from redis.asyncio.client import PubSub
 from redis.exceptions import RedisError
 
-from bot.redis.client import BLOCK_MS, describe
+from bot.redis.client import BLOCK_MS, cancelled_meanwhile, describe
 
 if TYPE_CHECKING:
     from bot.redis.hub import RedisEventHub
@@ -39,6 +39,7 @@ async def read_frames(hub: RedisEventHub, pubsub: PubSub) -> None:
             elif kind == "message":
                 await hub.deliver(message["channel"], message["data"])
         except (RedisError, OSError) as exc:
+            cancelled_meanwhile()
             if not lost:
                 log.warning("event hub: Redis connection lost (%s); reconnecting", describe(exc))
             lost = True
