@@ -218,3 +218,12 @@ class EventSink(Protocol):
     """Optional: a channel that shows turn status events itself (the web socket does)."""
 
     async def emit_event(self, chat: ChatRef, type: str, fields: Mapping[str, Any]) -> None: ...
+
+
+class Leader(Protocol):
+    """Elects one process for work only one receiver may do (Telegram's long polling)."""
+
+    async def lead(self, name: str, work: Callable[[], Awaitable[None]]) -> None:
+        """Run `work` while this process leads `name`, waiting its turn otherwise; until
+        cancelled. `work` is cancelled when the lead is lost, and started again if regained."""
+        ...

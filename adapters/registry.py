@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from adapters.access import AccessConfig
-from adapters.base import Channel, InboundMessage
+from adapters.base import Channel, InboundMessage, Leader
 from adapters.budget import RateBudget
 from adapters.websocket.hub import EventHub
 
@@ -32,6 +32,8 @@ class ChannelServices:
     # Shared seams; None: the channel's in-process default (a networked one spans processes).
     event_hub: EventHub | None = None
     rate_budget: RateBudget | None = None
+    # Work one process at a time may do (Telegram long polling); None: this process alone.
+    leader: Leader | None = None
 
 
 @dataclass(frozen=True, slots=True)

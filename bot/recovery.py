@@ -52,3 +52,29 @@ async def recover_interrupted_turns(
         log.warning("turn %s was interrupted by the last shutdown: %s", turn["id"], outcome)
         closed += 1
     return closed
+
+
+async def close_taken_over_turn(
+    store: GatewayStore, channels: Mapping[str, Channel], event_ids: list[str]
+) -> bool:
+    """Several processes: a batch taken over from a process that died running it. If that turn
+    was recorded (its placeholder may be showing), end it as at a restart and say so; False
+    when it never was (the process died before its placeholder), so the batch runs afresh."""
+    wanted = set(event_ids)
+    for turn in await store.unfinished_turns():
+        if wanted & set(turn["inbound_event_ids"]):
+            record = turn["placeholder"]
+            handle = handle_from_record(record) if record else None
+            channel = channels.get(handle.chat.channel) if handle is not None else None
+            if handle is not None and channel is not None:
+                try:
+                    async with asyncio.timeout(EDIT_DEADLINE_S):
+                        await channel.edit(
+                            handle, OutboundContent(INTERRUPTED_BY_CRASH), final=True
+                        )
+                except (ChannelError, TimeoutError) as exc:
+                    log.warning("turn %s: placeholder not edited: %s", turn["id"], exc)
+            await store.finish_turn(turn["id"], status="failed", error=INTERRUPTED_ERROR)
+            log.warning("turn %s: its process died mid-turn; closed by this one", turn["id"])
+            return True
+    return False

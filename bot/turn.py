@@ -22,6 +22,7 @@ from agent.providers.base import ProviderError
 from bot.conversations import TurnSignal
 from bot.dedup import Dedup
 from bot.delivery import APOLOGY, Delivery
+from bot.recovery import close_taken_over_turn
 from bot.storage.base import GatewayStore, StorageError
 from bot.storage.turns import handle_record
 from tools.builtin.settings import ToolsSettings
@@ -80,6 +81,10 @@ class TurnRunner:
     async def run(self, batch: list[InboundMessage], control: TurnSignal) -> None:
         last = batch[-1]
         channel = self.channels[last.chat.channel]
+        if control.resumed and await close_taken_over_turn(
+            self.store, self.channels, [m.event_id for m in batch]
+        ):
+            return  # its placeholder is showing: never a second one for the same messages
         delivery = Delivery(channel, last.chat, reply_to=last.message_id, recipient=last.user_id)
         turn_id = uuid.uuid4().hex
         outcome = _Outcome()

@@ -191,10 +191,16 @@
 
   // --- the connection
   var ws = null, ready = false, lastSeq = null, backoff = 500, outbox = [], stopped = false;
+  var unanswered = {};  // client_message_id -> message frame, until a reply names it
 
   function send(frame) {
+    if (frame.type === "message" && frame.client_message_id) unanswered[frame.client_message_id] = frame;
     if (ws && ready) ws.send(JSON.stringify(frame));
     else outbox.push(frame);  // resent after the next ready; client_message_id keeps it idempotent
+  }
+
+  function resendUnanswered() {  // after try_later: the server kept nothing, and dedups resends
+    Object.keys(unanswered).forEach(function (id) { send(unanswered[id]); });
   }
 
   function handle(frame) {
@@ -205,13 +211,15 @@
       if (lastSeq === null || frame.seq < lastSeq) lastSeq = frame.seq;  // fresh page, or server forgot
       state.textContent = "connected";
       root.classList.remove("cgw-offline");
-      outbox.splice(0).forEach(send);
+      outbox.splice(0).forEach(function (f) { if (f.type !== "message") send(f); });
+      resendUnanswered();  // queued ones, and any the server may not have taken
       return;
     }
     if (typeof frame.seq === "number") {
       if (lastSeq !== null && frame.seq <= lastSeq) return;  // already shown before a reconnect
       lastSeq = frame.seq;
     }
+    if (frame.type === "message.created" && frame.reply_to) delete unanswered[frame.reply_to];
     if (frame.type === "message.created" || frame.type === "message.updated") bubble(frame.message_id, frame.text, false);
     else if (frame.type === "message.completed") {
       bubble(frame.message_id, frame.text, true);
@@ -219,6 +227,10 @@
     }
     else if (frame.type === "agent.started") status("⚙ " + (frame.subagent_type || "agent") + ": " + (frame.description || "working") + "…");
     else if (frame.type === "agent.finished") status("✓ " + (frame.subagent_type || "agent") + " " + (frame.status || "finished"));
+    else if (frame.type === "error" && frame.code === "try_later") {
+      status("the server is busy; retrying…", "error");
+      if (ready) setTimeout(resendUnanswered, frame.retry_after_ms || 2000);  // else: on reconnect
+    }
     else if (frame.type === "error") status(frame.message || frame.code || "error", "error");
   }
 

@@ -19,4 +19,5 @@ def build(section: TelegramConfig, services: ChannelServices) -> TelegramChannel
         group_edit_interval_s=section.group_edit_interval_s,
         admits=services.admits,
         budget=services.rate_budget,
+        leader=services.leader,
     )

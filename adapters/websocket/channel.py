@@ -19,6 +19,7 @@ from adapters.base import (
     Inbox,
     MessageHandle,
     OutboundContent,
+    TryLater,
 )
 from adapters.websocket import accept_errors
 from adapters.websocket.admission import Admission
@@ -39,6 +40,7 @@ from adapters.websocket.static import add_page_routes
 
 log = logging.getLogger(__name__)
 
+TRY_LATER_MS = 2000  # a Redis restart takes about a second
 _LIMITS = ChannelLimits(
     max_text_length=100_000, min_edit_interval_s=0.05, can_edit=True, final_marker=True
 )
@@ -239,6 +241,14 @@ class WebSocketChannel:
                 )
                 return
             await self._deliver(inbound_message(self.name, conn.identity, frame, raw))
+        except TryLater as exc:
+            log.warning("websocket %s: message not taken: %s", conn.identity, exc)
+            conn.send_error(
+                "try_later",
+                "the server cannot take messages just now; nothing was kept: send it again in a"
+                " few seconds with the same client_message_id",
+                retry_after_ms=TRY_LATER_MS,
+            )
         except ProtocolError as exc:
             conn.send_error(exc.code, exc.message)
             if exc.code == "identity_invalid":
@@ -261,7 +271,17 @@ class WebSocketChannel:
             conn.deadline = None
         # No await from attach's return to the last push: from then on the hub pushes live frames
         # (seq > the returned seq) to `conn`, and they must come after ready and the replay.
-        seq, replay = await self._hub.attach(identity, conn, hello.resume_after)
+        try:
+            seq, replay = await self._hub.attach(identity, conn, hello.resume_after)
+        except TryLater as exc:  # the events live in Redis, and it is down: come back later
+            log.warning("websocket %s: hello refused: %s", identity, exc)
+            conn.send_error(
+                "try_later",
+                "the server cannot serve this conversation just now; reconnect in a few seconds",
+                retry_after_ms=TRY_LATER_MS,
+            )
+            conn.close(1013, "try again later")
+            return
         ready = {"type": "ready", "visitor_id": visitor_id, "conversation_id": identity, "seq": seq}
         conn.push(json.dumps(ready))
         for frame in replay:

@@ -78,7 +78,9 @@ class Connection:
         self._enqueue(frame)
         return True
 
-    def send_error(self, code: str, message: str, *, quiet_s: float = 0) -> None:
+    def send_error(
+        self, code: str, message: str, *, quiet_s: float = 0, **fields: str | int
+    ) -> None:
         """A connection-scoped error: this socket only, no seq, never replayed.
 
         Dropped while an error of the same code is still queued, or for `quiet_s` after one was:
@@ -90,7 +92,7 @@ class Connection:
         self._errors.add(code)
         if quiet_s > 0:
             self._quiet = {**(self._quiet or {}), code: now + quiet_s}
-        self.push(json.dumps({"type": "error", "code": code, "message": message}))
+        self.push(json.dumps({"type": "error", "code": code, "message": message, **fields}))
 
     def close(self, code: int, reason: str) -> None:
         """Close after the frames already queued have gone out."""

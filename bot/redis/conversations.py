@@ -176,6 +176,8 @@ class RedisConversations:
                 backoff = BACKOFF_S[0]
             except RedisError as exc:
                 cancelled_meanwhile()
+                if isinstance(exc, ResponseError):  # NOGROUP: a Redis restarted empty
+                    created = False
                 log.warning("conversation queue: Redis failed (%s); retrying", describe(exc))
                 self.started.set()  # enqueue refuses with TryLater meanwhile
                 await asyncio.sleep(backoff)
