@@ -48,6 +48,7 @@ GROUP: Final = "workers"
 IDLE_POLL_S: Final = 0.02  # wait_idle (tests, shutdown) polls the shared state
 BACKOFF_S: Final = (0.1, 2.0)
 CLAIM_EVERY_S: Final = 1.0
+ONCE_MS: Final = 600_000  # an event queued is not queued again for this long (retries, resends)
 
 
 class RedisConversations:
@@ -117,8 +118,9 @@ class RedisConversations:
         c = message.conversation_key
         async with guarded("queueing a message"):
             queued = await self.scripts["ENQUEUE"](
-                keys=[self.key(c, "in"), self.key(c, "lock"), self.ready, f"{self.base}busy"],
-                args=[messages.dump(message), self.max_queued, c],
+                keys=[self.key(c, "in"), self.key(c, "lock"), self.ready, f"{self.base}busy"]
+                + [f"{self.base}once:{message.event_id}"],
+                args=[messages.dump(message), self.max_queued, c, ONCE_MS],
             )
         if not int(queued):
             log.warning("%s has %d messages waiting; refusing more", c, self.max_queued)

@@ -42,7 +42,7 @@ async def drain(q: RedisConversations, c: str, token: int, entry_id: str) -> boo
 async def _turns(q: RedisConversations, c: str, token: int, lost: asyncio.Event) -> bool:
     if q.coalesce_ms:
         await asyncio.sleep(q.coalesce_ms / 1000)  # let a burst arrive
-    keys = {part: q.key(c, part) for part in ("lock", "in", "turn", "stop")}
+    keys = {part: q.key(c, part) for part in ("lock", "fence", "in", "turn", "stop")}
     while not lost.is_set():
         recorded: str | None = await q.redis.get(keys["turn"])  # type: ignore[assignment]
         if recorded is not None:  # a batch the last holder began and never finished
@@ -51,7 +51,8 @@ async def _turns(q: RedisConversations, c: str, token: int, lost: asyncio.Event)
             queued: list[str] = await q.redis.lrange(keys["in"], 0, q.max_queued - 1)  # type: ignore[assignment]
             if not queued:
                 released = await q.scripts["RELEASE"](
-                    keys=[keys["lock"], keys["in"], keys["turn"], f"{q.base}busy"], args=[token, c]
+                    keys=[keys["lock"], keys["fence"], keys["in"], keys["turn"], f"{q.base}busy"],
+                    args=[token, q.lease_ms, c],
                 )
                 if int(released):
                     return True
@@ -60,8 +61,8 @@ async def _turns(q: RedisConversations, c: str, token: int, lost: asyncio.Event)
             picks = [part for i in taken for part in (i, queued[i])]
             outcome = int(
                 await q.scripts["TAKE"](
-                    keys=[keys["lock"], keys["in"], keys["turn"], keys["stop"]],
-                    args=[token, q.batch_json(batch), len(taken), *picks],
+                    keys=[keys["lock"], keys["fence"], keys["in"], keys["turn"], keys["stop"]],
+                    args=[token, q.lease_ms, q.batch_json(batch), len(taken), *picks],
                 )
             )
             if outcome == 0:
@@ -69,6 +70,7 @@ async def _turns(q: RedisConversations, c: str, token: int, lost: asyncio.Event)
             if outcome < 0:
                 continue  # a /stop emptied the queue meanwhile
             resumed = False
+        log.debug("conversation %s: a turn of %d message(s) runs here", c, len(batch))
         await _run(q, c, batch, resumed)
         if not await _finish(q, keys, token):
             return False
@@ -96,7 +98,11 @@ async def _finish(q: RedisConversations, keys: dict[str, str], token: int) -> bo
     while True:
         try:
             return bool(
-                int(await q.scripts["FINISH"](keys=[keys["lock"], keys["turn"]], args=[token]))
+                int(
+                    await q.scripts["FINISH"](
+                        keys=[keys["lock"], keys["fence"], keys["turn"]], args=[token, q.lease_ms]
+                    )
+                )
             )
         except RedisError:
             if asyncio.get_running_loop().time() > deadline:
@@ -113,7 +119,8 @@ async def _heartbeat(
         try:
             state = int(
                 await q.scripts["EXTEND"](
-                    keys=[q.key(c, "lock"), q.key(c, "stop")], args=[token, q.lease_ms]
+                    keys=[q.key(c, "lock"), q.key(c, "fence"), q.key(c, "stop")],
+                    args=[token, q.lease_ms],
                 )
             )
             await q.redis.xclaim(q.ready, "workers", q.consumer, 0, [entry_id], justid=True)
@@ -134,7 +141,8 @@ async def _abandon(q: RedisConversations, c: str, token: int, entry_id: str) -> 
     try:
         async with asyncio.timeout(SHUTDOWN_S):
             await q.scripts["ABANDON"](
-                keys=[q.key(c, "lock"), q.key(c, "in"), q.key(c, "turn"), q.ready],
+                keys=[q.key(c, "lock"), q.key(c, "in"), q.key(c, "turn"), q.ready]
+                + [q.key(c, "fence")],
                 args=[token, c],
             )
             await q.redis.xack(q.ready, "workers", entry_id)

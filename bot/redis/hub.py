@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import TracebackType
@@ -25,15 +26,18 @@ from typing import Any, Final
 from redis.asyncio import Redis
 from redis.exceptions import RedisError
 
+from adapters.base import ChannelError
 from adapters.websocket.hub import MAX_IDLE_CONVERSATIONS, Subscriber, encode_frame, replay_slot
 from bot.redis import hub_lua
-from bot.redis.client import describe, guarded
+from bot.redis.client import cancelled_meanwhile, describe, guarded
 
 log = logging.getLogger(__name__)
 
 TTL_S: Final = 86400.0  # a conversation nobody publishes to or watches is forgotten after a day
 HEARTBEAT_S: Final = 60.0  # attached conversations refresh their TTLs this often
 LOCAL_DELIVERY_S: Final = 1.0  # publish waits at most this long for its own process's sockets
+PUBLISH_RETRY_S: Final = 10.0  # a Redis restart; past it the edit fails as a ChannelError
+PUBLISH_BACKOFF_S: Final = 0.2
 
 
 @dataclass(eq=False, slots=True)
@@ -145,22 +149,27 @@ class RedisEventHub:
         head = encode_frame(conversation, type, fields, 0)[:-2]  # the seq goes last
         slot = replay_slot(type, fields, 0)
         slot_name = str(slot[1]) if isinstance(slot, tuple) else ""
-        async with guarded("publishing a frame"):
-            seq = int(
-                await self._publish(
-                    keys=[self._key(conversation, p) for p in ("seq", "s", "slots", "live")]
-                    + [f"{self.base}idle", f"{self.base}clock"],
-                    args=[
-                        head,
-                        slot_name,
-                        self._replay_events,
-                        self._ttl_ms,
-                        self._max_idle,
-                        conversation,
-                        self.base,
-                    ],
-                )
-            )
+        keys = [self._key(conversation, p) for p in ("seq", "s", "slots", "live")]
+        keys += [f"{self.base}idle", f"{self.base}clock", f"{self.base}once:{uuid.uuid4().hex}"]
+        args: list[str | int] = [
+            head,
+            slot_name,
+            self._replay_events,
+            self._ttl_ms,
+            self._max_idle,
+            conversation,
+            self.base,
+        ]
+        deadline = asyncio.get_running_loop().time() + PUBLISH_RETRY_S
+        while True:  # through a Redis restart: the frame is the user's answer
+            try:
+                seq = int(await self._publish(keys=keys, args=args))
+                break
+            except RedisError as exc:
+                cancelled_meanwhile()
+                if asyncio.get_running_loop().time() > deadline:
+                    raise ChannelError(f"redis: publishing a frame: {describe(exc)}") from exc
+                await asyncio.sleep(PUBLISH_BACKOFF_S)
         conv = self._conversations.get(conversation)
         if conv is not None and conv.subs:  # like the memory hub: ours have it when we return
             try:
@@ -234,6 +243,11 @@ class RedisEventHub:
                     await pipe.execute()
             except RedisError as exc:
                 log.warning("event hub heartbeat failed: %s", describe(exc))
+
+    async def resubscribe(self, pubsub: Any) -> None:
+        channels = [self.base + c for c, conv in self._conversations.items() if conv.subscribed]
+        if channels:
+            await pubsub.subscribe(*channels)
 
     def confirmed(self, channel: str) -> None:
         conv = self._conversations.get(channel.removeprefix(self.base))

@@ -23,12 +23,17 @@ local function trim_idle(idle, max_idle, base)
 end
 """
 
-# KEYS: seq stream slots live idle clock
+# KEYS: seq stream slots live idle clock once
 # ARGV: frame head (ends before the seq) slot replay_events ttl_ms max_idle conversation base
+# `once` names this frame: a publish retried after a lost reply returns the seq it got, and
+# publishes nothing twice.
 PUBLISH: Final = (
     _TRIM
     + """
+local done = redis.call('GET', KEYS[7])
+if done then return tonumber(done) end
 local seq = redis.call('INCR', KEYS[1])
+redis.call('SET', KEYS[7], seq, 'PX', 60000)
 local frame = ARGV[1] .. seq .. '}'
 local keep, ttl = tonumber(ARGV[3]), tonumber(ARGV[4])
 if keep > 0 then

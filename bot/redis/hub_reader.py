@@ -26,11 +26,14 @@ async def read_frames(hub: RedisEventHub, pubsub: PubSub) -> None:
     backoff, lost = BACKOFF_S[0], False
     while True:
         try:
-            message = await pubsub.get_message(timeout=BLOCK_MS / 1000)
             if lost:
+                # Subscribe again ourselves: redis-py's own resubscribe on reconnect can meet a
+                # Redis still loading its data, and then nothing is subscribed (seen here).
+                await hub.resubscribe(pubsub)
                 await hub.catch_up()
                 log.info("event hub: Redis is back; caught up")
                 backoff, lost = BACKOFF_S[0], False
+            message = await pubsub.get_message(timeout=BLOCK_MS / 1000)
             if message is None:
                 continue
             kind = message["type"]

@@ -22,15 +22,18 @@ async def listen_for_stops(queue: RedisConversations) -> None:
     """Until cancelled. At most once (pub/sub): the lease heartbeat also reads the stop flag."""
     pubsub = queue.reader.pubsub(ignore_subscribe_messages=True)
     backoff = BACKOFF_S[0]
+    fresh = True
     try:
         while True:
             try:
-                if not pubsub.subscribed:
+                if fresh:  # at start, and after a reconnect (Redis may have been loading)
                     await pubsub.subscribe(queue.stop_channel)
+                    fresh = False
                 message = await pubsub.get_message(timeout=BLOCK_MS / 1000)
                 backoff = BACKOFF_S[0]
             except (RedisError, OSError) as exc:
                 cancelled_meanwhile()
+                fresh = True
                 log.warning("stop listener: Redis failed (%s); reconnecting", describe(exc))
                 await asyncio.sleep(backoff)
                 backoff = min(backoff * 2, BACKOFF_S[1])
