@@ -65,7 +65,11 @@ BAD_VALUES = {
         {},
         "channels.slack: the Slack channel is not built yet",
     ),
-    "redis url": ({"redis": {"url": "http://:pw@127.0.0.1:6379/0"}}, {}, "redis.url: expected"),
+    "redis url": (
+        {"redis": {"url": "${REDIS_URL}"}},
+        {"REDIS_URL": "http://:pw@127.0.0.1:6379/0"},
+        "redis.url: expected a Redis URL",
+    ),
 }
 
 

@@ -369,7 +369,7 @@ def test_a_channel_that_is_not_built_is_refused(tmp_path: Path, text: str, key: 
 
 def test_a_redis_url_is_checked_and_an_empty_one_is_no_redis(tmp_path: Path) -> None:
     message = error_of(tmp_path, "redis: {url: '${REDIS_URL}'}\n", {"REDIS_URL": "redis:/:pw@h"})
-    assert ": redis.url: expected a Redis URL: redis://" in message
+    assert ": redis.url: expected a Redis URL such as redis://host:6379/0" in message
     assert "pw" not in message
     loaded = load_config(
         write(tmp_path, "redis: {url: '${REDIS_URL}'}\n"), env={"REDIS_URL": "redis://:pw@h:6380/2"}

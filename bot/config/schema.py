@@ -46,8 +46,8 @@ class RedisConfig(_Section):
         if "://" not in value or scheme not in ("redis", "rediss", "unix"):
             # the value may hold a password: it is not repeated
             raise ValueError(
-                "expected a Redis URL: redis://[:password@]host[:port][/db], rediss:// for TLS,"
-                " or unix:///path/to/redis.sock"
+                "expected a Redis URL such as redis://host:6379/0 (rediss:// for TLS,"
+                " unix:///path/to/redis.sock for a socket)"
             )
         return value
 
