@@ -73,14 +73,16 @@ class App:
             [self._path(d) for d in config.personas.dirs], known_tools=self.registry.names()
         )
         self.channels: dict[str, Channel] = {c.name: c for c in channels or []}
-        # redis.url set: the shared seams live in Redis, so any number of processes share the work
+        # redis.url set: the shared seams live in Redis, so any number of processes share the
+        # work. Not for `bot chat`: its terminal exists in that process only, so no other
+        # process could run its turns.
         self.redis = (
             RedisMode(
                 config.redis,
                 dedup_ttl_s=config.gateway.dedup_ttl_s,
                 coalesce_ms=config.gateway.coalesce_ms,
             )
-            if config.redis.url
+            if config.redis.url and web_server
             else None
         )
         # `bot chat` (no web server) runs none: a polling channel would steal a serving bot's updates
@@ -134,6 +136,8 @@ class App:
             self.conversations, dedup = self.redis.conversations, self.redis.dedup
             # a /stop asked on any process stops the specialists running on this one
             self.redis.conversations.stop_hooks.append(self.workers.stop_conversation)
+            self.redis.conversations.task_stop_hooks.append(self.workers.stop_task)
+            self.workers.stop_elsewhere = self.redis.conversations.stop_task
         else:
             self.conversations = LocalConversations(coalesce_ms=config.gateway.coalesce_ms)
             dedup = StoreDedup(self.store, ttl_s=config.gateway.dedup_ttl_s)

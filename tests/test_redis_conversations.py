@@ -9,7 +9,7 @@ from __future__ import annotations
 import asyncio
 import json
 from collections import defaultdict
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import AsyncExitStack
 
 import pytest
@@ -159,3 +159,33 @@ async def test_a_released_lease_stays_released(processes: list[RedisConversation
     assert int(await q.scripts["RELEASE"](keys=release, args=[token, 5000, c])) == 1
     assert int(await q.scripts["EXTEND"](keys=extend, args=[token, 5000])) == 0
     assert not await q.redis.exists(keys["lock"])
+
+
+async def test_task_stop_reaches_every_process(processes: list[RedisConversations]) -> None:
+    """TaskStop asked on one process reaches the process whose specialist it names."""
+    heard: asyncio.Queue[tuple[int, str, str]] = asyncio.Queue()
+
+    def hook(n: int) -> Callable[[str, str], None]:
+        return lambda c, task: heard.put_nowait((n, c, task))
+
+    for n, q in enumerate(processes):
+        q.task_stop_hooks.append(hook(n))
+
+    async def run(batch: list[InboundMessage], signal: TurnSignal) -> None:
+        pass
+
+    async with asyncio.TaskGroup() as group:
+        tasks = [group.create_task(q.run(run)) for q in processes]
+        for q in processes:
+            await q.started.wait()
+        got: set[tuple[int, str, str]] = set()
+        async with asyncio.timeout(10):
+            while {n for n, _, _ in got} != {0, 1, 2}:  # each listener subscribes as it starts
+                await processes[0].stop_task("fake:a", "task-7")
+                got.add(await heard.get())
+                await asyncio.sleep(0.05)
+                while not heard.empty():
+                    got.add(heard.get_nowait())
+        for task in tasks:
+            task.cancel()
+    assert {(c, task) for _, c, task in got} == {("fake:a", "task-7")}

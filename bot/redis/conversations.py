@@ -74,6 +74,8 @@ class RedisConversations:
         self.started = asyncio.Event()
         # Called with a conversation key when a /stop from any process reaches this one.
         self.stop_hooks: list[Callable[[str], object]] = []
+        # Called with (conversation key, task id) when a TaskStop from any process arrives.
+        self.task_stop_hooks: list[Callable[[str, str], object]] = []
         self.signals: dict[str, TurnSignal] = {}  # the turns running in this process
         self._draining: set[str] = set()
         self.scripts = {
@@ -136,6 +138,16 @@ class RedisConversations:
             )
         self.stop_here(c)  # at once if it runs here; others hear it on the channel
         return Stopped(int(dropped), bool(running))
+
+    async def stop_task(self, conversation_key: str, task_id: str) -> None:
+        """TaskStop for a specialist another process runs: every process hears it."""
+        payload = json.dumps({"conversation": conversation_key, "task_id": task_id})
+        async with guarded("stopping a task"):
+            await self.redis.publish(self.task_stop_channel, payload)
+
+    @property
+    def task_stop_channel(self) -> str:
+        return f"{self.base}taskstop"
 
     def stop_here(self, conversation_key: str) -> None:
         signal = self.signals.get(conversation_key)

@@ -1,8 +1,9 @@
-"""`/stop` from any process reaches the turn wherever it runs: a message on one channel."""
+"""`/stop` and TaskStop from any process reach the turn or specialist wherever it runs."""
 
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 from typing import TYPE_CHECKING, Final
 
@@ -27,7 +28,7 @@ async def listen_for_stops(queue: RedisConversations) -> None:
         while True:
             try:
                 if fresh:  # at start, and after a reconnect (Redis may have been loading)
-                    await pubsub.subscribe(queue.stop_channel)
+                    await pubsub.subscribe(queue.stop_channel, queue.task_stop_channel)
                     fresh = False
                 message = await pubsub.get_message(timeout=BLOCK_MS / 1000)
                 backoff = BACKOFF_S[0]
@@ -38,10 +39,16 @@ async def listen_for_stops(queue: RedisConversations) -> None:
                 await asyncio.sleep(backoff)
                 backoff = min(backoff * 2, BACKOFF_S[1])
                 continue
-            if message is not None and message["type"] == "message":
-                conversation = message["data"]
-                queue.stop_here(conversation)
-                for hook in queue.stop_hooks:
-                    hook(conversation)
+            if message is None or message["type"] != "message":
+                continue
+            if message["channel"] == queue.task_stop_channel:
+                asked = json.loads(message["data"])
+                for task_hook in queue.task_stop_hooks:
+                    task_hook(asked["conversation"], asked["task_id"])
+                continue
+            conversation = message["data"]
+            queue.stop_here(conversation)
+            for hook in queue.stop_hooks:
+                hook(conversation)
     finally:
         await pubsub.aclose()  # type: ignore[no-untyped-call]
