@@ -74,8 +74,8 @@ class App:
         )
         self.channels: dict[str, Channel] = {c.name: c for c in channels or []}
         # redis.url set: the shared seams live in Redis, so any number of processes share the
-        # work. Not for `bot chat`: its terminal exists in that process only, so no other
-        # process could run its turns.
+        # work. Not for `bot chat`: its channel lives in that process only, so no other process
+        # could run its turns.
         self.redis = (
             RedisMode(
                 config.redis,
