@@ -104,10 +104,10 @@ async def run(
     figures = {
         "turns/s": turns / elapsed,
         "cpu_ms/turn": used / turns * 1000,
-        "placeholder_p50_ms": pct(placeholder, 50) * 1000,
-        "placeholder_p99_ms": pct(placeholder, 99) * 1000,
-        "turn_p50_ms": pct(total, 50) * 1000,
-        "turn_p99_ms": pct(total, 99) * 1000,
+        "placeholder_p50_ms": pct(placeholder, 0.50),
+        "placeholder_p99_ms": pct(placeholder, 0.99),
+        "turn_p50_ms": pct(total, 0.50),
+        "turn_p99_ms": pct(total, 0.99),
     }
     print(
         f"{label:<10} {figures['turns/s']:8.0f} turns/s  {figures['cpu_ms/turn']:6.2f} ms CPU/turn"

@@ -284,3 +284,13 @@ async def test_idle_conversations_are_bounded_and_live_ones_kept(make_hubs: Make
     for name in ("live", "idle-2"):
         kept = await Tab().join(hub, name, resume_after=0)
         assert (kept.ready_seq, kept.seqs) == (1, [1]), name
+
+
+async def test_many_conversations_attach_at_once(hub: EventHub) -> None:
+    """Sockets of different conversations saying hello together (a server just restarted)."""
+    tabs = await asyncio.gather(*(Tab().join(hub, f"c{n}") for n in range(20)))
+    for n in range(20):
+        await hub.publish(f"c{n}", "agent.started", {"task_id": f"t{n}"})
+    for n, tab in enumerate(tabs):
+        await tab.until(1)
+        assert [f["task_id"] for f in tab.frames] == [f"t{n}"]

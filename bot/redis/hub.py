@@ -85,6 +85,9 @@ class RedisEventHub:
         self._task: asyncio.Task[None] | None = None
         self.subscribed_once = asyncio.Event()  # the reader waits for a connection to read
         self._dropped: list[tuple[str, Subscriber]] = []  # refused a held frame
+        # One (un)subscribe at a time: the first ones, side by side, would each open a
+        # connection for the PubSub and all but one be lost with theirs.
+        self._subscribing = asyncio.Lock()
         self._wake = asyncio.Event()
 
     async def __aenter__(self) -> RedisEventHub:
@@ -111,7 +114,8 @@ class RedisEventHub:
             async with guarded("attaching a web socket"):
                 if conv.subscribed is None:
                     conv.subscribed = asyncio.get_running_loop().create_future()
-                    await self._pubsub.subscribe(self.base + conversation)
+                    async with self._subscribing:
+                        await self._pubsub.subscribe(self.base + conversation)
                     self.subscribed_once.set()
                 async with asyncio.timeout(5):
                     await asyncio.shield(conv.subscribed)
@@ -208,7 +212,8 @@ class RedisEventHub:
         del self._conversations[conversation]
         if conv.subscribed is not None:
             try:
-                await self._pubsub.unsubscribe(self.base + conversation)
+                async with self._subscribing:
+                    await self._pubsub.unsubscribe(self.base + conversation)
             except RedisError:
                 pass  # the connection is gone, and its subscriptions with it
 
@@ -247,7 +252,8 @@ class RedisEventHub:
     async def resubscribe(self, pubsub: Any) -> None:
         channels = [self.base + c for c, conv in self._conversations.items() if conv.subscribed]
         if channels:
-            await pubsub.subscribe(*channels)
+            async with self._subscribing:
+                await pubsub.subscribe(*channels)
 
     def confirmed(self, channel: str) -> None:
         conv = self._conversations.get(channel.removeprefix(self.base))
