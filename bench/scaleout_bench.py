@@ -38,7 +38,7 @@ def child_config(data_dir: str, redis: dict[str, Any] | None) -> Path:
         "server": {"port": 0},
         "storage": {"path": str(Path(data_dir) / "bench.db")},
         "personas": {"dirs": [str(ROOT / "personas")]},
-        "log": {"level": "WARNING"},
+        "log": {"level": os.environ.get("BENCH_LOG", "WARNING")},
         "channels": {
             "websocket": {
                 "rate_limit_per_minute": 1_000_000,
@@ -55,6 +55,7 @@ def child_config(data_dir: str, redis: dict[str, Any] | None) -> Path:
 
 async def serve(data_dir: str, redis_json: str) -> None:
     """A gateway child: the real app, the scripted model echoing the message."""
+    import logging
     import threading
 
     from agent.providers.scripted import Reply, ScriptedProvider
@@ -62,6 +63,8 @@ async def serve(data_dir: str, redis_json: str) -> None:
     from bot.app import App
     from bot.config import load_config
 
+    level = os.environ.get("BENCH_LOG", "WARNING")
+    logging.basicConfig(level=level, format="%(asctime)s %(process)d %(name)s: %(message)s")
     redis = json.loads(redis_json) if redis_json else None
     config = load_config(child_config(data_dir, redis), env=dict(os.environ))
     scripted = ScriptedProvider(lambda request: Reply("ok: " + request.messages[-1].content[:40]))
@@ -123,28 +126,32 @@ async def main(args: Any) -> None:
     if len(allowed) < 2:
         raise SystemExit("needs 2 cores: one per gateway process")
     a, b = str(allowed[-1]), str(allowed[-2])
-    prefix = f"bench:{uuid.uuid4().hex[:8]}:"
-    redis = {"url": args.redis, "prefix": prefix}
+    # a prefix per run: the load reuses visitor ids and client_message_ids, which the Redis
+    # dedup of an earlier run would (rightly) drop as already answered
+    prefixes = [f"bench:{uuid.uuid4().hex[:8]}:" for _ in range(2)]
+    x1, x2 = ({"url": args.redis, "prefix": prefix} for prefix in prefixes)
     print(f"{args.conversations} conversations x {args.turns} turns; gateways on cores {a} / {b}")
     results = {}
-    for label, cores, shared in (
-        ("embedded", [a], None),
-        ("redis x1", [a], redis),
-        ("redis x2", [a, b], redis),
-    ):
+    runs = (("embedded", [a], None), ("redis x1", [a], x1), ("redis x2", [a, b], x2))
+    for label, cores, shared in runs:
+        if args.only and label != args.only:
+            continue
         with tempfile.TemporaryDirectory(dir=os.environ.get("BENCH_DIR")) as data_dir:
             results[label] = await run(label, data_dir, cores, shared, args)
-    print(
-        f"redis vs embedded CPU/turn: "
-        f"{results['redis x1']['cpu_ms/turn'] / results['embedded']['cpu_ms/turn']:.2f}x;  "
-        f"two processes vs one: {results['redis x2']['turns/s'] / results['redis x1']['turns/s']:.2f}x"
-    )
+    if not args.only:
+        print(
+            f"redis vs embedded CPU/turn: "
+            f"{results['redis x1']['cpu_ms/turn'] / results['embedded']['cpu_ms/turn']:.2f}x;  "
+            f"two processes vs one: "
+            f"{results['redis x2']['turns/s'] / results['redis x1']['turns/s']:.2f}x"
+        )
     from bot.redis.client import connect
 
     client = connect(args.redis)
-    keys = [key async for key in client.scan_iter(match=f"{prefix}*", count=1000)]
-    if keys:
-        await client.delete(*keys)
+    for prefix in prefixes:
+        keys = [key async for key in client.scan_iter(match=f"{prefix}*", count=1000)]
+        if keys:
+            await client.delete(*keys)
     await client.aclose()
 
 
@@ -153,6 +160,7 @@ if __name__ == "__main__":
     parser.add_argument("--conversations", type=int, default=40)
     parser.add_argument("--turns", type=int, default=30)
     parser.add_argument("--redis", default="redis://127.0.0.1:6379/0")
+    parser.add_argument("--only", choices=["embedded", "redis x1", "redis x2"])
     parser.add_argument("--serve", metavar="DATA_DIR", help=argparse.SUPPRESS)
     parser.add_argument("--redis-json", default="", help=argparse.SUPPRESS)
     parser.add_argument("--cpu", default="", help=argparse.SUPPRESS)
