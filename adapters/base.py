@@ -11,6 +11,8 @@ Errors a channel raises when sending or editing::
      ├── DeliveryUncertain  a send timed out or its answer was unreadable: it may have landed
      └── ChannelRevoked     the platform revoked our credentials: the channel stops for good
 
+The inbox a channel hands messages to may raise `TryLater`: the message was not taken.
+
 "Message is not modified" is not an error: a channel treats it as success.
 """
 
@@ -167,7 +169,13 @@ class ChannelRevoked(ChannelError):
     would only log the same refusal again. Other channels and the process go on."""
 
 
-Inbox = Callable[[InboundMessage], Awaitable[None]]
+class TryLater(Exception):
+    """The inbox could not take this message now (a shared store such as Redis is down) and kept
+    nothing of it: the channel has the platform redeliver it (a webhook answers 5xx) or tells the
+    client to send it again (the web socket), so it is neither lost nor answered twice."""
+
+
+Inbox = Callable[[InboundMessage], Awaitable[None]]  # may raise TryLater
 
 
 class Channel(Protocol):
@@ -221,3 +229,12 @@ class EventSink(Protocol):
     """Optional: a channel that shows turn status events itself (the web socket does)."""
 
     async def emit_event(self, chat: ChatRef, type: str, fields: Mapping[str, Any]) -> None: ...
+
+
+class Leader(Protocol):
+    """Elects one process for work only one receiver may do (Telegram's long polling)."""
+
+    async def lead(self, name: str, work: Callable[[], Awaitable[None]]) -> None:
+        """Run `work` while this process leads `name`, waiting its turn otherwise; until
+        cancelled. `work` is cancelled when the lead is lost, and started again if regained."""
+        ...

@@ -16,7 +16,7 @@ from typing import Any
 
 from adapters.access import AccessConfig
 from adapters.api.records import SessionRecords
-from adapters.base import Channel, InboundMessage
+from adapters.base import Channel, InboundMessage, Leader
 from adapters.budget import RateBudget
 from adapters.history import Claims, ConversationHistory
 from adapters.platform_calls import NO_PLATFORM_CALLS, PlatformCalls
@@ -46,6 +46,8 @@ class ChannelServices:
     # Whether the gateway answered in a conversation (by its key), from the store: a reply in
     # a Slack thread the bot was answering is answered after a restart too. None: no store.
     answered: Callable[[str], Awaitable[bool]] | None = None
+    # Work one process at a time may do (Telegram long polling); None: this process alone.
+    leader: Leader | None = None
 
 
 @dataclass(frozen=True, slots=True)

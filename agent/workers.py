@@ -110,6 +110,9 @@ class Workers:
         self.personas = personas
         self.settings = settings
         self.deliver: Deliver | None = None
+        # Several gateway processes: asks the others to stop a task this one does not run
+        # (conversation key, task id); None with one process.
+        self.stop_elsewhere: Callable[[str, str], Awaitable[None]] | None = None
         self.tasks: dict[str, WorkerTask] = {}
         self._slots = asyncio.Semaphore(settings.max_total)
         self._group: asyncio.TaskGroup | None = None
@@ -195,12 +198,29 @@ class Workers:
 
     async def stop(self, ctx: ToolContext, task_id: str) -> ToolResult:
         task = self.tasks.get(task_id)
+        if task is None and self.stop_elsewhere is not None:
+            # a turn of this conversation may have started it on another process
+            await self.stop_elsewhere(ctx.conversation_key, task_id)
+            note = "not running in this process; the other gateway processes were asked to stop it"
+            return ToolResult(
+                json.dumps({"task_id": task_id, "status": "stop_requested", "note": note})
+            )
         if task is None or task.parent.conversation_key != ctx.conversation_key:
             raise ToolError(f"no task {task_id!r} in this conversation")
         if task.status != "running":
             return ToolResult(json.dumps(task.summary() | {"note": "already finished"}))
         self._kill(task)
         return ToolResult(json.dumps(task.summary()))
+
+    def stop_task(self, conversation_key: str, task_id: str) -> bool:
+        """Kill one running task of the conversation (TaskStop from another process)."""
+        task = self.tasks.get(task_id)
+        if task is None or task.status != "running":
+            return False
+        if task.parent.conversation_key != conversation_key:
+            return False
+        self._kill(task)
+        return True
 
     def stop_conversation(self, conversation_key: str) -> int:
         """Kill every running task of a conversation (the user's /stop); how many were running."""

@@ -21,13 +21,14 @@ from agent.workers import Workers, WorkerSettings
 from bot.access import AccessRules
 from bot.admin import AdminSources, AdminView
 from bot.config import Config, ConfigError
-from bot.conversations import LocalConversations
-from bot.dedup import StoreDedup
+from bot.conversations import ConversationQueue, LocalConversations
+from bot.dedup import Dedup, StoreDedup
 from bot.gateway import Gateway, GatewaySettings
 from bot.health import ChannelStates
 from bot.ops import Operations, metrics_enabled
 from bot.quota import Quotas, StoreQuotaState
 from bot.recovery import recover_interrupted_turns
+from bot.redis.mode import RedisMode
 from bot.resume import ResumeSettings
 from bot.storage import StorageError
 from bot.storage.backends import build_store
@@ -82,6 +83,18 @@ class App:
             [self._path(d) for d in config.personas.dirs], known_tools=self.registry.names()
         )
         self.channels: dict[str, Channel] = {c.name: c for c in channels or []}
+        # redis.url set: the shared seams live in Redis, so any number of processes share the
+        # work. Not for `bot chat`: its channel lives in that process only, so no other process
+        # could run its turns.
+        self.redis = (
+            RedisMode(
+                config.redis,
+                dedup_ttl_s=config.gateway.dedup_ttl_s,
+                coalesce_ms=config.gateway.coalesce_ms,
+            )
+            if config.redis.url and web_server
+            else None
+        )
         # `bot chat` (no web server) runs none: a polling channel would steal a serving bot's updates
         if web_server:
             services = ChannelServices(
@@ -94,6 +107,9 @@ class App:
                 history=StoreHistory(self.store, self._persona_name),
                 claims=StoreDedup(self.store, ttl_s=config.gateway.dedup_ttl_s),
                 answered=self._answered,
+                event_hub=self.redis.hub if self.redis else None,
+                rate_budget=self.redis.budget if self.redis else None,
+                leader=self.redis.leader if self.redis else None,
             )
             for channel in build_enabled(config.channels, services):
                 self.channels[channel.name] = channel
@@ -130,13 +146,23 @@ class App:
                 "knowledge": self.knowledge,
             },
         )
-        self.conversations = LocalConversations(coalesce_ms=config.gateway.coalesce_ms)
+        self.conversations: ConversationQueue
+        dedup: Dedup
+        if self.redis is not None:
+            self.conversations, dedup = self.redis.conversations, self.redis.dedup
+            # a /stop asked on any process stops the specialists running on this one
+            self.redis.conversations.stop_hooks.append(self.workers.stop_conversation)
+            self.redis.conversations.task_stop_hooks.append(self.workers.stop_task)
+            self.workers.stop_elsewhere = self.redis.conversations.stop_task
+        else:
+            self.conversations = LocalConversations(coalesce_ms=config.gateway.coalesce_ms)
+            dedup = StoreDedup(self.store, ttl_s=config.gateway.dedup_ttl_s)
         self.gateway = Gateway(
             channels=self.channels,
             coordinator=self.coordinator,
             store=self.store,
             personas=self.personas,
-            dedup=StoreDedup(self.store, ttl_s=config.gateway.dedup_ttl_s),
+            dedup=dedup,
             conversations=self.conversations,
             settings=GatewaySettings(
                 turn_timeout_s=agent.turn_timeout_s,
@@ -209,6 +235,8 @@ class App:
                 " user can write, on a disk with room"
             ) from exc
         await self.knowledge.open()  # logs what it indexed
+        if self.redis is not None:
+            await self.redis.open()
         # tools keep their own shorter deadlines; this one only bounds a forgotten request
         self.http = aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=60))
         self.coordinator.services["http"] = self.http
@@ -221,9 +249,12 @@ class App:
             started.cancel()
             raise RuntimeError("the gateway failed to start; see the log")
         # Embedded mode: this process owns the database, so a running turn is a dead process's.
-        await recover_interrupted_turns(
-            self.store, self.channels, self.gateway, close_orphans=self.web_server
-        )
+        # With Redis, other processes' turns run too: a dead one's is taken over (and resumed)
+        # through the queue, whose lease says it is dead; at start only embedded mode sweeps.
+        if self.redis is None:
+            await recover_interrupted_turns(
+                self.store, self.channels, self.gateway, close_orphans=self.web_server
+            )
         self.gateway.accepting.set()
         if self.web_server:
             await self._start_web()
@@ -270,6 +301,8 @@ class App:
         close_provider = getattr(self.provider, "aclose", None)
         if self._own_provider and close_provider is not None:
             await close_provider()  # the SDKs' HTTP connection pools
+        if self.redis is not None:
+            await self.redis.close()
         await self.store.close()
 
     async def wait(self) -> None:
@@ -367,5 +400,11 @@ class App:
         trouble = self.store.trouble  # the last store call failed: turns cannot be kept
         if trouble is not None:
             body |= {"status": "error", "storage": trouble}
-        healthy = ready and not failed and trouble is None
+        redis_down = False
+        if self.redis is not None:  # messages cannot be taken while it is down
+            body |= await self.redis.health.report()
+            redis_down = not self.redis.health.up
+            if redis_down:
+                body["status"] = "error"
+        healthy = ready and not failed and trouble is None and not redis_down
         return web.json_response(body, status=200 if healthy else 503)

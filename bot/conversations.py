@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Final, Protocol
 
@@ -52,6 +52,9 @@ class TurnSignal:
 
     stopped: bool = False
     work: asyncio.Task[object] | None = None
+    # The batch was taken over from a process that died while running it (networked queues):
+    # it may have a placeholder showing already, so the turn runner looks before it posts one.
+    resumed: bool = False
 
     def stop(self) -> None:
         self.stopped = True
@@ -93,6 +96,24 @@ class ConversationQueue(Protocol):
     async def wait_idle(self) -> None:
         """Until no conversation has a turn running or a message queued (tests, shutdown)."""
         ...
+
+
+def next_batch(pending: Sequence[InboundMessage], max_chars: int, max_messages: int) -> list[int]:
+    """Which queued messages the next turn takes (their indices): the first user's, in order,
+    up to the turn's caps; the rest stay queued. Every implementation batches by this."""
+    user = pending[0].user_id
+    taken: list[int] = []
+    chars = 0
+    for index, message in enumerate(pending):
+        if message.user_id != user:
+            continue
+        size = len(message.text)
+        # The first message always goes, however long: its channel has bounded it already.
+        if taken and (len(taken) >= max_messages or chars + size > max_chars):
+            break  # later ones wait too, so the user's messages keep their order
+        taken.append(index)
+        chars += size
+    return taken
 
 
 @dataclass(slots=True)
@@ -178,27 +199,10 @@ class LocalConversations:
         return sum(1 for conversation in self._conversations.values() if conversation.pending)
 
     def _next_batch(self, conversation: _Conversation) -> list[InboundMessage]:
-        """The first user's messages in order, up to the turn's caps; the rest stay queued."""
-        user = conversation.pending[0].user_id
-        batch: list[InboundMessage] = []
-        rest: list[InboundMessage] = []
-        chars = 0
-        full = False
-        for message in conversation.pending:
-            if message.user_id != user or full:
-                rest.append(message)
-                continue
-            size = len(message.text)
-            # The first message always goes, however long: its channel has bounded it already.
-            if batch and (
-                len(batch) >= self.max_turn_messages or chars + size > self.max_turn_chars
-            ):
-                full = True  # later ones wait too, so the user's messages keep their order
-                rest.append(message)
-                continue
-            batch.append(message)
-            chars += size
-        conversation.pending = rest
+        taken = next_batch(conversation.pending, self.max_turn_chars, self.max_turn_messages)
+        batch = [conversation.pending[i] for i in taken]
+        chosen = set(taken)
+        conversation.pending = [m for i, m in enumerate(conversation.pending) if i not in chosen]
         return batch
 
     async def _drain(self, conversation: _Conversation) -> None:

@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Literal, Protocol
 
-from adapters.base import Channel, ChatRef, InboundMessage, OutboundContent
+from adapters.base import Channel, ChatRef, InboundMessage, OutboundContent, TryLater
 from agent.coordinator import Coordinator
 from agent.log_context import bound
 from agent.personas import PersonaLibrary
@@ -41,6 +41,7 @@ QUEUE_FULL = (
     "Too many of your messages are waiting for an answer here, so I dropped this one. "
     "Wait for the answer, or send /stop to drop the queue."
 )
+UNCLAIM_RETRIES_S = (0.05, 0.1, 0.2, 0.4, 0.8, 1.6)
 NOT_TAKEN = (
     "Sorry — I can't take messages just now (a storage problem). Please try again in a minute."
 )
@@ -167,6 +168,21 @@ class Gateway:
                 log.warning("%s", exc)
                 await self.dedup.release(message.event_id)  # a resend later is a new message
                 await self._reply(message, QUEUE_FULL)
+            except TryLater:
+                await self._unclaim(message.event_id)
+                raise  # the channel has it delivered again
+
+    async def _unclaim(self, event_id: str) -> None:
+        """The event was claimed but could not be queued (Redis went down in between): release
+        the claim, so the redelivery the channel asks for is answered. Retried for a while: the
+        same outage that refused the queue may refuse this too."""
+        for delay in UNCLAIM_RETRIES_S:
+            try:
+                await self.dedup.release(event_id)
+                return
+            except TryLater:
+                await asyncio.sleep(delay)
+        log.error("event %s was claimed but not queued, and its claim not released", event_id)
 
     async def resume_turn(self, turn_id: str, control: TurnSignal | None = None) -> str:
         """Finish a turn whose process died (see bot/resume.py); its final status, or "not

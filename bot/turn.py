@@ -111,9 +111,24 @@ class TurnRunner:
         ):
             await self._run(batch, control, turn_id)
 
+    async def _recorded_turn(self, event_ids: list[str]) -> str | None:
+        """The unfinished turn recorded for these inbound events, if any."""
+        wanted = set(event_ids)
+        for turn in await self.store.unfinished_turns():
+            if wanted & set(turn["inbound_event_ids"]):
+                return str(turn["id"])
+        return None
+
     async def _run(self, batch: list[InboundMessage], control: TurnSignal, turn_id: str) -> None:
         last = batch[-1]
         channel = self.channels[last.chat.channel]
+        if control.resumed and self.resumer is not None:
+            # taken over from a process that died running it (several processes): if that turn
+            # was recorded, its placeholder may be showing: finish it there, never a second one
+            recorded_turn = await self._recorded_turn([m.event_id for m in batch])
+            if recorded_turn is not None:
+                await self.resumer.resume_turn(recorded_turn, control)
+                return
         delivery = Delivery(channel, last.chat, reply_to=last.message_id, recipient=last.user_id)
         arrived = min(message.received_at for message in batch)
         outcome = Outcome()

@@ -70,7 +70,11 @@ BAD_VALUES = {
         {"SLACK_BOT_TOKEN": "xoxb-1"},
         "channels.slack.app_token: Socket Mode needs an app-level token (xapp-...)",
     ),
-    "redis url": ({"redis": {"url": "redis://127.0.0.1:6379/0"}}, {}, "redis.url: "),
+    "redis url": (
+        {"redis": {"url": "${REDIS_URL}"}},
+        {"REDIS_URL": "http://:pw@127.0.0.1:6379/0"},
+        "redis.url: expected a Redis URL",
+    ),
 }
 
 

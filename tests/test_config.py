@@ -359,10 +359,14 @@ def test_a_channel_that_does_not_exist_is_refused(tmp_path: Path) -> None:
     assert "channels.whatsapp" in message
 
 
-def test_a_redis_url_is_refused_but_an_empty_one_is_no_redis(tmp_path: Path) -> None:
-    message = error_of(tmp_path, "redis: {url: '${REDIS_URL}'}\n", {"REDIS_URL": "redis://:pw@h"})
-    assert ": redis.url: running several processes over Redis is not built yet" in message
+def test_a_redis_url_is_checked_and_an_empty_one_is_no_redis(tmp_path: Path) -> None:
+    message = error_of(tmp_path, "redis: {url: '${REDIS_URL}'}\n", {"REDIS_URL": "redis:/:pw@h"})
+    assert ": redis.url: expected a Redis URL such as redis://host:6379/0" in message
     assert "pw" not in message
+    loaded = load_config(
+        write(tmp_path, "redis: {url: '${REDIS_URL}'}\n"), env={"REDIS_URL": "redis://:pw@h:6380/2"}
+    )
+    assert (loaded.redis.url, loaded.redis.prefix) == ("redis://:pw@h:6380/2", "bot:")
     for text in ("redis: {url: ''}\n", "redis: {url: null}\n", "redis:\n"):
         assert load_config(write(tmp_path, text), env={}).redis.url is None
 

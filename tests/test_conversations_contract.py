@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator, Callable
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from dataclasses import dataclass, field
 
 import pytest
@@ -19,8 +20,30 @@ from bot.conversations import (
     QueueFull,
     TurnSignal,
 )
+from bot.redis.client import connect
+from bot.redis.conversations import RedisConversations
+from tests.redis_kit import URL, redis_prefix
 
-IMPLEMENTATIONS: dict[str, Callable[[], ConversationQueue]] = {"local": LocalConversations}
+
+@asynccontextmanager
+async def local_queue() -> AsyncIterator[ConversationQueue]:
+    yield LocalConversations()
+
+
+@asynccontextmanager
+async def redis_queue() -> AsyncIterator[ConversationQueue]:
+    async with redis_prefix() as (redis, prefix):
+        reader = connect(URL, reader=True)
+        try:
+            yield RedisConversations(redis, reader, prefix=prefix, lease_s=2)
+        finally:
+            await reader.aclose()
+
+
+IMPLEMENTATIONS: dict[str, Callable[[], AbstractAsyncContextManager[ConversationQueue]]] = {
+    "local": local_queue,
+    "redis": redis_queue,
+}
 
 
 def msg(chat: str, text: str, user: str = "u") -> InboundMessage:
@@ -62,13 +85,13 @@ class Turns:
 
 @pytest.fixture(params=sorted(IMPLEMENTATIONS))
 async def queue(request: pytest.FixtureRequest) -> AsyncIterator[tuple[ConversationQueue, Turns]]:
-    conversations = IMPLEMENTATIONS[request.param]()
-    turns = Turns()
-    task = asyncio.create_task(conversations.run(turns.run))
-    await conversations.started.wait()
-    yield conversations, turns
-    task.cancel()
-    await asyncio.wait([task])
+    async with IMPLEMENTATIONS[request.param]() as conversations:
+        turns = Turns()
+        task = asyncio.create_task(conversations.run(turns.run))
+        await conversations.started.wait()
+        yield conversations, turns
+        task.cancel()
+        await asyncio.wait([task])
 
 
 async def test_one_turn_at_a_time_and_a_burst_is_coalesced(

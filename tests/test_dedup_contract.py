@@ -8,16 +8,22 @@ from pathlib import Path
 import pytest
 
 from bot.dedup import Dedup, MemoryDedup, StoreDedup
+from bot.redis.dedup import RedisDedup
 from bot.storage import SqliteStore
+from tests.redis_kit import redis_prefix
 
 MakeDedup = Callable[[float], Dedup]
 
 
-@pytest.fixture(params=["memory", "sqlite"])
+@pytest.fixture(params=["memory", "sqlite", "redis"])
 async def make(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[MakeDedup]:
     """`make(ttl_s)`: a fresh Dedup of the implementation under test (the same store for all)."""
     if request.param == "memory":
         yield lambda ttl_s: MemoryDedup(ttl_s=ttl_s)
+        return
+    if request.param == "redis":
+        async with redis_prefix() as (redis, prefix):
+            yield lambda ttl_s: RedisDedup(redis, prefix=prefix, ttl_s=ttl_s)
         return
     async with SqliteStore(tmp_path / "bot.db") as store:
         yield lambda ttl_s: StoreDedup(store, ttl_s=ttl_s)
@@ -56,3 +62,11 @@ async def test_store_claims_are_shared_by_processes_on_one_file(tmp_path: Path) 
     async with SqliteStore(tmp_path / "bot.db") as one, SqliteStore(tmp_path / "bot.db") as two:
         results = [await StoreDedup(s, ttl_s=60).claim("slack:Ev1") for s in (one, two, one)]
     assert results == [True, False, False]
+
+
+async def test_redis_claims_are_shared_by_processes_and_expire() -> None:
+    async with redis_prefix() as (redis, prefix):
+        processes = [RedisDedup(redis, prefix=prefix, ttl_s=0.2) for _ in range(3)]
+        results = [await p.claim("telegram:update:9") for p in (*processes, processes[0])]
+        assert results == [True, False, False, False]
+        assert 0 < await redis.pttl(f"{prefix}dedup:telegram:update:9") <= 200

@@ -17,6 +17,9 @@ import pytest
 
 from adapters.base import ChannelError
 from adapters.websocket.hub import EventHub, MemoryEventHub
+from bot.redis.client import connect
+from bot.redis.hub import RedisEventHub
+from tests.redis_kit import URL, redis_prefix
 
 
 @asynccontextmanager
@@ -27,8 +30,26 @@ async def memory_backend(
     yield [hub] * processes
 
 
+@asynccontextmanager
+async def redis_backend(
+    processes: int, replay_events: int, max_idle: int
+) -> AsyncIterator[list[EventHub]]:
+    """Each hub with its own connections, as in separate processes; one key prefix."""
+    async with redis_prefix() as (_, prefix), AsyncExitStack() as stack:
+        hubs: list[EventHub] = []
+        for _ in range(processes):
+            redis, reader = connect(URL), connect(URL, reader=True)
+            stack.push_async_callback(redis.aclose)
+            stack.push_async_callback(reader.aclose)
+            hub = RedisEventHub(
+                redis, reader, prefix=prefix, replay_events=replay_events, max_idle=max_idle
+            )
+            hubs.append(await stack.enter_async_context(hub))
+        yield hubs
+
+
 Backend = Callable[[int, int, int], AbstractAsyncContextManager[list[EventHub]]]
-BACKENDS: dict[str, Backend] = {"memory": memory_backend}
+BACKENDS: dict[str, Backend] = {"memory": memory_backend, "redis": redis_backend}
 
 
 class MakeHubs(Protocol):
@@ -276,3 +297,13 @@ async def test_idle_conversations_are_bounded_and_live_ones_kept(make_hubs: Make
     for name in ("live", "idle-2"):
         kept = await Tab().join(hub, name, resume_after=0)
         assert (kept.ready_seq, kept.seqs) == (1, [1]), name
+
+
+async def test_many_conversations_attach_at_once(hub: EventHub) -> None:
+    """Sockets of different conversations saying hello together (a server just restarted)."""
+    tabs = await asyncio.gather(*(Tab().join(hub, f"c{n}") for n in range(20)))
+    for n in range(20):
+        await hub.publish(f"c{n}", "agent.started", {"task_id": f"t{n}"})
+    for n, tab in enumerate(tabs):
+        await tab.until(1)
+        assert [f["task_id"] for f in tab.frames] == [f"t{n}"]

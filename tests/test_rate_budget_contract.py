@@ -9,12 +9,15 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import AsyncIterator, Callable
-from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from contextlib import AbstractAsyncContextManager, AsyncExitStack, asynccontextmanager
 
 import pytest
 
 from adapters.budget import Busy, LocalRateBudget, Rank, Rate, RateBudget
 from adapters.telegram.throttle import ChatSlots
+from bot.redis.budget import RedisRateBudget
+from bot.redis.client import connect
+from tests.redis_kit import URL, redis_prefix
 
 SLACK = 0.005  # clock granularity, and a server clock against ours (a Redis budget's TIME)
 LONG = 60.0  # an interval no test waits out: a call that would wait it fails the deadline
@@ -26,8 +29,16 @@ async def local_budget() -> AsyncIterator[RateBudget]:
     yield LocalRateBudget()
 
 
-# A RedisRateBudget appends a factory of its own (a fresh key prefix, deleted afterwards).
-IMPLEMENTATIONS: list[Callable[[], AbstractAsyncContextManager[RateBudget]]] = [local_budget]
+@asynccontextmanager
+async def redis_budget() -> AsyncIterator[RateBudget]:
+    async with redis_prefix() as (redis, prefix):
+        yield RedisRateBudget(redis, prefix=prefix)
+
+
+IMPLEMENTATIONS: list[Callable[[], AbstractAsyncContextManager[RateBudget]]] = [
+    local_budget,
+    redis_budget,
+]
 
 
 @pytest.fixture(params=IMPLEMENTATIONS, ids=lambda factory: factory.__name__)
@@ -200,3 +211,35 @@ async def test_telegram_scopes_are_per_bot_and_chat_with_the_chats_interval() ->
             pass
         async with one.slot("-200", "send"):  # another chat of the same bot
             pass
+
+
+# --- several processes over one Redis ----------------------------------------------------------
+
+
+async def test_ten_processes_together_keep_one_bot_rate_and_one_chat_pace() -> None:
+    """Ten budgets, each with its own connections (as ten processes), one key prefix."""
+    async with redis_prefix() as (_, prefix), AsyncExitStack() as stack:
+        budgets = []
+        for _ in range(10):
+            client = connect(URL)
+            stack.push_async_callback(client.aclose)
+            budgets.append(RedisRateBudget(client, prefix=prefix))
+        bot = [Rate("bot", 50, burst=5)]
+        starts: list[float] = []
+        chat_starts: list[float] = []
+        began = time.monotonic()
+
+        async def call(n: int) -> None:
+            async with budgets[n % 10].slot(f"chat {n}", "send", interval_s=0.0, rates=bot):
+                starts.append(time.monotonic())
+            async with budgets[n % 10].slot("one chat", "send", interval_s=0.02):
+                chat_starts.append(time.monotonic())
+                await asyncio.sleep(0.005)
+
+        async with asyncio.timeout(DEADLINE * 2):
+            await asyncio.gather(*(call(n) for n in range(40)))
+    starts.sort()
+    for n, started in enumerate(starts[5:], start=1):  # 5 at once, then one per 20 ms
+        assert started - began >= n / 50 - SLACK
+    gaps = [b - a for a, b in zip(chat_starts, chat_starts[1:], strict=False)]
+    assert min(gaps) >= 0.02 + 0.005 - SLACK  # one in flight, spaced from the end of the last

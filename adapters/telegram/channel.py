@@ -39,6 +39,7 @@ from adapters.base import (
     DeliveryUncertain,
     InboundMessage,
     Inbox,
+    Leader,
     MessageGone,
     MessageHandle,
     OutboundContent,
@@ -96,10 +97,12 @@ class TelegramChannel:
         admits: Callable[[InboundMessage], bool] | None = None,
         budget: RateBudget | None = None,
         calls: PlatformCalls = NO_PLATFORM_CALLS,
+        leader: Leader | None = None,
     ) -> None:
         """`admits` is the gateway's access policy, for the replies the channel sends itself;
         `budget` paces the calls (one in this process unless given, e.g. shared over Redis);
-        `calls` counts every Bot API call for /metrics."""
+        `calls` counts every Bot API call for /metrics; `leader` elects the one process that
+        long-polls when several serve the bot."""
         if mode == "webhook" and not webhook_secret:
             raise ValueError(
                 "channels.telegram.webhook_secret is required in webhook mode (without it anyone "
@@ -135,6 +138,7 @@ class TelegramChannel:
             public_url=public_url,
             request_timeout_s=request_timeout_s,
             poll_timeout_s=poll_timeout_s,
+            leader=leader,
         )
 
     def limits_for(self, chat: ChatRef) -> ChannelLimits:

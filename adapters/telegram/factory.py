@@ -20,4 +20,5 @@ def build(section: TelegramConfig, services: ChannelServices) -> TelegramChannel
         admits=services.admits,
         budget=services.rate_budget,
         calls=services.platform_calls,
+        leader=services.leader,
     )

@@ -31,7 +31,7 @@ from aiogram.utils.backoff import Backoff, BackoffConfig
 from aiohttp import web
 from pydantic import ValidationError
 
-from adapters.base import ChannelError, Inbox, OutboundContent
+from adapters.base import ChannelError, Inbox, Leader, OutboundContent, TryLater
 from adapters.telegram.normalize import BotIdentity, Unsupported, normalize
 from adapters.telegram.recent import Recent
 
@@ -46,6 +46,7 @@ BACKOFF = BackoffConfig(min_delay=1.0, max_delay=30.0, factor=1.5, jitter=0.1)
 # Telegram holds an empty poll open for its timeout; a server that answers it at once (a proxy,
 # a test double) would otherwise be polled in a tight loop, hundreds of times a second.
 EMPTY_POLL_GAP_S = 1.0
+TRY_LATER_S = 1.0  # the gateway could not take an update (Redis down): poll it again after this
 REMEMBERED_UPDATES = 1024  # unsupported messages answered, so a redelivered one is not again
 # ClientDecodeError: an answer that is not Telegram's JSON (a proxy's HTML error page)
 RETRYABLE = (
@@ -73,8 +74,10 @@ class Ingress:
         public_url: str | None,
         request_timeout_s: float,
         poll_timeout_s: int,
+        leader: Leader | None = None,
     ) -> None:
         self.channel = channel
+        self._leader = leader
         self.bot = channel.bot
         self.mode = mode
         self.dp = Dispatcher()
@@ -104,6 +107,8 @@ class Ingress:
                 if self.mode == "webhook":
                     await self._register_webhook()
                     await asyncio.get_running_loop().create_future()
+                elif self._leader is not None:  # Telegram allows one poller per bot
+                    await self._leader.lead(f"telegram:{me.id}:polling", lambda: self._poll(group))
                 else:
                     await self._poll(group)
         finally:
@@ -127,8 +132,16 @@ class Ingress:
                 ),
             )
             for update in updates:
+                try:
+                    await self._feed(update)  # claims and queues it; the turn runs on its own
+                except TryLater as exc:
+                    # Not taken (Redis is down): poll it again from here, so it is not lost.
+                    log.warning(
+                        "Telegram update %s not taken (%s); retrying", update.update_id, exc
+                    )
+                    await asyncio.sleep(TRY_LATER_S)
+                    break
                 offset = update.update_id + 1
-                group.create_task(self._feed(update))
             early = asked + EMPTY_POLL_GAP_S - clock()
             if not updates and early > 0:
                 await asyncio.sleep(early)
@@ -145,12 +158,19 @@ class Ingress:
             update = Update.model_validate(await request.json(), context={"bot": self.bot})
         except (ValueError, ValidationError, RecursionError):  # nested too deep for json.loads
             return web.Response(status=400, text="expected a Telegram Update as JSON")
-        group.create_task(self._feed(update))  # answer at once; the turn runs on its own
+        try:
+            await self._feed(update)  # claims and queues it; the turn runs on its own
+        except TryLater as exc:  # nothing was kept: Telegram delivers it again later
+            log.warning("Telegram update %s refused for now: %s", update.update_id, exc)
+            return web.Response(status=503, text="try later")
         return web.json_response({})
 
     async def _feed(self, update: Update) -> None:
+        """Hand one update to the gateway; `TryLater` when it could not be taken."""
         try:
             await self.dp.feed_update(self.bot, update)
+        except TryLater:
+            raise
         except Exception:
             log.exception("handling Telegram update %s failed", update.update_id)
 

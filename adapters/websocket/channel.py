@@ -19,6 +19,7 @@ from adapters.base import (
     Inbox,
     MessageHandle,
     OutboundContent,
+    TryLater,
 )
 from adapters.history import Claims, ConversationHistory
 from adapters.websocket import accept_errors
@@ -42,6 +43,7 @@ from adapters.websocket.transcript import UserEcho, falls_short, stored_frames
 
 log = logging.getLogger(__name__)
 
+TRY_LATER_MS = 2000  # a Redis restart takes about a second
 _LIMITS = ChannelLimits(
     max_text_length=100_000, min_edit_interval_s=0.05, can_edit=True, final_marker=True
 )
@@ -249,6 +251,14 @@ class WebSocketChannel:
             if not isinstance(frame, Stop):
                 await self._echo.accepted(conn, message, frame)
             await self._deliver(message)
+        except TryLater as exc:
+            log.warning("websocket %s: message not taken: %s", conn.identity, exc)
+            conn.send_error(
+                "try_later",
+                "the server cannot take messages just now; nothing was kept: send it again in a"
+                " few seconds with the same client_message_id",
+                retry_after_ms=TRY_LATER_MS,
+            )
         except ProtocolError as exc:
             conn.send_error(exc.code, exc.message)
             if exc.code == "identity_invalid":
@@ -272,7 +282,17 @@ class WebSocketChannel:
         # From attach's return on, the hub pushes live frames (seq > the returned seq) to
         # `conn`; they must come after ready, the stored transcript and the replay, so they are
         # held back while the store is read (and there is no other await until the release).
-        seq, replay = await self._hub.attach(identity, conn, hello.resume_after)
+        try:
+            seq, replay = await self._hub.attach(identity, conn, hello.resume_after)
+        except TryLater as exc:  # the events live in Redis, and it is down: come back later
+            log.warning("websocket %s: hello refused: %s", identity, exc)
+            conn.send_error(
+                "try_later",
+                "the server cannot serve this conversation just now; reconnect in a few seconds",
+                retry_after_ms=TRY_LATER_MS,
+            )
+            conn.close(1013, "try again later")
+            return
         first = [
             json.dumps(
                 {

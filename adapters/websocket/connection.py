@@ -101,7 +101,9 @@ class Connection:
         for frame in first + held:
             self._enqueue(frame)
 
-    def send_error(self, code: str, message: str, *, quiet_s: float = 0) -> None:
+    def send_error(
+        self, code: str, message: str, *, quiet_s: float = 0, **fields: str | int
+    ) -> None:
         """A connection-scoped error: this socket only, no seq, never replayed.
 
         Dropped while an error of the same code is still queued, or for `quiet_s` after one was:
@@ -113,7 +115,7 @@ class Connection:
         self._errors.add(code)
         if quiet_s > 0:
             self._quiet = {**(self._quiet or {}), code: now + quiet_s}
-        self.push(json.dumps({"type": "error", "code": code, "message": message}))
+        self.push(json.dumps({"type": "error", "code": code, "message": message, **fields}))
 
     def close(self, code: int, reason: str) -> None:
         """Close after the frames already queued have gone out."""

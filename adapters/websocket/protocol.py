@@ -29,6 +29,7 @@ ErrorCode = Literal[
     "bad_field",
     "hello_repeated",
     "internal_error",
+    "try_later",
 ]
 
 CLOSE_IDENTITY_INVALID: Final = 4003

@@ -100,7 +100,6 @@ def _validate(
     try:
         _prepare(Config, data, "")
         expanded = expand_env(data, env)
-        _refuse_unbuilt(expanded)
         override_server(expanded, env, *server)
         config = follow_server(Config.model_validate(expanded))
         _check_folders(config, folder)
@@ -109,16 +108,6 @@ def _validate(
     except ValidationError as exc:
         raise ConfigError(f"{source}: {describe(exc.errors()[0])}") from exc
     return config
-
-
-def _refuse_unbuilt(data: dict[Any, Any]) -> None:
-    """A section for a feature that does not exist yet is refused, not silently ignored."""
-    redis = data.get("redis")
-    if isinstance(redis, dict) and redis.get("url") not in (None, ""):
-        raise ConfigError(
-            "redis.url: running several processes over Redis is not built yet; remove it"
-            " (an unset ${REDIS_URL} is fine: it is empty)"
-        )
 
 
 def _check_folders(config: Config, folder: Path) -> None:

@@ -48,13 +48,26 @@ class StorageConfig(_Section):
 
 
 class RedisConfig(_Section):
-    # Multi-process mode is not built yet: the loader refuses a non-empty url.
-    url: str | None = None
+    """Set `url` and every `bot serve` pointed at it shares dedup, turns, events and rate budgets."""
+
+    # redis://host:6379/0, rediss:// for TLS; None: one process, embedded. It may hold a password.
+    url: str | None = secret(None)
+    prefix: str = "bot:"  # every key starts with it: several bots may share one Redis
+    lease_s: float = Field(5, ge=1, le=300)  # a dead process's turns and polling move on after it
 
     @field_validator("url")
     @classmethod
-    def _empty_is_unset(cls, value: str | None) -> str | None:
-        return value or None  # an unset `${REDIS_URL}` expands to ""
+    def _redis_url(cls, value: str | None) -> str | None:
+        if not value:
+            return None  # an unset `${REDIS_URL}` expands to ""
+        scheme = value.partition("://")[0].lower()
+        if "://" not in value or scheme not in ("redis", "rediss", "unix"):
+            # the value may hold a password: it is not repeated
+            raise ValueError(
+                "expected a Redis URL such as redis://host:6379/0 (rediss:// for TLS,"
+                " unix:///path/to/redis.sock for a socket)"
+            )
+        return value
 
 
 class LogConfig(_Section):

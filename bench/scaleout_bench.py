@@ -1,0 +1,172 @@
+"""Benchmark: one gateway process vs two over Redis, under bench/ws_bench.py's web socket load.
+
+Three runs of the same closed-loop load (N conversations, T turns each, the in-process scripted
+model at 0 ms): `embedded` (one process, no Redis), `redis x1` (one process, `redis.url` set) and
+`redis x2` (two processes on one SQLite file and one Redis, half the sockets on each). Each
+gateway child is pinned with `sched_setaffinity` (as taskset does) to its own core; the load runs
+in this process on whatever cores are left (on a 2-core machine it shares them: say so when
+reading the x2 figure). Printed per run: turns/s, gateway CPU per turn (all gateway children,
+Redis's own CPU not counted), time to placeholder p50/p99 (message sent → `message.created`),
+and turn latency p50/p99.
+
+    python bench/scaleout_bench.py [--conversations 40] [--turns 30] [--redis redis://127.0.0.1:6379/0]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import sys
+import tempfile
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from bench.ws_load import Server, gateway_conversation, pct, pin_self
+
+
+def child_config(data_dir: str, redis: dict[str, Any] | None) -> Path:
+    config: dict[str, Any] = {
+        "server": {"port": 0},
+        "storage": {"path": str(Path(data_dir) / "bench.db")},
+        "personas": {"dirs": [str(ROOT / "personas")]},
+        "log": {"level": os.environ.get("BENCH_LOG", "WARNING")},
+        "channels": {
+            "websocket": {
+                "rate_limit_per_minute": 1_000_000,
+                "max_connections_per_address": 100_000,
+            }
+        },
+    }
+    if redis is not None:
+        config["redis"] = redis
+    path = Path(data_dir) / f"config-{uuid.uuid4().hex[:6]}.yaml"
+    path.write_text(json.dumps(config))
+    return path
+
+
+async def serve(data_dir: str, redis_json: str) -> None:
+    """A gateway child: the real app, the scripted model echoing the message."""
+    import logging
+    import threading
+
+    from agent.providers.scripted import Reply, ScriptedProvider
+    from bench.ws_load import _answer_cpu_probes, _Discard
+    from bot.app import App
+    from bot.config import load_config
+
+    level = os.environ.get("BENCH_LOG", "WARNING")
+    logging.basicConfig(level=level, format="%(asctime)s %(process)d %(name)s: %(message)s")
+    redis = json.loads(redis_json) if redis_json else None
+    config = load_config(child_config(data_dir, redis), env=dict(os.environ))
+    scripted = ScriptedProvider(lambda request: Reply("ok: " + request.messages[-1].content[:40]))
+    scripted.requests = _Discard()
+    threading.Thread(target=_answer_cpu_probes, daemon=True).start()
+    async with App(config, base_dir=Path(data_dir), provider=scripted) as app:
+        print(f"PORT {app.port}", flush=True)
+        await app.wait()
+
+
+async def run(
+    label: str, data_dir: str, cores: list[str], redis: dict[str, Any] | None, args: Any
+) -> dict[str, float]:
+    redis_json = json.dumps(redis) if redis is not None else ""
+    children = [
+        Server(__file__, "--serve", data_dir, "--redis-json", redis_json, "--cpu", core)
+        for core in cores
+    ]
+    placeholder: list[float] = []
+    total: list[float] = []
+    try:
+        async with aiohttp.ClientSession() as session:
+            urls = [f"http://127.0.0.1:{c.port}/ws" for c in children]
+            cpu = [c.cpu() for c in children]
+            began = time.perf_counter()
+            await asyncio.gather(
+                *(
+                    gateway_conversation(
+                        session, urls[n % len(urls)], n, args.turns, placeholder, total
+                    )
+                    for n in range(args.conversations)
+                )
+            )
+            elapsed = time.perf_counter() - began
+            used = sum(c.cpu() - before for c, before in zip(children, cpu, strict=True))
+    finally:
+        for child in children:
+            child.stop()
+    turns = args.conversations * args.turns
+    figures = {
+        "turns/s": turns / elapsed,
+        "cpu_ms/turn": used / turns * 1000,
+        "placeholder_p50_ms": pct(placeholder, 0.50),
+        "placeholder_p99_ms": pct(placeholder, 0.99),
+        "turn_p50_ms": pct(total, 0.50),
+        "turn_p99_ms": pct(total, 0.99),
+    }
+    print(
+        f"{label:<10} {figures['turns/s']:8.0f} turns/s  {figures['cpu_ms/turn']:6.2f} ms CPU/turn"
+        f"  placeholder p50 {figures['placeholder_p50_ms']:6.1f} p99 {figures['placeholder_p99_ms']:6.1f} ms"
+        f"  turn p50 {figures['turn_p50_ms']:6.1f} p99 {figures['turn_p99_ms']:6.1f} ms",
+        flush=True,
+    )
+    return figures
+
+
+async def main(args: Any) -> None:
+    allowed = sorted(os.sched_getaffinity(0))
+    if len(allowed) < 2:
+        raise SystemExit("needs 2 cores: one per gateway process")
+    a, b = str(allowed[-1]), str(allowed[-2])
+    # a prefix per run: the load reuses visitor ids and client_message_ids, which the Redis
+    # dedup of an earlier run would (rightly) drop as already answered
+    prefixes = [f"bench:{uuid.uuid4().hex[:8]}:" for _ in range(2)]
+    x1, x2 = ({"url": args.redis, "prefix": prefix} for prefix in prefixes)
+    print(f"{args.conversations} conversations x {args.turns} turns; gateways on cores {a} / {b}")
+    results = {}
+    runs = (("embedded", [a], None), ("redis x1", [a], x1), ("redis x2", [a, b], x2))
+    for label, cores, shared in runs:
+        if args.only and label != args.only:
+            continue
+        with tempfile.TemporaryDirectory(dir=os.environ.get("BENCH_DIR")) as data_dir:
+            results[label] = await run(label, data_dir, cores, shared, args)
+    if not args.only:
+        print(
+            f"redis vs embedded CPU/turn: "
+            f"{results['redis x1']['cpu_ms/turn'] / results['embedded']['cpu_ms/turn']:.2f}x;  "
+            f"two processes vs one: "
+            f"{results['redis x2']['turns/s'] / results['redis x1']['turns/s']:.2f}x"
+        )
+    from bot.redis.client import connect
+
+    client = connect(args.redis)
+    for prefix in prefixes:
+        keys = [key async for key in client.scan_iter(match=f"{prefix}*", count=1000)]
+        if keys:
+            await client.delete(*keys)
+    await client.aclose()
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    parser.add_argument("--conversations", type=int, default=40)
+    parser.add_argument("--turns", type=int, default=30)
+    parser.add_argument("--redis", default="redis://127.0.0.1:6379/0")
+    parser.add_argument("--only", choices=["embedded", "redis x1", "redis x2"])
+    parser.add_argument("--serve", metavar="DATA_DIR", help=argparse.SUPPRESS)
+    parser.add_argument("--redis-json", default="", help=argparse.SUPPRESS)
+    parser.add_argument("--cpu", default="", help=argparse.SUPPRESS)
+    options = parser.parse_args()
+    if options.serve:
+        pin_self(options.cpu)
+        asyncio.run(serve(options.serve, options.redis_json))
+    else:
+        asyncio.run(main(options))

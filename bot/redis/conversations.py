@@ -1,0 +1,240 @@
+"""`RedisConversations`: the conversation queue shared by every process, one turn at a time each.
+
+Messages are queued on their conversation's list (conversations_lua.py). "This conversation
+has work" goes on one stream read by a consumer group, so each entry reaches one process; that
+process takes the conversation's lease (a fenced lock) and drains it turn by turn, coalescing as
+the embedded queue does. While it holds the lease a heartbeat extends it and keeps the stream
+entry its own. If the process dies, the lease expires and the entry, still pending, is taken by
+another process with XAUTOCLAIM; the batch the dead one was running is still recorded, and is
+handed to the turn runner marked `resumed`. A stale holder (a stalled process whose lease ran
+out) can change nothing: every script checks its token. `/stop` drops the list and reaches the
+running turn wherever it runs: pub/sub for speed, and a flag the heartbeat reads in case that
+one message was lost.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import os
+import socket
+import uuid
+from collections.abc import Callable
+from typing import Any, Final
+
+from redis.asyncio import Redis
+from redis.exceptions import RedisError, ResponseError
+
+from adapters.base import InboundMessage
+from bot.conversations import (
+    MAX_QUEUED,
+    MAX_TURN_CHARS,
+    MAX_TURN_MESSAGES,
+    QueueFull,
+    RunTurn,
+    Stopped,
+    TurnSignal,
+    next_batch,
+)
+from bot.redis import conversations_lua as lua
+from bot.redis import messages
+from bot.redis.client import BLOCK_MS, cancelled_meanwhile, describe, guarded
+from bot.redis.stops import listen_for_stops
+
+log = logging.getLogger(__name__)
+
+GROUP: Final = "workers"
+IDLE_POLL_S: Final = 0.02  # wait_idle (tests, shutdown) polls the shared state
+BACKOFF_S: Final = (0.1, 2.0)
+CLAIM_EVERY_S: Final = 1.0
+ONCE_MS: Final = 600_000  # an event queued is not queued again for this long (retries, resends)
+
+
+class RedisConversations:
+    def __init__(
+        self,
+        redis: Redis,
+        reader: Redis,
+        *,
+        prefix: str,
+        lease_s: float = 5.0,
+        coalesce_ms: int = 0,
+        max_turn_chars: int = MAX_TURN_CHARS,
+        max_turn_messages: int = MAX_TURN_MESSAGES,
+        max_queued: int = MAX_QUEUED,
+    ) -> None:
+        self.redis, self.reader = redis, reader
+        self.base = f"{prefix}q:"
+        self.lease_ms = int(lease_s * 1000)
+        self.coalesce_ms = coalesce_ms
+        self.max_turn_chars, self.max_turn_messages = max_turn_chars, max_turn_messages
+        self.max_queued = max_queued
+        self.consumer = f"{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:6]}"
+        self.started = asyncio.Event()
+        # Called with a conversation key when a /stop from any process reaches this one.
+        self.stop_hooks: list[Callable[[str], object]] = []
+        # Called with (conversation key, task id) when a TaskStop from any process arrives.
+        self.task_stop_hooks: list[Callable[[str, str], object]] = []
+        self.signals: dict[str, TurnSignal] = {}  # the turns running in this process
+        self._draining: set[str] = set()
+        self.scripts = {
+            name: redis.register_script(getattr(lua, name))
+            for name in (
+                "ENQUEUE",
+                "ACQUIRE",
+                "EXTEND",
+                "TAKE",
+                "FINISH",
+                "RELEASE",
+                "STOP",
+                "ABANDON",
+            )
+        }
+        self.run_turn: RunTurn | None = None
+
+    def key(self, conversation: str, part: str) -> str:
+        return f"{self.base}{conversation}:{part}"
+
+    @property
+    def ready(self) -> str:
+        return f"{self.base}ready"
+
+    @property
+    def stop_channel(self) -> str:
+        return f"{self.base}stop"
+
+    async def run(self, run_turn: RunTurn) -> None:
+        self.run_turn = run_turn
+        try:
+            async with asyncio.TaskGroup() as group:
+                group.create_task(listen_for_stops(self))
+                group.create_task(self._take_work(group))
+        finally:
+            self.run_turn = None
+            self.started.clear()
+
+    async def enqueue(self, message: InboundMessage) -> None:
+        if self.run_turn is None:
+            raise RuntimeError("the conversation queue is not running: start its run() first")
+        c = message.conversation_key
+        async with guarded("queueing a message"):
+            queued = await self.scripts["ENQUEUE"](
+                keys=[self.key(c, "in"), self.key(c, "lock"), self.ready, f"{self.base}busy"]
+                + [f"{self.base}once:{message.event_id}"],
+                args=[messages.dump(message), self.max_queued, c, ONCE_MS],
+            )
+        if not int(queued):
+            log.warning("%s has %d messages waiting; refusing more", c, self.max_queued)
+            raise QueueFull(c, self.max_queued)
+
+    async def stop(self, conversation_key: str) -> Stopped:
+        c = conversation_key
+        async with guarded("stopping a conversation"):
+            dropped, running = await self.scripts["STOP"](
+                keys=[self.key(c, "in"), self.key(c, "lock"), self.key(c, "stop")]
+                + [f"{self.base}busy"],
+                args=[c, self.lease_ms * 3, self.stop_channel],
+            )
+        self.stop_here(c)  # at once if it runs here; others hear it on the channel
+        return Stopped(int(dropped), bool(running))
+
+    async def stop_task(self, conversation_key: str, task_id: str) -> None:
+        """TaskStop for a specialist another process runs: every process hears it."""
+        payload = json.dumps({"conversation": conversation_key, "task_id": task_id})
+        async with guarded("stopping a task"):
+            await self.redis.publish(self.task_stop_channel, payload)
+
+    @property
+    def task_stop_channel(self) -> str:
+        return f"{self.base}taskstop"
+
+    def stop_here(self, conversation_key: str) -> None:
+        signal = self.signals.get(conversation_key)
+        if signal is not None:
+            signal.stop()
+
+    async def wait_idle(self) -> None:
+        """Until no conversation of any process has work (tests, shutdown): the state is in
+        Redis, shared by processes, so it is polled; no event could carry it."""
+        while self._draining or await self.redis.zcard(f"{self.base}busy"):  # noqa: ASYNC110
+            await asyncio.sleep(IDLE_POLL_S)
+
+    # -- taking work ----------------------------------------------------------------------
+    async def _take_work(self, group: asyncio.TaskGroup) -> None:
+        """Read "has work" entries (reclaiming a dead process's first) and drain each."""
+        backoff = BACKOFF_S[0]
+        created = False
+        loop = asyncio.get_running_loop()
+        next_claim = 0.0
+        while True:
+            try:
+                if not created:
+                    await self._create_group()
+                    created = True
+                    self.started.set()
+                now = loop.time()
+                if now >= next_claim:  # a dead process's entries, idle past its lease
+                    next_claim = now + CLAIM_EVERY_S
+                    claimed: Any = await self.reader.xautoclaim(
+                        self.ready, GROUP, self.consumer, int(self.lease_ms * 1.5), "0-0", count=10
+                    )
+                    for entry_id, fields in claimed[1]:
+                        group.create_task(self._serve(entry_id, fields["c"], reclaimed=True))
+                read: Any = await self.reader.xreadgroup(
+                    GROUP, self.consumer, {self.ready: ">"}, count=10, block=BLOCK_MS
+                )
+                for _, entries in read or []:
+                    for entry_id, fields in entries:
+                        group.create_task(self._serve(entry_id, fields["c"], reclaimed=False))
+                backoff = BACKOFF_S[0]
+            except RedisError as exc:
+                cancelled_meanwhile()
+                if isinstance(exc, ResponseError):  # NOGROUP: a Redis restarted empty
+                    created = False
+                log.warning("conversation queue: Redis failed (%s); retrying", describe(exc))
+                self.started.set()  # enqueue refuses with TryLater meanwhile
+                await asyncio.sleep(backoff)
+                backoff = min(backoff * 2, BACKOFF_S[1])
+
+    async def _create_group(self) -> None:
+        try:
+            await self.redis.xgroup_create(self.ready, GROUP, id="0", mkstream=True)
+        except ResponseError as exc:
+            if "BUSYGROUP" not in str(exc):
+                raise
+
+    async def _serve(self, entry_id: str, c: str, *, reclaimed: bool) -> None:
+        from bot.redis.drain import drain  # the turn loop of one conversation
+
+        try:
+            token = int(
+                await self.scripts["ACQUIRE"](
+                    keys=[self.key(c, "lock"), self.key(c, "fence")], args=[self.lease_ms]
+                )
+            )
+            if token:
+                self._draining.add(c)
+                try:
+                    done = await drain(self, c, token, entry_id)
+                finally:
+                    self._draining.discard(c)
+                if not done:
+                    return  # left pending: reclaimed once the lease runs out
+            elif reclaimed:
+                return  # a live holder still drains it; its lease decides
+            await self.redis.xack(self.ready, GROUP, entry_id)
+        except RedisError as exc:
+            cancelled_meanwhile()
+            log.warning("conversation %s: Redis failed (%s); it is retried", c, describe(exc))
+
+    def next_batch(self, queued: list[str]) -> tuple[list[int], list[InboundMessage]]:
+        pending = [messages.load(text) for text in queued]
+        taken = next_batch(pending, self.max_turn_chars, self.max_turn_messages)
+        return taken, [pending[i] for i in taken]
+
+    def batch_json(self, batch: list[InboundMessage]) -> str:
+        return json.dumps([messages.dump(m) for m in batch])
+
+    def load_batch(self, text: str) -> list[InboundMessage]:
+        return [messages.load(m) for m in json.loads(text)]

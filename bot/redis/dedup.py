@@ -1,0 +1,31 @@
+"""`RedisDedup`: claim each platform event once across every process, with `SET NX PX`."""
+
+from __future__ import annotations
+
+from redis.asyncio import Redis
+
+from bot.redis.client import guarded
+
+
+class RedisDedup:
+    """`SET <prefix>dedup:<event> 1 NX PX <ttl>`: the first process to set it answers the event.
+
+    The key expires with the TTL, so Redis holds the claims of the last day only. Errors raise
+    `RedisUnavailable`: the gateway then refuses the event so the platform delivers it again.
+    """
+
+    def __init__(self, redis: Redis, *, prefix: str, ttl_s: float = 86400) -> None:
+        self.redis = redis
+        self.prefix = f"{prefix}dedup:"
+        self.ttl_ms = int(ttl_s * 1000)
+
+    async def claim(self, event_id: str) -> bool:
+        if self.ttl_ms < 1:
+            return True  # a claim that expires at once holds nothing
+        async with guarded("claiming an event"):
+            claimed = await self.redis.set(self.prefix + event_id, "1", nx=True, px=self.ttl_ms)
+        return bool(claimed)
+
+    async def release(self, event_id: str) -> None:
+        async with guarded("releasing an event"):
+            await self.redis.delete(self.prefix + event_id)

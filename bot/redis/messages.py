@@ -1,0 +1,27 @@
+"""`InboundMessage` to JSON and back, for queues other processes read."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict
+from typing import Any
+
+from adapters.base import Action, Attachment, ChatRef, InboundMessage
+
+
+def dump(message: InboundMessage) -> str:
+    data = asdict(message)
+    try:
+        json.dumps(data["raw"])
+    except (TypeError, ValueError):
+        data["raw"] = {}  # the platform's payload is for reference only; the rest is the message
+    return json.dumps(data, ensure_ascii=False, separators=(",", ":"))
+
+
+def load(text: str) -> InboundMessage:
+    data: dict[str, Any] = json.loads(text)
+    data["chat"] = ChatRef(**data["chat"])
+    data["attachments"] = tuple(Attachment(**a) for a in data["attachments"])
+    if data["action"] is not None:
+        data["action"] = Action(**data["action"])
+    return InboundMessage(**data)

@@ -1,0 +1,62 @@
+"""Multi-process mode: every Redis seam built from `redis.*`, on two shared clients."""
+
+from __future__ import annotations
+
+import logging
+
+from redis.exceptions import RedisError
+
+from bot.config.schema import RedisConfig
+from bot.redis.budget import RedisRateBudget
+from bot.redis.client import RedisHealth, connect, describe
+from bot.redis.conversations import RedisConversations
+from bot.redis.dedup import RedisDedup
+from bot.redis.hub import RedisEventHub
+from bot.redis.leader import RedisLeader
+from tools.redact import redact_credentials
+
+log = logging.getLogger(__name__)
+
+REPLAY_EVENTS = 200  # frames kept per conversation for a reconnecting widget, as in one process
+
+
+class RedisMode:
+    """Owns the clients (one for commands, one for blocking reads) and the event hub's reader."""
+
+    def __init__(self, config: RedisConfig, *, dedup_ttl_s: float, coalesce_ms: int) -> None:
+        assert config.url is not None
+        self.url = config.url
+        self.redis = connect(config.url)
+        self.reader = connect(config.url, reader=True)
+        prefix = config.prefix
+        self.dedup = RedisDedup(self.redis, prefix=prefix, ttl_s=dedup_ttl_s)
+        self.conversations = RedisConversations(
+            self.redis, self.reader, prefix=prefix, lease_s=config.lease_s, coalesce_ms=coalesce_ms
+        )
+        self.budget = RedisRateBudget(self.redis, prefix=prefix)
+        self.hub = RedisEventHub(
+            self.redis, self.reader, prefix=prefix, replay_events=REPLAY_EVENTS
+        )
+        self.leader = RedisLeader(self.redis, prefix=prefix, lease_s=config.lease_s)
+        self.health = RedisHealth(self.redis)
+        self._open = False
+
+    async def open(self) -> None:
+        await self.hub.__aenter__()
+        self._open = True
+        try:
+            await self.redis.ping()
+            log.info("multi-process mode: Redis at %s", redact_credentials(self.url))
+        except RedisError as exc:  # not fatal: everything retries, /healthz says so
+            log.error(
+                "Redis at %s does not answer (%s); taking no messages until it does",
+                redact_credentials(self.url),
+                describe(exc),
+            )
+
+    async def close(self) -> None:
+        if self._open:
+            await self.hub.__aexit__(None, None, None)
+            self._open = False
+        await self.reader.aclose()
+        await self.redis.aclose()

@@ -1,0 +1,102 @@
+"""Real `bot serve` processes sharing one config (one SQLite file, one Redis): start, read, stop."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+import signal
+import sys
+from collections.abc import AsyncIterator, Mapping
+from contextlib import AsyncExitStack, asynccontextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+SERVING = re.compile(r"serving http://([\d.]+):(\d+)")
+
+
+@dataclass
+class Gateway:
+    """One `bot serve`: its port and every line it logged so far."""
+
+    process: asyncio.subprocess.Process
+    port: int = 0
+    log: list[str] = field(default_factory=list)
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def logged(self, text: str) -> int:
+        return sum(text in line for line in self.log)
+
+
+def write_config(folder: Path, **sections: Any) -> Path:
+    data: dict[str, Any] = {
+        "server": {"port": 0},
+        "storage": {"path": str(folder / "bot.db")},
+        "personas": {"dirs": [str(ROOT / "personas")]},
+        "llm": {"provider": "offline"},
+    }
+    for key, value in sections.items():
+        data.setdefault(key, {}).update(value)
+    path = folder / "config.yaml"
+    path.write_text(json.dumps(data))
+    return path
+
+
+async def _read(gateway: Gateway, stream: asyncio.StreamReader) -> None:
+    while line := await stream.readline():
+        gateway.log.append(line.decode(errors="replace"))
+
+
+@asynccontextmanager
+async def one_gateway(config: Path, env: Mapping[str, str]) -> AsyncIterator[Gateway]:
+    process = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "bot",
+        "serve",
+        "--config",
+        str(config),
+        cwd=config.parent,
+        env={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(ROOT), **env},
+        stderr=asyncio.subprocess.PIPE,
+    )
+    assert process.stderr is not None
+    gateway = Gateway(process)
+    reader = asyncio.create_task(_read(gateway, process.stderr))
+    try:
+        async with asyncio.timeout(120):  # aiogram alone imports in seconds on a busy machine
+            while not (found := next(filter(None, map(SERVING.search, gateway.log)), None)):
+                assert not reader.done(), "bot serve ended:\n" + "".join(gateway.log)
+                await asyncio.sleep(0.05)
+        gateway.port = int(found.group(2))
+        yield gateway
+    finally:
+        if process.returncode is None:
+            process.send_signal(signal.SIGTERM)
+            try:
+                async with asyncio.timeout(20):
+                    await process.wait()
+            except TimeoutError:
+                process.kill()
+                await process.wait()
+        await reader
+
+
+@asynccontextmanager
+async def gateways(
+    count: int, config: Path, env: Mapping[str, str]
+) -> AsyncIterator[list[Gateway]]:
+    """`count` processes on one config, stopped with SIGTERM. The first starts alone: two
+    processes creating one SQLite file at the same instant can meet "database is locked" while
+    switching it to WAL (seen on a loaded machine; the store's own matter, not tested here)."""
+    async with AsyncExitStack() as stack:
+        first = await stack.enter_async_context(one_gateway(config, env))
+        others = await asyncio.gather(
+            *(stack.enter_async_context(one_gateway(config, env)) for _ in range(count - 1))
+        )
+        yield [first, *others]

@@ -1,0 +1,49 @@
+"""The real Redis for tests: a fresh key prefix per use, its keys deleted afterwards.
+
+Tests use the server at `TEST_REDIS_URL` (default redis://127.0.0.1:6379/0) and skip, saying
+why, only when no server answers there.
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+import pytest
+from redis.asyncio import Redis
+from redis.exceptions import RedisError
+
+from bot.redis.client import connect
+
+URL = os.environ.get("TEST_REDIS_URL", "redis://127.0.0.1:6379/0")
+
+
+async def skip_without_redis(url: str = URL) -> None:
+    probe = connect(url)
+    try:
+        await probe.ping()
+    except (RedisError, OSError) as exc:
+        pytest.skip(f"no Redis answers at {url} ({type(exc).__name__}); start redis-server")
+    finally:
+        await probe.aclose()
+
+
+async def delete_prefix(redis: Redis, prefix: str) -> None:
+    keys = [key async for key in redis.scan_iter(match=f"{prefix}*", count=1000)]
+    if keys:
+        await redis.delete(*keys)
+
+
+@asynccontextmanager
+async def redis_prefix(url: str = URL) -> AsyncIterator[tuple[Redis, str]]:
+    """A client and a key prefix no other test uses; every key under it is deleted at the end."""
+    await skip_without_redis(url)
+    redis = connect(url)
+    prefix = f"test:{uuid.uuid4().hex[:12]}:"
+    try:
+        yield redis, prefix
+    finally:
+        await delete_prefix(redis, prefix)
+        await redis.aclose()

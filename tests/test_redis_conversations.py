@@ -1,0 +1,191 @@
+"""`RedisConversations` across processes: each message once, in order, one turn at a time per
+conversation; /stop from another process; a dead holder's work taken over (XAUTOCLAIM).
+
+Each "process" is a queue with its own Redis connections, as separate gateway processes have.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections import defaultdict
+from collections.abc import AsyncIterator, Callable
+from contextlib import AsyncExitStack
+
+import pytest
+
+from adapters.base import ChatRef, InboundMessage
+from bot.conversations import TurnSignal
+from bot.redis import messages
+from bot.redis.client import connect
+from bot.redis.conversations import GROUP, RedisConversations
+from tests.redis_kit import URL, redis_prefix
+
+
+def msg(chat: str, text: str) -> InboundMessage:
+    return InboundMessage(ChatRef("fake", chat), "u", text, f"e:{chat}:{text}")
+
+
+@pytest.fixture
+async def processes() -> AsyncIterator[list[RedisConversations]]:
+    """Three queues on one key prefix; `run` them yourself."""
+    async with redis_prefix() as (_, prefix), AsyncExitStack() as stack:
+        queues = []
+        for _ in range(3):
+            redis, reader = connect(URL), connect(URL, reader=True)
+            stack.push_async_callback(redis.aclose)
+            stack.push_async_callback(reader.aclose)
+            queues.append(RedisConversations(redis, reader, prefix=prefix, lease_s=1))
+        yield queues
+
+
+async def test_three_processes_run_each_message_once_in_order(
+    processes: list[RedisConversations],
+) -> None:
+    ran: dict[str, list[str]] = defaultdict(list)
+    running: dict[str, int] = defaultdict(int)
+    overlap: list[str] = []
+    where: set[int] = set()
+
+    def runner(n: int):  # type: ignore[no-untyped-def]
+        async def run(batch: list[InboundMessage], signal: TurnSignal) -> None:
+            chat = batch[0].chat.chat_id
+            running[chat] += 1
+            if running[chat] > 1:
+                overlap.append(chat)
+            where.add(n)
+            await asyncio.sleep(0.002)
+            ran[chat].extend(m.text for m in batch)
+            running[chat] -= 1
+
+        return run
+
+    async with asyncio.TaskGroup() as group:
+        tasks = [group.create_task(q.run(runner(n))) for n, q in enumerate(processes)]
+        for q in processes:
+            await q.started.wait()
+        for i in range(20):
+            for chat in "abcdef":
+                await processes[(i + ord(chat)) % 3].enqueue(msg(chat, f"{i}"))
+        async with asyncio.timeout(30):
+            await processes[0].wait_idle()
+        for task in tasks:
+            task.cancel()
+    assert overlap == []
+    assert {chat: texts for chat, texts in ran.items()} == {
+        chat: [str(i) for i in range(20)] for chat in "abcdef"
+    }
+    assert len(where) > 1  # the work was shared
+
+
+async def test_stop_from_another_process_stops_the_turn(
+    processes: list[RedisConversations],
+) -> None:
+    started: asyncio.Queue[int] = asyncio.Queue()
+    stopped: list[str] = []
+
+    def runner(n: int):  # type: ignore[no-untyped-def]
+        async def run(batch: list[InboundMessage], signal: TurnSignal) -> None:
+            signal.work = asyncio.current_task()
+            await started.put(n)
+            try:
+                await asyncio.Future()
+            except asyncio.CancelledError:
+                stopped.append(batch[0].text)
+                asyncio.current_task().uncancel()  # type: ignore[union-attr]
+
+        return run
+
+    async with asyncio.TaskGroup() as group:
+        tasks = [group.create_task(q.run(runner(n))) for n, q in enumerate(processes)]
+        for q in processes:
+            await q.started.wait()
+        await processes[0].enqueue(msg("a", "long"))
+        async with asyncio.timeout(10):
+            runs_on = await started.get()
+            await processes[runs_on].enqueue(msg("a", "queued"))
+            result = await processes[(runs_on + 1) % 3].stop("fake:a")  # asked elsewhere
+            await processes[0].wait_idle()
+        for task in tasks:
+            task.cancel()
+    assert (result.dropped, result.running) == (1, True)
+    assert stopped == ["long"]
+
+
+async def test_a_dead_holders_turn_and_queue_are_taken_over(
+    processes: list[RedisConversations],
+) -> None:
+    """What a process killed mid-turn leaves: its lease (expiring), the batch it was running,
+    more queued behind it, and its stream entry pending. A live process finishes all of it."""
+    live = processes[0]
+    c = "fake:a"
+    redis = live.redis
+    await redis.xgroup_create(live.ready, GROUP, id="0", mkstream=True)
+    await redis.xadd(live.ready, {"c": c})
+    await redis.xreadgroup(GROUP, "dead-process", {live.ready: ">"}, count=1)
+    await redis.set(live.key(c, "lock"), "7", px=500)
+    await redis.set(live.key(c, "fence"), "7")
+    await redis.set(live.key(c, "turn"), json.dumps([messages.dump(msg("a", "half done"))]))
+    await redis.rpush(live.key(c, "in"), messages.dump(msg("a", "next")))
+    await redis.zadd(f"{live.base}busy", {c: 0})
+    turns: list[tuple[list[str], bool]] = []
+
+    async def run(batch: list[InboundMessage], signal: TurnSignal) -> None:
+        turns.append(([m.text for m in batch], signal.resumed))
+
+    async with asyncio.TaskGroup() as group:
+        task = group.create_task(live.run(run))
+        async with asyncio.timeout(15):
+            await live.started.wait()
+            await live.wait_idle()
+        task.cancel()
+    assert turns == [(["half done"], True), (["next"], False)]
+    assert int(await redis.get(live.key(c, "fence")) or 0) > 7  # newer tokens than the dead one's
+    assert (await redis.xpending(live.ready, GROUP))["pending"] == 0
+
+
+async def test_a_released_lease_stays_released(processes: list[RedisConversations]) -> None:
+    """A heartbeat still in flight when its holder lets go must not take the lock back: a
+    message queued meanwhile would find the lock held, and nobody would drain it."""
+    q = processes[0]
+    c = "fake:a"
+    keys = {part: q.key(c, part) for part in ("lock", "fence", "in", "turn", "stop")}
+    token = int(await q.scripts["ACQUIRE"](keys=[keys["lock"], keys["fence"]], args=[5000]))
+    await q.redis.pexpire(keys["lock"], 1)
+    await asyncio.sleep(0.01)  # the lease lapsed (a Redis outage, a stall): still ours to extend
+    extend = [keys["lock"], keys["fence"], keys["stop"]]
+    assert int(await q.scripts["EXTEND"](keys=extend, args=[token, 5000])) == 1
+    release = [keys["lock"], keys["fence"], keys["in"], keys["turn"], f"{q.base}busy"]
+    assert int(await q.scripts["RELEASE"](keys=release, args=[token, 5000, c])) == 1
+    assert int(await q.scripts["EXTEND"](keys=extend, args=[token, 5000])) == 0
+    assert not await q.redis.exists(keys["lock"])
+
+
+async def test_task_stop_reaches_every_process(processes: list[RedisConversations]) -> None:
+    """TaskStop asked on one process reaches the process whose specialist it names."""
+    heard: asyncio.Queue[tuple[int, str, str]] = asyncio.Queue()
+
+    def hook(n: int) -> Callable[[str, str], None]:
+        return lambda c, task: heard.put_nowait((n, c, task))
+
+    for n, q in enumerate(processes):
+        q.task_stop_hooks.append(hook(n))
+
+    async def run(batch: list[InboundMessage], signal: TurnSignal) -> None:
+        pass
+
+    async with asyncio.TaskGroup() as group:
+        tasks = [group.create_task(q.run(run)) for q in processes]
+        for q in processes:
+            await q.started.wait()
+        got: set[tuple[int, str, str]] = set()
+        async with asyncio.timeout(10):
+            while {n for n, _, _ in got} != {0, 1, 2}:  # each listener subscribes as it starts
+                await processes[0].stop_task("fake:a", "task-7")
+                got.add(await heard.get())
+                await asyncio.sleep(0.05)
+                while not heard.empty():
+                    got.add(heard.get_nowait())
+        for task in tasks:
+            task.cancel()
+    assert {(c, task) for _, c, task in got} == {("fake:a", "task-7")}
