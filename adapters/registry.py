@@ -46,6 +46,10 @@ class ChannelServices:
     # Whether the gateway answered in a conversation (by its key), from the store: a reply in
     # a Slack thread the bot was answering is answered after a restart too. None: no store.
     answered: Callable[[str], Awaitable[bool]] | None = None
+    # The key of the conversation under a key prefix where a user's newest turn was, from the
+    # store: `(channel, key_prefix, user_id)`; a Slack slash command in a channel targets the
+    # user's latest thread there, after a restart or on another process too. None: no store.
+    latest_conversation: Callable[[str, str, str], Awaitable[str | None]] | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -94,6 +94,7 @@ class App:
                 history=StoreHistory(self.store, self._persona_name),
                 claims=StoreDedup(self.store, ttl_s=config.gateway.dedup_ttl_s),
                 answered=self._answered,
+                latest_conversation=self._latest_conversation,
             )
             for channel in build_enabled(config.channels, services):
                 self.channels[channel.name] = channel
@@ -178,6 +179,16 @@ class App:
         except StorageError as exc:
             log.warning("cannot tell whether %s was answered before: %s", conversation_key, exc)
             return False
+
+    async def _latest_conversation(self, channel: str, key_prefix: str, user: str) -> str | None:
+        """The conversation under `key_prefix` with the user's newest turn (a Slack thread)."""
+        try:
+            return await self.store.latest_conversation(
+                channel=channel, key_prefix=key_prefix, user_id=user
+            )
+        except StorageError as exc:
+            log.warning("cannot find the latest conversation under %s: %s", key_prefix, exc)
+            return None
 
     def _path(self, value: str) -> Path:
         path = Path(value)
