@@ -48,6 +48,10 @@ class ChannelServices:
     answered: Callable[[str], Awaitable[bool]] | None = None
     # Work one process at a time may do (Telegram long polling); None: this process alone.
     leader: Leader | None = None
+    # The key of the conversation under a key prefix where a user's newest turn was, from the
+    # store: `(channel, key_prefix, user_id)`; a Slack slash command in a channel targets the
+    # user's latest thread there, after a restart or on another process too. None: no store.
+    latest_conversation: Callable[[str, str, str], Awaitable[str | None]] | None = None
 
 
 @dataclass(frozen=True, slots=True)

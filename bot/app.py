@@ -110,6 +110,7 @@ class App:
                 event_hub=self.redis.hub if self.redis else None,
                 rate_budget=self.redis.budget if self.redis else None,
                 leader=self.redis.leader if self.redis else None,
+                latest_conversation=self._latest_conversation,
             )
             for channel in build_enabled(config.channels, services):
                 self.channels[channel.name] = channel
@@ -204,6 +205,16 @@ class App:
         except StorageError as exc:
             log.warning("cannot tell whether %s was answered before: %s", conversation_key, exc)
             return False
+
+    async def _latest_conversation(self, channel: str, key_prefix: str, user: str) -> str | None:
+        """The conversation under `key_prefix` with the user's newest turn (a Slack thread)."""
+        try:
+            return await self.store.latest_conversation(
+                channel=channel, key_prefix=key_prefix, user_id=user
+            )
+        except StorageError as exc:
+            log.warning("cannot find the latest conversation under %s: %s", key_prefix, exc)
+            return None
 
     def _path(self, value: str) -> Path:
         path = Path(value)

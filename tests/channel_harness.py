@@ -242,7 +242,7 @@ class TelegramHarness(ChannelHarness):
         self.platform_limit = 4096
 
     async def close(self) -> None:
-        await self.telegram.bot.session.close()
+        await self.telegram.aclose()
         await self.fake.close()
 
     def _view(self) -> list[Seen]:

@@ -189,3 +189,27 @@ async def test_a_thread_the_bot_answered_is_continued_after_a_restart(
     assert fake.thread("C1", said["ts"]) == ["Sure.", "Still here."]
     assert len(later.requests) == 1
     assert user_texts(later, 0) == ["can you help?", "and one more thing"]
+
+
+async def test_a_slash_command_after_a_restart_targets_the_users_latest_thread(
+    slack: Start, fake: FakeSlack
+) -> None:
+    provider = ScriptedProvider([Reply("Sure.")])
+    app = await slack(provider)
+    said = message(f"<@{BOT_USER}> can you help?", channel="C1")
+    await fake.push("events_api", envelope(said))
+    await answered(app, provider)
+    await app.stop()
+    await fake.wait_for(lambda: fake.connected == 0)
+    # A new process: the thread is the user's latest in C1 by the store, not by its memory.
+    later = ScriptedProvider([Reply("Starting afresh.")])
+    app = await slack(later)
+    await fake.push("slash_commands", slash_command("/assistant", "new", channel="C1"))
+    await fake.wait_for(lambda: bool(fake.ok("chat.postEphemeral")))
+    [ephemeral] = fake.ok("chat.postEphemeral")
+    assert ephemeral.params["thread_ts"] == said["ts"]
+    assert "new conversation" in ephemeral.params["text"]
+    follow = message("what was I asking?", channel="C1", thread_ts=said["ts"])
+    await fake.push("events_api", envelope(follow))
+    await answered(app, later)
+    assert user_texts(later, 0) == ["what was I asking?"]  # the thread's session was closed

@@ -123,6 +123,36 @@ async def test_the_conversation_chat_is_where_its_last_turn_was(store: AnyStore)
     assert await store.conversation_chat("telegram:42") == ChatRef("telegram", "42", "topic-3")
 
 
+async def test_the_latest_conversation_is_the_users_newest_turn_under_a_prefix(
+    store: AnyStore,
+) -> None:
+    async def turn(turn_id: str, key: str, user: str, channel: str = "slack") -> None:
+        where = {"channel": channel, "conversation_key": key, "user_id": user}
+        session_id = await store.active_session(**where)
+        await store.create_turn(
+            turn_id=turn_id,
+            session_id=session_id,
+            channel=channel,
+            conversation_key=key,
+            inbound_event_ids=[f"in:{turn_id}"],
+            placeholder=None,
+        )
+
+    latest = store.latest_conversation
+    assert await latest(channel="slack", key_prefix="slack:C1:", user_id="U1") is None
+    await turn("t1", "slack:C1:1.1", "U1")
+    await turn("t2", "slack:C1:2.2", "U1")
+    await turn("t3", "slack:C1:3.3", "U2")  # another user's thread
+    await turn("t4", "slack:C10:4.4", "U1")  # another channel whose id starts the same
+    await turn("t5", "slack:C1", "U1")  # the channel itself, not a thread
+    await turn("t6", "slack:C1:9.9", "U1", channel="other")  # another platform's turn
+    assert await latest(channel="slack", key_prefix="slack:C1:", user_id="U1") == "slack:C1:2.2"
+    assert await latest(channel="slack", key_prefix="slack:C1:", user_id="U2") == "slack:C1:3.3"
+    await turn("t7", "slack:C1:1.1", "U1")  # back in the first thread
+    assert await latest(channel="slack", key_prefix="slack:C1:", user_id="U1") == "slack:C1:1.1"
+    assert await latest(channel="slack", key_prefix="slack:C_%:", user_id="U1") is None
+
+
 async def test_begin_resume_counts_attempts_of_running_turns_only(store: AnyStore) -> None:
     handle = MessageHandle(ChatRef("telegram", "42"), "5")
     await _turn(store, "t1", handle)

@@ -86,6 +86,7 @@ class SlackChannel:
         budget: RateBudget | None = None,
         calls: PlatformCalls = NO_PLATFORM_CALLS,
         answered: Callable[[str], Awaitable[bool]] | None = None,
+        latest_conversation: Callable[[str, str, str], Awaitable[str | None]] | None = None,
     ) -> None:
         self.calls = calls  # what each Web API call came to, for /metrics
         if mode == "http" and not signing_secret:
@@ -115,6 +116,7 @@ class SlackChannel:
             path=path,
             admits=admits or (lambda message: True),
             answered=answered,
+            latest_conversation=latest_conversation,
         )
 
     def limits_for(self, chat: ChatRef) -> ChannelLimits:

@@ -21,4 +21,5 @@ def build(section: SlackConfig, services: ChannelServices) -> SlackChannel:
         budget=services.rate_budget,
         calls=services.platform_calls,
         answered=services.answered,
+        latest_conversation=services.latest_conversation,
     )

@@ -59,6 +59,7 @@ class Ingress:
         path: str,
         admits: Callable[[InboundMessage], bool],
         answered: Callable[[str], Awaitable[bool]] | None = None,
+        latest_conversation: Callable[[str, str, str], Awaitable[str | None]] | None = None,
     ) -> None:
         self.channel = channel
         self.mode = mode
@@ -66,6 +67,7 @@ class Ingress:
         self._path = path
         self._admits = admits
         self._answered = answered
+        self._latest_conversation = latest_conversation
         self.app = AsyncApp(
             client=channel.client,
             signing_secret=signing_secret or "socket-mode-has-no-signing-secret",
@@ -223,8 +225,18 @@ class Ingress:
         channel, user = str(body.get("channel_id", "")), str(body.get("user_id", ""))
         team = str(body.get("team_id") or me.team_id)
         # A slash command carries no thread: in a channel it means the user's latest thread.
-        thread = None if channel.startswith("D") else self._last_thread.get((channel, user))
+        thread = None if channel.startswith("D") else await self._latest_thread(channel, user)
         await inbox(normalize.command(body, ChatRef("slack", channel, thread, team_id=team)))
+
+    async def _latest_thread(self, channel: str, user: str) -> str | None:
+        """The user's latest thread with the bot in a channel: the store's (it spans restarts
+        and processes), else the one this process saw (its turn may not be stored yet)."""
+        if self._latest_conversation is not None:
+            prefix = ChatRef(normalize.CHANNEL, channel).key + ":"
+            key = await self._latest_conversation(normalize.CHANNEL, prefix, user)
+            if key is not None:
+                return key.removeprefix(prefix)
+        return self._last_thread.get((channel, user))
 
     async def _on_action(self, ack: Any, body: dict[str, Any]) -> None:
         await ack()

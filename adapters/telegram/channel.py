@@ -153,11 +153,15 @@ class TelegramChannel:
         self.ingress.install(app)
 
     async def run(self, inbox: Inbox) -> None:
-        """Receive updates until cancelled (long polling, or the webhook route)."""
-        try:
-            await self.ingress.run(inbox)  # its TaskGroup owns the typing tasks too
-        finally:
-            await self.bot.session.close()
+        """Receive updates until cancelled (long polling, or the webhook route).
+
+        The HTTP session stays open: turns still finishing (a stop's last edits) need it. The
+        app closes it (`aclose`) once they have ended."""
+        await self.ingress.run(inbox)  # its TaskGroup owns the typing tasks too
+
+    async def aclose(self) -> None:
+        """Close the HTTP session (aiogram opens a new one on the next call)."""
+        await self.bot.session.close()
 
     async def send(
         self,

@@ -100,6 +100,13 @@ class GatewayStore(AgentStore, Protocol):
 
     async def conversation_chat(self, conversation_key: str) -> ChatRef | None: ...
 
+    async def latest_conversation(
+        self, *, channel: str, key_prefix: str, user_id: str
+    ) -> str | None:
+        """The key of the conversation, among those whose key starts with `key_prefix`, in which
+        this user's session had its newest turn (a user's latest Slack thread in a channel)."""
+        ...
+
     async def turn_usage(self, turn_id: str) -> dict[str, Any]:
         """The turn's `model_calls`, `input_tokens` and `output_tokens` (specialists included)."""
         ...

@@ -19,6 +19,12 @@ _UNFINISHED = "SELECT * FROM turns WHERE status = 'running' ORDER BY rowid"
 _LAST_PLACEHOLDER = (
     "SELECT placeholder FROM turns WHERE conversation_key = ? ORDER BY rowid DESC LIMIT 1"
 )
+# A user's newest turn among conversations under a key prefix (`substr`, not LIKE: no escaping).
+_LATEST_CONVERSATION = (
+    "SELECT t.conversation_key FROM turns t JOIN chat_sessions s ON s.id = t.session_id"
+    " WHERE t.channel = ? AND s.user_id = ? AND substr(t.conversation_key, 1, length(?)) = ?"
+    " ORDER BY t.rowid DESC LIMIT 1"
+)
 _RESUME = (
     "UPDATE turns SET resume_attempts = resume_attempts + 1 WHERE id = ? AND status = 'running'"
 )
@@ -112,6 +118,14 @@ class TurnLog(StoreConnection):
             return None
         handle = handle_from_record(json.loads(row["placeholder"]))
         return None if handle is None else handle.chat
+
+    async def latest_conversation(
+        self, *, channel: str, key_prefix: str, user_id: str
+    ) -> str | None:
+        """The conversation under `key_prefix` where this user's newest turn was."""
+        args = (channel, user_id, key_prefix, key_prefix)
+        rows = await self._run(self._select, _LATEST_CONVERSATION, *args)
+        return str(rows[0]["conversation_key"]) if rows else None
 
     async def recent_turns(
         self,

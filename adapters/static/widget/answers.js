@@ -3,16 +3,18 @@
 
 function createAnswers(ui, o, log, sendFrame) {
   var t = o.t;
-  var bots = {}, current = null, actions = [];
+  // Keyed by ids from the server and the model: Maps, so an id like "__proto__" is just a key.
+  var bots = new Map(), current = null, actions = [];
 
   function message(id) {
-    var bot = bots[id];
+    var bot = bots.get(id);
     if (bot) return bot;
     var node = el("div", "cgw-msg cgw-bot cgw-pending");
     var body = el("div", "cgw-body");
     var work = el("ul", "cgw-work");
     node.append(body, work);
-    bot = bots[id] = { id: id, node: node, body: body, work: work, lines: {}, done: false };
+    bot = { id: id, node: node, body: body, work: work, lines: new Map(), done: false };
+    bots.set(id, bot);
     log.show(node);
     return bot;
   }
@@ -25,14 +27,15 @@ function createAnswers(ui, o, log, sendFrame) {
   }
 
   function statusLine(frame) {
-    var bot = frame.message_id && bots[frame.message_id] || current;
+    var bot = frame.message_id && bots.get(frame.message_id) || current;
     var key = frame.call_id || frame.task_id;
     var text = frame.call_id ? frame.label || frame.name
       : (frame.subagent_type || "specialist") + (frame.description ? ": " + frame.description : "");
     if (!bot) return log.note(text + " (" + frame.status + ")");
-    var line = bot.lines[key];
+    var line = bot.lines.get(key);
     if (!line) {
-      line = bot.lines[key] = el("li", "cgw-line");
+      line = el("li", "cgw-line");
+      bot.lines.set(key, line);
       line.label = frame.call_id ? frame.label || frame.name : frame.subagent_type || "specialist";
       bot.work.append(line);
     }
@@ -46,7 +49,7 @@ function createAnswers(ui, o, log, sendFrame) {
     bot.done = true;
     bot.node.classList.remove("cgw-pending");
     render(bot, frame.text);
-    var names = Object.keys(bot.lines).map(function (k) { return bot.lines[k].label; });
+    var names = Array.from(bot.lines.values(), function (line) { return line.label; });
     names = names.filter(function (name, i) { return names.indexOf(name) === i; });
     if (names.length && !bot.used) {  // the work, folded away under the answer
       bot.used = el("details", "cgw-used");
@@ -114,7 +117,7 @@ function createAnswers(ui, o, log, sendFrame) {
   }
   function pressed(action) {  // every tab shows which button was pressed, and none again
     if (actions.indexOf(action) === -1) actions.push(action);
-    var bot = bots[action.message_id];
+    var bot = bots.get(action.message_id);
     if (!bot) return;
     bot.node.querySelectorAll("button[data-action]").forEach(function (button) {
       button.disabled = true;
@@ -138,7 +141,7 @@ function createAnswers(ui, o, log, sendFrame) {
       render(bot, frame.text);
     },
     clear: function () {
-      bots = {};
+      bots = new Map();
       current = null;
       actions = [];
       ui.stopButton.hidden = true;

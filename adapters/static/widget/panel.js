@@ -10,18 +10,32 @@ function readOptions(tag) {
     : contrast(accent, "#ffffff") >= contrast(accent, "#111827") ? "#ffffff" : "#111827";
   var base = new URL(tag.src || location.href, location.href);
   var path = d.path || "/ws";
+  var target = validSelector(d.target || "");
   return {
     t: strings, lang: STRINGS[lang] ? lang : "en",
     title: d.title || strings.title, greeting: d.greeting || "",
     accent: accent, onAccent: onAccent, position: d.position === "left" ? "left" : "right",
     avatar: /^(https?:|data:image\/)/.test(d.avatar || "") ? d.avatar : "",
-    inline: d.mode === "inline" || !!d.target, target: d.target || "",
+    inline: target !== null && (d.mode === "inline" || !!target), target: target || "",
     images: d.images === "load", open: d.open === "true",
     userId: d.userId || "", userHash: d.userHash || "",
     socketUrl: d.url || (base.protocol === "https:" ? "wss://" : "ws://") + base.host + path,
     probeUrl: d.url ? d.url.replace(/^ws/, "http") : base.protocol + "//" + base.host + path,
     cssUrl: new URL("widget.css", base).href
   };
+}
+
+// Site-owner input: a selector that is not CSS must not stop the widget; it floats instead.
+function validSelector(selector) {
+  if (!selector) return "";
+  try {
+    document.createDocumentFragment().querySelector(selector);
+    return selector;
+  } catch (error) {
+    console.warn("chat widget: data-target " + JSON.stringify(selector) +
+      " is not a CSS selector; showing the floating widget instead");
+    return null;
+  }
 }
 
 function startWidget(tag) {

@@ -30,6 +30,12 @@ _UNFINISHED = "SELECT * FROM turns WHERE status = 'running' ORDER BY seq"
 _LAST_PLACEHOLDER = (
     "SELECT placeholder FROM turns WHERE conversation_key = $1 ORDER BY seq DESC LIMIT 1"
 )
+# A user's newest turn among conversations under a key prefix (no LIKE: nothing to escape).
+_LATEST_CONVERSATION = (
+    "SELECT t.conversation_key FROM turns t JOIN chat_sessions s ON s.id = t.session_id"
+    " WHERE t.channel = $1 AND s.user_id = $2 AND starts_with(t.conversation_key, $3)"
+    " ORDER BY t.seq DESC LIMIT 1"
+)
 _RESUME = (
     "UPDATE turns SET resume_attempts = resume_attempts + 1 WHERE id = $1 AND status = 'running'"
 )
@@ -109,6 +115,13 @@ class PgTurnLog(PgConnection):
             return None
         handle = handle_from_record(json.loads(row["placeholder"]))
         return None if handle is None else handle.chat
+
+    async def latest_conversation(
+        self, *, channel: str, key_prefix: str, user_id: str
+    ) -> str | None:
+        """The conversation under `key_prefix` where this user's newest turn was."""
+        row = await self._one(_LATEST_CONVERSATION, channel, user_id, key_prefix)
+        return None if row is None else str(row["conversation_key"])
 
     async def recent_turns(
         self,
