@@ -308,6 +308,29 @@ async def test_a_replayed_request_is_refused(fake: FakeFeishu) -> None:
     assert (first, again) == (200, 401) and got.empty()
 
 
+async def test_a_request_refused_while_starting_is_taken_when_delivered_again(
+    fake: FakeFeishu,
+) -> None:
+    channel = channel_on(fake, mode="webhook", encrypt_key=ENCRYPT_KEY, verification_token=TOKEN)
+    app = web.Application()
+    channel.install(app)
+    runner = web.AppRunner(app, shutdown_timeout=0.1)
+    await runner.setup()
+    await web.TCPSite(runner, "127.0.0.1", 0).start()
+    url = f"http://127.0.0.1:{runner.addresses[0][1]}/feishu/events"
+    try:
+        request = signed(message_event("early", message_id="om_early"))
+        early, _ = await post(url, *request)  # the route is up, the channel not yet running
+        async with running(channel) as got:
+            await fake.wait_for(lambda: bool(fake.of("bot")))
+            await asyncio.sleep(0.05)
+            again, _ = await post(url, *request)  # Feishu's retry of the very same request
+            message = await next_message(got)
+    finally:
+        await runner.cleanup()
+    assert (early, again) == (503, 200) and message.message_id == "om_early"
+
+
 async def test_messages_of_ours_in_a_thread_stay_in_it(fake: FakeFeishu) -> None:
     channel = channel_on(fake)
     async with running(channel) as got:

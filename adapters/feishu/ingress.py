@@ -121,6 +121,7 @@ class Ingress:
         if payload.get("type") == "url_verification":
             return web.json_response({"challenge": payload.get("challenge", "")})
         if not self._spawn(payload):  # not running yet: Feishu delivers it again later
+            verifier.forget(request.headers)  # and that delivery is no replay
             return web.json_response({"msg": "starting"}, status=503)
         return web.json_response({})
 
