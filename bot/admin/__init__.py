@@ -126,7 +126,11 @@ class AdminView:
         if not self._valid(token if isinstance(token, str) else None):
             return self._page("login.html", status=401, failed=True)
         response = web.HTTPSeeOther("/admin")
-        response.set_cookie(COOKIE, self._cookie, path="/admin", httponly=True, samesite="Strict")
+        # From afar the view is served over TLS (README): the cookie must never travel in clear.
+        secure = self._allow_remote or request.secure
+        response.set_cookie(
+            COOKIE, self._cookie, path="/admin", httponly=True, samesite="Strict", secure=secure
+        )
         raise response
 
     # -- pages ---------------------------------------------------------------------------
