@@ -10,6 +10,7 @@ import threading
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager, suppress
+from pathlib import Path
 from typing import Any
 
 import aiohttp
@@ -19,6 +20,8 @@ from aiohttp import web
 from adapters.base import InboundMessage, OutboundContent
 from adapters.feishu import FeishuChannel
 from adapters.feishu.normalize import UNSUPPORTED
+from bot.dedup import StoreDedup
+from bot.storage import SqliteStore
 from tests.feishu_events import (
     ENCRYPT_KEY,
     TOKEN,
@@ -146,6 +149,22 @@ async def test_post_messages_are_read_and_other_kinds_get_one_honest_reply(
     assert reply.path.endswith("/om_img/reply")
     assert UNSUPPORTED.format(kind="images") in fake.text_of(fake.bot_messages("oc_p2p")[0])
     assert got.empty()
+
+
+async def test_an_unsupported_message_redelivered_after_a_restart_is_declined_once(
+    fake: FakeFeishu, tmp_path: Path
+) -> None:
+    image = message_event(kind="image", content={"image_key": "img_1"}, message_id="om_img2")
+    async with SqliteStore(tmp_path / "bot.db") as store:
+        for _process in range(2):  # the second process gets Feishu's redelivery
+            channel = channel_on(fake, claims=StoreDedup(store, ttl_s=3600))
+            async with running(channel):
+                await fake.ws.wait_connected()
+                await fake.ws.wait_ack(await fake.ws.push(image))
+                await fake.wait_for(lambda: len(fake.of("message")) >= 1)
+                await asyncio.sleep(0.3)
+            await fake.wait_for(lambda: not fake.ws.sockets, 5)
+    assert len(fake.of("message")) == 1
 
 
 async def test_a_button_press_comes_back_as_an_action_on_its_conversation(

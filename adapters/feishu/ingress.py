@@ -21,6 +21,7 @@ from adapters.feishu.longconn import LongConnection
 from adapters.feishu.normalize import Unsupported, normalize
 from adapters.feishu.sdk import HttpMethod
 from adapters.feishu.webhook import CallbackVerifier, read_callback
+from adapters.history import Claims
 from adapters.telegram.recent import Recent
 
 if TYPE_CHECKING:
@@ -41,8 +42,10 @@ class Ingress:
         encrypt_key: str | None,
         verification_token: str | None,
         path: str,
+        claims: Claims | None = None,
     ) -> None:
         self.channel = channel
+        self._claims = claims  # durable: a redelivery after a restart is declined once too
         self.mode = mode
         self._path = path
         self._verifier = (
@@ -144,5 +147,9 @@ class Ingress:
         if message.event_id in self._declined or not self.channel.admits(message):
             return
         self._declined.put(message.event_id, None)
+        if self._claims is not None and not await self._claims.claim(
+            f"declined:{message.event_id}"
+        ):
+            return  # declined before a restart
         content = OutboundContent(unsupported.reply)
         await self.channel.send(message.chat, content, reply_to=message.message_id, final=True)
