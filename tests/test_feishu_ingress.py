@@ -19,6 +19,7 @@ from aiohttp import web
 
 from adapters.base import InboundMessage, OutboundContent
 from adapters.feishu import FeishuChannel
+from adapters.feishu.longconn import LongConnection
 from adapters.feishu.normalize import UNSUPPORTED
 from bot.dedup import StoreDedup
 from bot.storage import SqliteStore
@@ -216,6 +217,34 @@ async def test_stopping_ends_the_client_thread(fake: FakeFeishu) -> None:
         assert time.monotonic() - started < 5, "the long-connection thread outlived the channel"
         await asyncio.sleep(0.05)
     await fake.wait_for(lambda: not fake.ws.sockets, 5)
+
+
+async def test_an_event_the_stopping_channel_cannot_take_is_not_acknowledged(
+    fake: FakeFeishu,
+) -> None:
+    taken: list[dict[str, Any]] = []
+
+    async def stopping(payload: dict[str, Any]) -> bool:
+        return False  # what the ingress answers once its task group is gone
+
+    async def running_feed(payload: dict[str, Any]) -> bool:
+        taken.append(payload)
+        return True
+
+    for feed, code in ((stopping, 500), (running_feed, 200)):
+        connection = LongConnection(app_id=APP_ID, app_secret=APP_SECRET, base_url=fake.url)
+        task = asyncio.create_task(connection.run(feed))
+        try:
+            await fake.ws.wait_connected()
+            frame = await fake.ws.push(message_event("hello", message_id=f"om_{code}"))
+            # 500: Feishu delivers the event again (to this process later, or another one)
+            assert (await fake.ws.wait_ack(frame))["code"] == code
+        finally:
+            task.cancel()
+            with suppress(asyncio.CancelledError):
+                await task
+            await fake.wait_for(lambda: not fake.ws.sockets, 5)
+    assert [p["event"]["message"]["message_id"] for p in taken] == ["om_200"]
 
 
 # --- HTTP callbacks ---------------------------------------------------------------------------

@@ -98,20 +98,26 @@ class Ingress:
         finally:
             self._group = self._inbox = None
 
-    async def feed_threadsafe(self, payload: dict[str, Any]) -> None:
-        """From the long connection (already on our loop): a task of our own, then return."""
-        self._spawn(payload)
+    async def feed_threadsafe(self, payload: dict[str, Any]) -> bool:
+        """From the long connection (already on our loop): a task of our own, then return.
+        False when not taken (stopping): the event must not be acknowledged."""
+        return self._spawn(payload)
 
     def _spawn(self, payload: dict[str, Any]) -> bool:
         group = self._group
         if group is None:
             return False
         event_id = str((payload.get("header") or {}).get("event_id", ""))
+        if event_id in self._events:
+            return True  # a retry of an event already taken
+        feeding = self._feed(payload)
+        try:
+            group.create_task(feeding)
+        except RuntimeError:  # the group is shutting down
+            feeding.close()
+            return False
         if event_id:
-            if event_id in self._events:
-                return True  # a retry of an event already taken
             self._events.put(event_id, None)
-        group.create_task(self._feed(payload))
         return True
 
     async def _on_callback(self, request: web.Request) -> web.Response:
