@@ -7,6 +7,7 @@ without a price has no cost (None, "-"), and the report names those models.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from datetime import date
@@ -123,7 +124,16 @@ def format_report(report: UsageReport) -> str:
 def _cells(line: UsageLine) -> tuple[str, ...]:
     cost = "-" if line.cost is None else f"{line.cost:.4f}"
     numbers = (f"{line.calls:,}", f"{line.input_tokens:,}", f"{line.output_tokens:,}", cost)
-    return (*line.key, *numbers)
+    # user ids come from clients (an API key holder names its users): no control characters
+    # reach the operator's terminal, where an escape sequence could rewrite what it shows
+    return (*(_CONTROLS.sub(_visible, key) for key in line.key), *numbers)
+
+
+_CONTROLS = re.compile(r"[\x00-\x1f\x7f-\x9f]")
+
+
+def _visible(match: re.Match[str]) -> str:
+    return repr(match.group())[1:-1]  # "\x1b" as four characters
 
 
 def _value(row: Mapping[str, Any], dimension: Dimension) -> str:

@@ -119,6 +119,29 @@ async def test_non_loopback_addresses_are_refused_unless_configured(
         assert response.status == 200
 
 
+async def test_signed_in_from_afar_the_cookie_is_for_tls_only(
+    from_afar: RemoteApp, session: ClientSession
+) -> None:
+    url = await from_afar("192.0.2.7", True)  # behind the operator's TLS proxy
+    async with session.post(f"{url}/login", data={"token": TOKEN}, allow_redirects=False) as r:
+        assert r.status == 303 and r.cookies["bot_admin"]["secure"]
+
+
+async def test_a_request_relayed_by_a_proxy_on_this_host_is_not_taken_as_local(
+    scene: Scene, session: ClientSession
+) -> None:
+    # nginx on the same host connects from 127.0.0.1 whoever the client is; it says so in these
+    url = f"{scene.app.url}/admin"
+    for header in ("X-Forwarded-For", "Forwarded", "X-Real-IP"):
+        relayed = {**BEARER, header: "203.0.113.9"}
+        async with session.get(url, headers=relayed) as response:
+            assert response.status == 403, header
+        async with session.post(f"{url}/login", data={"token": TOKEN}, headers=relayed) as r:
+            assert r.status == 403, header
+    async with session.get(url, headers=BEARER) as response:
+        assert response.status == 200
+
+
 async def test_the_index_lists_conversations_personas_channels_and_usage(
     scene: Scene, session: ClientSession
 ) -> None:

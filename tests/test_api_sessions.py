@@ -6,6 +6,7 @@ import asyncio
 
 import aiohttp
 
+from adapters.api.records import ApiMessage
 from agent.providers.scripted import Reply, ScriptedProvider
 from bot.turn import STOPPED
 from tests.api_kit import ApiClient, StartApi, start_api_fixture  # noqa: F401
@@ -214,6 +215,25 @@ async def test_after_a_restart_sessions_history_and_resends_carry_on(
     _, page = await api.call("GET", f"/sessions/{sid}/messages")
     texts = [m["text"] for m in page["messages"]]
     assert texts == ["hello", "before the restart", "and now?", "after the restart"]
+
+
+async def test_a_resend_of_a_message_recorded_but_never_handed_over_is_answered(
+    start_api: StartApi, session: aiohttp.ClientSession
+) -> None:
+    first = await start_api(ScriptedProvider([]))
+    api = ApiClient(session, first)
+    sid = await api.new_session()
+    # what a process that stopped between recording a message and handing it over leaves
+    await first.store.add_api_message(ApiMessage(sid, "c1", "user", "still there?", "received"))
+    await first.stop()
+    provider = ScriptedProvider([Reply("Yes, answered now.")])
+    second = await start_api(provider, stream_timeout_s=5)
+    again = await ApiClient(session, second).ask(sid, "still there?", client_message_id="c1")
+    assert again.last("message.completed")["text"] == "Yes, answered now."
+    assert provider.requests[0].messages[-1].content == "still there?"
+    twice = await ApiClient(session, second).ask(sid, "still there?", client_message_id="c1")
+    assert twice.last("message.completed")["text"] == "Yes, answered now."
+    assert len(provider.requests) == 1  # answered once
 
 
 async def test_a_client_that_accepts_only_json_gets_the_answer_without_a_stream(

@@ -25,6 +25,7 @@ from adapters.base import ChatRef, OutboundContent
 from adapters.feishu import FeishuChannel
 from adapters.feishu.outbound import clock_sequence
 from adapters.feishu.render import to_card_markdown
+from adapters.markdown import parse
 from agent.providers.scripted import Reply, ScriptedProvider
 from bot.app import App
 from bot.config import ConfigError
@@ -202,6 +203,14 @@ def test_card_markdown_keeps_formatting_and_escapes_literal_markup() -> None:
     )
     assert to_card_markdown("```py\nx = 1\n```") == "```py\nx = 1\n```"
     assert to_card_markdown("> quoted\n> more") == "> quoted\n> more"
+
+
+def test_a_code_block_cannot_close_its_fence_early_and_mention_everyone() -> None:
+    # The model's code holds a line of four backticks, then a tag that would @ the whole chat.
+    code = "````\n<at id=all></at>\n```\nstill code"
+    rendered = to_card_markdown(f"`````\n{code}\n`````")
+    [block] = parse(rendered).children  # read back, it is one fence holding all of it
+    assert block.type == "fence" and block.content == code + "\n"
 
 
 @pytest.mark.parametrize(

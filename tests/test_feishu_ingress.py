@@ -10,6 +10,7 @@ import threading
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager, suppress
+from pathlib import Path
 from typing import Any
 
 import aiohttp
@@ -18,7 +19,10 @@ from aiohttp import web
 
 from adapters.base import InboundMessage, OutboundContent
 from adapters.feishu import FeishuChannel
+from adapters.feishu.longconn import LongConnection
 from adapters.feishu.normalize import UNSUPPORTED
+from bot.dedup import StoreDedup
+from bot.storage import SqliteStore
 from tests.feishu_events import (
     ENCRYPT_KEY,
     TOKEN,
@@ -148,6 +152,22 @@ async def test_post_messages_are_read_and_other_kinds_get_one_honest_reply(
     assert got.empty()
 
 
+async def test_an_unsupported_message_redelivered_after_a_restart_is_declined_once(
+    fake: FakeFeishu, tmp_path: Path
+) -> None:
+    image = message_event(kind="image", content={"image_key": "img_1"}, message_id="om_img2")
+    async with SqliteStore(tmp_path / "bot.db") as store:
+        for _process in range(2):  # the second process gets Feishu's redelivery
+            channel = channel_on(fake, claims=StoreDedup(store, ttl_s=3600))
+            async with running(channel):
+                await fake.ws.wait_connected()
+                await fake.ws.wait_ack(await fake.ws.push(image))
+                await fake.wait_for(lambda: len(fake.of("message")) >= 1)
+                await asyncio.sleep(0.3)
+            await fake.wait_for(lambda: not fake.ws.sockets, 5)
+    assert len(fake.of("message")) == 1
+
+
 async def test_a_button_press_comes_back_as_an_action_on_its_conversation(
     fake: FakeFeishu,
 ) -> None:
@@ -197,6 +217,34 @@ async def test_stopping_ends_the_client_thread(fake: FakeFeishu) -> None:
         assert time.monotonic() - started < 5, "the long-connection thread outlived the channel"
         await asyncio.sleep(0.05)
     await fake.wait_for(lambda: not fake.ws.sockets, 5)
+
+
+async def test_an_event_the_stopping_channel_cannot_take_is_not_acknowledged(
+    fake: FakeFeishu,
+) -> None:
+    taken: list[dict[str, Any]] = []
+
+    async def stopping(payload: dict[str, Any]) -> bool:
+        return False  # what the ingress answers once its task group is gone
+
+    async def running_feed(payload: dict[str, Any]) -> bool:
+        taken.append(payload)
+        return True
+
+    for feed, code in ((stopping, 500), (running_feed, 200)):
+        connection = LongConnection(app_id=APP_ID, app_secret=APP_SECRET, base_url=fake.url)
+        task = asyncio.create_task(connection.run(feed))
+        try:
+            await fake.ws.wait_connected()
+            frame = await fake.ws.push(message_event("hello", message_id=f"om_{code}"))
+            # 500: Feishu delivers the event again (to this process later, or another one)
+            assert (await fake.ws.wait_ack(frame))["code"] == code
+        finally:
+            task.cancel()
+            with suppress(asyncio.CancelledError):
+                await task
+            await fake.wait_for(lambda: not fake.ws.sockets, 5)
+    assert [p["event"]["message"]["message_id"] for p in taken] == ["om_200"]
 
 
 # --- HTTP callbacks ---------------------------------------------------------------------------
@@ -306,6 +354,29 @@ async def test_a_replayed_request_is_refused(fake: FakeFeishu) -> None:
         await next_message(got)
         await asyncio.sleep(0.2)
     assert (first, again) == (200, 401) and got.empty()
+
+
+async def test_a_request_refused_while_starting_is_taken_when_delivered_again(
+    fake: FakeFeishu,
+) -> None:
+    channel = channel_on(fake, mode="webhook", encrypt_key=ENCRYPT_KEY, verification_token=TOKEN)
+    app = web.Application()
+    channel.install(app)
+    runner = web.AppRunner(app, shutdown_timeout=0.1)
+    await runner.setup()
+    await web.TCPSite(runner, "127.0.0.1", 0).start()
+    url = f"http://127.0.0.1:{runner.addresses[0][1]}/feishu/events"
+    try:
+        request = signed(message_event("early", message_id="om_early"))
+        early, _ = await post(url, *request)  # the route is up, the channel not yet running
+        async with running(channel) as got:
+            await fake.wait_for(lambda: bool(fake.of("bot")))
+            await asyncio.sleep(0.05)
+            again, _ = await post(url, *request)  # Feishu's retry of the very same request
+            message = await next_message(got)
+    finally:
+        await runner.cleanup()
+    assert (early, again) == (503, 200) and message.message_id == "om_early"
 
 
 async def test_messages_of_ours_in_a_thread_stay_in_it(fake: FakeFeishu) -> None:

@@ -11,6 +11,7 @@ from aiohttp import ClientSession
 
 from adapters.base import ChatRef, InboundMessage
 from bot.app import App
+from bot.config import ConfigError
 from bot.config.schema import QuotaLimits, QuotasConfig
 from bot.quota import MemoryQuotaState, Quotas
 from tests.conftest import Running, WsClient, connect, db_rows, make_config
@@ -173,6 +174,14 @@ async def test_exempt_users_and_system_events_are_not_limited() -> None:
     assert await limits.admit(InboundMessage(ChatRef("web", "C1"), "U42", "x", "e")) is not None
     assert await limits.admit(message(event="task:abc")) is None  # a background result
     assert await limits.admit(message()) is not None
+
+
+def test_a_web_visitor_cannot_be_exempt_for_anyone_may_claim_its_id(tmp_path: Path) -> None:
+    for visitor in ("websocket:v:ops-team-laptop", "v:ops-team-laptop"):
+        with pytest.raises(ConfigError, match="quotas.exempt_users"):
+            make_config(tmp_path, quotas={"exempt_users": [visitor]})
+    signed = make_config(tmp_path, quotas={"exempt_users": ["websocket:u:ops-team"]})
+    assert signed.quotas.exempt_users == ["websocket:u:ops-team"]
 
 
 async def test_a_background_result_is_never_refused_but_its_tokens_count() -> None:

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from bot.storage import SqliteStore
+from bot.usage import format_report, usage_report
 from tests.test_cli import _bot
 
 PRICES = {
@@ -104,3 +105,22 @@ def test_usage_refuses_a_bad_date_and_a_missing_database(folder: Path, tmp_path:
     (folder / "bot.db").rename(folder / "moved.db")
     missing = _bot("usage", cwd=folder)
     assert missing.returncode == 2 and "no database at" in missing.stderr
+
+
+async def test_a_user_id_cannot_send_escape_sequences_to_the_terminal(tmp_path: Path) -> None:
+    async with SqliteStore(tmp_path / "bot.db") as store:
+        # an API client names its users: this one clears the screen and rewrites the table
+        session = await store.create_session(
+            agent_id="default", channel="api", conversation_key="api:s", user_id="a:\x1b[2J\rx"
+        )
+        await store.record_usage(
+            session_id=session,
+            turn_id="t",
+            provider="p",
+            model="m",
+            input_tokens=1,
+            output_tokens=1,
+        )
+        printed = format_report(await usage_report(store, {}, by=("user",)))
+    assert "\x1b" not in printed and "\r" not in printed
+    assert "api:a:\\x1b[2J\\rx" in printed  # shown, as text

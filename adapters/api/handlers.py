@@ -73,7 +73,8 @@ class SessionsApi:
         resume = bodies.last_event_id(request)
         resent = await self._resent(session, frame.client_message_id)
         if resent is not None:
-            return await self.streams.resume(request, resent, resume)
+            again = self._inbound(session, resent.message_id, _event(resent), text=resent.text)
+            return await self.streams.resume(request, resent, resume, again)
         message_id = frame.client_message_id or new_id("c_")
         event_id = f"api:{session.id}:{frame.client_message_id or uuid.uuid4().hex}"
         inbound = self._inbound(session, message_id, event_id, text=frame.text)
@@ -89,7 +90,10 @@ class SessionsApi:
         resume = bodies.last_event_id(request)
         resent = await self._resent(session, client_id)
         if resent is not None:
-            return await self.streams.resume(request, resent, resume)
+            again = self._inbound(
+                session, resent.message_id, _event(resent), action=_pressed(resent)
+            )
+            return await self.streams.resume(request, resent, resume, again)
         message_id = client_id or new_id("c_")
         event_id = f"api:{session.id}:{client_id or uuid.uuid4().hex}"
         pressed = Action(frame.action_id, frame.value, frame.label, frame.message_id)
@@ -174,6 +178,23 @@ class SessionsApi:
         if session is None or session.key_id != key_id:
             raise not_found()
         return session
+
+
+def _event(sent: ApiMessage) -> str:
+    """The event id a message with a `client_message_id` was delivered with (the claim's key)."""
+    return f"api:{sent.session_id}:{sent.message_id}"
+
+
+def _pressed(sent: ApiMessage) -> Action | None:
+    shown = sent.action
+    if shown is None:
+        return None
+    return Action(
+        str(shown.get("action_id", "")),
+        shown.get("value"),
+        shown.get("label"),
+        shown.get("message_id"),
+    )
 
 
 def _public(session: ApiSession) -> dict[str, Any]:

@@ -52,13 +52,20 @@ class SessionStreams:
             await self.channel.hub.detach(hub_key(session_id), subscriber)
 
     async def resume(
-        self, request: web.Request, sent: ApiMessage, resume: int | None
+        self,
+        request: web.Request,
+        sent: ApiMessage,
+        resume: int | None,
+        again: InboundMessage | None = None,
     ) -> web.StreamResponse:
         """A message sent again (same client id): answered once, its stream picked up again.
 
         Frames from the message on are replayed to find its answer, and written only past
         `Last-Event-ID`. If the hub no longer keeps the answer's frames (a restart, a long
         time), the recorded answer is sent as its `message.completed`, with the current seq.
+        Without a recorded answer the message (`again`, with its first event id) goes to the
+        gateway again: its claim drops it if it was taken, and if the process stopped between
+        recording it and handing it over, this is what gets it answered.
         """
         session_id = sent.session_id
         emit_after = resume if resume is not None else sent.seq
@@ -75,6 +82,8 @@ class SessionStreams:
             if answer is not None and known is not None and not _completes(replay, known):
                 replay.append(_completed(answer, seq))  # written even if the client has `seq`
                 emit_after = min(emit_after, seq - 1)
+            if known is None and again is not None:
+                await self.channel.deliver(again)
             return await self._pump(request, subscriber, replay, emit_after, done, quiet=False)
         finally:
             await self.channel.hub.detach(hub_key(session_id), subscriber)

@@ -34,6 +34,7 @@ from adapters.feishu.config import base_url
 from adapters.feishu.ingress import Ingress
 from adapters.feishu.outbound import Outbound
 from adapters.feishu.render import plain_text, rendered_length, to_card_markdown
+from adapters.history import Claims
 from adapters.platform_calls import NO_PLATFORM_CALLS, PlatformCalls
 from adapters.telegram.recent import Recent
 
@@ -70,6 +71,7 @@ class FeishuChannel:
         admits: Callable[[InboundMessage], bool] | None = None,
         budget: RateBudget | None = None,
         calls: PlatformCalls = NO_PLATFORM_CALLS,
+        claims: Claims | None = None,
     ) -> None:
         if mode == "webhook" and not (encrypt_key and verification_token):
             raise ValueError(
@@ -109,6 +111,7 @@ class FeishuChannel:
             encrypt_key=encrypt_key,
             verification_token=verification_token,
             path=path,
+            claims=claims,
         )
 
     def limits_for(self, chat: ChatRef) -> ChannelLimits:

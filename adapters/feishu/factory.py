@@ -22,4 +22,5 @@ def build(section: FeishuConfig, services: ChannelServices) -> FeishuChannel:
         admits=services.admits,
         budget=services.rate_budget,
         calls=services.platform_calls,
+        claims=services.claims,
     )

@@ -21,6 +21,7 @@ from adapters.feishu.longconn import LongConnection
 from adapters.feishu.normalize import Unsupported, normalize
 from adapters.feishu.sdk import HttpMethod
 from adapters.feishu.webhook import CallbackVerifier, read_callback
+from adapters.history import Claims
 from adapters.telegram.recent import Recent
 
 if TYPE_CHECKING:
@@ -41,8 +42,10 @@ class Ingress:
         encrypt_key: str | None,
         verification_token: str | None,
         path: str,
+        claims: Claims | None = None,
     ) -> None:
         self.channel = channel
+        self._claims = claims  # durable: a redelivery after a restart is declined once too
         self.mode = mode
         self._path = path
         self._verifier = (
@@ -95,20 +98,26 @@ class Ingress:
         finally:
             self._group = self._inbox = None
 
-    async def feed_threadsafe(self, payload: dict[str, Any]) -> None:
-        """From the long connection (already on our loop): a task of our own, then return."""
-        self._spawn(payload)
+    async def feed_threadsafe(self, payload: dict[str, Any]) -> bool:
+        """From the long connection (already on our loop): a task of our own, then return.
+        False when not taken (stopping): the event must not be acknowledged."""
+        return self._spawn(payload)
 
     def _spawn(self, payload: dict[str, Any]) -> bool:
         group = self._group
         if group is None:
             return False
         event_id = str((payload.get("header") or {}).get("event_id", ""))
+        if event_id in self._events:
+            return True  # a retry of an event already taken
+        feeding = self._feed(payload)
+        try:
+            group.create_task(feeding)
+        except RuntimeError:  # the group is shutting down
+            feeding.close()
+            return False
         if event_id:
-            if event_id in self._events:
-                return True  # a retry of an event already taken
             self._events.put(event_id, None)
-        group.create_task(self._feed(payload))
         return True
 
     async def _on_callback(self, request: web.Request) -> web.Response:
@@ -121,6 +130,7 @@ class Ingress:
         if payload.get("type") == "url_verification":
             return web.json_response({"challenge": payload.get("challenge", "")})
         if not self._spawn(payload):  # not running yet: Feishu delivers it again later
+            verifier.forget(request.headers)  # and that delivery is no replay
             return web.json_response({"msg": "starting"}, status=503)
         return web.json_response({})
 
@@ -143,5 +153,9 @@ class Ingress:
         if message.event_id in self._declined or not self.channel.admits(message):
             return
         self._declined.put(message.event_id, None)
+        if self._claims is not None and not await self._claims.claim(
+            f"declined:{message.event_id}"
+        ):
+            return  # declined before a restart
         content = OutboundContent(unsupported.reply)
         await self.channel.send(message.chat, content, reply_to=message.message_id, final=True)

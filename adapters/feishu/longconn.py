@@ -4,7 +4,7 @@ The client blocks (`start()` runs its loop forever), fetches its endpoint with `
 drives a loop captured in a module global at import time (`lark_oapi.ws.client.loop`), so it gets
 a daemon thread with a fresh loop put in that global. It acks an event only when our handler
 returns, so the handler hands the payload to the gateway's loop
-(`run_coroutine_threadsafe`) and returns at once. Stopping stops that loop from outside and
+(`run_coroutine_threadsafe`) and returns as soon as a task of ours has it. Stopping stops that loop from outside and
 closes the socket; the thread is a daemon, so even a stuck client never holds the process.
 """
 
@@ -23,8 +23,9 @@ from adapters.feishu.sdk import lark, ws_client
 
 log = logging.getLogger(__name__)
 
-Feed = Callable[[dict[str, Any]], Coroutine[Any, Any, None]]
+Feed = Callable[[dict[str, Any]], Coroutine[Any, Any, bool]]  # True: the event was taken
 JOIN_S = 5.0
+HANDOFF_S = 2.0  # for our loop to take an event: the platform waits 3 s for the ack
 
 
 class LongConnection:
@@ -42,9 +43,13 @@ class LongConnection:
         ended: asyncio.Future[None] = main.create_future()
 
         def handle(data: Any) -> None:
-            # On the client's thread: hand over and return, so the ack goes out at once.
+            # On the client's thread: hand over and return, so the ack goes out at once. An
+            # event our loop did not take (the channel stopping) raises: the SDK then answers
+            # 500 instead of acking it, and Feishu delivers it again rather than it being lost.
             payload = json.loads(lark.JSON.marshal(data))
-            asyncio.run_coroutine_threadsafe(feed(payload), main)
+            taken = asyncio.run_coroutine_threadsafe(feed(payload), main).result(HANDOFF_S)
+            if not taken:
+                raise ChannelError("Feishu event not taken: the channel is stopping")
 
         def finish(error: BaseException | None) -> None:
             if ended.done():

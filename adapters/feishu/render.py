@@ -14,6 +14,7 @@ import re
 
 from adapters.markdown import Renderer, grid
 
+_BACKTICKS = re.compile(r"`+")
 _SAFE_URL = re.compile(r"(https?://|mailto:)[^\s<>()\[\]]+", re.IGNORECASE)
 _ESCAPES = str.maketrans(
     {
@@ -50,7 +51,10 @@ class CardMarkdown(Renderer):
         return f"`{code}`"
 
     def code_block(self, code: str, language: str) -> str:
-        fence = "````" if "```" in code else "```"
+        # Longer than any run of backticks inside: a line of them must not close the fence
+        # early and let the rest (an `<at id=all>` tag, say) render as markup.
+        longest = max((len(run) for run in _BACKTICKS.findall(code)), default=0)
+        fence = "`" * max(3, longest + 1)
         return f"{fence}{language}\n{code}\n{fence}"
 
     def link(self, inner: str, url: str) -> str:

@@ -81,6 +81,10 @@ class CallbackVerifier:
             raise Refused("unsigned event")
         return payload
 
+    def forget(self, headers: Mapping[str, str]) -> None:
+        """A request that was verified but not taken (503): the same request again is welcome."""
+        self._seen.pop(headers.get("X-Lark-Signature", ""), None)
+
     def _check_signature(self, given: str, timestamp: str, nonce: str, body: bytes) -> None:
         expected = signature(timestamp, nonce, self._key, body)
         if not hmac.compare_digest(given.encode(), expected.encode()):

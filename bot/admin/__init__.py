@@ -2,7 +2,8 @@
 
 Off unless `admin.token` is set (from the environment). Every request proves the token, as
 `Authorization: Bearer <token>` or the cookie the login form sets, compared in constant time;
-requests from non-loopback addresses are refused unless `admin.allow_remote`. Pages are
+requests from non-loopback addresses, or relayed by a proxy (a `Forwarded`/`X-Forwarded-For`
+header), are refused unless `admin.allow_remote`. Pages are
 rendered on the server by Jinja2 with autoescaping on: what users wrote is shown as text, never
 as HTML, and the pages run no script.
 """
@@ -29,6 +30,9 @@ from bot.storage.backends import AnyStore
 from bot.usage import usage_report
 
 COOKIE = "bot_admin"
+# Set by reverse proxies: a request carrying one came through a proxy, and a proxy on this host
+# connects from loopback whoever the client is, so loopback then proves nothing.
+PROXY_HEADERS = ("Forwarded", "X-Forwarded-For", "X-Real-IP", "X-Forwarded-Host")
 CONVERSATIONS = 50
 USAGE_DAYS = 30
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
@@ -77,6 +81,8 @@ class AdminView:
     def _remote_refused(self, request: web.Request) -> bool:
         if self._allow_remote:
             return False
+        if any(name in request.headers for name in PROXY_HEADERS):
+            return True
         try:
             address = ipaddress.ip_address(request.remote or "")
         except ValueError:  # a unix socket, or no peer address: not loopback TCP
@@ -120,7 +126,11 @@ class AdminView:
         if not self._valid(token if isinstance(token, str) else None):
             return self._page("login.html", status=401, failed=True)
         response = web.HTTPSeeOther("/admin")
-        response.set_cookie(COOKIE, self._cookie, path="/admin", httponly=True, samesite="Strict")
+        # From afar the view is served over TLS (README): the cookie must never travel in clear.
+        secure = self._allow_remote or request.secure
+        response.set_cookie(
+            COOKIE, self._cookie, path="/admin", httponly=True, samesite="Strict", secure=secure
+        )
         raise response
 
     # -- pages ---------------------------------------------------------------------------

@@ -154,6 +154,18 @@ class QuotasConfig(_Section):
     per_conversation: QuotaLimits = QuotaLimits()
     exempt_users: list[str] = []  # user ids, or `channel:user_id`
 
+    @field_validator("exempt_users")
+    @classmethod
+    def _no_visitors(cls, users: list[str]) -> list[str]:
+        for user in users:
+            if user.startswith(("v:", "websocket:v:")):
+                raise ValueError(
+                    f"{user!r} is a web visitor id, which the browser chooses: anyone could "
+                    "claim it and skip every quota; exempt a signed web user "
+                    "(websocket:u:<user_id>) instead"
+                )
+        return users
+
 
 class AdminConfig(_Section):
     token: str = secret(env="BOT_ADMIN_TOKEN")  # empty: no /admin at all
