@@ -1,6 +1,7 @@
 """Request bodies built from history pieces encoded once: what the fake servers receive is what
 the SDKs' create() sent, and a message sent again is not encoded again."""
 
+import json
 from collections.abc import AsyncIterator
 from dataclasses import replace
 from typing import Any
@@ -8,10 +9,10 @@ from typing import Any
 import pytest
 
 from agent.history import HistoryWindow
-from agent.providers.anthropic import AnthropicProvider, to_anthropic
+from agent.providers.anthropic import _PREFIX, AnthropicProvider, _resume, _turns, to_anthropic
 from agent.providers.openai import OpenAIProvider, to_openai
 from agent.providers.textmode import as_text_messages
-from agent.providers.wire import dumps
+from agent.providers.wire import array, dumps
 from agent.types import Message, ModelEvent, ModelRequest, TextDelta, ToolCall
 from tests.fake_anthropic import FakeAnthropic
 from tests.fake_llm import Received, Reply
@@ -133,6 +134,9 @@ async def test_a_message_sent_again_is_not_encoded_again(
     else:
         turn = {"role": "user", "content": [{"type": "text", "text": "from the cache"}]}
         first.derived[vendor] = replace(stored, turn=dumps(turn))
+        # what the last request made of the history is kept too (the next test); forget it so
+        # the piece itself is read again
+        first.derived.pop(_PREFIX)
     answer = Message("assistant", "one")
     await _text(provider, ModelRequest("", (first, answer, Message("user", "second"))))
     await provider.aclose()
@@ -167,3 +171,31 @@ def test_text_mode_history_is_converted_once() -> None:
     [calls, results] = as_text_messages(HISTORY[1:3])
     assert "snow" in results.content and "boom" not in results.content
     assert as_text_messages(HISTORY)[2] is not results
+
+
+def test_anthropic_turns_continue_from_the_last_request_and_stay_what_to_anthropic_makes() -> None:
+    # a conversation growing a few messages a request (tool rounds merge into user turns), then a
+    # window that moved on: each body is exactly `to_anthropic`, and a request walks only the
+    # messages its conversation's last request did not have
+    history: list[Message] = []
+    previous: tuple[Message, ...] = ()
+    for n in range(40):
+        call = ToolCall(f"c{n}", "lookup", "{}")
+        history += [
+            Message("user", f"question {n}"),
+            Message("assistant", "", (call,)) if n % 3 == 0 else Message("assistant", f"a{n}"),
+        ]
+        if n % 3 == 0:
+            history += [
+                Message("tool", "r", tool_call_id=call.id, name="lookup"),
+                Message("assistant", f"after {n}"),
+            ]
+        messages = tuple(history)
+        if n:
+            assert _resume(messages)[0] == len(previous)  # picks up where the last one stopped
+        assert json.loads(array(_turns(messages))) == to_anthropic(messages)
+        previous = messages
+        assert [m for m in messages if _PREFIX in m.derived] == [messages[-1]]  # one kept
+    moved = tuple(history[10:])  # the history window dropped the oldest turns
+    assert _resume(moved)[0] == 0
+    assert json.loads(array(_turns(moved))) == to_anthropic(moved)
