@@ -28,6 +28,7 @@ sys.path.insert(0, str(ROOT))
 
 from adapters.feishu.render import to_card_markdown
 from agent.providers.scripted import Reply, ScriptedProvider
+from bench.percentiles import ms
 from bot.app import App
 from bot.config import load_config
 from tests.feishu_events import message_event
@@ -128,19 +129,13 @@ def _report(
         f"max {max(updates)} (element content + the closing settings call)"
     )
     print(
-        f"  event -> placeholder card     : p50 {_ms(placeholder, 0.5)} ms, max {_ms(placeholder, 1.0)} ms"
+        f"  event -> placeholder card     : p50 {ms(placeholder, 0.5, digits=0)} ms, max {ms(placeholder, 1.0, digits=0)} ms"
     )
     print(
-        f"  event -> final (streaming off): p50 {_ms(finals, 0.5)} ms, max {_ms(finals, 1.0)} ms "
+        f"  event -> final (streaming off): p50 {ms(finals, 0.5, digits=0)} ms, max {ms(finals, 1.0, digits=0)} ms "
         f"(the answer itself streams for {stream_s:.0f} s)"
     )
     print(f"  calls to the fake             : {len(fake.calls)} in {wall:.1f} s wall time")
-
-
-def _ms(values: list[float], q: float) -> str:
-    if not values:
-        return "-"
-    return f"{values[min(len(values) - 1, int(q * len(values)))] * 1000:.0f}"
 
 
 def main() -> None:

@@ -26,6 +26,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from agent.providers.scripted import Reply, ScriptedProvider
+from bench.percentiles import ms
 from bot.app import App
 from bot.config import load_config
 from tests.slack_events import BOT_USER, envelope, message
@@ -121,7 +122,7 @@ def _report(
     )
     print(f"  ratelimited (429) from the fake: {len(fake.ratelimited)}")
     print(
-        f"  event -> placeholder           : p50 {_ms(placeholder, 0.5)} ms, "
+        f"  event -> placeholder           : p50 {ms(placeholder, 0.5)} ms, "
         f"max {placeholder[-1] * 1000:.1f} ms"
     )
     print(
@@ -129,10 +130,6 @@ def _report(
         f"max {final[-1]:.1f} s (the model streams for {stream_s:g} s)"
     )
     print(f"  wall time                      : {wall:.1f} s")
-
-
-def _ms(values: list[float], q: float) -> str:
-    return f"{values[min(len(values) - 1, int(q * len(values)))] * 1000:.1f}"
 
 
 def main() -> None:

@@ -25,6 +25,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from agent.providers.scripted import Reply, ScriptedProvider
+from bench.percentiles import ms
 from bot.app import App
 from bot.config import load_config
 from tests.telegram_fake import TOKEN, Call, FakeBotAPI
@@ -117,7 +118,7 @@ def _report(
     print(f"  busiest second, all chats     : {everywhere} calls")
     print(f"  429s from the fake            : {len(fake.rate_limited)}")
     print(
-        f"  placeholder after the update  : p50 {_ms(placeholder, 0.5)} ms, p99 {_ms(placeholder, 0.99)} ms "
+        f"  placeholder after the update  : p50 {ms(placeholder, 0.5)} ms, p99 {ms(placeholder, 0.99)} ms "
         "(includes the long-poll hand-off)"
     )
     print(f"  wall time                     : {wall:.1f} s")
@@ -131,10 +132,6 @@ def _busiest_second(calls: list[Call], window: float = 1.0) -> int:
             start += 1
         best = max(best, end - start + 1)
     return best
-
-
-def _ms(values: list[float], q: float) -> str:
-    return f"{values[min(len(values) - 1, int(q * len(values)))] * 1000:.1f}"
 
 
 def main() -> None:
