@@ -10,6 +10,7 @@ import pytest
 from aiohttp import ClientSession, CookieJar, web
 
 from bot.admin import AdminSources, AdminView, Handler
+from bot.admin.throttle import LIMIT, WINDOW_S, SignInThrottle
 from bot.sessions_view import show_session
 from tests.admin_kit import SCRIPT, TOKEN, Scene, admin_scene, tree_in_html, tree_in_text
 from tests.conftest import Running
@@ -195,3 +196,45 @@ async def test_message_text_is_shown_escaped_never_as_html(
     assert "&lt;img src=x onerror=alert(1)&gt;" in html
     async with session.get(f"{scene.app.url}/admin/sessions/nope", headers=BEARER) as response:
         assert response.status == 404
+
+
+async def test_an_address_that_guesses_wrong_tokens_is_held_off(
+    scene: Scene, session: ClientSession
+) -> None:
+    url = f"{scene.app.url}/admin"
+    for _ in range(LIMIT - 1):
+        async with session.post(f"{url}/login", data={"token": "guess"}) as response:
+            assert response.status == 401
+    async with session.get(url, headers={"Authorization": "Bearer guess"}) as response:
+        assert response.status == 401  # wrong bearer tokens count as guesses too
+    for attempt in (
+        session.post(f"{url}/login", data={"token": TOKEN}, allow_redirects=False),
+        session.get(url, headers=BEARER),
+    ):
+        async with attempt as response:  # the right token too: the answer must not tell
+            assert response.status == 429
+            assert 0 < int(response.headers["Retry-After"]) <= WINDOW_S
+
+
+def test_the_throttle_forgets_failures_after_its_window() -> None:
+    now = [1000.0]
+    throttle = SignInThrottle(limit=3, window_s=60, clock=lambda: now[0])
+    for _ in range(3):
+        assert throttle.retry_after("192.0.2.1") is None
+        throttle.failed("192.0.2.1")
+        now[0] += 10
+    assert throttle.retry_after("192.0.2.1") == 30  # the first failure leaves the window at 1060
+    assert throttle.retry_after("192.0.2.2") is None  # another address is not held off
+    now[0] += 30
+    assert throttle.retry_after("192.0.2.1") is None
+
+
+async def test_a_browser_signed_in_before_is_not_held_off(scene: Scene) -> None:
+    async with ClientSession(cookie_jar=CookieJar(unsafe=True)) as browser:
+        await _log_in(scene, browser)
+        async with ClientSession() as guesser:  # the same address: loopback
+            for _ in range(LIMIT):
+                async with guesser.post(f"{scene.app.url}/admin/login", data={"token": "x"}):
+                    pass
+        async with browser.get(f"{scene.app.url}/admin") as response:
+            assert response.status == 200

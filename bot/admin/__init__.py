@@ -3,7 +3,8 @@
 Off unless `admin.token` is set (from the environment). Every request proves the token, as
 `Authorization: Bearer <token>` or the cookie the login form sets, compared in constant time;
 requests from non-loopback addresses, or relayed by a proxy (a `Forwarded`/`X-Forwarded-For`
-header), are refused unless `admin.allow_remote`. Pages are
+header), are refused unless `admin.allow_remote`; an address that sent too many wrong tokens
+is answered 429 for a while (bot/admin/throttle.py). Pages are
 rendered on the server by Jinja2 with autoescaping on: what users wrote is shown as text, never
 as HTML, and the pages run no script.
 """
@@ -23,6 +24,7 @@ import jinja2
 from aiohttp import web
 
 from agent.personas import PersonaLibrary
+from bot.admin.throttle import SignInThrottle
 from bot.config.schema import AdminConfig, ModelPrice
 from bot.health import ChannelStates
 from bot.sessions_view import find_session, session_tree
@@ -64,6 +66,7 @@ class AdminView:
         # the cookie proves the token without holding it (a copied cookie jar leaks no token)
         self._cookie = hmac.new(self._token, b"bot admin cookie", hashlib.sha256).hexdigest()
         self._allow_remote = config.allow_remote
+        self._throttle = SignInThrottle()
         self.sources = sources
         self._templates = jinja2.Environment(
             loader=jinja2.FileSystemLoader(Path(__file__).parent / "templates"),
@@ -91,6 +94,14 @@ class AdminView:
             address = address.ipv4_mapped  # 127.0.0.1 on a dual-stack socket bound to "::"
         return not address.is_loopback
 
+    def _refuse_throttled(self, request: web.Request) -> None:
+        wait = self._throttle.retry_after(request.remote or "")
+        if wait is not None:
+            raise web.HTTPTooManyRequests(
+                text="too many wrong admin tokens; try again later\n",
+                headers={"Retry-After": str(wait)},
+            )
+
     def _valid(self, token: str | None) -> bool:
         return token is not None and hmac.compare_digest(token.encode(), self._token)
 
@@ -101,9 +112,14 @@ class AdminView:
         async def guarded(request: web.Request) -> web.StreamResponse:
             if self._remote_refused(request):
                 raise web.HTTPForbidden(text="the admin view answers loopback addresses only\n")
+            if self._valid_cookie(request.cookies.get(COOKIE)):
+                return await handler(request)  # signed in before: no guess to hold off
+            self._refuse_throttled(request)
             auth = request.headers.get("Authorization", "")
             bearer = auth.removeprefix("Bearer ") if auth.startswith("Bearer ") else None
-            if not (self._valid(bearer) or self._valid_cookie(request.cookies.get(COOKIE))):
+            if not self._valid(bearer):
+                if bearer is not None or COOKIE in request.cookies:
+                    self._throttle.failed(request.remote or "")  # a guess, not a first visit
                 if bearer is None and "text/html" in request.headers.get("Accept", ""):
                     raise web.HTTPSeeOther("/admin/login")
                 raise web.HTTPUnauthorized(
@@ -121,9 +137,11 @@ class AdminView:
     async def _login(self, request: web.Request) -> web.StreamResponse:
         if self._remote_refused(request):
             raise web.HTTPForbidden(text="the admin view answers loopback addresses only\n")
+        self._refuse_throttled(request)
         form = await request.post()
         token = form.get("token")
         if not self._valid(token if isinstance(token, str) else None):
+            self._throttle.failed(request.remote or "")
             return self._page("login.html", status=401, failed=True)
         response = web.HTTPSeeOther("/admin")
         # From afar the view is served over TLS (README): the cookie must never travel in clear.
