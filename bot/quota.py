@@ -3,15 +3,18 @@
 The turn runner asks `Quotas.admit` after the placeholder is up and before any model work: over
 a limit, the placeholder says which limit and when it resets, and the model is never called.
 A turn's tokens are known only once it has run, so `spend` adds them at its end: the token
-limits are soft (the turn that crosses a limit finishes; the next one is refused), and so are
-the turn limits across processes (read, then add; two processes may both admit the last turn).
+limits are soft (the turn that crosses a limit finishes; the next one is refused). Turn limits
+are exact: `take` checks every bucket and counts the turn in one step. (The store does that step
+under a lock of its process only: processes sharing a database without Redis may both admit the
+last turn; with `redis.url` the counters are in Redis, one script per step.)
 
 The counters sit behind the `QuotaState` seam, like dedup: in memory (tests, `bot chat`), in
-the store (SQLite: the `quota_counters` table), and a Redis one may join (INCRBY + EXPIREAT).
+the store (SQLite or PostgreSQL: the `quota_counters` table), in Redis (bot/redis/quota.py).
 """
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -27,6 +30,22 @@ WINDOWS = (("minute", 60), ("day", 86400))  # UTC days start at 00:00 UTC: epoch
 SYSTEM_EVENTS = ("task:", "resume:")
 
 
+@dataclass(frozen=True, slots=True)
+class Check:
+    """A bucket a new turn counts in, with its window's limits (None: no such limit)."""
+
+    bucket: str
+    turns: int | None
+    tokens: int | None
+    expires_at: float
+
+    def reached(self, counts: dict[str, Counts]) -> bool:
+        turns, tokens = counts.get(self.bucket, (0, 0))
+        return (self.turns is not None and turns >= self.turns) or (
+            self.tokens is not None and tokens >= self.tokens
+        )
+
+
 class QuotaState(Protocol):
     """Counters per bucket. A bucket names a scope and one window start, so a new window is a
     new bucket; `expires_at` (unix seconds) only says when a bucket may be forgotten."""
@@ -36,6 +55,11 @@ class QuotaState(Protocol):
         ...
 
     async def add(self, bucket: str, *, turns: int, tokens: int, expires_at: float) -> None: ...
+
+    async def take(self, checks: Sequence[Check]) -> dict[str, Counts] | None:
+        """As one step: if no check has reached a limit, add one turn to each bucket and return
+        None; otherwise add nothing and return the `counts` of the buckets (to say which)."""
+        ...
 
 
 class QuotaCounterStore(Protocol):
@@ -51,6 +75,16 @@ class StoreQuotaState:
 
     def __init__(self, store: QuotaCounterStore) -> None:
         self.store = store
+        self._taking = asyncio.Lock()  # a read and its additions are one step in this process
+
+    async def take(self, checks: Sequence[Check]) -> dict[str, Counts] | None:
+        async with self._taking:
+            counts = await self.counts([check.bucket for check in checks])
+            if any(check.reached(counts) for check in checks):
+                return counts
+            for check in checks:
+                await self.add(check.bucket, turns=1, tokens=0, expires_at=check.expires_at)
+            return None
 
     async def counts(self, buckets: Sequence[str]) -> dict[str, Counts]:
         return await self.store.quota_counts(buckets)
@@ -70,6 +104,14 @@ class MemoryQuotaState:
         now = self._clock()
         found = ((b, self._buckets.get(b)) for b in buckets)
         return {b: (c[0], c[1]) for b, c in found if c is not None and c[2] > now}
+
+    async def take(self, checks: Sequence[Check]) -> dict[str, Counts] | None:
+        counts = await self.counts([check.bucket for check in checks])  # returns without a wait
+        if any(check.reached(counts) for check in checks):
+            return counts
+        for check in checks:
+            await self.add(check.bucket, turns=1, tokens=0, expires_at=check.expires_at)
+        return None
 
     async def add(self, bucket: str, *, turns: int, tokens: int, expires_at: float) -> None:
         now = self._clock()
@@ -127,7 +169,13 @@ class Quotas:
         pairs = self._limited(message)
         if not pairs:
             return None
-        counts = await self.state.counts([w.bucket(s) for s, w in pairs])
+        checks = [
+            Check(window.bucket(scope), *_limits(scope.limits, window.name), window.end)
+            for scope, window in pairs
+        ]
+        counts = await self.state.take(checks)
+        if counts is None:
+            return None  # admitted and counted
         now = self._clock()
         refusals: list[tuple[int, str]] = []
         for scope, window in pairs:
@@ -135,11 +183,8 @@ class Quotas:
             reply = _over(scope, window, turns, tokens, now)
             if reply is not None:
                 refusals.append((window.end, reply))
-        if refusals:
-            return max(refusals)[1]  # the limit that lasts longest is the one worth telling
-        for scope, window in pairs:
-            await self.state.add(window.bucket(scope), turns=1, tokens=0, expires_at=window.end)
-        return None
+        # the limit that lasts longest is the one worth telling
+        return max(refusals, default=(0, None))[1]
 
     async def spend(self, message: InboundMessage, tokens: int) -> None:
         """Add a finished turn's tokens (its specialists' included) to its windows."""
