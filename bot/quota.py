@@ -153,14 +153,16 @@ class Quotas:
         self.state = state
         self._clock = clock
         self._exempt = frozenset(config.exempt_users)
-        limits = (config.per_user, config.per_conversation)
-        self.enabled = any(v is not None for x in limits for v in x.model_dump().values())
+        self._per_client = {"address": config.per_address, "key": config.per_api_key}
+        self._all = (config.per_user, config.per_conversation, *self._per_client.values())
+        self.enabled = any(v is not None for x in self._all for v in x.model_dump().values())
 
     @property
     def counts_tokens(self) -> bool:
         """Whether any token limit is set (else a turn's tokens need not be looked up)."""
-        limits = (self.config.per_user, self.config.per_conversation)
-        return any(x.tokens_per_day is not None or x.tokens_per_minute is not None for x in limits)
+        return any(
+            x.tokens_per_day is not None or x.tokens_per_minute is not None for x in self._all
+        )
 
     async def admit(self, message: InboundMessage) -> str | None:
         """None, and the turn is counted; or the reply that says which limit was reached."""
@@ -211,7 +213,7 @@ class Quotas:
         user = f"{message.chat.channel}:{message.user_id}"
         if {message.user_id, user} & self._exempt:
             return []
-        return [
+        scopes = [
             _Scope(f"user:{user}", self.config.per_user, "you've"),
             _Scope(
                 f"conversation:{message.conversation_key}",
@@ -219,6 +221,14 @@ class Quotas:
                 "this conversation has",
             ),
         ]
+        kind = (message.client or "").partition(":")[0]
+        if kind in self._per_client:  # a new visitor id or API session is the same client
+            key = f"client:{message.chat.channel}:{message.client}"
+            scopes.append(_Scope(key, self._per_client[kind], _CLIENT_WHOSE[kind]))
+        return scopes
+
+
+_CLIENT_WHOSE = {"address": "your network has", "key": "this app has"}
 
 
 def _limits(limits: QuotaLimits, window: str) -> tuple[int | None, int | None]:
