@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from bot.quota import Check, MemoryQuotaState, QuotaState, StoreQuotaState
+from bot.redis.client import connect
 from bot.redis.quota import RedisQuotaState
 from bot.storage import SqliteStore
 from bot.storage.backends import build_store
@@ -131,3 +132,18 @@ async def test_store_counts_survive_a_restart(tmp_path: Path) -> None:
         )
     async with SqliteStore(tmp_path / "bot.db") as store:
         assert await StoreQuotaState(store).counts(["user:a:day:0"]) == {"user:a:day:0": (4, 1)}
+
+
+async def test_with_redis_down_a_turn_is_admitted_uncounted(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """Quotas guard cost: Redis blinking must not refuse every user (it is logged)."""
+    redis = connect("redis://127.0.0.1:1/0")  # nothing listens there
+    state = RedisQuotaState(redis, prefix="test:down:")
+    try:
+        assert await state.take([Check("user:a:day:0", 0, None, time.time() + 60)]) is None
+        assert await state.counts(["user:a:day:0"]) == {}
+        await state.add("user:a:day:0", turns=0, tokens=5, expires_at=time.time() + 60)
+    finally:
+        await redis.aclose()
+    assert "the turn is admitted" in caplog.text and "not counted" in caplog.text
