@@ -25,6 +25,7 @@ from adapters.base import InboundMessage
 from bot.config.schema import QuotaLimits, QuotasConfig
 
 Counts = tuple[int, int]  # turns, tokens
+Bucket = tuple[str, float]  # a bucket and when it may be forgotten (unix seconds)
 WINDOWS = (("minute", 60), ("day", 86400))  # UTC days start at 00:00 UTC: epoch seconds align
 # a background result, a crash's resumption: never refused, but their tokens count
 SYSTEM_EVENTS = ("task:", "resume:")
@@ -55,6 +56,10 @@ class QuotaState(Protocol):
         ...
 
     async def add(self, bucket: str, *, turns: int, tokens: int, expires_at: float) -> None: ...
+
+    async def add_each(self, buckets: Sequence[Bucket], *, turns: int, tokens: int) -> None:
+        """`add` to each (bucket, expires_at), in one step where the backing allows."""
+        ...
 
     async def take(self, checks: Sequence[Check]) -> dict[str, Counts] | None:
         """As one step: if no check has reached a limit, add one turn to each bucket and return
@@ -89,6 +94,10 @@ class StoreQuotaState:
     async def counts(self, buckets: Sequence[str]) -> dict[str, Counts]:
         return await self.store.quota_counts(buckets)
 
+    async def add_each(self, buckets: Sequence[Bucket], *, turns: int, tokens: int) -> None:
+        for bucket, expires_at in buckets:
+            await self.add(bucket, turns=turns, tokens=tokens, expires_at=expires_at)
+
     async def add(self, bucket: str, *, turns: int, tokens: int, expires_at: float) -> None:
         await self.store.quota_add(bucket, turns=turns, tokens=tokens, expires_at=expires_at)
 
@@ -104,6 +113,10 @@ class MemoryQuotaState:
         now = self._clock()
         found = ((b, self._buckets.get(b)) for b in buckets)
         return {b: (c[0], c[1]) for b, c in found if c is not None and c[2] > now}
+
+    async def add_each(self, buckets: Sequence[Bucket], *, turns: int, tokens: int) -> None:
+        for bucket, expires_at in buckets:
+            await self.add(bucket, turns=turns, tokens=tokens, expires_at=expires_at)
 
     async def take(self, checks: Sequence[Check]) -> dict[str, Counts] | None:
         counts = await self.counts([check.bucket for check in checks])  # returns without a wait
@@ -192,10 +205,9 @@ class Quotas:
         """Add a finished turn's tokens (its specialists' included) to its windows."""
         if tokens <= 0:
             return
-        for scope, window in self._limited(message):
-            await self.state.add(
-                window.bucket(scope), turns=0, tokens=tokens, expires_at=window.end
-            )
+        buckets = [(window.bucket(scope), window.end) for scope, window in self._limited(message)]
+        if buckets:
+            await self.state.add_each(buckets, turns=0, tokens=tokens)
 
     def _limited(self, message: InboundMessage) -> list[tuple[_Scope, _Window]]:
         """Each scope of the message with each window it has a limit in."""

@@ -58,6 +58,15 @@ async def test_additions_add_up_per_bucket(make: MakeState) -> None:
     assert counts == {"user:a:minute:0": (2, 150), "user:b:minute:0": (1, 5)}
 
 
+async def test_add_each_adds_to_every_bucket(make: MakeState) -> None:
+    state = make()
+    later = time.time() + 60
+    await state.add("user:a:day:0", turns=1, tokens=10, expires_at=later)
+    await state.add_each([("user:a:minute:0", later), ("user:a:day:0", later)], turns=0, tokens=5)
+    counts = await state.counts(["user:a:minute:0", "user:a:day:0"])
+    assert counts == {"user:a:minute:0": (0, 5), "user:a:day:0": (1, 15)}
+
+
 async def test_an_expired_bucket_counts_nothing(make: MakeState) -> None:
     state = make()
     await state.add("user:a:minute:0", turns=3, tokens=9, expires_at=time.time() - 1)

@@ -19,7 +19,7 @@ from typing import Final
 from redis.asyncio import Redis
 from redis.exceptions import RedisError
 
-from bot.quota import Check, Counts
+from bot.quota import Bucket, Check, Counts
 from bot.redis.client import describe
 
 log = logging.getLogger(__name__)
@@ -54,13 +54,15 @@ return {}
 """
 )
 
-# KEYS: the bucket; ARGV: turns tokens expires_at_ms
+# KEYS: the buckets; ARGV: turns tokens, then per bucket expires_at_ms
 ADD: Final = (
     _EXPIRE
     + """
-redis.call('HINCRBY', KEYS[1], 't', ARGV[1])
-redis.call('HINCRBY', KEYS[1], 'k', ARGV[2])
-expire_at(KEYS[1], tonumber(ARGV[3]))
+for i, key in ipairs(KEYS) do
+  redis.call('HINCRBY', key, 't', ARGV[1])
+  redis.call('HINCRBY', key, 'k', ARGV[2])
+  expire_at(key, tonumber(ARGV[2 + i]))
+end
 return 1
 """
 )
@@ -93,14 +95,15 @@ class RedisQuotaState:
         }
 
     async def add(self, bucket: str, *, turns: int, tokens: int, expires_at: float) -> None:
+        await self.add_each([(bucket, expires_at)], turns=turns, tokens=tokens)
+
+    async def add_each(self, buckets: Sequence[Bucket], *, turns: int, tokens: int) -> None:
+        keys = [self.prefix + bucket for bucket, _ in buckets]
+        args = [turns, tokens, *(int(expires_at * 1000) for _, expires_at in buckets)]
         try:
-            await self._add(
-                keys=[self.prefix + bucket], args=[turns, tokens, int(expires_at * 1000)]
-            )
+            await self._add(keys=keys, args=args)
         except RedisError as exc:
-            log.warning(
-                "quota bucket %s: %d token(s) not counted: %s", bucket, tokens, describe(exc)
-            )
+            log.warning("quotas: %d token(s) not counted: %s", tokens, describe(exc))
 
     async def take(self, checks: Sequence[Check]) -> dict[str, Counts] | None:
         args: list[int] = []
