@@ -111,6 +111,7 @@ async def test_a_message_posted_to_one_process_streams_from_another_and_resumes_
             async with session.get(f"{processes[1].url}/healthz") as response:
                 if (await response.json())["api_streams"]:
                     break
+            await asyncio.sleep(0.02)
         first = await a.ask(sid, "count", client_message_id="c1", until=1)  # then it drops
         assert first.types() == ["message.created"]
         seen = first.ids()[-1]
