@@ -87,6 +87,9 @@ class InboundMessage:
     # The bot's name where a command can name its bot (Telegram's `/new@name`). None: the channel
     # has no other bots to address (web socket, terminal), so `/new@anything` is ours.
     bot_name: str | None = None
+    # Who is behind the user where users are free to mint new ids: a web visitor's network
+    # address (`address:<ip>`), a sessions API key (`key:<id>`). Quotas per client count it.
+    client: str | None = None
     raw: Mapping[str, Any] = field(default_factory=dict, compare=False, repr=False)
     # When it reached us (time.monotonic()): time to placeholder and turn latency count from here.
     received_at: float = field(default_factory=time.monotonic, compare=False, repr=False)

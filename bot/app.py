@@ -177,7 +177,9 @@ class App:
             ),
             workers=self.workers,
             metrics=self.ops.gateway_metrics,
-            quotas=Quotas(config.quotas, StoreQuotaState(self.store)),
+            quotas=Quotas(
+                config.quotas, self.redis.quotas if self.redis else StoreQuotaState(self.store)
+            ),
         )
         self.gateway.accepting.clear()  # until interrupted turns are queued (see `_start`)
         self.web_server = web_server

@@ -3,15 +3,18 @@
 The turn runner asks `Quotas.admit` after the placeholder is up and before any model work: over
 a limit, the placeholder says which limit and when it resets, and the model is never called.
 A turn's tokens are known only once it has run, so `spend` adds them at its end: the token
-limits are soft (the turn that crosses a limit finishes; the next one is refused), and so are
-the turn limits across processes (read, then add; two processes may both admit the last turn).
+limits are soft (the turn that crosses a limit finishes; the next one is refused). Turn limits
+are exact: `take` checks every bucket and counts the turn in one step. (The store does that step
+under a lock of its process only: processes sharing a database without Redis may both admit the
+last turn; with `redis.url` the counters are in Redis, one script per step.)
 
 The counters sit behind the `QuotaState` seam, like dedup: in memory (tests, `bot chat`), in
-the store (SQLite: the `quota_counters` table), and a Redis one may join (INCRBY + EXPIREAT).
+the store (SQLite or PostgreSQL: the `quota_counters` table), in Redis (bot/redis/quota.py).
 """
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -22,9 +25,26 @@ from adapters.base import InboundMessage
 from bot.config.schema import QuotaLimits, QuotasConfig
 
 Counts = tuple[int, int]  # turns, tokens
+Bucket = tuple[str, float]  # a bucket and when it may be forgotten (unix seconds)
 WINDOWS = (("minute", 60), ("day", 86400))  # UTC days start at 00:00 UTC: epoch seconds align
 # a background result, a crash's resumption: never refused, but their tokens count
 SYSTEM_EVENTS = ("task:", "resume:")
+
+
+@dataclass(frozen=True, slots=True)
+class Check:
+    """A bucket a new turn counts in, with its window's limits (None: no such limit)."""
+
+    bucket: str
+    turns: int | None
+    tokens: int | None
+    expires_at: float
+
+    def reached(self, counts: dict[str, Counts]) -> bool:
+        turns, tokens = counts.get(self.bucket, (0, 0))
+        return (self.turns is not None and turns >= self.turns) or (
+            self.tokens is not None and tokens >= self.tokens
+        )
 
 
 class QuotaState(Protocol):
@@ -36,6 +56,15 @@ class QuotaState(Protocol):
         ...
 
     async def add(self, bucket: str, *, turns: int, tokens: int, expires_at: float) -> None: ...
+
+    async def add_each(self, buckets: Sequence[Bucket], *, turns: int, tokens: int) -> None:
+        """`add` to each (bucket, expires_at), in one step where the backing allows."""
+        ...
+
+    async def take(self, checks: Sequence[Check]) -> dict[str, Counts] | None:
+        """As one step: if no check has reached a limit, add one turn to each bucket and return
+        None; otherwise add nothing and return the `counts` of the buckets (to say which)."""
+        ...
 
 
 class QuotaCounterStore(Protocol):
@@ -51,9 +80,23 @@ class StoreQuotaState:
 
     def __init__(self, store: QuotaCounterStore) -> None:
         self.store = store
+        self._taking = asyncio.Lock()  # a read and its additions are one step in this process
+
+    async def take(self, checks: Sequence[Check]) -> dict[str, Counts] | None:
+        async with self._taking:
+            counts = await self.counts([check.bucket for check in checks])
+            if any(check.reached(counts) for check in checks):
+                return counts
+            for check in checks:
+                await self.add(check.bucket, turns=1, tokens=0, expires_at=check.expires_at)
+            return None
 
     async def counts(self, buckets: Sequence[str]) -> dict[str, Counts]:
         return await self.store.quota_counts(buckets)
+
+    async def add_each(self, buckets: Sequence[Bucket], *, turns: int, tokens: int) -> None:
+        for bucket, expires_at in buckets:
+            await self.add(bucket, turns=turns, tokens=tokens, expires_at=expires_at)
 
     async def add(self, bucket: str, *, turns: int, tokens: int, expires_at: float) -> None:
         await self.store.quota_add(bucket, turns=turns, tokens=tokens, expires_at=expires_at)
@@ -70,6 +113,18 @@ class MemoryQuotaState:
         now = self._clock()
         found = ((b, self._buckets.get(b)) for b in buckets)
         return {b: (c[0], c[1]) for b, c in found if c is not None and c[2] > now}
+
+    async def add_each(self, buckets: Sequence[Bucket], *, turns: int, tokens: int) -> None:
+        for bucket, expires_at in buckets:
+            await self.add(bucket, turns=turns, tokens=tokens, expires_at=expires_at)
+
+    async def take(self, checks: Sequence[Check]) -> dict[str, Counts] | None:
+        counts = await self.counts([check.bucket for check in checks])  # returns without a wait
+        if any(check.reached(counts) for check in checks):
+            return counts
+        for check in checks:
+            await self.add(check.bucket, turns=1, tokens=0, expires_at=check.expires_at)
+        return None
 
     async def add(self, bucket: str, *, turns: int, tokens: int, expires_at: float) -> None:
         now = self._clock()
@@ -111,14 +166,16 @@ class Quotas:
         self.state = state
         self._clock = clock
         self._exempt = frozenset(config.exempt_users)
-        limits = (config.per_user, config.per_conversation)
-        self.enabled = any(v is not None for x in limits for v in x.model_dump().values())
+        self._per_client = {"address": config.per_address, "key": config.per_api_key}
+        self._all = (config.per_user, config.per_conversation, *self._per_client.values())
+        self.enabled = any(v is not None for x in self._all for v in x.model_dump().values())
 
     @property
     def counts_tokens(self) -> bool:
         """Whether any token limit is set (else a turn's tokens need not be looked up)."""
-        limits = (self.config.per_user, self.config.per_conversation)
-        return any(x.tokens_per_day is not None or x.tokens_per_minute is not None for x in limits)
+        return any(
+            x.tokens_per_day is not None or x.tokens_per_minute is not None for x in self._all
+        )
 
     async def admit(self, message: InboundMessage) -> str | None:
         """None, and the turn is counted; or the reply that says which limit was reached."""
@@ -127,7 +184,13 @@ class Quotas:
         pairs = self._limited(message)
         if not pairs:
             return None
-        counts = await self.state.counts([w.bucket(s) for s, w in pairs])
+        checks = [
+            Check(window.bucket(scope), *_limits(scope.limits, window.name), window.end)
+            for scope, window in pairs
+        ]
+        counts = await self.state.take(checks)
+        if counts is None:
+            return None  # admitted and counted
         now = self._clock()
         refusals: list[tuple[int, str]] = []
         for scope, window in pairs:
@@ -135,20 +198,16 @@ class Quotas:
             reply = _over(scope, window, turns, tokens, now)
             if reply is not None:
                 refusals.append((window.end, reply))
-        if refusals:
-            return max(refusals)[1]  # the limit that lasts longest is the one worth telling
-        for scope, window in pairs:
-            await self.state.add(window.bucket(scope), turns=1, tokens=0, expires_at=window.end)
-        return None
+        # the limit that lasts longest is the one worth telling
+        return max(refusals, default=(0, None))[1]
 
     async def spend(self, message: InboundMessage, tokens: int) -> None:
         """Add a finished turn's tokens (its specialists' included) to its windows."""
         if tokens <= 0:
             return
-        for scope, window in self._limited(message):
-            await self.state.add(
-                window.bucket(scope), turns=0, tokens=tokens, expires_at=window.end
-            )
+        buckets = [(window.bucket(scope), window.end) for scope, window in self._limited(message)]
+        if buckets:
+            await self.state.add_each(buckets, turns=0, tokens=tokens)
 
     def _limited(self, message: InboundMessage) -> list[tuple[_Scope, _Window]]:
         """Each scope of the message with each window it has a limit in."""
@@ -166,7 +225,7 @@ class Quotas:
         user = f"{message.chat.channel}:{message.user_id}"
         if {message.user_id, user} & self._exempt:
             return []
-        return [
+        scopes = [
             _Scope(f"user:{user}", self.config.per_user, "you've"),
             _Scope(
                 f"conversation:{message.conversation_key}",
@@ -174,6 +233,14 @@ class Quotas:
                 "this conversation has",
             ),
         ]
+        kind = (message.client or "").partition(":")[0]
+        if kind in self._per_client:  # a new visitor id or API session is the same client
+            key = f"client:{message.chat.channel}:{message.client}"
+            scopes.append(_Scope(key, self._per_client[kind], _CLIENT_WHOSE[kind]))
+        return scopes
+
+
+_CLIENT_WHOSE = {"address": "your network has", "key": "this app has"}
 
 
 def _limits(limits: QuotaLimits, window: str) -> tuple[int | None, int | None]:

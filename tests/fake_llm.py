@@ -58,6 +58,7 @@ class Reply:
     keepalive_s: float | None = None
     garble_at: int | None = None
     reshape_at: int | None = None
+    wait: asyncio.Event | None = None  # held after the headers until the test sets it
 
 
 def fail(status: int, error: str, message: str = "scripted failure", **headers: str) -> Reply:
@@ -176,6 +177,8 @@ class FakeLLM(ABC):
         await response.prepare(request)
         frames = self.frames(reply, body)
         try:
+            if reply.wait is not None:
+                await reply.wait.wait()
             for index, frame in enumerate(frames):
                 if reply.stall_after is not None and index >= reply.stall_after:
                     break

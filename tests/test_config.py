@@ -194,8 +194,8 @@ def test_unknown_nested_key(tmp_path: Path) -> None:
     message = error_of(tmp_path, "channels: {websocket: {origins: []}}\n")
     assert message.endswith(
         ": channels.websocket.origins: unknown key; expected one of: allowed_chats, "
-        "allowed_origins, allowed_users, enabled, group_reply, heartbeat_s, hello_timeout_s, "
-        "identity_secret, max_connections, max_connections_per_address, max_frame_bytes, "
+        "allowed_origins, allowed_users, client_address_header, enabled, group_reply, "
+        "heartbeat_s, hello_timeout_s, identity_secret, max_connections, max_connections_per_address, max_frame_bytes, "
         "max_text_chars, path, rate_limit_per_minute, replay_events"
     )
 

@@ -95,3 +95,31 @@ async def test_redis_down_nothing_is_taken_and_each_channel_says_later(
             assert provider.requests == [] and fake.to_chat(42, "sendMessage") == []
     finally:
         await fake.close()
+
+
+async def test_quotas_count_in_redis_for_every_process(
+    prefix: str, running: Running, session: aiohttp.ClientSession
+) -> None:
+    redis = {"url": URL, "prefix": prefix, "lease_s": 2}
+    quotas = {"per_user": {"turns_per_day": 1}}
+    first = await running(ScriptedProvider([Reply("the one answer")]), redis=redis, quotas=quotas)
+    second = await running(ScriptedProvider([Reply("never")]), redis=redis, quotas=quotas)
+    on_first, on_second = await connect(session, first), await connect(session, second)
+    await on_first.hello()
+    await on_second.hello()
+    await on_first.send(type="message", text="hello", client_message_id="c1")
+    assert (await on_first.until_type("message.completed"))["text"] == "the one answer"
+    await first.gateway.wait_idle()
+    await on_second.send(type="message", text="again", client_message_id="c2")
+    while (frame := await on_second.until_type("message.completed"))["text"] == "the one answer":
+        pass  # the first turn, seen by this tab too
+    assert "today's limit (1 message a day)" in frame["text"]
+    from bot.redis.client import connect as redis_connect
+
+    client = redis_connect(URL)
+    try:
+        counters = [key async for key in client.scan_iter(match=f"{prefix}quota:*")]
+    finally:
+        await client.aclose()
+    assert len(counters) == 1  # the user's day: in Redis, not in the shared database
+    assert db_rows(first, "select count(*) from quota_counters") == [(0,)]

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections import OrderedDict
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Final
@@ -32,7 +31,6 @@ PREFIX: Final = "/api/v1"
 _LIMITS = ChannelLimits(
     max_text_length=100_000, min_edit_interval_s=0.05, can_edit=True, final_marker=True
 )
-_ARRIVALS_KEPT: Final = 100_000
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,10 +64,6 @@ class ApiChannel:
         self.settings = settings or ApiSettings()
         self.records: SessionRecords = records if records is not None else MemorySessionRecords()
         self.hub: EventHub = hub if hub is not None else MemoryEventHub(replay_events=replay_events)
-        # The order inbound messages were taken in, per session: an answer replying to a message
-        # taken after yours (messages coalesced into one turn) answers yours too.
-        self._arrivals: OrderedDict[tuple[str, str], int] = OrderedDict()
-        self._arrived = 0
         self._inbox: Inbox | None = None
         self._inbox_ready = asyncio.Event()
         self.streams: set[SseSubscriber] = set()  # open event streams, ended at shutdown
@@ -96,27 +90,11 @@ class ApiChannel:
 
     async def deliver(self, message: InboundMessage) -> None:
         """To the gateway; a request that came before the app started `run` waits for it."""
-        self.arrived(message.chat.chat_id, message.message_id or "")
         inbox = self._inbox
         while inbox is None:
             await self._inbox_ready.wait()
             inbox = self._inbox
         await inbox(message)
-
-    def arrived(self, session_id: str, message_id: str) -> int:
-        """Note (once) that `message_id` was taken now; its place in the session's order."""
-        key = (session_id, message_id)
-        known = self._arrivals.get(key)
-        if known is not None:
-            return known
-        self._arrived += 1
-        self._arrivals[key] = self._arrived
-        if len(self._arrivals) > _ARRIVALS_KEPT:
-            self._arrivals.popitem(last=False)
-        return self._arrived
-
-    def arrival(self, session_id: str, message_id: str) -> int | None:
-        return self._arrivals.get((session_id, message_id))
 
     def limits_for(self, chat: ChatRef) -> ChannelLimits:
         return _LIMITS

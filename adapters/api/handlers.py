@@ -145,6 +145,7 @@ class SessionsApi:
             message_id=message_id,
             mentioned=True,
             action=action,
+            client=f"key:{session.key_id}",  # a new session is the same client
         )
 
     def _take_rate(self, session: ApiSession) -> None:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any, Final
 
 from aiohttp import web
@@ -101,7 +101,7 @@ async def pump(
     replay: list[str],
     *,
     emit_after: int,
-    done: Callable[[dict[str, Any]], bool],
+    done: Callable[[dict[str, Any]], Awaitable[bool]],
     timeout_s: float,
     keepalive_s: float,
     quiet_timeout: bool = False,
@@ -120,7 +120,7 @@ async def pump(
             frame, encoded = item
             if frame.get("seq", 0) > emit_after:
                 await response.write(event(frame, encoded))
-            if done(frame):
+            if await done(frame):
                 return
     except StreamEnded as ended:
         if not (quiet_timeout and ended.code == "stream_timeout"):
@@ -131,12 +131,12 @@ async def collect(
     subscriber: SseSubscriber,
     replay: list[str],
     *,
-    done: Callable[[dict[str, Any]], bool],
+    done: Callable[[dict[str, Any]], Awaitable[bool]],
     timeout_s: float,
 ) -> dict[str, Any] | None:
     """The frame for which `done` is true (the answer), or None if the server shuts down first."""
     async for item in frames(subscriber, replay, timeout_s=timeout_s, keepalive_s=timeout_s):
-        if item is not None and done(item[0]):
+        if item is not None and await done(item[0]):
             return item[0]
     return None
 

@@ -7,7 +7,8 @@ to the gateway, so it misses nothing; `id:` is the hub's seq, so `Last-Event-ID`
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+import logging
+from collections.abc import Awaitable, Callable
 from dataclasses import replace
 from typing import Any
 
@@ -19,7 +20,9 @@ from adapters.api.errors import ApiError
 from adapters.api.records import ApiMessage
 from adapters.base import ChatRef, InboundMessage
 
-Done = Callable[[dict[str, Any]], bool]
+log = logging.getLogger(__name__)
+
+Done = Callable[[dict[str, Any]], Awaitable[bool]]
 
 
 class SessionStreams:
@@ -39,13 +42,10 @@ class SessionStreams:
         subscriber = sse.SseSubscriber()
         seq, replay = await self.channel.hub.attach(hub_key(session_id), subscriber, resume)
         try:
-            record = replace(record, seq=seq)
-            await self.channel.records.add_api_message(record)
+            record = await self.channel.records.add_api_message(replace(record, seq=seq))
             await self.channel.deliver(inbound)
             # `/stop` gets no answer of its own: the turn it stops ends with one.
-            done = self._answered(
-                session_id, record.message_id, any_answer=inbound.command == "stop"
-            )
+            done = self._answered(record, any_answer=inbound.command == "stop")
             emit_after = _emit_after(resume, seq)
             return await self._pump(request, subscriber, replay, emit_after, done, quiet=False)
         finally:
@@ -73,7 +73,7 @@ class SessionStreams:
         known = answer.message_id if answer is not None and answer.status == "completed" else None
         resent = InboundMessage(ChatRef("api", session_id), "", sent.text, "")
         stop = resent.command == "stop"
-        done = self._answered(session_id, sent.message_id, known=known, any_answer=stop)
+        done = self._answered(sent, known=known, any_answer=stop)
         subscriber = sse.SseSubscriber()
         after = min(sent.seq, emit_after)
         seq, replay = await self.channel.hub.attach(hub_key(session_id), subscriber, after)
@@ -96,7 +96,7 @@ class SessionStreams:
         seq, replay = await self.channel.hub.attach(hub_key(session_id), subscriber, resume)
         try:
             return await self._pump(
-                request, subscriber, replay, _emit_after(resume, seq), lambda f: False, quiet=True
+                request, subscriber, replay, _emit_after(resume, seq), _never, quiet=True
             )
         finally:
             await self.channel.hub.detach(hub_key(session_id), subscriber)
@@ -150,29 +150,42 @@ class SessionStreams:
         return web.json_response(final)
 
     def _answered(
-        self,
-        session_id: str,
-        message_id: str,
-        *,
-        known: str | None = None,
-        any_answer: bool = False,
+        self, sent: ApiMessage, *, known: str | None = None, any_answer: bool = False
     ) -> Done:
-        """True at the `message.completed` of the answer to `message_id`: a message replying to
-        it, or to a message taken after it (coalesced into the same turn)."""
-        mine = self.channel.arrival(session_id, message_id)
+        """True at the `message.completed` of the answer to `sent`: a message replying to it, or
+        to a message recorded after it (coalesced into the same turn). The order is the records'
+        `position` (the store every process shares), so it holds whichever process took which
+        message, and after a restart."""
         answers: set[str] = set() if known is None else {known}
 
-        def done(frame: dict[str, Any]) -> bool:
+        async def done(frame: dict[str, Any]) -> bool:
             kind, reply_to = frame.get("type"), frame.get("reply_to")
-            if kind == "message.created" and isinstance(reply_to, str):
-                later = self.channel.arrival(session_id, reply_to)
-                if reply_to == message_id or (mine is not None and (later or 0) > mine):
-                    answers.add(frame["message_id"])
+            if (
+                kind == "message.created"
+                and isinstance(reply_to, str)
+                and (reply_to == sent.message_id or await self._recorded_after(sent, reply_to))
+            ):
+                answers.add(frame["message_id"])
             if kind != "message.completed":
                 return False
             return any_answer or frame.get("message_id") in answers
 
         return done
+
+    async def _recorded_after(self, sent: ApiMessage, message_id: str) -> bool:
+        """Whether user message `message_id` of `sent`'s session was recorded after `sent`.
+        A message never recorded (a `POST …/stop`) is not; neither is one the store cannot find
+        now (logged): at worst the stream waits for its own answer until `stream_timeout_s`."""
+        try:
+            other = await self.channel.records.api_message(sent.session_id, message_id)
+        except Exception:
+            log.exception("api session %s: looking up message %s", sent.session_id, message_id)
+            return False
+        return other is not None and other.role == "user" and other.position > sent.position
+
+
+async def _never(frame: dict[str, Any]) -> bool:
+    return False
 
 
 def _wants_json(request: web.Request) -> bool:

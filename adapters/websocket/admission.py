@@ -59,6 +59,7 @@ class Admission:
         public_url: str | None,
         max_connections: int | None,
         max_per_address: int,
+        address_header: str | None = None,
     ) -> None:
         if isinstance(allowed_origins, str):
             raise TypeError(
@@ -81,6 +82,7 @@ class Admission:
         self.origins = frozenset(origins)
         self.max_connections = max_connections or default_max_connections()
         self.max_per_address = max_per_address
+        self.address_header = address_header  # only behind a proxy: a client can send it too
         self.total = 0
         self._full = False
         self._per_address: dict[str, int] = {}
@@ -103,7 +105,7 @@ class Admission:
                 text=f"origin {origin!r} is not allowed; "
                 "add it to channels.websocket.allowed_origins",
             )
-        address = request.remote or "unknown"
+        address = self.address(request)
         retry = {"Retry-After": "10"}
         if self.total >= self.max_connections:
             if not self._full:  # once each time the server fills up, not once per refusal
@@ -124,6 +126,15 @@ class Admission:
         self.total += 1
         self._per_address[address] = self._per_address.get(address, 0) + 1
         return address
+
+    def address(self, request: web.Request) -> str:
+        """The client's address: the TCP peer's, or behind a reverse proxy the one it names in
+        `address_header` (of `X-Forwarded-For`, the last entry: the one that proxy added)."""
+        if self.address_header is not None:
+            named = request.headers.get(self.address_header, "").rpartition(",")[2].strip()
+            if named:
+                return named
+        return request.remote or "unknown"
 
     def closed(self, address: str) -> None:
         self.total -= 1

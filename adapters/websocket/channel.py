@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import logging
 import math
@@ -70,6 +71,7 @@ class WebSocketChannel:
         hello_timeout_s: float = 10,
         max_connections: int | None = None,
         max_connections_per_address: int = 64,
+        client_address_header: str | None = None,
         history: ConversationHistory | None = None,
         claims: Claims | None = None,
     ) -> None:
@@ -93,6 +95,7 @@ class WebSocketChannel:
             public_url=public_url,
             max_connections=max_connections,
             max_per_address=max_connections_per_address,
+            address_header=client_address_header,
         )
         self._max_frame_bytes = max_frame_bytes
         self._heartbeat_s = heartbeat_s or None
@@ -248,6 +251,8 @@ class WebSocketChannel:
                 )
                 return
             message = inbound_message(self.name, conn.identity, frame, raw)
+            if conn.identity.startswith("v:"):  # a visitor id is the browser's to choose
+                message = dataclasses.replace(message, client=f"address:{conn.address}")
             if not isinstance(frame, Stop):
                 await self._echo.accepted(conn, message, frame)
             await self._deliver(message)

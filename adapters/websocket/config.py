@@ -43,6 +43,8 @@ class WebsocketConfig(AccessConfig):
     hello_timeout_s: float = Field(10, gt=0)
     max_connections: int | None = Field(None, ge=1)  # None: 3/4 of the open-file limit
     max_connections_per_address: int = Field(64, ge=1)
+    # behind your own reverse proxy: the header it sets to the client's address (X-Real-IP)
+    client_address_header: str | None = None
     # frames kept per conversation for replay; older ones come from the store (the transcript)
     replay_events: int = Field(200, ge=0)
 

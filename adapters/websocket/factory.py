@@ -22,6 +22,7 @@ def build(section: WebsocketConfig, services: ChannelServices) -> WebSocketChann
         hello_timeout_s=section.hello_timeout_s,
         max_connections=section.max_connections,
         max_connections_per_address=section.max_connections_per_address,
+        client_address_header=section.client_address_header,
         history=services.history,
         claims=services.claims,
     )

@@ -152,6 +152,9 @@ class QuotaLimits(_Section):
 class QuotasConfig(_Section):
     per_user: QuotaLimits = QuotaLimits()
     per_conversation: QuotaLimits = QuotaLimits()
+    # every visitor id one network address opens (web socket); every session of one API key
+    per_address: QuotaLimits = QuotaLimits()
+    per_api_key: QuotaLimits = QuotaLimits()
     exempt_users: list[str] = []  # user ids, or `channel:user_id`
 
     @field_validator("exempt_users")

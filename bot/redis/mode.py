@@ -13,6 +13,7 @@ from bot.redis.conversations import RedisConversations
 from bot.redis.dedup import RedisDedup
 from bot.redis.hub import RedisEventHub
 from bot.redis.leader import RedisLeader
+from bot.redis.quota import RedisQuotaState
 from tools.redact import redact_credentials
 
 log = logging.getLogger(__name__)
@@ -38,6 +39,7 @@ class RedisMode:
             self.redis, self.reader, prefix=prefix, replay_events=REPLAY_EVENTS
         )
         self.leader = RedisLeader(self.redis, prefix=prefix, lease_s=config.lease_s)
+        self.quotas = RedisQuotaState(self.redis, prefix=prefix)
         self.health = RedisHealth(self.redis)
         self._open = False
 
