@@ -7,7 +7,7 @@ import json
 import re
 import signal
 import sys
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -23,11 +23,12 @@ class Gateway:
 
     process: asyncio.subprocess.Process
     port: int = 0
+    host: str = "127.0.0.1"  # where it listens (`server.host`)
     log: list[str] = field(default_factory=list)
 
     @property
     def url(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
+        return f"http://{self.host}:{self.port}"
 
     def logged(self, text: str) -> int:
         return sum(text in line for line in self.log)
@@ -53,8 +54,12 @@ async def _read(gateway: Gateway, stream: asyncio.StreamReader) -> None:
 
 
 @asynccontextmanager
-async def one_gateway(config: Path, env: Mapping[str, str]) -> AsyncIterator[Gateway]:
+async def one_gateway(
+    config: Path, env: Mapping[str, str], wrap: Sequence[str] = ()
+) -> AsyncIterator[Gateway]:
+    """`wrap`: a command prefix, such as `ip netns exec <name>` to run it on another "host"."""
     process = await asyncio.create_subprocess_exec(
+        *wrap,
         sys.executable,
         "-m",
         "bot",
@@ -73,7 +78,7 @@ async def one_gateway(config: Path, env: Mapping[str, str]) -> AsyncIterator[Gat
             while not (found := next(filter(None, map(SERVING.search, gateway.log)), None)):
                 assert not reader.done(), "bot serve ended:\n" + "".join(gateway.log)
                 await asyncio.sleep(0.05)
-        gateway.port = int(found.group(2))
+        gateway.host, gateway.port = found.group(1), int(found.group(2))
         yield gateway
     finally:
         if process.returncode is None:

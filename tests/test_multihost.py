@@ -1,0 +1,155 @@
+"""Two `bot serve` processes on two "hosts" (network namespaces, tests/netns_kit.py) sharing one
+Redis and one PostgreSQL database over the network between them, as on two machines: nothing
+on one host reaches the other's loopback. A web socket on host A is answered by a turn that
+runs on host B, because B holds the conversation's lease when A takes the message.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+import uuid
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+import asyncpg
+import pytest
+from redis.asyncio import Redis
+from redis.exceptions import ConnectionError as RedisConnectionError
+
+from tests.fake_llm import llm_config
+from tests.gated_model import GatedOpenAI
+from tests.netns_kit import Network, forwards, network
+from tests.network_guard import NetworkGuard
+from tests.pg_kit import empty_schema, pg_database
+from tests.processes import Gateway, one_gateway, write_config
+from tests.redis_kit import until_queued
+from tests.test_multiprocess import ORIGIN, Visitor
+
+__all__ = ["pg_database"]
+pytestmark = pytest.mark.timeout(300)
+HERE = "a turn of"  # drain.py's debug line, logged by the process that runs a turn
+
+
+@pytest.fixture
+def hosts(network_guard: NetworkGuard) -> Iterator[Network]:
+    with network(2) as net:
+        network_guard.allow(net.subnet)  # the test's own bridge: it never leaves this machine
+        yield net
+
+
+def _free_port(address: str) -> int:
+    with socket.socket() as probe:
+        probe.bind((address, 0))
+        port: int = probe.getsockname()[1]
+        return port
+
+
+@asynccontextmanager
+async def redis_on(address: str) -> AsyncIterator[str]:
+    """A Redis of this test's own, listening on the bridge only, with a password (as one
+    reached over a network should have; without one it refuses non-loopback clients)."""
+    port, password = _free_port(address), uuid.uuid4().hex
+    server = await asyncio.create_subprocess_exec(
+        *["redis-server", "--bind", address, "--port", str(port), "--requirepass", password],
+        *["--save", "", "--appendonly", "no"],
+        stdout=asyncio.subprocess.DEVNULL,
+    )
+    url = f"redis://:{password}@{address}:{port}/0"
+    try:
+        client = Redis.from_url(url)
+        async with asyncio.timeout(10):
+            while True:
+                try:
+                    await client.ping()
+                    break
+                except (RedisConnectionError, OSError):  # not listening yet
+                    await asyncio.sleep(0.05)
+        await client.aclose()
+        yield url
+    finally:
+        server.terminate()
+        await server.wait()
+
+
+def _config(folder: Path, address: str, **sections: Any) -> Path:
+    folder.mkdir()
+    return write_config(
+        folder,
+        server={"host": address},
+        channels={"websocket": {"allowed_origins": [ORIGIN]}},
+        agent={"turn_timeout_s": 280},
+        log={"level": "DEBUG"},
+        **sections,
+    )
+
+
+async def test_a_socket_on_host_a_is_answered_by_a_turn_on_host_b(
+    hosts: Network, pg_database: str, tmp_path: Path, session: aiohttp.ClientSession
+) -> None:
+    await empty_schema(pg_database)
+    host_a, host_b = hosts.hosts
+    database = pg_database.rsplit("/", 1)[1]
+    async with (
+        GatedOpenAI() as model,
+        redis_on(hosts.gateway) as redis_url,
+        forwards(hosts.gateway, ("127.0.0.1", 5432), ("127.0.0.1", model.port)) as (pg, llm),
+    ):
+        llm_section = llm_config(
+            "openai", model, first_token_timeout_s=250, total_timeout_s=280, max_retries=0
+        ) | {"base_url": f"http://{hosts.gateway}:{llm.port}/v1"}
+        shared = {
+            "redis": {"url": redis_url, "lease_s": 2},
+            "storage": {"url": f"postgresql://postgres@{hosts.gateway}:{pg.port}/{database}"},
+            "llm": llm_section,
+        }
+        configs = [_config(tmp_path / h.namespace, h.address, **shared) for h in hosts.hosts]
+        visitor = f"visitor-{uuid.uuid4().hex[:8]}"
+        logs: list[Gateway] = []
+        try:
+            async with one_gateway(configs[1], {}, host_b.wrap) as on_b:
+                logs.append(on_b)
+                assert on_b.host == host_b.address
+                tab_b = Visitor(session, visitor)
+                await tab_b.connect(on_b)
+                assert tab_b.ws is not None
+                await tab_b.ws.send_json(
+                    {"type": "message", "text": "first", "client_message_id": "c1"}
+                )
+                await model.wait_held(1)  # B runs the first turn, holding the lease
+
+                async with one_gateway(configs[0], {}, host_a.wrap) as on_a:
+                    logs.append(on_a)
+                    tab_a = Visitor(session, visitor)  # the same visitor's other tab, on A
+                    await tab_a.connect(on_a)
+                    second = asyncio.create_task(tab_a.ask(on_a, "second", "c2"))
+                    redis = Redis.from_url(redis_url)
+                    try:
+                        await until_queued(redis, "bot:")  # behind B's running turn
+                    finally:
+                        await redis.aclose()
+                    await model.allow(2)
+                    async with asyncio.timeout(90):
+                        answer = await second
+                    assert on_a.logged(HERE) == 0
+                assert on_b.logged(HERE) == 2
+        except (AssertionError, TimeoutError):
+            text = "".join(f"[{g.host}] {line}" for g in logs for line in g.log)
+            raise AssertionError(f"the logs:\n{text}") from None
+    assert answer["text"] == "answer to second"
+    created = [f for f in tab_a.frames if f["type"] == "message.created"]
+    assert [f.get("reply_to") for f in created].count("c2") == 1  # one placeholder
+    done = [f for f in tab_a.frames if f["type"] == "message.completed"]
+    assert [f["message_id"] for f in done].count(answer["message_id"]) == 1  # answered once
+    conn = await asyncpg.connect(pg_database)
+    try:
+        rows = await conn.fetch("select status, final_text from turns order by seq")
+    finally:
+        await conn.close()
+    assert [tuple(r) for r in rows] == [
+        ("completed", "answer to first"),
+        ("completed", "answer to second"),
+    ]
