@@ -40,7 +40,7 @@ async def prefix() -> AsyncIterator[str]:
     await client.aclose()
 
 
-def gated_config(folder: Path, prefix: str, model: GatedOpenAI) -> Path:
+def gated_config(folder: Path, prefix: str, model: GatedOpenAI, **sections: Any) -> Path:
     """Turns that wait at the model's gate as long as the test wants."""
     llm = llm_config("openai", model, first_token_timeout_s=250, total_timeout_s=280)
     return write_config(
@@ -49,6 +49,7 @@ def gated_config(folder: Path, prefix: str, model: GatedOpenAI) -> Path:
         llm=llm | {"max_retries": 0},
         agent={"turn_timeout_s": 280},
         log={"level": "DEBUG"},
+        **sections,
     )
 
 
