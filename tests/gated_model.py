@@ -5,12 +5,15 @@ guess at how long anything takes."""
 from __future__ import annotations
 
 import asyncio
+from pathlib import Path
 from typing import Any
 
 from aiohttp import web
 
-from tests.fake_llm import Reply
+from tests.fake_llm import Reply, llm_config
 from tests.fake_openai import FakeOpenAI
+from tests.processes import write_config
+from tests.redis_kit import URL
 
 
 def last_user_text(body: dict[str, Any]) -> str:
@@ -54,3 +57,17 @@ class GatedOpenAI(FakeOpenAI):
             while len(self.held) < count:
                 self._arrived.clear()
                 await self._arrived.wait()
+
+
+def gated_config(folder: Path, prefix: str, model: GatedOpenAI, **sections: Any) -> Path:
+    """`bot serve` on the shared Redis (under `prefix`), its turns waiting at `model`'s gate as
+    long as the test wants (the deadlines are far away)."""
+    llm = llm_config("openai", model, first_token_timeout_s=250, total_timeout_s=280)
+    return write_config(
+        folder,
+        redis={"url": URL, "prefix": prefix, "lease_s": 2},
+        llm=llm | {"max_retries": 0},
+        agent={"turn_timeout_s": 280},
+        log={"level": "DEBUG"},
+        **sections,
+    )

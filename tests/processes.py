@@ -7,11 +7,13 @@ import json
 import re
 import signal
 import sys
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+import aiohttp
 
 ROOT = Path(__file__).resolve().parent.parent
 SERVING = re.compile(r"serving http://([\d.]+):(\d+)")
@@ -105,3 +107,18 @@ async def gateways(
             *(stack.enter_async_context(one_gateway(config, env)) for _ in range(count - 1))
         )
         yield [first, *others]
+
+
+HERE = "a turn of"  # drain.py's debug line, logged by the process that runs a turn
+Frame = dict[str, Any]
+
+
+async def frames_until(
+    ws: aiohttp.ClientWebSocketResponse, done: Callable[[Frame], bool], timeout: float = 60
+) -> list[Frame]:
+    """The frames a web socket client receives, up to the first one `done` accepts."""
+    seen: list[Frame] = []
+    async with asyncio.timeout(timeout):
+        while not seen or not done(seen[-1]):
+            seen.append(await ws.receive_json())
+    return seen

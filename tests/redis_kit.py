@@ -37,6 +37,13 @@ async def delete_prefix(redis: Redis, prefix: str) -> None:
         await redis.delete(*keys)
 
 
+@pytest.fixture
+async def prefix() -> AsyncIterator[str]:
+    """A key prefix of this test's own on the shared Redis, its keys deleted afterwards."""
+    async with redis_prefix() as (_, name):
+        yield name
+
+
 @asynccontextmanager
 async def redis_prefix(url: str = URL) -> AsyncIterator[tuple[Redis, str]]:
     """A client and a key prefix no other test uses; every key under it is deleted at the end."""

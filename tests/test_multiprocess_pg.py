@@ -10,36 +10,22 @@ the test cuts: every connection reset, new ones refused; then restored on the sa
 from __future__ import annotations
 
 import asyncio
-import uuid
-from collections.abc import AsyncIterator
 from typing import Any
 
 import aiohttp
 import asyncpg
 import pytest
 
-from bot.redis.client import connect
 from bot.turn import STORAGE_FAILED
-from tests.gated_model import GatedOpenAI
+from tests.conftest import ORIGIN
+from tests.gated_model import GatedOpenAI, gated_config
 from tests.pg_kit import CuttableLink, pg_database, pg_url
-from tests.processes import Gateway, gateways
-from tests.redis_kit import URL, delete_prefix, skip_without_redis
-from tests.test_multiprocess import ORIGIN
-from tests.test_multiprocess_resume import frames_until, gated_config
+from tests.processes import Gateway, frames_until, gateways
+from tests.redis_kit import prefix
 
-__all__ = ["pg_database", "pg_url"]
+__all__ = ["pg_database", "pg_url", "prefix"]
 pytestmark = pytest.mark.timeout(300)
 Frame = dict[str, Any]
-
-
-@pytest.fixture
-async def prefix() -> AsyncIterator[str]:
-    await skip_without_redis()
-    name = f"test:{uuid.uuid4().hex[:12]}:"
-    yield name
-    client = connect(URL)
-    await delete_prefix(client, name)
-    await client.aclose()
 
 
 async def readiness(session: aiohttp.ClientSession, gateway: Gateway) -> tuple[int, Any]:

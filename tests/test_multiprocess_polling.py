@@ -6,31 +6,20 @@ measure, not a test's to assert."""
 from __future__ import annotations
 
 import time
-import uuid
 from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
 
-from bot.redis.client import connect
 from tests.conftest import eventually
 from tests.processes import Gateway, gateways, write_config
-from tests.redis_kit import URL, delete_prefix, skip_without_redis
+from tests.redis_kit import URL, prefix
 from tests.telegram_fake import TOKEN, FakeBotAPI
 
+__all__ = ["prefix"]
 pytestmark = pytest.mark.timeout(300)
 LEADING = "leading telegram:"  # RedisLeader's line when this process starts to poll
 LEASE_S = 2
-
-
-@pytest.fixture
-async def prefix() -> AsyncIterator[str]:
-    await skip_without_redis()
-    name = f"test:{uuid.uuid4().hex[:12]}:"
-    yield name
-    client = connect(URL)
-    await delete_prefix(client, name)
-    await client.aclose()
 
 
 @pytest.fixture

@@ -9,58 +9,21 @@ from __future__ import annotations
 import asyncio
 import sqlite3
 import uuid
-from collections.abc import AsyncIterator, Callable
 from contextlib import AsyncExitStack
 from pathlib import Path
-from typing import Any
 
 import aiohttp
 import pytest
 
 from bot.redis.client import connect
 from tests.conftest import eventually
-from tests.fake_llm import llm_config
-from tests.gated_model import GatedOpenAI
-from tests.processes import Gateway, one_gateway, write_config
-from tests.redis_kit import URL, delete_prefix, skip_without_redis, until_queued
+from tests.gated_model import GatedOpenAI, gated_config
+from tests.processes import HERE, Gateway, frames_until, one_gateway
+from tests.redis_kit import URL, prefix, until_queued
 from tests.test_multiprocess import ORIGIN, Visitor
 
+__all__ = ["prefix"]
 pytestmark = pytest.mark.timeout(300)
-HERE = "a turn of"  # drain.py's debug line, logged by the process that runs a turn
-Frame = dict[str, Any]
-
-
-@pytest.fixture
-async def prefix() -> AsyncIterator[str]:
-    await skip_without_redis()
-    name = f"test:{uuid.uuid4().hex[:12]}:"
-    yield name
-    client = connect(URL)
-    await delete_prefix(client, name)
-    await client.aclose()
-
-
-def gated_config(folder: Path, prefix: str, model: GatedOpenAI, **sections: Any) -> Path:
-    """Turns that wait at the model's gate as long as the test wants."""
-    llm = llm_config("openai", model, first_token_timeout_s=250, total_timeout_s=280)
-    return write_config(
-        folder,
-        redis={"url": URL, "prefix": prefix, "lease_s": 2},
-        llm=llm | {"max_retries": 0},
-        agent={"turn_timeout_s": 280},
-        log={"level": "DEBUG"},
-        **sections,
-    )
-
-
-async def frames_until(
-    ws: aiohttp.ClientWebSocketResponse, done: Callable[[Frame], bool], timeout: float = 60
-) -> list[Frame]:
-    seen: list[Frame] = []
-    async with asyncio.timeout(timeout):
-        while not seen or not done(seen[-1]):
-            seen.append(await ws.receive_json())
-    return seen
 
 
 def statuses(folder: Path) -> list[str]:

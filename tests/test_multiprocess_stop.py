@@ -8,7 +8,6 @@ from __future__ import annotations
 import asyncio
 import sqlite3
 import uuid
-from collections.abc import AsyncIterator
 from contextlib import AsyncExitStack
 from pathlib import Path
 
@@ -17,23 +16,13 @@ import pytest
 
 from bot.redis.client import connect
 from bot.turn import STOPPED
-from tests.gated_model import GatedOpenAI
-from tests.processes import Gateway, one_gateway
-from tests.redis_kit import URL, delete_prefix, skip_without_redis, until_queued
-from tests.test_multiprocess import ORIGIN
-from tests.test_multiprocess_resume import HERE, frames_until, gated_config
+from tests.conftest import ORIGIN
+from tests.gated_model import GatedOpenAI, gated_config
+from tests.processes import HERE, Gateway, frames_until, one_gateway
+from tests.redis_kit import URL, prefix, until_queued
 
+__all__ = ["prefix"]
 pytestmark = pytest.mark.timeout(300)
-
-
-@pytest.fixture
-async def prefix() -> AsyncIterator[str]:
-    await skip_without_redis()
-    name = f"test:{uuid.uuid4().hex[:12]}:"
-    yield name
-    client = connect(URL)
-    await delete_prefix(client, name)
-    await client.aclose()
 
 
 def turns(folder: Path) -> list[tuple[str, str | None]]:

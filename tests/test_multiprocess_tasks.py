@@ -14,7 +14,7 @@ import json
 import signal
 import sqlite3
 import uuid
-from collections.abc import AsyncIterator, Callable
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -23,14 +23,13 @@ import pytest
 from aiohttp import web
 
 from bot.redis.client import connect
-from tests.conftest import eventually
+from tests.conftest import ORIGIN, eventually
 from tests.fake_llm import Call, Reply, llm_config
 from tests.fake_openai import FakeOpenAI
-from tests.processes import ROOT, Gateway, gateways, write_config
-from tests.redis_kit import URL, delete_prefix, skip_without_redis
-from tests.test_multiprocess import ORIGIN
-from tests.test_multiprocess_resume import HERE, frames_until
+from tests.processes import HERE, ROOT, Gateway, frames_until, gateways, write_config
+from tests.redis_kit import URL, prefix
 
+__all__ = ["prefix"]
 pytestmark = pytest.mark.timeout(300)
 Body = dict[str, Any]
 Step = Reply | Callable[[Body], Reply]
@@ -86,16 +85,6 @@ class RoutedOpenAI(FakeOpenAI):
         if self.who(body) == "specialist":
             await self.specialist_gate.wait()
         return await super()._handle(request)
-
-
-@pytest.fixture
-async def prefix() -> AsyncIterator[str]:
-    await skip_without_redis()
-    name = f"test:{uuid.uuid4().hex[:12]}:"
-    yield name
-    client = connect(URL)
-    await delete_prefix(client, name)
-    await client.aclose()
 
 
 def _config(folder: Path, prefix: str, model: FakeOpenAI) -> Path:

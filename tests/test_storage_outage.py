@@ -13,7 +13,6 @@ the defect is fixed, and the mark goes.
 from __future__ import annotations
 
 import asyncio
-import uuid
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -23,31 +22,20 @@ import pytest
 from adapters.base import ChannelLimits
 from agent.providers.scripted import Reply, ScriptedProvider
 from bot.app import App
-from bot.redis.client import connect
 from bot.turn import STORAGE_FAILED
 from tests.conftest import Running, eventually
 from tests.fakes import RecordingChannel
 from tests.pg_kit import CuttableLink, pg_database, pg_url
-from tests.redis_kit import URL, delete_prefix, skip_without_redis
+from tests.redis_kit import URL, prefix
 from tests.test_store_pg_faults import _msg
 
-__all__ = ["pg_database", "pg_url"]
+__all__ = ["pg_database", "pg_url", "prefix"]
 
 
 @pytest.fixture
 async def link() -> AsyncIterator[CuttableLink]:
     async with CuttableLink() as made:
         yield made
-
-
-@pytest.fixture
-async def prefix() -> AsyncIterator[str]:
-    await skip_without_redis()
-    name = f"test:{uuid.uuid4().hex[:12]}:"
-    yield name
-    client = connect(URL)
-    await delete_prefix(client, name)
-    await client.aclose()
 
 
 async def _cut_mid_turn(
