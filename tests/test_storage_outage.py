@@ -4,7 +4,8 @@ the defect is fixed, and the mark goes.
 
 1. A turn the outage cut short ends with STORAGE_FAILED in its placeholder, but its row stays
    `running` (its `finish_turn` failed and is never tried again). In embedded mode the next
-   start resumes it as if the process had died: the user, told to send again, gets two answers.
+   start resumes it as if the process had died (the model is asked again and the placeholder
+   that asked the user to send the message again is answered after all): two answers.
 2. In Redis mode the turn releases its messages' claims "so a platform's retry is answered",
    but the queue's once-key (bot/redis/conversations_lua.py ENQUEUE, `q:once:<event>`, 10 min)
    still drops the redelivery silently: no answer, no error.
@@ -76,11 +77,24 @@ async def test_a_turn_the_outage_cut_short_is_not_left_running(
 
 @pytest.mark.xfail(strict=True, reason="defect 2: the Redis queue's once-key drops the retry")
 async def test_in_redis_mode_the_retry_of_a_message_the_outage_lost_is_answered(
-    running: Running, link: CuttableLink, pg_url: str, prefix: str
-) -> None:
+    prefix: str, running: Running, link: CuttableLink, pg_url: str
+) -> None:  # `prefix` first: its keys are deleted after the app stopped
     app, channel, provider = await _cut_mid_turn(
         running, link, pg_url, redis={"url": URL, "prefix": prefix}
     )
     await app.gateway.handle(_msg("a question", "e1"))  # the platform delivers it again
     await app.gateway.wait_idle()
     assert channel.calls[-1].text == "answered"
+
+
+@pytest.mark.xfail(strict=True, reason="defect 1: the next start resumes the turn it cut short")
+async def test_the_next_start_does_not_answer_again_what_the_user_was_told_to_resend(
+    running: Running, link: CuttableLink, pg_url: str
+) -> None:
+    first, _, _ = await _cut_mid_turn(running, link, pg_url)
+    await first.stop()
+    provider = ScriptedProvider([Reply("answered after the restart")])
+    channel = RecordingChannel(ChannelLimits(max_text_length=4096, min_edit_interval_s=0.05))
+    again = await running(provider, channels=[channel], storage={"url": link.url(pg_url)})
+    await again.gateway.wait_idle()
+    assert provider.requests == [] and channel.calls == []  # the apology stands
