@@ -195,6 +195,8 @@ class App:
             workers=self.workers,
             conversations=self.conversations,
         )
+        if self.redis is not None:  # no message can be taken while it is unreachable
+            self.readiness.add("redis", self.redis.ready)
 
     def _persona_name(self) -> str:
         """The agent id of the conversations' sessions (the gateway's persona)."""

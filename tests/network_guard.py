@@ -37,6 +37,12 @@ class NetworkGuard:
     def __init__(self) -> None:
         # kept even when the caller swallows the exception, so the test still fails at teardown
         self.blocked: list[str] = []
+        self.allowed: list[ipaddress.IPv4Network | ipaddress.IPv6Network] = []
+
+    def allow(self, network: ipaddress.IPv4Network | ipaddress.IPv6Network) -> None:
+        """Also allow a network that never leaves this machine: the test's own bridge to the
+        network namespaces it made (tests/netns_kit.py)."""
+        self.allowed.append(network)
 
     def install(self, monkeypatch: pytest.MonkeyPatch) -> None:
         for name in ("connect", "connect_ex"):
@@ -45,7 +51,7 @@ class NetworkGuard:
     def _wrap(self, real: Callable[..., Any]) -> Callable[..., Any]:
         def guarded(sock: socket.socket, address: Any) -> Any:
             target = outside_loopback(sock.family, address)
-            if target is not None:
+            if target is not None and not self._allowed(address[0]):
                 self.blocked.append(target)
                 raise NetworkBlocked(
                     f"test tried to connect to {target}; tests may reach only 127.0.0.0/8, ::1 "
@@ -54,3 +60,10 @@ class NetworkGuard:
             return real(sock, address)
 
         return guarded
+
+    def _allowed(self, host: str) -> bool:
+        try:
+            ip = ipaddress.ip_address(host)
+        except ValueError:
+            return False
+        return any(ip in network for network in self.allowed)

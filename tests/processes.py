@@ -7,11 +7,13 @@ import json
 import re
 import signal
 import sys
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+import aiohttp
 
 ROOT = Path(__file__).resolve().parent.parent
 SERVING = re.compile(r"serving http://([\d.]+):(\d+)")
@@ -23,11 +25,12 @@ class Gateway:
 
     process: asyncio.subprocess.Process
     port: int = 0
+    host: str = "127.0.0.1"  # where it listens (`server.host`)
     log: list[str] = field(default_factory=list)
 
     @property
     def url(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
+        return f"http://{self.host}:{self.port}"
 
     def logged(self, text: str) -> int:
         return sum(text in line for line in self.log)
@@ -53,8 +56,12 @@ async def _read(gateway: Gateway, stream: asyncio.StreamReader) -> None:
 
 
 @asynccontextmanager
-async def one_gateway(config: Path, env: Mapping[str, str]) -> AsyncIterator[Gateway]:
+async def one_gateway(
+    config: Path, env: Mapping[str, str], wrap: Sequence[str] = ()
+) -> AsyncIterator[Gateway]:
+    """`wrap`: a command prefix, such as `ip netns exec <name>` to run it on another "host"."""
     process = await asyncio.create_subprocess_exec(
+        *wrap,
         sys.executable,
         "-m",
         "bot",
@@ -73,7 +80,7 @@ async def one_gateway(config: Path, env: Mapping[str, str]) -> AsyncIterator[Gat
             while not (found := next(filter(None, map(SERVING.search, gateway.log)), None)):
                 assert not reader.done(), "bot serve ended:\n" + "".join(gateway.log)
                 await asyncio.sleep(0.05)
-        gateway.port = int(found.group(2))
+        gateway.host, gateway.port = found.group(1), int(found.group(2))
         yield gateway
     finally:
         if process.returncode is None:
@@ -100,3 +107,18 @@ async def gateways(
             *(stack.enter_async_context(one_gateway(config, env)) for _ in range(count - 1))
         )
         yield [first, *others]
+
+
+HERE = "a turn of"  # drain.py's debug line, logged by the process that runs a turn
+Frame = dict[str, Any]
+
+
+async def frames_until(
+    ws: aiohttp.ClientWebSocketResponse, done: Callable[[Frame], bool], timeout: float = 60
+) -> list[Frame]:
+    """The frames a web socket client receives, up to the first one `done` accepts."""
+    seen: list[Frame] = []
+    async with asyncio.timeout(timeout):
+        while not seen or not done(seen[-1]):
+            seen.append(await ws.receive_json())
+    return seen

@@ -6,6 +6,7 @@ why, only when no server answers there.
 
 from __future__ import annotations
 
+import asyncio
 import os
 import uuid
 from collections.abc import AsyncIterator
@@ -36,6 +37,13 @@ async def delete_prefix(redis: Redis, prefix: str) -> None:
         await redis.delete(*keys)
 
 
+@pytest.fixture
+async def prefix() -> AsyncIterator[str]:
+    """A key prefix of this test's own on the shared Redis, its keys deleted afterwards."""
+    async with redis_prefix() as (_, name):
+        yield name
+
+
 @asynccontextmanager
 async def redis_prefix(url: str = URL) -> AsyncIterator[tuple[Redis, str]]:
     """A client and a key prefix no other test uses; every key under it is deleted at the end."""
@@ -47,3 +55,14 @@ async def redis_prefix(url: str = URL) -> AsyncIterator[tuple[Redis, str]]:
     finally:
         await delete_prefix(redis, prefix)
         await redis.aclose()
+
+
+async def until_queued(redis: Redis, prefix: str, timeout: float = 60.0) -> None:
+    """Until a message waits in a conversation's list (recorded state, so polled): it was
+    queued, behind a turn another process is running."""
+    async with asyncio.timeout(timeout):
+        while True:
+            keys = [key async for key in redis.scan_iter(match=f"{prefix}q:*:in")]
+            if keys and any([await redis.llen(key) for key in keys]):
+                return
+            await asyncio.sleep(0.05)

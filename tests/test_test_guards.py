@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import ipaddress
 import socket
 import subprocess
 import sys
@@ -92,3 +93,18 @@ async def test_a_loopback_connect_goes_through() -> None:
         assert await reader.read() == b""
         writer.close()
         await writer.wait_closed()
+
+
+def test_a_network_the_test_allowed_is_reachable_and_others_still_are_not(
+    network_guard: NetworkGuard,
+) -> None:
+    """A test's own bridge to its network namespaces (tests/netns_kit.py) may be allowed."""
+    network_guard.allow(ipaddress.ip_network("192.0.2.0/30"))
+    with socket.socket() as sock:
+        sock.settimeout(0.01)
+        with pytest.raises(OSError):  # allowed: the real connect runs (nothing answers there)
+            sock.connect(NOT_ROUTABLE)
+    with socket.socket() as sock, pytest.raises(NetworkBlocked, match=r"192\.0\.2\.9:9"):
+        sock.connect(("192.0.2.9", 9))
+    assert network_guard.blocked == ["192.0.2.9:9"]
+    network_guard.blocked.clear()

@@ -7,6 +7,7 @@ import logging
 from redis.exceptions import RedisError
 
 from bot.config.schema import RedisConfig
+from bot.readiness import Down
 from bot.redis.budget import RedisRateBudget
 from bot.redis.client import RedisHealth, connect, describe
 from bot.redis.conversations import RedisConversations
@@ -55,6 +56,13 @@ class RedisMode:
                 redact_credentials(self.url),
                 describe(exc),
             )
+
+    async def ready(self) -> Down | None:
+        """The `/readyz` check: a PING, at most once a second (shared with `/healthz`)."""
+        state = await self.health.report()
+        if state.get("redis") == "ok":
+            return None
+        return Down(f"unreachable: {state.get('redis_error', 'no answer')}")
 
     async def close(self) -> None:
         if self._open:
