@@ -83,6 +83,8 @@ class RedisConversations:
             for name in (
                 "ENQUEUE",
                 "ACQUIRE",
+                "CLAIM",
+                "NEXT",
                 "EXTEND",
                 "TAKE",
                 "FINISH",
@@ -208,22 +210,19 @@ class RedisConversations:
         from bot.redis.drain import drain  # the turn loop of one conversation
 
         try:
-            token = int(
-                await self.scripts["ACQUIRE"](
-                    keys=[self.key(c, "lock"), self.key(c, "fence")], args=[self.lease_ms]
-                )
-            )
-            if token:
+            # CLAIM acks the entry when it lets go, or when a live holder drains (not when
+            # reclaimed: that holder's lease decides); drain() False leaves it pending.
+            flag = "reclaimed" if reclaimed else ("wait" if self.coalesce_ms else "look")
+            keys = [self.key(c, part) for part in ("lock", "fence", "in", "turn", "stop")]
+            keys += [f"{self.base}busy", self.ready]
+            args = [0, self.lease_ms, c, entry_id, GROUP, self.max_queued, flag, ""]
+            token, *looked = await self.scripts["CLAIM"](keys=keys, args=args)
+            if int(token):
                 self._draining.add(c)
                 try:
-                    done = await drain(self, c, token, entry_id)
+                    await drain(self, c, int(token), entry_id, looked)
                 finally:
                     self._draining.discard(c)
-                if not done:
-                    return  # left pending: reclaimed once the lease runs out
-            elif reclaimed:
-                return  # a live holder still drains it; its lease decides
-            await self.redis.xack(self.ready, GROUP, entry_id)
         except RedisError as exc:
             cancelled_meanwhile()
             log.warning("conversation %s: Redis failed (%s); it is retried", c, describe(exc))

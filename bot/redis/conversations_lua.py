@@ -130,3 +130,68 @@ if redis.call('LLEN', KEYS[2]) > 0 then
 end
 return 1
 """
+
+# The drain's hot path, one round trip per turn (NEXT) plus one to start (CLAIM), where it was
+# GET turn, LRANGE in, TAKE, FINISH, GET, LRANGE, RELEASE and XACK around ACQUIRE.
+# KEYS: lock fence in turn stop busy ready
+# ARGV: token lease_ms conversation entry_id group max_queued flag finished_batch
+# -> {1} let go (and the entry acked), {2, batch} a recorded batch (a dead holder's), {3, message,
+#    batch} the one queued message taken (a batch of one is always that message), {4, queued...}
+#    several queued: the caller picks a batch and TAKEs it.
+_LOOK: Final = """
+local function look()
+  local recorded = redis.call('GET', KEYS[4])
+  if recorded then return {2, recorded} end
+  local n = redis.call('LLEN', KEYS[3])
+  if n == 0 then
+    redis.call('DEL', KEYS[1])
+    redis.call('INCR', KEYS[2])  -- the token is spent (see RELEASE)
+    redis.call('ZREM', KEYS[6], ARGV[3])
+    redis.call('XACK', KEYS[7], ARGV[5], ARGV[4])
+    return {1}
+  end
+  if n == 1 then
+    local message = redis.call('LPOP', KEYS[3])
+    local batch = '[' .. cjson.encode(message) .. ']'
+    redis.call('SET', KEYS[4], batch)
+    redis.call('DEL', KEYS[5])
+    return {3, message, batch}
+  end
+  local queued = redis.call('LRANGE', KEYS[3], 0, tonumber(ARGV[6]) - 1)
+  table.insert(queued, 1, 4)
+  return queued
+end
+"""
+
+# CLAIM: take the lease for a "has work" entry, and look (flag "look") or not (flag "wait": the
+# caller coalesces a burst first, then calls NEXT). Held by another process -> {0}, and the entry
+# is acked unless it was reclaimed (flag "reclaimed": its holder's lease decides). Otherwise
+# {token, <what look returned>...}.
+CLAIM: Final = (
+    _LOOK
+    + """
+if redis.call('EXISTS', KEYS[1]) == 1 then
+  if ARGV[7] ~= 'reclaimed' then redis.call('XACK', KEYS[7], ARGV[5], ARGV[4]) end
+  return {0}
+end
+local token = redis.call('INCR', KEYS[2])
+redis.call('SET', KEYS[1], token, 'PX', ARGV[2])
+if ARGV[7] == 'wait' then return {token} end
+local out = look()
+table.insert(out, 1, token)
+return out
+"""
+)
+
+# NEXT: the turn of `finished_batch` (the recorded batch's exact text, "" for none) is answered:
+# forget it, then look. Comparing the text makes a retry after a lost reply harmless: the first
+# attempt's next batch is not forgotten. -> {0} the lease was lost, else what look returned.
+NEXT: Final = (
+    _MINE
+    + _LOOK
+    + """
+if not mine() then return {0} end
+if ARGV[8] ~= '' and redis.call('GET', KEYS[4]) == ARGV[8] then redis.call('DEL', KEYS[4]) end
+return look()
+"""
+)
