@@ -215,7 +215,16 @@ class RedisConversations:
             flag = "reclaimed" if reclaimed else ("wait" if self.coalesce_ms else "look")
             keys = [self.key(c, part) for part in ("lock", "fence", "in", "turn", "stop")]
             keys += [f"{self.base}busy", self.ready]
-            args = [0, self.lease_ms, c, entry_id, GROUP, self.max_queued, flag, ""]
+            args: list[str | int] = [
+                0,
+                self.lease_ms,
+                c,
+                entry_id,
+                GROUP,
+                self.max_queued,
+                flag,
+                "",
+            ]
             token, *looked = await self.scripts["CLAIM"](keys=keys, args=args)
             if int(token):
                 self._draining.add(c)

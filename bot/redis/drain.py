@@ -12,7 +12,6 @@ from redis.exceptions import RedisError
 from bot.conversations import TurnSignal
 from bot.redis import messages
 from bot.redis.client import cancelled_meanwhile, describe
-
 from bot.redis.conversations import GROUP
 
 if TYPE_CHECKING:
@@ -24,7 +23,9 @@ RETRY_S: Final = 0.2
 SHUTDOWN_S: Final = 2.0
 
 
-async def drain(q: RedisConversations, c: str, token: int, entry_id: str, looked: list[Any]) -> bool:
+async def drain(
+    q: RedisConversations, c: str, token: int, entry_id: str, looked: list[Any]
+) -> bool:
     """Run `c`'s turns while holding its lease. `looked`: what CLAIM saw (empty: it did not
     look). True: drained, let go and the entry acked; False: the lease was lost or Redis failed
     (the entry stays pending for a reclaim)."""
