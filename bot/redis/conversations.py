@@ -63,13 +63,18 @@ class RedisConversations:
         max_turn_chars: int = MAX_TURN_CHARS,
         max_turn_messages: int = MAX_TURN_MESSAGES,
         max_queued: int = MAX_QUEUED,
+        serve_here: Callable[[InboundMessage], bool] = lambda message: True,
     ) -> None:
+        """`serve_here(message)`: a message that finds its conversation idle has its turn run by
+        the process that queued it (no reader's round trip; a web socket's frames stay in its
+        process). False: the consumer group hands it to whichever process reads first."""
         self.redis, self.reader = redis, reader
         self.base = f"{prefix}q:"
         self.lease_ms = int(lease_s * 1000)
         self.coalesce_ms = coalesce_ms
         self.max_turn_chars, self.max_turn_messages = max_turn_chars, max_turn_messages
         self.max_queued = max_queued
+        self.serve_here = serve_here
         self.consumer = f"{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:6]}"
         self.started = asyncio.Event()
         # Called with a conversation key when a /stop from any process reaches this one.
@@ -94,6 +99,7 @@ class RedisConversations:
             )
         }
         self.run_turn: RunTurn | None = None
+        self._tasks: asyncio.TaskGroup | None = None  # run()'s: the drains of this process
 
     def key(self, conversation: str, part: str) -> str:
         return f"{self.base}{conversation}:{part}"
@@ -110,25 +116,35 @@ class RedisConversations:
         self.run_turn = run_turn
         try:
             async with asyncio.TaskGroup() as group:
+                self._tasks = group
                 group.create_task(listen_for_stops(self))
                 group.create_task(self._take_work(group))
         finally:
+            self._tasks = None
             self.run_turn = None
             self.started.clear()
 
     async def enqueue(self, message: InboundMessage) -> None:
-        if self.run_turn is None:
+        tasks = self._tasks
+        if self.run_turn is None or tasks is None:
             raise RuntimeError("the conversation queue is not running: start its run() first")
         c = message.conversation_key
+        args = self.claim_args(c, "", "wait" if self.coalesce_ms else "look")
+        args += [messages.dump(message), self.consumer if self.serve_here(message) else "", ONCE_MS]
         async with guarded("queueing a message"):
-            queued = await self.scripts["ENQUEUE"](
-                keys=[self.key(c, "in"), self.key(c, "lock"), self.ready, f"{self.base}busy"]
-                + [f"{self.base}once:{message.event_id}"],
-                args=[messages.dump(message), self.max_queued, c, ONCE_MS],
+            reply = await self.scripts["ENQUEUE"](
+                keys=[*self.claim_keys(c), f"{self.base}once:{message.event_id}"], args=args
             )
-        if not int(queued):
+        if not int(reply[0]):
             log.warning("%s has %d messages waiting; refusing more", c, self.max_queued)
             raise QueueFull(c, self.max_queued)
+        if int(reply[0]) == 2:  # this process read a "has work" entry: it serves it
+            entry_id, entry_c, *claimed = reply[1:]
+            tasks.create_task(
+                self._serve(
+                    entry_id, entry_c, reclaimed=False, claimed=claimed if entry_c == c else None
+                )
+            )
 
     async def stop(self, conversation_key: str) -> Stopped:
         c = conversation_key
@@ -206,26 +222,30 @@ class RedisConversations:
             if "BUSYGROUP" not in str(exc):
                 raise
 
-    async def _serve(self, entry_id: str, c: str, *, reclaimed: bool) -> None:
+    def claim_keys(self, c: str) -> list[str]:
+        """The keys of the CLAIM, NEXT and ENQUEUE scripts (conversations_lua.py), in order."""
+        keys = [self.key(c, part) for part in ("lock", "fence", "in", "turn", "stop")]
+        return [*keys, f"{self.base}busy", self.ready]
+
+    def claim_args(self, c: str, entry_id: str, flag: str, token: int = 0) -> list[str | int]:
+        return [token, self.lease_ms, c, entry_id, GROUP, self.max_queued, flag, ""]
+
+    async def _serve(
+        self, entry_id: str, c: str, *, reclaimed: bool, claimed: list[Any] | None = None
+    ) -> None:
+        """Claim `c` for a "has work" entry (`claimed`: ENQUEUE did) and drain it.
+
+        CLAIM acks the entry when a live holder drains `c` (not when reclaimed: that holder's
+        lease decides); the drain acks it when it lets go, and leaves it pending otherwise.
+        """
         from bot.redis.drain import drain  # the turn loop of one conversation
 
         try:
-            # CLAIM acks the entry when it lets go, or when a live holder drains (not when
-            # reclaimed: that holder's lease decides); drain() False leaves it pending.
-            flag = "reclaimed" if reclaimed else ("wait" if self.coalesce_ms else "look")
-            keys = [self.key(c, part) for part in ("lock", "fence", "in", "turn", "stop")]
-            keys += [f"{self.base}busy", self.ready]
-            args: list[str | int] = [
-                0,
-                self.lease_ms,
-                c,
-                entry_id,
-                GROUP,
-                self.max_queued,
-                flag,
-                "",
-            ]
-            token, *looked = await self.scripts["CLAIM"](keys=keys, args=args)
+            if claimed is None:
+                flag = "reclaimed" if reclaimed else ("wait" if self.coalesce_ms else "look")
+                args = self.claim_args(c, entry_id, flag)
+                claimed = await self.scripts["CLAIM"](keys=self.claim_keys(c), args=args)
+            token, *looked = claimed
             if int(token):
                 self._draining.add(c)
                 try:

@@ -50,9 +50,7 @@ async def _turns(
 ) -> bool:
     """One NEXT per turn: it forgets the batch just answered and takes the next (see
     conversations_lua.NEXT); a queue of several messages needs a TAKE for the batch picked here."""
-    keys = [q.key(c, part) for part in ("lock", "fence", "in", "turn", "stop")]
-    keys += [f"{q.base}busy", q.ready]
-    args: list[str | int] = [token, q.lease_ms, c, entry_id, GROUP, q.max_queued, "", ""]
+    keys, args = q.claim_keys(c), q.claim_args(c, entry_id, "", token)
     if not looked:
         if q.coalesce_ms:
             await asyncio.sleep(q.coalesce_ms / 1000)  # let a burst arrive
