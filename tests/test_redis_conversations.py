@@ -189,3 +189,60 @@ async def test_task_stop_reaches_every_process(processes: list[RedisConversation
         for task in tasks:
             task.cancel()
     assert {(c, task) for _, c, task in got} == {("fake:a", "task-7")}
+
+
+async def test_a_finish_retried_after_a_lost_reply_keeps_the_batch_it_took(
+    processes: list[RedisConversations],
+) -> None:
+    """NEXT forgets the answered batch and takes the next message in one call. Sent again
+    (its reply was lost to a Redis restart), it must not forget the batch the first call took:
+    it names the answered batch by its text, and that one is gone."""
+    q = processes[0]
+    c = "fake:a"
+    await q.redis.xgroup_create(q.ready, GROUP, id="0", mkstream=True)
+    keys, turn = q.claim_keys(c), q.key(c, "turn")
+    first, second = messages.dump(msg("a", "first")), messages.dump(msg("a", 'second ü/"x"'))
+    await q.redis.rpush(q.key(c, "in"), first)
+    token, kind, message, answered = await q.scripts["CLAIM"](
+        keys=keys, args=q.claim_args(c, "0-1", "look")
+    )
+    assert (kind, message) == (3, first)  # a lone message is taken in the claim
+    assert q.load_batch(answered) == [msg("a", "first")]
+    await q.redis.rpush(q.key(c, "in"), second)
+    args = [*q.claim_args(c, "0-1", "", int(token))[:7], answered]
+    kind, message, taken = await q.scripts["NEXT"](keys=keys, args=args)
+    assert (kind, message) == (3, second)
+    assert q.load_batch(taken) == [msg("a", 'second ü/"x"')]  # Lua's JSON reads back the same
+    assert await q.scripts["NEXT"](keys=keys, args=args) == [2, taken]  # the retry keeps it
+    assert await q.redis.get(turn) == taken
+
+
+async def test_an_idle_conversations_turn_runs_where_its_message_was_queued(
+    processes: list[RedisConversations],
+) -> None:
+    """`serve_here`: the queuing process runs the turn itself (a web socket's frames stay in
+    its process); otherwise the consumer group hands it to any process, and it runs once."""
+    ran: list[tuple[int, str]] = []
+
+    def runner(n: int):  # type: ignore[no-untyped-def]
+        async def run(batch: list[InboundMessage], signal: TurnSignal) -> None:
+            ran.extend((n, m.text) for m in batch)
+
+        return run
+
+    processes[2].serve_here = lambda message: message.chat.chat_id != "elsewhere"
+    async with asyncio.TaskGroup() as group:
+        tasks = [group.create_task(q.run(runner(n))) for n, q in enumerate(processes)]
+        for q in processes:
+            await q.started.wait()
+        for chat in "abcdef":
+            await processes[2].enqueue(msg(chat, chat))
+            async with asyncio.timeout(10):
+                await processes[2].wait_idle()
+        await processes[2].enqueue(msg("elsewhere", "x"))
+        async with asyncio.timeout(10):
+            await processes[2].wait_idle()
+        for task in tasks:
+            task.cancel()
+    assert ran[:6] == [(2, chat) for chat in "abcdef"]
+    assert [text for _, text in ran[6:]] == ["x"]
