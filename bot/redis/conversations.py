@@ -40,6 +40,7 @@ from bot.conversations import (
 from bot.redis import conversations_lua as lua
 from bot.redis import messages
 from bot.redis.client import BLOCK_MS, cancelled_meanwhile, describe, guarded
+from bot.redis.dedup import RedisDedup
 from bot.redis.stops import listen_for_stops
 
 log = logging.getLogger(__name__)
@@ -75,6 +76,9 @@ class RedisConversations:
         self.max_turn_chars, self.max_turn_messages = max_turn_chars, max_turn_messages
         self.max_queued = max_queued
         self.serve_here = serve_here
+        self.dedup: RedisDedup | None = (
+            None  # set: enqueue_new claims its events (bot/redis/mode.py)
+        )
         self.consumer = f"{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:6]}"
         self.started = asyncio.Event()
         # Called with a conversation key when a /stop from any process reaches this one.
@@ -125,26 +129,40 @@ class RedisConversations:
             self.started.clear()
 
     async def enqueue(self, message: InboundMessage) -> None:
+        await self._enqueue(message, f"{self.base}once:{message.event_id}", ONCE_MS)
+
+    def claims_for(self, dedup: object) -> bool:
+        return dedup is self.dedup and self.dedup is not None
+
+    async def enqueue_new(self, message: InboundMessage) -> bool:
+        """The dedup claim (`SET NX PX` of RedisDedup) taken by the script that queues."""
+        if self.dedup is None:
+            raise RuntimeError("enqueue_new needs the RedisDedup whose claims it takes")
+        if self.dedup.ttl_ms < 1:  # a claim that expires at once holds nothing (RedisDedup)
+            await self.enqueue(message)
+            return True
+        return await self._enqueue(message, self.dedup.key(message.event_id), self.dedup.ttl_ms)
+
+    async def _enqueue(self, message: InboundMessage, once: str, once_ms: int) -> bool:
+        """False: `once` was set already (see conversations_lua.ENQUEUE)."""
         tasks = self._tasks
         if self.run_turn is None or tasks is None:
             raise RuntimeError("the conversation queue is not running: start its run() first")
         c = message.conversation_key
         args = self.claim_args(c, "", "wait" if self.coalesce_ms else "look")
-        args += [messages.dump(message), self.consumer if self.serve_here(message) else "", ONCE_MS]
+        here = self.consumer if self.serve_here(message) else ""
+        args += [messages.dump(message), here, once_ms]
         async with guarded("queueing a message"):
-            reply = await self.scripts["ENQUEUE"](
-                keys=[*self.claim_keys(c), f"{self.base}once:{message.event_id}"], args=args
-            )
-        if not int(reply[0]):
+            reply = await self.scripts["ENQUEUE"](keys=[*self.claim_keys(c), once], args=args)
+        status = int(reply[0])
+        if not status:
             log.warning("%s has %d messages waiting; refusing more", c, self.max_queued)
             raise QueueFull(c, self.max_queued)
-        if int(reply[0]) == 2:  # this process read a "has work" entry: it serves it
+        if status == 2:  # this process read a "has work" entry: it serves it
             entry_id, entry_c, *claimed = reply[1:]
-            tasks.create_task(
-                self._serve(
-                    entry_id, entry_c, reclaimed=False, claimed=claimed if entry_c == c else None
-                )
-            )
+            mine = claimed if entry_c == c else None
+            tasks.create_task(self._serve(entry_id, entry_c, reclaimed=False, claimed=mine))
+        return status > 0
 
     async def stop(self, conversation_key: str) -> Stopped:
         c = conversation_key

@@ -169,14 +169,15 @@ end
 
 CLAIM: Final = _LOOK + "return claim(ARGV[4])"
 
-# Queue a message -> {0} the queue is full, {1} queued (now, or by an earlier attempt whose reply
-# was lost: `once` names the event), {2, entry_id, conversation, <what claim returned>...}
+# Queue a message -> {0} the queue is full, {-1} `once` was set (an earlier attempt whose reply
+# was lost queued it, or `once` is the dedup claim of an event seen already: nothing queued),
+# {1} queued, {2, entry_id, conversation, <what claim returned>...}
 # queued, and this process (ARGV consumer, "" for none) read a "has work" entry and claimed
 # it if it is this conversation's ({2, id, other, 0}: another's; the caller CLAIMs it).
 ENQUEUE: Final = (
     _LOOK
     + """
-if redis.call('EXISTS', KEYS[8]) == 1 then return {1} end
+if redis.call('EXISTS', KEYS[8]) == 1 then return {-1} end
 if redis.call('LLEN', KEYS[3]) >= tonumber(ARGV[6]) then return {0} end
 redis.call('SET', KEYS[8], '1', 'PX', ARGV[11])
 redis.call('RPUSH', KEYS[3], ARGV[9])

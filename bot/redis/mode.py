@@ -46,6 +46,7 @@ class RedisMode:
             coalesce_ms=coalesce_ms,
             serve_here=_serve_here,
         )
+        self.conversations.dedup = self.dedup  # a plain message: claimed as it is queued
         self.budget = RedisRateBudget(self.redis, prefix=prefix)
         self.hub = RedisEventHub(
             self.redis, self.reader, prefix=prefix, replay_events=REPLAY_EVENTS
