@@ -15,10 +15,11 @@ from contextlib import AsyncExitStack
 import pytest
 
 from adapters.base import ChatRef, InboundMessage
-from bot.conversations import TurnSignal
+from bot.conversations import QueueFull, TurnSignal
 from bot.redis import messages
 from bot.redis.client import connect
 from bot.redis.conversations import GROUP, RedisConversations
+from bot.redis.dedup import RedisDedup
 from tests.redis_kit import URL, redis_prefix
 
 
@@ -246,3 +247,36 @@ async def test_an_idle_conversations_turn_runs_where_its_message_was_queued(
             task.cancel()
     assert ran[:6] == [(2, chat) for chat in "abcdef"]
     assert [text for _, text in ran[6:]] == ["x"]
+
+
+async def test_enqueue_new_claims_the_event_as_it_queues(
+    processes: list[RedisConversations],
+) -> None:
+    """The gateway's dedup claim and the enqueue in one script: a second delivery of the
+    event is refused, and a message refused by a full queue leaves no claim behind (its resend
+    later is a new message), as with claim, then enqueue, then release."""
+    q = processes[0]
+    q.dedup = RedisDedup(q.redis, prefix=q.base.removesuffix("q:"))
+    q.max_queued = 1
+    assert q.claims_for(q.dedup) and not q.claims_for(RedisDedup(q.redis, prefix="other:"))
+    turns: list[str] = []
+    release = asyncio.Event()
+
+    async def run(batch: list[InboundMessage], signal: TurnSignal) -> None:
+        turns.extend(m.text for m in batch)
+        await release.wait()
+
+    async with asyncio.TaskGroup() as group:
+        task = group.create_task(q.run(run))
+        await q.started.wait()
+        assert await q.enqueue_new(msg("a", "one"))
+        assert not await q.enqueue_new(msg("a", "one"))  # the same event again
+        assert await q.enqueue_new(msg("a", "two"))  # queued behind the running turn
+        with pytest.raises(QueueFull):
+            await q.enqueue_new(msg("a", "three"))
+        assert await q.dedup.claim("e:a:three")  # nothing was claimed for it
+        release.set()
+        async with asyncio.timeout(10):
+            await q.wait_idle()
+        task.cancel()
+    assert turns == ["one", "two"]
