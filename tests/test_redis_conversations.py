@@ -150,14 +150,16 @@ async def test_a_released_lease_stays_released(processes: list[RedisConversation
     message queued meanwhile would find the lock held, and nobody would drain it."""
     q = processes[0]
     c = "fake:a"
+    await q.redis.xgroup_create(q.ready, GROUP, id="0", mkstream=True)
     keys = {part: q.key(c, part) for part in ("lock", "fence", "in", "turn", "stop")}
-    token = int(await q.scripts["ACQUIRE"](keys=[keys["lock"], keys["fence"]], args=[5000]))
+    claim = await q.scripts["CLAIM"](keys=q.claim_keys(c), args=q.claim_args(c, "0-1", "wait"))
+    token = int(claim[0])
     await q.redis.pexpire(keys["lock"], 1)
     await asyncio.sleep(0.01)  # the lease lapsed (a Redis outage, a stall): still ours to extend
     extend = [keys["lock"], keys["fence"], keys["stop"]]
     assert int(await q.scripts["EXTEND"](keys=extend, args=[token, 5000])) == 1
-    release = [keys["lock"], keys["fence"], keys["in"], keys["turn"], f"{q.base}busy"]
-    assert int(await q.scripts["RELEASE"](keys=release, args=[token, 5000, c])) == 1
+    let_go = await q.scripts["NEXT"](keys=q.claim_keys(c), args=q.claim_args(c, "0-1", "", token))
+    assert let_go == [1]  # nothing queued: let go
     assert int(await q.scripts["EXTEND"](keys=extend, args=[token, 5000])) == 0
     assert not await q.redis.exists(keys["lock"])
 

@@ -3,7 +3,9 @@
 Messages are queued on their conversation's list (conversations_lua.py). "This conversation
 has work" goes on one stream read by a consumer group, so each entry reaches one process; that
 process takes the conversation's lease (a fenced lock) and drains it turn by turn, coalescing as
-the embedded queue does. While it holds the lease a heartbeat extends it and keeps the stream
+the embedded queue does. The process queuing a message may read the entry itself in the same
+script (`serve_here`: a web socket's message, so the turn runs beside its socket), and a turn
+is then one more script (NEXT: finish this batch, take the next or let go). While it holds the lease a heartbeat extends it and keeps the stream
 entry its own. If the process dies, the lease expires and the entry, still pending, is taken by
 another process with XAUTOCLAIM; the batch the dead one was running is still recorded, and is
 handed to the turn runner marked `resumed`. A stale holder (a stalled process whose lease ran
@@ -91,13 +93,10 @@ class RedisConversations:
             name: redis.register_script(getattr(lua, name))
             for name in (
                 "ENQUEUE",
-                "ACQUIRE",
                 "CLAIM",
                 "NEXT",
                 "EXTEND",
                 "TAKE",
-                "FINISH",
-                "RELEASE",
                 "STOP",
                 "ABANDON",
             )

@@ -11,14 +11,6 @@ from __future__ import annotations
 
 from typing import Final
 
-# KEYS: lock fence; ARGV: lease_ms -> the fencing token, or 0 when another process holds it
-ACQUIRE: Final = """
-if redis.call('EXISTS', KEYS[1]) == 1 then return 0 end
-local token = redis.call('INCR', KEYS[2])
-redis.call('SET', KEYS[1], token, 'PX', ARGV[1])
-return token
-"""
-
 # The lease is still this holder's if it holds the lock, or if the lock lapsed (Redis was
 # unreachable, the process stalled) and nobody took it since: the fence counter still names this
 # token. Then the lock is set again. KEYS[1] lock, KEYS[2] fence; ARGV[1] token, ARGV[2] lease_ms.
@@ -65,31 +57,6 @@ return 1
 """
 )
 
-# KEYS: lock fence turn; ARGV: token lease_ms -> 1 done, 0 lease lost
-FINISH: Final = (
-    _MINE
-    + """
-if not mine() then return 0 end
-redis.call('DEL', KEYS[3])
-return 1
-"""
-)
-
-# KEYS: lock fence in turn busy; ARGV: token lease_ms conversation
-# -> 1 let go (or another holder drains), 0 work left: keep draining
-RELEASE: Final = (
-    _MINE
-    + """
-if not mine() then return 1 end
-if redis.call('LLEN', KEYS[3]) > 0 or redis.call('EXISTS', KEYS[4]) == 1 then return 0 end
-redis.call('DEL', KEYS[1])
--- the token is spent: a heartbeat of this holder still in flight must not take the lock back
-redis.call('INCR', KEYS[2])
-redis.call('ZREM', KEYS[5], ARGV[3])
-return 1
-"""
-)
-
 # KEYS: in lock stop busy; ARGV: conversation stop_ms channel -> {dropped, running}
 STOP: Final = """
 local dropped = redis.call('LLEN', KEYS[1])
@@ -117,8 +84,8 @@ return 1
 """
 
 # The hot path: a turn is one round trip (NEXT) after the one that queued its message (ENQUEUE,
-# which takes the lease and the message when the conversation was idle), where it was ENQUEUE,
-# XREADGROUP, ACQUIRE, GET turn, LRANGE in, TAKE, FINISH, GET, LRANGE, RELEASE and XACK.
+# which takes the lease and the message when the conversation was idle). It was eleven: queue, a
+# reader's XREADGROUP, acquire, GET turn + LRANGE in, take, finish, GET + LRANGE, release, XACK.
 # KEYS: lock fence in turn stop busy ready [once]
 # ARGV: token lease_ms conversation entry_id group max_queued flag finished_batch
 #       [message consumer once_ms]
@@ -132,7 +99,8 @@ local function look(entry)
   local n = redis.call('LLEN', KEYS[3])
   if n == 0 then
     redis.call('DEL', KEYS[1])
-    redis.call('INCR', KEYS[2])  -- the token is spent (see RELEASE)
+    -- the token is spent: a heartbeat of this holder still in flight must not take the lock back
+    redis.call('INCR', KEYS[2])
     redis.call('ZREM', KEYS[6], ARGV[3])
     redis.call('XACK', KEYS[7], ARGV[5], entry)
     return {1}
