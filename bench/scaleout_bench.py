@@ -5,9 +5,15 @@ model at 0 ms): `embedded` (one process, no Redis), `redis x1` (one process, `re
 `redis x2` (two processes on one SQLite file and one Redis, half the sockets on each). Each
 gateway child is pinned with `sched_setaffinity` (as taskset does) to its own core; the load runs
 in this process on whatever cores are left (on a 2-core machine it shares them: say so when
-reading the x2 figure). Printed per run: turns/s, gateway CPU per turn (all gateway children,
-Redis's own CPU not counted), time to placeholder p50/p99 (message sent → `message.created`),
-and turn latency p50/p99.
+reading the x2 figure). Printed per run: turns/s, CPU per turn of the gateway children (all of
+them) and of the Redis server (`INFO cpu`, user + sys: the whole server's, so another user of
+that Redis inflates it), time to placeholder p50/p99 (message sent → `message.created`), and
+turn latency p50/p99.
+
+Then a scaling bound: the turns/s one process, and two processes on a core each, could reach if
+CPU were all that limits them (each gateway 1 / its CPU per turn, Redis's one thread 1 / its CPU
+per turn for all). It is computed, not measured: on 2 cores the load generator, Redis and two
+gateways share the cores, so the measured x2 throughput cannot show what two machines would.
 
     python bench/scaleout_bench.py [--conversations 40] [--turns 30] [--redis redis://127.0.0.1:6379/0]
 """
@@ -89,6 +95,7 @@ async def run(
         async with aiohttp.ClientSession() as session:
             urls = [f"http://127.0.0.1:{c.port}/ws" for c in children]
             cpu = [c.cpu() for c in children]
+            redis_cpu = await redis_server_cpu(args.redis) if redis is not None else 0.0
             began = time.perf_counter()
             await asyncio.gather(
                 *(
@@ -100,6 +107,8 @@ async def run(
             )
             elapsed = time.perf_counter() - began
             used = sum(c.cpu() - before for c, before in zip(children, cpu, strict=True))
+            if redis is not None:
+                redis_cpu = await redis_server_cpu(args.redis) - redis_cpu
     finally:
         for child in children:
             child.stop()
@@ -107,18 +116,62 @@ async def run(
     figures = {
         "turns/s": turns / elapsed,
         "cpu_ms/turn": used / turns * 1000,
+        "redis_cpu_ms/turn": redis_cpu / turns * 1000,
         "placeholder_p50_ms": pct(placeholder, 0.50),
         "placeholder_p99_ms": pct(placeholder, 0.99),
         "turn_p50_ms": pct(total, 0.50),
         "turn_p99_ms": pct(total, 0.99),
     }
+    redis_part = f" + Redis {figures['redis_cpu_ms/turn']:4.2f}" if redis is not None else " " * 13
     print(
-        f"{label:<10} {figures['turns/s']:8.0f} turns/s  {figures['cpu_ms/turn']:6.2f} ms CPU/turn"
+        f"{label:<10} {figures['turns/s']:6.0f} turns/s  CPU/turn: gateway"
+        f" {figures['cpu_ms/turn']:4.2f}{redis_part} ms"
         f"  placeholder p50 {figures['placeholder_p50_ms']:6.1f} p99 {figures['placeholder_p99_ms']:6.1f} ms"
         f"  turn p50 {figures['turn_p50_ms']:6.1f} p99 {figures['turn_p99_ms']:6.1f} ms",
         flush=True,
     )
     return figures
+
+
+async def redis_server_cpu(url: str) -> float:
+    """CPU seconds the Redis server has used (user + system, all its threads). The whole
+    server's: anything else using this Redis meanwhile is counted too."""
+    from bot.redis.client import connect
+
+    client = connect(url)
+    try:
+        info = await client.info("cpu")
+    finally:
+        await client.aclose()
+    return float(info["used_cpu_user"]) + float(info["used_cpu_sys"])
+
+
+def report(results: dict[str, dict[str, float]]) -> None:
+    """The ratios, and what two processes could do on a core each, from CPU per turn.
+
+    On a machine with fewer cores than gateways + Redis + the load, the measured x2 throughput
+    says little (they share cores), so the bound is computed: each gateway can do at most
+    1 / (its CPU per turn) turns a second on its own core, and the one Redis thread at most
+    1 / (its CPU per turn) for all of them.
+    """
+    x1, x2, embedded = results["redis x1"], results["redis x2"], results["embedded"]
+
+    def bound(figures: dict[str, float], processes: int) -> float:
+        gateways = processes * 1000 / figures["cpu_ms/turn"]
+        redis = 1000 / figures["redis_cpu_ms/turn"] if figures["redis_cpu_ms/turn"] else gateways
+        return min(gateways, redis)
+
+    one, two = bound(x1, 1), bound(x2, 2)
+    print(
+        f"redis x1 vs embedded, gateway CPU/turn: {x1['cpu_ms/turn'] / embedded['cpu_ms/turn']:.2f}x"
+        f";  measured two processes vs one: {x2['turns/s'] / x1['turns/s']:.2f}x"
+        " (they share the cores with the load and Redis here)"
+    )
+    print(
+        f"scaling bound (computed from CPU per turn, not a measured throughput): one process"
+        f" {one:.0f} turns/s, two processes on a core each {two:.0f} turns/s = {two / one:.2f}x"
+        f" (Redis, one thread, caps them at {1000 / max(x2['redis_cpu_ms/turn'], 1e-9):.0f})"
+    )
 
 
 async def main(args: Any) -> None:
@@ -139,12 +192,7 @@ async def main(args: Any) -> None:
         with tempfile.TemporaryDirectory(dir=os.environ.get("BENCH_DIR")) as data_dir:
             results[label] = await run(label, data_dir, cores, shared, args)
     if not args.only:
-        print(
-            f"redis vs embedded CPU/turn: "
-            f"{results['redis x1']['cpu_ms/turn'] / results['embedded']['cpu_ms/turn']:.2f}x;  "
-            f"two processes vs one: "
-            f"{results['redis x2']['turns/s'] / results['redis x1']['turns/s']:.2f}x"
-        )
+        report(results)
     from bot.redis.client import connect
 
     client = connect(args.redis)

@@ -18,7 +18,7 @@ import asyncio
 import logging
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Final, Protocol
+from typing import Final, Protocol, runtime_checkable
 
 from adapters.base import InboundMessage
 
@@ -95,6 +95,21 @@ class ConversationQueue(Protocol):
 
     async def wait_idle(self) -> None:
         """Until no conversation has a turn running or a message queued (tests, shutdown)."""
+        ...
+
+
+@runtime_checkable
+class ClaimingQueue(Protocol):
+    """A queue that can claim a message's event for a `Dedup` in the same step as queueing it
+    (one Redis round trip where claim + enqueue were two)."""
+
+    def claims_for(self, dedup: object) -> bool:
+        """Whether `enqueue_new` claims events exactly as `dedup.claim` would."""
+        ...
+
+    async def enqueue_new(self, message: InboundMessage) -> bool:
+        """Claim the event and queue `message`; False (and nothing queued) when it was claimed
+        already. `QueueFull`: not claimed, so a resend later is a new message."""
         ...
 
 

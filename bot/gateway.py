@@ -17,7 +17,7 @@ from agent.coordinator import Coordinator
 from agent.log_context import bound
 from agent.personas import PersonaLibrary
 from agent.workers import BackgroundResult, Workers
-from bot.conversations import ConversationQueue, QueueFull, TurnSignal
+from bot.conversations import ClaimingQueue, ConversationQueue, QueueFull, TurnSignal
 from bot.dedup import Dedup
 from bot.metrics import NO_METRICS, GatewayMetrics
 from bot.quota import Quotas
@@ -97,6 +97,12 @@ class Gateway:
         self.personas = personas
         self.dedup = dedup
         self.conversations = conversations
+        # Redis: a plain message's event is claimed by the script that queues it
+        self._claiming = (
+            conversations
+            if isinstance(conversations, ClaimingQueue) and conversations.claims_for(dedup)
+            else None
+        )
         self.settings = settings
         self.access = access or DefaultAccess()
         self.workers = workers
@@ -136,6 +142,9 @@ class Gateway:
             await self._handle(message)
 
     async def _handle(self, message: InboundMessage) -> None:
+        if self._claiming is not None and self._for_the_queue(message):
+            await self._enqueue_new(self._claiming, message)
+            return
         try:
             claimed = await self.dedup.claim(message.event_id)
         except StorageError as exc:  # nothing is recorded: tell the user rather than drop it
@@ -171,6 +180,28 @@ class Gateway:
             except TryLater:
                 await self._unclaim(message.event_id)
                 raise  # the channel has it delivered again
+
+    def _for_the_queue(self, message: InboundMessage) -> bool:
+        """What `_handle` queues once claimed: allowed, not a command it answers itself, not
+        empty. (The access check is pure, so asking it before the claim changes nothing.)"""
+        if message.command in ("help", "new", "stop"):
+            return False
+        if not (message.text.strip() or message.attachments or message.action is not None):
+            return False
+        return self.access.check(message) == "allow"
+
+    async def _enqueue_new(self, queue: ClaimingQueue, message: InboundMessage) -> None:
+        """Claim and queue in one step. TryLater: if the step ran after all, the redelivery is
+        a duplicate, and it was queued; if not, nothing was claimed."""
+        try:
+            queued = await queue.enqueue_new(message)
+        except QueueFull as exc:
+            log.warning("%s", exc)
+            await self._reply(message, QUEUE_FULL)
+            return
+        if not queued:
+            log.debug("duplicate event %s dropped", message.event_id)
+            self.metrics.dedup_hit(message.chat.channel)
 
     async def _unclaim(self, event_id: str) -> None:
         """The event was claimed but could not be queued (Redis went down in between): release

@@ -246,6 +246,35 @@ async def test_attaching_while_frames_are_published_leaves_no_gap_and_no_duplica
         assert tab.early == []
 
 
+async def test_frames_published_at_once_from_every_process_arrive_in_order_everywhere(
+    make_hubs: MakeHubs,
+) -> None:
+    """Publishes that overlap (a Redis hub sends them together) from several processes, to
+    conversations with a tab on each: every tab gets every frame once, in seq order, and a
+    publisher's own tab has its frame when publish returns (it is handed it there)."""
+    hubs = await make_hubs(processes=3)
+    tabs = {(c, n): await Tab().join(hub, c) for c in "ab" for n, hub in enumerate(hubs)}
+    late: list[tuple[str, int]] = []
+
+    async def publisher(n: int, c: str) -> list[int]:
+        seqs = []
+        for i in range(20):
+            seq = await hubs[n].publish(c, "agent.started", {"task_id": f"{n}-{i}"})
+            if seq not in tabs[(c, n)].seqs:
+                late.append((c, seq))
+            seqs.append(seq)
+        return seqs
+
+    published = await asyncio.gather(*(publisher(n, c) for c in "ab" for n in range(3)))
+    for c, runs in (("a", published[:3]), ("b", published[3:])):
+        assert sorted(seq for run in runs for seq in run) == list(range(1, 61))
+        assert all(run == sorted(run) for run in runs)  # one publisher's frames keep its order
+        for n in range(3):
+            await tabs[(c, n)].until(60)
+            assert tabs[(c, n)].seqs == list(range(1, 61))
+    assert late == []
+
+
 async def test_detach_stops_delivery(hub: EventHub) -> None:
     gone, stays = await Tab().join(hub, "c"), await Tab().join(hub, "c")
     await hub.publish("c", "agent.started", {"task_id": "t1"})

@@ -15,10 +15,11 @@ from contextlib import AsyncExitStack
 import pytest
 
 from adapters.base import ChatRef, InboundMessage
-from bot.conversations import TurnSignal
+from bot.conversations import QueueFull, TurnSignal
 from bot.redis import messages
 from bot.redis.client import connect
 from bot.redis.conversations import GROUP, RedisConversations
+from bot.redis.dedup import RedisDedup
 from tests.redis_kit import URL, redis_prefix
 
 
@@ -149,14 +150,16 @@ async def test_a_released_lease_stays_released(processes: list[RedisConversation
     message queued meanwhile would find the lock held, and nobody would drain it."""
     q = processes[0]
     c = "fake:a"
+    await q.redis.xgroup_create(q.ready, GROUP, id="0", mkstream=True)
     keys = {part: q.key(c, part) for part in ("lock", "fence", "in", "turn", "stop")}
-    token = int(await q.scripts["ACQUIRE"](keys=[keys["lock"], keys["fence"]], args=[5000]))
+    claim = await q.scripts["CLAIM"](keys=q.claim_keys(c), args=q.claim_args(c, "0-1", "wait"))
+    token = int(claim[0])
     await q.redis.pexpire(keys["lock"], 1)
     await asyncio.sleep(0.01)  # the lease lapsed (a Redis outage, a stall): still ours to extend
     extend = [keys["lock"], keys["fence"], keys["stop"]]
     assert int(await q.scripts["EXTEND"](keys=extend, args=[token, 5000])) == 1
-    release = [keys["lock"], keys["fence"], keys["in"], keys["turn"], f"{q.base}busy"]
-    assert int(await q.scripts["RELEASE"](keys=release, args=[token, 5000, c])) == 1
+    let_go = await q.scripts["NEXT"](keys=q.claim_keys(c), args=q.claim_args(c, "0-1", "", token))
+    assert let_go == [1]  # nothing queued: let go
     assert int(await q.scripts["EXTEND"](keys=extend, args=[token, 5000])) == 0
     assert not await q.redis.exists(keys["lock"])
 
@@ -189,3 +192,93 @@ async def test_task_stop_reaches_every_process(processes: list[RedisConversation
         for task in tasks:
             task.cancel()
     assert {(c, task) for _, c, task in got} == {("fake:a", "task-7")}
+
+
+async def test_a_finish_retried_after_a_lost_reply_keeps_the_batch_it_took(
+    processes: list[RedisConversations],
+) -> None:
+    """NEXT forgets the answered batch and takes the next message in one call. Sent again
+    (its reply was lost to a Redis restart), it must not forget the batch the first call took:
+    it names the answered batch by its text, and that one is gone."""
+    q = processes[0]
+    c = "fake:a"
+    await q.redis.xgroup_create(q.ready, GROUP, id="0", mkstream=True)
+    keys, turn = q.claim_keys(c), q.key(c, "turn")
+    first, second = messages.dump(msg("a", "first")), messages.dump(msg("a", 'second ü/"x"'))
+    await q.redis.rpush(q.key(c, "in"), first)
+    token, kind, message, answered = await q.scripts["CLAIM"](
+        keys=keys, args=q.claim_args(c, "0-1", "look")
+    )
+    assert (kind, message) == (3, first)  # a lone message is taken in the claim
+    assert q.load_batch(answered) == [msg("a", "first")]
+    await q.redis.rpush(q.key(c, "in"), second)
+    args = [*q.claim_args(c, "0-1", "", int(token))[:7], answered]
+    kind, message, taken = await q.scripts["NEXT"](keys=keys, args=args)
+    assert (kind, message) == (3, second)
+    assert q.load_batch(taken) == [msg("a", 'second ü/"x"')]  # Lua's JSON reads back the same
+    assert await q.scripts["NEXT"](keys=keys, args=args) == [2, taken]  # the retry keeps it
+    assert await q.redis.get(turn) == taken
+
+
+async def test_an_idle_conversations_turn_runs_where_its_message_was_queued(
+    processes: list[RedisConversations],
+) -> None:
+    """`serve_here`: the queuing process runs the turn itself (a web socket's frames stay in
+    its process); otherwise the consumer group hands it to any process, and it runs once."""
+    ran: list[tuple[int, str]] = []
+
+    def runner(n: int):  # type: ignore[no-untyped-def]
+        async def run(batch: list[InboundMessage], signal: TurnSignal) -> None:
+            ran.extend((n, m.text) for m in batch)
+
+        return run
+
+    processes[2].serve_here = lambda message: message.chat.chat_id != "elsewhere"
+    async with asyncio.TaskGroup() as group:
+        tasks = [group.create_task(q.run(runner(n))) for n, q in enumerate(processes)]
+        for q in processes:
+            await q.started.wait()
+        for chat in "abcdef":
+            await processes[2].enqueue(msg(chat, chat))
+            async with asyncio.timeout(10):
+                await processes[2].wait_idle()
+        await processes[2].enqueue(msg("elsewhere", "x"))
+        async with asyncio.timeout(10):
+            await processes[2].wait_idle()
+        for task in tasks:
+            task.cancel()
+    assert ran[:6] == [(2, chat) for chat in "abcdef"]
+    assert [text for _, text in ran[6:]] == ["x"]
+
+
+async def test_enqueue_new_claims_the_event_as_it_queues(
+    processes: list[RedisConversations],
+) -> None:
+    """The gateway's dedup claim and the enqueue in one script: a second delivery of the
+    event is refused, and a message refused by a full queue leaves no claim behind (its resend
+    later is a new message), as with claim, then enqueue, then release."""
+    q = processes[0]
+    q.dedup = RedisDedup(q.redis, prefix=q.base.removesuffix("q:"))
+    q.max_queued = 1
+    assert q.claims_for(q.dedup) and not q.claims_for(RedisDedup(q.redis, prefix="other:"))
+    turns: list[str] = []
+    release = asyncio.Event()
+
+    async def run(batch: list[InboundMessage], signal: TurnSignal) -> None:
+        turns.extend(m.text for m in batch)
+        await release.wait()
+
+    async with asyncio.TaskGroup() as group:
+        task = group.create_task(q.run(run))
+        await q.started.wait()
+        assert await q.enqueue_new(msg("a", "one"))
+        assert not await q.enqueue_new(msg("a", "one"))  # the same event again
+        assert await q.enqueue_new(msg("a", "two"))  # queued behind the running turn
+        with pytest.raises(QueueFull):
+            await q.enqueue_new(msg("a", "three"))
+        assert await q.dedup.claim("e:a:three")  # nothing was claimed for it
+        release.set()
+        async with asyncio.timeout(10):
+            await q.wait_idle()
+        task.cancel()
+    assert turns == ["one", "two"]

@@ -3,7 +3,9 @@
 Messages are queued on their conversation's list (conversations_lua.py). "This conversation
 has work" goes on one stream read by a consumer group, so each entry reaches one process; that
 process takes the conversation's lease (a fenced lock) and drains it turn by turn, coalescing as
-the embedded queue does. While it holds the lease a heartbeat extends it and keeps the stream
+the embedded queue does. The process queuing a message may read the entry itself in the same
+script (`serve_here`: a web socket's message, so the turn runs beside its socket), and a turn
+is then one more script (NEXT: finish this batch, take the next or let go). While it holds the lease a heartbeat extends it and keeps the stream
 entry its own. If the process dies, the lease expires and the entry, still pending, is taken by
 another process with XAUTOCLAIM; the batch the dead one was running is still recorded, and is
 handed to the turn runner marked `resumed`. A stale holder (a stalled process whose lease ran
@@ -40,6 +42,7 @@ from bot.conversations import (
 from bot.redis import conversations_lua as lua
 from bot.redis import messages
 from bot.redis.client import BLOCK_MS, cancelled_meanwhile, describe, guarded
+from bot.redis.dedup import RedisDedup
 from bot.redis.stops import listen_for_stops
 
 log = logging.getLogger(__name__)
@@ -63,13 +66,21 @@ class RedisConversations:
         max_turn_chars: int = MAX_TURN_CHARS,
         max_turn_messages: int = MAX_TURN_MESSAGES,
         max_queued: int = MAX_QUEUED,
+        serve_here: Callable[[InboundMessage], bool] = lambda message: True,
     ) -> None:
+        """`serve_here(message)`: a message that finds its conversation idle has its turn run by
+        the process that queued it (no reader's round trip; a web socket's frames stay in its
+        process). False: the consumer group hands it to whichever process reads first."""
         self.redis, self.reader = redis, reader
         self.base = f"{prefix}q:"
         self.lease_ms = int(lease_s * 1000)
         self.coalesce_ms = coalesce_ms
         self.max_turn_chars, self.max_turn_messages = max_turn_chars, max_turn_messages
         self.max_queued = max_queued
+        self.serve_here = serve_here
+        self.dedup: RedisDedup | None = (
+            None  # set: enqueue_new claims its events (bot/redis/mode.py)
+        )
         self.consumer = f"{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:6]}"
         self.started = asyncio.Event()
         # Called with a conversation key when a /stop from any process reaches this one.
@@ -82,16 +93,16 @@ class RedisConversations:
             name: redis.register_script(getattr(lua, name))
             for name in (
                 "ENQUEUE",
-                "ACQUIRE",
+                "CLAIM",
+                "NEXT",
                 "EXTEND",
                 "TAKE",
-                "FINISH",
-                "RELEASE",
                 "STOP",
                 "ABANDON",
             )
         }
         self.run_turn: RunTurn | None = None
+        self._tasks: asyncio.TaskGroup | None = None  # run()'s: the drains of this process
 
     def key(self, conversation: str, part: str) -> str:
         return f"{self.base}{conversation}:{part}"
@@ -108,25 +119,49 @@ class RedisConversations:
         self.run_turn = run_turn
         try:
             async with asyncio.TaskGroup() as group:
+                self._tasks = group
                 group.create_task(listen_for_stops(self))
                 group.create_task(self._take_work(group))
         finally:
+            self._tasks = None
             self.run_turn = None
             self.started.clear()
 
     async def enqueue(self, message: InboundMessage) -> None:
-        if self.run_turn is None:
+        await self._enqueue(message, f"{self.base}once:{message.event_id}", ONCE_MS)
+
+    def claims_for(self, dedup: object) -> bool:
+        return dedup is self.dedup and self.dedup is not None
+
+    async def enqueue_new(self, message: InboundMessage) -> bool:
+        """The dedup claim (`SET NX PX` of RedisDedup) taken by the script that queues."""
+        if self.dedup is None:
+            raise RuntimeError("enqueue_new needs the RedisDedup whose claims it takes")
+        if self.dedup.ttl_ms < 1:  # a claim that expires at once holds nothing (RedisDedup)
+            await self.enqueue(message)
+            return True
+        return await self._enqueue(message, self.dedup.key(message.event_id), self.dedup.ttl_ms)
+
+    async def _enqueue(self, message: InboundMessage, once: str, once_ms: int) -> bool:
+        """False: `once` was set already (see conversations_lua.ENQUEUE)."""
+        tasks = self._tasks
+        if self.run_turn is None or tasks is None:
             raise RuntimeError("the conversation queue is not running: start its run() first")
         c = message.conversation_key
+        args = self.claim_args(c, "", "wait" if self.coalesce_ms else "look")
+        here = self.consumer if self.serve_here(message) else ""
+        args += [messages.dump(message), here, once_ms]
         async with guarded("queueing a message"):
-            queued = await self.scripts["ENQUEUE"](
-                keys=[self.key(c, "in"), self.key(c, "lock"), self.ready, f"{self.base}busy"]
-                + [f"{self.base}once:{message.event_id}"],
-                args=[messages.dump(message), self.max_queued, c, ONCE_MS],
-            )
-        if not int(queued):
+            reply = await self.scripts["ENQUEUE"](keys=[*self.claim_keys(c), once], args=args)
+        status = int(reply[0])
+        if not status:
             log.warning("%s has %d messages waiting; refusing more", c, self.max_queued)
             raise QueueFull(c, self.max_queued)
+        if status == 2:  # this process read a "has work" entry: it serves it
+            entry_id, entry_c, *claimed = reply[1:]
+            mine = claimed if entry_c == c else None
+            tasks.create_task(self._serve(entry_id, entry_c, reclaimed=False, claimed=mine))
+        return status > 0
 
     async def stop(self, conversation_key: str) -> Stopped:
         c = conversation_key
@@ -204,26 +239,36 @@ class RedisConversations:
             if "BUSYGROUP" not in str(exc):
                 raise
 
-    async def _serve(self, entry_id: str, c: str, *, reclaimed: bool) -> None:
+    def claim_keys(self, c: str) -> list[str]:
+        """The keys of the CLAIM, NEXT and ENQUEUE scripts (conversations_lua.py), in order."""
+        keys = [self.key(c, part) for part in ("lock", "fence", "in", "turn", "stop")]
+        return [*keys, f"{self.base}busy", self.ready]
+
+    def claim_args(self, c: str, entry_id: str, flag: str, token: int = 0) -> list[str | int]:
+        return [token, self.lease_ms, c, entry_id, GROUP, self.max_queued, flag, ""]
+
+    async def _serve(
+        self, entry_id: str, c: str, *, reclaimed: bool, claimed: list[Any] | None = None
+    ) -> None:
+        """Claim `c` for a "has work" entry (`claimed`: ENQUEUE did) and drain it.
+
+        CLAIM acks the entry when a live holder drains `c` (not when reclaimed: that holder's
+        lease decides); the drain acks it when it lets go, and leaves it pending otherwise.
+        """
         from bot.redis.drain import drain  # the turn loop of one conversation
 
         try:
-            token = int(
-                await self.scripts["ACQUIRE"](
-                    keys=[self.key(c, "lock"), self.key(c, "fence")], args=[self.lease_ms]
-                )
-            )
-            if token:
+            if claimed is None:
+                flag = "reclaimed" if reclaimed else ("wait" if self.coalesce_ms else "look")
+                args = self.claim_args(c, entry_id, flag)
+                claimed = await self.scripts["CLAIM"](keys=self.claim_keys(c), args=args)
+            token, *looked = claimed
+            if int(token):
                 self._draining.add(c)
                 try:
-                    done = await drain(self, c, token, entry_id)
+                    await drain(self, c, int(token), entry_id, looked)
                 finally:
                     self._draining.discard(c)
-                if not done:
-                    return  # left pending: reclaimed once the lease runs out
-            elif reclaimed:
-                return  # a live holder still drains it; its lease decides
-            await self.redis.xack(self.ready, GROUP, entry_id)
         except RedisError as exc:
             cancelled_meanwhile()
             log.warning("conversation %s: Redis failed (%s); it is retried", c, describe(exc))

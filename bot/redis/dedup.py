@@ -19,13 +19,17 @@ class RedisDedup:
         self.prefix = f"{prefix}dedup:"
         self.ttl_ms = int(ttl_s * 1000)
 
+    def key(self, event_id: str) -> str:
+        """The claim's key (RedisConversations.enqueue_new sets it while queueing)."""
+        return self.prefix + event_id
+
     async def claim(self, event_id: str) -> bool:
         if self.ttl_ms < 1:
             return True  # a claim that expires at once holds nothing
         async with guarded("claiming an event"):
-            claimed = await self.redis.set(self.prefix + event_id, "1", nx=True, px=self.ttl_ms)
+            claimed = await self.redis.set(self.key(event_id), "1", nx=True, px=self.ttl_ms)
         return bool(claimed)
 
     async def release(self, event_id: str) -> None:
         async with guarded("releasing an event"):
-            await self.redis.delete(self.prefix + event_id)
+            await self.redis.delete(self.key(event_id))

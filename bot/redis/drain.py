@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
-from typing import TYPE_CHECKING, Final
+from typing import TYPE_CHECKING, Any, Final
 
 from redis.exceptions import RedisError
 
 from bot.conversations import TurnSignal
+from bot.redis import messages
 from bot.redis.client import cancelled_meanwhile, describe
+from bot.redis.conversations import GROUP
 
 if TYPE_CHECKING:
     from bot.redis.conversations import RedisConversations
@@ -20,14 +23,17 @@ RETRY_S: Final = 0.2
 SHUTDOWN_S: Final = 2.0
 
 
-async def drain(q: RedisConversations, c: str, token: int, entry_id: str) -> bool:
-    """Run `c`'s turns while holding its lease. True: drained and let go (ack the entry);
-    False: the lease was lost or Redis failed (the entry stays pending for a reclaim)."""
+async def drain(
+    q: RedisConversations, c: str, token: int, entry_id: str, looked: list[Any]
+) -> bool:
+    """Run `c`'s turns while holding its lease. `looked`: what CLAIM saw (empty: it did not
+    look). True: drained, let go and the entry acked; False: the lease was lost or Redis failed
+    (the entry stays pending for a reclaim)."""
     lost = asyncio.Event()
     async with asyncio.TaskGroup() as group:
         beat = group.create_task(_heartbeat(q, c, token, entry_id, lost))
         try:
-            return await _turns(q, c, token, lost)
+            return await _turns(q, c, token, entry_id, looked, lost)
         except asyncio.CancelledError:
             await _abandon(q, c, token, entry_id)
             raise
@@ -39,41 +45,44 @@ async def drain(q: RedisConversations, c: str, token: int, entry_id: str) -> boo
             beat.cancel()
 
 
-async def _turns(q: RedisConversations, c: str, token: int, lost: asyncio.Event) -> bool:
-    if q.coalesce_ms:
-        await asyncio.sleep(q.coalesce_ms / 1000)  # let a burst arrive
-    keys = {part: q.key(c, part) for part in ("lock", "fence", "in", "turn", "stop")}
+async def _turns(
+    q: RedisConversations, c: str, token: int, entry_id: str, looked: list[Any], lost: asyncio.Event
+) -> bool:
+    """One NEXT per turn: it forgets the batch just answered and takes the next (see
+    conversations_lua.NEXT); a queue of several messages needs a TAKE for the batch picked here."""
+    keys, args = q.claim_keys(c), q.claim_args(c, entry_id, "", token)
+    if not looked:
+        if q.coalesce_ms:
+            await asyncio.sleep(q.coalesce_ms / 1000)  # let a burst arrive
+        looked = await q.scripts["NEXT"](keys=keys, args=args)
     while not lost.is_set():
-        recorded: str | None = await q.redis.get(keys["turn"])  # type: ignore[assignment]
-        if recorded is not None:  # a batch the last holder began and never finished
-            batch, resumed = q.load_batch(recorded), True
+        kind = int(looked[0])
+        if kind == 0:
+            return False  # the lease was lost
+        if kind == 1:
+            return True
+        if kind == 2:  # a batch the last holder began and never finished
+            text, batch, resumed = looked[1], q.load_batch(looked[1]), True
+        elif kind == 3:
+            text, batch, resumed = looked[2], [messages.load(looked[1])], False
         else:
-            queued: list[str] = await q.redis.lrange(keys["in"], 0, q.max_queued - 1)  # type: ignore[assignment]
-            if not queued:
-                released = await q.scripts["RELEASE"](
-                    keys=[keys["lock"], keys["fence"], keys["in"], keys["turn"], f"{q.base}busy"],
-                    args=[token, q.lease_ms, c],
-                )
-                if int(released):
-                    return True
-                continue  # a message arrived as we looked
-            taken, batch = q.next_batch(queued)
-            picks = [part for i in taken for part in (i, queued[i])]
+            taken, batch = q.next_batch(looked[1:])
+            text = q.batch_json(batch)
+            picks = [part for i in taken for part in (i, looked[1 + i])]
             outcome = int(
                 await q.scripts["TAKE"](
-                    keys=[keys["lock"], keys["fence"], keys["in"], keys["turn"], keys["stop"]],
-                    args=[token, q.lease_ms, q.batch_json(batch), len(taken), *picks],
+                    keys=keys[:5], args=[token, q.lease_ms, text, len(taken), *picks]
                 )
             )
             if outcome == 0:
                 return False
-            if outcome < 0:
-                continue  # a /stop emptied the queue meanwhile
+            if outcome < 0:  # a /stop emptied the queue meanwhile
+                looked = await q.scripts["NEXT"](keys=keys, args=args)
+                continue
             resumed = False
         log.debug("conversation %s: a turn of %d message(s) runs here", c, len(batch))
         await _run(q, c, batch, resumed)
-        if not await _finish(q, keys, token):
-            return False
+        looked = await _finish(q, keys, [*args[:7], text])
     return False
 
 
@@ -91,23 +100,27 @@ async def _run(q: RedisConversations, c: str, batch: list, resumed: bool) -> Non
         q.signals.pop(c, None)
 
 
-async def _finish(q: RedisConversations, keys: dict[str, str], token: int) -> bool:
-    """The turn is answered: forget its batch, retrying through a Redis restart (a batch left
-    recorded would be taken over as unfinished)."""
+async def _finish(q: RedisConversations, keys: list[str], args: list[str | int]) -> list[Any]:
+    """The turn is answered: NEXT forgets its batch and looks, retried through a Redis restart
+    (a batch left recorded would be taken over as unfinished). A retry whose first attempt ran
+    (its reply lost) finds the batch that attempt took recorded: that one is not a dead holder's,
+    so it comes back as kind 3 (not resumed)."""
     deadline = asyncio.get_running_loop().time() + q.lease_ms / 1000
+    retried = False
     while True:
         try:
-            return bool(
-                int(
-                    await q.scripts["FINISH"](
-                        keys=[keys["lock"], keys["fence"], keys["turn"]], args=[token, q.lease_ms]
-                    )
-                )
-            )
+            looked: list[Any] = await q.scripts["NEXT"](keys=keys, args=args)
         except RedisError:
             if asyncio.get_running_loop().time() > deadline:
                 raise
+            retried = True
             await asyncio.sleep(RETRY_S)
+            continue
+        if retried and int(looked[0]) == 2:
+            taken = json.loads(looked[1])
+            if len(taken) == 1:  # only a batch of one is taken inside NEXT
+                return [3, taken[0], looked[1]]
+        return looked
 
 
 async def _heartbeat(
@@ -123,7 +136,7 @@ async def _heartbeat(
                     args=[token, q.lease_ms],
                 )
             )
-            await q.redis.xclaim(q.ready, "workers", q.consumer, 0, [entry_id], justid=True)
+            await q.redis.xclaim(q.ready, GROUP, q.consumer, 0, [entry_id], justid=True)
         except RedisError as exc:
             cancelled_meanwhile()
             log.warning("conversation %s: lease not extended (%s)", c, describe(exc))
@@ -145,6 +158,6 @@ async def _abandon(q: RedisConversations, c: str, token: int, entry_id: str) -> 
                 + [q.key(c, "fence")],
                 args=[token, c],
             )
-            await q.redis.xack(q.ready, "workers", entry_id)
+            await q.redis.xack(q.ready, GROUP, entry_id)
     except (RedisError, TimeoutError) as exc:
         log.warning("conversation %s: not let go at shutdown (%s)", c, describe(exc))

@@ -2,7 +2,8 @@
 
 A widget on process A sees the turn that process B runs, and resumes by seq on process C.
 Publishing is one script (hub_lua.py): INCR the seq, XADD the frame to the conversation's
-stream (trimmed to `replay_events`), PUBLISH it. Each process subscribes to the channels of the
+stream (trimmed to `replay_events`), PUBLISH it; frames published while a call is in flight go
+together in the next (hub_outbox.py). Each process subscribes to the channels of the
 conversations it has sockets for, on one pub/sub connection read by one task.
 
 Attach subscribes first, waits for Redis to confirm, then reads the seq and the kept frames in
@@ -10,14 +11,14 @@ one script; frames arriving meanwhile are held and pushed after `attach` returns
 up to its seq). Pub/sub is at most once: a frame that skips a seq (a reconnect lost some) makes
 the reader fetch the missing ones from the stream first, so sockets still see every kept frame
 in order. `publish` returns once this process's own sockets have been handed the frame, as the
-in-memory hub does.
+in-memory hub does: it hands it to them itself when every frame before it was handed out (the
+echo from pub/sub is then skipped), else it waits for the reader, which keeps the order.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import TracebackType
@@ -26,7 +27,6 @@ from typing import Any, Final
 from redis.asyncio import Redis
 from redis.exceptions import RedisError
 
-from adapters.base import ChannelError
 from adapters.websocket.hub import (
     CLEARING_TYPE,
     MAX_IDLE_CONVERSATIONS,
@@ -35,15 +35,14 @@ from adapters.websocket.hub import (
     replay_slot,
 )
 from bot.redis import hub_lua
-from bot.redis.client import cancelled_meanwhile, describe, guarded
+from bot.redis.client import describe, guarded
+from bot.redis.hub_outbox import Outbox
 
 log = logging.getLogger(__name__)
 
 TTL_S: Final = 86400.0  # a conversation nobody publishes to or watches is forgotten after a day
 HEARTBEAT_S: Final = 60.0  # attached conversations refresh their TTLs this often
 LOCAL_DELIVERY_S: Final = 1.0  # publish waits at most this long for its own process's sockets
-PUBLISH_RETRY_S: Final = 10.0  # a Redis restart; past it the edit fails as a ChannelError
-PUBLISH_BACKOFF_S: Final = 0.2
 
 
 @dataclass(eq=False, slots=True)
@@ -84,7 +83,7 @@ class RedisEventHub:
         self._max_idle = max_idle
         self._ttl_ms = int(ttl_s * 1000)
         self._pubsub = reader.pubsub()
-        self._publish = redis.register_script(hub_lua.PUBLISH)
+        self._outbox = Outbox(redis, self._key, self.base, (replay_events, self._ttl_ms, max_idle))
         self._attach = redis.register_script(hub_lua.ATTACH)
         self._detach = redis.register_script(hub_lua.DETACH)
         self._conversations: dict[str, _Conversation] = {}
@@ -106,6 +105,7 @@ class RedisEventHub:
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
+        await self._outbox.close()
         if self._task is not None:
             self._task.cancel()
             await asyncio.wait([self._task])
@@ -159,36 +159,21 @@ class RedisEventHub:
         head = encode_frame(conversation, type, fields, 0)[:-2]  # the seq goes last
         slot = replay_slot(type, fields, 0)
         slot_name = str(slot[1]) if isinstance(slot, tuple) else ""
-        keys = [self._key(conversation, p) for p in ("seq", "s", "slots", "live")]
-        keys += [f"{self.base}idle", f"{self.base}clock", f"{self.base}once:{uuid.uuid4().hex}"]
-        args: list[str | int] = [
-            head,
-            slot_name,
-            self._replay_events,
-            self._ttl_ms,
-            self._max_idle,
-            conversation,
-            self.base,
-            "1" if type == CLEARING_TYPE else "0",
-        ]
-        deadline = asyncio.get_running_loop().time() + PUBLISH_RETRY_S
-        while True:  # through a Redis restart: the frame is the user's answer
-            try:
-                seq = int(await self._publish(keys=keys, args=args))
-                break
-            except RedisError as exc:
-                cancelled_meanwhile()
-                if asyncio.get_running_loop().time() > deadline:
-                    raise ChannelError(f"redis: publishing a frame: {describe(exc)}") from exc
-                await asyncio.sleep(PUBLISH_BACKOFF_S)
+        seq = await self._outbox.send(conversation, head, slot_name, type == CLEARING_TYPE)
         conv = self._conversations.get(conversation)
-        if conv is not None and conv.subs:  # like the memory hub: ours have it when we return
-            try:
-                async with asyncio.timeout(LOCAL_DELIVERY_S):
-                    while conv.delivered < seq and conv.subs:
-                        await conv.changed.wait()
-            except TimeoutError:
-                pass  # the reader is behind (a reconnect): it delivers in order later
+        if conv is None or not conv.subs:
+            return seq
+        if conv.delivered == seq - 1:
+            # Ours are handed it here, not when pub/sub echoes it back (the reader skips it
+            # then): in order, as every frame before it was handed out.
+            await self._hand_out(conversation, conv, [(seq, f"{head}{seq}}}")])
+            return seq
+        try:  # like the memory hub: ours have it when we return
+            async with asyncio.timeout(LOCAL_DELIVERY_S):
+                while conv.delivered < seq and conv.subs:
+                    await conv.changed.wait()
+        except TimeoutError:
+            pass  # the reader is behind (a reconnect): it delivers in order later
         return seq
 
     def _key(self, conversation: str, part: str) -> str:
@@ -274,6 +259,8 @@ class RedisEventHub:
         if conv is None:
             return
         seq = int(frame[frame.rindex(":") + 1 : -1])
+        if seq <= conv.delivered:
+            return  # handed out already: published here, or fetched to fill a gap
         frames = [(seq, frame)]
         ready = [sub.last for sub in conv.subs.values() if sub.held is None]
         oldest = min(ready, default=seq - 1)
@@ -306,10 +293,10 @@ class RedisEventHub:
                 elif not self._push(sub, seq, frame):
                     dead.append(sub.subscriber)
                     break
+        if frames:
+            conv.delivered = max(conv.delivered, frames[-1][0])
         for subscriber in dead:  # recorded before publish returns, as in the memory hub
             conv.subs[subscriber].held = []  # hand it nothing more meanwhile
             await self._record_detach(conversation)
             await self._forget(conversation, subscriber)
-        if frames:
-            conv.delivered = max(conv.delivered, frames[-1][0])
         conv.notify()

@@ -23,42 +23,54 @@ local function trim_idle(idle, max_idle, base)
 end
 """
 
-# KEYS: seq stream slots live idle clock once
-# ARGV: frame head (ends before the seq) slot replay_events ttl_ms max_idle conversation base
-#       clears ("1": a `conversation.cleared` frame: nothing kept before it is replayed)
-# `once` names this frame: a publish retried after a lost reply returns the seq it got, and
+# Frames published in one call (what a process published while its last call was in flight).
+# KEYS: idle clock, then per frame: seq stream slots live once
+# ARGV: replay_events ttl_ms max_idle base, then per frame: head (the frame up to its seq)
+#       slot conversation clears ("1": a `conversation.cleared` frame: nothing kept before it
+#       is replayed) -> the seq of each frame
+# `once` names a frame: a call retried after a lost reply returns the seq each frame got, and
 # publishes nothing twice.
 PUBLISH: Final = (
     _TRIM
     + """
-local done = redis.call('GET', KEYS[7])
-if done then return tonumber(done) end
-local seq = redis.call('INCR', KEYS[1])
-redis.call('SET', KEYS[7], seq, 'PX', 60000)
-local frame = ARGV[1] .. seq .. '}'
-local keep, ttl = tonumber(ARGV[3]), tonumber(ARGV[4])
-if ARGV[8] == '1' then
-  redis.call('DEL', KEYS[2], KEYS[3])
-end
-if keep > 0 then
-  if ARGV[2] ~= '' then
-    local old = redis.call('HGET', KEYS[3], ARGV[2])
-    if old then redis.call('XDEL', KEYS[2], old .. '-0') end
-    redis.call('HSET', KEYS[3], ARGV[2], seq)
-    redis.call('PEXPIRE', KEYS[3], ttl)
+local keep, ttl, max_idle, base = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3]), ARGV[4]
+local seqs = {}
+for i = 0, (#KEYS - 2) / 5 - 1 do
+  local k, a = 2 + 5 * i, 4 + 4 * i
+  local conversation = ARGV[a + 3]
+  local done = redis.call('GET', KEYS[k + 5])
+  if done then
+    seqs[#seqs + 1] = tonumber(done)
+  else
+    local seq = redis.call('INCR', KEYS[k + 1])
+    seqs[#seqs + 1] = seq
+    redis.call('SET', KEYS[k + 5], seq, 'PX', 60000)
+    local frame = ARGV[a + 1] .. seq .. '}'
+    if ARGV[a + 4] == '1' then
+      redis.call('DEL', KEYS[k + 2], KEYS[k + 3])
+    end
+    if keep > 0 then
+      local slot = ARGV[a + 2]
+      if slot ~= '' then
+        local old = redis.call('HGET', KEYS[k + 3], slot)
+        if old then redis.call('XDEL', KEYS[k + 2], old .. '-0') end
+        redis.call('HSET', KEYS[k + 3], slot, seq)
+        redis.call('PEXPIRE', KEYS[k + 3], ttl)
+      end
+      redis.call('XADD', KEYS[k + 2], 'MAXLEN', keep, seq .. '-0', 'f', frame)
+      redis.call('PEXPIRE', KEYS[k + 2], ttl)
+    end
+    redis.call('PEXPIRE', KEYS[k + 1], ttl)
+    redis.call('PUBLISH', base .. conversation, frame)
+    if tonumber(redis.call('GET', KEYS[k + 4]) or '0') > 0 then
+      redis.call('ZREM', KEYS[1], conversation)
+    else
+      redis.call('ZADD', KEYS[1], redis.call('INCR', KEYS[2]), conversation)
+      trim_idle(KEYS[1], max_idle, base)
+    end
   end
-  redis.call('XADD', KEYS[2], 'MAXLEN', keep, seq .. '-0', 'f', frame)
-  redis.call('PEXPIRE', KEYS[2], ttl)
 end
-redis.call('PEXPIRE', KEYS[1], ttl)
-redis.call('PUBLISH', ARGV[7] .. ARGV[6], frame)
-if tonumber(redis.call('GET', KEYS[4]) or '0') > 0 then
-  redis.call('ZREM', KEYS[5], ARGV[6])
-else
-  redis.call('ZADD', KEYS[5], redis.call('INCR', KEYS[6]), ARGV[6])
-  trim_idle(KEYS[5], tonumber(ARGV[5]), ARGV[7])
-end
-return seq
+return seqs
 """
 )
 

@@ -11,8 +11,8 @@ from adapters.base import Action, Attachment, ChatRef, InboundMessage
 
 def dump(message: InboundMessage) -> str:
     data = asdict(message)
-    try:
-        json.dumps(data["raw"])
+    try:  # one pass: the payload was encoded twice, once only to see whether it could be
+        return json.dumps(data, ensure_ascii=False, separators=(",", ":"))
     except (TypeError, ValueError):
         data["raw"] = {}  # the platform's payload is for reference only; the rest is the message
     return json.dumps(data, ensure_ascii=False, separators=(",", ":"))

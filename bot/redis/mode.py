@@ -6,6 +6,7 @@ import logging
 
 from redis.exceptions import RedisError
 
+from adapters.base import InboundMessage
 from bot.config.schema import RedisConfig
 from bot.readiness import Down
 from bot.redis.budget import RedisRateBudget
@@ -22,6 +23,13 @@ log = logging.getLogger(__name__)
 REPLAY_EVENTS = 200  # frames kept per conversation for a reconnecting widget, as in one process
 
 
+def _serve_here(message: InboundMessage) -> bool:
+    """A web socket's message has its turn run in the process its socket is on: the frames go
+    to that socket without a pub/sub hop. Others (webhooks, Telegram polled by one leader) go
+    to whichever process reads the work first, so the leader does not run every turn."""
+    return message.chat.channel == "websocket"
+
+
 class RedisMode:
     """Owns the clients (one for commands, one for blocking reads) and the event hub's reader."""
 
@@ -33,8 +41,14 @@ class RedisMode:
         prefix = config.prefix
         self.dedup = RedisDedup(self.redis, prefix=prefix, ttl_s=dedup_ttl_s)
         self.conversations = RedisConversations(
-            self.redis, self.reader, prefix=prefix, lease_s=config.lease_s, coalesce_ms=coalesce_ms
+            self.redis,
+            self.reader,
+            prefix=prefix,
+            lease_s=config.lease_s,
+            coalesce_ms=coalesce_ms,
+            serve_here=_serve_here,
         )
+        self.conversations.dedup = self.dedup  # a plain message: claimed as it is queued
         self.budget = RedisRateBudget(self.redis, prefix=prefix)
         self.hub = RedisEventHub(
             self.redis, self.reader, prefix=prefix, replay_events=REPLAY_EVENTS
