@@ -9,7 +9,7 @@ from typing import Any, Final
 
 from aiohttp import web
 
-from adapters.api import bodies
+from adapters.api import bodies, dropped
 from adapters.api.channel import PREFIX, ApiChannel
 from adapters.api.errors import ApiError, not_found
 from adapters.api.openapi import document
@@ -107,7 +107,9 @@ class SessionsApi:
         await bodies.json_object(request, optional=True)
         await self._take_rate(session)
         event_id = f"api:{uuid.uuid4().hex}"
+        waiting = await dropped.before_stop(self.channel.records, session.id)
         await self.channel.deliver(self._inbound(session, new_id("c_"), event_id, text="/stop"))
+        await dropped.announce(self.channel, session.id, waiting)
         return web.json_response({"status": "stop_requested"}, status=202)
 
     async def follow_events(self, request: web.Request) -> web.StreamResponse:
