@@ -2,8 +2,8 @@
 
 Counted per process, a user behind a round-robin balancer (or reconnecting until they land on
 another process) got N times `rate_limit_per_minute`. Here messages go alternately to two
-processes and the limit holds for their sum. The rate is 3 a minute, a burst of 3: no refill
-happens while a test sends its handful of messages.
+processes and the limit holds for their sum. The rate is 2 a minute, a burst of 2: the next
+one is allowed 30 s later, far longer than the test takes to send its handful of messages.
 """
 
 from __future__ import annotations
@@ -23,8 +23,8 @@ from tests.redis_kit import URL, delete_prefix, skip_without_redis
 
 pytestmark = pytest.mark.timeout(240)
 ORIGIN = "http://127.0.0.1:8080"
-PER_MINUTE = 3
-SENT = 8  # alternately to two processes: 3 go, 5 are refused (per process: 6 went)
+PER_MINUTE = 2
+SENT = 8  # alternately to two processes: 2 go, 6 are refused (per process: 4 went)
 
 
 @pytest.fixture
@@ -109,6 +109,6 @@ async def test_messages_sent_alternately_to_two_processes_are_limited_in_total(
             url = f"{processes[n % 2].url}/api/v1/sessions/{sid}/stop"
             async with session.post(url, headers=headers) as response:
                 statuses.append(response.status)
-    assert taken == {"w0", "w1", "w2"}  # the first three, whichever process each came to
+    assert taken == {"w0", "w1"}  # the first two, one on each process
     assert statuses.count(202) == PER_MINUTE, statuses
     assert statuses.count(429) == SENT - PER_MINUTE, statuses
