@@ -52,7 +52,7 @@ class SessionStreams:
             await self.channel.deliver(inbound)
             await dropped.announce(self.channel, session_id, waiting)
             # `/stop` gets no answer of its own: the turn it stops ends with one.
-            done = self._answered(record, any_answer=inbound.command == "stop")
+            done = self._answered(record, any_answer=stop)
             emit_after = _emit_after(resume, seq)
             return await self._pump(request, subscriber, replay, emit_after, done, quiet=False)
         finally:
