@@ -21,6 +21,7 @@ from adapters.budget import RateBudget
 from adapters.history import Claims, ConversationHistory
 from adapters.platform_calls import NO_PLATFORM_CALLS, PlatformCalls
 from adapters.websocket.hub import EventHub
+from adapters.websocket.limits import InboundRates
 
 PACKAGES = ("websocket", "telegram", "slack", "feishu", "api")  # the order channels start in
 
@@ -35,6 +36,8 @@ class ChannelServices:
     # Shared seams; None: the channel's in-process default (a networked one spans processes).
     event_hub: EventHub | None = None
     rate_budget: RateBudget | None = None
+    # Users' message limits (adapters/budget/inbound.py); None: counted in this process.
+    inbound_rates: InboundRates | None = None
     # Every call a channel makes to its platform, for /metrics (adapters/platform_calls.py).
     platform_calls: PlatformCalls = NO_PLATFORM_CALLS
     # Where the sessions API keeps its sessions and transcripts (the gateway's store).

@@ -109,6 +109,7 @@ class App:
                 answered=self._answered,
                 event_hub=self.redis.hub if self.redis else None,
                 rate_budget=self.redis.budget if self.redis else None,
+                inbound_rates=self.redis.inbound_rates if self.redis else None,
                 leader=self.redis.leader if self.redis else None,
                 latest_conversation=self._latest_conversation,
             )

@@ -175,3 +175,26 @@ async def test_a_stop_posted_to_one_process_ends_the_answer_another_runs(
         assert await b.call("POST", f"/sessions/{sid}/stop") == (202, {"status": "stop_requested"})
         assert _completed(await asyncio.wait_for(answer, WAIT_S)) == STOPPED
         hold.set()
+
+
+async def test_a_message_a_stop_on_another_process_dropped_is_told_so_everywhere(
+    prefix: str, tmp_path: Path, session: aiohttp.ClientSession, model: FakeOpenAI
+) -> None:
+    hold = asyncio.Event()
+    model.add(Reply(text=["never shown"], wait=hold))
+    async with gateways(2, _config(tmp_path, prefix, model), {"REDIS_URL": URL}) as processes:
+        a, b = (Client(session, g) for g in processes)
+        sid = await a.new_session()
+        running = asyncio.create_task(a.ask(sid, "a long job", client_message_id="j1"))
+        await model.wait_requests(1, WAIT_S)
+        queued = asyncio.create_task(a.ask(sid, "and then this", client_message_id="q1"))
+        await _queued(prefix, sid, 1)
+        assert await b.call("POST", f"/sessions/{sid}/stop") == (202, {"status": "stop_requested"})
+        dropped = await asyncio.wait_for(queued, WAIT_S / 2)  # not at stream_timeout_s
+        assert dropped.types()[-1] == "message.dropped"
+        assert dropped.last("message.dropped")["message_id"] == "q1"
+        assert _completed(await asyncio.wait_for(running, WAIT_S)) == STOPPED
+        again = await asyncio.wait_for(b.ask(sid, "and then this", client_message_id="q1"), WAIT_S)
+        assert again.types() == ["message.dropped"]
+        hold.set()
+    assert len(model.requests) == 1

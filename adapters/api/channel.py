@@ -23,6 +23,7 @@ from adapters.base import (
     OutboundContent,
 )
 from adapters.websocket.hub import EventHub, MemoryEventHub
+from adapters.websocket.limits import InboundRates, LocalInboundRates
 from adapters.websocket.protocol import new_id
 
 log = logging.getLogger(__name__)
@@ -59,11 +60,14 @@ class ApiChannel:
         records: SessionRecords | None = None,
         hub: EventHub | None = None,
         replay_events: int = 200,
+        rates: InboundRates | None = None,
     ) -> None:
         self.keys = keys
         self.settings = settings or ApiSettings()
         self.records: SessionRecords = records if records is not None else MemorySessionRecords()
         self.hub: EventHub = hub if hub is not None else MemoryEventHub(replay_events=replay_events)
+        # Messages per session a minute, counted by every process if `rates` is networked.
+        self.rates: InboundRates = rates if rates is not None else LocalInboundRates()
         self._inbox: Inbox | None = None
         self._inbox_ready = asyncio.Event()
         self.streams: set[SseSubscriber] = set()  # open event streams, ended at shutdown

@@ -20,4 +20,5 @@ def build(section: ApiConfig, services: ChannelServices) -> ApiChannel:
         records=services.session_records,
         hub=services.event_hub,
         replay_events=section.replay_events,
+        rates=services.inbound_rates,
     )

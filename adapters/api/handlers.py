@@ -9,14 +9,13 @@ from typing import Any, Final
 
 from aiohttp import web
 
-from adapters.api import bodies
+from adapters.api import bodies, dropped
 from adapters.api.channel import PREFIX, ApiChannel
 from adapters.api.errors import ApiError, not_found
 from adapters.api.openapi import document
 from adapters.api.records import ApiMessage, ApiSession
 from adapters.api.streams import SessionStreams
 from adapters.base import Action, ChatRef, InboundMessage
-from adapters.websocket.limits import RateLimiter
 from adapters.websocket.protocol import new_id
 
 SESSION_ID: Final = re.compile(r"s_[0-9a-f]{32}")
@@ -26,7 +25,6 @@ class SessionsApi:
     def __init__(self, channel: ApiChannel) -> None:
         self.channel = channel
         self.settings = channel.settings
-        self.rates = RateLimiter(channel.settings.rate_limit_per_minute)
         self.streams = SessionStreams(channel)
         self._openapi = document(channel.settings.max_text_chars)
 
@@ -79,7 +77,7 @@ class SessionsApi:
         event_id = f"api:{session.id}:{frame.client_message_id or uuid.uuid4().hex}"
         inbound = self._inbound(session, message_id, event_id, text=frame.text)
         record = ApiMessage(session.id, message_id, "user", frame.text, "received")
-        self._take_rate(session)
+        await self._take_rate(session)
         return await self.streams.turn(request, inbound, record, resume)
 
     async def post_action(self, request: web.Request) -> web.StreamResponse:
@@ -101,15 +99,17 @@ class SessionsApi:
         shown = {"action_id": frame.action_id, "value": frame.value, "label": frame.label}
         shown["message_id"] = frame.message_id
         record = ApiMessage(session.id, message_id, "user", "", "received", action=shown)
-        self._take_rate(session)
+        await self._take_rate(session)
         return await self.streams.turn(request, inbound, record, resume)
 
     async def stop(self, request: web.Request) -> web.Response:
         session = await self._session(request)
         await bodies.json_object(request, optional=True)
-        self._take_rate(session)
+        await self._take_rate(session)
         event_id = f"api:{uuid.uuid4().hex}"
+        waiting = await dropped.before_stop(self.channel.records, session.id)
         await self.channel.deliver(self._inbound(session, new_id("c_"), event_id, text="/stop"))
+        await dropped.announce(self.channel, session.id, waiting)
         return web.json_response({"status": "stop_requested"}, status=202)
 
     async def follow_events(self, request: web.Request) -> web.StreamResponse:
@@ -148,13 +148,15 @@ class SessionsApi:
             client=f"key:{session.key_id}",  # a new session is the same client
         )
 
-    def _take_rate(self, session: ApiSession) -> None:
-        if not self.rates.take(session.id):
-            wait_s = math.ceil(self.rates.wait_s(session.id))
+    async def _take_rate(self, session: ApiSession) -> None:
+        per_minute = self.settings.rate_limit_per_minute
+        waited = await self.channel.rates.take(f"api:{session.id}", per_minute)
+        if waited > 0:
+            wait_s = math.ceil(waited)
             raise ApiError(
                 429,
                 "rate_limited",
-                f"more than {self.rates.per_minute} messages a minute in this session; "
+                f"more than {per_minute} messages a minute in this session; "
                 f"send again in {wait_s} s (the same client_message_id is answered once)",
                 {"Retry-After": str(wait_s)},
             )

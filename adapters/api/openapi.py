@@ -31,8 +31,11 @@ _STREAM: dict[str, Any] = {
         "Server-Sent Events: the session's events (the web socket protocol's server frames: "
         "message.created, message.updated, message.completed, agent.started, agent.finished, "
         "tool.started, tool.finished), each `id: <seq>`, `event: <type>`, `data: <the frame as "
-        "JSON>`, until the answer's message.completed. An `error` event (no id) ends a stream "
-        "that timed out or fell behind."
+        "JSON>`, until the answer's message.completed. A message that a stop dropped from the "
+        "queue before the bot took it ends instead with `message.dropped` ({type, message_id: "
+        "the client's id, reason: 'stopped', seq}); a resend of it (same client_message_id) gets "
+        "that event again at once and is not answered: send it with a new id to have it "
+        "answered. An `error` event (no id) ends a stream that timed out or fell behind."
     ),
     "content": {SSE: {"schema": {"type": "string"}}},
 }
@@ -123,7 +126,7 @@ def document(max_text_chars: int = 8000) -> dict[str, Any]:
             "id": {"type": "string"},
             "role": {"enum": ["user", "assistant"]},
             "text": {"type": "string"},
-            "status": {"enum": ["received", "pending", "completed"]},
+            "status": {"enum": ["received", "dropped", "pending", "completed"]},
             "reply_to": {"type": ["string", "null"]},
             "display": {"type": "array", "items": {"type": "object"}},
             "action": {"type": ["object", "null"]},
@@ -146,7 +149,10 @@ def document(max_text_chars: int = 8000) -> dict[str, Any]:
         400: "Malformed request",
         401: "No valid API key",
         404: "No such session for this key",
-        409: "A client id in use by a bot message",
+        409: (
+            "A client id in use by a bot message (`conflict`), or, JSON answers only, a message "
+            "a stop dropped from the queue (`dropped`: send it with a new client id)"
+        ),
         413: "Body too large",
         415: "Body is not JSON",
         429: "Rate limited (see Retry-After)",

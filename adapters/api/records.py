@@ -14,8 +14,9 @@ from datetime import UTC, datetime
 from typing import Any, Literal, Protocol
 
 Role = Literal["user", "assistant"]
-# user messages are `received`; a bot message is `pending` from its placeholder to its final text
-Status = Literal["received", "pending", "completed"]
+# user messages are `received`, or `dropped` from the queue by a `/stop` before a turn took them
+# (adapters/api/dropped.py); a bot message is `pending` from its placeholder to its final text
+Status = Literal["received", "dropped", "pending", "completed"]
 
 
 def now() -> str:

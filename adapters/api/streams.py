@@ -14,7 +14,7 @@ from typing import Any
 
 from aiohttp import web
 
-from adapters.api import sse
+from adapters.api import dropped, sse
 from adapters.api.channel import ApiChannel, hub_key
 from adapters.api.errors import ApiError
 from adapters.api.records import ApiMessage
@@ -23,6 +23,10 @@ from adapters.base import ChatRef, InboundMessage
 log = logging.getLogger(__name__)
 
 Done = Callable[[dict[str, Any]], Awaitable[bool]]
+_DROPPED = (
+    "message {!r} was dropped from the queue by a stop before the bot took it; send it with a "
+    "new client_message_id to have it answered"
+)
 
 
 class SessionStreams:
@@ -43,9 +47,12 @@ class SessionStreams:
         seq, replay = await self.channel.hub.attach(hub_key(session_id), subscriber, resume)
         try:
             record = await self.channel.records.add_api_message(replace(record, seq=seq))
+            stop = inbound.command == "stop"
+            waiting = await dropped.before_stop(self.channel.records, session_id) if stop else []
             await self.channel.deliver(inbound)
+            await dropped.announce(self.channel, session_id, waiting)
             # `/stop` gets no answer of its own: the turn it stops ends with one.
-            done = self._answered(record, any_answer=inbound.command == "stop")
+            done = self._answered(record, any_answer=stop)
             emit_after = _emit_after(resume, seq)
             return await self._pump(request, subscriber, replay, emit_after, done, quiet=False)
         finally:
@@ -71,6 +78,8 @@ class SessionStreams:
         emit_after = resume if resume is not None else sent.seq
         answer = await self.channel.records.api_reply(session_id, sent.message_id)
         known = answer.message_id if answer is not None and answer.status == "completed" else None
+        if known is None and sent.status == "dropped":
+            return await self._dropped(request, sent)
         resent = InboundMessage(ChatRef("api", session_id), "", sent.text, "")
         stop = resent.command == "stop"
         done = self._answered(sent, known=known, any_answer=stop)
@@ -87,6 +96,24 @@ class SessionStreams:
             return await self._pump(request, subscriber, replay, emit_after, done, quiet=False)
         finally:
             await self.channel.hub.detach(hub_key(session_id), subscriber)
+
+    async def _dropped(self, request: web.Request, sent: ApiMessage) -> web.StreamResponse:
+        """A resend of a message a stop dropped: told so again at once, never handed on (its
+        event id is claimed). Its `message.dropped` as kept by the hub, or made anew at the
+        current seq; without a stream, a `409` `dropped`."""
+        if _wants_json(request):
+            raise ApiError(409, "dropped", _DROPPED.format(sent.message_id))
+        subscriber = sse.SseSubscriber()
+        key = hub_key(sent.session_id)
+        seq, replay = await self.channel.hub.attach(key, subscriber, sent.seq)
+        await self.channel.hub.detach(key, subscriber)
+        frame = next((f for f in map(json.loads, replay) if _drops(f, sent)), None)
+        response = await sse.open_stream(request)
+        try:
+            await response.write(sse.event(frame or dropped.event(sent, seq)))
+        except ConnectionResetError:
+            pass
+        return response
 
     async def follow(
         self, request: web.Request, session_id: str, resume: int | None
@@ -147,6 +174,8 @@ class SessionStreams:
             self.channel.streams.discard(subscriber)
         if final is None:
             raise ApiError(503, "shutting_down", "the server is stopping; send it again later")
+        if final.get("type") == "message.dropped":
+            raise ApiError(409, "dropped", _DROPPED.format(final.get("message_id")))
         return web.json_response(final)
 
     def _answered(
@@ -160,6 +189,8 @@ class SessionStreams:
 
         async def done(frame: dict[str, Any]) -> bool:
             kind, reply_to = frame.get("type"), frame.get("reply_to")
+            if kind == "message.dropped" and frame.get("message_id") == sent.message_id:
+                return True
             if (
                 kind == "message.created"
                 and isinstance(reply_to, str)
@@ -197,6 +228,10 @@ def _emit_after(resume: int | None, seq: int) -> int:
     """Events past this are written. A `Last-Event-ID` beyond the hub's seq means the hub has
     forgotten the session (a restart): its seq began again, so everything new is news."""
     return resume if resume is not None and resume <= seq else seq
+
+
+def _drops(frame: dict[str, Any], sent: ApiMessage) -> bool:
+    return frame.get("type") == "message.dropped" and frame.get("message_id") == sent.message_id
 
 
 def _completes(replay: list[str], message_id: str) -> bool:

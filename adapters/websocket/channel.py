@@ -27,7 +27,7 @@ from adapters.websocket import accept_errors
 from adapters.websocket.admission import Admission
 from adapters.websocket.connection import Connection
 from adapters.websocket.hub import EventHub, MemoryEventHub
-from adapters.websocket.limits import RateLimiter
+from adapters.websocket.limits import InboundRates, LocalInboundRates
 from adapters.websocket.protocol import (
     CLOSE_HELLO_TIMEOUT,
     CLOSE_IDENTITY_INVALID,
@@ -74,6 +74,7 @@ class WebSocketChannel:
         client_address_header: str | None = None,
         history: ConversationHistory | None = None,
         claims: Claims | None = None,
+        rates: InboundRates | None = None,
     ) -> None:
         if not path.startswith("/"):
             raise ValueError(f"websocket path {path!r} must start with '/', e.g. '/ws'")
@@ -100,8 +101,10 @@ class WebSocketChannel:
         self._max_frame_bytes = max_frame_bytes
         self._heartbeat_s = heartbeat_s or None
         self._hello_timeout_s = hello_timeout_s
-        # Per conversation, not per socket: more sockets must not buy a visitor more messages.
-        self._rates = RateLimiter(rate_limit_per_minute)
+        # Per conversation, not per socket: more sockets must not buy a visitor more messages;
+        # nor more processes (a networked `rates` counts every process's).
+        self._per_minute = rate_limit_per_minute
+        self._rates: InboundRates = rates if rates is not None else LocalInboundRates()
         self._max_text_chars = max_text_chars
         self._identity_secret = identity_secret or None
         # replay_events sizes the default in-process hub; a given hub brings its own.
@@ -240,11 +243,11 @@ class WebSocketChannel:
                 raise ProtocolError(
                     "hello_required", 'send {"type": "hello"} first and wait for ready'
                 )
-            if not self._rates.take(conn.identity):
-                wait_s = self._rates.wait_s(conn.identity)
+            wait_s = await self._rates.take(f"websocket:{conn.identity}", self._per_minute)
+            if wait_s > 0:
                 conn.send_error(
                     "rate_limited",
-                    f"more than {self._rates.per_minute} messages a minute in this conversation "
+                    f"more than {self._per_minute} messages a minute in this conversation "
                     f"(all its sockets together): messages are dropped for {math.ceil(wait_s)} s "
                     "without another error; resend them after that",
                     quiet_s=wait_s,

@@ -25,4 +25,5 @@ def build(section: WebsocketConfig, services: ChannelServices) -> WebSocketChann
         client_address_header=section.client_address_header,
         history=services.history,
         claims=services.claims,
+        rates=services.inbound_rates,
     )

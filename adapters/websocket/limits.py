@@ -1,8 +1,21 @@
-"""Inbound rate limits per conversation: every socket of one identity draws on one bucket.
+"""Inbound rate limits: every socket of one identity, every process, draws on one bucket.
 
-A limit per socket was no limit: 60 sockets of one visitor got 60 times the rate. Buckets live
-in an LRU; a bucket that has refilled is forgotten (a new one is the same, full), so identities
-that stopped sending cost nothing, and `max_identities` bounds the rest.
+A limit per socket was no limit: 60 sockets of one visitor got 60 times the rate; nor was a
+limit per process: N processes behind a round-robin balancer gave a user N times the rate.
+
+The seam is `InboundRates`: a channel that limits its users (the web socket per conversation,
+the sessions API per session) asks `take(scope, per_minute)` for each message: 0 lets it
+through and counts it; more than 0 is how many seconds until one would be let through, and the
+message is not counted. A scope names the channel and what is limited (`"websocket:<identity>"`,
+`"api:<session>"`). The limit is a token bucket of `burst(per_minute)` messages refilled at
+`per_minute / 60` a second (a GCRA, the same thing, in Redis): a quiet user may send a few at
+once, a busy one no more than the rate. `LocalInboundRates` counts in this process;
+`RedisInboundRates` (bot/redis/inbound.py) counts every process's messages in one place. Both
+pass tests/test_inbound_rates_contract.py.
+
+In one process, buckets live in an LRU; a bucket that has refilled is forgotten (a new one is
+the same, full), so identities that stopped sending cost nothing, and `max_identities` bounds
+the rest.
 """
 
 from __future__ import annotations
@@ -10,9 +23,20 @@ from __future__ import annotations
 import time
 from collections import OrderedDict
 from collections.abc import Callable
-from typing import Final
+from typing import Final, Protocol
 
 MAX_IDENTITIES: Final = 100_000
+
+
+def burst(per_minute: int) -> int:
+    """Messages a quiet user may send at once: up to 10, never more than a minute's worth."""
+    return min(10, per_minute)
+
+
+class InboundRates(Protocol):
+    async def take(self, scope: str, per_minute: int) -> float:
+        """Count one message in `scope`: 0.0 if it may go, else seconds until one may (> 0)."""
+        ...
 
 
 class TokenBucket:
@@ -21,7 +45,7 @@ class TokenBucket:
     __slots__ = ("_capacity", "_per_second", "tokens", "updated")
 
     def __init__(self, per_minute: int, now: float) -> None:
-        self._capacity = float(min(10, per_minute))
+        self._capacity = float(burst(per_minute))
         self._per_second = per_minute / 60
         self.tokens = self._capacity
         self.updated = now
@@ -85,3 +109,21 @@ class RateLimiter:
             if now - oldest.updated < oldest.refill_s:
                 return
             self._buckets.popitem(last=False)
+
+
+class LocalInboundRates:
+    """The `InboundRates` of one process: a bounded `RateLimiter` per configured rate."""
+
+    def __init__(self) -> None:
+        self._limiters: dict[int, RateLimiter] = {}
+
+    async def take(self, scope: str, per_minute: int) -> float:
+        return self.take_now(scope, per_minute)
+
+    def take_now(self, scope: str, per_minute: int) -> float:
+        limiter = self._limiters.get(per_minute)
+        if limiter is None:
+            limiter = self._limiters[per_minute] = RateLimiter(per_minute)
+        if limiter.take(scope):
+            return 0.0
+        return max(limiter.wait_s(scope), 1e-3)

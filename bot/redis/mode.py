@@ -14,6 +14,7 @@ from bot.redis.client import RedisHealth, connect, describe
 from bot.redis.conversations import RedisConversations
 from bot.redis.dedup import RedisDedup
 from bot.redis.hub import RedisEventHub
+from bot.redis.inbound import RedisInboundRates
 from bot.redis.leader import RedisLeader
 from bot.redis.quota import RedisQuotaState
 from tools.redact import redact_credentials
@@ -50,6 +51,7 @@ class RedisMode:
         )
         self.conversations.dedup = self.dedup  # a plain message: claimed as it is queued
         self.budget = RedisRateBudget(self.redis, prefix=prefix)
+        self.inbound_rates = RedisInboundRates(self.redis, prefix=prefix)
         self.hub = RedisEventHub(
             self.redis, self.reader, prefix=prefix, replay_events=REPLAY_EVENTS
         )
