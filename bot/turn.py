@@ -19,9 +19,11 @@ from typing import TYPE_CHECKING, Any
 from adapters.base import Channel, ChannelError, DeliveryUncertain, InboundMessage, RateLimited
 from agent.coordinator import Coordinator, TurnInput
 from agent.log_context import bound
+from agent.loop import Resumed
 from agent.personas import PersonaLibrary
 from agent.providers.base import ProviderError
 from agent.replay import ReplayPoint
+from agent.types import Message
 from bot.conversations import TurnSignal
 from bot.dedup import Dedup
 from bot.delivery import APOLOGY, Delivery
@@ -148,6 +150,10 @@ class TurnRunner:
                     inbound_messages=_shown(batch, masker),
                 )
                 recorded = True
+                text = _combine(batch, masker)
+                # the user's message too: a restart goes on from it (agent/replay.py)
+                start = ReplayPoint((Message("user", text),), resumed=Resumed(rounds_done=0))
+                await self.store.append_messages(session_id, turn_id, list(start.messages))
                 if not await self._post_placeholder(delivery, batch):
                     outcome = Outcome("undelivered", error="undelivered: no placeholder posted")
                     return
@@ -162,9 +168,9 @@ class TurnRunner:
                     user_id=last.user_id,
                     channel=last.chat.channel,
                     conversation_key=last.conversation_key,
-                    text=_combine(batch, masker),
+                    text=text,
                 )
-                outcome = await self.work(turn, delivery, control)
+                outcome = await self.work(turn, delivery, control, start)
             try:
                 await delivery.finish(outcome.text, outcome.display)
             except ChannelError as exc:
