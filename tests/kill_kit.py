@@ -72,6 +72,9 @@ def config(folder: Path, fake: FakeBotAPI, model: FakeOpenAI, prefix: str | None
 
 
 async def deliver(session: aiohttp.ClientSession, gateway: Gateway, update: Any) -> int:
+    """Post the update to the process's webhook, once its Telegram channel is up (before, it
+    answers 503 and Telegram would retry)."""
+    await until(lambda: gateway.logged("Telegram webhook registered") > 0)
     url = f"{gateway.url}/telegram/webhook"
     headers = {"X-Telegram-Bot-Api-Secret-Token": SECRET}
     async with session.post(url, json=update, headers=headers) as response:
