@@ -72,13 +72,16 @@ def config(folder: Path, fake: FakeBotAPI, model: FakeOpenAI, prefix: str | None
 
 
 async def deliver(session: aiohttp.ClientSession, gateway: Gateway, update: Any) -> int:
-    """Post the update to the process's webhook, once its Telegram channel is up (before, it
-    answers 503 and Telegram would retry)."""
-    await until(lambda: gateway.logged("Telegram webhook registered") > 0)
+    """Post the update to the process's webhook; again while it answers 503 (its Telegram
+    channel still starting), as Telegram does."""
     url = f"{gateway.url}/telegram/webhook"
     headers = {"X-Telegram-Bot-Api-Secret-Token": SECRET}
-    async with session.post(url, json=update, headers=headers) as response:
-        return response.status
+    async with asyncio.timeout(WAIT_S):
+        while True:
+            async with session.post(url, json=update, headers=headers) as response:
+                if response.status != 503:
+                    return response.status
+            await asyncio.sleep(0.1)
 
 
 async def until(done: Callable[[], bool], timeout: float = WAIT_S) -> None:
