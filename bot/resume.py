@@ -150,6 +150,9 @@ class TurnResumer:
                     text=point.messages[0].content,
                 )
                 outcome = await self.runner.work(work, delivery, control, point)
+            if control.lost:  # another process took it over meanwhile: leave it to that one
+                log.warning("turn %s left to the process that took it over", turn["id"])
+                return "lost"
             await delivery.finish(outcome.text, outcome.display)
         except ChannelError as exc:
             log.error("turn %s resumed but its final edit failed: %s", turn["id"], exc)
@@ -163,13 +166,14 @@ class TurnResumer:
             raise
         finally:
             await delivery.close()
-            final = outcome.text if outcome.status == "completed" else None
-            try:
-                await self.runner.store.finish_turn(
-                    turn["id"], status=outcome.status, final_text=final, error=outcome.error
-                )
-            except StorageError as exc:
-                log.error("turn %s ended but was not recorded: %s", turn["id"], exc)
+            if not control.lost:
+                final = outcome.text if outcome.status == "completed" else None
+                try:
+                    await self.runner.store.finish_turn(
+                        turn["id"], status=outcome.status, final_text=final, error=outcome.error
+                    )
+                except StorageError as exc:
+                    log.error("turn %s ended but was not recorded: %s", turn["id"], exc)
         return outcome.status
 
     async def _new_placeholder(self, turn_id: str, delivery: Delivery) -> None:

@@ -171,6 +171,10 @@ class TurnRunner:
                     text=text,
                 )
                 outcome = await self.work(turn, delivery, control, start)
+            if control.lost:
+                outcome, recorded = Outcome("lost"), False  # the new holder's now: hands off
+                log.warning("turn %s left to the process that took it over", turn_id)
+                return
             try:
                 await delivery.finish(outcome.text, outcome.display)
             except ChannelError as exc:

@@ -15,6 +15,7 @@ receives the final edit (`tests/redis_proxy.py`); the test then kills the proces
 from __future__ import annotations
 
 import asyncio
+import signal
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -154,3 +155,44 @@ async def test_a_turn_killed_while_its_placeholder_was_posted_is_answered_after_
     # The dead process never learned the first message's id, so nothing can edit it: it is
     # left as it was (Telegram has no idempotent send and no way to list a bot's messages).
     assert fake.messages[(CHAT, orphan)] == "Thinking…"
+
+
+async def test_a_process_frozen_past_its_lease_leaves_the_turn_to_the_one_that_took_it_over(
+    shared: tuple[Redis, str],
+    tmp_path: Path,
+    session: aiohttp.ClientSession,
+    fake: _AnswerWatch,
+    model: FakeOpenAI,
+) -> None:
+    """Not dead, only frozen (SIGSTOP: a stalled VM, a starved machine) for longer than its
+    lease: another process takes the turn over and answers. When the frozen one wakes, its
+    lease is gone (fencing), and it must change nothing the user sees: no "Stopped" over the
+    answer, no second answer, the turn's record left as the new holder wrote it."""
+    _, prefix = shared
+    model.add(Reply(stall_after=0), Reply(text=[ANSWER]))  # the first stalls until it is frozen
+    config = kill_kit.config(tmp_path, fake, model, prefix)
+    update = fake.message(CHAT, "What does an assessment cost?")
+    async with (
+        one_gateway(config, kill_kit.env(URL)) as first,
+        one_gateway(config, kill_kit.env(URL)) as second,
+    ):
+        try:
+            assert await deliver(session, first, update) == 200
+            await model.wait_requests(1, timeout=WAIT_S)
+            first.process.send_signal(signal.SIGSTOP)
+            try:
+                await fake.wait_for(lambda: ANSWER in fake.messages.values(), WAIT_S)
+                await until(lambda: rows(tmp_path, "select status from turns") == [("completed",)])
+            finally:
+                first.process.send_signal(signal.SIGCONT)
+            await until(lambda: first.logged("lease lost") > 0)
+            await until(lambda: first.logged("turn stopped in") + first.logged("left to") > 0)
+        except (AssertionError, TimeoutError):
+            raise AssertionError(f"the logs (ours):\n{our_logs(first, second)}") from None
+
+    placeholder = fake.ok(CHAT, "sendMessage")
+    assert [c.params["text"] for c in placeholder] == ["Thinking…"]
+    assert fake.messages == {(CHAT, placeholder[0].message_id or 0): ANSWER}
+    assert rows(tmp_path, "select status, resume_attempts, final_text from turns") == [
+        ("completed", 1, ANSWER)
+    ]
