@@ -39,7 +39,14 @@ def rows(folder: Path, sql: str) -> list[tuple[Any, ...]]:
         return db.execute(sql).fetchall()
 
 
-def config(folder: Path, fake: FakeBotAPI, model: FakeOpenAI, prefix: str | None) -> Path:
+def config(
+    folder: Path,
+    fake: FakeBotAPI,
+    model: FakeOpenAI,
+    prefix: str | None,
+    *,
+    lease_s: float = LEASE_S,
+) -> Path:
     """A Telegram webhook bot; with `prefix`, several processes share work over Redis
     (`${REDIS_URL}`, so each process can be given its own way to the server)."""
     personas = folder / "personas"
@@ -53,7 +60,7 @@ def config(folder: Path, fake: FakeBotAPI, model: FakeOpenAI, prefix: str | None
         "webhook_secret": "${TELEGRAM_WEBHOOK_SECRET}",
         "private_edit_interval_s": 0.05,
     }
-    redis = {"redis": {"url": "${REDIS_URL}", "prefix": prefix, "lease_s": LEASE_S}}
+    redis = {"redis": {"url": "${REDIS_URL}", "prefix": prefix, "lease_s": lease_s}}
     return write_config(
         folder,
         **(redis if prefix is not None else {}),
