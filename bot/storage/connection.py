@@ -53,14 +53,13 @@ def _prepare(conn: sqlite3.Connection, db: Database, *, wal: bool) -> list[int]:
     waiting, where a wait could deadlock (a read turning into a write, the switch to WAL). Each
     step is idempotent (a migration looks again under its lock), so trying again is safe."""
     deadline = time.monotonic() + OPEN_DEADLINE_S
-    applied: list[int] = []
     while True:
         try:
             if wal:
                 db.enable_wal()
                 conn.execute("PRAGMA wal_autocheckpoint = 0")  # the checkpoint thread does it
             conn.execute("PRAGMA synchronous = NORMAL")  # WAL makes this crash-safe
-            return applied + migrate(db)
+            return migrate(db)
         except sqlite3.OperationalError as exc:
             if not is_busy(exc) or time.monotonic() > deadline:
                 raise
