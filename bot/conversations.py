@@ -55,11 +55,18 @@ class TurnSignal:
     # The batch was taken over from a process that died while running it (networked queues):
     # it may have a placeholder showing already, so the turn runner looks before it posts one.
     resumed: bool = False
+    # The lease on the conversation was lost (this process stalled past it; networked queues):
+    # another process has taken the turn over, so this one stops and leaves it alone.
+    lost: bool = False
 
     def stop(self) -> None:
         self.stopped = True
         if self.work is not None:
             self.work.cancel()
+
+    def lose(self) -> None:
+        self.lost = True
+        self.stop()
 
 
 @dataclass(frozen=True, slots=True)

@@ -23,7 +23,7 @@ from agent.replay import open_calls
 from agent.workers import BackgroundResult
 from bot.gateway import Gateway
 from bot.storage.base import GatewayStore
-from bot.storage.turns import handle_from_record
+from bot.storage.turns import chat_from_record
 
 log = logging.getLogger(__name__)
 
@@ -56,11 +56,11 @@ async def recover_interrupted_turns(
         if any(call.name == "AgentTool" for call in open_calls(own)):
             waited_on.add(turn["session_id"])
         record = turn["placeholder"]
-        handle = handle_from_record(record) if record else None
-        if handle is None:
-            await gateway.resume_turn(turn["id"])  # nothing to edit: ended at once
+        chat = chat_from_record(record) if record else None  # a handle's, or where it was to go
+        if chat is None:
+            await gateway.resume_turn(turn["id"])  # nowhere to answer: ended at once
         else:
-            await gateway.queue_resume(turn["id"], handle.chat)
+            await gateway.queue_resume(turn["id"], chat)
         taken += 1
     for session in await store.running_worker_sessions():
         if session["channel"] not in channels and not close_orphans:

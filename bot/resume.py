@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from adapters.base import Channel, ChannelError, MessageHandle, OutboundContent
+from adapters.base import Channel, ChannelError, ChatRef, MessageHandle, OutboundContent
 from agent.coordinator import NOT_FINISHED, TurnInput
 from agent.loop import tool_message
 from agent.personas import Persona
@@ -31,7 +31,7 @@ from agent.types import Message
 from bot.conversations import TurnSignal
 from bot.delivery import Delivery
 from bot.storage.base import StorageError
-from bot.storage.turns import handle_from_record
+from bot.storage.turns import chat_from_record, handle_from_record, handle_record
 from bot.turn import INTERRUPTED, STORAGE_FAILED, Outcome, TurnRunner
 from tools.base import ToolResult
 
@@ -67,13 +67,14 @@ class TurnResumer:
             return "not running"
         record = turn["placeholder"]
         handle = handle_from_record(record) if record else None
+        chat = chat_from_record(record) if record else None
         channel = self.runner.channels.get(turn["channel"])
         own: list[Message] = []
         point: ReplayPoint | None = None
         try:
             rows = await store.load_history(turn["session_id"])
             own = [message for owner, message in rows if owner == turn_id]
-            persona, reason = self._persona(turn, channel, handle)
+            persona, reason = self._persona(turn, channel, chat)
             if persona is not None:
                 calls = await store.turn_tool_calls(turn_id, turn["session_id"])
                 allowed = self.runner.coordinator.prepare(persona).allowed
@@ -87,19 +88,20 @@ class TurnResumer:
             )
             return "running"
         if reason is not None or point is None or persona is None:
-            await self._give_up(turn, channel, handle, own, reason or "nothing to resume")
+            await self._give_up(turn, channel, chat, handle, own, reason or "nothing to resume")
             return "failed"
-        assert channel is not None and handle is not None  # else `_persona` gave a reason
+        assert channel is not None and chat is not None  # else `_persona` gave a reason
         log.info(
             "resuming turn %s in %s (attempt %d)",
             turn_id,
             turn["conversation_key"],
             turn["resume_attempts"],
         )
-        return await self._finish(turn, persona, channel, handle, point, control or TurnSignal())
+        signal = control or TurnSignal()
+        return await self._finish(turn, persona, channel, chat, handle, point, signal)
 
     def _persona(
-        self, turn: dict[str, Any], channel: Channel | None, handle: MessageHandle | None
+        self, turn: dict[str, Any], channel: Channel | None, chat: ChatRef | None
     ) -> tuple[Persona | None, str | None]:
         """The turn's persona, or why the turn cannot go on (before anything is read)."""
         if turn["resume_attempts"] > self.settings.max_attempts:
@@ -113,7 +115,7 @@ class TurnResumer:
             )
         if channel is None:
             return None, f"channel {turn['channel']!r} is not running here"
-        if handle is None:
+        if chat is None:
             return None, "no placeholder was recorded"
         try:
             return self.runner.personas.get(turn["agent_id"]), None
@@ -125,14 +127,18 @@ class TurnResumer:
         turn: dict[str, Any],
         persona: Persona,
         channel: Channel,
-        handle: MessageHandle,
+        chat: ChatRef,
+        handle: MessageHandle | None,
         point: ReplayPoint,
         control: TurnSignal,
     ) -> str:
-        delivery = Delivery(channel, handle.chat, recipient=turn["user_id"])
-        delivery.adopt(handle)
+        delivery = Delivery(channel, chat, recipient=turn["user_id"])
         outcome = Outcome("completed", point.final or "", point.display)
         try:
+            if handle is not None:
+                delivery.adopt(handle)
+            else:  # its process died before it learned the placeholder's id: a new one
+                await self._new_placeholder(turn["id"], delivery)
             if point.final is None:
                 work = TurnInput(
                     persona=persona,
@@ -144,6 +150,9 @@ class TurnResumer:
                     text=point.messages[0].content,
                 )
                 outcome = await self.runner.work(work, delivery, control, point)
+            if control.lost:  # another process took it over meanwhile: leave it to that one
+                log.warning("turn %s left to the process that took it over", turn["id"])
+                return "lost"
             await delivery.finish(outcome.text, outcome.display)
         except ChannelError as exc:
             log.error("turn %s resumed but its final edit failed: %s", turn["id"], exc)
@@ -157,19 +166,33 @@ class TurnResumer:
             raise
         finally:
             await delivery.close()
-            final = outcome.text if outcome.status == "completed" else None
-            try:
-                await self.runner.store.finish_turn(
-                    turn["id"], status=outcome.status, final_text=final, error=outcome.error
-                )
-            except StorageError as exc:
-                log.error("turn %s ended but was not recorded: %s", turn["id"], exc)
+            if not control.lost:
+                final = outcome.text if outcome.status == "completed" else None
+                try:
+                    await self.runner.store.finish_turn(
+                        turn["id"], status=outcome.status, final_text=final, error=outcome.error
+                    )
+                except StorageError as exc:
+                    log.error("turn %s ended but was not recorded: %s", turn["id"], exc)
         return outcome.status
+
+    async def _new_placeholder(self, turn_id: str, delivery: Delivery) -> None:
+        """Post a placeholder and record it, as a new turn does (a send of unknown fate
+        leaves none: the answer then comes as a new message)."""
+        try:
+            async with asyncio.timeout(EDIT_DEADLINE_S):
+                handle = await delivery.start()
+        except (ChannelError, TimeoutError) as exc:
+            log.warning("turn %s: no new placeholder (%s); the answer comes alone", turn_id, exc)
+            return
+        if handle is not None:
+            await self.runner.store.update_turn_placeholder(turn_id, handle_record(handle))
 
     async def _give_up(
         self,
         turn: dict[str, Any],
         channel: Channel | None,
+        chat: ChatRef | None,
         handle: MessageHandle | None,
         own: list[Message],
         reason: str,
@@ -177,13 +200,19 @@ class TurnResumer:
         """The apology in the placeholder; the turn's open calls closed, so the history stays
         valid for the model; the turn `failed` with the reason."""
         outcome = "no placeholder to edit"
-        if handle is not None and channel is not None:
+        if channel is not None and chat is not None:
             try:
                 async with asyncio.timeout(EDIT_DEADLINE_S):
-                    await channel.edit(handle, OutboundContent(GAVE_UP), final=True)
-                outcome = "placeholder edited"
+                    if handle is not None:
+                        await channel.edit(handle, OutboundContent(GAVE_UP), final=True)
+                        outcome = "placeholder edited"
+                    else:  # none was posted, or its id never learned: say it anew
+                        await channel.send(
+                            chat, OutboundContent(GAVE_UP), final=True, recipient=turn["user_id"]
+                        )
+                        outcome = "said in a new message"
             except (ChannelError, TimeoutError) as exc:
-                outcome = f"placeholder edit failed: {exc}"
+                outcome = f"apology not delivered: {exc}"
         store = self.runner.store
         try:
             closing = [

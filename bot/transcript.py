@@ -44,6 +44,8 @@ class StoreHistory:
             if turn["status"] == "completed" and turn["final_text"] is not None:
                 placeholder = turn["placeholder"]
                 # no placeholder: its send went unconfirmed and the answer came as a new message
-                answer_id = placeholder["message_id"] if placeholder else f"t_{turn['id'][:12]}"
+                # (a record without `message_id`: the placeholder's id was never learned)
+                shown_id = placeholder.get("message_id") if placeholder else None
+                answer_id = shown_id if shown_id is not None else f"t_{turn['id'][:12]}"
                 messages.append(StoredMessage("assistant", answer_id, turn["final_text"]))
         return messages[-self.limit :]

@@ -19,16 +19,18 @@ from typing import TYPE_CHECKING, Any
 from adapters.base import Channel, ChannelError, DeliveryUncertain, InboundMessage, RateLimited
 from agent.coordinator import Coordinator, TurnInput
 from agent.log_context import bound
+from agent.loop import Resumed
 from agent.personas import PersonaLibrary
 from agent.providers.base import ProviderError
 from agent.replay import ReplayPoint
+from agent.types import Message
 from bot.conversations import TurnSignal
 from bot.dedup import Dedup
 from bot.delivery import APOLOGY, Delivery
 from bot.metrics import NO_METRICS, GatewayMetrics
 from bot.quota import Quotas
 from bot.storage.base import GatewayStore, StorageError
-from bot.storage.turns import handle_record
+from bot.storage.turns import chat_record, handle_record
 from tools.builtin.settings import ToolsSettings
 from tools.pii import PiiMasker
 from tools.redact import redact_credentials
@@ -111,53 +113,54 @@ class TurnRunner:
         ):
             await self._run(batch, control, turn_id)
 
-    async def _recorded_turn(self, event_ids: list[str]) -> str | None:
-        """The unfinished turn recorded for these inbound events, if any."""
-        wanted = set(event_ids)
-        for turn in await self.store.unfinished_turns():
-            if wanted & set(turn["inbound_event_ids"]):
-                return str(turn["id"])
-        return None
-
     async def _run(self, batch: list[InboundMessage], control: TurnSignal, turn_id: str) -> None:
         last = batch[-1]
         channel = self.channels[last.chat.channel]
-        if control.resumed and self.resumer is not None:
-            # taken over from a process that died running it (several processes): if that turn
-            # was recorded, its placeholder may be showing: finish it there, never a second one
-            recorded_turn = await self._recorded_turn([m.event_id for m in batch])
-            if recorded_turn is not None:
-                await self.resumer.resume_turn(recorded_turn, control)
-                return
+        if control.resumed and self.resumer is not None and await self._taken_over(batch, control):
+            return
         delivery = Delivery(channel, last.chat, reply_to=last.message_id, recipient=last.user_id)
         arrived = min(message.received_at for message in batch)
         outcome = Outcome()
         recorded = False
         log.debug("turn of %d message(s) starts", len(batch))
         try:
-            if not await self._post_placeholder(delivery, batch):
-                outcome.status = "undelivered"
-                return
-            self.metrics.placeholder_shown(last.chat.channel, time.monotonic() - arrived)
             if control.stopped:
                 outcome = Outcome("stopped", STOPPED)
             elif (refusal := await self._over_quota(last)) is not None:  # no model call
                 log.info("over quota in %s: %s", last.conversation_key, refusal)
                 outcome = Outcome("refused", refusal)
+            if outcome.status in ("stopped", "refused"):
+                if not await self._post_placeholder(delivery, batch):
+                    outcome.status = "undelivered"
+                    return
+                self.metrics.placeholder_shown(last.chat.channel, time.monotonic() - arrived)
             else:
                 persona = self.personas.get(self.persona)  # pinned for the whole turn
                 session_id = await self.session_for(last, persona.name, persona.version)
                 masker = _user_text_masker(self.coordinator)
+                # recorded BEFORE the placeholder is posted, and its handle right after: a
+                # process killed in between leaves a turn another resumes, never an unknown one
                 await self.store.create_turn(
                     turn_id=turn_id,
                     session_id=session_id,
                     channel=last.chat.channel,
                     conversation_key=last.conversation_key,
                     inbound_event_ids=[m.event_id for m in batch],
-                    placeholder=handle_record(delivery.handles[0]) if delivery.handles else None,
+                    placeholder=chat_record(last.chat),
                     inbound_messages=_shown(batch, masker),
                 )
                 recorded = True
+                text = _combine(batch, masker)
+                # the user's message too: a restart goes on from it (agent/replay.py)
+                start = ReplayPoint((Message("user", text),), resumed=Resumed(rounds_done=0))
+                await self.store.append_messages(session_id, turn_id, list(start.messages))
+                if not await self._post_placeholder(delivery, batch):
+                    outcome = Outcome("undelivered", error="undelivered: no placeholder posted")
+                    return
+                if delivery.handles:
+                    record = handle_record(delivery.handles[0])
+                    await self.store.update_turn_placeholder(turn_id, record)
+                self.metrics.placeholder_shown(last.chat.channel, time.monotonic() - arrived)
                 turn = TurnInput(
                     persona=persona,
                     session_id=session_id,
@@ -165,9 +168,13 @@ class TurnRunner:
                     user_id=last.user_id,
                     channel=last.chat.channel,
                     conversation_key=last.conversation_key,
-                    text=_combine(batch, masker),
+                    text=text,
                 )
-                outcome = await self.work(turn, delivery, control)
+                outcome = await self.work(turn, delivery, control, start)
+            if control.lost:
+                outcome, recorded = Outcome("lost"), False  # the new holder's now: hands off
+                log.warning("turn %s left to the process that took it over", turn_id)
+                return
             try:
                 await delivery.finish(outcome.text, outcome.display)
             except ChannelError as exc:
@@ -194,15 +201,35 @@ class TurnRunner:
             self.metrics.turn_finished(last.chat.channel, outcome.status, elapsed)
             log.debug("turn %s in %.1f ms", outcome.status, elapsed * 1000)
             if recorded:
-                final = outcome.text if outcome.status == "completed" else None
-                try:
-                    await self.store.finish_turn(
-                        turn_id, status=outcome.status, final_text=final, error=outcome.error
-                    )
-                except StorageError as exc:
-                    if outcome.text != STORAGE_FAILED:  # else the failure is logged already
-                        log.error("turn %s ended but was not recorded: %s", turn_id, exc)
+                await self._record_end(turn_id, outcome)
                 await self._spend(last, turn_id)
+
+    async def _taken_over(self, batch: list[InboundMessage], control: TurnSignal) -> bool:
+        """A batch taken over from a process that died running it (several processes): if a
+        turn took these events, finish that one in its placeholder (never a second one), or, if
+        it ended before its process died, leave it be: nothing is answered twice. False: no
+        turn was recorded, so the batch is run as new."""
+        assert self.resumer is not None
+        last = batch[-1]
+        turn = await self.store.turn_for_events(last.conversation_key, [m.event_id for m in batch])
+        if turn is None:
+            return False
+        if turn["status"] == "running":
+            await self.resumer.resume_turn(str(turn["id"]), control)
+        else:
+            log.info("turn %s had ended (%s) before its process died", turn["id"], turn["status"])
+        return True
+
+    async def _record_end(self, turn_id: str, outcome: Outcome) -> None:
+        final = outcome.text if outcome.status == "completed" else None
+        status = "failed" if outcome.status == "undelivered" else outcome.status
+        try:
+            await self.store.finish_turn(
+                turn_id, status=status, final_text=final, error=outcome.error
+            )
+        except StorageError as exc:
+            if outcome.text != STORAGE_FAILED:  # else the failure is logged already
+                log.error("turn %s ended but was not recorded: %s", turn_id, exc)
 
     async def _over_quota(self, message: InboundMessage) -> str | None:
         """What the placeholder says instead of an answer, if a quota is reached; else None and
@@ -244,6 +271,8 @@ class TurnRunner:
     ) -> Outcome:
         """The coordinator's part of a turn (new, or resumed from `replay`), within its deadline;
         a stop, a timeout or a failure becomes what the placeholder says."""
+        if control.stopped:  # a /stop while the placeholder was being posted
+            return Outcome("stopped", STOPPED)
         control.work = asyncio.create_task(
             self.coordinator.run_turn(turn, delivery.on_event, replay)
         )

@@ -98,9 +98,8 @@ async def one_gateway(
 async def gateways(
     count: int, config: Path, env: Mapping[str, str]
 ) -> AsyncIterator[list[Gateway]]:
-    """`count` processes on one config, stopped with SIGTERM. The first starts alone: two
-    processes creating one SQLite file at the same instant can meet "database is locked" while
-    switching it to WAL (seen on a loaded machine; the store's own matter, not tested here)."""
+    """`count` processes on one config, stopped with SIGTERM. The first starts alone, then the
+    others together (processes creating one new SQLite file at once: test_storage_first_open)."""
     async with AsyncExitStack() as stack:
         first = await stack.enter_async_context(one_gateway(config, env))
         others = await asyncio.gather(

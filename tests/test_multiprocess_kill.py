@@ -8,37 +8,27 @@ not made again; the user gets one answer; Telegram's redelivery of the update to
 from __future__ import annotations
 
 import asyncio
-import sqlite3
 import time
 import uuid
 from collections.abc import AsyncIterator
 from pathlib import Path
-from typing import Any
 
 import aiohttp
 import pytest
 
-from tests.fake_llm import Call, Reply, llm_config
+from tests import kill_kit
+from tests.fake_llm import Call, Reply
 from tests.fake_openai import FakeOpenAI
-from tests.processes import Gateway, gateways, write_config
+from tests.kill_kit import LEASE_S, WAIT_S, deliver, our_logs, rows
+from tests.processes import gateways
 from tests.redis_kit import URL, delete_prefix, skip_without_redis
-from tests.telegram_fake import TOKEN, FakeBotAPI
+from tests.telegram_fake import FakeBotAPI
 
 # Two `bot serve` starts on a loaded 2-core machine (a start alone has taken 20 s and more).
 pytestmark = pytest.mark.timeout(300)
-WAIT_S = 90.0
-SECRET = "kill-test-secret"
 CHAT = 4343
-LEASE_S = 2
 PAY = Call("create_payment", '{"service": "ASSESSMENT", "category": "GENERAL", "method": "CARD"}')
 ANSWER = "Your order is ready: pay 100.00 USD with the link before it expires."
-PERSONA = """---
-name: default
-description: Sells assessments.
-tools: [create_payment]
----
-You sell assessments.
-"""
 
 
 @pytest.fixture
@@ -62,47 +52,6 @@ async def servers() -> AsyncIterator[tuple[FakeBotAPI, FakeOpenAI]]:
     await fake.close()
 
 
-def _rows(folder: Path, sql: str) -> list[tuple[Any, ...]]:
-    with sqlite3.connect(folder / "bot.db") as db:
-        return db.execute(sql).fetchall()
-
-
-def _config(folder: Path, prefix: str, fake: FakeBotAPI, model: FakeOpenAI) -> Path:
-    personas = folder / "personas"
-    personas.mkdir()
-    (personas / "default.md").write_text(PERSONA)
-    telegram = {
-        "enabled": True,
-        "token": "${TELEGRAM_BOT_TOKEN}",
-        "api_base": fake.url,
-        "mode": "webhook",
-        "webhook_secret": "${TELEGRAM_WEBHOOK_SECRET}",
-        "private_edit_interval_s": 0.05,
-    }
-    return write_config(
-        folder,
-        redis={"url": "${REDIS_URL}", "prefix": prefix, "lease_s": LEASE_S},
-        personas={"dirs": [str(personas)]},
-        llm=llm_config("openai", model, max_retries=0, first_token_timeout_s=120),
-        tools={
-            "payment": {
-                "prices": {"ASSESSMENT": {"GENERAL": 100}},
-                "provider_url": "https://pay.example/{order_id}",
-            }
-        },
-        channels={"telegram": telegram, "websocket": {"enabled": False}},
-        server={"public_url": "https://bot.example.com"},
-        log={"level": "DEBUG"},
-    )
-
-
-async def _deliver(session: aiohttp.ClientSession, gateway: Gateway, update: Any) -> int:
-    url = f"{gateway.url}/telegram/webhook"
-    headers = {"X-Telegram-Bot-Api-Secret-Token": SECRET}
-    async with session.post(url, json=update, headers=headers) as response:
-        return response.status
-
-
 async def test_a_turn_killed_on_one_process_is_finished_by_another_in_its_placeholder(
     prefix: str,
     tmp_path: Path,
@@ -112,12 +61,11 @@ async def test_a_turn_killed_on_one_process_is_finished_by_another_in_its_placeh
     fake, model = servers
     # the order is created, then the model "thinks" until the process running the turn dies
     model.add(Reply(calls=[PAY]), Reply(stall_after=0))
-    config = _config(tmp_path, prefix, fake, model)
-    env = {"REDIS_URL": URL, "TELEGRAM_BOT_TOKEN": TOKEN, "TELEGRAM_WEBHOOK_SECRET": SECRET}
+    config = kill_kit.config(tmp_path, fake, model, prefix)
     update = fake.message(CHAT, "I want to pay for the assessment by card")
-    async with gateways(2, config, env) as (first, second):
+    async with gateways(2, config, kill_kit.env(URL)) as (first, second):
         try:
-            assert await _deliver(session, first, update) == 200
+            assert await deliver(session, first, update) == 200
             await model.wait_requests(2, timeout=WAIT_S)  # create_payment ran on `first`
             first.process.kill()  # SIGKILL: no shutdown code runs
             await first.process.wait()
@@ -126,22 +74,19 @@ async def test_a_turn_killed_on_one_process_is_finished_by_another_in_its_placeh
             assert [c.params["text"] for c in placeholder] == ["Thinking…"]
             placeholder_id = placeholder[0].message_id
             assert placeholder_id is not None
-            orders = _rows(tmp_path, "select id from orders")
+            orders = rows(tmp_path, "select id from orders")
             assert len(orders) == 1
             assert first.logged("a turn of") == 1 and second.logged("a turn of") == 0
 
             model.add(Reply(text=[ANSWER]))
             # Telegram got no answer from the dead process: it redelivers, here to `second`
-            assert await _deliver(session, second, update) == 200
+            assert await deliver(session, second, update) == 200
             await fake.wait_for(lambda: fake.messages.get((CHAT, placeholder_id)) == ANSWER, WAIT_S)
             takeover_s = time.monotonic() - killed
-            assert await _deliver(session, second, update) == 200  # and once more, later
+            assert await deliver(session, second, update) == 200  # and once more, later
             await asyncio.sleep(1.0)  # a second answer, if any, would be on its way by now
         except (AssertionError, TimeoutError):
-            ours = [(n, line) for n, g in enumerate((first, second)) for line in g.log]
-            logs = "".join(
-                f"[{n}] {line}" for n, line in ours if " DEBUG " not in line or "bot." in line
-            )
+            logs = our_logs(first, second)
             raise AssertionError(f"the logs (ours):\n{logs}") from None
         assert second.logged("resuming turn") == 1
     print(f"takeover after kill -9: {takeover_s:.1f} s (lease {LEASE_S} s)")
@@ -151,10 +96,10 @@ async def test_a_turn_killed_on_one_process_is_finished_by_another_in_its_placeh
     tool_results = [m for m in resumed if m["role"] == "tool"]
     assert len(tool_results) == 1 and str(orders[0][0]) in tool_results[0]["content"]  # replayed
     assert [m["content"] for m in resumed if m["role"] == "user"] == [update["message"]["text"]]
-    assert _rows(tmp_path, "select count(*) from orders") == [(1,)]  # not created twice
+    assert rows(tmp_path, "select count(*) from orders") == [(1,)]  # not created twice
     assert len(fake.ok(CHAT, "sendMessage")) == 1  # no second placeholder, no second answer
     edited = {c.params["message_id"] for c in fake.ok(CHAT, "editMessageText")}
     assert edited == {placeholder_id}
-    assert _rows(tmp_path, "select status, resume_attempts, final_text from turns") == [
+    assert rows(tmp_path, "select status, resume_attempts, final_text from turns") == [
         ("completed", 1, ANSWER)
     ]

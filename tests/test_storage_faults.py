@@ -75,13 +75,10 @@ async def test_a_full_disk_mid_turn_ends_the_placeholder_and_asks_to_send_again(
     await app.gateway.handle(_msg("please remember this", "e1"))
     await app.gateway.wait_idle()
 
-    placeholder, final = channel.calls  # the placeholder, then its final edit: no hanging
-    assert (final.kind, final.message_id, final.text) == (
-        "edit",
-        placeholder.message_id,
-        STORAGE_FAILED,
-    )
-    assert final.final and not provider.requests
+    # the turn is recorded before its placeholder is posted: the note comes alone, nothing hangs
+    (note,) = channel.calls
+    assert (note.kind, note.text) == ("send", STORAGE_FAILED)
+    assert note.final and not provider.requests
     errors = [r for r in caplog.records if r.levelno >= logging.ERROR]
     assert len(errors) == 1, [r.getMessage() for r in errors]  # logged once, naming what is lost
     assert "fake:dm-u1" in errors[0].getMessage() and "e1" in errors[0].getMessage()

@@ -20,7 +20,7 @@ from adapters.base import ChatRef, MessageHandle
 from agent.types import AuditRecord, Message, ToolCall
 from bot.storage import AUDIT_RESULT_LIMIT
 from bot.storage.backends import AnyStore, build_store
-from bot.storage.turns import handle_from_record, handle_record
+from bot.storage.turns import chat_from_record, chat_record, handle_from_record, handle_record
 from tests.pg_kit import pg_database, pg_url
 
 __all__ = ["pg_database", "pg_url"]  # fixtures the contract uses
@@ -151,6 +151,28 @@ async def test_the_latest_conversation_is_the_users_newest_turn_under_a_prefix(
     await turn("t7", "slack:C1:1.1", "U1")  # back in the first thread
     assert await latest(channel="slack", key_prefix="slack:C1:", user_id="U1") == "slack:C1:1.1"
     assert await latest(channel="slack", key_prefix="slack:C_%:", user_id="U1") is None
+
+
+async def test_a_turn_is_found_by_its_inbound_events_finished_or_not(store: AnyStore) -> None:
+    """What a process taking over a dead one's batch asks: did a turn take these events?"""
+    chat = ChatRef("telegram", "42")
+    assert await store.turn_for_events("telegram:42", ["in:t1"]) is None
+    await _turn(store, "t1", None)
+    await store.update_turn_placeholder("t1", chat_record(chat))  # posting it
+    await _turn(store, "t2", None)
+    await store.finish_turn("t1", status="completed", final_text="done")
+    found = await store.turn_for_events("telegram:42", ["other", "in:t1"])
+    assert found is not None
+    assert (found["id"], found["status"], found["final_text"]) == ("t1", "completed", "done")
+    assert handle_from_record(found["placeholder"]) is None  # its id was never learned
+    assert chat_from_record(found["placeholder"]) == chat  # but where it went is known
+    assert (await store.turn_for_events("telegram:42", ["in:t2"]) or {})["status"] == "running"
+    assert await store.turn_for_events("telegram:7", ["in:t1"]) is None  # another conversation
+    handle = MessageHandle(chat, "77")
+    await store.update_turn_placeholder("t2", handle_record(handle))  # posted
+    assert await store.conversation_chat("telegram:42") == chat
+    found = await store.turn_for_events("telegram:42", ["in:t2"]) or {}
+    assert handle_from_record(found["placeholder"]) == handle
 
 
 async def test_begin_resume_counts_attempts_of_running_turns_only(store: AnyStore) -> None:

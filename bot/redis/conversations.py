@@ -74,6 +74,10 @@ class RedisConversations:
         self.redis, self.reader = redis, reader
         self.base = f"{prefix}q:"
         self.lease_ms = int(lease_s * 1000)
+        # A dead holder's entry is claimed once idle for a lease: its heartbeat (which keeps the
+        # entry its own) stopped that long ago, so its lock has lapsed too; looked for 4 times
+        # a lease (at most every CLAIM_EVERY_S), so a takeover comes about a lease after a death.
+        self.claim_every_s = min(CLAIM_EVERY_S, lease_s / 4)
         self.coalesce_ms = coalesce_ms
         self.max_turn_chars, self.max_turn_messages = max_turn_chars, max_turn_messages
         self.max_queued = max_queued
@@ -210,14 +214,15 @@ class RedisConversations:
                     self.started.set()
                 now = loop.time()
                 if now >= next_claim:  # a dead process's entries, idle past its lease
-                    next_claim = now + CLAIM_EVERY_S
+                    next_claim = now + self.claim_every_s
                     claimed: Any = await self.reader.xautoclaim(
-                        self.ready, GROUP, self.consumer, int(self.lease_ms * 1.5), "0-0", count=10
+                        self.ready, GROUP, self.consumer, self.lease_ms, "0-0", count=10
                     )
                     for entry_id, fields in claimed[1]:
                         group.create_task(self._serve(entry_id, fields["c"], reclaimed=True))
+                block = min(BLOCK_MS, int(self.claim_every_s * 1000))  # back for the next claim
                 read: Any = await self.reader.xreadgroup(
-                    GROUP, self.consumer, {self.ready: ">"}, count=10, block=BLOCK_MS
+                    GROUP, self.consumer, {self.ready: ">"}, count=10, block=block
                 )
                 for _, entries in read or []:
                     for entry_id, fields in entries:

@@ -141,10 +141,12 @@ async def _heartbeat(
             cancelled_meanwhile()
             log.warning("conversation %s: lease not extended (%s)", c, describe(exc))
             continue
-        if state != 1:
+        if state == 2:
             q.stop_here(c)
         if state == 0:
             log.warning("conversation %s: lease lost to another process; stopping here", c)
+            if (running := q.signals.get(c)) is not None:
+                running.lose()  # the turn is the new holder's: nothing more of it from here
             lost.set()
             return
 

@@ -84,6 +84,17 @@ class GatewayStore(AgentStore, Protocol):
 
     async def unfinished_turns(self) -> list[dict[str, Any]]: ...
 
+    async def turn_for_events(
+        self, conversation_key: str, event_ids: list[str]
+    ) -> dict[str, Any] | None:
+        """The conversation's newest turn (finished or not) that took any of these inbound
+        events, decoded as `get_turn` returns it; None if none of its newest turns did."""
+        ...
+
+    async def update_turn_placeholder(self, turn_id: str, placeholder: dict[str, Any]) -> None:
+        """The placeholder's handle record, once it is posted (the turn was created before)."""
+        ...
+
     async def begin_resume(self, turn_id: str) -> dict[str, Any] | None:
         """If the turn is still `running`: add one to its `resume_attempts` and return it, with
         its session's `user_id` and `agent_id`, in one transaction. Else None."""

@@ -17,7 +17,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import random
 import sqlite3
+import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
@@ -42,6 +44,28 @@ log = logging.getLogger(__name__)
 T = TypeVar("T")
 CHECKPOINT_EVERY = 500  # writes between checkpoints (~1000 WAL pages is SQLite's own default)
 OPEN_BUSY_MS = 2000  # at start nothing else is served yet: waiting on the loop is fine
+OPEN_DEADLINE_S = 30.0  # for another process creating or migrating the schema meanwhile
+
+
+def _prepare(conn: sqlite3.Connection, db: Database, *, wal: bool) -> list[int]:
+    """WAL and the schema, tried again while another process does the same (two processes
+    started together on a new file): SQLite answers "database is locked" at once, without
+    waiting, where a wait could deadlock (a read turning into a write, the switch to WAL). Each
+    step is idempotent (a migration looks again under its lock), so trying again is safe."""
+    deadline = time.monotonic() + OPEN_DEADLINE_S
+    while True:
+        try:
+            if wal:
+                db.enable_wal()
+                conn.execute("PRAGMA wal_autocheckpoint = 0")  # the checkpoint thread does it
+            conn.execute("PRAGMA synchronous = NORMAL")  # WAL makes this crash-safe
+            return migrate(db)
+        except sqlite3.OperationalError as exc:
+            if not is_busy(exc) or time.monotonic() > deadline:
+                raise
+            if conn.in_transaction:
+                conn.execute("ROLLBACK")
+            time.sleep(random.uniform(0.01, 0.05))  # at start: nothing else is served yet
 
 
 def _dicts(cursor: sqlite3.Cursor) -> list[dict[str, Any]]:
@@ -185,15 +209,16 @@ class StoreConnection:
             Path(self.path).parent.mkdir(parents=True, exist_ok=True)
         # autocommit: each lone statement is its own short transaction; batches use BEGIN
         # not same-thread-only: a call that meets a lock waits on another thread (see above)
-        conn = sqlite3.connect(str(self.path), isolation_level=None, check_same_thread=False)
+        # `timeout`: the busy timeout holds from the very first statement
+        conn = sqlite3.connect(
+            str(self.path),
+            isolation_level=None,
+            check_same_thread=False,
+            timeout=OPEN_BUSY_MS / 1000,
+        )
         try:
             db = Database(conn, recursive_triggers=False, execute_plugins=False)
-            conn.execute(f"PRAGMA busy_timeout = {OPEN_BUSY_MS}")
-            if self.on_disk:
-                db.enable_wal()
-                conn.execute("PRAGMA wal_autocheckpoint = 0")  # the checkpoint thread does it
-            conn.execute("PRAGMA synchronous = NORMAL")  # WAL makes this crash-safe
-            applied = migrate(db)
+            applied = _prepare(conn, db, wal=self.on_disk)
             conn.execute(f"PRAGMA busy_timeout = {ON_LOOP_BUSY_MS}")
         except BaseException:
             conn.close()

@@ -19,6 +19,9 @@ _UNFINISHED = "SELECT * FROM turns WHERE status = 'running' ORDER BY rowid"
 _LAST_PLACEHOLDER = (
     "SELECT placeholder FROM turns WHERE conversation_key = ? ORDER BY rowid DESC LIMIT 1"
 )
+# A conversation's newest turns, finished or not: which of them took a batch's events.
+_NEWEST_TURNS = "SELECT * FROM turns WHERE conversation_key = ? ORDER BY rowid DESC LIMIT ?"
+EVENT_LOOKBACK = 20  # a batch taken over is among its conversation's newest turns (one at a time)
 # A user's newest turn among conversations under a key prefix (`substr`, not LIKE: no escaping).
 _LATEST_CONVERSATION = (
     "SELECT t.conversation_key FROM turns t JOIN chat_sessions s ON s.id = t.session_id"
@@ -93,6 +96,14 @@ class TurnLog(StoreConnection):
             _decode(turn)
         return rows
 
+    async def turn_for_events(
+        self, conversation_key: str, event_ids: list[str]
+    ) -> dict[str, Any] | None:
+        """The newest turn of the conversation that took any of these inbound events, finished
+        or not: a batch taken over from a dead process may have been answered already."""
+        rows = await self._run(self._select, _NEWEST_TURNS, conversation_key, EVENT_LOOKBACK)
+        return took_events(rows, event_ids)
+
     async def begin_resume(self, turn_id: str) -> dict[str, Any] | None:
         """Take up a turn interrupted by a crash: count the attempt and return the turn (with
         its session's `user_id` and `agent_id`); None when it is no longer `running`."""
@@ -116,8 +127,7 @@ class TurnLog(StoreConnection):
         row = await self._one(_LAST_PLACEHOLDER, conversation_key)
         if row is None or not row["placeholder"]:
             return None
-        handle = handle_from_record(json.loads(row["placeholder"]))
-        return None if handle is None else handle.chat
+        return chat_from_record(json.loads(row["placeholder"]))
 
     async def latest_conversation(
         self, *, channel: str, key_prefix: str, user_id: str
@@ -172,6 +182,15 @@ class TurnLog(StoreConnection):
         self._conn.execute(_INSERT_TURN, row)
 
 
+def took_events(rows: list[dict[str, Any]], event_ids: list[str]) -> dict[str, Any] | None:
+    """The first of `rows` (undecoded turns) whose inbound events include one of `event_ids`."""
+    wanted = set(event_ids)
+    for row in rows:
+        if wanted & set(json.loads(row["inbound_event_ids"])):
+            return _decode(row)
+    return None
+
+
 def _decode(turn: dict[str, Any]) -> dict[str, Any]:
     turn["inbound_event_ids"] = json.loads(turn["inbound_event_ids"])
     turn["placeholder"] = json.loads(turn["placeholder"]) if turn["placeholder"] else None
@@ -191,11 +210,30 @@ def handle_record(handle: MessageHandle) -> dict[str, Any]:
     }
 
 
-def handle_from_record(record: dict[str, Any]) -> MessageHandle | None:
-    """The handle back; None for a record from before handles were stored whole."""
-    if "channel" not in record or "message_id" not in record:
+def chat_record(chat: ChatRef) -> dict[str, Any]:
+    """Where the placeholder goes, recorded before it is posted: a turn whose process died
+    before it learned the placeholder's id is resumed in a new placeholder there."""
+    return {
+        "channel": chat.channel,
+        "chat_id": chat.chat_id,
+        "thread_id": chat.thread_id,
+        "team_id": chat.team_id,
+    }
+
+
+def chat_from_record(record: dict[str, Any]) -> ChatRef | None:
+    """The chat of a handle record or of a `chat_record`; None for an old partial record."""
+    if "channel" not in record or "chat_id" not in record:
         return None
-    chat = ChatRef(
+    return ChatRef(
         record["channel"], record["chat_id"], record.get("thread_id"), record.get("team_id")
     )
+
+
+def handle_from_record(record: dict[str, Any]) -> MessageHandle | None:
+    """The handle back; None for a record from before handles were stored whole, or for a
+    `chat_record` (the placeholder was not posted, or its id not learned)."""
+    chat = chat_from_record(record)
+    if chat is None or "message_id" not in record:
+        return None
     return MessageHandle(chat, record["message_id"], record.get("data") or {})

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 from adapters.base import ChatRef
 from bot.storage.pg.connection import PgConnection, fetch_rows, rowcount
 from bot.storage.schema import TURN_STATUSES, check_status, now
-from bot.storage.turns import _decode, handle_from_record
+from bot.storage.turns import EVENT_LOOKBACK, _decode, chat_from_record, took_events
 
 if TYPE_CHECKING:
     from bot.storage.pg.connection import Conn
@@ -26,6 +26,7 @@ _RECENT_TURNS = (
     " ORDER BY seq DESC LIMIT $5"
 )
 _SET_PLACEHOLDER = "UPDATE turns SET placeholder = $1 WHERE id = $2"
+_NEWEST_TURNS = "SELECT * FROM turns WHERE conversation_key = $1 ORDER BY seq DESC LIMIT $2"
 _UNFINISHED = "SELECT * FROM turns WHERE status = 'running' ORDER BY seq"
 _LAST_PLACEHOLDER = (
     "SELECT placeholder FROM turns WHERE conversation_key = $1 ORDER BY seq DESC LIMIT 1"
@@ -92,6 +93,13 @@ class PgTurnLog(PgConnection):
         when no other live gateway process shares the database)."""
         return [_decode(turn) for turn in await self._select(_UNFINISHED)]
 
+    async def turn_for_events(
+        self, conversation_key: str, event_ids: list[str]
+    ) -> dict[str, Any] | None:
+        """The newest turn that took any of these events (see `SqliteStore.turn_for_events`)."""
+        rows = await self._select(_NEWEST_TURNS, conversation_key, EVENT_LOOKBACK)
+        return took_events(rows, event_ids)
+
     async def begin_resume(self, turn_id: str) -> dict[str, Any] | None:
         """Take up a turn interrupted by a crash (see `SqliteStore.begin_resume`)."""
         row = await self._run(_begin_resume, turn_id)
@@ -113,8 +121,7 @@ class PgTurnLog(PgConnection):
         row = await self._one(_LAST_PLACEHOLDER, conversation_key)
         if row is None or not row["placeholder"]:
             return None
-        handle = handle_from_record(json.loads(row["placeholder"]))
-        return None if handle is None else handle.chat
+        return chat_from_record(json.loads(row["placeholder"]))
 
     async def latest_conversation(
         self, *, channel: str, key_prefix: str, user_id: str
