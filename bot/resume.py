@@ -158,12 +158,7 @@ class TurnResumer:
         finally:
             await delivery.close()
             final = outcome.text if outcome.status == "completed" else None
-            try:
-                await self.runner.store.finish_turn(
-                    turn["id"], status=outcome.status, final_text=final, error=outcome.error
-                )
-            except StorageError as exc:
-                log.error("turn %s ended but was not recorded: %s", turn["id"], exc)
+            await self.runner.ends.record(turn["id"], outcome.status, final, outcome.error)
         return outcome.status
 
     async def _give_up(

@@ -29,6 +29,7 @@ from bot.metrics import NO_METRICS, GatewayMetrics
 from bot.quota import Quotas
 from bot.storage.base import GatewayStore, StorageError
 from bot.storage.turns import handle_record
+from bot.turn_ends import TurnEnds
 from tools.builtin.settings import ToolsSettings
 from tools.pii import PiiMasker
 from tools.redact import redact_credentials
@@ -90,6 +91,7 @@ class TurnRunner:
         self.timeout_s = timeout_s
         self.quotas = quotas
         self.resumer: TurnResumer | None = None  # set by the gateway
+        self.ends = TurnEnds(store)  # an end the store refused is retried (bot/turn_ends.py)
 
     async def run(self, batch: list[InboundMessage], control: TurnSignal) -> None:
         while batch and batch[0].event_id.startswith(RESUME_EVENT) and self.resumer is not None:
@@ -195,13 +197,7 @@ class TurnRunner:
             log.debug("turn %s in %.1f ms", outcome.status, elapsed * 1000)
             if recorded:
                 final = outcome.text if outcome.status == "completed" else None
-                try:
-                    await self.store.finish_turn(
-                        turn_id, status=outcome.status, final_text=final, error=outcome.error
-                    )
-                except StorageError as exc:
-                    if outcome.text != STORAGE_FAILED:  # else the failure is logged already
-                        log.error("turn %s ended but was not recorded: %s", turn_id, exc)
+                await self.ends.record(turn_id, outcome.status, final, outcome.error)
                 await self._spend(last, turn_id)
 
     async def _over_quota(self, message: InboundMessage) -> str | None:
@@ -230,7 +226,7 @@ class TurnRunner:
         )
         try:
             for message in batch:
-                await self.dedup.release(message.event_id)
+                await self.dedup.reopen(message.event_id)
         except StorageError:
             pass  # the same failure, logged above; the claims expire with their TTL
         return Outcome("failed", STORAGE_FAILED, error=f"storage: {exc}")
@@ -292,9 +288,7 @@ class TurnRunner:
                 log.error("no placeholder in %s: %s", batch[-1].chat.key, exc)
                 break
         for message in batch:
-            await self.dedup.release(
-                message.event_id
-            )  # nothing was shown: a platform retry may answer
+            await self.dedup.reopen(message.event_id)  # nothing was shown: a retry may answer
         return False
 
 

@@ -1,14 +1,15 @@
 """Two defects the multi-process PostgreSQL outage test (tests/test_multiprocess_pg.py) found,
-shown here in one process each. Both are strict xfails: they pass (and so fail the suite) once
-the defect is fixed, and the mark goes.
+shown here in one process each (fixed; these tests keep them fixed).
 
-1. A turn the outage cut short ends with STORAGE_FAILED in its placeholder, but its row stays
-   `running` (its `finish_turn` failed and is never tried again). In embedded mode the next
-   start resumes it as if the process had died (the model is asked again and the placeholder
-   that asked the user to send the message again is answered after all): two answers.
-2. In Redis mode the turn releases its messages' claims "so a platform's retry is answered",
+1. A turn the outage cut short ends with STORAGE_FAILED in its placeholder; its `finish_turn`
+   failed too, and the row stayed `running`. In embedded mode the next start resumed it as if
+   the process had died (the model asked again, the placeholder that asked the user to send the
+   message again answered after all): two answers. Now the end is retried until the store
+   answers, and once more at shutdown (bot/turn_ends.py).
+2. In Redis mode the turn released its messages' claims "so a platform's retry is answered",
    but the queue's once-key (bot/redis/conversations_lua.py ENQUEUE, `q:once:<event>`, 10 min)
-   still drops the redelivery silently: no answer, no error.
+   still dropped the redelivery silently. Now the turn reopens them (`Dedup.reopen`: the claim
+   and the once-key). tests/test_redis_retry.py shows it with a real platform client.
 """
 
 from __future__ import annotations
@@ -57,7 +58,6 @@ async def _cut_mid_turn(
     return app, channel, provider
 
 
-@pytest.mark.xfail(strict=True, reason="defect 1: finish_turn is not retried after the outage")
 async def test_a_turn_the_outage_cut_short_is_not_left_running(
     running: Running, link: CuttableLink, pg_url: str
 ) -> None:
@@ -75,7 +75,6 @@ async def test_a_turn_the_outage_cut_short_is_not_left_running(
             await asyncio.sleep(0.1)
 
 
-@pytest.mark.xfail(strict=True, reason="defect 2: the Redis queue's once-key drops the retry")
 async def test_in_redis_mode_the_retry_of_a_message_the_outage_lost_is_answered(
     prefix: str, running: Running, link: CuttableLink, pg_url: str
 ) -> None:  # `prefix` first: its keys are deleted after the app stopped
@@ -87,7 +86,6 @@ async def test_in_redis_mode_the_retry_of_a_message_the_outage_lost_is_answered(
     assert channel.calls[-1].text == "answered"
 
 
-@pytest.mark.xfail(strict=True, reason="defect 1: the next start resumes the turn it cut short")
 async def test_the_next_start_does_not_answer_again_what_the_user_was_told_to_resend(
     running: Running, link: CuttableLink, pg_url: str
 ) -> None:

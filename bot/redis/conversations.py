@@ -40,6 +40,7 @@ from bot.conversations import (
 from bot.redis import conversations_lua as lua
 from bot.redis import messages
 from bot.redis.client import BLOCK_MS, cancelled_meanwhile, describe, guarded
+from bot.redis.dedup import once_key
 from bot.redis.stops import listen_for_stops
 
 log = logging.getLogger(__name__)
@@ -65,7 +66,7 @@ class RedisConversations:
         max_queued: int = MAX_QUEUED,
     ) -> None:
         self.redis, self.reader = redis, reader
-        self.base = f"{prefix}q:"
+        self.prefix, self.base = prefix, f"{prefix}q:"
         self.lease_ms = int(lease_s * 1000)
         self.coalesce_ms = coalesce_ms
         self.max_turn_chars, self.max_turn_messages = max_turn_chars, max_turn_messages
@@ -121,7 +122,7 @@ class RedisConversations:
         async with guarded("queueing a message"):
             queued = await self.scripts["ENQUEUE"](
                 keys=[self.key(c, "in"), self.key(c, "lock"), self.ready, f"{self.base}busy"]
-                + [f"{self.base}once:{message.event_id}"],
+                + [once_key(self.prefix, message.event_id)],
                 args=[messages.dump(message), self.max_queued, c, ONCE_MS],
             )
         if not int(queued):
