@@ -80,9 +80,7 @@ class TurnEnds:
                 await self._more.wait()
                 wait = BACKOFF_S[0]
             await asyncio.sleep(wait)
-            if await self._write_pending():
-                wait = BACKOFF_S[0]
-            else:
+            if not await self._write_pending():
                 wait = min(wait * 2, BACKOFF_S[1])
 
     async def flush(self, deadline_s: float = FLUSH_S) -> None:
