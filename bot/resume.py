@@ -33,6 +33,7 @@ from bot.delivery import Delivery
 from bot.storage.base import StorageError
 from bot.storage.turns import handle_from_record
 from bot.turn import INTERRUPTED, STORAGE_FAILED, Outcome, TurnRunner
+from bot.turn_ends import ended_unrecorded
 from tools.base import ToolResult
 
 log = logging.getLogger(__name__)
@@ -74,6 +75,8 @@ class TurnResumer:
             rows = await store.load_history(turn["session_id"])
             own = [message for owner, message in rows if owner == turn_id]
             persona, reason = self._persona(turn, channel, handle)
+            if reason is None and await ended_unrecorded(store, turn):
+                persona, reason = None, "it had ended: a later turn of its conversation ran"
             if persona is not None:
                 calls = await store.turn_tool_calls(turn_id, turn["session_id"])
                 allowed = self.runner.coordinator.prepare(persona).allowed

@@ -7,18 +7,22 @@ user's resend gets its own answer: two answers. The store that refused the turn'
 (a database outage, a full disk) usually refuses its `finish_turn` too, so the end is kept here
 and tried again in the background, with backoff, until the store answers; at shutdown once more.
 
-Why not the other way round, start-up recovery telling an ended turn from a cut one? What the
-placeholder showed last is nowhere but on the platform (which cannot be asked) and in this
-process; the row is the one durable place. A process stopped while the store still refuses
-leaves the turn `running`: that is logged, with the turn's id, as the one window left.
+Why not (only) start-up recovery telling an ended turn from a cut one? What the placeholder
+showed last is nowhere but on the platform (which cannot be asked) and in this process; the row
+is the one durable place. Recovery can tell one case: a later turn of the same conversation ran
+(`ended_unrecorded`: the user's resend was answered, then the process was killed before the end
+was written); that turn is given up, never resumed. A process stopped while the store still
+refuses, before any resend, leaves the turn `running`: logged, with the turn's id, as the one
+window left (the next start answers it, once, in its placeholder).
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Final, Protocol
+from typing import Any, Final, Protocol
 
 from bot.storage.base import StorageError
 
@@ -116,3 +120,30 @@ class TurnEnds:
         await self.store.finish_turn(
             end.turn_id, status=end.status, final_text=end.final_text, error=end.error
         )
+
+
+class TurnsRead(Protocol):
+    async def recent_turns(
+        self,
+        *,
+        channel: str,
+        conversation_key: str,
+        user_id: str,
+        agent_id: str = "default",
+        limit: int = 100,
+    ) -> list[dict[str, Any]]: ...
+
+
+async def ended_unrecorded(store: TurnsRead, turn: Mapping[str, Any]) -> bool:
+    """Whether a `running` turn (as `begin_resume` returns it) is followed by a later turn of
+    its conversation. A conversation runs one turn at a time, an interrupted one resumed before
+    any newer message; so this one had ended though its end was never recorded (its process was
+    killed before `TurnEnds` wrote it, say). Resuming it would answer the user's resend twice."""
+    newest = await store.recent_turns(
+        channel=turn["channel"],
+        conversation_key=turn["conversation_key"],
+        user_id=turn["user_id"],
+        agent_id=turn["agent_id"],
+        limit=1,
+    )
+    return bool(newest) and newest[-1]["id"] != turn["id"]

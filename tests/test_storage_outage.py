@@ -40,11 +40,15 @@ async def link() -> AsyncIterator[CuttableLink]:
         yield made
 
 
+def _channel() -> RecordingChannel:
+    return RecordingChannel(ChannelLimits(max_text_length=4096, min_edit_interval_s=0.05))
+
+
 async def _cut_mid_turn(
     running: Running, link: CuttableLink, pg_url: str, **sections: Any
 ) -> tuple[App, RecordingChannel, ScriptedProvider]:
     """A turn whose model call is under way when the database goes away; then it comes back."""
-    channel = RecordingChannel(ChannelLimits(max_text_length=4096, min_edit_interval_s=0.05))
+    channel = _channel()
     held = asyncio.Event()
     provider = ScriptedProvider([Reply("cut mid-turn", wait=held), Reply("answered")])
     app = await running(provider, channels=[channel], storage={"url": link.url(pg_url)}, **sections)
@@ -92,7 +96,29 @@ async def test_the_next_start_does_not_answer_again_what_the_user_was_told_to_re
     first, _, _ = await _cut_mid_turn(running, link, pg_url)
     await first.stop()
     provider = ScriptedProvider([Reply("answered after the restart")])
-    channel = RecordingChannel(ChannelLimits(max_text_length=4096, min_edit_interval_s=0.05))
+    channel = _channel()
     again = await running(provider, channels=[channel], storage={"url": link.url(pg_url)})
     await again.gateway.wait_idle()
     assert provider.requests == [] and channel.calls == []  # the apology stands
+
+
+async def test_a_turn_a_later_one_followed_is_not_resumed_though_its_end_was_lost(
+    running: Running, link: CuttableLink, pg_url: str
+) -> None:
+    first, channel, _ = await _cut_mid_turn(running, link, pg_url)
+    await first.gateway.handle(_msg("a question", "e2"))  # the user sends it again, as asked
+    await first.gateway.wait_idle()
+    assert channel.calls[-1].text == "answered"
+    await first.stop()
+    conn = await asyncpg.connect(pg_url)
+    try:  # as a process killed before it wrote the first turn's end leaves it
+        await conn.execute("update turns set status = 'running' where final_text is null")
+        provider = ScriptedProvider([Reply("answered twice")])
+        again = await running(provider, channels=[_channel()], storage={"url": link.url(pg_url)})
+        await again.gateway.wait_idle()
+        rows = await conn.fetch("select status, error from turns order by seq")
+    finally:
+        await conn.close()
+    assert provider.requests == []  # not resumed: the resend was answered already
+    assert [r["status"] for r in rows] == ["failed", "completed"]
+    assert "a later turn of its conversation ran" in rows[0]["error"]
