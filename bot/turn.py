@@ -217,7 +217,7 @@ class TurnRunner:
 
     async def _storage_failed(self, batch: list[InboundMessage], exc: StorageError) -> Outcome:
         """The messages are in no store: say so in the log, ask the user to send them again, and
-        release their claims so a platform's retry is answered."""
+        reopen their events so a platform's retry is answered (`Dedup.reopen`)."""
         log.error(
             "storage failed in %s; message(s) %s not kept, the user is asked to send again: %s",
             batch[-1].conversation_key,
