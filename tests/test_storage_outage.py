@@ -122,3 +122,36 @@ async def test_a_turn_a_later_one_followed_is_not_resumed_though_its_end_was_los
     assert provider.requests == []  # not resumed: the resend was answered already
     assert [r["status"] for r in rows] == ["failed", "completed"]
     assert "a later turn of its conversation ran" in rows[0]["error"]
+
+
+async def test_a_resumed_turn_the_outage_cut_short_is_not_left_running(
+    running: Running, link: CuttableLink, pg_url: str
+) -> None:
+    first, _, _ = await _cut_mid_turn(running, link, pg_url)
+    await first.stop()
+    conn = await asyncpg.connect(pg_url)
+    try:  # as a process killed mid-turn leaves it: resumed at the next start
+        await conn.execute("update turns set status = 'running', error = null")
+        held = asyncio.Event()
+        provider = ScriptedProvider([Reply("resumed, then cut", wait=held)])
+        channel = _channel()
+        await running(provider, channels=[channel], storage={"url": link.url(pg_url)})
+        await eventually(lambda: len(provider.requests) == 1)  # the resumed turn asks the model
+        await link.cut()
+        held.set()
+        await eventually(lambda: bool(channel.calls) and channel.calls[-1].text == STORAGE_FAILED)
+        await link.restore()
+        await _until_statuses(conn, ["failed"])
+    finally:
+        await conn.close()
+
+
+async def _until_statuses(conn: asyncpg.Connection, wanted: list[str]) -> None:
+    """Until the turns' rows say `wanted` (recorded state, polled)."""
+    async with asyncio.timeout(10):
+        while await _statuses(conn) != wanted:  # noqa: ASYNC110 (a row: polled)
+            await asyncio.sleep(0.1)
+
+
+async def _statuses(conn: asyncpg.Connection) -> list[str]:
+    return [r["status"] for r in await conn.fetch("select status from turns order by seq")]
