@@ -109,11 +109,13 @@ class TurnEnds:
             end = next(iter(self.pending.values()))
             try:
                 await self._write(end)
+                log.info("turn %s: its end (%s) is recorded now", end.turn_id, end.status)
             except StorageError:
                 return False
+            except LookupError as exc:  # never created after all: nothing to end
+                log.error("turn %s: its end (%s) is dropped: %s", end.turn_id, end.status, exc)
             if self.pending.get(end.turn_id) is end:
                 del self.pending[end.turn_id]
-            log.info("turn %s: its end (%s) is recorded now", end.turn_id, end.status)
         return True
 
     async def _write(self, end: TurnEnd) -> None:
