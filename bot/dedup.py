@@ -23,6 +23,13 @@ class Dedup(Protocol):
         """Forget a claim whose event produced nothing, so the platform's retry is answered."""
         ...
 
+    async def reopen(self, event_id: str) -> None:
+        """The event's turn ended without keeping it (no placeholder posted, nothing stored) and
+        asked for a retry: forget the event everywhere it was remembered, the queue included, so
+        the platform's redelivery is taken as new. Not for an event that was never queued: a
+        queue that remembers events (Redis) does so against a lost reply's double."""
+        ...
+
 
 class ClaimStore(Protocol):
     async def claim_event(self, event_id: str, ttl_s: float) -> bool: ...
@@ -42,6 +49,9 @@ class StoreDedup:
 
     async def release(self, event_id: str) -> None:
         await self.store.release_event(event_id)
+
+    async def reopen(self, event_id: str) -> None:
+        await self.release(event_id)  # the embedded queue remembers no event
 
 
 class MemoryDedup:
@@ -78,6 +88,9 @@ class MemoryDedup:
 
     async def release(self, event_id: str) -> None:
         self._seen.pop(event_id, None)
+
+    async def reopen(self, event_id: str) -> None:
+        await self.release(event_id)
 
     def __len__(self) -> int:
         return len(self._seen)

@@ -127,8 +127,17 @@ class Gateway:
         self.accepting.set()
 
     async def run(self) -> None:
-        """Run every conversation's turns until cancelled."""
-        await self.conversations.run(self.turns.run)
+        """Run every conversation's turns until cancelled; the ends of turns the store refused
+        to record are retried meanwhile, and once more after the last turn (bot/turn_ends.py)."""
+        try:
+            async with asyncio.TaskGroup() as group:
+                retrying = group.create_task(self.turns.ends.retry(), name="turn ends")
+                try:
+                    await self.conversations.run(self.turns.run)
+                finally:
+                    retrying.cancel()
+        finally:
+            await self.turns.ends.flush()
 
     async def wait_idle(self) -> None:
         await self.conversations.wait_idle()

@@ -33,6 +33,7 @@ from bot.delivery import Delivery
 from bot.storage.base import StorageError
 from bot.storage.turns import chat_from_record, handle_from_record, handle_record
 from bot.turn import INTERRUPTED, STORAGE_FAILED, Outcome, TurnRunner
+from bot.turn_ends import ended_unrecorded
 from tools.base import ToolResult
 
 log = logging.getLogger(__name__)
@@ -75,6 +76,8 @@ class TurnResumer:
             rows = await store.load_history(turn["session_id"])
             own = [message for owner, message in rows if owner == turn_id]
             persona, reason = self._persona(turn, channel, chat)
+            if reason is None and await ended_unrecorded(store, turn):
+                persona, reason = None, "it had ended: a later turn of its conversation ran"
             if persona is not None:
                 calls = await store.turn_tool_calls(turn_id, turn["session_id"])
                 allowed = self.runner.coordinator.prepare(persona).allowed
@@ -168,12 +171,7 @@ class TurnResumer:
             await delivery.close()
             if not control.lost:
                 final = outcome.text if outcome.status == "completed" else None
-                try:
-                    await self.runner.store.finish_turn(
-                        turn["id"], status=outcome.status, final_text=final, error=outcome.error
-                    )
-                except StorageError as exc:
-                    log.error("turn %s ended but was not recorded: %s", turn["id"], exc)
+                await self.runner.ends.record(turn["id"], outcome.status, final, outcome.error)
         return outcome.status
 
     async def _new_placeholder(self, turn_id: str, delivery: Delivery) -> None:

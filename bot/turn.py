@@ -31,6 +31,7 @@ from bot.metrics import NO_METRICS, GatewayMetrics
 from bot.quota import Quotas
 from bot.storage.base import GatewayStore, StorageError
 from bot.storage.turns import chat_record, handle_record
+from bot.turn_ends import TurnEnds
 from tools.builtin.settings import ToolsSettings
 from tools.pii import PiiMasker
 from tools.redact import redact_credentials
@@ -92,6 +93,7 @@ class TurnRunner:
         self.timeout_s = timeout_s
         self.quotas = quotas
         self.resumer: TurnResumer | None = None  # set by the gateway
+        self.ends = TurnEnds(store)  # an end the store refused is retried (bot/turn_ends.py)
 
     async def run(self, batch: list[InboundMessage], control: TurnSignal) -> None:
         while batch and batch[0].event_id.startswith(RESUME_EVENT) and self.resumer is not None:
@@ -223,13 +225,7 @@ class TurnRunner:
     async def _record_end(self, turn_id: str, outcome: Outcome) -> None:
         final = outcome.text if outcome.status == "completed" else None
         status = "failed" if outcome.status == "undelivered" else outcome.status
-        try:
-            await self.store.finish_turn(
-                turn_id, status=status, final_text=final, error=outcome.error
-            )
-        except StorageError as exc:
-            if outcome.text != STORAGE_FAILED:  # else the failure is logged already
-                log.error("turn %s ended but was not recorded: %s", turn_id, exc)
+        await self.ends.record(turn_id, status, final, outcome.error)  # kept and retried if refused
 
     async def _over_quota(self, message: InboundMessage) -> str | None:
         """What the placeholder says instead of an answer, if a quota is reached; else None and
@@ -248,7 +244,7 @@ class TurnRunner:
 
     async def _storage_failed(self, batch: list[InboundMessage], exc: StorageError) -> Outcome:
         """The messages are in no store: say so in the log, ask the user to send them again, and
-        release their claims so a platform's retry is answered."""
+        reopen their events so a platform's retry is answered (`Dedup.reopen`)."""
         log.error(
             "storage failed in %s; message(s) %s not kept, the user is asked to send again: %s",
             batch[-1].conversation_key,
@@ -257,7 +253,7 @@ class TurnRunner:
         )
         try:
             for message in batch:
-                await self.dedup.release(message.event_id)
+                await self.dedup.reopen(message.event_id)
         except StorageError:
             pass  # the same failure, logged above; the claims expire with their TTL
         return Outcome("failed", STORAGE_FAILED, error=f"storage: {exc}")
@@ -321,9 +317,7 @@ class TurnRunner:
                 log.error("no placeholder in %s: %s", batch[-1].chat.key, exc)
                 break
         for message in batch:
-            await self.dedup.release(
-                message.event_id
-            )  # nothing was shown: a platform retry may answer
+            await self.dedup.reopen(message.event_id)  # nothing was shown: a retry may answer
         return False
 
 

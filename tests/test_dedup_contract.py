@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from bot.dedup import Dedup, MemoryDedup, StoreDedup
-from bot.redis.dedup import RedisDedup
+from bot.redis.dedup import RedisDedup, once_key
 from bot.storage import SqliteStore
 from tests.redis_kit import redis_prefix
 
@@ -43,6 +43,30 @@ async def test_a_released_claim_can_be_claimed_again(make: MakeDedup) -> None:
     assert await dedup.claim("e")
     assert not await dedup.claim("e")
     await dedup.release("never-claimed")  # harmless
+
+
+async def test_a_reopened_event_can_be_claimed_again(make: MakeDedup) -> None:
+    dedup = make(60)
+    assert await dedup.claim("e")
+    await dedup.reopen("e")  # its turn asked for a retry
+    assert await dedup.claim("e")
+    await dedup.reopen("never-claimed")  # harmless
+
+
+async def test_in_redis_only_a_reopen_forgets_that_the_queue_took_the_event() -> None:
+    """The queue's once-note stops a second enqueue after a reply lost on its way back (the
+    gateway then releases the claim: the platform's retry must not queue it twice); a turn that
+    asks for a retry reopens the event, and the retry is queued (tests/test_redis_retry.py)."""
+    async with redis_prefix() as (redis, prefix):
+        dedup = RedisDedup(redis, prefix=prefix, ttl_s=60)
+        note = once_key(prefix, "e")
+        await redis.set(note, "1", px=60_000)  # as ENQUEUE leaves it
+        assert await dedup.claim("e")
+        await dedup.release("e")
+        assert await redis.exists(note)
+        assert await dedup.claim("e")
+        await dedup.reopen("e")
+        assert not await redis.exists(note) and await dedup.claim("e")
 
 
 async def test_an_expired_claim_is_taken_again(make: MakeDedup) -> None:

@@ -42,7 +42,7 @@ from bot.conversations import (
 from bot.redis import conversations_lua as lua
 from bot.redis import messages
 from bot.redis.client import BLOCK_MS, cancelled_meanwhile, describe, guarded
-from bot.redis.dedup import RedisDedup
+from bot.redis.dedup import RedisDedup, once_key
 from bot.redis.stops import listen_for_stops
 
 log = logging.getLogger(__name__)
@@ -72,7 +72,7 @@ class RedisConversations:
         the process that queued it (no reader's round trip; a web socket's frames stay in its
         process). False: the consumer group hands it to whichever process reads first."""
         self.redis, self.reader = redis, reader
-        self.base = f"{prefix}q:"
+        self.prefix, self.base = prefix, f"{prefix}q:"
         self.lease_ms = int(lease_s * 1000)
         # A dead holder's entry is claimed once idle for a lease: its heartbeat (which keeps the
         # entry its own) stopped that long ago, so its lock has lapsed too; looked for 4 times
@@ -132,7 +132,7 @@ class RedisConversations:
             self.started.clear()
 
     async def enqueue(self, message: InboundMessage) -> None:
-        await self._enqueue(message, f"{self.base}once:{message.event_id}", ONCE_MS)
+        await self._enqueue(message, once_key(self.prefix, message.event_id), ONCE_MS)
 
     def claims_for(self, dedup: object) -> bool:
         return dedup is self.dedup and self.dedup is not None

@@ -7,6 +7,12 @@ from redis.asyncio import Redis
 from bot.redis.client import guarded
 
 
+def once_key(prefix: str, event_id: str) -> str:
+    """The conversation queue's note that `event_id` was queued (conversations_lua.py ENQUEUE):
+    a second enqueue of it, after a reply lost on the way back, queues nothing."""
+    return f"{prefix}q:once:{event_id}"
+
+
 class RedisDedup:
     """`SET <prefix>dedup:<event> 1 NX PX <ttl>`: the first process to set it answers the event.
 
@@ -16,6 +22,7 @@ class RedisDedup:
 
     def __init__(self, redis: Redis, *, prefix: str, ttl_s: float = 86400) -> None:
         self.redis = redis
+        self.base = prefix
         self.prefix = f"{prefix}dedup:"
         self.ttl_ms = int(ttl_s * 1000)
 
@@ -33,3 +40,10 @@ class RedisDedup:
     async def release(self, event_id: str) -> None:
         async with guarded("releasing an event"):
             await self.redis.delete(self.key(event_id))
+
+    async def reopen(self, event_id: str) -> None:
+        """The claim and the queue's once-note together (one DEL): the event's turn asked for
+        a retry, and the queue must take the redelivery instead of dropping it as the double of
+        an enqueue whose reply was lost. `release` alone keeps the note, for that very case."""
+        async with guarded("reopening an event"):
+            await self.redis.delete(self.key(event_id), once_key(self.base, event_id))
