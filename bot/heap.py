@@ -1,12 +1,13 @@
 """The garbage collector of a serving gateway: start-up objects frozen, young collections rarer.
 
 Why: CPython's cyclic collector pauses the event loop, and every turn waits behind it. A full
-collection walks every tracked object; after start-up that is aiohttp, the model SDKs, pydantic's
-schemas, the personas: about 85,000 objects (`bot serve`) that live as long as the process. Measured with `gc.callbacks` on bench/ws_bench.py (50 web socket conversations,
-scripted model), a full collection ran 70-95 ms of CPU (up to 250 ms of wall time on a busy
-machine) every ~1,500 turns: that was the p99 of time to placeholder. Frozen after start-up
-(`gc.freeze`, made for this), those objects are never walked again, and a full collection
-walks only what turns have kept since (the history caches): a few ms.
+collection walks every tracked object; after start-up that is aiohttp, the model SDKs,
+pydantic's schemas, the personas: about 85,000 objects (`bot serve`) that live as long as the
+process. Measured with `gc.callbacks` on bench/ws_bench.py (50 web socket conversations, scripted
+model), a full collection ran 70-95 ms of CPU (up to 250 ms of wall time on a busy machine) every
+~1,500 turns: that was the p99 of time to placeholder. Frozen after start-up (`gc.freeze`, made
+for this), those objects are never walked again, and a full collection walks only what turns
+have kept since (the history caches): a few ms while they are small.
 
 Young collections are made rarer too: a turn allocates thousands of short-lived containers,
 most freed by reference counting before any collection sees them, so at the default threshold
