@@ -5,14 +5,15 @@ collection walks every tracked object; after start-up that is aiohttp, the model
 pydantic's schemas, the personas: about 85,000 objects (`bot serve`) that live as long as the
 process. Measured with `gc.callbacks` on bench/ws_bench.py (50 web socket conversations, scripted
 model), a full collection ran 70-95 ms of CPU (up to 250 ms of wall time on a busy machine) every
-~1,500 turns: that was the p99 of time to placeholder. Frozen after start-up (`gc.freeze`, made
+~2,000 turns: that was the p99 of time to placeholder. Frozen after start-up (`gc.freeze`, made
 for this), those objects are never walked again, and a full collection walks only what turns
 have kept since (the history caches): a few ms while they are small.
 
 Young collections are made rarer too: a turn allocates thousands of short-lived containers,
-most freed by reference counting before any collection sees them, so at the default threshold
-(700) the collector ran every few turns to find almost nothing. At YOUNG_THRESHOLD the
-collector's CPU per turn fell from ~60 us to ~4 us, each young collection taking 2-3 ms at most.
+most freed by reference counting before any collection sees them. Measured over ~4,000 turns
+(CPU of the collector per turn; longest pause): frozen at the default threshold 700, 21 us and
+16-20 ms (two full collections); at 2,000, 12 us and 2-5 ms; at 10,000, 5 us but every young
+collection a 3-5 ms pause. Unfrozen at 700 (before): 62 us and 70-95 ms.
 
 Only a serving process calls `settle_heap` (`bot serve`, the benchmark's gateway): a frozen
 object is never collected, so a process that starts and stops many apps (the tests) must not.
@@ -26,7 +27,7 @@ from typing import Final
 
 log = logging.getLogger(__name__)
 
-YOUNG_THRESHOLD: Final = 10_000  # allocations between young collections (CPython's default: 700)
+YOUNG_THRESHOLD: Final = 2_000  # allocations between young collections (CPython: 700)
 OLDER_THRESHOLDS: Final = (10, 10)  # CPython's defaults
 
 
