@@ -191,6 +191,18 @@ class Server:
 # ---------------------------------------------------------------- load (this process)
 
 
+def run_queue_wait(pid: int) -> float:
+    """Seconds the threads of `pid` have waited, runnable, for a CPU (/proc schedstat): time
+    other processes held the gateway's core, which no change of ours shortens."""
+    waited = 0
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        try:
+            waited += int((task / "schedstat").read_text().split()[1])
+        except (OSError, IndexError, ValueError):
+            continue  # a thread that ended meanwhile
+    return waited / 1e9
+
+
 def rss_bytes(pid: int) -> int:
     for line in Path(f"/proc/{pid}/status").read_text().splitlines():
         if line.startswith("VmRSS:"):
