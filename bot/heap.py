@@ -15,8 +15,10 @@ most freed by reference counting before any collection sees them. Measured over 
 16-20 ms (two full collections); at 2,000, 12 us and 2-5 ms; at 10,000, 5 us but every young
 collection a 3-5 ms pause. Unfrozen at 700 (before): 62 us and 70-95 ms.
 
-Only a serving process calls `settle_heap` (`bot serve`, the benchmark's gateway): a frozen
-object is never collected, so a process that starts and stops many apps (the tests) must not.
+The price: a frozen object that later becomes cyclic garbage is never freed. What start-up
+builds lives as long as the process, but for what a reload replaces (personas, knowledge files):
+rare and small. Only a serving process calls `settle_heap` (`bot serve`, the benchmark's
+gateway); a process that starts and stops many apps (the tests) must not.
 """
 
 from __future__ import annotations
