@@ -138,7 +138,10 @@ class Coordinator:
                 unanswered.update((call.id, call) for call in message.tool_calls)
             elif message.tool_call_id is not None:
                 unanswered.pop(message.tool_call_id, None)
-            await self.store.append_messages(turn.session_id, turn.turn_id, [message])
+            # with the usage of the model call that wrote it: one transaction
+            await self.store.append_messages(
+                turn.session_id, turn.turn_id, [message], usage_log.take()
+            )
 
         if replay is None:
             own: list[Message] = [Message("user", turn.text)]

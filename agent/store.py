@@ -3,10 +3,21 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Protocol
 
 from agent.providers.base import Provider
 from agent.types import AuditRecord, Message, Usage
+
+
+@dataclass(frozen=True, slots=True)
+class UsageRow:
+    """One model call's tokens, attributed to the provider and model that served it."""
+
+    provider: str
+    model: str
+    input_tokens: int
+    output_tokens: int
 
 
 class Store(Protocol):
@@ -29,8 +40,15 @@ class Store(Protocol):
         ...
 
     async def append_messages(
-        self, session_id: str, turn_id: str, messages: Sequence[Message]
-    ) -> None: ...
+        self,
+        session_id: str,
+        turn_id: str,
+        messages: Sequence[Message],
+        usage: Sequence[UsageRow] = (),
+    ) -> None:
+        """`usage`: rows for `usage` under the same session and turn, in the same transaction
+        (the model call that wrote a message is recorded with it: one commit, not two)."""
+        ...
 
     async def record_tool_call(self, record: AuditRecord) -> None: ...
 
@@ -58,13 +76,29 @@ class UsageLog:
     async def __call__(self, provider: Provider, usage: Usage) -> None:
         self.usages.append(usage)
 
+    def take(self) -> list[UsageRow]:
+        """The rows of the usage collected since the last `take` or `write`, now written by the
+        caller (with the message its model call wrote)."""
+        rows = [
+            UsageRow(
+                usage.provider or self.provider.name,
+                usage.model or self.model or self.provider.model,
+                usage.input_tokens,
+                usage.output_tokens,
+            )
+            for usage in self.usages
+        ]
+        self.usages.clear()
+        return rows
+
     async def write(self, store: Store, *, session_id: str, turn_id: str | None) -> None:
-        for usage in self.usages:
+        """Write the usage not taken yet (a call that wrote no message: a stopped turn's)."""
+        for row in self.take():
             await store.record_usage(
                 session_id=session_id,
                 turn_id=turn_id,
-                provider=usage.provider or self.provider.name,
-                model=usage.model or self.model or self.provider.model,
-                input_tokens=usage.input_tokens,
-                output_tokens=usage.output_tokens,
+                provider=row.provider,
+                model=row.model,
+                input_tokens=row.input_tokens,
+                output_tokens=row.output_tokens,
             )

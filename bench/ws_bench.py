@@ -6,7 +6,9 @@ LLM server share the other core(s).
 `--provider scripted` (the default) uses the in-process scripted model and prints turns/s,
 time-to-placeholder and turn latency (p50/p99), the gateway's CPU per turn, and, measured in the
 same run as the ceiling, a raw aiohttp web socket echo server's rate and latency, and the
-server memory per idle connection.
+server memory per idle connection. The paced run goes at half the flat-out rate unless `--rate`
+says otherwise, and prints how long the gateway waited for its core (other processes on it):
+on a shared machine that, not the gateway, is most of a latency tail.
 
 `--provider openai|anthropic|all` runs the same load through the real `openai` / `anthropic` SDK
 against bench/fake_llm_server.py (its own process, 0 ms, streamed answer) and prints, beside the
@@ -15,7 +17,7 @@ conversation, turns/s of N conversations flat out, and latency paced at half tha
 `--profile DIR` records the gateway with py-spy during each vendor's long conversation and
 paced run and prints the event loop's frames with the largest inclusive and self shares.
 
-    python bench/ws_bench.py [--conversations 50] [--turns 40] [--rate 700]
+    python bench/ws_bench.py [--conversations 50] [--turns 40] [--rate TURNS_PER_S]
     python bench/ws_bench.py --provider all [--long-turns 1000] [--profile /tmp/prof]
     python bench/ws_bench.py --memory-only [--help-visitors 3000]   # the /help memory line only
     python bench/ws_bench.py --metrics-overhead 5   # CPU per turn with BOT_METRICS on vs off
@@ -47,6 +49,7 @@ from bench.ws_load import (
     pct,
     pin_cores,
     rss_bytes,
+    run_queue_wait,
     start_echo,
     start_gateway,
 )
@@ -78,7 +81,7 @@ async def run_scripted(
     turns: int,
     solo_turns: int,
     idle_count: int,
-    rate: float,
+    rate: float | None,
     help_visitors: int,
     cores: Cores,
 ) -> None:
@@ -121,8 +124,10 @@ async def run_scripted(
                 )
                 wall = time.perf_counter() - started
                 cpu = gateway.cpu() - cpu_before
+                rate = rate or len(total) / wall / 2  # half of saturation
                 paced_placeholder: list[float] = []
                 paced: list[float] = []
+                waited = run_queue_wait(gateway.pid)
                 await asyncio.gather(
                     *(
                         gateway_conversation(
@@ -137,6 +142,7 @@ async def run_scripted(
                         for i in range(conversations)
                     )
                 )
+                waited = run_queue_wait(gateway.pid) - waited
                 echo_total: list[float] = []
                 echo_started = time.perf_counter()
                 await asyncio.gather(
@@ -180,6 +186,7 @@ async def run_scripted(
         f"  time to placeholder  p50  {pct(paced_placeholder, 0.5):8.2f} ms   p99 {pct(paced_placeholder, 0.99):8.2f} ms"
     )
     print(f"  turn latency         p50  {pct(paced, 0.5):8.2f} ms   p99 {pct(paced, 0.99):8.2f} ms")
+    print(f"  waiting for its core      {waited / len(paced) * 1000:8.2f} ms per turn (run queue)")
     echo_count = len(echo_total)
     print(f"raw aiohttp echo (ceiling), same clients, {echo_count} round trips")
     print(f"  round trips/s             {echo_count / echo_wall:8.0f}")
@@ -212,7 +219,9 @@ def main() -> None:
     parser.add_argument("--conversations", type=int, default=50)
     parser.add_argument("--turns", type=int, default=40)
     parser.add_argument("--solo-turns", type=int, default=500)
-    parser.add_argument("--rate", type=float, default=700, help="turns/s for the paced run")
+    parser.add_argument(
+        "--rate", type=float, help="turns/s for the paced run (default: half of flat out)"
+    )
     parser.add_argument(
         "--long-turns", type=int, default=1000, help="turns of the long conversation (providers)"
     )

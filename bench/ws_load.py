@@ -86,6 +86,7 @@ async def serve_gateway(data_dir: str, llm: dict[str, Any] | None, answer: list[
     from agent.providers.scripted import Reply, ScriptedProvider
     from bot.app import App
     from bot.config import load_config
+    from bot.heap import settle_heap
 
     # the key comes from the environment, as the config check asks of secrets
     config = load_config(gateway_config(data_dir, llm), env={"BENCH_LLM_KEY": "bench-key"})
@@ -103,6 +104,7 @@ async def serve_gateway(data_dir: str, llm: dict[str, Any] | None, answer: list[
         provider = scripted
     threading.Thread(target=_answer_cpu_probes, daemon=True).start()
     async with App(config, base_dir=Path(data_dir), provider=provider) as app:
+        settle_heap()  # as `bot serve` does
         print(f"PORT {app.port}", flush=True)
         await app.wait()
 
@@ -187,6 +189,18 @@ class Server:
 
 
 # ---------------------------------------------------------------- load (this process)
+
+
+def run_queue_wait(pid: int) -> float:
+    """Seconds the threads of `pid` have waited, runnable, for a CPU (/proc schedstat): time
+    other processes held the gateway's core, which no change of ours shortens."""
+    waited = 0
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        try:
+            waited += int((task / "schedstat").read_text().split()[1])
+        except (OSError, IndexError, ValueError):
+            continue  # a thread that ended meanwhile
+    return waited / 1e9
 
 
 def rss_bytes(pid: int) -> int:

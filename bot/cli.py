@@ -132,6 +132,7 @@ def _chat_log(config: Config, base_dir: Path) -> Path:
 
 async def _serve(config: Config, base_dir: Path) -> int:
     from bot.app import App
+    from bot.heap import settle_heap
 
     loop = asyncio.get_running_loop()
     main_task = asyncio.current_task()
@@ -140,6 +141,7 @@ async def _serve(config: Config, base_dir: Path) -> int:
         loop.add_signal_handler(sig, main_task.cancel)
     try:
         async with App(config, base_dir=base_dir) as app:
+            settle_heap()
             await app.wait()
     except asyncio.CancelledError:
         log.info("stopped")

@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 
 from adapters.base import ChatRef, MessageHandle
+from agent.store import UsageRow
 from agent.types import AuditRecord, Message, ToolCall
 from bot.storage import AUDIT_RESULT_LIMIT
 from bot.storage.backends import AnyStore, build_store
@@ -306,6 +307,20 @@ async def test_audit_and_usage_rows(store: AnyStore) -> None:
         )  # fmt: skip
     assert await store.turn_usage("t") == {"model_calls": 2, "input_tokens": 42, "output_tokens": 6}
     assert [row["input_tokens"] for row in await store.usage_for_session("s")] == [12, 30]
+
+
+async def test_a_message_and_its_model_calls_usage_are_written_together(store: AnyStore) -> None:
+    usage = [UsageRow("offline", "echo", 12, 3), UsageRow("backup", "echo-2", 30, 4)]
+    await store.append_messages("s", "t", [Message("assistant", "hi")], usage)
+    assert await store.turn_usage("t") == {"model_calls": 2, "input_tokens": 42, "output_tokens": 7}
+    rows = await store.usage_for_session("s")
+    assert [(row["provider"], row["model"]) for row in rows] == [
+        ("offline", "echo"),
+        ("backup", "echo-2"),
+    ]
+    await store.append_messages("s", "t", [], [UsageRow("offline", "echo", 1, 1)])  # no message
+    assert (await store.turn_usage("t"))["model_calls"] == 3
+    assert [m.content for _, m in await store.load_history("s")] == ["hi"]
 
 
 async def test_memories_replace_by_key_and_orders_round_trip(store: AnyStore) -> None:

@@ -71,13 +71,17 @@ class EventHub(Protocol):
     async def publish(self, conversation: str, type: str, fields: Mapping[str, Any]) -> int: ...
 
 
+# one encoder for every frame: `json.dumps` with options builds a new one per call
+_ENCODER: Final = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"))
+
+
 def encode_frame(conversation: str, type: str, fields: Mapping[str, Any], seq: int) -> str:
     """The frame's JSON text, or `ChannelError` naming what cannot be encoded."""
     frame: dict[str, Any] = {"type": type, **fields}
     frame["type"] = type
     frame["seq"] = seq
     try:
-        return json.dumps(frame, ensure_ascii=False, separators=(",", ":"))
+        return _ENCODER.encode(frame)
     except (TypeError, ValueError) as exc:
         raise ChannelError(
             f"{type} frame for {conversation!r} is not JSON-serializable ({exc}); "

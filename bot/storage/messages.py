@@ -8,6 +8,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, cast
 
+from agent.store import UsageRow
 from agent.types import AuditRecord, Message, Role, ToolCall
 from bot.storage.connection import StoreConnection
 from bot.storage.schema import insert_sql, now
@@ -55,6 +56,15 @@ def _message_fields(m: Message) -> tuple[Any, ...]:
     )
 
 
+def _usage_rows(
+    session_id: str, turn_id: str, usage: Sequence[UsageRow], stamp: str
+) -> list[tuple[Any, ...]]:
+    return [
+        (session_id, turn_id, u.provider, u.model, u.input_tokens, u.output_tokens, stamp)
+        for u in usage
+    ]
+
+
 def _history_item(row: tuple[Any, ...]) -> HistoryItem:
     _, turn_id, role, content, calls, call_id, name, is_error = row
     tool_calls = (
@@ -93,10 +103,16 @@ class MessageLog(StoreConnection):
         return await self._run(self._load_history_db, session_id)
 
     async def append_messages(
-        self, session_id: str, turn_id: str, messages: Sequence[Message]
+        self,
+        session_id: str,
+        turn_id: str,
+        messages: Sequence[Message],
+        usage: Sequence[UsageRow] = (),
     ) -> None:
         if messages:
-            await self._run(self._append_db, session_id, turn_id, tuple(messages))
+            await self._run(self._append_db, session_id, turn_id, tuple(messages), tuple(usage))
+        elif usage:
+            await self._run(self._insert_usage_db, session_id, turn_id, tuple(usage))
 
     async def record_tool_call(self, record: AuditRecord) -> None:
         await self._run(self._record_tool_call_db, record)
@@ -143,7 +159,13 @@ class MessageLog(StoreConnection):
             del history.items[: len(history.items) - HISTORY_KEEP]
         return list(history.items)
 
-    def _append_db(self, session_id: str, turn_id: str, messages: tuple[Message, ...]) -> None:
+    def _append_db(
+        self,
+        session_id: str,
+        turn_id: str,
+        messages: tuple[Message, ...],
+        usage: tuple[UsageRow, ...] = (),
+    ) -> None:
         stamp = now()
         rows = [(session_id, turn_id, *_message_fields(m), stamp) for m in messages]
         history = self._histories.get(session_id)
@@ -157,11 +179,17 @@ class MessageLog(StoreConnection):
             conn.executemany(_INSERT_MESSAGE, rows)
             last_id = conn.execute("SELECT last_insert_rowid()").fetchone()[0]
             conn.execute(_TOUCH_SESSION, (stamp, session_id))
+            if usage:
+                conn.executemany(_INSERT_USAGE, _usage_rows(session_id, turn_id, usage, stamp))
         if history is not None:
             history.items.extend(map(_history_item, missed))
             history.items.extend((turn_id, m) for m in messages)
             history.last_id = last_id
             self._histories.move_to_end(session_id)
+
+    def _insert_usage_db(self, session_id: str, turn_id: str, usage: tuple[UsageRow, ...]) -> None:
+        with self._transaction() as conn:
+            conn.executemany(_INSERT_USAGE, _usage_rows(session_id, turn_id, usage, now()))
 
     def _record_tool_call_db(self, r: AuditRecord) -> None:
         extra = json.dumps(r.extra, default=str) if r.extra else None

@@ -17,6 +17,7 @@ from collections import Counter, OrderedDict
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
+from agent.store import UsageRow
 from agent.types import AuditRecord, Message
 from bot.storage.messages import (
     HISTORY_KEEP,
@@ -74,9 +75,22 @@ class PgMessageLog(PgConnection):
         return list(self._merge(session_id, rows).items)
 
     async def append_messages(
-        self, session_id: str, turn_id: str, messages: Sequence[Message]
+        self,
+        session_id: str,
+        turn_id: str,
+        messages: Sequence[Message],
+        usage: Sequence[UsageRow] = (),
     ) -> None:
         if not messages:
+            for row in usage:
+                await self.record_usage(
+                    session_id=session_id,
+                    turn_id=turn_id,
+                    provider=row.provider,
+                    model=row.model,
+                    input_tokens=row.input_tokens,
+                    output_tokens=row.output_tokens,
+                )
             return
         lock = self._append_locks.setdefault(session_id, asyncio.Lock())
         self._appenders[session_id] += 1
@@ -84,7 +98,9 @@ class PgMessageLog(PgConnection):
             async with lock:
                 history = self._histories.get(session_id)
                 since = None if history is None else history.last_id
-                rows = await self._run(_append, session_id, turn_id, tuple(messages), since)
+                rows = await self._run(
+                    _append, session_id, turn_id, tuple(messages), since, tuple(usage)
+                )
                 if session_id in self._histories:
                     self._merge(session_id, rows)
         finally:
@@ -151,14 +167,24 @@ async def _append(
     turn_id: str,
     messages: tuple[Message, ...],
     since: int | None,
+    usage: tuple[UsageRow, ...] = (),
 ) -> list[Row]:
-    """Inserts the messages; returns them with their ids, after the rows others added since
-    `since` (none when `since` is None: the session is not cached)."""
+    """Inserts the messages (and `usage` rows); returns the messages with their ids, after the
+    rows others added since `since` (none when `since` is None: the session is not cached)."""
     stamp = now()
     columns = list(zip(*(_message_fields(m) for m in messages), strict=True))
     async with conn.transaction():
         await conn.execute(_TOUCH_SESSION, session_id, stamp)  # the per-session lock; see above
         missed = [] if since is None else await _history_since(conn, session_id, since)
         ids = await conn.fetch(_INSERT_MESSAGES, session_id, turn_id, stamp, *columns)
+        if usage:
+            await conn.executemany(
+                _INSERT_USAGE,
+                [
+                    (session_id, turn_id, u.provider, u.model, u.input_tokens, u.output_tokens)
+                    + (stamp,)
+                    for u in usage
+                ],
+            )
     mine = [(row[0], (turn_id, m)) for row, m in zip(ids, messages, strict=True)]
     return missed + mine
