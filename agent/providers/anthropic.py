@@ -5,16 +5,15 @@ arguments on every delta) become our events: text deltas as they arrive, a tool 
 `content_block_stop` closes it (arguments passed on exactly as sent, valid JSON or not), usage
 from `message_start` and `message_delta`. SDK types and errors never leave this module.
 
-The request goes through the SDK's raw request method, `client.post(..., content=<bytes>)`,
-with the body assembled from pieces encoded once per message (wire.py), not through
-`messages.create`, which would encode the whole history to JSON again on every call (~3 ms at
-1,000 messages; older SDK versions also ran a per-message transform, the SDK's issue #1195).
-`post` is what create() calls with its body, so the SDK still does the transport, auth, the
-version header, timeouts, the SSE framing and its error types (`event: error` included);
-create()'s extras (a deprecated-model warning, tracing span names) are not needed here. As in the
-OpenAI module, events arrive as parsed JSON (`AsyncStream[object]`, no pydantic model per event)
-and the client runs on the SDK's aiohttp transport (`DefaultAioHttpClient`): both measured in
-bench/provider_bench.py.
+The request is not made by `messages.create`, which would encode the whole history to JSON again
+on every call (~3 ms at 1,000 messages; older SDK versions also ran a per-message transform, the
+SDK's issue #1195). The body is assembled from pieces encoded once per message (wire.py) and sent
+as the request the SDK built once for the endpoint (prepared.py, which says why that way and what
+it costs): the SDK still does the transport, auth, the version header, timeouts, the SSE framing
+and its error types (`event: error` included); create()'s extras (a deprecated-model warning,
+tracing span names) are not needed here. As in the OpenAI module, events arrive as parsed JSON
+(`AsyncStream[object]`, no pydantic model per event) and the client runs on the SDK's aiohttp
+transport (`DefaultAioHttpClient`): both measured in bench/provider_bench.py.
 """
 
 from __future__ import annotations
@@ -27,10 +26,12 @@ from typing import Any, cast
 
 import anthropic
 import httpx2
+from anthropic._models import FinalRequestOptions
 
 from agent.providers.base import ProviderError, ProviderUnavailable
 from agent.providers.classify import MALFORMED, classify, malformed
 from agent.providers.deadline import Deadline, Timeouts
+from agent.providers.prepared import PreparedPost
 from agent.providers.wire import array, cached, dumps, json_object
 from agent.types import (
     Message,
@@ -70,9 +71,10 @@ class AnthropicProvider:
         # SDK retries off: ours (resilient.py) know about fallback and about text already shown
         # a user:password in the URL goes as the header it stands for: SDKs log their URLs
         base_url, auth = split_credentials(base_url)
+        # the SDK's own aiohttp transport: a third less CPU per call than httpx (module doc)
+        http = anthropic.DefaultAioHttpClient(timeout=self.timeouts.httpx())
         self._client = anthropic.AsyncAnthropic(
-            # the SDK's own aiohttp transport: a third less CPU per call than httpx (module doc)
-            http_client=anthropic.DefaultAioHttpClient(timeout=self.timeouts.httpx()),
+            http_client=http,
             api_key=api_key,
             base_url=base_url,
             default_headers=auth or None,
@@ -80,6 +82,9 @@ class AnthropicProvider:
             timeout=self.timeouts.httpx(),
         )
         self.base_url = str(self._client.base_url).rstrip("/")
+        options = FinalRequestOptions.construct(method="post", url="/v1/messages")
+        errors = (anthropic.APITimeoutError, anthropic.APIConnectionError)
+        self._post = PreparedPost(self._client, http, options, errors)
         self._tools: tuple[tuple[ToolSpec, ...], bytes] = ((), b"[]")
 
     async def aclose(self) -> None:
@@ -90,17 +95,11 @@ class AnthropicProvider:
         who = f"anthropic {model} at {self.base_url}"
         deadline = Deadline(self.timeouts, who)
         try:
-            stream = await deadline.wait(
-                self._client.post(
-                    "/v1/messages",
-                    content=self._body(request, model),
-                    cast_to=anthropic.types.Message,
-                    stream=True,
-                    stream_cls=anthropic.AsyncStream[object],  # events as parsed JSON
-                )
-            )
+            response = await deadline.wait(self._post.send(self._body(request, model)))
         except (anthropic.APIError, httpx2.HTTPError) as exc:
             raise self._error(exc, who, bool(request.tools)) from exc
+        # events as parsed JSON
+        stream = anthropic.AsyncStream(cast_to=object, response=response, client=self._client)
         state = _State()
         # an async generator (closed below), though the SDK types it as an iterator
         events = cast(AsyncGenerator[Any, None], aiter(stream))
