@@ -146,6 +146,36 @@ async def test_a_message_sent_again_is_not_encoded_again(
     assert len(messages) == 3 and vendor in answer.derived
 
 
+@pytest.mark.parametrize("vendor", ["openai", "anthropic"])
+async def test_the_sdk_builds_the_request_once_not_per_call(
+    vendor: str,
+    openai_fake: FakeOpenAI,
+    anthropic_fake: FakeAnthropic,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    fake: FakeOpenAI | FakeAnthropic = openai_fake if vendor == "openai" else anthropic_fake
+    fake.add(Reply(text=["one"]), Reply(text=["two"]))
+    cls = OpenAIProvider if vendor == "openai" else AnthropicProvider
+    provider = cls(api_key="test-key", base_url=fake.url, model="m")
+    builds: list[Any] = []
+    build = provider._client._build_request
+
+    def counted(*args: Any, **kwargs: Any) -> Any:
+        builds.append(args)
+        return build(*args, **kwargs)
+
+    monkeypatch.setattr(provider._client, "_build_request", counted)
+    assert await _text(provider, ModelRequest("", (Message("user", "first"),))) == "one"
+    assert await _text(provider, ModelRequest("", (Message("user", "second"),))) == "two"
+    await provider.aclose()
+    assert builds == []  # built when the provider was made; a call only sends it with its body
+    first, second = fake.requests
+    assert _headers(first) == _headers(second) and first.body != second.body
+    assert int(second.headers["Content-Length"]) == len(
+        json.dumps(second.body, separators=(",", ":"), ensure_ascii=False).encode()
+    )
+
+
 def test_token_estimates_are_made_once_per_message() -> None:
     window = HistoryWindow()
     rows = [("t1", Message("user", "a" * 400)), ("t2", Message("user", "b" * 400))]

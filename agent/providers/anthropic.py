@@ -97,6 +97,7 @@ class AnthropicProvider:
         try:
             response = await deadline.wait(self._post.send(self._body(request, model)))
         except (anthropic.APIError, httpx2.HTTPError) as exc:
+            deadline.close()
             raise self._error(exc, who, bool(request.tools)) from exc
         # events as parsed JSON
         stream = anthropic.AsyncStream(cast_to=object, response=response, client=self._client)
@@ -120,6 +121,7 @@ class AnthropicProvider:
         except MALFORMED as exc:  # the SDK parses each data line to JSON; it does not map this
             raise malformed(who, exc) from exc
         finally:
+            deadline.close()
             await events.aclose()
             await stream.close()
         if not state.done:

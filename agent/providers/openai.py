@@ -114,6 +114,7 @@ class OpenAIProvider:
         try:
             response = await deadline.wait(self._post.send(self._body(request, model)))
         except (openai.OpenAIError, httpx2.HTTPError) as exc:
+            deadline.close()
             raise self._error(exc, who, bool(request.tools)) from exc
         # chunks as parsed JSON, see above
         stream = openai.AsyncStream(cast_to=object, response=response, client=self._client)
@@ -136,6 +137,7 @@ class OpenAIProvider:
         except MALFORMED as exc:  # the SDK parses each data line to JSON; it does not map this
             raise malformed(who, exc) from exc
         finally:
+            deadline.close()
             await chunks.aclose()
             await stream.close()
         if state.finish is None and not state.calls:
