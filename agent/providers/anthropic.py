@@ -27,11 +27,13 @@ from typing import Any, cast
 import anthropic
 import httpx2
 from anthropic._models import FinalRequestOptions
+from anthropic._streaming import ServerSentEvent
 
 from agent.providers.base import ProviderError, ProviderUnavailable
 from agent.providers.classify import MALFORMED, classify, malformed
 from agent.providers.deadline import Deadline, Timeouts
 from agent.providers.prepared import PreparedPost
+from agent.providers.sse import SSELines
 from agent.providers.wire import array, cached, dumps, json_object
 from agent.types import (
     Message,
@@ -99,8 +101,7 @@ class AnthropicProvider:
         except (anthropic.APIError, httpx2.HTTPError) as exc:
             deadline.close()
             raise self._error(exc, who, bool(request.tools)) from exc
-        # events as parsed JSON
-        stream = anthropic.AsyncStream(cast_to=object, response=response, client=self._client)
+        stream = _Stream(response, self._client)
         state = _State()
         # an async generator (closed below), though the SDK types it as an iterator
         events = cast(AsyncGenerator[Any, None], aiter(stream))
@@ -169,6 +170,14 @@ class AnthropicProvider:
         if isinstance(exc, anthropic.APITimeoutError | httpx2.TimeoutException):
             return self.timeouts.timed_out(who)
         return ProviderUnavailable(f"{who}: connection failed: {type(exc).__name__}")
+
+
+class _Stream(anthropic.AsyncStream[object]):
+    """The SDK's stream, events as parsed JSON (module doc), the lines split by sse.py."""
+
+    def __init__(self, response: httpx2.Response, client: anthropic.AsyncAnthropic) -> None:
+        super().__init__(cast_to=object, response=response, client=client)
+        self._decoder = SSELines(ServerSentEvent)
 
 
 @dataclass(slots=True)

@@ -34,11 +34,13 @@ from typing import Any, cast
 import httpx2
 import openai
 from openai._models import FinalRequestOptions
+from openai._streaming import ServerSentEvent
 
 from agent.providers.base import ProviderError, ProviderUnavailable
 from agent.providers.classify import MALFORMED, classify, malformed
 from agent.providers.deadline import Deadline, Timeouts
 from agent.providers.prepared import PreparedPost
+from agent.providers.sse import SSELines
 from agent.providers.wire import array, cached, dumps, json_object
 from agent.types import (
     Message,
@@ -116,8 +118,7 @@ class OpenAIProvider:
         except (openai.OpenAIError, httpx2.HTTPError) as exc:
             deadline.close()
             raise self._error(exc, who, bool(request.tools)) from exc
-        # chunks as parsed JSON, see above
-        stream = openai.AsyncStream(cast_to=object, response=response, client=self._client)
+        stream = _Stream(response, self._client)
         state = _State()
         # an async generator (closed below), though the SDK types it as an iterator
         chunks = cast(AsyncGenerator[Any, None], aiter(stream))
@@ -202,6 +203,14 @@ class OpenAIProvider:
             had_tools=had_tools,
             api_key=self._api_key,
         )
+
+
+class _Stream(openai.AsyncStream[object]):
+    """The SDK's stream, chunks as parsed JSON (module doc), the lines split by sse.py."""
+
+    def __init__(self, response: httpx2.Response, client: openai.AsyncOpenAI) -> None:
+        super().__init__(cast_to=object, response=response, client=client)
+        self._decoder = SSELines(ServerSentEvent)
 
 
 @dataclass(slots=True)
