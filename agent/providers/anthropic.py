@@ -34,7 +34,7 @@ from agent.providers.classify import MALFORMED, classify, malformed
 from agent.providers.deadline import Deadline, Timeouts
 from agent.providers.prepared import PreparedPost
 from agent.providers.sse import SSELines
-from agent.providers.wire import array, cached, dumps, json_object
+from agent.providers.wire import array, cached, dumps, json_object, keep, resume
 from agent.types import (
     Message,
     ModelEvent,
@@ -267,9 +267,13 @@ def _turns(messages: Sequence[Message]) -> list[bytes]:
     """`to_anthropic` as encoded turns, from pieces encoded once per message.
 
     A conversation's next request starts with the same messages as its last one, so what this
-    made of them is kept on the newest message (`_Prefix`) and only the messages after it are
+    made of them (the closed turns, and the pieces of the last turn, which the next message may
+    still join) is kept on the newest message (wire.py) and only the messages after it are
     walked: a call costs the same at turn 1,000 as at turn 1, but for joining the bytes."""
-    start, closed, group = _resume(messages)
+    prefix = resume(messages, _PREFIX)
+    start = prefix.count if prefix else 0
+    closed: tuple[bytes, ...] = prefix.made[0] if prefix else ()
+    group: list[_Piece] = list(prefix.made[1]) if prefix else []
     added: list[bytes] = []
     for message in messages[start:]:
         piece = cached(message, "anthropic", _encode)
@@ -280,37 +284,11 @@ def _turns(messages: Sequence[Message]) -> list[bytes]:
             group = []
         group.append(piece)
     closed += tuple(added)
-    if messages:
-        if 0 < start < len(messages):
-            messages[start - 1].derived.pop(_PREFIX, None)  # one kept per conversation
-        messages[-1].derived[_PREFIX] = _Prefix(messages[0], len(messages), closed, tuple(group))
+    keep(messages, _PREFIX, start, (closed, tuple(group)))
     return [*closed, _merged(group)] if group else list(closed)
 
 
 _PREFIX = "anthropic-prefix"
-_LOOK_BACK = 64  # messages added since the last request (a turn adds a few)
-
-
-@dataclass(frozen=True, slots=True)
-class _Prefix:
-    """What `_turns` made of a history's first `count` messages: the closed turns, and the
-    pieces of the last turn, which the next message may still join."""
-
-    first: Message  # the history's first message: a window that moved on starts afresh
-    count: int
-    closed: tuple[bytes, ...]
-    group: tuple[_Piece, ...]
-
-
-def _resume(messages: Sequence[Message]) -> tuple[int, tuple[bytes, ...], list[_Piece]]:
-    """Where the last request of this history stopped: (messages done, closed turns, group)."""
-    for index in range(len(messages) - 1, max(-1, len(messages) - 1 - _LOOK_BACK), -1):
-        prefix: _Prefix | None = messages[index].derived.get(_PREFIX)
-        if prefix is not None:
-            if prefix.first is messages[0] and prefix.count == index + 1:
-                return prefix.count, prefix.closed, list(prefix.group)
-            break
-    return 0, (), []
 
 
 @dataclass(frozen=True, slots=True)

@@ -41,7 +41,7 @@ from agent.providers.classify import MALFORMED, classify, malformed
 from agent.providers.deadline import Deadline, Timeouts
 from agent.providers.prepared import PreparedPost
 from agent.providers.sse import SSELines
-from agent.providers.wire import array, cached, dumps, json_object
+from agent.providers.wire import cached, dumps, json_object, keep, resume
 from agent.types import (
     Message,
     ModelRequest,
@@ -153,7 +153,7 @@ class OpenAIProvider:
     def _body(self, request: ModelRequest, model: str) -> bytes:
         """The Chat Completions request as JSON: the history's pieces are encoded once each."""
         system = [dumps({"role": "system", "content": request.system})] if request.system else []
-        messages = array([*system, *(cached(m, "openai", _encode) for m in request.messages)])
+        messages = b"[" + b",".join([*system, *_items(request.messages)]) + b"]"
         fields: dict[str, Any] = {
             "model": model,
             "stream": True,
@@ -317,6 +317,22 @@ def to_openai(system: str, messages: Sequence[Message]) -> list[dict[str, Any]]:
     """Our messages for Chat Completions: `tool_calls` on the assistant, role "tool" for results."""
     out: list[dict[str, Any]] = [{"role": "system", "content": system}] if system else []
     return out + [item for item in map(_item, messages) if item is not None]
+
+
+def _items(messages: Sequence[Message]) -> tuple[bytes, ...]:
+    """The history's items, encoded once per message; like anthropic.py's turns, what the last
+    request of this history made of it is kept on its newest message (wire.py), so a request
+    walks only the messages the last one did not have."""
+    prefix = resume(messages, _PREFIX)
+    start = prefix.count if prefix else 0
+    items: tuple[bytes, ...] = prefix.made if prefix else ()
+    added = [cached(message, "openai", _encode) for message in messages[start:]]
+    items += tuple(piece for piece in added if piece)  # an empty assistant message is left out
+    keep(messages, _PREFIX, start, items)
+    return items
+
+
+_PREFIX = "openai-prefix"
 
 
 def _encode(message: Message) -> bytes:
