@@ -11,7 +11,12 @@ It prints wall time p50/p99 and this process's CPU per call; ours minus raw is t
 Then `ours` again with long histories (`--history`, short messages and tool rounds), with how often
 the SDK's request transform ran: a call should cost the same at 1,000 messages as at 10.
 
+`--instructions` prints instead the instructions per `ours` call counted by valgrind's callgrind
+(only while the calls run, after a warm-up): unlike CPU time, the same on a busy machine from run
+to run (±0.5 %), so it shows small changes. It takes ~30 s a vendor.
+
     python bench/provider_bench.py [--calls 300] [--deltas 40] [--history 10,1000] [--uvloop]
+    python bench/provider_bench.py --instructions [--calls 100] [--deltas 5]
 
 `--uvloop` runs this process on uvloop (`pip install uvloop` first; not a dependency).
 """
@@ -22,6 +27,8 @@ import argparse
 import asyncio
 import functools
 import json
+import os
+import re
 import statistics
 import subprocess
 import sys
@@ -221,16 +228,55 @@ async def bench(ports: dict[str, int], calls: int) -> None:
             await provider.aclose()  # type: ignore[attr-defined]
 
 
+def instructions(ports: dict[str, int], calls: int) -> None:
+    """Each vendor's `ours` call in a child under callgrind, counting only the measured calls."""
+    for vendor, port in ports.items():
+        child = subprocess.run(
+            ["valgrind", "--tool=callgrind", "--instr-atstart=no", "--callgrind-out-file=/dev/null",
+             sys.executable, __file__, "--count", vendor, str(port), "--calls", str(calls)],
+            capture_output=True, text=True, check=False,
+        )  # fmt: skip
+        counted = re.search(r"Collected : (\d+)", child.stderr)
+        if child.returncode or counted is None:
+            raise SystemExit(f"callgrind run failed: {child.stderr[-2000:]}")
+        print(f"{vendor:9} ours {int(counted.group(1)) / calls / 1e6:6.2f} M instructions/call")
+
+
+async def count(vendor: str, port: int, calls: int) -> None:
+    """The child of `instructions`: warm up, then make `calls` calls with counting switched on."""
+    from agent.providers import build_provider
+    from bot.config import LLMConfig
+
+    base = f"http://127.0.0.1:{port}" + ("/v1" if vendor == "openai" else "")
+    llm = LLMConfig(provider=vendor, base_url=base, api_key="test-key", model="bench-model")
+    provider = build_provider(llm, env={})
+    request = _request(False)
+    for _ in range(20):
+        await _ours(provider, request)
+    toggle = ["callgrind_control", "--instr=on", str(os.getpid())]
+    subprocess.run(toggle, stdout=subprocess.DEVNULL, check=True)  # noqa: ASYNC221 (the loop waits)
+    for _ in range(calls):
+        await _ours(provider, request)
+    toggle[1] = "--instr=off"
+    subprocess.run(toggle, stdout=subprocess.DEVNULL, check=True)  # noqa: ASYNC221 (the loop waits)
+    await provider.aclose()  # type: ignore[attr-defined]
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--calls", type=int, default=300)
     parser.add_argument("--deltas", type=int, default=40, help="text deltas in a streamed answer")
     parser.add_argument("--history", default="10,1000", help="history sizes for the long rows")
     parser.add_argument("--uvloop", action="store_true", help="this process on uvloop (installed)")
+    parser.add_argument("--instructions", action="store_true", help="callgrind counts per call")
     parser.add_argument("--serve", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--count", nargs=2, metavar=("VENDOR", "PORT"), help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.serve:
         asyncio.run(serve(args.deltas))
+        return
+    if args.count:
+        asyncio.run(count(args.count[0], int(args.count[1]), args.calls))
         return
     child = subprocess.Popen(
         [sys.executable, __file__, "--serve", "--deltas", str(args.deltas)],
@@ -246,6 +292,9 @@ def main() -> None:
             f"{args.calls} sequential calls per row; answer = {args.deltas} text deltas; tool = text + 1 call"
         )
         ports = {"anthropic": int(a), "openai": int(o)}
+        if args.instructions:
+            instructions(ports, args.calls)
+            return
         factory = None
         if args.uvloop:  # measured, not adopted: uvloop is not a dependency
             import uvloop  # type: ignore[import-not-found, unused-ignore]

@@ -9,10 +9,12 @@ from typing import Any
 import pytest
 
 from agent.history import HistoryWindow
-from agent.providers.anthropic import _PREFIX, AnthropicProvider, _resume, _turns, to_anthropic
-from agent.providers.openai import OpenAIProvider, to_openai
+from agent.providers import anthropic as anthropic_module
+from agent.providers import openai as openai_module
+from agent.providers.anthropic import AnthropicProvider, _turns, to_anthropic
+from agent.providers.openai import OpenAIProvider, _items, to_openai
 from agent.providers.textmode import as_text_messages
-from agent.providers.wire import array, dumps
+from agent.providers.wire import array, dumps, resume
 from agent.types import Message, ModelEvent, ModelRequest, TextDelta, ToolCall
 from tests.fake_anthropic import FakeAnthropic
 from tests.fake_llm import Received, Reply
@@ -134,9 +136,9 @@ async def test_a_message_sent_again_is_not_encoded_again(
     else:
         turn = {"role": "user", "content": [{"type": "text", "text": "from the cache"}]}
         first.derived[vendor] = replace(stored, turn=dumps(turn))
-        # what the last request made of the history is kept too (the next test); forget it so
-        # the piece itself is read again
-        first.derived.pop(_PREFIX)
+    # what the last request made of the history is kept too (the tests below); forget it so the
+    # piece itself is read again
+    first.derived.pop(openai_module._PREFIX if vendor == "openai" else anthropic_module._PREFIX)
     answer = Message("assistant", "one")
     await _text(provider, ModelRequest("", (first, answer, Message("user", "second"))))
     await provider.aclose()
@@ -144,6 +146,36 @@ async def test_a_message_sent_again_is_not_encoded_again(
     first_sent = messages[0]["content"]
     assert first_sent in ("from the cache", [{"type": "text", "text": "from the cache"}])
     assert len(messages) == 3 and vendor in answer.derived
+
+
+@pytest.mark.parametrize("vendor", ["openai", "anthropic"])
+async def test_the_sdk_builds_the_request_once_not_per_call(
+    vendor: str,
+    openai_fake: FakeOpenAI,
+    anthropic_fake: FakeAnthropic,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    fake: FakeOpenAI | FakeAnthropic = openai_fake if vendor == "openai" else anthropic_fake
+    fake.add(Reply(text=["one"]), Reply(text=["two"]))
+    cls = OpenAIProvider if vendor == "openai" else AnthropicProvider
+    provider = cls(api_key="test-key", base_url=fake.url, model="m")
+    builds: list[Any] = []
+    build = provider._client._build_request
+
+    def counted(*args: Any, **kwargs: Any) -> Any:
+        builds.append(args)
+        return build(*args, **kwargs)
+
+    monkeypatch.setattr(provider._client, "_build_request", counted)
+    assert await _text(provider, ModelRequest("", (Message("user", "first"),))) == "one"
+    assert await _text(provider, ModelRequest("", (Message("user", "second"),))) == "two"
+    await provider.aclose()
+    assert builds == []  # built when the provider was made; a call only sends it with its body
+    first, second = fake.requests
+    assert _headers(first) == _headers(second) and first.body != second.body
+    assert int(second.headers["Content-Length"]) == len(
+        json.dumps(second.body, separators=(",", ":"), ensure_ascii=False).encode()
+    )
 
 
 def test_token_estimates_are_made_once_per_message() -> None:
@@ -173,12 +205,10 @@ def test_text_mode_history_is_converted_once() -> None:
     assert as_text_messages(HISTORY)[2] is not results
 
 
-def test_anthropic_turns_continue_from_the_last_request_and_stay_what_to_anthropic_makes() -> None:
-    # a conversation growing a few messages a request (tool rounds merge into user turns), then a
-    # window that moved on: each body is exactly `to_anthropic`, and a request walks only the
-    # messages its conversation's last request did not have
+def _growing_histories() -> list[tuple[Message, ...]]:
+    """A conversation growing a few messages a request (tool rounds, empty assistant messages)."""
     history: list[Message] = []
-    previous: tuple[Message, ...] = ()
+    histories = []
     for n in range(40):
         call = ToolCall(f"c{n}", "lookup", "{}")
         history += [
@@ -188,14 +218,31 @@ def test_anthropic_turns_continue_from_the_last_request_and_stay_what_to_anthrop
         if n % 3 == 0:
             history += [
                 Message("tool", "r", tool_call_id=call.id, name="lookup"),
-                Message("assistant", f"after {n}"),
+                Message("assistant", "" if n % 2 else f"after {n}"),
             ]
-        messages = tuple(history)
-        if n:
-            assert _resume(messages)[0] == len(previous)  # picks up where the last one stopped
-        assert json.loads(array(_turns(messages))) == to_anthropic(messages)
+        histories.append(tuple(history))
+    return histories
+
+
+@pytest.mark.parametrize("vendor", ["openai", "anthropic"])
+def test_a_request_continues_from_the_last_one_and_stays_what_the_conversion_makes(
+    vendor: str,
+) -> None:
+    # each body is exactly what `to_openai`/`to_anthropic` make of the whole history, and a request
+    # walks only the messages its conversation's last request did not have (tool rounds merge
+    # into user turns for anthropic; empty assistant messages are left out)
+    key = openai_module._PREFIX if vendor == "openai" else anthropic_module._PREFIX
+    previous: tuple[Message, ...] = ()
+    histories = _growing_histories()
+    for messages in histories:
+        if previous:
+            prefix = resume(messages, key)  # picks up where the last one stopped
+            assert prefix is not None and prefix.count == len(previous)
+        if vendor == "openai":
+            assert json.loads(b"[" + b",".join(_items(messages)) + b"]") == to_openai("", messages)
+        else:
+            assert json.loads(array(_turns(messages))) == to_anthropic(messages)
         previous = messages
-        assert [m for m in messages if _PREFIX in m.derived] == [messages[-1]]  # one kept
-    moved = tuple(history[10:])  # the history window dropped the oldest turns
-    assert _resume(moved)[0] == 0
-    assert json.loads(array(_turns(moved))) == to_anthropic(moved)
+        assert [m for m in messages if key in m.derived] == [messages[-1]]  # one kept
+    moved = histories[-1][10:]  # the history window dropped the oldest turns
+    assert resume(moved, key) is None

@@ -5,16 +5,15 @@ arguments on every delta) become our events: text deltas as they arrive, a tool 
 `content_block_stop` closes it (arguments passed on exactly as sent, valid JSON or not), usage
 from `message_start` and `message_delta`. SDK types and errors never leave this module.
 
-The request goes through the SDK's raw request method, `client.post(..., content=<bytes>)`,
-with the body assembled from pieces encoded once per message (wire.py), not through
-`messages.create`, which would encode the whole history to JSON again on every call (~3 ms at
-1,000 messages; older SDK versions also ran a per-message transform, the SDK's issue #1195).
-`post` is what create() calls with its body, so the SDK still does the transport, auth, the
-version header, timeouts, the SSE framing and its error types (`event: error` included);
-create()'s extras (a deprecated-model warning, tracing span names) are not needed here. As in the
-OpenAI module, events arrive as parsed JSON (`AsyncStream[object]`, no pydantic model per event)
-and the client runs on the SDK's aiohttp transport (`DefaultAioHttpClient`): both measured in
-bench/provider_bench.py.
+The request is not made by `messages.create`, which would encode the whole history to JSON again
+on every call (~3 ms at 1,000 messages; older SDK versions also ran a per-message transform, the
+SDK's issue #1195). The body is assembled from pieces encoded once per message (wire.py) and sent
+as the request the SDK built once for the endpoint (prepared.py, which says why that way and what
+it costs): the SDK still does the transport, auth, the version header, timeouts, the SSE framing
+and its error types (`event: error` included); create()'s extras (a deprecated-model warning,
+tracing span names) are not needed here. As in the OpenAI module, events arrive as parsed JSON
+(`AsyncStream[object]`, no pydantic model per event) and the client runs on the SDK's aiohttp
+transport (`DefaultAioHttpClient`): both measured in bench/provider_bench.py.
 """
 
 from __future__ import annotations
@@ -27,11 +26,15 @@ from typing import Any, cast
 
 import anthropic
 import httpx2
+from anthropic._models import FinalRequestOptions
+from anthropic._streaming import ServerSentEvent
 
 from agent.providers.base import ProviderError, ProviderUnavailable
 from agent.providers.classify import MALFORMED, classify, malformed
 from agent.providers.deadline import Deadline, Timeouts
-from agent.providers.wire import array, cached, dumps, json_object
+from agent.providers.prepared import PreparedPost
+from agent.providers.sse import SSELines
+from agent.providers.wire import array, cached, dumps, json_object, keep, resume
 from agent.types import (
     Message,
     ModelEvent,
@@ -70,9 +73,10 @@ class AnthropicProvider:
         # SDK retries off: ours (resilient.py) know about fallback and about text already shown
         # a user:password in the URL goes as the header it stands for: SDKs log their URLs
         base_url, auth = split_credentials(base_url)
+        # the SDK's own aiohttp transport: a third less CPU per call than httpx (module doc)
+        http = anthropic.DefaultAioHttpClient(timeout=self.timeouts.httpx())
         self._client = anthropic.AsyncAnthropic(
-            # the SDK's own aiohttp transport: a third less CPU per call than httpx (module doc)
-            http_client=anthropic.DefaultAioHttpClient(timeout=self.timeouts.httpx()),
+            http_client=http,
             api_key=api_key,
             base_url=base_url,
             default_headers=auth or None,
@@ -80,6 +84,9 @@ class AnthropicProvider:
             timeout=self.timeouts.httpx(),
         )
         self.base_url = str(self._client.base_url).rstrip("/")
+        options = FinalRequestOptions.construct(method="post", url="/v1/messages")
+        errors = (anthropic.APITimeoutError, anthropic.APIConnectionError)
+        self._post = PreparedPost(self._client, http, options, errors)
         self._tools: tuple[tuple[ToolSpec, ...], bytes] = ((), b"[]")
 
     async def aclose(self) -> None:
@@ -90,17 +97,11 @@ class AnthropicProvider:
         who = f"anthropic {model} at {self.base_url}"
         deadline = Deadline(self.timeouts, who)
         try:
-            stream = await deadline.wait(
-                self._client.post(
-                    "/v1/messages",
-                    content=self._body(request, model),
-                    cast_to=anthropic.types.Message,
-                    stream=True,
-                    stream_cls=anthropic.AsyncStream[object],  # events as parsed JSON
-                )
-            )
+            response = await deadline.wait(self._post.send(self._body(request, model)))
         except (anthropic.APIError, httpx2.HTTPError) as exc:
+            deadline.close()
             raise self._error(exc, who, bool(request.tools)) from exc
+        stream = _Stream(response, self._client)
         state = _State()
         # an async generator (closed below), though the SDK types it as an iterator
         events = cast(AsyncGenerator[Any, None], aiter(stream))
@@ -121,6 +122,7 @@ class AnthropicProvider:
         except MALFORMED as exc:  # the SDK parses each data line to JSON; it does not map this
             raise malformed(who, exc) from exc
         finally:
+            deadline.close()
             await events.aclose()
             await stream.close()
         if not state.done:
@@ -168,6 +170,14 @@ class AnthropicProvider:
         if isinstance(exc, anthropic.APITimeoutError | httpx2.TimeoutException):
             return self.timeouts.timed_out(who)
         return ProviderUnavailable(f"{who}: connection failed: {type(exc).__name__}")
+
+
+class _Stream(anthropic.AsyncStream[object]):
+    """The SDK's stream, events as parsed JSON (module doc), the lines split by sse.py."""
+
+    def __init__(self, response: httpx2.Response, client: anthropic.AsyncAnthropic) -> None:
+        super().__init__(cast_to=object, response=response, client=client)
+        self._decoder = SSELines(ServerSentEvent)
 
 
 @dataclass(slots=True)
@@ -257,9 +267,13 @@ def _turns(messages: Sequence[Message]) -> list[bytes]:
     """`to_anthropic` as encoded turns, from pieces encoded once per message.
 
     A conversation's next request starts with the same messages as its last one, so what this
-    made of them is kept on the newest message (`_Prefix`) and only the messages after it are
+    made of them (the closed turns, and the pieces of the last turn, which the next message may
+    still join) is kept on the newest message (wire.py) and only the messages after it are
     walked: a call costs the same at turn 1,000 as at turn 1, but for joining the bytes."""
-    start, closed, group = _resume(messages)
+    prefix = resume(messages, _PREFIX)
+    start = prefix.count if prefix else 0
+    closed: tuple[bytes, ...] = prefix.made[0] if prefix else ()
+    group: list[_Piece] = list(prefix.made[1]) if prefix else []
     added: list[bytes] = []
     for message in messages[start:]:
         piece = cached(message, "anthropic", _encode)
@@ -270,37 +284,11 @@ def _turns(messages: Sequence[Message]) -> list[bytes]:
             group = []
         group.append(piece)
     closed += tuple(added)
-    if messages:
-        if 0 < start < len(messages):
-            messages[start - 1].derived.pop(_PREFIX, None)  # one kept per conversation
-        messages[-1].derived[_PREFIX] = _Prefix(messages[0], len(messages), closed, tuple(group))
+    keep(messages, _PREFIX, start, (closed, tuple(group)))
     return [*closed, _merged(group)] if group else list(closed)
 
 
 _PREFIX = "anthropic-prefix"
-_LOOK_BACK = 64  # messages added since the last request (a turn adds a few)
-
-
-@dataclass(frozen=True, slots=True)
-class _Prefix:
-    """What `_turns` made of a history's first `count` messages: the closed turns, and the
-    pieces of the last turn, which the next message may still join."""
-
-    first: Message  # the history's first message: a window that moved on starts afresh
-    count: int
-    closed: tuple[bytes, ...]
-    group: tuple[_Piece, ...]
-
-
-def _resume(messages: Sequence[Message]) -> tuple[int, tuple[bytes, ...], list[_Piece]]:
-    """Where the last request of this history stopped: (messages done, closed turns, group)."""
-    for index in range(len(messages) - 1, max(-1, len(messages) - 1 - _LOOK_BACK), -1):
-        prefix: _Prefix | None = messages[index].derived.get(_PREFIX)
-        if prefix is not None:
-            if prefix.first is messages[0] and prefix.count == index + 1:
-                return prefix.count, prefix.closed, list(prefix.group)
-            break
-    return 0, (), []
 
 
 @dataclass(frozen=True, slots=True)

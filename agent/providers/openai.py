@@ -8,22 +8,19 @@ come in one piece (or as an object), names may repeat on every delta, ids may be
 may be no usage chunk, and text and tool calls may share one message. SDK types never leave this
 module.
 
-The request goes through the SDK's raw request method, `client.post(..., content=<bytes>)`,
-with the body assembled from pieces encoded once per message (wire.py), not through
-`chat.completions.create`: create() runs its request transform over every message of the history
-against the whole message-param union on every call (~0.3 ms per message: 300 ms a call at
-1,000 messages, most of a busy process's CPU). `post` is what create() calls after the transform,
-so the SDK still does the transport, auth, timeouts, the SSE framing and its error types (an
-`error` inside the stream included). Passing `messages` in `extra_body` would skip the transform
-too, but the SDK would still encode the whole history to JSON on every call (~3 ms at 1,000
-messages).
+The request is not made by `chat.completions.create`, which runs its request transform over every
+message of the history against the whole message-param union on every call (~0.3 ms per message:
+300 ms a call at 1,000 messages, most of a busy process's CPU). The body is assembled from pieces
+encoded once per message (wire.py) and sent as the request the SDK built once for the endpoint
+(prepared.py, which says why that way and what it costs): the SDK still does the transport, auth,
+timeouts, the SSE framing and its error types (an `error` inside the stream included).
 
-Two more SDK options cut the CPU of a call (bench/provider_bench.py, measured): the stream is
-`AsyncStream[object]`, so each chunk arrives as the JSON the SDK parsed, not also built into a
-pydantic `ChatCompletionChunk` (~15 % of a turn's CPU); and the client runs on the SDK's own
-aiohttp transport (`DefaultAioHttpClient`, the `aiohttp` extra) instead of httpx's, about a third
-less CPU per call. Reading plain JSON means a field of the wrong type raises here, which the
-stream maps to a retryable broken stream, as it does for JSON that does not parse.
+The stream is `AsyncStream[object]`, so each chunk arrives as the JSON the SDK parsed, not also
+built into a pydantic `ChatCompletionChunk` (~15 % of a turn's CPU), and the client runs on the
+SDK's own aiohttp transport (`DefaultAioHttpClient`, the `aiohttp` extra), about a third less CPU
+per call than httpx's (bench/provider_bench.py). Reading plain JSON means a field of the wrong
+type raises here, which the stream maps to a retryable broken stream, as it does for JSON that
+does not parse.
 """
 
 from __future__ import annotations
@@ -36,12 +33,15 @@ from typing import Any, cast
 
 import httpx2
 import openai
-from openai.types.chat import ChatCompletion
+from openai._models import FinalRequestOptions
+from openai._streaming import ServerSentEvent
 
 from agent.providers.base import ProviderError, ProviderUnavailable
 from agent.providers.classify import MALFORMED, classify, malformed
 from agent.providers.deadline import Deadline, Timeouts
-from agent.providers.wire import array, cached, dumps, json_object
+from agent.providers.prepared import PreparedPost
+from agent.providers.sse import SSELines
+from agent.providers.wire import cached, dumps, json_object, keep, resume
 from agent.types import (
     Message,
     ModelRequest,
@@ -84,15 +84,23 @@ class OpenAIProvider:
         self._api_key = api_key
         # a user:password in the URL goes as the header it stands for: SDKs log their URLs
         base_url, auth = split_credentials(base_url)
+        # the SDK's own aiohttp transport: a third less CPU per call than httpx (module doc)
+        http = openai.DefaultAioHttpClient(timeout=self.timeouts.httpx())
         self._client = openai.AsyncOpenAI(
-            # the SDK's own aiohttp transport: a third less CPU per call than httpx (module doc)
-            http_client=openai.DefaultAioHttpClient(timeout=self.timeouts.httpx()),
+            http_client=http,
             api_key=api_key,
             base_url=base_url,
             default_headers=auth or None,
             max_retries=0,
             timeout=self.timeouts.httpx(),
         )
+        options = FinalRequestOptions.construct(
+            method="post",
+            url="/chat/completions",
+            security={"bearer_auth": True},  # as create() asks
+        )
+        errors = (openai.APITimeoutError, openai.APIConnectionError)
+        self._post = PreparedPost(self._client, http, options, errors)
         self.base_url = str(self._client.base_url).rstrip("/")
         # OpenAI's newer models refuse `max_tokens`; compatible servers may not know the new name
         self._max_key = "max_completion_tokens" if OPENAI_HOST in self.base_url else "max_tokens"
@@ -106,18 +114,11 @@ class OpenAIProvider:
         who = f"openai {model} at {self.base_url}"
         deadline = Deadline(self.timeouts, who)
         try:
-            stream = await deadline.wait(
-                self._client.post(
-                    "/chat/completions",
-                    content=self._body(request, model),
-                    cast_to=ChatCompletion,
-                    stream=True,
-                    stream_cls=openai.AsyncStream[object],  # chunks as parsed JSON, see above
-                    options={"security": {"bearer_auth": True}},  # as create() asks
-                )
-            )
+            response = await deadline.wait(self._post.send(self._body(request, model)))
         except (openai.OpenAIError, httpx2.HTTPError) as exc:
+            deadline.close()
             raise self._error(exc, who, bool(request.tools)) from exc
+        stream = _Stream(response, self._client)
         state = _State()
         # an async generator (closed below), though the SDK types it as an iterator
         chunks = cast(AsyncGenerator[Any, None], aiter(stream))
@@ -137,6 +138,7 @@ class OpenAIProvider:
         except MALFORMED as exc:  # the SDK parses each data line to JSON; it does not map this
             raise malformed(who, exc) from exc
         finally:
+            deadline.close()
             await chunks.aclose()
             await stream.close()
         if state.finish is None and not state.calls:
@@ -151,7 +153,7 @@ class OpenAIProvider:
     def _body(self, request: ModelRequest, model: str) -> bytes:
         """The Chat Completions request as JSON: the history's pieces are encoded once each."""
         system = [dumps({"role": "system", "content": request.system})] if request.system else []
-        messages = array([*system, *(cached(m, "openai", _encode) for m in request.messages)])
+        messages = b"[" + b",".join([*system, *_items(request.messages)]) + b"]"
         fields: dict[str, Any] = {
             "model": model,
             "stream": True,
@@ -201,6 +203,14 @@ class OpenAIProvider:
             had_tools=had_tools,
             api_key=self._api_key,
         )
+
+
+class _Stream(openai.AsyncStream[object]):
+    """The SDK's stream, chunks as parsed JSON (module doc), the lines split by sse.py."""
+
+    def __init__(self, response: httpx2.Response, client: openai.AsyncOpenAI) -> None:
+        super().__init__(cast_to=object, response=response, client=client)
+        self._decoder = SSELines(ServerSentEvent)
 
 
 @dataclass(slots=True)
@@ -307,6 +317,22 @@ def to_openai(system: str, messages: Sequence[Message]) -> list[dict[str, Any]]:
     """Our messages for Chat Completions: `tool_calls` on the assistant, role "tool" for results."""
     out: list[dict[str, Any]] = [{"role": "system", "content": system}] if system else []
     return out + [item for item in map(_item, messages) if item is not None]
+
+
+def _items(messages: Sequence[Message]) -> tuple[bytes, ...]:
+    """The history's items, encoded once per message; like anthropic.py's turns, what the last
+    request of this history made of it is kept on its newest message (wire.py), so a request
+    walks only the messages the last one did not have."""
+    prefix = resume(messages, _PREFIX)
+    start = prefix.count if prefix else 0
+    items: tuple[bytes, ...] = prefix.made if prefix else ()
+    added = [cached(message, "openai", _encode) for message in messages[start:]]
+    items += tuple(piece for piece in added if piece)  # an empty assistant message is left out
+    keep(messages, _PREFIX, start, items)
+    return items
+
+
+_PREFIX = "openai-prefix"
 
 
 def _encode(message: Message) -> bytes:

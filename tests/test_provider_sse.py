@@ -1,0 +1,62 @@
+"""sse.py splits a stream into the events the SDKs' own decoders make of it, however it is chunked."""
+
+from collections.abc import AsyncIterator, Sequence
+
+import pytest
+from anthropic._streaming import ServerSentEvent as AnthropicEvent
+from anthropic._streaming import SSEDecoder as AnthropicDecoder
+from openai._streaming import ServerSentEvent as OpenAIEvent
+from openai._streaming import SSEDecoder as OpenAIDecoder
+
+from agent.providers.sse import SSELines
+
+STREAMS = [
+    # the vendors' own shapes
+    b'event: message_start\ndata: {"type":"message_start"}\n\nevent: ping\ndata: {}\n\n',
+    b'data: {"choices":[]}\n\ndata: [DONE]\n\n',
+    # CRLF and CR line ends, comments, a field without a colon or without its space
+    b'event: a\r\ndata: {"x": 1}\r\n\r\n: keep-alive\r\rdata:no space\rdata\r\r',
+    # data on several lines, an event with no data, a blank line too many, unknown fields
+    b"data: one\ndata: two\n\nevent: lonely\n\n\n\nfoo: bar\ndata: three\n\n",
+    # an id (kept across events, one holding NUL ignored), retry, and an event left unfinished
+    b"id: 7\ndata: a\n\nid: x\x00y\ndata: b\n\nretry: 1500\ndata: c\n\nretry: soon\n\ndata: cut",
+    # multi-byte UTF-8, split anywhere by the chunking below
+    "data: Grüße ☃\n\n".encode(),
+]
+
+
+def _chunks(stream: bytes, size: int) -> list[bytes]:
+    return [stream[i : i + size] for i in range(0, len(stream), size)]
+
+
+async def _aiter(chunks: list[bytes]) -> AsyncIterator[bytes]:
+    for chunk in chunks:
+        yield chunk
+
+
+def _seen(events: Sequence[OpenAIEvent | AnthropicEvent]) -> list[tuple[object, ...]]:
+    return [(e.event, e.data, e.id or None, e.retry) for e in events]
+
+
+@pytest.mark.parametrize("stream", STREAMS)
+@pytest.mark.parametrize(
+    ("decoder", "event"), [(OpenAIDecoder, OpenAIEvent), (AnthropicDecoder, AnthropicEvent)]
+)
+async def test_every_chunking_gives_the_events_the_sdk_decoder_gives(
+    stream: bytes, decoder: type[OpenAIDecoder] | type[AnthropicDecoder], event: type
+) -> None:
+    expected = _seen([e async for e in decoder().aiter_bytes(_aiter([stream]))])
+    assert expected  # each stream has events
+    for size in range(1, len(stream) + 1):
+        chunks = _chunks(stream, size)
+        ours = [e async for e in SSELines(event).aiter_bytes(_aiter(chunks))]
+        assert all(isinstance(e, event) for e in ours)
+        assert _seen(ours) == expected, f"chunks of {size} bytes"
+        assert _seen(list(SSELines(event).iter_bytes(iter(chunks)))) == expected
+
+
+def test_bytes_that_are_not_utf8_fail_as_the_sdk_decoder_does() -> None:
+    with pytest.raises(UnicodeDecodeError):
+        list(SSELines(OpenAIEvent).iter_bytes(iter([b"data: \xff\n\n"])))
+    with pytest.raises(UnicodeDecodeError):
+        list(OpenAIDecoder().iter_bytes(iter([b"data: \xff\n\n"])))
