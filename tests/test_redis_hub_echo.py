@@ -38,7 +38,7 @@ async def hubs() -> AsyncIterator[list[RedisEventHub]]:
 async def sent_on(channel: PubSub, hub: RedisEventHub, conversation: str) -> list[str]:
     """What the hubs published on the conversation's channel since the last call."""
     await hub.redis.publish(hub.base + conversation, "marker")
-    seen = []
+    seen: list[str] = []
     async with asyncio.timeout(5):
         while True:
             message = await channel.get_message(ignore_subscribe_messages=True, timeout=1)
