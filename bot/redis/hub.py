@@ -39,7 +39,7 @@ from adapters.websocket.hub import (
     replay_slot,
 )
 from bot.redis import hub_lua
-from bot.redis.client import describe, guarded
+from bot.redis.client import LuaScript, describe, guarded
 from bot.redis.hub_outbox import Outbox
 
 log = logging.getLogger(__name__)
@@ -104,8 +104,8 @@ class RedisEventHub:
             (replay_events, self._ttl_ms, max_idle),
             self._me if replay_events > 0 else "",
         )
-        self._attach = redis.register_script(hub_lua.ATTACH)
-        self._detach = redis.register_script(hub_lua.DETACH)
+        self._attach = LuaScript(redis, hub_lua.ATTACH)
+        self._detach = LuaScript(redis, hub_lua.DETACH)
         self._conversations: dict[str, _Conversation] = {}
         self._task: asyncio.Task[None] | None = None
         self.subscribed_once = asyncio.Event()  # the reader waits for a connection to read

@@ -22,7 +22,7 @@ from redis.exceptions import RedisError
 
 from adapters.base import ChannelError
 from bot.redis import hub_lua
-from bot.redis.client import cancelled_meanwhile, describe
+from bot.redis.client import LuaScript, cancelled_meanwhile, describe
 
 PUBLISH_RETRY_S: Final = 10.0  # a Redis restart; past it the frames fail as a ChannelError
 PUBLISH_BACKOFF_S: Final = 0.2
@@ -47,7 +47,7 @@ class Outbox:
         settings: tuple[int, int, int],  # replay_events ttl_ms max_idle
         me: str,  # this process (hub_lua.PUBLISH)
     ) -> None:
-        self._script = redis.register_script(hub_lua.PUBLISH)
+        self._script = LuaScript(redis, hub_lua.PUBLISH)
         self._key = key
         self._shared = [f"{base}idle", f"{base}clock"]
         self._args: list[str | int] = [*settings, base, me]

@@ -18,7 +18,7 @@ from redis.asyncio import Redis
 from redis.exceptions import RedisError
 
 from adapters.websocket.limits import LocalInboundRates, burst
-from bot.redis.client import describe
+from bot.redis.client import LuaScript, describe
 
 log = logging.getLogger(__name__)
 
@@ -41,7 +41,7 @@ class RedisInboundRates:
 
     def __init__(self, redis: Redis, *, prefix: str) -> None:
         self.prefix = f"{prefix}in:"
-        self._take = redis.register_script(TAKE)
+        self._take = LuaScript(redis, TAKE)
         self._local = LocalInboundRates()
         self._failing = False
 
