@@ -99,6 +99,25 @@ async def test_two_processes_together_keep_one_rate() -> None:
     assert waits.count(0.0) == burst(SLOW)
 
 
+async def test_messages_arriving_together_are_counted_together_in_arrival_order() -> None:
+    """Many sockets' messages at once: one script call in flight at a time (so one connection,
+    not one each), each message counted against its own scope in the order it arrived."""
+    async with redis_prefix() as (_, prefix):
+        redis = connect(URL)
+        try:
+            rates = RedisInboundRates(redis, prefix=prefix)
+            scopes = [f"ws:{n % 5}" for n in range(50)]
+            waits = await asyncio.gather(*(rates.take(scope, SLOW) for scope in scopes))
+            opened = sum(count for count, _ in redis.connection_pool.get_connection_count())
+        finally:
+            await redis.aclose()
+    for scope in set(scopes):
+        mine = [wait for s, wait in zip(scopes, waits, strict=True) if s == scope]
+        assert mine[: burst(SLOW)] == [0.0] * burst(SLOW)
+        assert all(wait > 0 for wait in mine[burst(SLOW) :])
+    assert opened == 1
+
+
 async def test_with_redis_down_messages_are_counted_in_the_process(
     caplog: pytest.LogCaptureFixture,
 ) -> None:

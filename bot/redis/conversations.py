@@ -41,7 +41,7 @@ from bot.conversations import (
 )
 from bot.redis import conversations_lua as lua
 from bot.redis import messages
-from bot.redis.client import BLOCK_MS, cancelled_meanwhile, describe, guarded
+from bot.redis.client import BLOCK_MS, LuaScript, cancelled_meanwhile, describe, guarded
 from bot.redis.dedup import RedisDedup, once_key
 from bot.redis.stops import listen_for_stops
 
@@ -94,7 +94,7 @@ class RedisConversations:
         self.signals: dict[str, TurnSignal] = {}  # the turns running in this process
         self._draining: set[str] = set()
         self.scripts = {
-            name: redis.register_script(getattr(lua, name))
+            name: LuaScript(redis, getattr(lua, name))
             for name in (
                 "ENQUEUE",
                 "CLAIM",

@@ -2,7 +2,8 @@
 
 A widget on process A sees the turn that process B runs, and resumes by seq on process C.
 Publishing is one script (hub_lua.py): INCR the seq, XADD the frame to the conversation's
-stream (trimmed to `replay_events`), PUBLISH it; frames published while a call is in flight go
+stream (trimmed to `replay_events`), PUBLISH it if another process has a socket attached to
+the conversation (each process counts its own in Redis on attach and detach); frames published while a call is in flight go
 together in the next (hub_outbox.py). Each process subscribes to the channels of the
 conversations it has sockets for, on one pub/sub connection read by one task.
 
@@ -11,14 +12,17 @@ one script; frames arriving meanwhile are held and pushed after `attach` returns
 up to its seq). Pub/sub is at most once: a frame that skips a seq (a reconnect lost some) makes
 the reader fetch the missing ones from the stream first, so sockets still see every kept frame
 in order. `publish` returns once this process's own sockets have been handed the frame, as the
-in-memory hub does: it hands it to them itself when every frame before it was handed out (the
-echo from pub/sub is then skipped), else it waits for the reader, which keeps the order.
+in-memory hub does: it hands it to them itself once every frame before it was handed out (the
+reader skips the echo, if other processes' sockets made it published). Frames before it still
+on their way (another process published them) come through the reader; if they are late (a
+reconnect), publish fetches them from the stream rather than leave its own frame unsent.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import TracebackType
@@ -35,7 +39,7 @@ from adapters.websocket.hub import (
     replay_slot,
 )
 from bot.redis import hub_lua
-from bot.redis.client import describe, guarded
+from bot.redis.client import LuaScript, describe, guarded
 from bot.redis.hub_outbox import Outbox
 
 log = logging.getLogger(__name__)
@@ -64,6 +68,13 @@ class _Conversation:
         self.changed = asyncio.Event()
 
 
+def _next_for_all(conv: _Conversation, seq: int) -> bool:
+    """Whether every socket was handed every frame before `seq` (or holds it until attached)."""
+    if conv.delivered == seq - 1:
+        return True
+    return all(sub.held is None and sub.last >= seq - 1 for sub in conv.subs.values())
+
+
 class RedisEventHub:
     """`async with RedisEventHub(redis, reader, prefix=...) as hub:` runs its pub/sub reader."""
 
@@ -83,9 +94,18 @@ class RedisEventHub:
         self._max_idle = max_idle
         self._ttl_ms = int(ttl_s * 1000)
         self._pubsub = reader.pubsub()
-        self._outbox = Outbox(redis, self._key, self.base, (replay_events, self._ttl_ms, max_idle))
-        self._attach = redis.register_script(hub_lua.ATTACH)
-        self._detach = redis.register_script(hub_lua.DETACH)
+        # Which process: Redis publishes a frame only when another one has a socket for it. With
+        # nothing kept there is nothing to fetch a late frame from: then ours come back too.
+        self._me = uuid.uuid4().hex[:16]
+        self._outbox = Outbox(
+            redis,
+            self._key,
+            self.base,
+            (replay_events, self._ttl_ms, max_idle),
+            self._me if replay_events > 0 else "",
+        )
+        self._attach = LuaScript(redis, hub_lua.ATTACH)
+        self._detach = LuaScript(redis, hub_lua.DETACH)
         self._conversations: dict[str, _Conversation] = {}
         self._task: asyncio.Task[None] | None = None
         self.subscribed_once = asyncio.Event()  # the reader waits for a connection to read
@@ -126,9 +146,14 @@ class RedisEventHub:
                 async with asyncio.timeout(5):
                     await asyncio.shield(conv.subscribed)
                 seq, *replay = await self._attach(
-                    keys=[self._key(conversation, p) for p in ("seq", "s", "live")]
+                    keys=[self._key(conversation, p) for p in ("seq", "s", "where")]
                     + [f"{self.base}idle"],
-                    args=[-1 if resume_after is None else resume_after, self._ttl_ms, conversation],
+                    args=[
+                        -1 if resume_after is None else resume_after,
+                        self._ttl_ms,
+                        conversation,
+                        self._me,
+                    ],
                 )
         except BaseException:
             await self._forget(conversation, subscriber)
@@ -148,8 +173,8 @@ class RedisEventHub:
     async def _record_detach(self, conversation: str) -> None:
         try:
             await self._detach(
-                keys=[self._key(conversation, "live"), f"{self.base}idle", f"{self.base}clock"],
-                args=[conversation, self._max_idle, self.base],
+                keys=[self._key(conversation, "where"), f"{self.base}idle", f"{self.base}clock"],
+                args=[conversation, self._max_idle, self.base, self._me],
             )
         except RedisError as exc:
             log.warning("event hub: detach from %s not recorded: %s", conversation, describe(exc))
@@ -163,18 +188,29 @@ class RedisEventHub:
         conv = self._conversations.get(conversation)
         if conv is None or not conv.subs:
             return seq
-        if conv.delivered == seq - 1:
-            # Ours are handed it here, not when pub/sub echoes it back (the reader skips it
-            # then): in order, as every frame before it was handed out.
-            await self._hand_out(conversation, conv, [(seq, f"{head}{seq}}}")])
-            return seq
+        frame = f"{head}{seq}}}"
         try:  # like the memory hub: ours have it when we return
             async with asyncio.timeout(LOCAL_DELIVERY_S):
                 while conv.delivered < seq and conv.subs:
-                    await conv.changed.wait()
+                    if _next_for_all(conv, seq):
+                        # Ours are handed it here (pub/sub's echo, if any, is skipped): in
+                        # order, as every frame before it was handed out.
+                        await self._hand_out(conversation, conv, [(seq, frame)])
+                        return seq
+                    await conv.changed.wait()  # the reader, or another publish, hands some out
         except TimeoutError:
-            pass  # the reader is behind (a reconnect): it delivers in order later
+            await self._late(conversation, conv, seq, frame)
         return seq
+
+    async def _late(self, conversation: str, conv: _Conversation, seq: int, frame: str) -> None:
+        """The frames before ours did not come (the reader reconnects): from the stream."""
+        ready = [sub.last for sub in conv.subs.values() if sub.held is None]
+        try:
+            frames = await self._kept(conversation, min(ready, default=seq - 1), seq - 1)
+        except RedisError as exc:
+            log.warning("event hub: frames before %s of %s: %s", seq, conversation, describe(exc))
+            frames = []  # better ours out of order than never
+        await self._hand_out(conversation, conv, [*frames, (seq, frame)])
 
     def _key(self, conversation: str, part: str) -> str:
         return f"{self.base}{conversation}:{part}"
@@ -235,7 +271,7 @@ class RedisEventHub:
             try:
                 async with self.redis.pipeline(transaction=False) as pipe:
                     for conversation in list(self._conversations):
-                        for part in ("seq", "s", "slots", "live"):
+                        for part in ("seq", "s", "slots", "where"):
                             pipe.pexpire(self._key(conversation, part), self._ttl_ms)
                     await pipe.execute()
             except RedisError as exc:

@@ -2,11 +2,13 @@
 
 Per conversation C (`<p>hub:C`): `:seq` the last seq, `:s` a stream of kept frames whose entry
 id is `<seq>-0` (so a resume is an XRANGE by seq), `:slots` which entry holds each message's
-latest state (an update superseded by a later one is XDELed), `:live` how many sockets are
-attached anywhere. `<p>hub:idle` orders conversations with no socket by last use; past
+latest state (an update superseded by a later one is XDELed), `:where` how many sockets each
+process has attached (a hash: process id -> count; gone when none is). `<p>hub:idle` orders conversations with no socket by last use; past
 `max_idle` the oldest are deleted whole (their keys are built here: standalone Redis, not
 Cluster). Publishing also PUBLISHes the frame on `<p>hub:C`, inside the script, so every
-process receives frames in seq order.
+process receives frames in seq order; but only if another process than the publisher has a
+socket attached: the publisher hands its own sockets the frame itself, and receiving its own
+frames back (to skip them) cost it more CPU than the rest of publishing.
 """
 
 from __future__ import annotations
@@ -24,8 +26,9 @@ end
 """
 
 # Frames published in one call (what a process published while its last call was in flight).
-# KEYS: idle clock, then per frame: seq stream slots live once
-# ARGV: replay_events ttl_ms max_idle base, then per frame: head (the frame up to its seq)
+# KEYS: idle clock, then per frame: seq stream slots where once
+# ARGV: replay_events ttl_ms max_idle base me (the publisher's process id; '': publish always),
+#       then per frame: head (the frame up to its seq)
 #       slot conversation clears ("1": a `conversation.cleared` frame: nothing kept before it
 #       is replayed) -> the seq of each frame
 # `once` names a frame: a call retried after a lost reply returns the seq each frame got, and
@@ -34,9 +37,10 @@ PUBLISH: Final = (
     _TRIM
     + """
 local keep, ttl, max_idle, base = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3]), ARGV[4]
+local me = ARGV[5]
 local seqs = {}
 for i = 0, (#KEYS - 2) / 5 - 1 do
-  local k, a = 2 + 5 * i, 4 + 4 * i
+  local k, a = 2 + 5 * i, 5 + 4 * i
   local conversation = ARGV[a + 3]
   local done = redis.call('GET', KEYS[k + 5])
   if done then
@@ -61,8 +65,11 @@ for i = 0, (#KEYS - 2) / 5 - 1 do
       redis.call('PEXPIRE', KEYS[k + 2], ttl)
     end
     redis.call('PEXPIRE', KEYS[k + 1], ttl)
-    redis.call('PUBLISH', base .. conversation, frame)
-    if tonumber(redis.call('GET', KEYS[k + 4]) or '0') > 0 then
+    local watching = redis.call('HLEN', KEYS[k + 4])
+    if watching > redis.call('HEXISTS', KEYS[k + 4], me) then
+      redis.call('PUBLISH', base .. conversation, frame)
+    end
+    if watching > 0 then
       redis.call('ZREM', KEYS[1], conversation)
     else
       redis.call('ZADD', KEYS[1], redis.call('INCR', KEYS[2]), conversation)
@@ -74,10 +81,10 @@ return seqs
 """
 )
 
-# KEYS: seq stream live idle; ARGV: resume_after (-1: none) ttl_ms conversation
+# KEYS: seq stream where idle; ARGV: resume_after (-1: none) ttl_ms conversation me
 # -> {seq, frame, frame, ...}: the seq now and the kept frames after resume_after
 ATTACH: Final = """
-redis.call('INCR', KEYS[3])
+redis.call('HINCRBY', KEYS[3], ARGV[4], 1)
 redis.call('PEXPIRE', KEYS[3], ARGV[2])
 redis.call('ZREM', KEYS[4], ARGV[3])
 local seq = tonumber(redis.call('GET', KEYS[1]) or '0')
@@ -91,12 +98,14 @@ end
 return out
 """
 
-# KEYS: live idle clock; ARGV: conversation max_idle base
+# KEYS: where idle clock; ARGV: conversation max_idle base me
 DETACH: Final = (
     _TRIM
     + """
-if redis.call('DECR', KEYS[1]) <= 0 then
-  redis.call('DEL', KEYS[1])
+if redis.call('HINCRBY', KEYS[1], ARGV[4], -1) <= 0 then
+  redis.call('HDEL', KEYS[1], ARGV[4])
+end
+if redis.call('EXISTS', KEYS[1]) == 0 then
   redis.call('ZADD', KEYS[2], redis.call('INCR', KEYS[3]), ARGV[1])
   trim_idle(KEYS[2], tonumber(ARGV[2]), ARGV[3])
 end

@@ -22,7 +22,7 @@ from redis.exceptions import RedisError
 
 from adapters.base import ChannelError
 from bot.redis import hub_lua
-from bot.redis.client import cancelled_meanwhile, describe
+from bot.redis.client import LuaScript, cancelled_meanwhile, describe
 
 PUBLISH_RETRY_S: Final = 10.0  # a Redis restart; past it the frames fail as a ChannelError
 PUBLISH_BACKOFF_S: Final = 0.2
@@ -45,11 +45,12 @@ class Outbox:
         key: Callable[[str, str], str],
         base: str,
         settings: tuple[int, int, int],  # replay_events ttl_ms max_idle
+        me: str,  # this process (hub_lua.PUBLISH)
     ) -> None:
-        self._script = redis.register_script(hub_lua.PUBLISH)
+        self._script = LuaScript(redis, hub_lua.PUBLISH)
         self._key = key
         self._shared = [f"{base}idle", f"{base}clock"]
-        self._args: list[str | int] = [*settings, base]
+        self._args: list[str | int] = [*settings, base, me]
         self._once = f"{base}once:{uuid.uuid4().hex}:"  # + a count: unique, cheaper than uuid4
         self._count = itertools.count()
         self._waiting: list[Frame] = []
@@ -96,7 +97,7 @@ class Outbox:
         for frame in frames:
             c = frame.conversation
             keys += [self._key(c, "seq"), self._key(c, "s"), self._key(c, "slots")]
-            keys += [self._key(c, "live"), f"{self._once}{next(self._count)}"]
+            keys += [self._key(c, "where"), f"{self._once}{next(self._count)}"]
             args += [frame.head, frame.slot, c, "1" if frame.clears else "0"]
         deadline = asyncio.get_running_loop().time() + PUBLISH_RETRY_S
         while True:

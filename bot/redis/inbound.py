@@ -2,7 +2,11 @@
 
 One key per scope, `<prefix>in:<scope>`, holds the GCRA's theoretical arrival time (ms, the
 server's clock) and expires once it is in the past plus a second, so a user who stopped sending
-costs nothing. Each message is one EVALSHA: two processes cannot both let through the last one.
+costs nothing. Messages are counted in a script, so two processes cannot both let through the
+last one. A script call is a round trip, which costs the gateway more CPU than the rest of
+taking a message in; so, as the event hub's outbox does, one call is in flight at a time per
+process, and the messages arriving meanwhile (any user) are counted together in the next one,
+in the order they arrived. A lone message goes at once.
 
 If Redis fails, the message is counted in this process only (`LocalInboundRates`) and a warning
 is logged once per outage: the limit guards against floods, and refusing every user while Redis
@@ -11,29 +15,48 @@ blinks, or failing their messages for it, would be worse than a per-process limi
 
 from __future__ import annotations
 
+import asyncio
 import logging
+from dataclasses import dataclass
 from typing import Final
 
 from redis.asyncio import Redis
 from redis.exceptions import RedisError
 
 from adapters.websocket.limits import LocalInboundRates, burst
-from bot.redis.client import describe
+from bot.redis.client import LuaScript, cancelled_meanwhile, describe
 
 log = logging.getLogger(__name__)
 
-# KEYS: tat; ARGV: emission_ms burst -> '0' taken, or ms until one would be
+MAX_TAKES: Final = 100  # per call: a script runs alone on the server, keep each one short
+
+# KEYS: tat per message; ARGV: emission_ms burst per message -> per message: '0' taken, or ms
+# until one would be. Two messages of one scope in a call are counted one after the other.
 TAKE: Final = """
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + tonumber(t[2]) / 1000
-local em, burst = tonumber(ARGV[1]), tonumber(ARGV[2])
-local tat = math.max(tonumber(redis.call('GET', KEYS[1]) or '0') or 0, now)
-local wait = tat - (burst - 1) * em - now
-if wait > 0 then return string.format('%.3f', math.max(wait, 0.001)) end
-tat = tat + em
-redis.call('SET', KEYS[1], string.format('%.3f', tat), 'PX', math.ceil(tat - now) + 1000)
-return '0'
+local out = {}
+for i = 1, #KEYS do
+  local em, burst = tonumber(ARGV[2 * i - 1]), tonumber(ARGV[2 * i])
+  local tat = math.max(tonumber(redis.call('GET', KEYS[i]) or '0') or 0, now)
+  local wait = tat - (burst - 1) * em - now
+  if wait > 0 then
+    out[i] = string.format('%.3f', math.max(wait, 0.001))
+  else
+    tat = tat + em
+    redis.call('SET', KEYS[i], string.format('%.3f', tat), 'PX', math.ceil(tat - now) + 1000)
+    out[i] = '0'
+  end
+end
+return out
 """
+
+
+@dataclass(slots=True)
+class _Take:
+    scope: str
+    per_minute: int
+    waited: asyncio.Future[float]
 
 
 class RedisInboundRates:
@@ -41,16 +64,48 @@ class RedisInboundRates:
 
     def __init__(self, redis: Redis, *, prefix: str) -> None:
         self.prefix = f"{prefix}in:"
-        self._take = redis.register_script(TAKE)
+        self._take = LuaScript(redis, TAKE)
         self._local = LocalInboundRates()
         self._failing = False
+        self._waiting: list[_Take] = []
+        self._sender: asyncio.Task[None] | None = None
 
     async def take(self, scope: str, per_minute: int) -> float:
+        waited: asyncio.Future[float] = asyncio.get_running_loop().create_future()
+        self._waiting.append(_Take(scope, per_minute, waited))
+        if self._sender is None:
+            self._sender = asyncio.create_task(self._send_all(), name="redis-inbound-rates")
+        return await waited
+
+    async def _send_all(self) -> None:
+        takes: list[_Take] = []
         try:
-            wait_ms = await self._take(
-                keys=[f"{self.prefix}{scope}"], args=[60_000 / per_minute, burst(per_minute)]
-            )
+            while self._waiting:
+                takes, self._waiting = self._waiting[:MAX_TAKES], self._waiting[MAX_TAKES:]
+                for take, wait_s in zip(takes, await self._count(takes), strict=True):
+                    if not take.waited.done():  # its message's task was cancelled meanwhile
+                        take.waited.set_result(wait_s)
+        except BaseException as exc:
+            for take in takes + self._waiting:  # cancelled (shutdown): nobody counts them
+                if not take.waited.done():
+                    if isinstance(exc, Exception):
+                        take.waited.set_exception(exc)
+                    else:
+                        take.waited.cancel()
+            self._waiting = []
+            raise
+        finally:
+            self._sender = None
+
+    async def _count(self, takes: list[_Take]) -> list[float]:
+        keys, args = [], []
+        for take in takes:
+            keys.append(f"{self.prefix}{take.scope}")
+            args += [60_000 / take.per_minute, burst(take.per_minute)]
+        try:
+            waits_ms: list[str] = await self._take(keys=keys, args=args)
         except RedisError as exc:
+            cancelled_meanwhile()
             if not self._failing:
                 self._failing = True
                 log.warning(
@@ -58,8 +113,8 @@ class RedisInboundRates:
                     "answers",
                     describe(exc),
                 )
-            return self._local.take_now(scope, per_minute)
+            return [self._local.take_now(take.scope, take.per_minute) for take in takes]
         if self._failing:
             self._failing = False
             log.info("message rate limits: Redis answers again; counting there")
-        return float(wait_ms) / 1000
+        return [float(wait_ms) / 1000 for wait_ms in waits_ms]
