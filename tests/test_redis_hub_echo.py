@@ -96,3 +96,26 @@ async def test_a_tab_on_one_process_gets_every_process_frames_in_order(
     await tab.until(60)
     assert tab.seqs == list(range(1, 61))
     assert late == []
+
+
+async def test_sockets_redis_lost_are_told_again_so_frames_still_reach_them() -> None:
+    """A Redis restarted without persistence forgets which process has sockets where; the
+    next heartbeat says it again, so the other processes publish to them again."""
+    async with redis_prefix() as (_, prefix), AsyncExitStack() as stack:
+        made = []
+        for _ in range(2):
+            redis, reader = connect(URL), connect(URL, reader=True)
+            stack.push_async_callback(redis.aclose)
+            stack.push_async_callback(reader.aclose)
+            hub = RedisEventHub(redis, reader, prefix=prefix, replay_events=200, heartbeat_s=0.1)
+            made.append(await stack.enter_async_context(hub))
+        own, other = made
+        theirs = await Tab().join(other, "c")
+        where = f"{own.base}c:where"
+        await own.redis.delete(where)  # what a restart without persistence loses
+        async with asyncio.timeout(5):
+            while not await own.redis.exists(where):  # noqa: ASYNC110 (a key: polled)
+                await asyncio.sleep(0.05)
+        await publish_turn(own, "c", "m1")
+        await theirs.until(4)
+        assert theirs.seqs == [1, 2, 3, 4]

@@ -87,8 +87,10 @@ class RedisEventHub:
         replay_events: int,
         max_idle: int = MAX_IDLE_CONVERSATIONS,
         ttl_s: float = TTL_S,
+        heartbeat_s: float = HEARTBEAT_S,
     ) -> None:
         self.redis = redis
+        self._heartbeat_s = heartbeat_s
         self.base = f"{prefix}hub:"
         self._replay_events = replay_events
         self._max_idle = max_idle
@@ -267,21 +269,37 @@ class RedisEventHub:
     async def _heartbeat(self) -> None:
         """Keep the keys of watched conversations (a socket open for days loses nothing)."""
         while True:
-            await asyncio.sleep(HEARTBEAT_S)
+            await asyncio.sleep(self._heartbeat_s)
             try:
-                async with self.redis.pipeline(transaction=False) as pipe:
-                    for conversation in list(self._conversations):
-                        for part in ("seq", "s", "slots", "where"):
-                            pipe.pexpire(self._key(conversation, part), self._ttl_ms)
-                    await pipe.execute()
+                await self._refresh()
             except RedisError as exc:
                 log.warning("event hub heartbeat failed: %s", describe(exc))
+
+    async def _refresh(self) -> None:
+        """Refresh the TTLs, and say again which conversations this process has sockets for
+        where Redis lost that (a restart without persistence): else the others would stop
+        publishing to them, as to nobody."""
+        async with self.redis.pipeline(transaction=False) as pipe:
+            for conversation, conv in list(self._conversations.items()):
+                for part in ("seq", "s", "slots"):
+                    pipe.pexpire(self._key(conversation, part), self._ttl_ms)
+                if conv.subs:
+                    pipe.eval(  # EVAL: rare, and a restarted Redis knows no script
+                        hub_lua.PRESENT,
+                        1,
+                        self._key(conversation, "where"),
+                        self._me,
+                        len(conv.subs),
+                        self._ttl_ms,
+                    )
+            await pipe.execute()
 
     async def resubscribe(self, pubsub: Any) -> None:
         channels = [self.base + c for c, conv in self._conversations.items() if conv.subscribed]
         if channels:
             async with self._subscribing:
                 await pubsub.subscribe(*channels)
+            await self._refresh()  # Redis may have restarted empty
 
     def confirmed(self, channel: str) -> None:
         conv = self._conversations.get(channel.removeprefix(self.base))

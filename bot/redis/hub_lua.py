@@ -98,6 +98,14 @@ end
 return out
 """
 
+# KEYS: where; ARGV: me count ttl_ms -- this process's sockets, set again if Redis lost them
+PRESENT: Final = """
+if redis.call('HEXISTS', KEYS[1], ARGV[1]) == 0 then
+  redis.call('HSET', KEYS[1], ARGV[1], ARGV[2])
+end
+redis.call('PEXPIRE', KEYS[1], ARGV[3])
+"""
+
 # KEYS: where idle clock; ARGV: conversation max_idle base me
 DETACH: Final = (
     _TRIM
