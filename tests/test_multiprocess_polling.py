@@ -24,10 +24,8 @@ LEASE_S = 2
 
 @pytest.fixture
 async def fake() -> AsyncIterator[FakeBotAPI]:
-    api = FakeBotAPI(interval_s=0.05)
-    await api.start()
-    yield api
-    await api.close()
+    async with FakeBotAPI(interval_s=0.05) as api:
+        yield api
 
 
 def _answered(fake: FakeBotAPI, chat: int) -> bool:
