@@ -17,10 +17,9 @@ import asyncpg
 import pytest
 
 from bot.turn import STORAGE_FAILED
-from tests.conftest import ORIGIN
 from tests.gated_model import GatedOpenAI, gated_config
 from tests.pg_kit import CuttableLink, pg_database, pg_url
-from tests.processes import Gateway, frames_until, gateways
+from tests.processes import Gateway, frames_until, gateways, open_tab
 from tests.redis_kit import prefix
 
 __all__ = ["pg_database", "pg_url", "prefix"]
@@ -56,11 +55,7 @@ async def test_postgresql_cut_and_restored_mid_run(
         try:
             async with gateways(2, config, {}) as processes:
                 try:
-                    tab = await session.ws_connect(
-                        f"{processes[0].url}/ws", headers={"Origin": ORIGIN}
-                    )
-                    await tab.send_json({"type": "hello", "visitor_id": "visitor-pg01"})
-                    await frames_until(tab, lambda f: f["type"] == "ready")
+                    tab = await open_tab(session, processes[0], "visitor-pg01")
                     await model.allow(1)
                     assert (await ask(tab, "before", "c1"))[-1]["text"] == "answer to before"
 

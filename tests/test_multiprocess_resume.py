@@ -15,11 +15,10 @@ from pathlib import Path
 import aiohttp
 import pytest
 
-from bot.redis.client import connect
 from tests.conftest import eventually
 from tests.gated_model import GatedOpenAI, gated_config
-from tests.processes import HERE, Gateway, frames_until, one_gateway
-from tests.redis_kit import URL, prefix, until_queued
+from tests.processes import HERE, Gateway, frames_until, one_gateway, open_tab
+from tests.redis_kit import prefix, until_queued
 from tests.test_multiprocess import ORIGIN, Visitor
 
 __all__ = ["prefix"]
@@ -54,15 +53,9 @@ async def test_a_tab_on_a_sees_a_turn_run_by_b_and_resumes_by_seq_on_c(
             )
             running += [a, c]
 
-            tab_a = await session.ws_connect(f"{a.url}/ws", headers={"Origin": ORIGIN})
-            await tab_a.send_json({"type": "hello", "visitor_id": visitor})
-            await frames_until(tab_a, lambda f: f["type"] == "ready")
+            tab_a = await open_tab(session, a, visitor)
             await tab_a.send_json({"type": "message", "text": "second", "client_message_id": "c2"})
-            redis = connect(URL)
-            try:
-                await until_queued(redis, prefix)  # behind B's running turn
-            finally:
-                await redis.aclose()
+            await until_queued(prefix)  # behind B's running turn
             await model.allow(1)  # the first turn ends; B runs the second: its placeholder
             seen = await frames_until(
                 tab_a, lambda f: f["type"] == "message.created" and f.get("reply_to") == "c2"

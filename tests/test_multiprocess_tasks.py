@@ -23,10 +23,10 @@ import pytest
 from aiohttp import web
 
 from bot.redis.client import connect
-from tests.conftest import ORIGIN, eventually
+from tests.conftest import eventually
 from tests.fake_llm import Call, Reply, llm_config
 from tests.fake_openai import FakeOpenAI
-from tests.processes import HERE, ROOT, Gateway, frames_until, gateways, write_config
+from tests.processes import HERE, ROOT, Gateway, frames_until, gateways, open_tab, write_config
 from tests.redis_kit import URL, prefix
 
 __all__ = ["prefix"]
@@ -107,13 +107,7 @@ async def _tabs(
     session: aiohttp.ClientSession, visitor: str, processes: list[Gateway]
 ) -> list[aiohttp.ClientWebSocketResponse]:
     """One tab of the visitor on each process."""
-    tabs = []
-    for gateway in processes:
-        tab = await session.ws_connect(f"{gateway.url}/ws", headers={"Origin": ORIGIN})
-        await tab.send_json({"type": "hello", "visitor_id": visitor})
-        await frames_until(tab, lambda f: f["type"] == "ready")
-        tabs.append(tab)
-    return tabs
+    return [await open_tab(session, gateway, visitor) for gateway in processes]
 
 
 def _completed(text: str) -> Callable[[dict[str, Any]], bool]:
