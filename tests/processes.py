@@ -8,7 +8,7 @@ import json
 import re
 import signal
 import sys
-from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
 from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -155,6 +155,12 @@ async def serving(
         yield int(found.group(2))
 
 
+def joined_logs(gateways: Iterable[Gateway]) -> str:
+    """Every line the processes logged, each tagged `[n]` with its process's index: for the
+    message of a failed multi-process test."""
+    return "".join(f"[{n}] {line}" for n, g in enumerate(gateways) for line in g.log)
+
+
 HERE = "a turn of"  # drain.py's debug line, logged by the process that runs a turn
 Frame = dict[str, Any]
 
@@ -178,3 +184,24 @@ async def open_tab(
     await tab.send_json({"type": "hello", "visitor_id": visitor_id})
     await frames_until(tab, lambda f: f["type"] == "ready")
     return tab
+
+
+async def resumed_tab(
+    session: aiohttp.ClientSession,
+    gateway: Gateway,
+    visitor_id: str,
+    placeholder: Frame,
+    timeout: float = 60,
+) -> list[Frame]:
+    """A new tab of the visitor on `gateway`, resuming after `placeholder` (its `created`
+    frame): the frames it receives, `ready` first, up to that message's `completed`."""
+    tab = await session.ws_connect(f"{gateway.url}/ws", headers={"Origin": ORIGIN})
+    hello = {"type": "hello", "visitor_id": visitor_id, "resume_after": placeholder["seq"]}
+    await tab.send_json(hello)
+    frames = await frames_until(
+        tab,
+        lambda f: f["type"] == "message.completed" and f["message_id"] == placeholder["message_id"],
+        timeout,
+    )
+    await tab.close()
+    return frames

@@ -30,7 +30,15 @@ from tests.gated_model import GatedOpenAI
 from tests.netns_kit import Network, forwards, network
 from tests.network_guard import NetworkGuard
 from tests.pg_kit import empty_schema, pg_database
-from tests.processes import HERE, Gateway, frames_until, one_gateway, open_tab, write_config
+from tests.processes import (
+    HERE,
+    Gateway,
+    frames_until,
+    one_gateway,
+    open_tab,
+    resumed_tab,
+    write_config,
+)
 from tests.redis_kit import until_queued
 from tests.test_multiprocess import ORIGIN, Visitor
 
@@ -196,18 +204,7 @@ async def test_host_a_lost_mid_turn_host_b_finishes_it_in_the_same_placeholder(
                 await on_a.process.wait()
                 await tab.close()
                 await model.allow(5)  # B, once A's lease lapses, asks the model again
-                tab = await session.ws_connect(f"{on_b.url}/ws", headers={"Origin": ORIGIN})
-                hello = {"type": "hello", "visitor_id": visitor, "resume_after": placeholder["seq"]}
-                await tab.send_json(hello)
-                resumed = await frames_until(
-                    tab,
-                    lambda f: (
-                        f["type"] == "message.completed"
-                        and f["message_id"] == placeholder["message_id"]
-                    ),
-                    timeout=90,
-                )
-                await tab.close()
+                resumed = await resumed_tab(session, on_b, visitor, placeholder, timeout=90)
                 assert on_b.logged("resuming turn") == 1
     except (AssertionError, TimeoutError):
         raise AssertionError(f"the logs:\n{cluster.dump()}") from None

@@ -19,7 +19,7 @@ import aiohttp
 import pytest
 
 from tests.conftest import eventually
-from tests.processes import HERE, Gateway, gateways, write_config
+from tests.processes import HERE, Gateway, gateways, joined_logs, write_config
 from tests.redis_kit import URL, prefix
 from tests.telegram_fake import TOKEN, FakeBotAPI
 
@@ -258,11 +258,7 @@ async def test_redis_restarted_mid_run_loses_and_doubles_nothing(
                         restart(), *(talk(n, v) for n, v in enumerate(visitors))
                     )
             except TimeoutError:
-                Path("/tmp/mp_logs.txt").write_text(
-                    "".join(
-                        f"[{n}] {line}" for n, g in enumerate((first, second)) for line in g.log
-                    )
-                )
+                Path("/tmp/mp_logs.txt").write_text(joined_logs((first, second)))
                 logs = "".join(line for g in (first, second) for line in g.log[-200:])
                 raise AssertionError(f"a message was never answered; the logs:\n{logs}") from None
         outage = sum(

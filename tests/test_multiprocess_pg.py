@@ -19,7 +19,7 @@ import pytest
 from bot.turn import STORAGE_FAILED
 from tests.gated_model import GatedOpenAI, gated_config
 from tests.pg_kit import CuttableLink, pg_database, pg_url
-from tests.processes import Gateway, frames_until, gateways, open_tab
+from tests.processes import Gateway, frames_until, gateways, joined_logs, open_tab
 from tests.redis_kit import prefix
 
 __all__ = ["pg_database", "pg_url", "prefix"]
@@ -78,10 +78,7 @@ async def test_postgresql_cut_and_restored_mid_run(
                     assert all(g.process.returncode is None for g in processes)  # no crash
                     await tab.close()
                 except (AssertionError, TimeoutError):
-                    logs = "".join(
-                        f"[{n}] {line}" for n, g in enumerate(processes) for line in g.log
-                    )
-                    raise AssertionError(f"the logs:\n{logs}") from None
+                    raise AssertionError(f"the logs:\n{joined_logs(processes)}") from None
         finally:
             await link.cut()
     conn = await asyncpg.connect(pg_url)

@@ -16,7 +16,7 @@ import pytest
 
 from bot.turn import STOPPED
 from tests.gated_model import GatedOpenAI, gated_config
-from tests.processes import HERE, Gateway, frames_until, one_gateway, open_tab
+from tests.processes import HERE, Gateway, frames_until, joined_logs, one_gateway, open_tab
 from tests.redis_kit import prefix, until_queued
 
 __all__ = ["prefix"]
@@ -71,8 +71,7 @@ async def test_stop_on_a_stops_the_turn_b_runs_and_drops_what_waited(
             await tab_a.close()
             await tab_b.close()
         except (AssertionError, TimeoutError):
-            logs = "".join(f"[{n}] {line}" for n, g in enumerate(running) for line in g.log)
-            raise AssertionError(f"the logs:\n{logs}") from None
+            raise AssertionError(f"the logs:\n{joined_logs(running)}") from None
     assert third[-1]["text"] == "answer to third"
     assert ran[1] >= 1 and sum(ran) == 2  # the stopped turn on B, then "third" anywhere
     assert [status for status, _ in turns(tmp_path)] == ["stopped", "completed"]

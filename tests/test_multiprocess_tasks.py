@@ -26,7 +26,16 @@ from bot.redis.client import connect
 from tests.conftest import eventually
 from tests.fake_llm import Call, Reply, llm_config
 from tests.fake_openai import FakeOpenAI
-from tests.processes import HERE, ROOT, Gateway, frames_until, gateways, open_tab, write_config
+from tests.processes import (
+    HERE,
+    ROOT,
+    Gateway,
+    frames_until,
+    gateways,
+    joined_logs,
+    open_tab,
+    write_config,
+)
 from tests.redis_kit import URL, prefix
 
 __all__ = ["prefix"]
@@ -131,10 +140,6 @@ async def _until_idle(prefix: str) -> None:
         await redis.aclose()
 
 
-def _dump(processes: list[Gateway]) -> str:
-    return "".join(f"[{n}] {line}" for n, g in enumerate(processes) for line in g.log)
-
-
 async def test_a_background_result_reaches_a_tab_on_the_other_process_once(
     prefix: str, tmp_path: Path, session: aiohttp.ClientSession
 ) -> None:
@@ -162,7 +167,7 @@ async def test_a_background_result_reaches_a_tab_on_the_other_process_once(
             for tab in tabs:
                 await tab.close()
         except (AssertionError, TimeoutError):
-            raise AssertionError(f"the logs:\n{_dump(processes)}") from None
+            raise AssertionError(f"the logs:\n{joined_logs(processes)}") from None
     follow_up = [f for f in seen if f["type"] == "message.created" and f.get("reply_to") is None]
     assert len(follow_up) == 1
     assert len(model.seen["coordinator"]) == 3 and len(model.seen["specialist"]) == 1
@@ -219,7 +224,7 @@ async def test_task_stop_in_a_turn_on_one_process_kills_the_specialist_on_anothe
             for tab in tabs:
                 await tab.close()
         except (AssertionError, TimeoutError):
-            raise AssertionError(f"the logs:\n{_dump(processes)}") from None
+            raise AssertionError(f"the logs:\n{joined_logs(processes)}") from None
         finally:
             if paused is not None:
                 paused.process.send_signal(signal.SIGCONT)
