@@ -22,20 +22,14 @@ import asyncio
 import logging
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Final, Protocol
+from typing import Any, Final
 
-from bot.storage.base import StorageError
+from bot.storage.base import GatewayStore, StorageError
 
 log = logging.getLogger(__name__)
 
 BACKOFF_S: Final = (0.5, 5.0)  # one cheap attempt a round: waits double from 0.5 s up to 5 s
 FLUSH_S: Final = 5.0  # at shutdown: how long the last attempts may take together
-
-
-class EndStore(Protocol):
-    async def finish_turn(
-        self, turn_id: str, *, status: str, final_text: str | None = None, error: str | None = None
-    ) -> None: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -49,7 +43,7 @@ class TurnEnd:
 class TurnEnds:
     """Record turns' ends; the ones the store refused are kept and retried (`retry`, `flush`)."""
 
-    def __init__(self, store: EndStore) -> None:
+    def __init__(self, store: GatewayStore) -> None:
         self.store = store
         self.pending: dict[str, TurnEnd] = {}  # by turn id, oldest first
         self._more = asyncio.Event()
@@ -124,19 +118,7 @@ class TurnEnds:
         )
 
 
-class TurnsRead(Protocol):
-    async def recent_turns(
-        self,
-        *,
-        channel: str,
-        conversation_key: str,
-        user_id: str,
-        agent_id: str = "default",
-        limit: int = 100,
-    ) -> list[dict[str, Any]]: ...
-
-
-async def ended_unrecorded(store: TurnsRead, turn: Mapping[str, Any]) -> bool:
+async def ended_unrecorded(store: GatewayStore, turn: Mapping[str, Any]) -> bool:
     """Whether a `running` turn (as `begin_resume` returns it) is followed by a later turn of
     its conversation. A conversation runs one turn at a time, an interrupted one resumed before
     any newer message; so this one had ended though its end was never recorded (its process was

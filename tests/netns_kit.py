@@ -11,7 +11,6 @@ names are unique per run, so parallel runs never meet.
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import ipaddress
 import random
@@ -23,6 +22,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 
 import pytest
+
+from tests.tcp_proxy import TcpProxy
 
 
 @dataclass(frozen=True)
@@ -97,56 +98,9 @@ def network(count: int) -> Iterator[Network]:
             _ip("link", "del", bridge)
 
 
-class Forward:
-    """A TCP forwarder: listens on (host, any port), passes each connection to (to_host, to_port).
-    PostgreSQL and the fake servers listen on loopback only; the hosts reach them through this."""
-
-    def __init__(self, host: str, to_host: str, to_port: int) -> None:
-        self.host, self.to_host, self.to_port = host, to_host, to_port
-        self.port = 0
-        self._server: asyncio.Server | None = None
-        self._tasks: set[asyncio.Task[None]] = set()
-        self._writers: set[asyncio.StreamWriter] = set()
-
-    async def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        try:
-            up_reader, up_writer = await asyncio.open_connection(self.to_host, self.to_port)
-        except OSError:
-            writer.transport.abort()
-            return
-        self._writers |= {writer, up_writer}
-        for src, dst in ((reader, up_writer), (up_reader, writer)):
-            task = asyncio.create_task(self._pipe(src, dst))
-            self._tasks.add(task)
-            task.add_done_callback(self._tasks.discard)
-
-    async def _pipe(self, src: asyncio.StreamReader, dst: asyncio.StreamWriter) -> None:
-        try:
-            while data := await src.read(65536):
-                dst.write(data)
-                await dst.drain()
-        except OSError:
-            pass
-        finally:
-            dst.close()
-            self._writers.discard(dst)
-
-    async def __aenter__(self) -> Forward:
-        self._server = await asyncio.start_server(self._accept, self.host, 0)
-        self.port = self._server.sockets[0].getsockname()[1]
-        return self
-
-    async def __aexit__(self, *exc: object) -> None:
-        if self._server is not None:
-            self._server.close()
-        for writer in list(self._writers):
-            writer.transport.abort()
-        for task in list(self._tasks):
-            task.cancel()
-        await asyncio.gather(*self._tasks, return_exceptions=True)
-
-
 @contextlib.asynccontextmanager
-async def forwards(host: str, *targets: tuple[str, int]) -> AsyncIterator[list[Forward]]:
+async def forwards(host: str, *targets: tuple[str, int]) -> AsyncIterator[list[TcpProxy]]:
+    """TCP forwarders listening on `host`, one to each target: PostgreSQL and the fake servers
+    listen on loopback only; the hosts reach them through these."""
     async with contextlib.AsyncExitStack() as stack:
-        yield [await stack.enter_async_context(Forward(host, *t)) for t in targets]
+        yield [await stack.enter_async_context(TcpProxy(target, host)) for target in targets]

@@ -14,6 +14,8 @@ from collections.abc import Iterator
 import asyncpg
 import pytest
 
+from tests.tcp_proxy import TcpProxy
+
 SERVER = os.environ.get("TEST_PG_SERVER", "postgresql://postgres@127.0.0.1:5432")
 HOST, PORT = "127.0.0.1", 5432
 
@@ -55,63 +57,15 @@ async def pg_url(pg_database: str) -> str:
     return pg_database
 
 
-class CuttableLink:
+class CuttableLink(TcpProxy):
     """A TCP proxy to the PostgreSQL server; `cut()` breaks every connection and refuses new
     ones, `restore()` accepts again on the same port; while `flowing` is clear, nothing passes."""
 
     def __init__(self) -> None:
-        self.port = 0
-        self.flowing = asyncio.Event()
-        self.flowing.set()
-        self._server: asyncio.Server | None = None
-        self._writers: set[asyncio.StreamWriter] = set()
-        self._pipes: set[asyncio.Task[None]] = set()
+        super().__init__((HOST, PORT), HOST)
 
     def url(self, database_url: str) -> str:
         return database_url.replace(f"{HOST}:{PORT}", f"{HOST}:{self.port}")
 
     async def restore(self) -> None:
-        self._server = await asyncio.start_server(self._accept, HOST, self.port)
-        self.port = self._server.sockets[0].getsockname()[1]
-
-    async def cut(self) -> None:
-        if self._server is not None:
-            self._server.close()
-            await self._server.wait_closed()
-            self._server = None
-        for writer in list(self._writers):
-            writer.transport.abort()  # an RST: what a dead host's router or a restart looks like
-        for pipe in list(self._pipes):
-            pipe.cancel()
-        await asyncio.gather(*self._pipes, return_exceptions=True)
-
-    async def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        try:
-            up_reader, up_writer = await asyncio.open_connection(HOST, PORT)
-        except OSError:
-            writer.transport.abort()
-            return
-        self._writers |= {writer, up_writer}
-        for src, dst in ((reader, up_writer), (up_reader, writer)):
-            pipe = asyncio.create_task(self._pipe(src, dst))
-            self._pipes.add(pipe)
-            pipe.add_done_callback(self._pipes.discard)
-
-    async def _pipe(self, src: asyncio.StreamReader, dst: asyncio.StreamWriter) -> None:
-        try:
-            while data := await src.read(65536):
-                await self.flowing.wait()
-                dst.write(data)
-                await dst.drain()
-        except OSError:
-            pass
-        finally:
-            dst.close()
-            self._writers.discard(dst)
-
-    async def __aenter__(self) -> CuttableLink:
-        await self.restore()
-        return self
-
-    async def __aexit__(self, *exc: object) -> None:
-        await self.cut()
+        await self.listen()

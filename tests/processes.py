@@ -1,4 +1,5 @@
-"""Real `bot serve` processes sharing one config (one SQLite file, one Redis): start, read, stop."""
+"""Real `bot serve` processes: one alone, or several sharing one config (one SQLite file, one
+Redis): start, read, stop."""
 
 from __future__ import annotations
 
@@ -7,13 +8,15 @@ import json
 import re
 import signal
 import sys
-from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
 from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import aiohttp
+
+from tests.conftest import ORIGIN
 
 ROOT = Path(__file__).resolve().parent.parent
 SERVING = re.compile(r"serving http://([\d.]+):(\d+)")
@@ -108,6 +111,56 @@ async def gateways(
         yield [first, *others]
 
 
+@asynccontextmanager
+async def logging_serve(
+    until: re.Pattern[str], *args: str, cwd: Path, env: Mapping[str, str] | None = None
+) -> AsyncIterator[re.Match[str]]:
+    """`bot serve ARGS` in a child process (no config file needed), until a line of its log
+    matches `until` (the match is yielded); then SIGTERM, and it must exit cleanly."""
+    process = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "bot",
+        "serve",
+        *args,
+        cwd=cwd,
+        env={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(ROOT), **(env or {})},
+        stderr=asyncio.subprocess.PIPE,
+    )
+    assert process.stderr is not None
+    log: list[str] = []
+    try:
+        async with asyncio.timeout(30):
+            while not (found := until.search(log[-1] if log else "")):
+                line = (await process.stderr.readline()).decode()
+                assert line, f"bot serve ended before logging {until.pattern!r}:\n" + "".join(log)
+                log.append(line)
+        yield found
+        process.send_signal(signal.SIGTERM)
+        async with asyncio.timeout(15):
+            await process.stderr.read()
+            assert await process.wait() == 0
+    finally:
+        if process.returncode is None:
+            process.kill()
+            await process.wait()
+
+
+@asynccontextmanager
+async def serving(
+    *args: str, cwd: Path, env: Mapping[str, str] | None = None
+) -> AsyncIterator[int]:
+    """`bot serve ARGS` in a child process; yields the port its log says it serves on."""
+    async with logging_serve(SERVING, *args, cwd=cwd, env=env) as found:
+        yield int(found.group(2))
+
+
+def joined_logs(gateways: Iterable[Gateway]) -> str:
+    """Every line the processes logged, each tagged `[n]` with its process's index: for the
+    message of a failed multi-process test."""
+    return "".join(f"[{n}] {line}" for n, g in enumerate(gateways) for line in g.log)
+
+
 HERE = "a turn of"  # drain.py's debug line, logged by the process that runs a turn
 Frame = dict[str, Any]
 
@@ -121,3 +174,34 @@ async def frames_until(
         while not seen or not done(seen[-1]):
             seen.append(await ws.receive_json())
     return seen
+
+
+async def open_tab(
+    session: aiohttp.ClientSession, gateway: Gateway, visitor_id: str
+) -> aiohttp.ClientWebSocketResponse:
+    """A widget-like web socket on `gateway`: its hello sent, its `ready` received."""
+    tab = await session.ws_connect(f"{gateway.url}/ws", headers={"Origin": ORIGIN})
+    await tab.send_json({"type": "hello", "visitor_id": visitor_id})
+    await frames_until(tab, lambda f: f["type"] == "ready")
+    return tab
+
+
+async def resumed_tab(
+    session: aiohttp.ClientSession,
+    gateway: Gateway,
+    visitor_id: str,
+    placeholder: Frame,
+    timeout: float = 60,
+) -> list[Frame]:
+    """A new tab of the visitor on `gateway`, resuming after `placeholder` (its `created`
+    frame): the frames it receives, `ready` first, up to that message's `completed`."""
+    tab = await session.ws_connect(f"{gateway.url}/ws", headers={"Origin": ORIGIN})
+    hello = {"type": "hello", "visitor_id": visitor_id, "resume_after": placeholder["seq"]}
+    await tab.send_json(hello)
+    frames = await frames_until(
+        tab,
+        lambda f: f["type"] == "message.completed" and f["message_id"] == placeholder["message_id"],
+        timeout,
+    )
+    await tab.close()
+    return frames

@@ -57,12 +57,16 @@ async def redis_prefix(url: str = URL) -> AsyncIterator[tuple[Redis, str]]:
         await redis.aclose()
 
 
-async def until_queued(redis: Redis, prefix: str, timeout: float = 60.0) -> None:
+async def until_queued(prefix: str, url: str = URL, timeout: float = 60.0) -> None:
     """Until a message waits in a conversation's list (recorded state, so polled): it was
     queued, behind a turn another process is running."""
-    async with asyncio.timeout(timeout):
-        while True:
-            keys = [key async for key in redis.scan_iter(match=f"{prefix}q:*:in")]
-            if keys and any([await redis.llen(key) for key in keys]):
-                return
-            await asyncio.sleep(0.05)
+    redis = connect(url)
+    try:
+        async with asyncio.timeout(timeout):
+            while True:
+                keys = [key async for key in redis.scan_iter(match=f"{prefix}q:*:in")]
+                if keys and any([await redis.llen(key) for key in keys]):
+                    return
+                await asyncio.sleep(0.05)
+    finally:
+        await redis.aclose()

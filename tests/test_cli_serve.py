@@ -2,14 +2,8 @@
 
 from __future__ import annotations
 
-import asyncio
 import json
-import re
-import signal
 import socket
-import sys
-from collections.abc import AsyncIterator, Mapping
-from contextlib import asynccontextmanager
 from pathlib import Path
 
 import aiohttp
@@ -17,43 +11,7 @@ import pytest
 
 from bot.config import ConfigError, load_config
 from tests.conftest import WsClient
-
-ROOT = Path(__file__).resolve().parent.parent
-SERVING = re.compile(r"serving http://([\d.]+):(\d+)")
-
-
-@asynccontextmanager
-async def serving(
-    *args: str, cwd: Path, env: Mapping[str, str] | None = None
-) -> AsyncIterator[int]:
-    """`bot serve ARGS` in a child process; yields the port its log says it serves on."""
-    process = await asyncio.create_subprocess_exec(
-        sys.executable,
-        "-m",
-        "bot",
-        "serve",
-        *args,
-        cwd=cwd,
-        env={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(ROOT), **(env or {})},
-        stderr=asyncio.subprocess.PIPE,
-    )
-    assert process.stderr is not None
-    log: list[str] = []
-    try:
-        async with asyncio.timeout(30):
-            while not (found := SERVING.search(log[-1] if log else "")):
-                line = (await process.stderr.readline()).decode()
-                assert line, "bot serve ended before serving:\n" + "".join(log)
-                log.append(line)
-        yield int(found.group(2))
-        process.send_signal(signal.SIGTERM)
-        async with asyncio.timeout(15):
-            await process.stderr.read()
-            assert await process.wait() == 0
-    finally:
-        if process.returncode is None:
-            process.kill()
-            await process.wait()
+from tests.processes import serving
 
 
 def _free_port() -> int:

@@ -5,47 +5,20 @@ Both run in child processes: a frozen object is never freed, which the test proc
 
 from __future__ import annotations
 
-import asyncio
 import re
-import signal
 import subprocess
 import sys
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+from tests.processes import ROOT, logging_serve
+
 SETTLED = re.compile(r"heap settled: (\d+) start-up objects frozen")
 
 
 async def test_bot_serve_freezes_its_start_up_heap(tmp_path: Path) -> None:
-    process = await asyncio.create_subprocess_exec(
-        sys.executable,
-        "-m",
-        "bot",
-        "serve",
-        "--port",
-        "0",
-        cwd=tmp_path,
-        env={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(ROOT)},
-        stderr=asyncio.subprocess.PIPE,
-    )
-    assert process.stderr is not None
-    log: list[str] = []
-    try:
-        async with asyncio.timeout(30):
-            while not (found := SETTLED.search(log[-1] if log else "")):
-                line = (await process.stderr.readline()).decode()
-                assert line, "bot serve ended without settling its heap:\n" + "".join(log)
-                log.append(line)
+    async with logging_serve(SETTLED, "--port", "0", cwd=tmp_path) as found:
         # aiohttp, the SDKs, pydantic: far more than a bare interpreter's ~20,000 objects
         assert int(found.group(1)) > 50_000
-        process.send_signal(signal.SIGTERM)
-        async with asyncio.timeout(15):
-            await process.stderr.read()
-            assert await process.wait() == 0
-    finally:
-        if process.returncode is None:
-            process.kill()
-            await process.wait()
 
 
 CHECK = """

@@ -30,7 +30,15 @@ from tests.gated_model import GatedOpenAI
 from tests.netns_kit import Network, forwards, network
 from tests.network_guard import NetworkGuard
 from tests.pg_kit import empty_schema, pg_database
-from tests.processes import HERE, Gateway, frames_until, one_gateway, write_config
+from tests.processes import (
+    HERE,
+    Gateway,
+    frames_until,
+    one_gateway,
+    open_tab,
+    resumed_tab,
+    write_config,
+)
 from tests.redis_kit import until_queued
 from tests.test_multiprocess import ORIGIN, Visitor
 
@@ -157,11 +165,7 @@ async def test_a_socket_on_host_a_is_answered_by_a_turn_on_host_b(
                 tab_a = Visitor(session, visitor)  # the same visitor's other tab, on A
                 await tab_a.connect(on_a)
                 second = asyncio.create_task(tab_a.ask(on_a, "second", "c2"))
-                redis = Redis.from_url(cluster.redis_url)
-                try:
-                    await until_queued(redis, "bot:")  # behind B's running turn
-                finally:
-                    await redis.aclose()
+                await until_queued("bot:", cluster.redis_url)  # behind B's running turn
                 await model.allow(2)
                 async with asyncio.timeout(90):
                     answer = await second
@@ -185,13 +189,11 @@ async def test_host_a_lost_mid_turn_host_b_finishes_it_in_the_same_placeholder(
 ) -> None:
     host_a, host_b = hosts.hosts
     model, configs = cluster.model, cluster.configs
-    hello = {"type": "hello", "visitor_id": f"visitor-{uuid.uuid4().hex[:8]}"}
+    visitor = f"visitor-{uuid.uuid4().hex[:8]}"
     try:
         async with one_gateway(configs[0], {}, host_a.wrap) as on_a:
             cluster.logs.append(on_a)
-            tab = await session.ws_connect(f"{on_a.url}/ws", headers={"Origin": ORIGIN})
-            await tab.send_json(hello)
-            await frames_until(tab, lambda f: f["type"] == "ready")
+            tab = await open_tab(session, on_a, visitor)
             await tab.send_json({"type": "message", "text": "question", "client_message_id": "c1"})
             placeholder = (await frames_until(tab, lambda f: f["type"] == "message.created"))[-1]
             await model.wait_held(1)  # A runs the turn (it was alone)
@@ -202,17 +204,7 @@ async def test_host_a_lost_mid_turn_host_b_finishes_it_in_the_same_placeholder(
                 await on_a.process.wait()
                 await tab.close()
                 await model.allow(5)  # B, once A's lease lapses, asks the model again
-                tab = await session.ws_connect(f"{on_b.url}/ws", headers={"Origin": ORIGIN})
-                await tab.send_json(hello | {"resume_after": placeholder["seq"]})
-                resumed = await frames_until(
-                    tab,
-                    lambda f: (
-                        f["type"] == "message.completed"
-                        and f["message_id"] == placeholder["message_id"]
-                    ),
-                    timeout=90,
-                )
-                await tab.close()
+                resumed = await resumed_tab(session, on_b, visitor, placeholder, timeout=90)
                 assert on_b.logged("resuming turn") == 1
     except (AssertionError, TimeoutError):
         raise AssertionError(f"the logs:\n{cluster.dump()}") from None

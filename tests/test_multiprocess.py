@@ -12,8 +12,6 @@ import shutil
 import socket
 import sqlite3
 import subprocess
-import uuid
-from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -21,28 +19,16 @@ import aiohttp
 import pytest
 
 from tests.conftest import eventually
-from tests.processes import Gateway, gateways, write_config
-from tests.redis_kit import URL, delete_prefix, skip_without_redis
+from tests.processes import HERE, Gateway, gateways, joined_logs, write_config
+from tests.redis_kit import URL, prefix
 from tests.telegram_fake import TOKEN, FakeBotAPI
 
 ORIGIN = "http://127.0.0.1:8080"
 SECRET = "multi-process-secret"
-HERE = "a turn of"  # drain.py's debug line, logged by the process that runs a turn
 
+__all__ = ["prefix"]
 pytestmark = pytest.mark.timeout(240)
 MESSAGES = 12  # per visitor in the restart test: enough that some arrive while Redis is down
-
-
-@pytest.fixture
-async def prefix() -> AsyncIterator[str]:
-    await skip_without_redis()
-    name = f"test:{uuid.uuid4().hex[:12]}:"
-    yield name
-    from bot.redis.client import connect
-
-    client = connect(URL)
-    await delete_prefix(client, name)
-    await client.aclose()
 
 
 def turns(folder: Path) -> list[tuple[str, str]]:
@@ -278,11 +264,7 @@ async def test_redis_restarted_mid_run_loses_and_doubles_nothing(
                         restart(), *(talk(n, v) for n, v in enumerate(visitors))
                     )
             except TimeoutError:
-                Path("/tmp/mp_logs.txt").write_text(
-                    "".join(
-                        f"[{n}] {line}" for n, g in enumerate((first, second)) for line in g.log
-                    )
-                )
+                Path("/tmp/mp_logs.txt").write_text(joined_logs((first, second)))
                 logs = "".join(line for g in (first, second) for line in g.log[-200:])
                 raise AssertionError(f"a message was never answered; the logs:\n{logs}") from None
         outage = sum(

@@ -7,8 +7,8 @@ are answered together, each stream ending with that joint answer.
 from __future__ import annotations
 
 import asyncio
-import uuid
 from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from pathlib import Path
 
 import aiohttp
@@ -21,20 +21,11 @@ from tests.api_kit import KEY_A, ApiClient, Event, Stream, read_events
 from tests.fake_llm import Reply, llm_config
 from tests.fake_openai import FakeOpenAI
 from tests.processes import Gateway, gateways, write_config
-from tests.redis_kit import URL, delete_prefix, skip_without_redis
+from tests.redis_kit import URL, prefix
 
+__all__ = ["prefix"]
 pytestmark = pytest.mark.timeout(300)  # three `bot serve` starts on a loaded 2-core machine
 WAIT_S = 60.0
-
-
-@pytest.fixture
-async def prefix() -> AsyncIterator[str]:
-    await skip_without_redis()
-    name = f"test:{uuid.uuid4().hex[:12]}:"
-    yield name
-    client = connect(URL)
-    await delete_prefix(client, name)
-    await client.aclose()
 
 
 @pytest.fixture
@@ -162,24 +153,11 @@ async def test_messages_posted_to_different_processes_meanwhile_end_with_their_j
     assert "two" in str(model.requests[1].body["messages"][-1])
 
 
-async def test_a_stop_posted_to_one_process_ends_the_answer_another_runs(
+@asynccontextmanager
+async def _a_turn_held_on_a(
     prefix: str, tmp_path: Path, session: aiohttp.ClientSession, model: FakeOpenAI
-) -> None:
-    hold = asyncio.Event()
-    model.add(Reply(text=["never shown"], wait=hold))
-    async with gateways(2, _config(tmp_path, prefix, model), {"REDIS_URL": URL}) as processes:
-        a, b = (Client(session, g) for g in processes)
-        sid = await a.new_session()
-        answer = asyncio.create_task(a.ask(sid, "a long job", client_message_id="j1"))
-        await model.wait_requests(1, WAIT_S)
-        assert await b.call("POST", f"/sessions/{sid}/stop") == (202, {"status": "stop_requested"})
-        assert _completed(await asyncio.wait_for(answer, WAIT_S)) == STOPPED
-        hold.set()
-
-
-async def test_a_message_a_stop_on_another_process_dropped_is_told_so_everywhere(
-    prefix: str, tmp_path: Path, session: aiohttp.ClientSession, model: FakeOpenAI
-) -> None:
+) -> AsyncIterator[tuple[Client, Client, str, asyncio.Task[Stream]]]:
+    """Processes A and B; A runs the turn for `j1` of a new session, held at the model to the end."""
     hold = asyncio.Event()
     model.add(Reply(text=["never shown"], wait=hold))
     async with gateways(2, _config(tmp_path, prefix, model), {"REDIS_URL": URL}) as processes:
@@ -187,6 +165,22 @@ async def test_a_message_a_stop_on_another_process_dropped_is_told_so_everywhere
         sid = await a.new_session()
         running = asyncio.create_task(a.ask(sid, "a long job", client_message_id="j1"))
         await model.wait_requests(1, WAIT_S)
+        yield a, b, sid, running
+        hold.set()
+
+
+async def test_a_stop_posted_to_one_process_ends_the_answer_another_runs(
+    prefix: str, tmp_path: Path, session: aiohttp.ClientSession, model: FakeOpenAI
+) -> None:
+    async with _a_turn_held_on_a(prefix, tmp_path, session, model) as (a, b, sid, running):
+        assert await b.call("POST", f"/sessions/{sid}/stop") == (202, {"status": "stop_requested"})
+        assert _completed(await asyncio.wait_for(running, WAIT_S)) == STOPPED
+
+
+async def test_a_message_a_stop_on_another_process_dropped_is_told_so_everywhere(
+    prefix: str, tmp_path: Path, session: aiohttp.ClientSession, model: FakeOpenAI
+) -> None:
+    async with _a_turn_held_on_a(prefix, tmp_path, session, model) as (a, b, sid, running):
         queued = asyncio.create_task(a.ask(sid, "and then this", client_message_id="q1"))
         await _queued(prefix, sid, 1)
         assert await b.call("POST", f"/sessions/{sid}/stop") == (202, {"status": "stop_requested"})
@@ -196,5 +190,4 @@ async def test_a_message_a_stop_on_another_process_dropped_is_told_so_everywhere
         assert _completed(await asyncio.wait_for(running, WAIT_S)) == STOPPED
         again = await asyncio.wait_for(b.ask(sid, "and then this", client_message_id="q1"), WAIT_S)
         assert again.types() == ["message.dropped"]
-        hold.set()
     assert len(model.requests) == 1

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import time
-import uuid
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -21,9 +20,10 @@ from tests.fake_llm import Call, Reply
 from tests.fake_openai import FakeOpenAI
 from tests.kill_kit import LEASE_S, WAIT_S, deliver, our_logs, rows
 from tests.processes import gateways
-from tests.redis_kit import URL, delete_prefix, skip_without_redis
+from tests.redis_kit import URL, prefix
 from tests.telegram_fake import FakeBotAPI
 
+__all__ = ["prefix"]
 # Two `bot serve` starts on a loaded 2-core machine (a start alone has taken 20 s and more).
 pytestmark = pytest.mark.timeout(300)
 CHAT = 4343
@@ -32,24 +32,9 @@ ANSWER = "Your order is ready: pay 100.00 USD with the link before it expires."
 
 
 @pytest.fixture
-async def prefix() -> AsyncIterator[str]:
-    await skip_without_redis()
-    name = f"test:{uuid.uuid4().hex[:12]}:"
-    yield name
-    from bot.redis.client import connect
-
-    client = connect(URL)
-    await delete_prefix(client, name)
-    await client.aclose()
-
-
-@pytest.fixture
 async def servers() -> AsyncIterator[tuple[FakeBotAPI, FakeOpenAI]]:
-    fake = FakeBotAPI(interval_s=0.05)
-    await fake.start()
-    async with FakeOpenAI() as model:
-        yield fake, model
-    await fake.close()
+    async with kill_kit.fake_servers() as made:
+        yield made
 
 
 async def test_a_turn_killed_on_one_process_is_finished_by_another_in_its_placeholder(

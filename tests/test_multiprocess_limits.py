@@ -8,33 +8,21 @@ one is allowed 30 s later, far longer than the test takes to send its handful of
 
 from __future__ import annotations
 
-import uuid
-from collections.abc import AsyncIterator
 from pathlib import Path
 
 import aiohttp
 import pytest
 
 from adapters.api.keys import hash_key
-from bot.redis.client import connect
 from tests.api_kit import KEY_A
 from tests.processes import gateways, write_config
-from tests.redis_kit import URL, delete_prefix, skip_without_redis
+from tests.redis_kit import URL, prefix
 
+__all__ = ["prefix"]
 pytestmark = pytest.mark.timeout(240)
 ORIGIN = "http://127.0.0.1:8080"
 PER_MINUTE = 2
 SENT = 8  # alternately to two processes: 2 go, 6 are refused (per process: 4 went)
-
-
-@pytest.fixture
-async def prefix() -> AsyncIterator[str]:
-    await skip_without_redis()
-    name = f"test:{uuid.uuid4().hex[:12]}:"
-    yield name
-    client = connect(URL)
-    await delete_prefix(client, name)
-    await client.aclose()
 
 
 def _config(folder: Path, prefix: str) -> Path:

@@ -17,10 +17,9 @@ import asyncpg
 import pytest
 
 from bot.turn import STORAGE_FAILED
-from tests.conftest import ORIGIN
 from tests.gated_model import GatedOpenAI, gated_config
 from tests.pg_kit import CuttableLink, pg_database, pg_url
-from tests.processes import Gateway, frames_until, gateways
+from tests.processes import Gateway, frames_until, gateways, joined_logs, open_tab
 from tests.redis_kit import prefix
 
 __all__ = ["pg_database", "pg_url", "prefix"]
@@ -56,11 +55,7 @@ async def test_postgresql_cut_and_restored_mid_run(
         try:
             async with gateways(2, config, {}) as processes:
                 try:
-                    tab = await session.ws_connect(
-                        f"{processes[0].url}/ws", headers={"Origin": ORIGIN}
-                    )
-                    await tab.send_json({"type": "hello", "visitor_id": "visitor-pg01"})
-                    await frames_until(tab, lambda f: f["type"] == "ready")
+                    tab = await open_tab(session, processes[0], "visitor-pg01")
                     await model.allow(1)
                     assert (await ask(tab, "before", "c1"))[-1]["text"] == "answer to before"
 
@@ -83,10 +78,7 @@ async def test_postgresql_cut_and_restored_mid_run(
                     assert all(g.process.returncode is None for g in processes)  # no crash
                     await tab.close()
                 except (AssertionError, TimeoutError):
-                    logs = "".join(
-                        f"[{n}] {line}" for n, g in enumerate(processes) for line in g.log
-                    )
-                    raise AssertionError(f"the logs:\n{logs}") from None
+                    raise AssertionError(f"the logs:\n{joined_logs(processes)}") from None
         finally:
             await link.cut()
     conn = await asyncpg.connect(pg_url)

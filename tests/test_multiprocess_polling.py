@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import eventually
-from tests.processes import Gateway, gateways, write_config
+from tests.processes import Gateway, gateways, joined_logs, write_config
 from tests.redis_kit import URL, prefix
 from tests.telegram_fake import TOKEN, FakeBotAPI
 
@@ -24,10 +24,8 @@ LEASE_S = 2
 
 @pytest.fixture
 async def fake() -> AsyncIterator[FakeBotAPI]:
-    api = FakeBotAPI(interval_s=0.05)
-    await api.start()
-    yield api
-    await api.close()
+    async with FakeBotAPI(interval_s=0.05) as api:
+        yield api
 
 
 def _answered(fake: FakeBotAPI, chat: int) -> bool:
@@ -63,8 +61,7 @@ async def test_the_polling_leader_killed_is_replaced_and_nothing_is_answered_twi
             (successor,) = leaders()
             assert successor is not leader and successor.logged(LEADING) == 1
         except (AssertionError, TimeoutError):
-            logs = "".join(f"[{n}] {line}" for n, g in enumerate(processes) for line in g.log)
-            raise AssertionError(f"the logs:\n{logs}") from None
+            raise AssertionError(f"the logs:\n{joined_logs(processes)}") from None
     print(f"polling taken over and answered {takeover_s:.1f} s after kill -9 (lease {LEASE_S} s)")
     for chat in (101, 102):  # one placeholder each, edited into the one answer
         assert len(fake.ok(chat, "sendMessage")) == 1

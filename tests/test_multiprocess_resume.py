@@ -15,12 +15,19 @@ from pathlib import Path
 import aiohttp
 import pytest
 
-from bot.redis.client import connect
 from tests.conftest import eventually
 from tests.gated_model import GatedOpenAI, gated_config
-from tests.processes import HERE, Gateway, frames_until, one_gateway
-from tests.redis_kit import URL, prefix, until_queued
-from tests.test_multiprocess import ORIGIN, Visitor
+from tests.processes import (
+    HERE,
+    Gateway,
+    frames_until,
+    joined_logs,
+    one_gateway,
+    open_tab,
+    resumed_tab,
+)
+from tests.redis_kit import prefix, until_queued
+from tests.test_multiprocess import Visitor
 
 __all__ = ["prefix"]
 pytestmark = pytest.mark.timeout(300)
@@ -54,15 +61,9 @@ async def test_a_tab_on_a_sees_a_turn_run_by_b_and_resumes_by_seq_on_c(
             )
             running += [a, c]
 
-            tab_a = await session.ws_connect(f"{a.url}/ws", headers={"Origin": ORIGIN})
-            await tab_a.send_json({"type": "hello", "visitor_id": visitor})
-            await frames_until(tab_a, lambda f: f["type"] == "ready")
+            tab_a = await open_tab(session, a, visitor)
             await tab_a.send_json({"type": "message", "text": "second", "client_message_id": "c2"})
-            redis = connect(URL)
-            try:
-                await until_queued(redis, prefix)  # behind B's running turn
-            finally:
-                await redis.aclose()
+            await until_queued(prefix)  # behind B's running turn
             await model.allow(1)  # the first turn ends; B runs the second: its placeholder
             seen = await frames_until(
                 tab_a, lambda f: f["type"] == "message.created" and f.get("reply_to") == "c2"
@@ -73,21 +74,10 @@ async def test_a_tab_on_a_sees_a_turn_run_by_b_and_resumes_by_seq_on_c(
 
             await model.allow(2)
             await eventually(lambda: statuses(tmp_path) == ["completed"] * 2, 60)
-            tab_c = await session.ws_connect(f"{c.url}/ws", headers={"Origin": ORIGIN})
-            hello = {"type": "hello", "visitor_id": visitor, "resume_after": placeholder["seq"]}
-            await tab_c.send_json(hello)
-            resumed = await frames_until(
-                tab_c,
-                lambda f: (
-                    f["type"] == "message.completed"
-                    and f["message_id"] == placeholder["message_id"]
-                ),
-            )
-            await tab_c.close()
+            resumed = await resumed_tab(session, c, visitor, placeholder)
             ran = [g.logged(HERE) for g in (a, b, c)]
         except (AssertionError, TimeoutError):
-            logs = "".join(f"[{n}] {line}" for n, g in enumerate(running) for line in g.log)
-            raise AssertionError(f"the logs:\n{logs}") from None
+            raise AssertionError(f"the logs:\n{joined_logs(running)}") from None
     assert ran == [0, 2, 0]  # both turns ran on B; A and C only relayed
     ready, *replayed = resumed
     assert ready["type"] == "ready" and ready["seq"] == replayed[-1]["seq"]

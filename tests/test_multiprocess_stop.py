@@ -14,12 +14,10 @@ from pathlib import Path
 import aiohttp
 import pytest
 
-from bot.redis.client import connect
 from bot.turn import STOPPED
-from tests.conftest import ORIGIN
 from tests.gated_model import GatedOpenAI, gated_config
-from tests.processes import HERE, Gateway, frames_until, one_gateway
-from tests.redis_kit import URL, prefix, until_queued
+from tests.processes import HERE, Gateway, frames_until, joined_logs, one_gateway, open_tab
+from tests.redis_kit import prefix, until_queued
 
 __all__ = ["prefix"]
 pytestmark = pytest.mark.timeout(300)
@@ -35,30 +33,21 @@ async def test_stop_on_a_stops_the_turn_b_runs_and_drops_what_waited(
 ) -> None:
     visitor = f"visitor-{uuid.uuid4().hex[:8]}"
     running: list[Gateway] = []
-    hello = {"type": "hello", "visitor_id": visitor}
     async with GatedOpenAI() as model, AsyncExitStack() as stack:
         config = gated_config(tmp_path, prefix, model)
         try:
             b = await stack.enter_async_context(one_gateway(config, {}))
             running.append(b)
-            tab_b = await session.ws_connect(f"{b.url}/ws", headers={"Origin": ORIGIN})
-            await tab_b.send_json(hello)
-            await frames_until(tab_b, lambda f: f["type"] == "ready")
+            tab_b = await open_tab(session, b, visitor)
             await tab_b.send_json({"type": "message", "text": "first", "client_message_id": "c1"})
             placeholder = (await frames_until(tab_b, lambda f: f["type"] == "message.created"))[-1]
             await model.wait_held(1)  # B runs the first turn and holds the lease
 
             a = await stack.enter_async_context(one_gateway(config, {}))
             running.append(a)
-            tab_a = await session.ws_connect(f"{a.url}/ws", headers={"Origin": ORIGIN})
-            await tab_a.send_json(hello)
-            await frames_until(tab_a, lambda f: f["type"] == "ready")
+            tab_a = await open_tab(session, a, visitor)
             await tab_a.send_json({"type": "message", "text": "second", "client_message_id": "c2"})
-            redis = connect(URL)
-            try:
-                await until_queued(redis, prefix)  # waiting behind B's turn
-            finally:
-                await redis.aclose()
+            await until_queued(prefix)  # waiting behind B's turn
             await tab_a.send_json({"type": "stop"})
             ended = await frames_until(
                 tab_a,
@@ -82,8 +71,7 @@ async def test_stop_on_a_stops_the_turn_b_runs_and_drops_what_waited(
             await tab_a.close()
             await tab_b.close()
         except (AssertionError, TimeoutError):
-            logs = "".join(f"[{n}] {line}" for n, g in enumerate(running) for line in g.log)
-            raise AssertionError(f"the logs:\n{logs}") from None
+            raise AssertionError(f"the logs:\n{joined_logs(running)}") from None
     assert third[-1]["text"] == "answer to third"
     assert ran[1] >= 1 and sum(ran) == 2  # the stopped turn on B, then "third" anywhere
     assert [status for status, _ in turns(tmp_path)] == ["stopped", "completed"]

@@ -23,10 +23,19 @@ import pytest
 from aiohttp import web
 
 from bot.redis.client import connect
-from tests.conftest import ORIGIN, eventually
+from tests.conftest import eventually
 from tests.fake_llm import Call, Reply, llm_config
 from tests.fake_openai import FakeOpenAI
-from tests.processes import HERE, ROOT, Gateway, frames_until, gateways, write_config
+from tests.processes import (
+    HERE,
+    ROOT,
+    Gateway,
+    frames_until,
+    gateways,
+    joined_logs,
+    open_tab,
+    write_config,
+)
 from tests.redis_kit import URL, prefix
 
 __all__ = ["prefix"]
@@ -107,13 +116,7 @@ async def _tabs(
     session: aiohttp.ClientSession, visitor: str, processes: list[Gateway]
 ) -> list[aiohttp.ClientWebSocketResponse]:
     """One tab of the visitor on each process."""
-    tabs = []
-    for gateway in processes:
-        tab = await session.ws_connect(f"{gateway.url}/ws", headers={"Origin": ORIGIN})
-        await tab.send_json({"type": "hello", "visitor_id": visitor})
-        await frames_until(tab, lambda f: f["type"] == "ready")
-        tabs.append(tab)
-    return tabs
+    return [await open_tab(session, gateway, visitor) for gateway in processes]
 
 
 def _completed(text: str) -> Callable[[dict[str, Any]], bool]:
@@ -135,10 +138,6 @@ async def _until_idle(prefix: str) -> None:
                 await asyncio.sleep(0.05)
     finally:
         await redis.aclose()
-
-
-def _dump(processes: list[Gateway]) -> str:
-    return "".join(f"[{n}] {line}" for n, g in enumerate(processes) for line in g.log)
 
 
 async def test_a_background_result_reaches_a_tab_on_the_other_process_once(
@@ -168,7 +167,7 @@ async def test_a_background_result_reaches_a_tab_on_the_other_process_once(
             for tab in tabs:
                 await tab.close()
         except (AssertionError, TimeoutError):
-            raise AssertionError(f"the logs:\n{_dump(processes)}") from None
+            raise AssertionError(f"the logs:\n{joined_logs(processes)}") from None
     follow_up = [f for f in seen if f["type"] == "message.created" and f.get("reply_to") is None]
     assert len(follow_up) == 1
     assert len(model.seen["coordinator"]) == 3 and len(model.seen["specialist"]) == 1
@@ -225,7 +224,7 @@ async def test_task_stop_in_a_turn_on_one_process_kills_the_specialist_on_anothe
             for tab in tabs:
                 await tab.close()
         except (AssertionError, TimeoutError):
-            raise AssertionError(f"the logs:\n{_dump(processes)}") from None
+            raise AssertionError(f"the logs:\n{joined_logs(processes)}") from None
         finally:
             if paused is not None:
                 paused.process.send_signal(signal.SIGCONT)

@@ -5,33 +5,20 @@ channel says "later" the way its platform understands."""
 from __future__ import annotations
 
 import asyncio
-import uuid
-from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
 import aiohttp
-import pytest
 
 from agent.providers.scripted import Reply, ScriptedProvider
 from bot.app import App
 from tests.conftest import Running, connect, db_rows, make_config
-from tests.redis_kit import URL, delete_prefix, skip_without_redis
+from tests.redis_kit import URL, prefix
 from tests.telegram_fake import TOKEN, FakeBotAPI
 
+__all__ = ["prefix"]
+
 SECRET = "s3cret-webhook"
-
-
-@pytest.fixture
-async def prefix() -> AsyncIterator[str]:
-    await skip_without_redis()
-    name = f"test:{uuid.uuid4().hex[:12]}:"
-    yield name
-    from bot.redis.client import connect as redis_connect
-
-    client = redis_connect(URL)
-    await delete_prefix(client, name)
-    await client.aclose()
 
 
 async def test_two_processes_serve_one_conversation(

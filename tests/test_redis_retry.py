@@ -30,10 +30,8 @@ NO_RIGHTS = (400, "Bad Request: not enough rights to send text messages to the c
 
 @pytest.fixture
 async def fake() -> AsyncIterator[FakeBotAPI]:
-    api = FakeBotAPI(interval_s=0.05)
-    await api.start()
-    yield api
-    await api.close()
+    async with FakeBotAPI(interval_s=0.05) as api:
+        yield api
 
 
 async def _deliver(session: aiohttp.ClientSession, app: App, update: dict[str, object]) -> None:

@@ -17,7 +17,7 @@ from agent.providers.base import Provider
 from agent.providers.scripted import Reply, ScriptedProvider
 from bot.app import App
 from tests.conftest import WsClient, connect, make_config
-from tests.test_cli_serve import serving
+from tests.processes import serving
 
 Start = Callable[..., Awaitable[App]]
 

@@ -27,6 +27,7 @@ from bot.storage.messages import (
     _history_item,
     _message_fields,
     _truncate,
+    _usage_rows,
 )
 from bot.storage.pg.connection import PgConnection
 from bot.storage.schema import now
@@ -82,15 +83,9 @@ class PgMessageLog(PgConnection):
         usage: Sequence[UsageRow] = (),
     ) -> None:
         if not messages:
-            for row in usage:
-                await self.record_usage(
-                    session_id=session_id,
-                    turn_id=turn_id,
-                    provider=row.provider,
-                    model=row.model,
-                    input_tokens=row.input_tokens,
-                    output_tokens=row.output_tokens,
-                )
+            if usage:
+                rows = _usage_rows(session_id, turn_id, usage, now())
+                await self._run(_execute_many, _INSERT_USAGE, rows)
             return
         lock = self._append_locks.setdefault(session_id, asyncio.Lock())
         self._appenders[session_id] += 1
@@ -156,6 +151,10 @@ async def _execute(conn: Conn, sql: str, *params: Any) -> None:
     await conn.execute(sql, *params)
 
 
+async def _execute_many(conn: Conn, sql: str, rows: list[tuple[Any, ...]]) -> None:
+    await conn.executemany(sql, rows)
+
+
 async def _history_since(conn: Conn, session_id: str, since: int) -> list[Row]:
     rows = await conn.fetch(_HISTORY_SINCE, session_id, since)
     return [(row[0], _history_item(tuple(row))) for row in rows]
@@ -178,13 +177,6 @@ async def _append(
         missed = [] if since is None else await _history_since(conn, session_id, since)
         ids = await conn.fetch(_INSERT_MESSAGES, session_id, turn_id, stamp, *columns)
         if usage:
-            await conn.executemany(
-                _INSERT_USAGE,
-                [
-                    (session_id, turn_id, u.provider, u.model, u.input_tokens, u.output_tokens)
-                    + (stamp,)
-                    for u in usage
-                ],
-            )
+            await conn.executemany(_INSERT_USAGE, _usage_rows(session_id, turn_id, usage, stamp))
     mine = [(row[0], (turn_id, m)) for row, m in zip(ids, messages, strict=True)]
     return missed + mine
