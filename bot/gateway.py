@@ -12,14 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Literal, Protocol
 
-from adapters.base import (
-    Channel,
-    ChatRef,
-    DropNotice,
-    InboundMessage,
-    OutboundContent,
-    TryLater,
-)
+from adapters.base import Channel, ChatRef, DropNotice, InboundMessage, OutboundContent, TryLater
 from agent.coordinator import Coordinator
 from agent.log_context import bound
 from agent.personas import PersonaLibrary
