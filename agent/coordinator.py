@@ -128,6 +128,7 @@ class Coordinator:
             storage=self.store,
             emit=emit,
             services=self.services,
+            fence=fence,
         )
         usage_log = UsageLog(self.provider, turn.persona.model)
         interim: list[str] = []

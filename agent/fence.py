@@ -9,26 +9,22 @@ Those writes would land in a turn that is now the other process's: a second resu
 the other process answered (a `tool_use` id with two `tool_result`s, which the vendors refuse
 on the next request), a second audit row, usage counted twice. So every write the coordinator
 makes for a turn goes through `FencedWrites`, which drops it once the fence says lost: one check
-at the one place the turn writes, rather than checks sprinkled over the loop.
+at the one place the turn writes, rather than checks sprinkled over the loop. Its specialists
+write through one too (agent/workers.py): their audit rows and usage are the turn's.
 """
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
-from typing import Protocol
 
 from agent.store import Store, UsageRow
 from agent.types import AuditRecord, Message
+from tools.base import Fence
 
 log = logging.getLogger(__name__)
 
-
-class Fence(Protocol):
-    """Whether the turn still belongs to this process (`bot.conversations.TurnSignal` is one)."""
-
-    @property
-    def lost(self) -> bool: ...
+__all__ = ["Fence", "FencedWrites"]
 
 
 class FencedWrites:

@@ -10,12 +10,15 @@ from pathlib import Path
 from typing import Any
 
 from agent.coordinator import NOT_FINISHED, AgentSettings, Coordinator, TurnInput
-from agent.personas import Persona
+from agent.personas import Persona, PersonaLibrary
 from agent.providers.scripted import Reply, ScriptedProvider
 from agent.types import Usage
+from agent.workers import Workers, WorkerSettings
 from bot.conversations import TurnSignal
 from bot.storage import SqliteStore
+from tests.agents_kit import TASK, Probe, Router, dispatch, registry_with, write_personas
 from tools.base import ToolContext
+from tools.control import CONTROL
 from tools.events import TurnEvent
 from tools.registry import ToolRegistry, tool
 
@@ -84,3 +87,58 @@ async def test_a_lost_turn_writes_nothing_more(tmp_path: Path) -> None:
     assert _rows(tmp_path, "select count(*) from audit_logs where turn_id = ?", turn_id) == [(0,)]
     usage = "select input_tokens, output_tokens from usage where turn_id = ?"
     assert _rows(tmp_path, usage, turn_id) == [(11, 2)]  # the first call's, with its message
+
+
+async def test_a_lost_turns_specialist_writes_nothing_for_it(tmp_path: Path) -> None:
+    """Its specialist is killed with the turn's work; its transcript, audit rows and usage
+    (counted in the turn's totals) are not written either."""
+    probe = Probe()
+    router = Router(
+        default=[Reply(calls=[dispatch("specialist-a", TASK)], usage=Usage(11, 2))],
+        specialist_a=[
+            Reply(calls=[("lookup", {"query": "crew"})], usage=Usage(5, 1)),
+            Reply(calls=[("slow_tool", {})], usage=Usage(6, 1)),
+        ],
+    )
+    personas = PersonaLibrary([write_personas(tmp_path / "personas")])
+    assert personas.load() == []
+    registry = registry_with(probe)
+    for control in CONTROL:
+        registry.add(control)
+    async with SqliteStore(tmp_path / "bot.db") as store:
+        workers = Workers(
+            provider=ScriptedProvider(router),
+            registry=registry,
+            store=store,
+            personas=personas,
+            settings=WorkerSettings(),
+        )
+        coordinator = Coordinator(
+            provider=ScriptedProvider(router),
+            registry=registry,
+            store=store,
+            settings=AgentSettings(),
+            personas=personas,
+            services={"agents": workers},
+        )
+        owner = asyncio.create_task(workers.run())
+        try:
+            session = await store.active_session(channel="web", conversation_key="c", user_id="u")
+            turn_id = uuid.uuid4().hex
+            turn = TurnInput(personas.get("default"), session, turn_id, "u", "web", "c", "go")
+            signal = TurnSignal()
+            signal.work = asyncio.create_task(coordinator.run_turn(turn, _emit, None, signal))
+            await asyncio.wait_for(probe.slow_started.wait(), 5)
+            signal.lose()
+            await asyncio.gather(signal.work, return_exceptions=True)
+            killed = [task.task for task in workers.tasks.values() if task.task is not None]
+            await asyncio.wait_for(asyncio.gather(*killed, return_exceptions=True), 5)
+        finally:
+            owner.cancel()
+            await asyncio.gather(owner, return_exceptions=True)
+    usage = "select input_tokens, output_tokens from usage where turn_id = ?"
+    assert _rows(tmp_path, usage, turn_id) == [(11, 2)]  # the coordinator's, before it was lost
+    child = "select count(*) from messages where session_id != ?"
+    assert _rows(tmp_path, child, session) == [(0,)]
+    audit = "select tool_name from audit_logs where turn_id = ? order by id"
+    assert _rows(tmp_path, audit, turn_id) == [("lookup",)]  # it ended before the turn was lost
