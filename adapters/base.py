@@ -19,7 +19,7 @@ The inbox a channel hands messages to may raise `TryLater`: the message was not 
 from __future__ import annotations
 
 import time
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
@@ -232,6 +232,14 @@ class EventSink(Protocol):
     """Optional: a channel that shows turn status events itself (the web socket does)."""
 
     async def emit_event(self, chat: ChatRef, type: str, fields: Mapping[str, Any]) -> None: ...
+
+
+@runtime_checkable
+class DropNotice(Protocol):
+    """Optional: a channel that tells the sender of each message a `/stop` dropped from the
+    queue that it will not be answered (the web socket's `message.dropped`)."""
+
+    async def dropped(self, messages: Sequence[InboundMessage], reason: str) -> None: ...
 
 
 class Leader(Protocol):

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from agent.catalog import catalog_reminder
+from agent.fence import Fence, FencedWrites
 from agent.history import HistoryWindow
 from agent.loop import LoopResult, LoopSettings, run_loop, tool_message
 from agent.personas import Persona, PersonaLibrary
@@ -99,12 +100,18 @@ class Coordinator:
         return prepared
 
     async def run_turn(
-        self, turn: TurnInput, emit: Emit, replay: ReplayPoint | None = None
+        self,
+        turn: TurnInput,
+        emit: Emit,
+        replay: ReplayPoint | None = None,
+        fence: Fence | None = None,
     ) -> LoopResult:
         """Run one turn, recording each step as it happens (see `agent.loop.run_loop`).
 
         `replay`: the turn was interrupted (its process died) and goes on from there; the
         history is then what came before the turn's own recorded messages.
+        `fence`: once it says the turn is lost (another process took it over), nothing more is
+        written for it, and what was buffered is dropped (agent/fence.py).
         """
         prepared = self.prepare(turn.persona)
         rows = await self.store.load_history(turn.session_id)
@@ -121,9 +128,11 @@ class Coordinator:
             storage=self.store,
             emit=emit,
             services=self.services,
+            fence=fence,
         )
         usage_log = UsageLog(self.provider, turn.persona.model)
         interim: list[str] = []
+        writes = FencedWrites(self.store, fence, turn.turn_id)
 
         async def emit_and_note(event: TurnEvent) -> None:
             if isinstance(event, Interim):
@@ -139,9 +148,7 @@ class Coordinator:
             elif message.tool_call_id is not None:
                 unanswered.pop(message.tool_call_id, None)
             # with the usage of the model call that wrote it: one transaction
-            await self.store.append_messages(
-                turn.session_id, turn.turn_id, [message], usage_log.take()
-            )
+            await writes.append_messages(turn.session_id, turn.turn_id, [message], usage_log.take())
 
         if replay is None:
             own: list[Message] = [Message("user", turn.text)]
@@ -150,9 +157,7 @@ class Coordinator:
             own = list(replay.messages)
             unanswered.update((call.id, call) for call in open_calls(own))
             if replay.recovered:
-                await self.store.append_messages(
-                    turn.session_id, turn.turn_id, list(replay.recovered)
-                )
+                await writes.append_messages(turn.session_id, turn.turn_id, list(replay.recovered))
         try:
             result = await run_loop(
                 provider=self.provider,
@@ -170,7 +175,7 @@ class Coordinator:
                     redirects=self.redirects if turn.persona.is_coordinator else {},
                 ),
                 model=turn.persona.model,
-                audit=self.store.record_tool_call,
+                audit=writes.record_tool_call,
                 on_usage=usage_log,
                 record=record,
                 resumed=None if replay is None else replay.resumed,
@@ -187,5 +192,5 @@ class Coordinator:
                     tool_message(call, ToolResult(NOT_FINISHED, ok=False))
                     for call in unanswered.values()
                 ]
-                await self.store.append_messages(turn.session_id, turn.turn_id, closing)
-            await usage_log.write(self.store, session_id=turn.session_id, turn_id=turn.turn_id)
+                await writes.append_messages(turn.session_id, turn.turn_id, closing)
+            await usage_log.write(writes, session_id=turn.session_id, turn_id=turn.turn_id)

@@ -46,6 +46,9 @@ class HistoryWindow:
         self.max_sessions = max_sessions
         self.max_kept = max_kept
         self._state: OrderedDict[str, tuple[int, int, int]] = OrderedDict()  # seen, start, used
+        # session -> the calls of the last step still without a result, and the rows (indices)
+        # that are results of no open call: what `_strays` found in the rows measured so far
+        self._calls: dict[str, tuple[set[str], list[int]]] = {}
         # session -> (the last message measured, the messages from `start` up to it)
         self._kept: OrderedDict[str, tuple[Message, list[Message]]] = OrderedDict()
 
@@ -53,20 +56,26 @@ class HistoryWindow:
         seen, start, used = self._state.pop(session_id, (0, 0, 0))
         if seen > len(rows):  # not the history we measured: start over
             seen, start, used = 0, 0, 0
+        new = rows[seen:]
+        waiting, strays = self._calls.pop(session_id, (set(), [])) if seen else (set(), [])
+        waiting = _strays(new, seen, waiting, strays)
         was_start = start
-        used += sum(estimate_tokens(message) for _, message in rows[seen:])
+        used += sum(estimate_tokens(message) for _, message in new)
         while used > budget_tokens and start < len(rows):
             turn_id = rows[start][0]
             while start < len(rows) and rows[start][0] == turn_id:
                 used -= estimate_tokens(rows[start][1])
                 start += 1
         self._state[session_id] = (len(rows), start, used)
+        strays = [index for index in strays if index >= start]
+        self._calls[session_id] = (waiting, strays)
         if len(self._state) > self.max_sessions:
-            self._state.popitem(last=False)
+            gone, _ = self._state.popitem(last=False)
+            self._calls.pop(gone, None)
         known = self._kept.pop(session_id, None)
         if known is not None and seen and rows[seen - 1][1] is known[0]:
             kept = known[1]  # the messages rows[was_start:seen]: add the new, drop the old
-            kept.extend(message for _, message in rows[seen:])
+            kept.extend(message for _, message in new)
             del kept[: start - was_start]
         else:
             kept = [message for _, message in rows[start:]]
@@ -78,7 +87,31 @@ class HistoryWindow:
         first_user = next(
             (i for i, message in enumerate(kept) if message.role == "user"), len(kept)
         )
+        if strays:  # rare (see `_strays`): only then a copy of the window
+            skip = {index - start for index in strays}
+            return [m for i, m in enumerate(kept) if i >= first_user and i not in skip]
         return kept[first_user:]
+
+
+def _strays(new: Rows, seen: int, waiting: set[str], strays: list[int]) -> set[str]:
+    """Walk the rows not measured yet (`new`, from index `seen`): adds to `strays` the index of each tool
+    result whose call is not open (answered already, or not of the step before it), and returns
+    the calls still open after the last row.
+
+    The vendors refuse a history with a `tool_use` id that has two results. A process that stalled
+    past its lease could write a second one (agent/fence.py stops that, but a write already under
+    way when the lease ran out may land); such a row is left out of every request, and finding it
+    costs a look at each new row, once.
+    """
+    for index, (_, message) in enumerate(new, seen):
+        if message.role == "tool":
+            if message.tool_call_id in waiting:
+                waiting.discard(message.tool_call_id or "")
+            else:
+                strays.append(index)
+        elif message.tool_calls or waiting:
+            waiting = {call.id for call in message.tool_calls}
+    return waiting
 
 
 def fit_history(rows: Rows, budget_tokens: int) -> list[Message]:

@@ -47,6 +47,7 @@ def replay_point(
     session and turn, in order (`call_id`, `result`, `ok`, `extra` as a dict)."""
     if not own or own[0].role != "user":
         raise Unresumable("the turn recorded no user message")
+    own = one_result_per_call(own)
     display = _displays(audit)
     last = own[-1]
     if last.role == "assistant" and not last.tool_calls:
@@ -76,6 +77,25 @@ def replay_point(
             )
     resumed = Resumed(rounds_done=rounds, pending=tuple(pending), display=display)
     return ReplayPoint((*own, *recovered), tuple(recovered), resumed, display=display)
+
+
+def one_result_per_call(own: Sequence[Message]) -> list[Message]:
+    """The turn's messages with each call's first result only, and no result of a call that
+    is not open. A process that stalled past its lease and woke could write a result for a call
+    the process that took the turn over had answered (agent/fence.py stops that, but a write
+    already under way when the lease ran out may land): the vendors refuse a `tool_use` id with
+    two results, or a result whose call is not in the step before it."""
+    kept: list[Message] = []
+    waiting: set[str] = set()
+    for message in own:
+        if message.role == "tool":
+            if message.tool_call_id not in waiting:
+                continue
+            waiting.discard(message.tool_call_id)
+        else:
+            waiting = {call.id for call in message.tool_calls}
+        kept.append(message)
+    return kept
 
 
 def open_calls(own: Sequence[Message]) -> list[ToolCall]:

@@ -64,6 +64,21 @@ class Store(Protocol):
     ) -> None: ...
 
 
+class UsageWriter(Protocol):
+    """Where `UsageLog.write` puts its rows: a `Store`, or the turn's fenced writes."""
+
+    async def record_usage(
+        self,
+        *,
+        session_id: str,
+        turn_id: str | None,
+        provider: str,
+        model: str,
+        input_tokens: int,
+        output_tokens: int,
+    ) -> None: ...
+
+
 class UsageLog:
     """Collects a loop's usage (`run_loop(on_usage=...)`) and writes it: one `usage` row per model
     call, attributed to the provider and model that actually served it (fallbacks included)."""
@@ -91,7 +106,7 @@ class UsageLog:
         self.usages.clear()
         return rows
 
-    async def write(self, store: Store, *, session_id: str, turn_id: str | None) -> None:
+    async def write(self, store: UsageWriter, *, session_id: str, turn_id: str | None) -> None:
         """Write the usage not taken yet (a call that wrote no message: a stopped turn's)."""
         for row in self.take():
             await store.record_usage(

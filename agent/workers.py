@@ -16,6 +16,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from agent.fence import FencedWrites
 from agent.log_context import bound
 from agent.loop import LoopSettings, run_loop
 from agent.personas import COORDINATOR, PersonaLibrary
@@ -345,6 +346,8 @@ class Workers:
         user = Message("user", task.prompt)
         written = [user]
         usage_log = UsageLog(self.provider, persona.model)
+        # the parent turn's fence: a specialist of a turn lost to another process writes nothing
+        writes = FencedWrites(self.store, parent.fence, parent.turn_id or task.task_id)
         try:
             result = await run_loop(
                 provider=self.provider,
@@ -361,7 +364,7 @@ class Workers:
                     max_result_chars=self.settings.max_result_chars,
                 ),
                 model=persona.model,
-                audit=self.store.record_tool_call,
+                audit=writes.record_tool_call,
                 on_usage=usage_log,
             )
             written.extend(result.messages)
@@ -371,13 +374,9 @@ class Workers:
                 task.status = "completed"
         finally:
             try:
-                await self.store.append_messages(
-                    task.session_id, parent.turn_id or task.task_id, written
-                )
+                await writes.append_messages(task.session_id, writes.turn_id, written)
                 # the parent's turn id: a turn's usage totals include its specialists
-                await usage_log.write(
-                    self.store, session_id=task.session_id, turn_id=parent.turn_id
-                )
+                await usage_log.write(writes, session_id=task.session_id, turn_id=parent.turn_id)
             except Exception:
                 log.exception("could not record the transcript of worker %s", task.task_id)
 

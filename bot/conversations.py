@@ -71,10 +71,14 @@ class TurnSignal:
 
 @dataclass(frozen=True, slots=True)
 class Stopped:
-    """What a stop found: messages dropped from the queue, and whether a turn was running."""
+    """What a stop found: messages dropped from the queue, and whether a turn was running.
+
+    `messages`: the dropped messages themselves, oldest first, so their channel can tell each
+    one's sender it will not be answered (the web socket's `message.dropped`)."""
 
     dropped: int = 0
     running: bool = False
+    messages: tuple[InboundMessage, ...] = ()
 
 
 class ConversationQueue(Protocol):
@@ -206,12 +210,12 @@ class LocalConversations:
         conversation = self._conversations.get(conversation_key)
         if conversation is None:
             return Stopped()
-        dropped = len(conversation.pending)
+        dropped = tuple(conversation.pending)
         conversation.pending.clear()
         running = conversation.signal is not None
         if conversation.signal is not None:
             conversation.signal.stop()
-        return Stopped(dropped, running)
+        return Stopped(len(dropped), running, dropped)
 
     async def wait_idle(self) -> None:
         await self._idle.wait()

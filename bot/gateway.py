@@ -12,12 +12,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Literal, Protocol
 
-from adapters.base import Channel, ChatRef, InboundMessage, OutboundContent, TryLater
+from adapters.base import Channel, ChatRef, DropNotice, InboundMessage, OutboundContent, TryLater
 from agent.coordinator import Coordinator
 from agent.log_context import bound
 from agent.personas import PersonaLibrary
 from agent.workers import BackgroundResult, Workers
-from bot.conversations import ClaimingQueue, ConversationQueue, QueueFull, TurnSignal
+from bot.conversations import ClaimingQueue, ConversationQueue, QueueFull, Stopped, TurnSignal
 from bot.dedup import Dedup
 from bot.metrics import NO_METRICS, GatewayMetrics
 from bot.quota import Quotas
@@ -280,6 +280,7 @@ class Gateway:
         """Stop the turn, the conversation's specialists and its queue, together."""
         killed = self.workers.stop_conversation(message.conversation_key) if self.workers else 0
         stopped = await self.conversations.stop(message.conversation_key)
+        await self._tell_dropped(message, stopped)
         if stopped.running:  # its placeholder ends as STOPPED: that is the reply
             log.info("stopped %s (dropped %d queued)", message.conversation_key, stopped.dropped)
         elif killed or stopped.dropped:
@@ -287,6 +288,17 @@ class Gateway:
             await self._reply(message, text)
         else:
             await self._reply(message, "Nothing to stop.")
+
+    async def _tell_dropped(self, message: InboundMessage, stopped: Stopped) -> None:
+        """Each message the stop dropped from the queue, told so where its channel can (the web
+        socket marks it "not sent"); the note above only counts them, and only when no turn ran."""
+        channel = self.channels.get(message.chat.channel)
+        if not stopped.messages or not isinstance(channel, DropNotice):
+            return
+        try:
+            await channel.dropped(stopped.messages, "stopped")
+        except Exception:  # the stop itself holds; the senders just are not told
+            log.exception("could not tell %s which messages were dropped", message.chat.key)
 
     async def _reply(self, message: InboundMessage, text: str) -> None:
         channel = self.channels[message.chat.channel]

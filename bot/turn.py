@@ -270,7 +270,7 @@ class TurnRunner:
         if control.stopped:  # a /stop while the placeholder was being posted
             return Outcome("stopped", STOPPED)
         control.work = asyncio.create_task(
-            self.coordinator.run_turn(turn, delivery.on_event, replay)
+            self.coordinator.run_turn(turn, delivery.on_event, replay, control)
         )
         try:
             async with asyncio.timeout(self.timeout_s):

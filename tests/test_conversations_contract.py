@@ -139,6 +139,8 @@ async def test_stop_drops_the_queue_and_stops_the_running_turn(
     await conversations.enqueue(msg("a", "queued 2"))
     stopped = await conversations.stop("fake:a")
     assert (stopped.dropped, stopped.running) == (2, True)
+    # the messages themselves, so their channel can tell each sender (`message.dropped`)
+    assert stopped.messages == (msg("a", "queued 1"), msg("a", "queued 2"))
     await conversations.wait_idle()
     assert turns.stopped == ["a"] and turns.batches == [["long"]]
 

@@ -6,7 +6,7 @@ from collections.abc import Sequence
 from typing import overload
 
 from agent.history import HistoryWindow, fit_history
-from agent.types import Message
+from agent.types import Message, ToolCall
 
 Row = tuple[str, Message]
 
@@ -74,3 +74,39 @@ def test_only_the_newest_sessions_keep_their_messages() -> None:
     again = CountingRows(sessions["s0"] + _turns(3, 1))
     assert window.fit("s0", again, 1000) == fit_history(again.rows, 1000)
     assert again.read > 8  # s0's were dropped: built again from its rows
+
+
+def _calling(turn: str, call_id: str, results: list[str]) -> list[Row]:
+    """A turn with one tool call and `results` recorded for it, in order."""
+    rows: list[Row] = [
+        (turn, Message("user", f"question {turn}")),
+        (turn, Message("assistant", "", tool_calls=(ToolCall(call_id, "lookup", "{}"),))),
+    ]
+    rows += [(turn, Message("tool", text, tool_call_id=call_id, name="lookup")) for text in results]
+    rows.append((turn, Message("assistant", f"answer {turn}")))
+    return rows
+
+
+def _results(messages: Sequence[Message]) -> list[tuple[str | None, str]]:
+    return [(m.tool_call_id, m.content) for m in messages if m.role == "tool"]
+
+
+def test_a_second_result_for_one_call_is_left_out_of_the_history() -> None:
+    """A process that stalled past its lease wrote "not finished" for a call the process that
+    took the turn over had answered: the vendors refuse a call id with two results."""
+    rows = _calling("t0", "c1", ["found", "not finished"]) + _turns(1, 1)
+    assert _results(fit_history(rows, 100_000)) == [("c1", "found")]
+    # found among the rows added since the last turn, and kept out while it is in the window
+    window = HistoryWindow()
+    clean = _turns(0, 2)
+    assert window.fit("s", clean, 100_000) == fit_history(clean, 100_000)
+    late_result = ("t2", Message("tool", "late", tool_call_id="c2", name="lookup"))
+    grown = [*clean, *_calling("t2", "c2", ["found"]), late_result]
+    assert _results(window.fit("s", grown, 100_000)) == [("c2", "found")]
+    grown += _turns(3, 1)
+    assert _results(window.fit("s", grown, 100_000)) == [("c2", "found")]
+    # a result landing after a later step (not of the call before it) is left out too
+    late = _calling("t0", "c1", ["found"]) + [("t0", Message("tool", "x", tool_call_id="c1"))]
+    assert _results(fit_history(late, 100_000)) == [("c1", "found")]
+    # it drops off with its turn
+    assert window.fit("s", grown, 10) == fit_history(grown, 10)

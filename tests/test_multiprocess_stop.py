@@ -10,6 +10,7 @@ import sqlite3
 import uuid
 from contextlib import AsyncExitStack
 from pathlib import Path
+from typing import Any
 
 import aiohttp
 import pytest
@@ -26,6 +27,14 @@ pytestmark = pytest.mark.timeout(300)
 def turns(folder: Path) -> list[tuple[str, str | None]]:
     with sqlite3.connect(folder / "bot.db") as db:
         return db.execute("select status, final_text from turns order by rowid").fetchall()
+
+
+async def _dropped(tab: aiohttp.ClientWebSocketResponse, seen: list[dict[str, Any]]) -> Any:
+    """The `message.dropped` among the frames `seen` already, or the next one."""
+    found = [f for f in seen if f["type"] == "message.dropped"]
+    if found:
+        return found[-1]
+    return (await frames_until(tab, lambda f: f["type"] == "message.dropped"))[-1]
 
 
 async def test_stop_on_a_stops_the_turn_b_runs_and_drops_what_waited(
@@ -57,9 +66,12 @@ async def test_stop_on_a_stops_the_turn_b_runs_and_drops_what_waited(
                 ),
             )
             assert ended[-1]["text"] == STOPPED  # B's placeholder, seen on A
-            assert (await frames_until(tab_b, lambda f: f["type"] == "message.completed"))[-1][
-                "text"
-            ] == STOPPED
+            on_b = await frames_until(tab_b, lambda f: f["type"] == "message.completed")
+            assert on_b[-1]["text"] == STOPPED
+            # "second" was dropped from the queue: both tabs are told, whichever process has them
+            for tab, seen in ((tab_a, ended), (tab_b, on_b)):
+                dropped = await _dropped(tab, seen)
+                assert (dropped["message_id"], dropped["reason"]) == ("c2", "stopped")
 
             await model.allow(10)  # the stopped request may now end; nothing else may run
             await tab_a.send_json({"type": "message", "text": "third", "client_message_id": "c3"})

@@ -72,3 +72,22 @@ def test_a_recorded_answer_is_final_and_an_empty_one_gets_the_fallback() -> None
 def test_a_turn_without_its_user_message_is_unresumable() -> None:
     with pytest.raises(Unresumable, match="no user message"):
         replay_point([], [], REGISTRY, ALLOWED)
+
+
+def test_a_second_result_for_a_call_is_not_replayed() -> None:
+    """A stalled process woke and wrote "not finished" for a call the process that took the turn
+    over had answered already: the turn goes on with the first result only."""
+    first = ToolCall("a", "lookup", "{}")
+    own = [
+        Message("user", "q"),
+        Message("assistant", "", tool_calls=(first,)),
+        Message("tool", "found", tool_call_id="a", name="lookup"),
+        Message("tool", "not finished", tool_call_id="a", name="lookup", is_error=True),
+        Message("assistant", "", tool_calls=(ToolCall("b", "lookup", "{}"),)),
+        Message("tool", "late", tool_call_id="a", name="lookup"),  # not of this step's calls
+    ]
+    point = replay_point(own, [], REGISTRY, ALLOWED)
+    assert [(m.tool_call_id, m.content) for m in point.messages if m.role == "tool"] == [
+        ("a", "found")
+    ]
+    assert point.resumed is not None and [c.id for c in point.resumed.pending] == ["b"]

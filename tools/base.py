@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 from tools.events import TurnEvent
 
@@ -41,6 +41,14 @@ async def _no_emit(event: TurnEvent) -> None:
     return None
 
 
+class Fence(Protocol):
+    """Whether the turn still belongs to this process (`bot.conversations.TurnSignal` is one):
+    a turn lost to another process writes nothing more (agent/fence.py)."""
+
+    @property
+    def lost(self) -> bool: ...
+
+
 @dataclass(slots=True)
 class ToolContext:
     """Who is calling and what the tool may touch. Identity comes from here, never from arguments."""
@@ -56,3 +64,4 @@ class ToolContext:
     emit: Emit = _no_emit
     call_id: str = ""
     services: dict[str, Any] = field(default_factory=dict)  # spawn, config ... wired by the app
+    fence: Fence | None = None  # the turn's: its specialists write nothing once it is lost

@@ -176,6 +176,18 @@ class WebSocketChannel:
     async def emit_event(self, chat: ChatRef, type: str, fields: Mapping[str, Any]) -> None:
         await self._hub.publish(chat.chat_id, type, fields)
 
+    async def dropped(self, messages: Sequence[InboundMessage], reason: str) -> None:
+        """A `/stop` dropped these from the queue: each gets its `message.dropped` (replayed
+        like any frame), so the client shows it as not sent rather than waiting for an answer."""
+        for message in messages:
+            if message.chat.channel != self.name or message.message_id is None:
+                continue  # a background result or a resume entry is no one's message
+            await self._hub.publish(
+                message.chat.chat_id,
+                "message.dropped",
+                {"message_id": message.message_id, "reason": reason},
+            )
+
     async def _complete(self, identity: str, message_id: str, content: OutboundContent) -> None:
         display = [dict(hint) for hint in content.display]
         await self._hub.publish(

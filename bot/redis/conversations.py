@@ -170,13 +170,13 @@ class RedisConversations:
     async def stop(self, conversation_key: str) -> Stopped:
         c = conversation_key
         async with guarded("stopping a conversation"):
-            dropped, running = await self.scripts["STOP"](
+            dropped, running, queued = await self.scripts["STOP"](
                 keys=[self.key(c, "in"), self.key(c, "lock"), self.key(c, "stop")]
                 + [f"{self.base}busy"],
                 args=[c, self.lease_ms * 3, self.stop_channel],
             )
         self.stop_here(c)  # at once if it runs here; others hear it on the channel
-        return Stopped(int(dropped), bool(running))
+        return Stopped(int(dropped), bool(running), _dropped(queued))
 
     async def stop_task(self, conversation_key: str, task_id: str) -> None:
         """TaskStop for a specialist another process runs: every process hears it."""
@@ -288,3 +288,14 @@ class RedisConversations:
 
     def load_batch(self, text: str) -> list[InboundMessage]:
         return [messages.load(m) for m in json.loads(text)]
+
+
+def _dropped(queued: list[str]) -> tuple[InboundMessage, ...]:
+    """The messages a stop dropped, as the STOP script read them from the queue."""
+    found = []
+    for text in queued:
+        try:
+            found.append(messages.load(text))
+        except (ValueError, TypeError, KeyError):  # telling senders is best effort: the drop holds
+            log.warning("a dropped message could not be read back: %.80r", text)
+    return tuple(found)

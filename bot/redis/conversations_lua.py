@@ -57,9 +57,10 @@ return 1
 """
 )
 
-# KEYS: in lock stop busy; ARGV: conversation stop_ms channel -> {dropped, running}
+# KEYS: in lock stop busy; ARGV: conversation stop_ms channel -> {dropped, running, messages}
 STOP: Final = """
-local dropped = redis.call('LLEN', KEYS[1])
+local queued = redis.call('LRANGE', KEYS[1], 0, -1)
+local dropped = #queued
 redis.call('DEL', KEYS[1])
 local running = redis.call('EXISTS', KEYS[2])
 if running == 1 then
@@ -68,7 +69,7 @@ if running == 1 then
 else
   redis.call('ZREM', KEYS[4], ARGV[1])
 end
-return {dropped, running}
+return {dropped, running, queued}
 """
 
 # KEYS: lock in turn ready fence; ARGV: token conversation -> 1

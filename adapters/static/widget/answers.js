@@ -60,7 +60,7 @@ function createAnswers(ui, o, log, sendFrame) {
     if (current === bot) current = null;
     ui.stopButton.hidden = !current;
     if (!replayed) {
-      ui.live.textContent = bot.body.textContent;  // announced once, when complete
+      announce(ui, bot.body.textContent);  // announced once, when complete
       if (ui.panel.hidden) ui.launcher.classList.add("cgw-unread");
     }
   }

@@ -70,6 +70,8 @@ function createChat(ui, o) {
     if (frame.type === "message.user") {
       outbox.taken(frame);
       if (frame.action) answers.pressed(frame.action);
+    } else if (frame.type === "message.dropped") {
+      outbox.dropped(frame, typeof frame.seq === "number" && frame.seq > readySeq);
     } else if (frame.type === "conversation.cleared") {
       ui.log.replaceChildren();
       answers.clear();

@@ -6,7 +6,7 @@ var STRINGS = {
     newChat: "New conversation", connecting: "Connecting…", online: "Online",
     offline: "Offline: messages wait until you are back", reconnecting: "Reconnecting…",
     sending: "Sending…", sent: "Sent", queued: "Offline, queued: sends when you are back",
-    failed: "Not sent", retry: "Retry", tooLong: "too long (at most {n} characters)",
+    failed: "Not sent", dropped: "Not sent: stopped", retry: "Retry", tooLong: "too long (at most {n} characters)",
     tooFast: "too fast, wait a moment", notAllowed: "not allowed on this site",
     noIdentity: "sign-in not accepted", serverError: "the server failed",
     refusedOrigin: "This chat is not enabled on this site.",
@@ -17,7 +17,8 @@ var STRINGS = {
     newChat: "Neues Gespräch", connecting: "Verbinde…", online: "Online",
     offline: "Offline: Nachrichten warten, bis Sie wieder online sind",
     reconnecting: "Verbinde erneut…", sending: "Wird gesendet…", sent: "Gesendet",
-    queued: "Offline, in der Warteschlange", failed: "Nicht gesendet", retry: "Erneut senden",
+    queued: "Offline, in der Warteschlange", failed: "Nicht gesendet",
+    dropped: "Nicht gesendet: angehalten", retry: "Erneut senden",
     tooLong: "zu lang (höchstens {n} Zeichen)", tooFast: "zu schnell, bitte kurz warten",
     notAllowed: "auf dieser Website nicht erlaubt", noIdentity: "Anmeldung nicht akzeptiert",
     serverError: "Serverfehler", refusedOrigin: "Dieser Chat ist auf dieser Website nicht freigeschaltet.",
@@ -28,7 +29,8 @@ var STRINGS = {
     stop: "Arrêter la réponse", newChat: "Nouvelle conversation", connecting: "Connexion…",
     online: "En ligne", offline: "Hors ligne : les messages attendent votre retour",
     reconnecting: "Reconnexion…", sending: "Envoi…", sent: "Envoyé",
-    queued: "Hors ligne, en attente", failed: "Non envoyé", retry: "Réessayer",
+    queued: "Hors ligne, en attente", failed: "Non envoyé", dropped: "Non envoyé : arrêté",
+    retry: "Réessayer",
     tooLong: "trop long ({n} caractères au plus)", tooFast: "trop rapide, patientez un peu",
     notAllowed: "non autorisé sur ce site", noIdentity: "connexion refusée",
     serverError: "erreur du serveur", refusedOrigin: "Cette discussion n'est pas activée sur ce site.",
@@ -39,6 +41,14 @@ var VISITOR_KEY = "chat-gateway.visitor_id";
 var OPEN_KEY = "chat-gateway.open";
 var VISITOR_RE = /^[A-Za-z0-9_-]{8,64}$/;
 var SVG_NS = "http://www.w3.org/2000/svg";
+
+// Read out by screen readers (the polite live region): what is said within a moment of the last
+// announcement is added to it, not put over it (a stop's dropped messages, then its "Stopped").
+function announce(ui, text) {
+  var now = Date.now(), recent = now - (ui.liveAt || 0) < 2000;
+  ui.live.textContent = recent && ui.live.textContent ? ui.live.textContent + " " + text : text;
+  ui.liveAt = now;
+}
 
 function stored(area, key, value) {  // storage can throw (blocked cookies, sandboxed frames)
   try {

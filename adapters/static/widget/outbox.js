@@ -1,5 +1,6 @@
-/* The user's messages: each shows its state (sending, sent, queued, failed and why) and a retry
- * that resends the same client_message_id, so the server answers it once whatever happens. */
+/* The user's messages: each shows its state (sending, sent, queued, failed and why, or dropped
+ * by a stop before the bot answered it) and a retry that resends the same client_message_id, so
+ * the server answers it once whatever happens. */
 
 function createOutbox(ui, t, log, link) {
   var users = {}, order = [], inflight = [];
@@ -24,6 +25,8 @@ function createOutbox(ui, t, log, link) {
     item.meta.replaceChildren();
     if (state === "sent") {
       item.meta.append(icon("check"), el("span", "", t.sent));
+    } else if (state === "dropped") {  // taken, then a stop dropped it: never answered
+      item.meta.append(icon("alert"), el("span", "", t.dropped));
     } else if (state === "failed") {
       item.meta.append(icon("alert"), el("span", "", t.failed + ": " + reason));
       var retry = el("button", "cgw-retry");
@@ -64,6 +67,14 @@ function createOutbox(ui, t, log, link) {
       inflight = inflight.filter(function (x) { return x !== item; });
       setState(item, "sent");
     },
+    // message.dropped: a stop dropped it from the queue; `live`: not from the replay
+    dropped: function (frame, live) {
+      var item = users[frame.message_id];
+      if (!item) return;  // its message.user was before this page's window
+      inflight = inflight.filter(function (x) { return x !== item; });
+      setState(item, "dropped");
+      if (live) announce(ui, t.dropped + ": " + item.node.textContent + ".");
+    },
     // an error frame answers the oldest frame not yet answered (the server keeps their order)
     refusedByServer: function (code, message) {
       var reason = code === "text_too_long" ? t.tooLong.replace("{n}", maxChars || "?")
@@ -87,12 +98,14 @@ function createOutbox(ui, t, log, link) {
     },
     refuse: function (reason) {  // the server will take nothing from this page
       refused = reason;
-      order.forEach(function (item) { if (item.state !== "sent") setState(item, "failed", reason); });
+      order.forEach(function (item) {
+        if (item.state !== "sent" && item.state !== "dropped") setState(item, "failed", reason);
+      });
     },
     cleared: function () {  // /new: what was not sent yet stays, below the fresh start
       Object.keys(users).forEach(function (id) {
         var item = users[id];
-        if (item.state === "sent" || !item.frame || item.frame.text.trim() === "/new") delete users[id];
+        if (item.state === "sent" || item.state === "dropped" || !item.frame || item.frame.text.trim() === "/new") delete users[id];
       });
       order = order.filter(function (item) { return users[item.id] === item; });
       order.forEach(function (item) { log.show(item.row); });
