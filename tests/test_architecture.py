@@ -61,3 +61,16 @@ def test_the_app_names_no_channel() -> None:
         source = path.read_text().lower()
         for channel in ("telegram", "websocket", "terminal"):
             assert channel not in source, f"bot/{name} mentions {channel!r}"
+
+
+MAX_LINES = 400  # STYLE.md: at 400, a module becomes a package (or modules) along its seams
+
+
+def test_no_module_has_outgrown_its_idea() -> None:
+    long = {
+        str(path.relative_to(ROOT)): lines
+        for package in ALLOWED
+        for path in (ROOT / package).rglob("*.py")
+        if (lines := len(path.read_text().splitlines())) >= MAX_LINES
+    }
+    assert not long, f"split these along their seams (STYLE.md, Layout): {long}"
