@@ -1,226 +1,39 @@
-"""Persona files: parse and validate them, serve them from override dirs, reload them live."""
+"""Persona files served from override dirs, from memory, and reloaded file by file as they change.
+
+Reading one file (front matter, validation, line-numbered errors) is `agent/persona_file.py`.
+"""
 
 from __future__ import annotations
 
-import difflib
-import hashlib
 import logging
 import os
-import re
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from types import MappingProxyType
-from typing import Any
 
 import watchfiles
-import yaml
-from pydantic import (
-    BaseModel,
-    ConfigDict,
-    Field,
-    ValidationError,
-    ValidationInfo,
-    field_validator,
+
+from agent.persona_file import (
+    BUILTIN_DEFAULT,
+    COORDINATOR,
+    Persona,
+    PersonaError,
+    parse_persona,
 )
 
 log = logging.getLogger(__name__)
 
-COORDINATOR = "default"
-MAX_DESCRIPTION = 200
+# the names the agent, the gateway and the tests import from here
+__all__ = [
+    "BUILTIN_DEFAULT",
+    "COORDINATOR",
+    "Persona",
+    "PersonaError",
+    "PersonaLibrary",
+    "parse_persona",
+]
+
 DEBOUNCE_MS = 50
-_FENCE = "---"
-# YAML counts only these as line breaks; str.splitlines() would also split on \f, \v, \x1c...
-_LINE_BREAK = re.compile(r"\r\n|[\r\n]")
-_EXPECTED = {
-    "name": "the file name, e.g. name: specialist-research",
-    "description": "one line of text, e.g. description: Looks things up on the web.",
-    "tools": "a list of tool names, e.g. tools: [get_current_datetime] (or tools: [])",
-    "model": "a model name, or null for the configured model",
-    "max_rounds": "a whole number from 1 to 50",
-}
-
-
-class _FrontMatter(BaseModel):
-    # strict: `max_rounds: "8"` or `name: yes` are mistakes worth reporting, not coercing
-    model_config = ConfigDict(extra="forbid", strict=True)
-
-    name: str
-    description: str
-    tools: list[str]
-    model: str | None = None
-    max_rounds: int | None = Field(default=None, ge=1, le=50)
-
-    @field_validator("name")
-    @classmethod
-    def _matches_file(cls, name: str, info: ValidationInfo) -> str:
-        stem = (info.context or {}).get("stem", name)
-        if name != stem:
-            raise ValueError(f"name {name!r} must equal the file name {stem!r}")
-        return name
-
-    @field_validator("description")
-    @classmethod
-    def _one_line(cls, text: str) -> str:
-        text = text.strip()
-        if not text:
-            raise ValueError("description is empty; write one line on what this persona does")
-        if "\n" in text:
-            raise ValueError("description must be one line; move the detail into the prompt")
-        if len(text) > MAX_DESCRIPTION:
-            raise ValueError(
-                f"description is {len(text)} characters long; shorten it to "
-                f"{MAX_DESCRIPTION} or fewer and move the detail into the prompt"
-            )
-        return text
-
-    @field_validator("tools")
-    @classmethod
-    def _known(cls, tools: list[str], info: ValidationInfo) -> list[str]:
-        known: frozenset[str] | None = (info.context or {}).get("known_tools")
-        for tool in tools:
-            if known is not None and tool not in known:
-                close = difflib.get_close_matches(tool, known, n=1)
-                hint = f"; did you mean {close[0]!r}?" if close else ""
-                raise ValueError(f"unknown tool {tool!r}; known: {', '.join(sorted(known))}{hint}")
-        return list(dict.fromkeys(tools))
-
-
-_ALLOWED = ", ".join(sorted(_FrontMatter.model_fields))
-
-
-@dataclass(frozen=True, slots=True)
-class Persona:
-    """One version of one persona; frozen so a turn can hold it from start to end."""
-
-    name: str
-    description: str
-    tools: tuple[str, ...]
-    model: str | None
-    max_rounds: int | None
-    prompt: str
-    path: Path | None
-    version: str
-
-    @property
-    def is_coordinator(self) -> bool:
-        return self.name == COORDINATOR
-
-
-class PersonaError(Exception):
-    """A persona file that cannot be served; str() reads `path:line: reason` like a compiler."""
-
-    def __init__(self, path: Path, line: int, reason: str) -> None:
-        super().__init__(f"{path}:{line}: {reason}")
-        self.path = path
-        self.line = line
-        self.reason = reason
-
-
-def _version(text: str) -> str:
-    return hashlib.sha256(text.encode("utf-8", "surrogateescape")).hexdigest()[:12]
-
-
-def _key_line(header: Sequence[str], key: str) -> int:
-    """The file line of a top-level front matter key; 1 (the opening fence) if it is absent."""
-    k = re.escape(key)
-    pattern = re.compile(rf"""(?:{k}|"{k}"|'{k}')\s*:""")
-    return next((i + 2 for i, line in enumerate(header) if pattern.match(line)), 1)
-
-
-def _load_yaml(path: Path, header: Sequence[str]) -> dict[Any, Any]:
-    try:
-        data = yaml.safe_load("\n".join(header))
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        problem = getattr(exc, "problem", None) or str(exc)
-        raise PersonaError(
-            path,
-            mark.line + 2 if mark is not None else 1,  # mark is 0-based, after the opening fence
-            f"invalid YAML in the front matter: {problem}; fix the syntax "
-            "(quote text that contains ': ' or starts with a special character)",
-        ) from exc
-    if data is None:
-        return {}
-    if not isinstance(data, dict):
-        kind = type(data).__name__
-        raise PersonaError(path, 2, f"the front matter must be 'key: value' lines, not a {kind}")
-    return data
-
-
-def _validate(
-    path: Path, header: Sequence[str], data: dict[Any, Any], known_tools: frozenset[str] | None
-) -> _FrontMatter:
-    context = {"stem": path.stem, "known_tools": known_tools}
-    try:
-        return _FrontMatter.model_validate(data, context=context)
-    except ValidationError as exc:
-        # report the topmost problem as a reader meets it; a missing key last, since it is
-        # often the echo of a misspelt one (`tool:` for `tools:`)
-        found = [(_key_line(header, str(e["loc"][0])), e) for e in exc.errors()]
-        line, first = min(found, key=lambda pair: (pair[1]["type"] == "missing", pair[0]))
-        key = str(first["loc"][0])
-        if first["type"] == "extra_forbidden":
-            reason = f"unknown key {key!r}; allowed: {_ALLOWED}"
-        elif first["type"] == "missing":
-            reason = f"missing key {key!r}; add it to the front matter as {_EXPECTED[key]}"
-        elif first["type"] == "value_error":
-            reason = str(first["ctx"]["error"])
-        else:
-            problem = first["msg"][:1].lower() + first["msg"][1:]
-            reason = f"{key} {data[key]!r} is invalid: {problem}; expected {_EXPECTED[key]}"
-        raise PersonaError(path, line, reason) from None
-
-
-def parse_persona(path: Path, text: str, *, known_tools: Collection[str] | None = None) -> Persona:
-    """Parse one persona file's text; raise PersonaError pointing at the offending line."""
-    lines = _LINE_BREAK.split(text.removeprefix("\ufeff"))
-    if lines[0].rstrip() != _FENCE:
-        raise PersonaError(
-            path,
-            1,
-            "missing front matter: start the file with a '---' line, then the "
-            "'key: value' lines (name, description, tools), then a closing '---' line",
-        )
-    end = next((i for i in range(1, len(lines)) if lines[i].rstrip() == _FENCE), None)
-    if end is None:
-        reason = "the front matter is not terminated: add a '---' line after its last key"
-        raise PersonaError(path, 1, reason)
-    header = lines[1:end]
-    known = frozenset(known_tools) if known_tools is not None else None
-    front = _validate(path, header, _load_yaml(path, header), known)
-    prompt = "\n".join(lines[end + 1 :]).strip()
-    if not prompt:
-        reason = "the body is empty; write the system prompt after the closing '---'"
-        raise PersonaError(path, end + 2, reason)
-    return Persona(
-        name=front.name,
-        description=front.description,
-        tools=tuple(front.tools),
-        model=front.model,
-        max_rounds=front.max_rounds,
-        prompt=prompt,
-        path=path,
-        version=_version(text),
-    )
-
-
-_BUILTIN_PROMPT = """\
-You are a helpful assistant in a chat app. Answer in the user's language, concisely; markdown
-is fine. Say so when you are unsure, and never invent facts or tool results. Call a tool when it
-helps, read its errors, and correct yourself. Answer simple things directly; dispatch a specialist
-only for deep work, with a self-contained prompt, and synthesize its result for the user."""
-
-BUILTIN_DEFAULT = Persona(
-    name=COORDINATOR,
-    description="General-purpose coordinator (built in: no default.md was found).",
-    tools=("get_current_datetime",),
-    model=None,
-    max_rounds=None,
-    prompt=_BUILTIN_PROMPT,
-    path=None,
-    version=_version(_BUILTIN_PROMPT),
-)
 
 
 def _is_persona_name(name: str) -> bool:

@@ -12,9 +12,8 @@ import asyncio
 import json
 import logging
 import uuid
-from collections.abc import Awaitable, Callable, Mapping
-from dataclasses import dataclass, field, replace
-from typing import Any
+from collections.abc import Awaitable, Callable
+from dataclasses import replace
 
 from agent.fence import FencedWrites
 from agent.log_context import bound
@@ -23,6 +22,7 @@ from agent.personas import COORDINATOR, PersonaLibrary
 from agent.providers.base import Provider
 from agent.store import Store, UsageLog
 from agent.types import Message
+from agent.worker_tasks import BackgroundResult, Deliver, WorkerSettings, WorkerTask
 from tools.base import ToolContext, ToolError, ToolResult
 from tools.control import CONTROL_TOOLS
 from tools.events import AgentFinished, AgentStarted, TurnEvent
@@ -32,63 +32,8 @@ log = logging.getLogger(__name__)
 
 MIN_PROMPT_WORDS = 6
 
-
-@dataclass(frozen=True, slots=True)
-class WorkerSettings:
-    max_per_turn: int = 4
-    max_total: int = 16
-    timeout_s: float = 300.0
-    result_chars: int = 6000
-    max_rounds: int = 8
-    tool_timeout_s: float = 10.0
-    max_result_chars: int = 8000
-
-
-@dataclass(frozen=True, slots=True)
-class BackgroundResult:
-    task_id: str
-    subagent_type: str
-    description: str
-    status: str
-    text: str
-    conversation_key: str
-    channel: str
-    user_id: str
-
-    def result_text(self) -> str:
-        return self.text or f"(no result: the task ended with status {self.status})"
-
-
-Deliver = Callable[[BackgroundResult], Awaitable[None]]
-
-
-@dataclass(slots=True)
-class WorkerTask:
-    task_id: str
-    subagent_type: str
-    description: str
-    prompt: str
-    background: bool
-    parent: ToolContext
-    session_id: str | None = None
-    status: str = "running"  # running | completed | failed | killed | timeout
-    result: str = ""
-    display: tuple[Mapping[str, Any], ...] = ()  # e.g. a payment card made by the specialist
-    task: asyncio.Task[None] | None = None
-    waiters: int = 0
-    # A background result is delivered as a new turn unless a foreground call waits for it
-    deliver_later: bool = False
-    done: asyncio.Event = field(default_factory=asyncio.Event)
-
-    def summary(self) -> dict[str, Any]:
-        summary = {
-            "task_id": self.task_id,
-            "subagent_type": self.subagent_type,
-            "status": self.status,
-        }
-        if self.session_id:
-            summary["session_id"] = self.session_id
-        return summary
+# the names the gateway, the recovery and the app's wiring import from here
+__all__ = ["BackgroundResult", "Deliver", "WorkerSettings", "WorkerTask", "Workers"]
 
 
 async def _quiet(event: TurnEvent) -> None:

@@ -1,4 +1,9 @@
-"""Wiring: build storage, personas, tools, model, gateway and channels from config, and run them."""
+"""The running gateway: owns its parts, starts them in order, supervises them, stops them cleanly.
+
+What the parts are and which of them Redis shares is decided in `bot/wiring.py`; the HTTP side
+(/healthz, the channels' routes, admin) is `bot/web_server.py`. Here: the order things open in,
+the task group that runs them, a crashed channel restarted, and everything closed on the way out.
+"""
 
 from __future__ import annotations
 
@@ -6,43 +11,32 @@ import asyncio
 import logging
 from pathlib import Path
 from types import TracebackType
-from typing import Any
 
 import aiohttp
-from aiohttp import web
 
-from adapters.base import Channel, ChannelError, ChannelRevoked, HealthReport, WebRoutes
-from adapters.registry import ChannelServices, build_enabled, sections
-from agent.coordinator import AgentSettings, Coordinator
+from adapters.base import Channel, ChannelError, ChannelRevoked
+from adapters.registry import build_enabled
 from agent.personas import PersonaLibrary
 from agent.providers import build_provider, describe_provider
 from agent.providers.base import Provider
-from agent.workers import Workers, WorkerSettings
-from bot.access import AccessRules
-from bot.admin import AdminSources, AdminView
+from bot import wiring
 from bot.config import Config, ConfigError
-from bot.conversations import ConversationQueue, LocalConversations
-from bot.dedup import Dedup, StoreDedup
+from bot.conversations import ConversationQueue
 from bot.gateway import Gateway, GatewaySettings
 from bot.health import ChannelStates
 from bot.ops import Operations, metrics_enabled
-from bot.quota import Quotas, StoreQuotaState
+from bot.quota import Quotas
 from bot.recovery import recover_interrupted_turns
-from bot.redis.mode import RedisMode
 from bot.resume import ResumeSettings
 from bot.storage import StorageError
 from bot.storage.backends import build_store
-from bot.transcript import StoreHistory
+from bot.web_server import WebServer
 from tools.builtin import builtin_registry
 from tools.control import CONTROL
 from tools.knowledge import KnowledgeBase
-from tools.redirects import load_redirects
 from tools.registry import ToolRegistry
 
 log = logging.getLogger(__name__)
-
-READY = web.AppKey("ready", dict)
-KEEPALIVE_S = 75.0  # aiohttp's default is 3,630 s
 
 
 class App:
@@ -83,82 +77,30 @@ class App:
             [self._path(d) for d in config.personas.dirs], known_tools=self.registry.names()
         )
         self.channels: dict[str, Channel] = {c.name: c for c in channels or []}
-        # redis.url set: the shared seams live in Redis, so any number of processes share the
-        # work. Not for `bot chat`: its channel lives in that process only, so no other process
-        # could run its turns.
-        self.redis = (
-            RedisMode(
-                config.redis,
-                dedup_ttl_s=config.gateway.dedup_ttl_s,
-                coalesce_ms=config.gateway.coalesce_ms,
-            )
-            if config.redis.url and web_server
-            else None
-        )
+        self.redis = wiring.redis_mode(config, web_server=web_server)
         # `bot chat` (no web server) runs none: a polling channel would steal a serving bot's updates
         if web_server:
-            services = ChannelServices(
-                public_url=config.server.public_url,
-                # replies a channel sends on its own (to stickers, say) obey the access policy
+            services = wiring.channel_services(
+                config,
+                self.store,
+                self.ops,
+                self.redis,
                 admits=lambda message: self.gateway.access.check(message) == "allow",
-                platform_calls=self.ops.platform_calls,
-                session_records=self.store,
-                # what a reload shows after a restart, and resends known after one
-                history=StoreHistory(self.store, self._persona_name),
-                claims=StoreDedup(self.store, ttl_s=config.gateway.dedup_ttl_s),
-                answered=self._answered,
-                event_hub=self.redis.hub if self.redis else None,
-                rate_budget=self.redis.budget if self.redis else None,
-                inbound_rates=self.redis.inbound_rates if self.redis else None,
-                leader=self.redis.leader if self.redis else None,
-                latest_conversation=self._latest_conversation,
+                persona_name=self._persona_name,
             )
             for channel in build_enabled(config.channels, services):
                 self.channels[channel.name] = channel
-        agent = config.agent
-        self.workers = Workers(
-            provider=served,
-            registry=self.registry,
-            store=self.store,
-            personas=self.personas,
-            settings=WorkerSettings(
-                max_per_turn=agent.max_workers,
-                max_total=agent.max_workers_total,
-                timeout_s=agent.worker_timeout_s,
-                result_chars=agent.worker_result_chars,
-                max_rounds=agent.max_rounds,
-                tool_timeout_s=agent.tool_timeout_s,
-            ),
+        self.workers = wiring.build_workers(
+            config, served, self.registry, self.store, self.personas
         )
-        self.coordinator = Coordinator(
-            provider=served,
-            registry=self.registry,
-            store=self.store,
-            settings=AgentSettings(
-                max_rounds=agent.max_rounds,
-                tool_timeout_s=agent.tool_timeout_s,
-                context_budget_tokens=agent.context_budget_tokens,
-            ),
-            personas=self.personas,
-            redirects=load_redirects(),
-            services={
-                "default_timezone": agent.default_timezone,
-                "agents": self.workers,
-                "tools_config": config.tools,
-                "knowledge": self.knowledge,
-            },
+        self.coordinator = wiring.build_coordinator(
+            config, served, self.registry, self.store, self.personas, self.workers, self.knowledge
         )
         self.conversations: ConversationQueue
-        dedup: Dedup
-        if self.redis is not None:
-            self.conversations, dedup = self.redis.conversations, self.redis.dedup
-            # a /stop asked on any process stops the specialists running on this one
-            self.redis.conversations.stop_hooks.append(self.workers.stop_conversation)
-            self.redis.conversations.task_stop_hooks.append(self.workers.stop_task)
-            self.workers.stop_elsewhere = self.redis.conversations.stop_task
-        else:
-            self.conversations = LocalConversations(coalesce_ms=config.gateway.coalesce_ms)
-            dedup = StoreDedup(self.store, ttl_s=config.gateway.dedup_ttl_s)
+        self.conversations, dedup = wiring.conversation_seams(
+            config, self.store, self.redis, self.workers
+        )
+        agent = config.agent
         self.gateway = Gateway(
             channels=self.channels,
             coordinator=self.coordinator,
@@ -171,21 +113,15 @@ class App:
                 persona=persona,
                 resume=ResumeSettings(agent.resume_max_age_s, agent.resume_max_attempts),
             ),
-            access=AccessRules.of(
-                allowed_users=config.gateway.allowed_users,
-                group_reply=config.gateway.group_reply,
-                sections={spec.name: section for spec, section in sections(config.channels)},
-            ),
+            access=wiring.access_rules(config),
             workers=self.workers,
             metrics=self.ops.gateway_metrics,
-            quotas=Quotas(
-                config.quotas, self.redis.quotas if self.redis else StoreQuotaState(self.store)
-            ),
+            quotas=Quotas(config.quotas, wiring.quota_state(self.store, self.redis)),
         )
         self.gateway.accepting.clear()  # until interrupted turns are queued (see `_start`)
         self.web_server = web_server
         self.port: int | None = None
-        self._runner: web.AppRunner | None = None
+        self._web: WebServer | None = None
         self._supervisor: asyncio.Task[None] | None = None
         self.channel_states = ChannelStates()  # for /healthz and /readyz
         self.readiness = self.ops.readiness  # `add(name, check)`: more dependencies to watch
@@ -202,24 +138,6 @@ class App:
     def _persona_name(self) -> str:
         """The agent id of the conversations' sessions (the gateway's persona)."""
         return self.personas.get(self.gateway.settings.persona).name
-
-    async def _answered(self, conversation_key: str) -> bool:
-        """Whether a turn was answered in this conversation (a Slack thread, say), durably."""
-        try:
-            return await self.store.conversation_chat(conversation_key) is not None
-        except StorageError as exc:
-            log.warning("cannot tell whether %s was answered before: %s", conversation_key, exc)
-            return False
-
-    async def _latest_conversation(self, channel: str, key_prefix: str, user: str) -> str | None:
-        """The conversation under `key_prefix` with the user's newest turn (a Slack thread)."""
-        try:
-            return await self.store.latest_conversation(
-                channel=channel, key_prefix=key_prefix, user_id=user
-            )
-        except StorageError as exc:
-            log.warning("cannot find the latest conversation under %s: %s", key_prefix, exc)
-            return None
 
     def _path(self, value: str) -> Path:
         path = Path(value)
@@ -273,7 +191,17 @@ class App:
             )
         self.gateway.accepting.set()
         if self.web_server:
-            await self._start_web()
+            self._web = WebServer(
+                self.config,
+                provider=self.provider,
+                store=self.store,
+                personas=self.personas,
+                channels=self.channels,
+                channel_states=self.channel_states,
+                ops=self.ops,
+                redis=self.redis,
+            )
+            self.port = await self._web.start()
         log.info("model: %s", describe_provider(self.provider))
         if self.port is not None:
             log.info("serving %s  (web widget demo at /, health at /healthz)", self.url)
@@ -288,9 +216,9 @@ class App:
 
     async def stop(self) -> None:
         try:
-            if self._runner is not None:
-                await self._runner.cleanup()  # closes web sockets with 1001 before the tasks go
-                self._runner = None
+            if self._web is not None:
+                await self._web.stop()  # closes web sockets with 1001 before the tasks go
+                self._web = None
             if self._supervisor is not None:
                 self._supervisor.cancel()
                 try:
@@ -369,58 +297,3 @@ class App:
                 backoff = 1.0  # it ran fine for a while: this is a new problem
             await asyncio.sleep(backoff)
             backoff = min(backoff * 2, 60.0)
-
-    async def _start_web(self) -> None:
-        app = web.Application()
-        app[READY] = {"ready": False}
-        app.router.add_get("/healthz", self._healthz)
-        self.ops.install(app)  # /readyz, /metrics
-        for channel in self.channels.values():
-            if isinstance(channel, WebRoutes):
-                channel.install(app)
-        if self.config.admin.token:
-            self._admin().install(app)
-        self._runner = web.AppRunner(
-            app,
-            shutdown_timeout=5,
-            handle_signals=False,
-            keepalive_timeout=KEEPALIVE_S,  # a silent TCP connection is closed, not kept an hour
-        )
-        await self._runner.setup()
-        site = web.TCPSite(self._runner, self.config.server.host, self.config.server.port)
-        await site.start()
-        self.port = self._runner.addresses[0][1]
-        app[READY]["ready"] = True
-
-    def _admin(self) -> AdminView:
-        sources = AdminSources(
-            store=self.store,
-            personas=self.personas,
-            channel_states=self.channel_states,
-            channels=lambda: sorted(self.channels),
-            prices=self.config.usage.prices,
-        )
-        return AdminView(self.config.admin, sources)
-
-    async def _healthz(self, request: web.Request) -> web.Response:
-        ready = request.app[READY]["ready"]
-        failed = self.channel_states.any_failed  # an enabled channel that cannot run: not healthy
-        body: dict[str, Any] = {
-            "status": "failing" if failed else "ok" if ready else "starting",
-            "model": self.provider.name,
-            "channels": self.channel_states.report(),
-        }
-        for channel in self.channels.values():
-            if isinstance(channel, HealthReport):
-                body |= channel.health()
-        trouble = self.store.trouble  # the last store call failed: turns cannot be kept
-        if trouble is not None:
-            body |= {"status": "error", "storage": trouble}
-        redis_down = False
-        if self.redis is not None:  # messages cannot be taken while it is down
-            body |= await self.redis.health.report()
-            redis_down = not self.redis.health.up
-            if redis_down:
-                body["status"] = "error"
-        healthy = ready and not failed and trouble is None and not redis_down
-        return web.json_response(body, status=200 if healthy else 503)

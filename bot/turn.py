@@ -4,6 +4,10 @@
 still ends with its placeholder saying so; a shutdown tells the user too, briefly. A storage
 failure ends the turn with a note asking the user to send the message again, and a placeholder
 whose send went unconfirmed is not the end: the answer then comes as one new message.
+
+Beside it: the outcomes and their notes (`bot/turn_outcome.py`), the placeholder's posting
+(`bot/placeholder.py`), the batch as the model and the transcript see it (`bot/turn_input.py`),
+and the recorded ends a store refused (`bot/turn_ends.py`).
 """
 
 from __future__ import annotations
@@ -13,10 +17,9 @@ import logging
 import time
 import uuid
 from collections.abc import Awaitable, Callable, Mapping
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
-from adapters.base import Channel, ChannelError, DeliveryUncertain, InboundMessage, RateLimited
+from adapters.base import Channel, ChannelError, InboundMessage
 from agent.coordinator import Coordinator, TurnInput
 from agent.log_context import bound
 from agent.loop import Resumed
@@ -28,43 +31,44 @@ from bot.conversations import TurnSignal
 from bot.dedup import Dedup
 from bot.delivery import APOLOGY, Delivery
 from bot.metrics import NO_METRICS, GatewayMetrics
+from bot.placeholder import post_placeholder
 from bot.quota import Quotas
 from bot.storage.base import GatewayStore, StorageError
 from bot.storage.turns import chat_record, handle_record
 from bot.turn_ends import TurnEnds
-from tools.builtin.settings import ToolsSettings
-from tools.pii import PiiMasker
-from tools.redact import redact_credentials
+from bot.turn_input import combine, shown, user_text_masker
+from bot.turn_outcome import (
+    INTERRUPTED,
+    STOPPED,
+    STORAGE_FAILED,
+    TIMED_OUT,
+    Outcome,
+    describe,
+    storage_failed,
+    storage_fault,
+)
 
 if TYPE_CHECKING:
     from bot.resume import TurnResumer
 
 log = logging.getLogger(__name__)
 
-STOPPED = "⏹ Stopped."
-TIMED_OUT = (
-    "Sorry — this took too long, so I stopped. Please try again, perhaps with a smaller request."
-)
-INTERRUPTED = (
-    "Sorry — the bot restarted before finishing this answer. Please send your message again."
-)
-STORAGE_FAILED = (
-    "Sorry — I couldn't save this conversation just now, so I stopped. "
-    "Please send your message again in a minute."
-)
+# the names the gateway, the resumer and the tests import from here
+__all__ = [
+    "INTERRUPTED",
+    "RESUME_EVENT",
+    "STOPPED",
+    "STORAGE_FAILED",
+    "TIMED_OUT",
+    "Outcome",
+    "SessionFor",
+    "TurnRunner",
+]
+
 RESUME_EVENT = "resume:"  # + a turn id: the queued resumption of a turn interrupted by a crash
-PLACEHOLDER_ATTEMPTS = 3
 SHUTDOWN_GRACE_S = 3.0
 
 SessionFor = Callable[[InboundMessage, str, str], Awaitable[str]]
-
-
-@dataclass(slots=True)
-class Outcome:
-    status: str = "failed"
-    text: str = APOLOGY
-    display: tuple[Mapping[str, Any], ...] = ()
-    error: str | None = None
 
 
 class TurnRunner:
@@ -132,14 +136,14 @@ class TurnRunner:
                 log.info("over quota in %s: %s", last.conversation_key, refusal)
                 outcome = Outcome("refused", refusal)
             if outcome.status in ("stopped", "refused"):
-                if not await self._post_placeholder(delivery, batch):
+                if not await post_placeholder(delivery, batch, self.dedup):
                     outcome.status = "undelivered"
                     return
                 self.metrics.placeholder_shown(last.chat.channel, time.monotonic() - arrived)
             else:
                 persona = self.personas.get(self.persona)  # pinned for the whole turn
                 session_id = await self.session_for(last, persona.name, persona.version)
-                masker = _user_text_masker(self.coordinator)
+                masker = user_text_masker(self.coordinator)
                 # recorded BEFORE the placeholder is posted, and its handle right after: a
                 # process killed in between leaves a turn another resumes, never an unknown one
                 await self.store.create_turn(
@@ -149,14 +153,14 @@ class TurnRunner:
                     conversation_key=last.conversation_key,
                     inbound_event_ids=[m.event_id for m in batch],
                     placeholder=chat_record(last.chat),
-                    inbound_messages=_shown(batch, masker),
+                    inbound_messages=shown(batch, masker),
                 )
                 recorded = True
-                text = _combine(batch, masker)
+                text = combine(batch, masker)
                 # the user's message too: a restart goes on from it (agent/replay.py)
                 start = ReplayPoint((Message("user", text),), resumed=Resumed(rounds_done=0))
                 await self.store.append_messages(session_id, turn_id, list(start.messages))
-                if not await self._post_placeholder(delivery, batch):
+                if not await post_placeholder(delivery, batch, self.dedup):
                     outcome = Outcome("undelivered", error="undelivered: no placeholder posted")
                     return
                 if delivery.handles:
@@ -192,7 +196,7 @@ class TurnRunner:
                     pass
             raise
         except StorageError as exc:
-            outcome = await self._storage_failed(batch, exc)
+            outcome = await storage_failed(batch, exc, self.dedup)
             try:
                 await delivery.finish(outcome.text)
             except ChannelError as error:
@@ -242,22 +246,6 @@ class TurnRunner:
         except StorageError as exc:
             log.error("turn %s: its tokens were not counted against quotas: %s", turn_id, exc)
 
-    async def _storage_failed(self, batch: list[InboundMessage], exc: StorageError) -> Outcome:
-        """The messages are in no store: say so in the log, ask the user to send them again, and
-        reopen their events so a platform's retry is answered (`Dedup.reopen`)."""
-        log.error(
-            "storage failed in %s; message(s) %s not kept, the user is asked to send again: %s",
-            batch[-1].conversation_key,
-            ", ".join(m.event_id for m in batch),
-            exc,
-        )
-        try:
-            for message in batch:
-                await self.dedup.reopen(message.event_id)
-        except StorageError:
-            pass  # the same failure, logged above; the claims expire with their TTL
-        return Outcome("failed", STORAGE_FAILED, error=f"storage: {exc}")
-
     async def work(
         self,
         turn: TurnInput,
@@ -286,86 +274,12 @@ class TurnRunner:
             return Outcome("failed", TIMED_OUT, error="turn timeout")
         except ProviderError as exc:
             log.error("turn %s failed: model provider: %s", turn.turn_id, exc)
-            return Outcome("failed", f"Sorry — {exc.user_message}", error=_describe(exc))
+            return Outcome("failed", f"Sorry — {exc.user_message}", error=describe(exc))
         except Exception as exc:
-            if (fault := _storage_fault(exc)) is not None:
+            if (fault := storage_fault(exc)) is not None:
                 raise fault from exc  # a tool's audit row, say, failed inside a task group
             log.exception("turn %s failed", turn.turn_id)
-            return Outcome("failed", APOLOGY, error=_describe(exc))
+            return Outcome("failed", APOLOGY, error=describe(exc))
         finally:
             control.work = None
         return Outcome("completed", result.text, tuple(result.display))
-
-    async def _post_placeholder(self, delivery: Delivery, batch: list[InboundMessage]) -> bool:
-        """Post it, waiting out rate limits; if it cannot be posted, let a redelivery try again.
-
-        A send of unknown fate may be showing: no second placeholder then, and no previews (the
-        delivery has nothing to edit); the final comes as one new message. Neither Telegram's
-        polling nor its webhook would ever redeliver the message, so giving up would lose it.
-        """
-        for attempt in range(1, PLACEHOLDER_ATTEMPTS + 1):
-            try:
-                await delivery.start()
-                return True
-            except DeliveryUncertain as exc:
-                log.warning("placeholder in %s unconfirmed (%s)", batch[-1].chat.key, exc)
-                return True
-            except RateLimited as exc:
-                if attempt < PLACEHOLDER_ATTEMPTS:
-                    await asyncio.sleep(exc.retry_after)
-            except ChannelError as exc:
-                log.error("no placeholder in %s: %s", batch[-1].chat.key, exc)
-                break
-        for message in batch:
-            await self.dedup.reopen(message.event_id)  # nothing was shown: a retry may answer
-        return False
-
-
-def _storage_fault(exc: BaseException) -> StorageError | None:
-    if isinstance(exc, StorageError):
-        return exc
-    if isinstance(exc, BaseExceptionGroup):
-        for inner in exc.exceptions:
-            if (fault := _storage_fault(inner)) is not None:
-                return fault
-    return None
-
-
-def _describe(exc: BaseException) -> str:
-    """For `turns.error`: an error's text may hold a URL with its password (from any library)."""
-    return redact_credentials(f"{type(exc).__name__}: {exc}")
-
-
-def _combine(batch: list[InboundMessage], masker: PiiMasker | None = None) -> str:
-    """The turn's input: the batch's messages; personal data masked when `masker` is given."""
-    parts = []
-    for message in batch:
-        text = message.action.describe() if message.action else message.text.strip()
-        for attachment in message.attachments:
-            label = attachment.name or attachment.mime_type or ""
-            text += f"\n[attachment: {attachment.kind} {label}]".rstrip()
-        parts.append(text.strip())
-    combined = "\n\n".join(parts)
-    return masker.mask(combined) if masker is not None else combined
-
-
-def _shown(batch: list[InboundMessage], masker: PiiMasker | None) -> list[dict[str, str]]:
-    """The user's messages of the turn as their chat showed them, for the transcript: with their
-    ids, a button press as its label (as the web channel's `message.user`), masked like the
-    history. System input (a background result, which has no message id) is no one's message."""
-    shown = []
-    for message in batch:
-        if message.message_id is None or not message.user_id:
-            continue
-        action = message.action
-        text = (action.label or action.value or action.action_id) if action else message.text
-        shown.append(
-            {"message_id": message.message_id, "text": masker.mask(text) if masker else text}
-        )
-    return shown
-
-
-def _user_text_masker(coordinator: Coordinator) -> PiiMasker | None:
-    """`tools.pii.mask_user_text`: the tools' settings are the coordinator's `tools_config`."""
-    settings = coordinator.services.get("tools_config")
-    return settings.pii.user_text_masker() if isinstance(settings, ToolsSettings) else None

@@ -42,16 +42,35 @@ def test_every_module_has_a_docstring() -> None:
     assert not missing, missing
 
 
+# the modules that build and run the app: channels plug in through adapters.registry
+APP_MODULES = ("app.py", "wiring.py", "web_server.py")
+
+
 def test_the_app_names_no_channel() -> None:
-    """Channels plug in through adapters.registry: bot/app.py imports no channel package."""
-    modules: set[str] = set()
-    for node in ast.walk(ast.parse((ROOT / "bot" / "app.py").read_text())):
-        if isinstance(node, ast.Import):
-            modules |= {alias.name for alias in node.names}
-        elif isinstance(node, ast.ImportFrom) and node.module:
-            modules |= {f"{node.module}.{alias.name}" for alias in node.names}
-    adapters = {m for m in modules if m.startswith("adapters.")}
-    assert {m.split(".")[1] for m in adapters} <= {"base", "registry"}, adapters
-    source = (ROOT / "bot" / "app.py").read_text().lower()
-    for name in ("telegram", "websocket", "terminal"):
-        assert name not in source, f"bot/app.py mentions {name!r}"
+    """Channels plug in through adapters.registry: the app's modules import no channel package."""
+    for name in APP_MODULES:
+        path = ROOT / "bot" / name
+        modules: set[str] = set()
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Import):
+                modules |= {alias.name for alias in node.names}
+            elif isinstance(node, ast.ImportFrom) and node.module:
+                modules |= {f"{node.module}.{alias.name}" for alias in node.names}
+        adapters = {m for m in modules if m.startswith("adapters.")}
+        assert {m.split(".")[1] for m in adapters} <= {"base", "registry"}, (name, adapters)
+        source = path.read_text().lower()
+        for channel in ("telegram", "websocket", "terminal"):
+            assert channel not in source, f"bot/{name} mentions {channel!r}"
+
+
+MAX_LINES = 400  # STYLE.md: at 400, a module becomes a package (or modules) along its seams
+
+
+def test_no_module_has_outgrown_its_idea() -> None:
+    long = {
+        str(path.relative_to(ROOT)): lines
+        for package in ALLOWED
+        for path in (ROOT / package).rglob("*.py")
+        if (lines := len(path.read_text().splitlines())) >= MAX_LINES
+    }
+    assert not long, f"split these along their seams (STYLE.md, Layout): {long}"

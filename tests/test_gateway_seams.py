@@ -129,13 +129,13 @@ async def test_a_message_past_a_full_queue_is_refused_with_a_reply(
 
 
 async def test_a_silent_tcp_connection_is_closed(running: Running) -> None:
-    from bot import app as app_module
+    from bot import web_server
 
-    app_module.KEEPALIVE_S, before = 0.5, app_module.KEEPALIVE_S  # the deadline, made short
+    web_server.KEEPALIVE_S, before = 0.5, web_server.KEEPALIVE_S  # the deadline, made short
     try:
         app = await running(ScriptedProvider([]))
     finally:
-        app_module.KEEPALIVE_S = before
+        web_server.KEEPALIVE_S = before
     reader, writer = await asyncio.open_connection("127.0.0.1", app.port)
     async with asyncio.timeout(10):
         assert await reader.read() == b""  # the server hung up on a client that said nothing

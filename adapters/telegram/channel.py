@@ -30,17 +30,15 @@ from aiogram.exceptions import (
 )
 from aiogram.types import LinkPreviewOptions, ReplyParameters
 from aiogram.utils.token import TokenValidationError
-from aiohttp import ClientConnectorError, web
+from aiohttp import web
 
 from adapters.base import (
     ChannelError,
     ChannelLimits,
     ChatRef,
-    DeliveryUncertain,
     InboundMessage,
     Inbox,
     Leader,
-    MessageGone,
     MessageHandle,
     OutboundContent,
     RateLimited,
@@ -48,6 +46,7 @@ from adapters.base import (
 from adapters.budget import Busy, LocalRateBudget, Rank, RateBudget
 from adapters.platform_calls import NO_PLATFORM_CALLS, PlatformCalls
 from adapters.telegram.calls import CountedCalls
+from adapters.telegram.errors import NotModified, ParseError, bad_request, lost
 from adapters.telegram.ingress import Ingress
 from adapters.telegram.presence import TypingStatus
 from adapters.telegram.recent import Recent
@@ -66,14 +65,6 @@ REMEMBERED_TEXTS = 4096  # messages whose last sent text is kept, to skip edits 
 class TelegramLimits(ChannelLimits):
     def length(self, text: str) -> int:
         return rendered_length(text, limit=self.max_text_length)
-
-
-class _NotModified(ChannelError):
-    """Telegram already shows exactly this text: the edit succeeded."""
-
-
-class _ParseError(ChannelError):
-    """Telegram could not parse our HTML."""
 
 
 class TelegramChannel:
@@ -220,7 +211,7 @@ class TelegramChannel:
             if self._sent.get(key) != rendered:
                 await self._deliver(chat, rendered, "final" if final else "preview", request)
                 self._sent.put(key, rendered)
-        except _NotModified:
+        except NotModified:
             self._sent.put(key, rendered)
         finally:
             if final:
@@ -241,7 +232,7 @@ class TelegramChannel:
         try:
             async with self._call(chat, rank, sending=sending):
                 result = await request(rendered, ParseMode.HTML)
-        except _ParseError as exc:
+        except ParseError as exc:
             log.info(
                 "Telegram could not parse our HTML in %s (%s); sending plain text", chat.key, exc
             )
@@ -268,9 +259,9 @@ class TelegramChannel:
             await self._budget.penalize(chat.chat_id, exc.retry_after)
             raise RateLimited(exc.retry_after, "Telegram flood control") from exc
         except TelegramBadRequest as exc:
-            raise _bad_request(exc) from exc
+            raise bad_request(exc) from exc
         except (TelegramNetworkError, ClientDecodeError, UnicodeDecodeError, OSError) as exc:
-            raise _lost(exc, sending) from exc
+            raise lost(exc, sending) from exc
         except TelegramAPIError as exc:
             raise ChannelError(f"Telegram {type(exc).__name__}: {exc.message}") from exc
         except AiogramError as exc:
@@ -285,29 +276,3 @@ class TelegramChannel:
 
 def _thread(chat: ChatRef) -> int | None:
     return int(chat.thread_id) if chat.thread_id else None
-
-
-def _lost(exc: Exception, sending: bool) -> ChannelError:
-    """No usable answer: the network failed, or the body was not Telegram's JSON (a proxy's
-    HTML error page, say). A send that may have reached Telegram is `DeliveryUncertain`."""
-    if isinstance(exc, TelegramNetworkError):
-        what = f"no answer from Telegram ({exc.message})"
-    elif isinstance(exc, ClientDecodeError | UnicodeDecodeError):
-        what = "an answer that is not Telegram's JSON (a proxy's error page?)"
-    else:
-        what = f"no answer from Telegram ({type(exc).__name__}: {exc})"
-    never_sent = isinstance(exc.__cause__, ClientConnectorError)  # no connection was made
-    if sending and not never_sent:
-        return DeliveryUncertain(f"{what}; the message may have been posted, so it is not resent")
-    return ChannelError(what)
-
-
-def _bad_request(exc: TelegramBadRequest) -> ChannelError:
-    reason = exc.message.lower()
-    if "message is not modified" in reason:
-        return _NotModified(exc.message)
-    if "can't parse entities" in reason or "can't find end tag" in reason:
-        return _ParseError(exc.message)
-    if "message to edit not found" in reason or "message can't be edited" in reason:
-        return MessageGone(exc.message)
-    return ChannelError(f"Telegram refused the request: {exc.message}")

@@ -1,0 +1,47 @@
+"""What a turn is asked: its batch of messages as the model reads them and as the chat showed them.
+
+Both views mask personal data when `tools.pii.mask_user_text` says so, so the transcript and
+the model's history agree.
+"""
+
+from __future__ import annotations
+
+from adapters.base import InboundMessage
+from agent.coordinator import Coordinator
+from tools.builtin.settings import ToolsSettings
+from tools.pii import PiiMasker
+
+
+def combine(batch: list[InboundMessage], masker: PiiMasker | None = None) -> str:
+    """The turn's input: the batch's messages; personal data masked when `masker` is given."""
+    parts = []
+    for message in batch:
+        text = message.action.describe() if message.action else message.text.strip()
+        for attachment in message.attachments:
+            label = attachment.name or attachment.mime_type or ""
+            text += f"\n[attachment: {attachment.kind} {label}]".rstrip()
+        parts.append(text.strip())
+    combined = "\n\n".join(parts)
+    return masker.mask(combined) if masker is not None else combined
+
+
+def shown(batch: list[InboundMessage], masker: PiiMasker | None) -> list[dict[str, str]]:
+    """The user's messages of the turn as their chat showed them, for the transcript: with their
+    ids, a button press as its label (as the web channel's `message.user`), masked like the
+    history. System input (a background result, which has no message id) is no one's message."""
+    shown = []
+    for message in batch:
+        if message.message_id is None or not message.user_id:
+            continue
+        action = message.action
+        text = (action.label or action.value or action.action_id) if action else message.text
+        shown.append(
+            {"message_id": message.message_id, "text": masker.mask(text) if masker else text}
+        )
+    return shown
+
+
+def user_text_masker(coordinator: Coordinator) -> PiiMasker | None:
+    """`tools.pii.mask_user_text`: the tools' settings are the coordinator's `tools_config`."""
+    settings = coordinator.services.get("tools_config")
+    return settings.pii.user_text_masker() if isinstance(settings, ToolsSettings) else None
