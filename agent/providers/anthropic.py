@@ -277,9 +277,9 @@ def _turns(messages: Sequence[Message]) -> list[bytes]:
     added: list[bytes] = []
     for message in messages[start:]:
         piece = cached(message, "anthropic", _encode)
-        if not piece.blocks:
+        if not piece[1]:
             continue  # an empty text block is refused
-        if group and piece.role != group[0].role:
+        if group and piece[0] != group[0][0]:
             added.append(_merged(group))
             group = []
         group.append(piece)
@@ -291,21 +291,21 @@ def _turns(messages: Sequence[Message]) -> list[bytes]:
 _PREFIX = "anthropic-prefix"
 
 
-@dataclass(frozen=True, slots=True)
-class _Piece:
-    role: str
-    blocks: bytes  # the content blocks, encoded and comma-separated
-    turn: bytes  # the message as a turn of its own, which most are
+# A message's piece: (role, its content blocks encoded and comma-separated, the message as a turn
+# of its own, which most are). A plain tuple, not a class: every message of every cached history
+# keeps one, and the cyclic collector stops walking a tuple of strings once it has seen it (an
+# instance of a class, and the `derived` dict holding it, it walks in every full collection).
+_Piece = tuple[str, bytes, bytes]
 
 
 def _encode(message: Message) -> _Piece:
     role, blocks = _blocks(message)
     encoded = b",".join(dumps(block) for block in blocks)
-    return _Piece(role, encoded, _turn(role, [encoded]))
+    return (role, encoded, _turn(role, [encoded]))
 
 
 def _merged(group: list[_Piece]) -> bytes:
-    return group[0].turn if len(group) == 1 else _turn(group[0].role, [p.blocks for p in group])
+    return group[0][2] if len(group) == 1 else _turn(group[0][0], [p[1] for p in group])
 
 
 def _turn(role: str, blocks: list[bytes]) -> bytes:
