@@ -14,7 +14,7 @@ from agent.providers import openai as openai_module
 from agent.providers.anthropic import AnthropicProvider, _turns, to_anthropic
 from agent.providers.openai import OpenAIProvider, _items, to_openai
 from agent.providers.textmode import as_text_messages
-from agent.providers.wire import array, dumps, resume
+from agent.providers.wire import dumps, resume
 from agent.types import Message, ModelEvent, ModelRequest, TextDelta, ToolCall
 from tests.fake_anthropic import FakeAnthropic
 from tests.fake_llm import Received, Reply
@@ -242,7 +242,7 @@ def test_a_request_continues_from_the_last_one_and_stays_what_the_conversion_mak
         if vendor == "openai":
             assert json.loads(b"[" + b",".join(_items(messages)) + b"]") == to_openai("", messages)
         else:
-            assert json.loads(array(_turns(messages))) == to_anthropic(messages)
+            assert json.loads(b"[" + b",".join(_turns(messages)) + b"]") == to_anthropic(messages)
         previous = messages
         assert [m for m in messages if key in m.derived] == [messages[-1]]  # one kept
     moved = histories[-1][10:]  # the history window dropped the oldest turns

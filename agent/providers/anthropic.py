@@ -34,7 +34,7 @@ from agent.providers.classify import MALFORMED, classify, malformed
 from agent.providers.deadline import Deadline, Timeouts
 from agent.providers.prepared import PreparedPost
 from agent.providers.sse import SSELines
-from agent.providers.wire import array, cached, dumps, json_object, keep, resume
+from agent.providers.wire import cached, dumps, json_object, keep, resume
 from agent.types import (
     Message,
     ModelEvent,
@@ -135,10 +135,8 @@ class AnthropicProvider:
         fields: dict[str, Any] = {"model": model, "max_tokens": request.max_tokens, "stream": True}
         if request.system:
             fields["system"] = request.system
-        encoded = {"messages": array(_turns(request.messages))}
-        if request.tools:
-            encoded["tools"] = self._tool_params(request.tools)
-        return json_object(fields, encoded)
+        encoded = {"tools": self._tool_params(request.tools)} if request.tools else {}
+        return json_object(fields, encoded, {"messages": _turns(request.messages)})
 
     def _tool_params(self, tools: tuple[ToolSpec, ...]) -> bytes:
         # the coordinator hands the same tuple for a persona version: encode once, not per call

@@ -153,17 +153,14 @@ class OpenAIProvider:
     def _body(self, request: ModelRequest, model: str) -> bytes:
         """The Chat Completions request as JSON: the history's pieces are encoded once each."""
         system = [dumps({"role": "system", "content": request.system})] if request.system else []
-        messages = b"[" + b",".join([*system, *_items(request.messages)]) + b"]"
         fields: dict[str, Any] = {
             "model": model,
             "stream": True,
             "stream_options": {"include_usage": True},
             self._max_key: request.max_tokens,
         }
-        encoded = {"messages": messages}
-        if request.tools:
-            encoded["tools"] = self._tool_params(request.tools)
-        return json_object(fields, encoded)
+        encoded = {"tools": self._tool_params(request.tools)} if request.tools else {}
+        return json_object(fields, encoded, {"messages": [*system, *_items(request.messages)]})
 
     def _tool_params(self, tools: tuple[ToolSpec, ...]) -> bytes:
         # the coordinator hands the same tuple for a persona version: encode once, not per call
