@@ -34,7 +34,7 @@ from agent.providers.classify import MALFORMED, classify, malformed
 from agent.providers.deadline import Deadline, Timeouts
 from agent.providers.prepared import PreparedPost
 from agent.providers.sse import SSELines
-from agent.providers.wire import cached, dumps, json_object, keep, resume
+from agent.providers.wire import cached, dumps, extended, json_object, keep, resume
 from agent.types import (
     Message,
     ModelEvent,
@@ -262,15 +262,16 @@ def to_anthropic(messages: Sequence[Message]) -> list[dict[str, Any]]:
 
 
 def _turns(messages: Sequence[Message]) -> list[bytes]:
-    """`to_anthropic` as encoded turns, from pieces encoded once per message.
+    """`to_anthropic` as encoded turns, from pieces encoded once per message: at most two items
+    of the JSON array, the closed turns (joined with commas) and the last turn.
 
     A conversation's next request starts with the same messages as its last one, so what this
     made of them (the closed turns, and the pieces of the last turn, which the next message may
     still join) is kept on the newest message (wire.py) and only the messages after it are
-    walked: a call costs the same at turn 1,000 as at turn 1, but for joining the bytes."""
+    walked: a call costs the same at turn 1,000 as at turn 1, but for copying the bytes."""
     prefix = resume(messages, _PREFIX)
     start = prefix.count if prefix else 0
-    closed: tuple[bytes, ...] = prefix.made[0] if prefix else ()
+    closed: bytes = prefix.made[0] if prefix else b""
     group: list[_Piece] = list(prefix.made[1]) if prefix else []
     added: list[bytes] = []
     for message in messages[start:]:
@@ -281,9 +282,9 @@ def _turns(messages: Sequence[Message]) -> list[bytes]:
             added.append(_merged(group))
             group = []
         group.append(piece)
-    closed += tuple(added)
+    closed = extended(closed, added)
     keep(messages, _PREFIX, start, (closed, tuple(group)))
-    return [*closed, _merged(group)] if group else list(closed)
+    return [turns for turns in (closed, _merged(group) if group else b"") if turns]
 
 
 _PREFIX = "anthropic-prefix"

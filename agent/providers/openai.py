@@ -41,7 +41,7 @@ from agent.providers.classify import MALFORMED, classify, malformed
 from agent.providers.deadline import Deadline, Timeouts
 from agent.providers.prepared import PreparedPost
 from agent.providers.sse import SSELines
-from agent.providers.wire import cached, dumps, json_object, keep, resume
+from agent.providers.wire import cached, dumps, extended, json_object, keep, resume
 from agent.types import (
     Message,
     ModelRequest,
@@ -316,17 +316,18 @@ def to_openai(system: str, messages: Sequence[Message]) -> list[dict[str, Any]]:
     return out + [item for item in map(_item, messages) if item is not None]
 
 
-def _items(messages: Sequence[Message]) -> tuple[bytes, ...]:
-    """The history's items, encoded once per message; like anthropic.py's turns, what the last
-    request of this history made of it is kept on its newest message (wire.py), so a request
-    walks only the messages the last one did not have."""
+def _items(messages: Sequence[Message]) -> list[bytes]:
+    """The history's items, encoded once per message and joined with commas (one item of the
+    JSON array, or none); like anthropic.py's turns, what the last request of this history made
+    of it is kept on its newest message (wire.py), so a request walks only the messages the
+    last one did not have."""
     prefix = resume(messages, _PREFIX)
     start = prefix.count if prefix else 0
-    items: tuple[bytes, ...] = prefix.made if prefix else ()
     added = [cached(message, "openai", _encode) for message in messages[start:]]
-    items += tuple(piece for piece in added if piece)  # an empty assistant message is left out
+    # an empty assistant message is left out
+    items = extended(prefix.made if prefix else b"", [piece for piece in added if piece])
     keep(messages, _PREFIX, start, items)
-    return items
+    return [items] if items else []
 
 
 _PREFIX = "openai-prefix"

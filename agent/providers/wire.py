@@ -64,6 +64,17 @@ def json_object(
     return b"".join(parts)
 
 
+def extended(joined: bytes, added: Sequence[bytes]) -> bytes:
+    """Encoded items joined with commas (`joined`, maybe none) and `added` after them, none empty.
+
+    What a request keeps of its history for the next one is its items joined so, not a tuple of
+    them: the next request copies the bytes once, where joining 2,000 items again cost a step
+    per item (~150 instructions each, 0.3 M a call; bench/provider_bench.py --instructions)."""
+    if not added:
+        return joined
+    return b",".join([joined, *added]) if joined else b",".join(added)
+
+
 LOOK_BACK = 64  # messages added since the last request (a turn adds a few)
 
 
