@@ -13,10 +13,12 @@ the SDK's request transform ran: a call should cost the same at 1,000 messages a
 
 `--instructions` prints instead the instructions per `ours` call counted by valgrind's callgrind
 (only while the calls run, after a warm-up): unlike CPU time, the same on a busy machine from run
-to run (±0.5 %), so it shows small changes. It takes ~30 s a vendor.
+to run (±0.5 %), so it shows small changes. It takes ~30 s a vendor. With `--history`, it also
+counts calls with those long histories: whether a call costs the same at 2,000 messages as at 10
+(but for the bytes sent), which CPU time on a shared machine is too noisy to show.
 
     python bench/provider_bench.py [--calls 300] [--deltas 40] [--history 10,1000] [--uvloop]
-    python bench/provider_bench.py --instructions [--calls 100] [--deltas 5]
+    python bench/provider_bench.py --instructions [--calls 100] [--deltas 5] [--history 10,2000]
 
 `--uvloop` runs this process on uvloop (`pip install uvloop` first; not a dependency).
 """
@@ -228,29 +230,35 @@ async def bench(ports: dict[str, int], calls: int) -> None:
             await provider.aclose()  # type: ignore[attr-defined]
 
 
-def instructions(ports: dict[str, int], calls: int) -> None:
-    """Each vendor's `ours` call in a child under callgrind, counting only the measured calls."""
+def instructions(ports: dict[str, int], calls: int, sizes: list[int]) -> None:
+    """Each vendor's `ours` call in a child under callgrind, counting only the measured calls:
+    the short request, then one with each history size in `sizes`."""
     for vendor, port in ports.items():
-        child = subprocess.run(
-            ["valgrind", "--tool=callgrind", "--instr-atstart=no", "--callgrind-out-file=/dev/null",
-             sys.executable, __file__, "--count", vendor, str(port), "--calls", str(calls)],
-            capture_output=True, text=True, check=False,
-        )  # fmt: skip
-        counted = re.search(r"Collected : (\d+)", child.stderr)
-        if child.returncode or counted is None:
-            raise SystemExit(f"callgrind run failed: {child.stderr[-2000:]}")
-        print(f"{vendor:9} ours {int(counted.group(1)) / calls / 1e6:6.2f} M instructions/call")
+        for size in [0, *sizes]:
+            child = subprocess.run(
+                ["valgrind", "--tool=callgrind", "--instr-atstart=no", "--callgrind-out-file=/dev/null",
+                 sys.executable, __file__, "--count", vendor, str(port), "--calls", str(calls),
+                 "--history", str(size)],
+                capture_output=True, text=True, check=False,
+            )  # fmt: skip
+            counted = re.search(r"Collected : (\d+)", child.stderr)
+            if child.returncode or counted is None:
+                raise SystemExit(f"callgrind run failed: {child.stderr[-2000:]}")
+            what = f"history {size:5}" if size else "short request"
+            millions = int(counted.group(1)) / calls / 1e6
+            print(f"{vendor:9} ours, {what}: {millions:6.2f} M instructions/call")
 
 
-async def count(vendor: str, port: int, calls: int) -> None:
-    """The child of `instructions`: warm up, then make `calls` calls with counting switched on."""
+async def count(vendor: str, port: int, calls: int, size: int) -> None:
+    """The child of `instructions`: warm up, then make `calls` calls with counting switched on;
+    `size` 0: the short request, else a history of that many messages."""
     from agent.providers import build_provider
     from bot.config import LLMConfig
 
     base = f"http://127.0.0.1:{port}" + ("/v1" if vendor == "openai" else "")
     llm = LLMConfig(provider=vendor, base_url=base, api_key="test-key", model="bench-model")
     provider = build_provider(llm, env={})
-    request = _request(False)
+    request = _long_request(size) if size else _request(False)
     for _ in range(20):
         await _ours(provider, request)
     toggle = ["callgrind_control", "--instr=on", str(os.getpid())]
@@ -266,7 +274,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--calls", type=int, default=300)
     parser.add_argument("--deltas", type=int, default=40, help="text deltas in a streamed answer")
-    parser.add_argument("--history", default="10,1000", help="history sizes for the long rows")
+    parser.add_argument(
+        "--history", help="history sizes for the long rows (10,1000; with --instructions: none)"
+    )
     parser.add_argument("--uvloop", action="store_true", help="this process on uvloop (installed)")
     parser.add_argument("--instructions", action="store_true", help="callgrind counts per call")
     parser.add_argument("--serve", action="store_true", help=argparse.SUPPRESS)
@@ -276,7 +286,7 @@ def main() -> None:
         asyncio.run(serve(args.deltas))
         return
     if args.count:
-        asyncio.run(count(args.count[0], int(args.count[1]), args.calls))
+        asyncio.run(count(args.count[0], int(args.count[1]), args.calls, int(args.history or 0)))
         return
     child = subprocess.Popen(
         [sys.executable, __file__, "--serve", "--deltas", str(args.deltas)],
@@ -293,7 +303,9 @@ def main() -> None:
         )
         ports = {"anthropic": int(a), "openai": int(o)}
         if args.instructions:
-            instructions(ports, args.calls)
+            instructions(
+                ports, args.calls, [int(size) for size in (args.history or "").split(",") if size]
+            )
             return
         factory = None
         if args.uvloop:  # measured, not adopted: uvloop is not a dependency
@@ -301,7 +313,7 @@ def main() -> None:
 
             factory = uvloop.new_event_loop
             print("event loop: uvloop")
-        sizes = [int(size) for size in args.history.split(",") if size]
+        sizes = [int(size) for size in (args.history or "10,1000").split(",") if size]
         with asyncio.Runner(loop_factory=factory) as runner:
             runner.run(bench(ports, args.calls))
             runner.run(history_rows(ports, args.calls, sizes))

@@ -1,9 +1,9 @@
 """Request bodies built from history pieces encoded once: what the fake servers receive is what
 the SDKs' create() sent, and a message sent again is not encoded again."""
 
+import gc
 import json
 from collections.abc import AsyncIterator
-from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -14,7 +14,7 @@ from agent.providers import openai as openai_module
 from agent.providers.anthropic import AnthropicProvider, _turns, to_anthropic
 from agent.providers.openai import OpenAIProvider, _items, to_openai
 from agent.providers.textmode import as_text_messages
-from agent.providers.wire import array, dumps, resume
+from agent.providers.wire import dumps, resume
 from agent.types import Message, ModelEvent, ModelRequest, TextDelta, ToolCall
 from tests.fake_anthropic import FakeAnthropic
 from tests.fake_llm import Received, Reply
@@ -135,7 +135,8 @@ async def test_a_message_sent_again_is_not_encoded_again(
         first.derived[vendor] = dumps({"role": "user", "content": "from the cache"})
     else:
         turn = {"role": "user", "content": [{"type": "text", "text": "from the cache"}]}
-        first.derived[vendor] = replace(stored, turn=dumps(turn))
+        role, blocks, _ = stored
+        first.derived[vendor] = (role, blocks, dumps(turn))
     # what the last request made of the history is kept too (the tests below); forget it so the
     # piece itself is read again
     first.derived.pop(openai_module._PREFIX if vendor == "openai" else anthropic_module._PREFIX)
@@ -241,8 +242,27 @@ def test_a_request_continues_from_the_last_one_and_stays_what_the_conversion_mak
         if vendor == "openai":
             assert json.loads(b"[" + b",".join(_items(messages)) + b"]") == to_openai("", messages)
         else:
-            assert json.loads(array(_turns(messages))) == to_anthropic(messages)
+            assert json.loads(b"[" + b",".join(_turns(messages)) + b"]") == to_anthropic(messages)
         previous = messages
         assert [m for m in messages if key in m.derived] == [messages[-1]]  # one kept
     moved = histories[-1][10:]  # the history window dropped the oldest turns
     assert resume(moved, key) is None
+
+
+@pytest.mark.parametrize("vendor", ["openai", "anthropic"])
+def test_what_a_history_keeps_is_not_walked_by_every_full_collection(vendor: str) -> None:
+    # Every cached history keeps its messages' pieces; a full collection of the cyclic GC walks
+    # every tracked object and holds the event loop meanwhile (bot/heap.py). The pieces are plain
+    # bytes and tuples of strings, which the collector stops tracking once it has seen them, so a
+    # message's `derived` is not walked again: only the message itself and, on the newest one,
+    # what its conversation's last request made of the history.
+    key = openai_module._PREFIX if vendor == "openai" else anthropic_module._PREFIX
+    messages = _growing_histories()[-1]
+    if vendor == "openai":
+        _items(messages)
+    else:
+        _turns(messages)
+    HistoryWindow().fit("s", [(str(n), m) for n, m in enumerate(messages)], 10**6)
+    gc.collect()
+    kept = [m for m in messages if gc.is_tracked(m.derived)]
+    assert kept == [messages[-1]] and key in messages[-1].derived

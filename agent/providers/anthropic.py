@@ -34,7 +34,7 @@ from agent.providers.classify import MALFORMED, classify, malformed
 from agent.providers.deadline import Deadline, Timeouts
 from agent.providers.prepared import PreparedPost
 from agent.providers.sse import SSELines
-from agent.providers.wire import array, cached, dumps, json_object, keep, resume
+from agent.providers.wire import cached, dumps, extended, json_object, keep, resume
 from agent.types import (
     Message,
     ModelEvent,
@@ -135,10 +135,8 @@ class AnthropicProvider:
         fields: dict[str, Any] = {"model": model, "max_tokens": request.max_tokens, "stream": True}
         if request.system:
             fields["system"] = request.system
-        encoded = {"messages": array(_turns(request.messages))}
-        if request.tools:
-            encoded["tools"] = self._tool_params(request.tools)
-        return json_object(fields, encoded)
+        encoded = {"tools": self._tool_params(request.tools)} if request.tools else {}
+        return json_object(fields, encoded, {"messages": _turns(request.messages)})
 
     def _tool_params(self, tools: tuple[ToolSpec, ...]) -> bytes:
         # the coordinator hands the same tuple for a persona version: encode once, not per call
@@ -264,48 +262,49 @@ def to_anthropic(messages: Sequence[Message]) -> list[dict[str, Any]]:
 
 
 def _turns(messages: Sequence[Message]) -> list[bytes]:
-    """`to_anthropic` as encoded turns, from pieces encoded once per message.
+    """`to_anthropic` as encoded turns, from pieces encoded once per message: at most two items
+    of the JSON array, the closed turns (joined with commas) and the last turn.
 
     A conversation's next request starts with the same messages as its last one, so what this
     made of them (the closed turns, and the pieces of the last turn, which the next message may
     still join) is kept on the newest message (wire.py) and only the messages after it are
-    walked: a call costs the same at turn 1,000 as at turn 1, but for joining the bytes."""
+    walked: a call costs the same at turn 1,000 as at turn 1, but for copying the bytes."""
     prefix = resume(messages, _PREFIX)
     start = prefix.count if prefix else 0
-    closed: tuple[bytes, ...] = prefix.made[0] if prefix else ()
+    closed: bytes = prefix.made[0] if prefix else b""
     group: list[_Piece] = list(prefix.made[1]) if prefix else []
     added: list[bytes] = []
     for message in messages[start:]:
         piece = cached(message, "anthropic", _encode)
-        if not piece.blocks:
+        if not piece[1]:
             continue  # an empty text block is refused
-        if group and piece.role != group[0].role:
+        if group and piece[0] != group[0][0]:
             added.append(_merged(group))
             group = []
         group.append(piece)
-    closed += tuple(added)
+    closed = extended(closed, added)
     keep(messages, _PREFIX, start, (closed, tuple(group)))
-    return [*closed, _merged(group)] if group else list(closed)
+    return [turns for turns in (closed, _merged(group) if group else b"") if turns]
 
 
 _PREFIX = "anthropic-prefix"
 
 
-@dataclass(frozen=True, slots=True)
-class _Piece:
-    role: str
-    blocks: bytes  # the content blocks, encoded and comma-separated
-    turn: bytes  # the message as a turn of its own, which most are
+# A message's piece: (role, its content blocks encoded and comma-separated, the message as a turn
+# of its own, which most are). A plain tuple, not a class: every message of every cached history
+# keeps one, and the cyclic collector stops walking a tuple of strings once it has seen it (an
+# instance of a class, and the `derived` dict holding it, it walks in every full collection).
+_Piece = tuple[str, bytes, bytes]
 
 
 def _encode(message: Message) -> _Piece:
     role, blocks = _blocks(message)
     encoded = b",".join(dumps(block) for block in blocks)
-    return _Piece(role, encoded, _turn(role, [encoded]))
+    return (role, encoded, _turn(role, [encoded]))
 
 
 def _merged(group: list[_Piece]) -> bytes:
-    return group[0].turn if len(group) == 1 else _turn(group[0].role, [p.blocks for p in group])
+    return group[0][2] if len(group) == 1 else _turn(group[0][0], [p[1] for p in group])
 
 
 def _turn(role: str, blocks: list[bytes]) -> bytes:

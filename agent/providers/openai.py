@@ -41,7 +41,7 @@ from agent.providers.classify import MALFORMED, classify, malformed
 from agent.providers.deadline import Deadline, Timeouts
 from agent.providers.prepared import PreparedPost
 from agent.providers.sse import SSELines
-from agent.providers.wire import cached, dumps, json_object, keep, resume
+from agent.providers.wire import cached, dumps, extended, json_object, keep, resume
 from agent.types import (
     Message,
     ModelRequest,
@@ -153,17 +153,14 @@ class OpenAIProvider:
     def _body(self, request: ModelRequest, model: str) -> bytes:
         """The Chat Completions request as JSON: the history's pieces are encoded once each."""
         system = [dumps({"role": "system", "content": request.system})] if request.system else []
-        messages = b"[" + b",".join([*system, *_items(request.messages)]) + b"]"
         fields: dict[str, Any] = {
             "model": model,
             "stream": True,
             "stream_options": {"include_usage": True},
             self._max_key: request.max_tokens,
         }
-        encoded = {"messages": messages}
-        if request.tools:
-            encoded["tools"] = self._tool_params(request.tools)
-        return json_object(fields, encoded)
+        encoded = {"tools": self._tool_params(request.tools)} if request.tools else {}
+        return json_object(fields, encoded, {"messages": [*system, *_items(request.messages)]})
 
     def _tool_params(self, tools: tuple[ToolSpec, ...]) -> bytes:
         # the coordinator hands the same tuple for a persona version: encode once, not per call
@@ -319,17 +316,18 @@ def to_openai(system: str, messages: Sequence[Message]) -> list[dict[str, Any]]:
     return out + [item for item in map(_item, messages) if item is not None]
 
 
-def _items(messages: Sequence[Message]) -> tuple[bytes, ...]:
-    """The history's items, encoded once per message; like anthropic.py's turns, what the last
-    request of this history made of it is kept on its newest message (wire.py), so a request
-    walks only the messages the last one did not have."""
+def _items(messages: Sequence[Message]) -> list[bytes]:
+    """The history's items, encoded once per message and joined with commas (one item of the
+    JSON array, or none); like anthropic.py's turns, what the last request of this history made
+    of it is kept on its newest message (wire.py), so a request walks only the messages the
+    last one did not have."""
     prefix = resume(messages, _PREFIX)
     start = prefix.count if prefix else 0
-    items: tuple[bytes, ...] = prefix.made if prefix else ()
     added = [cached(message, "openai", _encode) for message in messages[start:]]
-    items += tuple(piece for piece in added if piece)  # an empty assistant message is left out
+    # an empty assistant message is left out
+    items = extended(prefix.made if prefix else b"", [piece for piece in added if piece])
     keep(messages, _PREFIX, start, items)
-    return items
+    return [items] if items else []
 
 
 _PREFIX = "openai-prefix"
