@@ -52,8 +52,9 @@ def child_config(data_dir: str, redis: dict[str, Any] | None) -> Path:
             }
         },
     }
-    if redis is not None:
-        config["redis"] = redis
+    if redis is not None:  # the URL from the environment, as an operator writes it
+        os.environ["BENCH_REDIS_URL"] = redis["url"]
+        config["redis"] = {**redis, "url": "${BENCH_REDIS_URL}"}
     path = Path(data_dir) / f"config-{uuid.uuid4().hex[:6]}.yaml"
     path.write_text(json.dumps(config))
     return path
