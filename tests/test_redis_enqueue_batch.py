@@ -1,5 +1,6 @@
 """Messages queued at once by one process go to Redis in one ENQUEUE call (bot/redis/
-enqueue_batch.py), and each still gets the outcome it would have had alone, in order.
+enqueue_batch.py), and each still gets the outcome it would have had alone, in order; turns of
+several conversations that end at once finish in one NEXT call.
 
 The calls are counted with MONITOR on the real server, filtered by this test's key prefix.
 """
@@ -38,11 +39,11 @@ async def queue() -> AsyncIterator[RedisConversations]:
             await reader.aclose()
 
 
-async def enqueue_calls(
-    q: RedisConversations, sentinel: str, seen: list[str], ready: asyncio.Event
+async def calls(
+    q: RedisConversations, script: str, sentinel: str, seen: list[str], ready: asyncio.Event
 ) -> None:
-    """The ENQUEUE calls naming `q`'s keys that the server ran before `sentinel` was read."""
-    sha = LuaScript(q.redis, lua.ENQUEUE).sha
+    """The calls of `script` naming `q`'s keys that the server ran before `sentinel` was read."""
+    sha = LuaScript(q.redis, script).sha
     async with connect(URL).monitor() as monitor:
         ready.set()
         while True:
@@ -72,7 +73,7 @@ async def test_messages_queued_at_once_go_in_one_call_each_with_its_outcome(
         ready = asyncio.Event()
         seen: list[str] = []
         sentinel = f"{q.base}sentinel:{uuid.uuid4().hex}"
-        monitoring = group.create_task(enqueue_calls(q, sentinel, seen, ready))
+        monitoring = group.create_task(calls(q, lua.ENQUEUE, sentinel, seen, ready))
         await ready.wait()
         outcomes = await asyncio.gather(
             q.enqueue_new(msg("a", "two")),  # the same event again: a duplicate
@@ -91,7 +92,9 @@ async def test_messages_queued_at_once_go_in_one_call_each_with_its_outcome(
     assert len(seen) == 1  # the three messages in one call
     assert all(f"e:{event}" in seen[0] for event in ("a:two", "a:three", "b:x"))
     assert sorted(turns) == ["one", "two", "x"]
-    assert q.dedup is not None and await q.dedup.claim("e:a:three")  # the refused message left no claim behind
+    assert q.dedup is not None and await q.dedup.claim(
+        "e:a:three"
+    )  # the refused message left no claim behind
 
 
 async def test_each_waiting_caller_gets_the_outage() -> None:
@@ -115,3 +118,37 @@ async def test_each_waiting_caller_gets_the_outage() -> None:
         await redis.aclose()
         await reader.aclose()
     assert all(isinstance(outcome, RedisUnavailable) for outcome in outcomes), outcomes
+
+
+async def test_turns_ending_together_finish_in_one_call(queue: RedisConversations) -> None:
+    """Two conversations' turns end at once: one NEXT call finishes both (and lets both go)."""
+    q = queue
+    running = asyncio.Semaphore(0)
+    release = asyncio.Event()
+
+    async def run(batch: list[InboundMessage], signal: TurnSignal) -> None:
+        running.release()
+        await release.wait()
+
+    async with asyncio.TaskGroup() as group:
+        task = group.create_task(q.run(run))
+        await q.started.wait()
+        await q.enqueue(msg("a", "one"))
+        await q.enqueue(msg("b", "one"))
+        async with asyncio.timeout(10):  # both turns are running
+            await running.acquire()
+            await running.acquire()
+        ready = asyncio.Event()
+        seen: list[str] = []
+        sentinel = f"{q.base}sentinel:{uuid.uuid4().hex}"
+        monitoring = group.create_task(calls(q, lua.NEXT_MANY, sentinel, seen, ready))
+        await ready.wait()
+        release.set()
+        async with asyncio.timeout(10):
+            await q.wait_idle()
+        await q.redis.get(sentinel)
+        async with asyncio.timeout(10):
+            await monitoring
+        task.cancel()
+    assert len(seen) == 1
+    assert f"{q.base}fake:a:lock" in seen[0] and f"{q.base}fake:b:lock" in seen[0]

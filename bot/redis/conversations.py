@@ -43,7 +43,7 @@ from bot.redis import conversations_lua as lua
 from bot.redis import messages
 from bot.redis.client import BLOCK_MS, LuaScript, cancelled_meanwhile, describe, guarded
 from bot.redis.dedup import RedisDedup, once_key
-from bot.redis.enqueue_batch import EnqueueBatch
+from bot.redis.enqueue_batch import ScriptBatch
 from bot.redis.stops import listen_for_stops
 
 log = logging.getLogger(__name__)
@@ -105,7 +105,9 @@ class RedisConversations:
                 "ABANDON",
             )
         }
-        self.queueing = EnqueueBatch(redis, self._claimed)  # ENQUEUE: calls meanwhile go together
+        # ENQUEUE and NEXT: the calls asked for while one is in flight go together in the next
+        self.queueing = ScriptBatch(redis, lua.ENQUEUE, lua.ENQUEUE_SHAPE, self._claimed)
+        self.nexts = ScriptBatch(redis, lua.NEXT_MANY, lua.NEXT_SHAPE)
         self.run_turn: RunTurn | None = None
         self._tasks: asyncio.TaskGroup | None = None  # run()'s: the drains of this process
 

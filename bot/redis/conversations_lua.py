@@ -154,6 +154,26 @@ CLAIM: Final = _BIND + _LOOK + "return claim(ARGV[4])"
 # the reply is one of the above per message, in order, or {-2, error} if its script failed.
 ENQUEUE_KEYS: Final = 8
 ENQUEUE_ARGS: Final = 11
+ENQUEUE_SHAPE: Final = (ENQUEUE_KEYS, ENQUEUE_ARGS)
+
+
+def _each(function: str, n_keys: int, n_args: int) -> str:
+    """Run `function` once per group of KEYS and ARGV, its own bound to K and A; one reply
+    each, in order, {-2, error} for one that failed (the others still run)."""
+    return f"""
+local replies = {{}}
+for i = 0, #KEYS / {n_keys} - 1 do
+  K, A = {{}}, {{}}
+  for j = 1, {n_keys} do K[j] = KEYS[{n_keys} * i + j] end
+  for j = 1, {n_args} do A[j] = ARGV[{n_args} * i + j] end
+  local ok, reply = pcall({function})
+  if not ok then reply = {{-2, type(reply) == 'table' and reply.err or tostring(reply)}} end
+  replies[i + 1] = reply
+end
+return replies
+"""
+
+
 ENQUEUE: Final = (
     "local K, A\n"
     + _LOOK
@@ -181,20 +201,8 @@ local function enqueue()
   table.insert(out, 1, 2)
   return out
 end
-
-local replies = {}
-for i = 0, #KEYS / 8 - 1 do
-  K, A = {}, {}
-  for j = 1, 8 do K[j] = KEYS[8 * i + j] end
-  for j = 1, 11 do A[j] = ARGV[11 * i + j] end
-  local ok, reply = pcall(enqueue)
-  if not ok then
-    reply = {-2, type(reply) == 'table' and reply.err or tostring(reply)}
-  end
-  replies[i + 1] = reply
-end
-return replies
 """
+    + _each("enqueue", ENQUEUE_KEYS, ENQUEUE_ARGS)
 )
 
 # NEXT: the turn of `finished_batch` (the recorded batch's exact text, "" for none) is answered:
@@ -209,4 +217,23 @@ if not mine() then return {0} end
 if ARGV[8] ~= '' and redis.call('GET', KEYS[4]) == ARGV[8] then redis.call('DEL', KEYS[4]) end
 return look(ARGV[4])
 """
+)
+
+# NEXT for several conversations in one call (bot/redis/drain.py): groups of NEXT_KEYS keys and
+# NEXT_ARGS arguments, one reply each, as ENQUEUE takes them.
+NEXT_KEYS: Final = 7
+NEXT_ARGS: Final = 8
+NEXT_SHAPE: Final = (NEXT_KEYS, NEXT_ARGS)
+NEXT_MANY: Final = (
+    "local K, A\n"
+    + _MINE
+    + _LOOK
+    + """
+local function next_turn()
+  if not mine() then return {0} end
+  if A[8] ~= '' and redis.call('GET', K[4]) == A[8] then redis.call('DEL', K[4]) end
+  return look(A[4])
+end
+"""
+    + _each("next_turn", NEXT_KEYS, NEXT_ARGS)
 )

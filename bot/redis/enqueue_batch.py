@@ -1,5 +1,8 @@
 """Messages queued meanwhile go to Redis together, in one ENQUEUE call (conversations_lua.py).
 
+The same for NEXT_MANY: the turns of different conversations that end while a call is in flight
+finish (and take their next batch) together in the next one.
+
 Queueing a message is a script call, and a round trip costs the gateway more CPU than the rest
 of queueing. So, as the event hub's outbox does with frames, one call is in flight at a time per
 process; the messages queued while it is (any conversation) wait and go in the next call, in the
@@ -22,7 +25,6 @@ from typing import Any, Final
 from redis.asyncio.client import Redis
 from redis.exceptions import RedisError, ResponseError
 
-from bot.redis import conversations_lua as lua
 from bot.redis.client import LuaScript, cancelled_meanwhile
 
 MAX_MESSAGES: Final = 50  # per call: a script runs alone on the server, keep each one short
@@ -36,9 +38,18 @@ class _Queued:
     reply: asyncio.Future[list[Any]]
 
 
-class EnqueueBatch:
-    def __init__(self, redis: Redis, settle: Callable[[str, list[Any]], None]) -> None:
-        self._script = LuaScript(redis, lua.ENQUEUE)
+class ScriptBatch:
+    """One of the scripts that take groups of keys and arguments (conversations_lua._each)."""
+
+    def __init__(
+        self,
+        redis: Redis,
+        script: str,
+        shape: tuple[int, int],  # keys, arguments per group
+        settle: Callable[[str, list[Any]], None] = lambda conversation, reply: None,
+    ) -> None:
+        self._script = LuaScript(redis, script)
+        self._shape = shape
         self._settle = settle
         self._waiting: list[_Queued] = []
         self._sender: asyncio.Task[None] | None = None
@@ -47,12 +58,12 @@ class EnqueueBatch:
         self, conversation: str, keys: Sequence[str], args: Sequence[str | int]
     ) -> asyncio.Future[list[Any]]:
         """The script's reply for this message; a RedisError if the call failed."""
-        if len(keys) != lua.ENQUEUE_KEYS or len(args) != lua.ENQUEUE_ARGS:
-            raise ValueError("ENQUEUE takes a group of its keys and arguments per message")
+        if (len(keys), len(args)) != self._shape:
+            raise ValueError("a batched script takes a group of its keys and arguments per call")
         reply: asyncio.Future[list[Any]] = asyncio.get_running_loop().create_future()
         self._waiting.append(_Queued(conversation, keys, args, reply))
         if self._sender is None:
-            self._sender = asyncio.create_task(self._send_all(), name="redis-enqueue-batch")
+            self._sender = asyncio.create_task(self._send_all(), name="redis-script-batch")
         return reply
 
     async def _send_all(self) -> None:
