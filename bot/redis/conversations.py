@@ -43,7 +43,7 @@ from bot.redis import conversations_lua as lua
 from bot.redis import messages
 from bot.redis.client import BLOCK_MS, LuaScript, cancelled_meanwhile, describe, guarded
 from bot.redis.dedup import RedisDedup, once_key
-from bot.redis.enqueue_batch import ScriptBatch
+from bot.redis.script_batch import ScriptBatch
 from bot.redis.stops import listen_for_stops
 
 log = logging.getLogger(__name__)

@@ -149,7 +149,7 @@ CLAIM: Final = _BIND + _LOOK + "return claim(ARGV[4])"
 # {1} queued, {2, entry_id, conversation, <what claim returned>...}
 # queued, and this process (ARGV consumer, "" for none) read a "has work" entry and claimed
 # it if it is this conversation's ({2, id, other, 0}: another's; the caller CLAIMs it).
-# A call queues several messages (bot/redis/enqueue_batch.py), one after the other as separate
+# A call queues several messages (bot/redis/script_batch.py), one after the other as separate
 # calls would: KEYS and ARGV are groups of ENQUEUE_KEYS and ENQUEUE_ARGS, one per message, and
 # the reply is one of the above per message, in order, or {-2, error} if its script failed.
 ENQUEUE_KEYS: Final = 8

@@ -1,5 +1,5 @@
 """Messages queued at once by one process go to Redis in one ENQUEUE call (bot/redis/
-enqueue_batch.py), and each still gets the outcome it would have had alone, in order; turns of
+script_batch.py), and each still gets the outcome it would have had alone, in order; turns of
 several conversations that end at once finish in one NEXT call.
 
 The calls are counted with MONITOR on the real server, filtered by this test's key prefix.

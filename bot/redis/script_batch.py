@@ -1,15 +1,13 @@
-"""Messages queued meanwhile go to Redis together, in one ENQUEUE call (conversations_lua.py).
-
-The same for NEXT_MANY: the turns of different conversations that end while a call is in flight
-finish (and take their next batch) together in the next one.
+"""Script calls asked for meanwhile go to Redis together: the messages queued (ENQUEUE), the
+turns of different conversations that end and take their next (NEXT_MANY; conversations_lua.py).
 
 Queueing a message is a script call, and a round trip costs the gateway more CPU than the rest
 of queueing. So, as the event hub's outbox does with frames, one call is in flight at a time per
 process; the messages queued while it is (any conversation) wait and go in the next call, in the
 order they were queued, and the script queues them one after the other as separate calls would.
 A lone message goes at once (the next loop iteration). Each message gets its own reply; if the
-call fails (Redis away), each waiting caller gets the error. Not retried: the caller's sender is
-told to try later, as before.
+call fails (Redis away), each waiting caller gets the error. Not retried here: a caller retries
+if it should (drain.py's finish), or has its sender try later (enqueue), as before.
 
 `settle` sees every reply in the sending task, before its caller does: a reply that claimed a
 conversation for this process must start its drain even if the caller was cancelled meanwhile.
