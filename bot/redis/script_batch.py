@@ -69,6 +69,11 @@ class ScriptBatch:
         try:
             while self._waiting:
                 batch, self._waiting = self._waiting[:MAX_MESSAGES], self._waiting[MAX_MESSAGES:]
+                # a caller cancelled before its call went is not sent, as an unbatched call was
+                # not: a drain cancelled meanwhile lets its lease go (ABANDON) instead
+                batch = [queued for queued in batch if not queued.reply.cancelled()]
+                if not batch:
+                    continue
                 keys: list[str] = []
                 args: list[str | int] = []
                 for queued in batch:
