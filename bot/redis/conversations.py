@@ -43,6 +43,7 @@ from bot.redis import conversations_lua as lua
 from bot.redis import messages
 from bot.redis.client import BLOCK_MS, LuaScript, cancelled_meanwhile, describe, guarded
 from bot.redis.dedup import RedisDedup, once_key
+from bot.redis.script_batch import ScriptBatch
 from bot.redis.stops import listen_for_stops
 
 log = logging.getLogger(__name__)
@@ -96,7 +97,6 @@ class RedisConversations:
         self.scripts = {
             name: LuaScript(redis, getattr(lua, name))
             for name in (
-                "ENQUEUE",
                 "CLAIM",
                 "NEXT",
                 "EXTEND",
@@ -105,6 +105,9 @@ class RedisConversations:
                 "ABANDON",
             )
         }
+        # ENQUEUE and NEXT: the calls asked for while one is in flight go together in the next
+        self.queueing = ScriptBatch(redis, lua.ENQUEUE, lua.ENQUEUE_SHAPE, self._claimed)
+        self.nexts = ScriptBatch(redis, lua.NEXT_MANY, lua.NEXT_SHAPE)
         self.run_turn: RunTurn | None = None
         self._tasks: asyncio.TaskGroup | None = None  # run()'s: the drains of this process
 
@@ -148,24 +151,29 @@ class RedisConversations:
 
     async def _enqueue(self, message: InboundMessage, once: str, once_ms: int) -> bool:
         """False: `once` was set already (see conversations_lua.ENQUEUE)."""
-        tasks = self._tasks
-        if self.run_turn is None or tasks is None:
+        if self.run_turn is None or self._tasks is None:
             raise RuntimeError("the conversation queue is not running: start its run() first")
         c = message.conversation_key
         args = self.claim_args(c, "", "wait" if self.coalesce_ms else "look")
         here = self.consumer if self.serve_here(message) else ""
         args += [messages.dump(message), here, once_ms]
         async with guarded("queueing a message"):
-            reply = await self.scripts["ENQUEUE"](keys=[*self.claim_keys(c), once], args=args)
+            reply = await self.queueing.send(c, [*self.claim_keys(c), once], args)
         status = int(reply[0])
         if not status:
             log.warning("%s has %d messages waiting; refusing more", c, self.max_queued)
             raise QueueFull(c, self.max_queued)
-        if status == 2:  # this process read a "has work" entry: it serves it
-            entry_id, entry_c, *claimed = reply[1:]
-            mine = claimed if entry_c == c else None
-            tasks.create_task(self._serve(entry_id, entry_c, reclaimed=False, claimed=mine))
         return status > 0
+
+    def _claimed(self, c: str, reply: list[Any]) -> None:
+        """ENQUEUE's reply for a message of `c`: this process read a "has work" entry (status
+        2), so it serves it, even if the caller that queued the message is gone meanwhile."""
+        tasks = self._tasks
+        if int(reply[0]) != 2 or tasks is None:  # stopped meanwhile: the entry is reclaimed
+            return
+        entry_id, entry_c, *claimed = reply[1:]
+        mine = claimed if entry_c == c else None
+        tasks.create_task(self._serve(entry_id, entry_c, reclaimed=False, claimed=mine))
 
     async def stop(self, conversation_key: str) -> Stopped:
         c = conversation_key

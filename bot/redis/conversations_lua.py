@@ -11,18 +11,22 @@ from __future__ import annotations
 
 from typing import Final
 
+# The scripts below read a message's keys and arguments through K and A: KEYS and ARGV, or in
+# ENQUEUE one message's group of them (a call queues several).
+_BIND: Final = "local K, A = KEYS, ARGV\n"
+
 # The lease is still this holder's if it holds the lock, or if the lock lapsed (Redis was
 # unreachable, the process stalled) and nobody took it since: the fence counter still names this
 # token. Then the lock is set again. KEYS[1] lock, KEYS[2] fence; ARGV[1] token, ARGV[2] lease_ms.
 _MINE: Final = """
 local function mine()
-  local holder = redis.call('GET', KEYS[1])
-  if holder == ARGV[1] then
-    redis.call('PEXPIRE', KEYS[1], ARGV[2])
+  local holder = redis.call('GET', K[1])
+  if holder == A[1] then
+    redis.call('PEXPIRE', K[1], A[2])
     return true
   end
-  if holder == false and redis.call('GET', KEYS[2]) == ARGV[1] then
-    redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
+  if holder == false and redis.call('GET', K[2]) == A[1] then
+    redis.call('SET', K[1], A[1], 'PX', A[2])
     return true
   end
   return false
@@ -31,10 +35,11 @@ end
 
 # KEYS: lock fence stop; ARGV: token lease_ms -> 0 lost, 1 held, 2 held and a stop was asked
 EXTEND: Final = (
-    _MINE
+    _BIND
+    + _MINE
     + """
 if not mine() then return 0 end
-if redis.call('EXISTS', KEYS[3]) == 1 then return 2 end
+if redis.call('EXISTS', K[3]) == 1 then return 2 end
 return 1
 """
 )
@@ -42,17 +47,18 @@ return 1
 # KEYS: lock fence in turn stop; ARGV: token lease_ms batch n index1 message1 index2 message2 ...
 # -> 1 taken, 0 lease lost, -1 the queue changed under us (a /stop): look again
 TAKE: Final = (
-    _MINE
+    _BIND
+    + _MINE
     + """
 if not mine() then return 0 end
-local n = tonumber(ARGV[4])
+local n = tonumber(A[4])
 for i = 0, n - 1 do
-  if redis.call('LINDEX', KEYS[3], ARGV[5 + 2 * i]) ~= ARGV[6 + 2 * i] then return -1 end
+  if redis.call('LINDEX', K[3], A[5 + 2 * i]) ~= A[6 + 2 * i] then return -1 end
 end
-for i = 0, n - 1 do redis.call('LSET', KEYS[3], ARGV[5 + 2 * i], '\\0taken') end
-redis.call('LREM', KEYS[3], 0, '\\0taken')
-redis.call('SET', KEYS[4], ARGV[3])
-redis.call('DEL', KEYS[5])
+for i = 0, n - 1 do redis.call('LSET', K[3], A[5 + 2 * i], '\\0taken') end
+redis.call('LREM', K[3], 0, '\\0taken')
+redis.call('SET', K[4], A[3])
+redis.call('DEL', K[5])
 return 1
 """
 )
@@ -95,25 +101,25 @@ return 1
 #   {4, queued...} several queued: the caller picks a batch and TAKEs it.
 _LOOK: Final = """
 local function look(entry)
-  local recorded = redis.call('GET', KEYS[4])
+  local recorded = redis.call('GET', K[4])
   if recorded then return {2, recorded} end
-  local n = redis.call('LLEN', KEYS[3])
+  local n = redis.call('LLEN', K[3])
   if n == 0 then
-    redis.call('DEL', KEYS[1])
+    redis.call('DEL', K[1])
     -- the token is spent: a heartbeat of this holder still in flight must not take the lock back
-    redis.call('INCR', KEYS[2])
-    redis.call('ZREM', KEYS[6], ARGV[3])
-    redis.call('XACK', KEYS[7], ARGV[5], entry)
+    redis.call('INCR', K[2])
+    redis.call('ZREM', K[6], A[3])
+    redis.call('XACK', K[7], A[5], entry)
     return {1}
   end
   if n == 1 then
-    local message = redis.call('LPOP', KEYS[3])
+    local message = redis.call('LPOP', K[3])
     local batch = '[' .. cjson.encode(message) .. ']'
-    redis.call('SET', KEYS[4], batch)
-    redis.call('DEL', KEYS[5])
+    redis.call('SET', K[4], batch)
+    redis.call('DEL', K[5])
     return {3, message, batch}
   end
-  local queued = redis.call('LRANGE', KEYS[3], 0, tonumber(ARGV[6]) - 1)
+  local queued = redis.call('LRANGE', K[3], 0, tonumber(A[6]) - 1)
   table.insert(queued, 1, 4)
   return queued
 end
@@ -123,62 +129,111 @@ end
 -- acked unless it was reclaimed (flag "reclaimed": its holder's lease decides). Otherwise
 -- {token, <what look returned>...}.
 local function claim(entry)
-  if redis.call('EXISTS', KEYS[1]) == 1 then
-    if ARGV[7] ~= 'reclaimed' then redis.call('XACK', KEYS[7], ARGV[5], entry) end
+  if redis.call('EXISTS', K[1]) == 1 then
+    if A[7] ~= 'reclaimed' then redis.call('XACK', K[7], A[5], entry) end
     return {0}
   end
-  local token = redis.call('INCR', KEYS[2])
-  redis.call('SET', KEYS[1], token, 'PX', ARGV[2])
-  if ARGV[7] == 'wait' then return {token} end
+  local token = redis.call('INCR', K[2])
+  redis.call('SET', K[1], token, 'PX', A[2])
+  if A[7] == 'wait' then return {token} end
   local out = look(entry)
   table.insert(out, 1, token)
   return out
 end
 """
 
-CLAIM: Final = _LOOK + "return claim(ARGV[4])"
+CLAIM: Final = _BIND + _LOOK + "return claim(ARGV[4])"
 
 # Queue a message -> {0} the queue is full, {-1} `once` was set (an earlier attempt whose reply
 # was lost queued it, or `once` is the dedup claim of an event seen already: nothing queued),
 # {1} queued, {2, entry_id, conversation, <what claim returned>...}
 # queued, and this process (ARGV consumer, "" for none) read a "has work" entry and claimed
 # it if it is this conversation's ({2, id, other, 0}: another's; the caller CLAIMs it).
-ENQUEUE: Final = (
-    _LOOK
-    + """
-if redis.call('EXISTS', KEYS[8]) == 1 then return {-1} end
-if redis.call('LLEN', KEYS[3]) >= tonumber(ARGV[6]) then return {0} end
-redis.call('SET', KEYS[8], '1', 'PX', ARGV[11])
-redis.call('RPUSH', KEYS[3], ARGV[9])
-redis.call('ZADD', KEYS[6], 0, ARGV[3])
--- a holder drains what is queued before it lets go (NEXT checks), so no entry is needed then
-if redis.call('EXISTS', KEYS[1]) == 1 then return {1} end
-redis.call('XADD', KEYS[7], 'MAXLEN', '~', 100000, '*', 'c', ARGV[3])
-if ARGV[10] == '' then return {1} end
--- This process reads an entry itself (most often the one just added: the readers keep up), so
--- the turn runs where its message arrived, without a reader's round trip. No group yet (Redis
--- restarted empty): the reader creates it and reads the entry then.
-local read = redis.pcall('XREADGROUP', 'GROUP', ARGV[5], ARGV[10], 'COUNT', 1, 'STREAMS', KEYS[7], '>')
-if type(read) ~= 'table' or read.err or not read[1] then return {1} end
-local entry = read[1][2][1]
-if entry[2][2] ~= ARGV[3] then return {2, entry[1], entry[2][2], 0} end
-local out = claim(entry[1])
-table.insert(out, 1, entry[2][2])
-table.insert(out, 1, entry[1])
-table.insert(out, 1, 2)
-return out
+# A call queues several messages (bot/redis/script_batch.py), one after the other as separate
+# calls would: KEYS and ARGV are groups of ENQUEUE_KEYS and ENQUEUE_ARGS, one per message, and
+# the reply is one of the above per message, in order, or {-2, error} if its script failed.
+ENQUEUE_KEYS: Final = 8
+ENQUEUE_ARGS: Final = 11
+ENQUEUE_SHAPE: Final = (ENQUEUE_KEYS, ENQUEUE_ARGS)
+
+
+def _each(function: str, n_keys: int, n_args: int) -> str:
+    """Run `function` once per group of KEYS and ARGV, its own bound to K and A; one reply
+    each, in order, {-2, error} for one that failed (the others still run)."""
+    return f"""
+local replies = {{}}
+for i = 0, #KEYS / {n_keys} - 1 do
+  K, A = {{}}, {{}}
+  for j = 1, {n_keys} do K[j] = KEYS[{n_keys} * i + j] end
+  for j = 1, {n_args} do A[j] = ARGV[{n_args} * i + j] end
+  local ok, reply = pcall({function})
+  if not ok then reply = {{-2, type(reply) == 'table' and reply.err or tostring(reply)}} end
+  replies[i + 1] = reply
+end
+return replies
 """
+
+
+ENQUEUE: Final = (
+    "local K, A\n"
+    + _LOOK
+    + """
+local function enqueue()
+  if redis.call('EXISTS', K[8]) == 1 then return {-1} end
+  if redis.call('LLEN', K[3]) >= tonumber(A[6]) then return {0} end
+  redis.call('SET', K[8], '1', 'PX', A[11])
+  redis.call('RPUSH', K[3], A[9])
+  redis.call('ZADD', K[6], 0, A[3])
+  -- a holder drains what is queued before it lets go (NEXT checks), so no entry is needed then
+  if redis.call('EXISTS', K[1]) == 1 then return {1} end
+  redis.call('XADD', K[7], 'MAXLEN', '~', 100000, '*', 'c', A[3])
+  if A[10] == '' then return {1} end
+  -- This process reads an entry itself (most often the one just added: the readers keep up),
+  -- so the turn runs where its message arrived, without a reader's round trip. No group yet
+  -- (Redis restarted empty): the reader creates it and reads the entry then.
+  local read = redis.pcall('XREADGROUP', 'GROUP', A[5], A[10], 'COUNT', 1, 'STREAMS', K[7], '>')
+  if type(read) ~= 'table' or read.err or not read[1] then return {1} end
+  local entry = read[1][2][1]
+  if entry[2][2] ~= A[3] then return {2, entry[1], entry[2][2], 0} end
+  local out = claim(entry[1])
+  table.insert(out, 1, entry[2][2])
+  table.insert(out, 1, entry[1])
+  table.insert(out, 1, 2)
+  return out
+end
+"""
+    + _each("enqueue", ENQUEUE_KEYS, ENQUEUE_ARGS)
 )
 
 # NEXT: the turn of `finished_batch` (the recorded batch's exact text, "" for none) is answered:
 # forget it, then look. Comparing the text makes a retry after a lost reply harmless: the first
 # attempt's next batch is not forgotten. -> {0} the lease was lost, else what look returned.
 NEXT: Final = (
-    _MINE
+    _BIND
+    + _MINE
     + _LOOK
     + """
 if not mine() then return {0} end
 if ARGV[8] ~= '' and redis.call('GET', KEYS[4]) == ARGV[8] then redis.call('DEL', KEYS[4]) end
 return look(ARGV[4])
 """
+)
+
+# NEXT for several conversations in one call (bot/redis/drain.py): groups of NEXT_KEYS keys and
+# NEXT_ARGS arguments, one reply each, as ENQUEUE takes them.
+NEXT_KEYS: Final = 7
+NEXT_ARGS: Final = 8
+NEXT_SHAPE: Final = (NEXT_KEYS, NEXT_ARGS)
+NEXT_MANY: Final = (
+    "local K, A\n"
+    + _MINE
+    + _LOOK
+    + """
+local function next_turn()
+  if not mine() then return {0} end
+  if A[8] ~= '' and redis.call('GET', K[4]) == A[8] then redis.call('DEL', K[4]) end
+  return look(A[4])
+end
+"""
+    + _each("next_turn", NEXT_KEYS, NEXT_ARGS)
 )

@@ -54,7 +54,7 @@ async def _turns(
     if not looked:
         if q.coalesce_ms:
             await asyncio.sleep(q.coalesce_ms / 1000)  # let a burst arrive
-        looked = await q.scripts["NEXT"](keys=keys, args=args)
+        looked = await q.nexts.send(c, keys, args)
     while not lost.is_set():
         kind = int(looked[0])
         if kind == 0:
@@ -77,7 +77,7 @@ async def _turns(
             if outcome == 0:
                 return False
             if outcome < 0:  # a /stop emptied the queue meanwhile
-                looked = await q.scripts["NEXT"](keys=keys, args=args)
+                looked = await q.nexts.send(c, keys, args)
                 continue
             resumed = False
         log.debug("conversation %s: a turn of %d message(s) runs here", c, len(batch))
@@ -109,7 +109,7 @@ async def _finish(q: RedisConversations, keys: list[str], args: list[str | int])
     retried = False
     while True:
         try:
-            looked: list[Any] = await q.scripts["NEXT"](keys=keys, args=args)
+            looked: list[Any] = await q.nexts.send(str(args[2]), keys, args)
         except RedisError:
             if asyncio.get_running_loop().time() > deadline:
                 raise
