@@ -17,9 +17,10 @@ dropped and the rest of the body is read to its end here, so the SDK's stream en
 of the body. That is what the SDK does on `[DONE]` (stop; read the rest so the HTTP/1.1 connection
 is reused), without what its `break` costs: a drain under an anyio timeout scope, and three async
 generators (its `_iter_events`, this decoder's, httpx's `aiter_bytes`) left unfinished for the
-event loop's finalizer, each a thread-safe wake-up and a task to close it: 12 % of an openai call's
-instructions, 2.28 M to 2.01 M (bench/provider_bench.py --instructions). Where the SDK gives up
-draining after 0.1 s, this reads the rest under the call's deadline (deadline.py).
+event loop's finalizer, each a thread-safe wake-up and a task to close it. That was 10 % of an
+openai call: 2.40 M instructions before, 2.15 M after (2.81 M and 2.54 M with 2,000 messages;
+bench/provider_bench.py --instructions). Where the SDK gives up draining after 0.1 s, this reads
+the rest under the call's deadline (deadline.py).
 
 The format is the WHATWG one the SDK decoder implements: lines end in LF, CRLF or CR; a blank line
 ends an event; `:` starts a comment; one space after the colon is dropped; `data` lines join with
