@@ -90,6 +90,22 @@ async def test_the_end_marker_ends_the_events_and_the_body_is_read_to_its_end(si
     ]
 
 
+@pytest.mark.parametrize("after", ["fails", "hangs"])
+async def test_what_follows_the_end_marker_is_no_error_and_no_wait(after: str) -> None:
+    """As the SDK's drain: a body that breaks or never ends after [DONE] still gives the answer."""
+
+    async def body() -> AsyncIterator[bytes]:
+        yield b'data: {"a":1}\n\ndata: [DONE]\n\n'
+        if after == "fails":
+            raise ConnectionResetError("the server went away")
+        await asyncio.Event().wait()  # the body never ends
+        yield b""
+
+    async with asyncio.timeout(5):  # a guard, not a measure: the drain gives up after 0.1 s
+        ours = [e async for e in SSELines(OpenAIEvent, end=b"[DONE]").aiter_bytes(body())]
+    assert [e.data for e in ours] == ['{"a":1}']
+
+
 async def test_an_openai_call_leaves_no_async_generator_to_the_loops_finalizer() -> None:
     """The SDK's `break` at [DONE] left three unfinished (each a wake-up and a task to close)."""
     finalized: list[str] = []
