@@ -18,7 +18,7 @@ of the body. That is what the SDK does on `[DONE]` (stop; read the rest so the H
 is reused), without what its `break` costs: a drain under an anyio timeout scope, and three async
 generators (its `_iter_events`, this decoder's, httpx's `aiter_bytes`) left unfinished for the
 event loop's finalizer, each a thread-safe wake-up and a task to close it. That was 10 % of an
-openai call: 2.40 M instructions before, 2.15 M after (2.81 M and 2.54 M with 2,000 messages;
+openai call: 2.40 M instructions before, 2.17 M after (2.81 M and 2.57 M with 2,000 messages;
 bench/provider_bench.py --instructions). As the SDK's drain, it reads the rest for at most 0.1 s
 and a failure to read it is no error.
 
