@@ -1,6 +1,11 @@
-"""sse.py splits a stream into the events the SDKs' own decoders make of it, however it is chunked."""
+"""sse.py splits a stream into the events the SDKs' own decoders make of it, however it is chunked,
+and ends openai's at `[DONE]` reading the body to its end."""
 
+import asyncio
+import gc
+import sys
 from collections.abc import AsyncIterator, Sequence
+from typing import Any
 
 import pytest
 from anthropic._streaming import ServerSentEvent as AnthropicEvent
@@ -8,7 +13,11 @@ from anthropic._streaming import SSEDecoder as AnthropicDecoder
 from openai._streaming import ServerSentEvent as OpenAIEvent
 from openai._streaming import SSEDecoder as OpenAIDecoder
 
+from agent.providers.openai import OpenAIProvider
 from agent.providers.sse import SSELines
+from agent.types import Message, ModelRequest, Stop, TextDelta
+from tests.fake_llm import Reply
+from tests.fake_openai import FakeOpenAI
 
 STREAMS = [
     # the vendors' own shapes
@@ -60,3 +69,68 @@ def test_bytes_that_are_not_utf8_fail_as_the_sdk_decoder_does() -> None:
         list(SSELines(OpenAIEvent).iter_bytes(iter([b"data: \xff\n\n"])))
     with pytest.raises(UnicodeDecodeError):
         list(OpenAIDecoder().iter_bytes(iter([b"data: \xff\n\n"])))
+
+
+@pytest.mark.parametrize("size", [1, 5, 1000])
+async def test_the_end_marker_ends_the_events_and_the_body_is_read_to_its_end(size: int) -> None:
+    stream = b'data: {"a":1}\n\ndata: [DONE]\n\ndata: {"after":1}\n\nevent: x\ndata: y\n\n'
+    chunks = _chunks(stream, size)
+    read: list[bytes] = []
+
+    async def body() -> AsyncIterator[bytes]:
+        for chunk in chunks:
+            read.append(chunk)
+            yield chunk
+
+    ours = [e async for e in SSELines(OpenAIEvent, end=b"[DONE]").aiter_bytes(body())]
+    assert [e.data for e in ours] == ['{"a":1}']  # the SDK stops at [DONE] too
+    assert read == chunks  # the rest read, for the connection's reuse
+    assert [e.data for e in SSELines(OpenAIEvent, end=b"[DONE]").iter_bytes(iter(chunks))] == [
+        '{"a":1}'
+    ]
+
+
+@pytest.mark.parametrize("after", ["fails", "hangs"])
+async def test_what_follows_the_end_marker_is_no_error_and_no_wait(after: str) -> None:
+    """As the SDK's drain: a body that breaks or never ends after [DONE] still gives the answer."""
+
+    async def body() -> AsyncIterator[bytes]:
+        yield b'data: {"a":1}\n\ndata: [DONE]\n\n'
+        if after == "fails":
+            raise ConnectionResetError("the server went away")
+        await asyncio.Event().wait()  # the body never ends
+        yield b""
+
+    async with asyncio.timeout(5):  # a guard, not a measure: the drain gives up after 0.1 s
+        ours = [e async for e in SSELines(OpenAIEvent, end=b"[DONE]").aiter_bytes(body())]
+    assert [e.data for e in ours] == ['{"a":1}']
+
+
+async def test_an_openai_call_leaves_no_async_generator_to_the_loops_finalizer() -> None:
+    """The SDK's `break` at [DONE] left three unfinished (each a wake-up and a task to close)."""
+    finalized: list[str] = []
+    firstiter, finalizer = sys.get_asyncgen_hooks()
+    assert finalizer is not None
+
+    def counting(agen: Any) -> None:
+        finalized.append(agen.ag_code.co_qualname)
+        finalizer(agen)
+
+    async with FakeOpenAI(script=lambda body: Reply(text=["Hel", "lo"])) as fake:
+        provider = OpenAIProvider(api_key=fake.api_key, base_url=fake.url, model="m")
+        try:
+            sys.set_asyncgen_hooks(firstiter, counting)
+            try:
+                for _ in range(2):
+                    events = [
+                        e async for e in provider.stream(ModelRequest("", (Message("user", "hi"),)))
+                    ]
+                gc.collect()
+                await asyncio.sleep(0)
+            finally:
+                sys.set_asyncgen_hooks(firstiter, finalizer)
+        finally:
+            await provider.aclose()
+    assert [e for e in events if isinstance(e, TextDelta)] == [TextDelta("Hel"), TextDelta("lo")]
+    assert Stop("end_turn") in events
+    assert finalized == []

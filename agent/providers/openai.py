@@ -203,11 +203,12 @@ class OpenAIProvider:
 
 
 class _Stream(openai.AsyncStream[object]):
-    """The SDK's stream, chunks as parsed JSON (module doc), the lines split by sse.py."""
+    """The SDK's stream, chunks as parsed JSON (module doc), the lines split by sse.py, which
+    ends it at `[DONE]` by reading the body to its end (cheaper than the SDK's own stop)."""
 
     def __init__(self, response: httpx2.Response, client: openai.AsyncOpenAI) -> None:
         super().__init__(cast_to=object, response=response, client=client)
-        self._decoder = SSELines(ServerSentEvent)
+        self._decoder = SSELines(ServerSentEvent, end=b"[DONE]")  # sse.py says why
 
 
 @dataclass(slots=True)
