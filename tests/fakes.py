@@ -91,6 +91,15 @@ class RecordingChannel:
         self.calls.append(call)
         self.changed.set()
 
+    def shown(self) -> list[str]:
+        """What each message shows last, in the order they were posted. (A final edit is
+        skipped when a preview already showed that text, which depends on timing, so what the
+        user ends up seeing is the thing to assert, not which call carried `final`.)"""
+        last: dict[str, str] = {}
+        for call in self.calls:
+            last[call.message_id] = call.text
+        return list(last.values())
+
     async def wait_for(self, predicate: Callable[[], bool], timeout: float = 5.0) -> None:
         async with asyncio.timeout(timeout):
             while not predicate():
