@@ -10,29 +10,15 @@ from pathlib import Path
 from typing import Any
 
 from agent.coordinator import NOT_FINISHED, AgentSettings, Coordinator, TurnInput
-from agent.personas import Persona, PersonaLibrary
+from agent.personas import PersonaLibrary
 from agent.providers.scripted import Reply, ScriptedProvider
 from agent.types import Usage
 from agent.workers import Workers, WorkerSettings
 from bot.conversations import TurnSignal
 from bot.storage import SqliteStore
 from tests.agents_kit import TASK, Probe, Router, dispatch, registry_with, write_personas
-from tools.base import ToolContext
+from tests.slow_turn_kit import ignore, slow_turn
 from tools.control import CONTROL
-from tools.events import TurnEvent
-from tools.registry import ToolRegistry, tool
-
-
-@tool
-async def slow_lookup(ctx: ToolContext) -> str:
-    """Answers once the test lets it."""
-    ctx.services["started"].set()
-    await ctx.services["release"].wait()
-    return "found"
-
-
-async def _emit(event: TurnEvent) -> None:
-    return None
 
 
 def _rows(folder: Path, sql: str, *args: Any) -> list[tuple[Any, ...]]:
@@ -42,33 +28,20 @@ def _rows(folder: Path, sql: str, *args: Any) -> list[tuple[Any, ...]]:
 
 async def _run(tmp_path: Path, end: str) -> str:
     """A turn stopped (`end` "stop") or lost ("lose") while its tool runs; its turn id."""
-    provider = ScriptedProvider(
-        [Reply(calls=[("slow_lookup", {})], usage=Usage(11, 2)), Reply("done")]
-    )
-    registry = ToolRegistry()
-    registry.add(slow_lookup)
-    services = {"started": asyncio.Event(), "release": asyncio.Event()}
-    persona = Persona("default", "test", ("slow_lookup",), None, None, "be brief", None, "v1")
+    replies = [Reply(calls=[("slow_lookup", {})], usage=Usage(11, 2)), Reply("done")]
     async with SqliteStore(tmp_path / "bot.db") as store:
-        coordinator = Coordinator(
-            provider=provider,
-            registry=registry,
-            store=store,
-            settings=AgentSettings(),
-            services=services,
-        )
-        session = await store.active_session(channel="web", conversation_key="c", user_id="u")
-        turn_id = uuid.uuid4().hex
-        turn = TurnInput(persona, session, turn_id, "u", "web", "c", "look it up")
+        scene = await slow_turn(store, replies)
         signal = TurnSignal()
-        signal.work = asyncio.create_task(coordinator.run_turn(turn, _emit, None, signal))
-        await services["started"].wait()
+        signal.work = asyncio.create_task(
+            scene.coordinator.run_turn(scene.turn, ignore, None, signal)
+        )
+        await scene.services["started"].wait()
         if end == "lose":
             signal.lose()
         else:
             signal.stop()
         await asyncio.gather(signal.work, return_exceptions=True)
-    return turn_id
+    return scene.turn.turn_id
 
 
 async def test_a_stopped_turn_closes_the_call_it_left_open(tmp_path: Path) -> None:
@@ -127,7 +100,7 @@ async def test_a_lost_turns_specialist_writes_nothing_for_it(tmp_path: Path) -> 
             turn_id = uuid.uuid4().hex
             turn = TurnInput(personas.get("default"), session, turn_id, "u", "web", "c", "go")
             signal = TurnSignal()
-            signal.work = asyncio.create_task(coordinator.run_turn(turn, _emit, None, signal))
+            signal.work = asyncio.create_task(coordinator.run_turn(turn, ignore, None, signal))
             await asyncio.wait_for(probe.slow_started.wait(), 5)
             signal.lose()
             await asyncio.gather(signal.work, return_exceptions=True)

@@ -4,55 +4,24 @@ real coordinator and SQLite store: it is in the store while the tools it called 
 from __future__ import annotations
 
 import asyncio
-import uuid
 from pathlib import Path
 
-from agent.coordinator import AgentSettings, Coordinator, TurnInput
-from agent.personas import Persona
-from agent.providers.scripted import Reply, ScriptedProvider
+from agent.providers.scripted import Reply
 from agent.types import Usage
 from bot.storage import SqliteStore
-from tools.base import ToolContext
-from tools.events import TurnEvent
-from tools.registry import ToolRegistry, tool
-
-
-@tool
-async def slow_lookup(ctx: ToolContext) -> str:
-    """Answers once the test lets it."""
-    ctx.services["started"].set()
-    await ctx.services["release"].wait()
-    return "found"
+from tests.slow_turn_kit import ignore, slow_turn
 
 
 async def test_a_model_calls_usage_is_stored_with_its_message(tmp_path: Path) -> None:
-    provider = ScriptedProvider(
-        [
-            Reply(calls=[("slow_lookup", {})], usage=Usage(11, 2)),
-            Reply("done", usage=Usage(20, 3)),
-        ]
-    )
-    registry = ToolRegistry()
-    registry.add(slow_lookup)
-    services = {"started": asyncio.Event(), "release": asyncio.Event()}
-    persona = Persona("default", "test", ("slow_lookup",), None, None, "be brief", None, "v1")
-
-    async def emit(event: TurnEvent) -> None:
-        return None
-
+    replies = [
+        Reply(calls=[("slow_lookup", {})], usage=Usage(11, 2)),
+        Reply("done", usage=Usage(20, 3)),
+    ]
     async with SqliteStore(tmp_path / "bot.db") as store:
-        coordinator = Coordinator(
-            provider=provider,
-            registry=registry,
-            store=store,
-            settings=AgentSettings(),
-            services=services,
-        )
-        session = await store.active_session(channel="web", conversation_key="c", user_id="u")
-        turn_id = uuid.uuid4().hex
-        turn = TurnInput(persona, session, turn_id, "u", "web", "c", "look it up")
-        running = asyncio.create_task(coordinator.run_turn(turn, emit))
-        await services["started"].wait()
+        scene = await slow_turn(store, replies)
+        turn_id = scene.turn.turn_id
+        running = asyncio.create_task(scene.coordinator.run_turn(scene.turn, ignore))
+        await scene.services["started"].wait()
         # the first call's message (its tool call) is recorded before the tool runs: so is its
         # usage, in the same transaction
         assert await store.turn_usage(turn_id) == {
@@ -60,7 +29,7 @@ async def test_a_model_calls_usage_is_stored_with_its_message(tmp_path: Path) ->
             "input_tokens": 11,
             "output_tokens": 2,
         }
-        services["release"].set()
+        scene.services["release"].set()
         assert (await running).text == "done"
         assert await store.turn_usage(turn_id) == {
             "model_calls": 2,
