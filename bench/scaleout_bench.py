@@ -15,6 +15,9 @@ CPU were all that limits them (each gateway 1 / its CPU per turn, Redis's one th
 per turn for all). It is computed, not measured: on 2 cores the load generator, Redis and two
 gateways share the cores, so the measured x2 throughput cannot show what two machines would.
 
+Last, the takeover time (bench/takeover.py): the process running a turn is killed with SIGKILL,
+and the clock runs until the other process has finished that turn in the same placeholder.
+
     python bench/scaleout_bench.py [--conversations 40] [--turns 30] [--redis redis://127.0.0.1:6379/0]
 """
 
@@ -36,6 +39,7 @@ import aiohttp
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from bench.takeover import takeover
 from bench.ws_load import Server, gateway_conversation, pct, pin_self
 
 
@@ -74,7 +78,13 @@ async def serve(data_dir: str, redis_json: str) -> None:
     logging.basicConfig(level=level, format="%(asctime)s %(process)d %(name)s: %(message)s")
     redis = json.loads(redis_json) if redis_json else None
     config = load_config(child_config(data_dir, redis), env=dict(os.environ))
-    scripted = ScriptedProvider(lambda request: Reply("ok: " + request.messages[-1].content[:40]))
+    hold_s = float(os.environ.get("BENCH_HOLD_S", "0"))  # bench/takeover.py: "slow" is held
+
+    def answer(request: Any) -> Reply:
+        text = str(request.messages[-1].content)
+        return Reply("ok: " + text[:40], delay_s=hold_s if text == "slow" else 0.0)
+
+    scripted = ScriptedProvider(answer)
     scripted.requests = _Discard()
     threading.Thread(target=_answer_cpu_probes, daemon=True).start()
     async with App(config, base_dir=Path(data_dir), provider=scripted) as app:
@@ -182,8 +192,8 @@ async def main(args: Any) -> None:
     a, b = str(allowed[-1]), str(allowed[-2])
     # a prefix per run: the load reuses visitor ids and client_message_ids, which the Redis
     # dedup of an earlier run would (rightly) drop as already answered
-    prefixes = [f"bench:{uuid.uuid4().hex[:8]}:" for _ in range(2)]
-    x1, x2 = ({"url": args.redis, "prefix": prefix} for prefix in prefixes)
+    prefixes = [f"bench:{uuid.uuid4().hex[:8]}:" for _ in range(3)]
+    x1, x2, killed = ({"url": args.redis, "prefix": prefix} for prefix in prefixes)
     print(f"{args.conversations} conversations x {args.turns} turns; gateways on cores {a} / {b}")
     results = {}
     runs = (("embedded", [a], None), ("redis x1", [a], x1), ("redis x2", [a, b], x2))
@@ -194,6 +204,8 @@ async def main(args: Any) -> None:
             results[label] = await run(label, data_dir, cores, shared, args)
     if not args.only:
         report(results)
+        with tempfile.TemporaryDirectory(dir=os.environ.get("BENCH_DIR")) as data_dir:
+            await takeover(__file__, data_dir, killed, [a, b])
     from bot.redis.client import connect
 
     client = connect(args.redis)
