@@ -7,6 +7,7 @@ from collections.abc import AsyncGenerator
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from content.parts import Part
 from tools.base import ToolSpec
 
 Role = Literal["user", "assistant", "tool"]
@@ -36,6 +37,8 @@ class Message:
     name: str | None = None  # on role="tool": the tool's name
     is_error: bool = False  # on role="tool": the call failed
     usage: Usage | None = None  # on role="assistant": what the model call that wrote it cost
+    # Media beside `content` (images, files, audio by blob reference); `content` stays the text.
+    parts: tuple[Part, ...] = ()
     # Derived forms computed once per message (a vendor's wire bytes, a token estimate): a
     # history is sent again on every model call, so its cost must not be paid again each time.
     # Keyed by who derived it; never part of the message's value.

@@ -1,15 +1,18 @@
-"""Imports go one way: bot -> adapters, agent, tools; agent -> tools; adapters and tools import none of ours."""
+"""Imports go one way: bot -> adapters, agent, tools; agent -> tools; adapters and tools import none
+of ours but the neutral content/."""
 
 import ast
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-OURS = {"bot", "adapters", "agent", "tools"}
+OURS = {"bot", "adapters", "agent", "tools", "content"}
+# content/ is the neutral vocabulary of parts and blobs: everyone may import it, it imports no one
 ALLOWED = {
-    "bot": {"bot", "adapters", "agent", "tools"},
-    "agent": {"agent", "tools"},
-    "tools": {"tools"},
-    "adapters": {"adapters"},
+    "bot": {"bot", "adapters", "agent", "tools", "content"},
+    "agent": {"agent", "tools", "content"},
+    "tools": {"tools", "content"},
+    "adapters": {"adapters", "content"},
+    "content": {"content"},
 }
 
 

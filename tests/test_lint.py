@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-PATHS = ["bot", "adapters", "agent", "tools", "tests", "bench"]
+PATHS = ["bot", "adapters", "agent", "tools", "content", "tests", "bench"]
 RUFF = shutil.which("ruff", path=str(Path(sys.executable).parent)) or shutil.which("ruff")
 
 

@@ -12,6 +12,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from content.parts import Part
 from tools.events import TurnEvent
 
 Emit = Callable[[TurnEvent], Awaitable[None]]
@@ -35,6 +36,7 @@ class ToolResult:
     text: str  # what the model reads
     ok: bool = True
     display: tuple[Mapping[str, Any], ...] = ()  # structured hints for channels that render them
+    parts: tuple[Part, ...] = ()  # media the tool made (a chart, a PDF), by blob reference
 
 
 async def _no_emit(event: TurnEvent) -> None:
