@@ -12,8 +12,6 @@ import logging
 from pathlib import Path
 from types import TracebackType
 
-import aiohttp
-
 from adapters.base import Channel, ChannelError, ChannelRevoked
 from adapters.registry import build_enabled
 from agent.personas import PersonaLibrary
@@ -32,9 +30,10 @@ from bot.storage import StorageError
 from bot.storage.backends import build_store
 from bot.web_server import WebServer
 from tools.builtin import builtin_registry
-from tools.control import CONTROL
+from tools.control import CONTROL, control_source
 from tools.knowledge import KnowledgeBase
 from tools.registry import ToolRegistry
+from tools.shared_http import SharedSession
 
 log = logging.getLogger(__name__)
 
@@ -68,10 +67,10 @@ class App:
             passage_chars=config.knowledge.passage_chars,
             max_results=config.knowledge.max_results,
         )
-        self.http: aiohttp.ClientSession | None = None  # for tools; opened with the app
-        for control in CONTROL:
-            if control.name not in self.registry:
-                self.registry.add(control)
+        self.http = SharedSession()  # for tools; opened with the app
+        missing = [control for control in CONTROL if control.name not in self.registry]
+        if missing:
+            self.registry.add_source(control_source(missing))
         self.store = build_store(self._path(config.storage.path), config.storage.url)
         self.personas = PersonaLibrary(
             [self._path(d) for d in config.personas.dirs], known_tools=self.registry.names()
@@ -93,8 +92,9 @@ class App:
         self.workers = wiring.build_workers(
             config, served, self.registry, self.store, self.personas
         )
+        deps = wiring.tool_deps(config, self.http, self.knowledge, self.workers)
         self.coordinator = wiring.build_coordinator(
-            config, served, self.registry, self.store, self.personas, self.workers, self.knowledge
+            config, served, self.registry, self.store, self.personas, deps
         )
         self.conversations: ConversationQueue
         self.conversations, dedup = wiring.conversation_seams(
@@ -171,9 +171,7 @@ class App:
         await self.knowledge.open()  # logs what it indexed
         if self.redis is not None:
             await self.redis.open()
-        # tools keep their own shorter deadlines; this one only bounds a forgotten request
-        self.http = aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=60))
-        self.coordinator.services["http"] = self.http
+        await self.http.open()
         for error in self.personas.load():
             log.error("%s", error)
         self._supervisor = asyncio.create_task(self._supervise(), name="app")
@@ -234,9 +232,7 @@ class App:
             await self._close_resources()
 
     async def _close_resources(self) -> None:
-        if self.http is not None:
-            await self.http.close()
-            self.http = None
+        await self.http.close()
         await self.knowledge.close()
         for channel in self.channels.values():  # after the turns: their last edits use these
             close_channel = getattr(channel, "aclose", None)

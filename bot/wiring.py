@@ -13,6 +13,7 @@ from collections.abc import Awaitable, Callable
 from adapters.base import InboundMessage
 from adapters.registry import ChannelServices, sections
 from agent.coordinator import AgentSettings, Coordinator
+from agent.loop import LoopSettings
 from agent.personas import PersonaLibrary
 from agent.providers.base import Provider
 from agent.workers import Workers, WorkerSettings
@@ -26,9 +27,11 @@ from bot.redis.mode import RedisMode
 from bot.storage import StorageError
 from bot.storage.backends import AnyStore
 from bot.transcript import StoreHistory
+from tools.base import ToolDeps
 from tools.knowledge import KnowledgeBase
 from tools.redirects import load_redirects
 from tools.registry import ToolRegistry
+from tools.shared_http import SharedSession
 
 log = logging.getLogger(__name__)
 
@@ -100,6 +103,12 @@ def _latest_conversation(store: AnyStore) -> Callable[[str, str, str], Awaitable
     return latest_conversation
 
 
+def loop_settings(config: Config) -> LoopSettings:
+    """How every tool loop runs, the coordinator's and the specialists': one place."""
+    agent = config.agent
+    return LoopSettings(max_rounds=agent.max_rounds, tool_timeout_s=agent.tool_timeout_s)
+
+
 def build_workers(
     config: Config,
     provider: Provider,
@@ -119,9 +128,21 @@ def build_workers(
             max_total=agent.max_workers_total,
             timeout_s=agent.worker_timeout_s,
             result_chars=agent.worker_result_chars,
-            max_rounds=agent.max_rounds,
-            tool_timeout_s=agent.tool_timeout_s,
+            loop=loop_settings(config),
         ),
+    )
+
+
+def tool_deps(
+    config: Config, http: SharedSession, knowledge: KnowledgeBase, workers: Workers
+) -> ToolDeps:
+    """What every tool call may reach, built once with the app."""
+    return ToolDeps(
+        settings=config.tools,
+        default_timezone=config.agent.default_timezone,
+        http=http,
+        knowledge=knowledge,
+        agents=workers,
     )
 
 
@@ -131,28 +152,20 @@ def build_coordinator(
     registry: ToolRegistry,
     store: AnyStore,
     personas: PersonaLibrary,
-    workers: Workers,
-    knowledge: KnowledgeBase,
+    deps: ToolDeps,
 ) -> Coordinator:
-    """The agent that answers a turn; its `services` are what its tools may reach."""
-    agent = config.agent
+    """The agent that answers a turn; `deps` are what its tools may reach."""
     return Coordinator(
         provider=provider,
         registry=registry,
         store=store,
         settings=AgentSettings(
-            max_rounds=agent.max_rounds,
-            tool_timeout_s=agent.tool_timeout_s,
-            context_budget_tokens=agent.context_budget_tokens,
+            loop=loop_settings(config),
+            context_budget_tokens=config.agent.context_budget_tokens,
         ),
         personas=personas,
         redirects=load_redirects(),
-        services={
-            "default_timezone": agent.default_timezone,
-            "agents": workers,
-            "tools_config": config.tools,
-            "knowledge": knowledge,
-        },
+        deps=deps,
     )
 
 

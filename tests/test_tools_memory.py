@@ -15,8 +15,8 @@ import pytest
 from bot.storage import SqliteStore
 from tests.tools_kit import call, call_json, context, settings
 from tools.builtin.memory import intake_tool
-from tools.builtin.settings import IntakeSettings
 from tools.registry import ToolRegistry
+from tools.settings import IntakeSettings
 
 PRICES = {
     "currency": "CNY",

@@ -5,9 +5,12 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from tools.base import ToolContext, ToolResult
+from content.blobs import BlobStore
+from tools.base import ToolContext, ToolDeps, ToolResult
 from tools.builtin import builtin_registry
-from tools.builtin.settings import ToolsSettings
+from tools.knowledge import KnowledgeBase
+from tools.settings import ToolsSettings
+from tools.shared_http import SharedSession
 
 REGISTRY = builtin_registry()
 
@@ -17,14 +20,16 @@ def settings(**sections: Any) -> ToolsSettings:
 
 
 def context(
-    *, user: str = "u1", storage: Any = None, config: ToolsSettings | None = None, **services: Any
+    *,
+    user: str = "u1",
+    storage: object = None,
+    config: ToolsSettings | None = None,
+    knowledge: KnowledgeBase | None = None,
+    http: SharedSession | None = None,
+    blobs: BlobStore | None = None,
 ) -> ToolContext:
-    return ToolContext(
-        user_id=user,
-        session_id="s1",
-        storage=storage,
-        services={"tools_config": config or ToolsSettings(), **services},
-    )
+    deps = ToolDeps(settings=config or ToolsSettings(), knowledge=knowledge, http=http, blobs=blobs)
+    return ToolContext(user_id=user, session_id="s1", storage=storage, deps=deps)
 
 
 async def call(

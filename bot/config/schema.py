@@ -14,7 +14,7 @@ from adapters.feishu.config import FeishuConfig
 from adapters.slack.config import SlackConfig
 from adapters.telegram.config import TelegramConfig
 from adapters.websocket.config import WebsocketConfig
-from tools.builtin.settings import KnowledgeSettings, ToolsSettings
+from tools.settings import KnowledgeSettings, ToolsSettings
 
 
 class _Section(BaseModel):
