@@ -452,3 +452,17 @@ def test_builtin_registry() -> None:
     assert registry.get("get_current_datetime") is get_current_datetime
     assert isinstance(get_current_datetime, Tool)
     assert registry is not builtin_registry()  # each caller may add its own tools
+
+
+def test_persona_patterns_resolve_to_names_in_registry_order(registry: ToolRegistry) -> None:
+    names = registry.resolve(["st*", "greet", "missing", "*_json", "gre?t", "[lw]*"])
+    assert names == (
+        "structured",
+        "step",
+        "greet",
+        "missing",  # a plain name stays as written: calling it only returns an error
+        "echo_json",
+        "wait_forever",
+        "long_text",
+    )
+    assert registry.resolve(("st*", "greet", "missing", "*_json", "gre?t", "[lw]*")) is names
