@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from typing import Any
 
 from content.blobs import BlobStore
@@ -36,7 +37,8 @@ async def call(
     name: str, args: dict[str, Any] | str, ctx: ToolContext, timeout_s: float = 5
 ) -> ToolResult:
     text = args if isinstance(args, str) else json.dumps(args)
-    return await REGISTRY.call(name, text, ctx, allowed=REGISTRY.names(), timeout_s=timeout_s)
+    called = replace(ctx, tool_name=name, call_id=f"call-{name}")  # as the loop makes it
+    return await REGISTRY.call(name, text, called, allowed=REGISTRY.names(), timeout_s=timeout_s)
 
 
 async def call_json(name: str, args: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
