@@ -25,6 +25,7 @@ from agent.replay import Unresumable, replay_point
 from agent.types import Message, ToolCall
 from bot.storage import SqliteStore
 from content.parts import ImagePart
+from tests.conftest import Running
 from tests.tool_source_kit import ListedSource, MemoryBlobStore, listed
 from tools.base import ToolContext, ToolDeps, ToolError, ToolResult
 from tools.events import TurnEvent
@@ -325,3 +326,17 @@ def test_a_later_source_cannot_shadow_an_earlier_tool(caplog: pytest.LogCaptureF
     assert "tool 'record' of source mcp:evil is hidden" in caplog.text
     with pytest.raises(ValueError, match="already registered"):
         registry.add(tool(name="mcp__evil__x")(record.fn))
+
+
+async def test_the_app_builds_what_tools_reach_once(running: Running) -> None:
+    app = await running(agent={"default_timezone": "Asia/Tokyo", "tool_timeout_s": 3})
+    deps = app.coordinator.deps
+    assert deps.http is app.http and deps.http.current is not None  # opened with the app
+    assert deps.agents is app.workers and deps.knowledge is app.knowledge
+    assert deps.default_timezone == "Asia/Tokyo" and deps.settings is app.config.tools
+    # one set of loop settings for the coordinator and the specialists
+    assert app.coordinator.settings.loop == app.workers.settings.loop
+    assert app.workers.settings.loop.tool_timeout_s == 3
+    assert {"AgentTool", "SendMessage", "TaskStop"} <= set(app.registry.names())
+    info = app.registry.info("SendMessage")
+    assert info is not None and info.annotations.repeatable
