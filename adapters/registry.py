@@ -77,9 +77,17 @@ def specs() -> Iterator[ChannelSpec]:
 
 
 def sections(channels_config: Any) -> Iterator[tuple[ChannelSpec, AccessConfig]]:
-    """Every known channel with its config section (`channels.<name>`), enabled or not."""
+    """Every channel instance with its config section, enabled or not: `channels.<name>`, or
+    each item of it where a kind runs several accounts (a list; each section names its `id`)."""
     for spec in specs():
-        yield spec, getattr(channels_config, spec.name)
+        value = getattr(channels_config, spec.name)
+        for section in value if isinstance(value, list) else [value]:
+            yield spec, section
+
+
+def instance_name(spec: ChannelSpec, section: AccessConfig) -> str:
+    """The name a channel instance goes by: its chats' keys start with it."""
+    return getattr(section, "id", None) or spec.name
 
 
 def build_enabled(channels_config: Any, services: ChannelServices) -> list[Channel]:

@@ -70,12 +70,11 @@ class TelegramLimits(ChannelLimits):
 class TelegramChannel:
     """Private chats, groups and forum topics; long polling or a webhook on the gateway's server."""
 
-    name = "telegram"
-
     def __init__(
         self,
         *,
         token: str,
+        name: str = "telegram",  # the instance's id: one bot of several (channels.telegram[])
         mode: Literal["polling", "webhook"] = "polling",
         api_base: str | None = None,
         webhook_secret: str | None = None,
@@ -94,6 +93,7 @@ class TelegramChannel:
         `budget` paces the calls (one in this process unless given, e.g. shared over Redis);
         `calls` counts every Bot API call for /metrics; `leader` elects the one process that
         long-polls when several serve the bot."""
+        self.name = name
         if mode == "webhook" and not webhook_secret:
             raise ValueError(
                 "channels.telegram.webhook_secret is required in webhook mode (without it anyone "

@@ -178,7 +178,7 @@ class Ingress:
         inbox, me = self._inbox, self._me
         if inbox is None or me is None:
             return
-        inbound = normalize(message, event_update.update_id, me)
+        inbound = normalize(message, event_update.update_id, me, self.channel.name)
         log.debug(
             "Telegram update %s from user %s in chat %s",
             event_update.update_id,
