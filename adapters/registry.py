@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from adapters.access import AccessConfig
+from adapters.accounts import Accounts
 from adapters.api.records import SessionRecords
 from adapters.base import Channel, InboundMessage, Leader
 from adapters.budget import RateBudget
@@ -51,6 +52,8 @@ class ChannelServices:
     answered: Callable[[str], Awaitable[bool]] | None = None
     # Work one process at a time may do (Telegram long polling); None: this process alone.
     leader: Leader | None = None
+    # Who runs each platform account (adapters/accounts.py); None: nobody checks.
+    accounts: Accounts | None = None
     # The key of the conversation under a key prefix where a user's newest turn was, from the
     # store: `(channel, key_prefix, user_id)`; a Slack slash command in a channel targets the
     # user's latest thread there, after a restart or on another process too. None: no store.

@@ -87,6 +87,9 @@ class App:
                 self.redis,
                 admits=lambda message: self.gateway.access.check(message) == "allow",
                 persona_name=self._persona_name,
+                data_dir=None
+                if config.storage.path == ":memory:"
+                else self._path(config.storage.path).parent,
             )
             for channel in build_enabled(config.channels, services):
                 self.channels[channel.name] = channel

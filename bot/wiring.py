@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Awaitable, Callable
+from pathlib import Path
 
+from adapters.accounts import Accounts, FileAccounts
 from adapters.base import InboundMessage
 from adapters.registry import ChannelServices, instance_name, sections
 from agent.coordinator import AgentSettings, Coordinator
@@ -55,8 +57,14 @@ def channel_services(
     *,
     admits: Callable[[InboundMessage], bool],
     persona_name: Callable[[], str],
+    data_dir: Path | None,
 ) -> ChannelServices:
-    """What every channel factory is handed: the server's facts and the shared seams."""
+    """What every channel factory is handed: the server's facts and the shared seams.
+    `data_dir`: the database's folder (None: in memory), where this process's account locks go
+    when no Redis spans the processes."""
+    accounts: Accounts | None = redis.accounts if redis else None
+    if accounts is None and data_dir is not None:
+        accounts = FileAccounts(data_dir / "accounts")
     return ChannelServices(
         public_url=config.server.public_url,
         # replies a channel sends on its own (to stickers, say) obey the access policy
@@ -71,6 +79,7 @@ def channel_services(
         rate_budget=redis.budget if redis else None,
         inbound_rates=redis.inbound_rates if redis else None,
         leader=redis.leader if redis else None,
+        accounts=accounts,
         latest_conversation=_latest_conversation(store),
     )
 

@@ -32,6 +32,7 @@ from aiogram.types import LinkPreviewOptions, ReplyParameters
 from aiogram.utils.token import TokenValidationError
 from aiohttp import web
 
+from adapters.accounts import Accounts
 from adapters.base import (
     ChannelError,
     ChannelLimits,
@@ -88,6 +89,7 @@ class TelegramChannel:
         budget: RateBudget | None = None,
         calls: PlatformCalls = NO_PLATFORM_CALLS,
         leader: Leader | None = None,
+        accounts: Accounts | None = None,
     ) -> None:
         """`admits` is the gateway's access policy, for the replies the channel sends itself;
         `budget` paces the calls (one in this process unless given, e.g. shared over Redis);
@@ -130,6 +132,7 @@ class TelegramChannel:
             request_timeout_s=request_timeout_s,
             poll_timeout_s=poll_timeout_s,
             leader=leader,
+            accounts=accounts,
         )
 
     def limits_for(self, chat: ChatRef) -> ChannelLimits:

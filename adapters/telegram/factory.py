@@ -22,4 +22,5 @@ def build(section: TelegramConfig, services: ChannelServices) -> TelegramChannel
         budget=services.rate_budget,
         calls=services.platform_calls,
         leader=services.leader,
+        accounts=services.accounts,
     )
