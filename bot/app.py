@@ -86,6 +86,9 @@ class App:
                 self.redis,
                 admits=lambda message: self.gateway.access.check(message) == "allow",
                 persona_name=self._persona_name,
+                data_dir=None
+                if config.storage.path == ":memory:"
+                else self._path(config.storage.path).parent,
             )
             for channel in build_enabled(config.channels, services):
                 self.channels[channel.name] = channel
@@ -110,7 +113,7 @@ class App:
             conversations=self.conversations,
             settings=GatewaySettings(
                 turn_timeout_s=agent.turn_timeout_s,
-                persona=persona,
+                persona=wiring.persona_choice(config, persona),
                 resume=ResumeSettings(agent.resume_max_age_s, agent.resume_max_attempts),
             ),
             access=wiring.access_rules(config),
@@ -137,7 +140,7 @@ class App:
 
     def _persona_name(self) -> str:
         """The agent id of the conversations' sessions (the gateway's persona)."""
-        return self.personas.get(self.gateway.settings.persona).name
+        return self.personas.get(self.gateway.settings.persona.default).name
 
     def _path(self, value: str) -> Path:
         path = Path(value)
@@ -174,6 +177,7 @@ class App:
         await self.http.open()
         for error in self.personas.load():
             log.error("%s", error)
+        wiring.check_personas(self.gateway.settings.persona, self.personas)
         self._supervisor = asyncio.create_task(self._supervise(), name="app")
         started = asyncio.create_task(self.conversations.started.wait())
         await asyncio.wait({started, self._supervisor}, return_when=asyncio.FIRST_COMPLETED)

@@ -9,19 +9,22 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Awaitable, Callable
+from pathlib import Path
 
+from adapters.accounts import Accounts, FileAccounts
 from adapters.base import InboundMessage
-from adapters.registry import ChannelServices, sections
+from adapters.registry import ChannelServices, instance_name, sections
 from agent.coordinator import AgentSettings, Coordinator
 from agent.loop import LoopSettings
 from agent.personas import PersonaLibrary
 from agent.providers.base import Provider
 from agent.workers import Workers, WorkerSettings
 from bot.access import AccessRules
-from bot.config import Config
+from bot.config import Config, ConfigError
 from bot.conversations import ConversationQueue, LocalConversations
 from bot.dedup import Dedup, StoreDedup
 from bot.ops import Operations
+from bot.persona_choice import PersonaChoice
 from bot.quota import QuotaState, StoreQuotaState
 from bot.redis.mode import RedisMode
 from bot.storage import StorageError
@@ -57,8 +60,14 @@ def channel_services(
     *,
     admits: Callable[[InboundMessage], bool],
     persona_name: Callable[[], str],
+    data_dir: Path | None,
 ) -> ChannelServices:
-    """What every channel factory is handed: the server's facts and the shared seams."""
+    """What every channel factory is handed: the server's facts and the shared seams.
+    `data_dir`: the database's folder (None: in memory), where this process's account locks go
+    when no Redis spans the processes."""
+    accounts: Accounts | None = redis.accounts if redis else None
+    if accounts is None and data_dir is not None:
+        accounts = FileAccounts(data_dir / "accounts")
     return ChannelServices(
         public_url=config.server.public_url,
         # replies a channel sends on its own (to stickers, say) obey the access policy
@@ -73,6 +82,7 @@ def channel_services(
         rate_budget=redis.budget if redis else None,
         inbound_rates=redis.inbound_rates if redis else None,
         leader=redis.leader if redis else None,
+        accounts=accounts,
         latest_conversation=_latest_conversation(store),
     )
 
@@ -196,5 +206,26 @@ def access_rules(config: Config) -> AccessRules:
     return AccessRules.of(
         allowed_users=config.gateway.allowed_users,
         group_reply=config.gateway.group_reply,
-        sections={spec.name: section for spec, section in sections(config.channels)},
+        sections={
+            instance_name(spec, section): section for spec, section in sections(config.channels)
+        },
     )
+
+
+def persona_choice(config: Config, default: str) -> PersonaChoice:
+    """`default` answers everywhere but on channel instances whose section names a `persona`."""
+    by_channel = {
+        instance_name(spec, section): section.persona
+        for spec, section in sections(config.channels)
+        if section.persona and getattr(section, "enabled", False)
+    }
+    return PersonaChoice(default, by_channel)
+
+
+def check_personas(choice: PersonaChoice, personas: PersonaLibrary) -> None:
+    """Every persona a channel instance names must exist (a typo would fail every turn there)."""
+    for channel, name in choice.by_channel.items():
+        try:
+            personas.get(name)
+        except KeyError as exc:
+            raise ConfigError(f"channels ({channel}): persona: {exc.args[0]}") from None

@@ -6,7 +6,7 @@ from collections.abc import Iterator
 from typing import Any, Literal, get_args, get_origin
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
 
 from adapters.access import secret
 from adapters.api.config import ApiConfig
@@ -14,6 +14,7 @@ from adapters.feishu.config import FeishuConfig
 from adapters.slack.config import SlackConfig
 from adapters.telegram.config import TelegramConfig
 from adapters.websocket.config import WebsocketConfig
+from bot.config.instances import INSTANCE_KINDS, INSTANCES, as_instances
 from tools.settings import KnowledgeSettings, ToolsSettings
 
 
@@ -180,13 +181,19 @@ class PersonasConfig(_Section):
 
 
 class ChannelsConfig(_Section):
-    """One section per channel, each defined in its adapter package."""
+    """One section per channel, each defined in its adapter package. Telegram, Slack and Feishu
+    take a list of instances too (bot/config/instances.py): validated, each is a list."""
 
     websocket: WebsocketConfig = WebsocketConfig()
-    telegram: TelegramConfig = TelegramConfig()
-    slack: SlackConfig = SlackConfig()
+    telegram: list[TelegramConfig] = Field([TelegramConfig(id="telegram")], **INSTANCES)
+    slack: list[SlackConfig] = Field([SlackConfig(id="slack")], **INSTANCES)
     api: ApiConfig = ApiConfig()
-    feishu: FeishuConfig = FeishuConfig()
+    feishu: list[FeishuConfig] = Field([FeishuConfig(id="feishu")], **INSTANCES)
+
+    @field_validator(*INSTANCE_KINDS, mode="before")
+    @classmethod
+    def _instances(cls, value: Any, info: ValidationInfo) -> Any:
+        return as_instances(str(info.field_name), value)
 
 
 class Config(_Section):
