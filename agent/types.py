@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from collections.abc import AsyncGenerator
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Literal, Protocol
 
 from content.parts import Part
 from tools.base import ToolSpec
@@ -47,6 +47,12 @@ class Message:
     )
 
 
+class BlobReader(Protocol):
+    """Reads a blob's media type and bytes (`content.blobs.BlobStore` is one)."""
+
+    async def get(self, blob_id: str) -> tuple[str, bytes]: ...
+
+
 @dataclass(frozen=True, slots=True)
 class ModelRequest:
     system: str
@@ -54,6 +60,8 @@ class ModelRequest:
     tools: tuple[ToolSpec, ...] = ()
     model: str | None = None
     max_tokens: int = 4096
+    # where the bytes of the messages' media parts are read (a `BlobStore`); None: described
+    blobs: BlobReader | None = field(default=None, compare=False)
 
 
 @dataclass(frozen=True, slots=True)

@@ -203,7 +203,7 @@ def test_unknown_nested_key(tmp_path: Path) -> None:
 def test_unknown_key_in_list_item(tmp_path: Path) -> None:
     message = error_of(tmp_path, "llm: {fallback: [{provider: offline, modle: x}]}\n")
     assert message.endswith(
-        ": llm.fallback.0.modle: unknown key; expected one of: api_key, base_url, model, provider"
+        ": llm.fallback.0.modle: unknown key; expected one of: api_key, base_url, media, model, provider"
     )
 
 

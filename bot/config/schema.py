@@ -76,11 +76,16 @@ class LogConfig(_Section):
     format: Literal["text", "json"] = "text"
 
 
+# what a model takes natively besides text; null: known per vendor (agent/providers/media.py)
+MediaKinds = list[Literal["image", "file"]] | None
+
+
 class FallbackProvider(_Section):
     provider: Literal["anthropic", "openai", "offline"]
     model: str | None = None
     base_url: str | None = None
     api_key: str = secret()
+    media: MediaKinds = None
 
 
 class LLMConfig(_Section):
@@ -96,6 +101,7 @@ class LLMConfig(_Section):
     retry_backoff_s: float = Field(0.5, ge=0, le=60)
     circuit_open_s: float = Field(30, gt=0, le=3600)
     tool_mode: Literal["native", "text", "auto"] = "auto"
+    media: MediaKinds = None
 
 
 class AgentConfig(_Section):
