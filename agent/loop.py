@@ -101,7 +101,8 @@ async def run_loop(
         await _tool_round(list(resumed.pending), transcript, display, tooling)
     for round_no in range((resumed.rounds_done if resumed else 0) + 1, settings.max_rounds + 2):
         offer = tools if round_no <= settings.max_rounds else ()
-        request = ModelRequest(system=system, messages=tuple(transcript), tools=offer, model=model)
+        # the blob store, for the media parts the provider sends as they are (media.py)
+        request = ModelRequest(system, tuple(transcript), offer, model=model, blobs=ctx.deps.blobs)
         text, calls, cost = await _ask(provider, request, emit, on_usage)
         if not calls or not offer:
             transcript.append(Message("assistant", text, usage=cost))
