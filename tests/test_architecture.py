@@ -1,6 +1,7 @@
 """Imports go one way: bot -> adapters, agent, tools; agent -> tools; adapters and tools import none of ours."""
 
 import ast
+from collections.abc import Iterator
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -74,3 +75,74 @@ def test_no_module_has_outgrown_its_idea() -> None:
         if (lines := len(path.read_text().splitlines())) >= MAX_LINES
     }
     assert not long, f"split these along their seams (STYLE.md, Layout): {long}"
+
+
+def _module_of(path: Path) -> str:
+    parts = path.relative_to(ROOT).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def _import_graph() -> dict[str, set[str]]:
+    """Module -> the modules of ours it imports anywhere: at the top, under `if TYPE_CHECKING:`
+    or inside a function (an import that only hides a cycle still makes one)."""
+    paths = {_module_of(path): path for package in OURS for path in (ROOT / package).rglob("*.py")}
+
+    def ours(name: str) -> str | None:
+        while name and name not in paths:
+            name = name.rpartition(".")[0]
+        return name or None
+
+    graph: dict[str, set[str]] = {}
+    for module, path in paths.items():
+        is_package = path.name == "__init__.py"
+        named: set[str] = set()
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, ast.Import):
+                named |= {alias.name for alias in node.names}
+            elif isinstance(node, ast.ImportFrom):
+                base = node.module or ""
+                if node.level:  # relative: from this module's package, `level - 1` up
+                    anchor = module.split(".")[: module.count(".") + 1 - node.level + is_package]
+                    base = ".".join([*anchor, *filter(None, [node.module])])
+                named |= {f"{base}.{alias.name}" for alias in node.names}
+        # a package's own __init__ runs before any of its modules: not an edge of a cycle
+        parents = {".".join(module.split(".")[:i]) for i in range(1, module.count(".") + 1)}
+        graph[module] = {m for n in named if (m := ours(n)) is not None} - parents - {module}
+    return graph
+
+
+def _cycles(graph: dict[str, set[str]]) -> Iterator[list[str]]:
+    """The strongly connected components of more than one module (Tarjan's algorithm)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+
+    def visit(module: str) -> Iterator[list[str]]:
+        index[module] = low[module] = len(index)
+        stack.append(module)
+        for imported in sorted(graph[module]):
+            if imported not in index:
+                yield from visit(imported)
+                low[module] = min(low[module], low[imported])
+            elif imported in stack:
+                low[module] = min(low[module], index[imported])
+        if low[module] == index[module]:
+            component = stack[stack.index(module) :]
+            del stack[stack.index(module) :]
+            if len(component) > 1:
+                yield sorted(component)
+
+    for module in sorted(graph):
+        if module not in index:
+            yield from visit(module)
+
+
+def test_no_import_cycles() -> None:
+    """Two modules that import each other are one module cut in two (STYLE.md): give the shared
+    piece its own module, or pass in what is needed. Type-only and in-function imports count."""
+    graph = _import_graph()
+    cycles = [
+        {module: sorted(graph[module] & set(component)) for module in component}
+        for component in _cycles(graph)
+    ]
+    assert not cycles, cycles

@@ -17,7 +17,7 @@ import logging
 import re
 from collections.abc import Awaitable, Callable
 from dataclasses import replace
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal
 
 import aiohttp
 from aiohttp import web
@@ -28,15 +28,15 @@ from slack_bolt.middleware.authorization.async_single_team_authorization import 
 )
 from slack_bolt.request.async_request import AsyncBoltRequest
 from slack_sdk.errors import SlackApiError
+from slack_sdk.web.async_client import AsyncWebClient
 
 from adapters.base import ChannelError, ChannelRevoked, ChatRef, InboundMessage, Inbox
 from adapters.slack import normalize
 from adapters.slack.errors import REVOKED
 from adapters.slack.normalize import BotIdentity
+from adapters.slack.presence import AssistantStatus
+from adapters.slack.throttle import WorkspaceSlots
 from adapters.telegram.recent import Recent
-
-if TYPE_CHECKING:
-    from adapters.slack.channel import SlackChannel
 
 log = logging.getLogger(__name__)
 
@@ -51,8 +51,11 @@ SUGGESTED_PROMPTS = [
 class Ingress:
     def __init__(
         self,
-        channel: SlackChannel,
+        client: AsyncWebClient,
         *,
+        slots: WorkspaceSlots,
+        status: AssistantStatus,
+        connect: Callable[[], None],
         mode: Literal["socket", "http"],
         app_token: str,
         signing_secret: str,
@@ -61,7 +64,10 @@ class Ingress:
         answered: Callable[[str], Awaitable[bool]] | None = None,
         latest_conversation: Callable[[str, str, str], Awaitable[str | None]] | None = None,
     ) -> None:
-        self.channel = channel
+        self.client = client
+        self._slots = slots
+        self._status = status
+        self._connect = connect  # the channel's connection pool, opened in the running loop
         self.mode = mode
         self._app_token = app_token
         self._path = path
@@ -69,7 +75,7 @@ class Ingress:
         self._answered = answered
         self._latest_conversation = latest_conversation
         self.app = AsyncApp(
-            client=channel.client,
+            client=client,
             signing_secret=signing_secret or "socket-mode-has-no-signing-secret",
             process_before_response=False,
         )
@@ -97,7 +103,7 @@ class Ingress:
         if self._revoked is not None:
             raise self._revoked
         self._me = await self._whoami()
-        self.channel.slots.home_team = self._me.team_id
+        self._slots.home_team = self._me.team_id
         self._stop = asyncio.get_running_loop().create_future()
         self._inbox = inbox
         handler: AsyncSocketModeHandler | None = None
@@ -141,9 +147,9 @@ class Ingress:
             self._threads.put((chat.chat_id, chat.thread_id), None)
 
     async def _whoami(self) -> BotIdentity:
-        self.channel.connect()
+        self._connect()
         try:
-            auth = await self.channel.client.auth_test()
+            auth = await self.client.auth_test()
         except SlackApiError as exc:
             raise self._refused("auth.test (the bot token)", exc) from exc
         except (aiohttp.ClientError, TimeoutError) as exc:  # the supervisor retries, with backoff
@@ -202,7 +208,7 @@ class Ingress:
                 self._threads.put((chat.chat_id, chat.thread_id), None)
                 self._last_thread.put((chat.chat_id, message.user_id), chat.thread_id)
             else:
-                self.channel.status.mark(chat.chat_id, chat.thread_id)
+                self._status.mark(chat.chat_id, chat.thread_id)
         log.debug("Slack message %s from %s in %s", message.message_id, message.user_id, chat.key)
         await inbox(message)
 
@@ -253,9 +259,9 @@ class Ingress:
         channel, ts = thread.get("channel_id"), thread.get("thread_ts")
         if not channel or not ts:
             return
-        self.channel.status.mark(str(channel), str(ts))
+        self._status.mark(str(channel), str(ts))
         try:
-            await self.channel.client.assistant_threads_setSuggestedPrompts(
+            await self.client.assistant_threads_setSuggestedPrompts(
                 channel_id=channel, thread_ts=ts, prompts=SUGGESTED_PROMPTS
             )
         except SlackApiError as exc:

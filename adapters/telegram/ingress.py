@@ -13,9 +13,9 @@ import asyncio
 import logging
 import secrets
 from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, Literal, TypeVar
+from typing import Literal, TypeVar
 
-from aiogram import Dispatcher
+from aiogram import Bot, Dispatcher
 from aiogram.exceptions import (
     ClientDecodeError,
     TelegramAPIError,
@@ -31,12 +31,9 @@ from aiogram.utils.backoff import Backoff, BackoffConfig
 from aiohttp import web
 from pydantic import ValidationError
 
-from adapters.base import ChannelError, Inbox, Leader, OutboundContent, TryLater
+from adapters.base import ChannelError, InboundMessage, Inbox, Leader, OutboundContent, TryLater
 from adapters.telegram.normalize import BotIdentity, Unsupported, normalize
 from adapters.telegram.recent import Recent
-
-if TYPE_CHECKING:
-    from adapters.telegram.channel import TelegramChannel
 
 log = logging.getLogger(__name__)
 
@@ -63,11 +60,17 @@ COMMANDS = [
 ]
 
 
+# the channel's answer to one message (a reply of its own, sent final)
+Reply = Callable[[InboundMessage, OutboundContent], Awaitable[object]]
+
+
 class Ingress:
     def __init__(
         self,
-        channel: TelegramChannel,
+        bot: Bot,
         *,
+        admits: Callable[[InboundMessage], bool],
+        reply: Reply,
         mode: Literal["polling", "webhook"],
         secret: str | None,
         path: str,
@@ -76,9 +79,10 @@ class Ingress:
         poll_timeout_s: int,
         leader: Leader | None = None,
     ) -> None:
-        self.channel = channel
+        self.bot = bot
+        self._admits = admits
+        self._reply = reply
         self._leader = leader
-        self.bot = channel.bot
         self.mode = mode
         self.dp = Dispatcher()
         self.dp.message.register(self._on_message)
@@ -194,11 +198,10 @@ class Ingress:
         """Name what we can read. The gateway never sees these (it has nothing to hand the model),
         so its two guards are applied here: the same access policy, and each update once."""
         message = unsupported.message
-        if message.event_id in self._answered or not self.channel.admits(message):
+        if message.event_id in self._answered or not self._admits(message):
             return
         self._answered.put(message.event_id, None)
-        content = OutboundContent(unsupported.reply)
-        await self.channel.send(message.chat, content, reply_to=message.message_id, final=True)
+        await self._reply(message, OutboundContent(unsupported.reply))
 
     async def _register_webhook(self) -> None:
         if not self._public_url:

@@ -41,6 +41,7 @@ from adapters.websocket.hub import (
 from bot.redis import hub_lua
 from bot.redis.client import LuaScript, describe, guarded
 from bot.redis.hub_outbox import Outbox
+from bot.redis.hub_reader import read_frames
 
 log = logging.getLogger(__name__)
 
@@ -249,10 +250,8 @@ class RedisEventHub:
 
     # -- the reader ---------------------------------------------------------------------
     async def _run(self) -> None:
-        from bot.redis.hub_reader import read_frames  # the loop, with its reconnects
-
         async with asyncio.TaskGroup() as group:
-            group.create_task(read_frames(self, self._pubsub))
+            group.create_task(read_frames(self, self._pubsub))  # with its reconnects
             group.create_task(self._heartbeat())
             group.create_task(self._record_drops())
 
