@@ -44,13 +44,17 @@ def test_every_module_has_a_docstring() -> None:
 
 
 # the modules that build and run the app: channels plug in through adapters.registry
-APP_MODULES = ("app.py", "wiring.py", "web_server.py")
+APP_MODULES = ("bot.app", "bot.wiring", "bot.web_server")
+
+
+def _path(module: str) -> Path:
+    return ROOT.joinpath(*module.split(".")).with_suffix(".py")
 
 
 def test_the_app_names_no_channel() -> None:
     """Channels plug in through adapters.registry: the app's modules import no channel package."""
     for name in APP_MODULES:
-        path = ROOT / "bot" / name
+        path = _path(name)
         modules: set[str] = set()
         for node in ast.walk(ast.parse(path.read_text())):
             if isinstance(node, ast.Import):
@@ -61,7 +65,37 @@ def test_the_app_names_no_channel() -> None:
         assert {m.split(".")[1] for m in adapters} <= {"base", "registry"}, (name, adapters)
         source = path.read_text().lower()
         for channel in ("telegram", "websocket", "terminal"):
-            assert channel not in source, f"bot/{name} mentions {channel!r}"
+            assert channel not in source, f"{name} mentions {channel!r}"
+
+
+# the modules that build the object graph: each part gets its collaborators in its constructor
+COMPOSITION_ROOTS = ("bot.app", "bot.wiring", "bot.gateway", "bot.redis.mode")
+# the tool registry's masker (and the tools' `services`): the tools' own wiring, not yet passed in
+STILL_ASSIGNED = {("bot.app", "self.registry.pii")}
+
+
+def test_no_wiring_by_assignment_after_construction() -> None:
+    """`workers.deliver = ...`, `self.turns.resumer = ...`: an object finished by someone else
+    after it was built. A composition root sets attributes of `self` only (STYLE.md)."""
+    found = []
+    for name in COMPOSITION_ROOTS:
+        for node in ast.walk(ast.parse(_path(name).read_text())):
+            targets = (
+                node.targets
+                if isinstance(node, ast.Assign)
+                else [node.target]
+                if isinstance(node, ast.AnnAssign | ast.AugAssign)
+                else []
+            )
+            for target in targets:
+                if not isinstance(target, ast.Attribute):
+                    continue
+                owner = target.value
+                if isinstance(owner, ast.Name) and owner.id == "self":
+                    continue
+                if (name, ast.unparse(target)) not in STILL_ASSIGNED:
+                    found.append(f"{name}:{node.lineno}: {ast.unparse(target)} = ...")
+    assert not found, found
 
 
 MAX_LINES = 400  # STYLE.md: at 400, a module becomes a package (or modules) along its seams
