@@ -80,13 +80,12 @@ def test_no_wiring_by_assignment_after_construction() -> None:
     found = []
     for name in COMPOSITION_ROOTS:
         for node in ast.walk(ast.parse(_path(name).read_text())):
-            targets = (
-                node.targets
-                if isinstance(node, ast.Assign)
-                else [node.target]
-                if isinstance(node, ast.AnnAssign | ast.AugAssign)
-                else []
-            )
+            if isinstance(node, ast.Assign):
+                targets = node.targets
+            elif isinstance(node, ast.AnnAssign | ast.AugAssign):
+                targets = [node.target]
+            else:
+                continue
             for target in targets:
                 if not isinstance(target, ast.Attribute):
                     continue

@@ -13,8 +13,8 @@ from adapters.api.keys import KeyRing
 from adapters.api.records import SessionRecords
 from adapters.api.sse import SseSubscriber
 from adapters.base import InboundMessage
-from adapters.websocket.hub import EventHub
-from adapters.websocket.limits import InboundRates
+from adapters.hub import EventHub
+from adapters.rates import InboundRates
 
 PREFIX: Final = "/api/v1"
 

@@ -23,8 +23,8 @@ from adapters.base import (
     MessageHandle,
     OutboundContent,
 )
-from adapters.websocket.hub import EventHub, MemoryEventHub
-from adapters.websocket.limits import InboundRates, LocalInboundRates
+from adapters.hub import EventHub, MemoryEventHub
+from adapters.rates import InboundRates, LocalInboundRates
 from adapters.websocket.protocol import new_id
 
 log = logging.getLogger(__name__)

@@ -31,13 +31,8 @@ from typing import Any, Final
 from redis.asyncio import Redis
 from redis.exceptions import RedisError
 
-from adapters.websocket.hub import (
-    CLEARING_TYPE,
-    MAX_IDLE_CONVERSATIONS,
-    Subscriber,
-    encode_frame,
-    replay_slot,
-)
+from adapters.hub import Subscriber
+from adapters.hub.base import CLEARING_TYPE, MAX_IDLE_CONVERSATIONS, encode_frame, replay_slot
 from bot.redis import hub_lua
 from bot.redis.client import LuaScript, describe, guarded
 from bot.redis.hub_outbox import Outbox
