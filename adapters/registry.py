@@ -20,9 +20,9 @@ from adapters.api.records import SessionRecords
 from adapters.base import Channel, InboundMessage, Leader
 from adapters.budget import RateBudget
 from adapters.history import Claims, ConversationHistory
+from adapters.hub import EventHub
 from adapters.platform_calls import NO_PLATFORM_CALLS, PlatformCalls
-from adapters.websocket.hub import EventHub
-from adapters.websocket.limits import InboundRates
+from adapters.rates import InboundRates
 
 PACKAGES = ("websocket", "telegram", "slack", "feishu", "api")  # the order channels start in
 
@@ -37,7 +37,7 @@ class ChannelServices:
     # Shared seams; None: the channel's in-process default (a networked one spans processes).
     event_hub: EventHub | None = None
     rate_budget: RateBudget | None = None
-    # Users' message limits (adapters/budget/inbound.py); None: counted in this process.
+    # Users' message limits (adapters/rates/); None: counted in this process.
     inbound_rates: InboundRates | None = None
     # Every call a channel makes to its platform, for /metrics (adapters/platform_calls.py).
     platform_calls: PlatformCalls = NO_PLATFORM_CALLS

@@ -49,16 +49,19 @@ class Workers:
         store: Store,
         personas: PersonaLibrary,
         settings: WorkerSettings,
+        deliver: Deliver | None = None,
+        stop_elsewhere: Callable[[str, str], Awaitable[None]] | None = None,
     ) -> None:
+        """`deliver`: where a background result goes (None: nowhere). `stop_elsewhere`: with
+        several gateway processes, asks the others to stop a task this one does not run
+        (conversation key, task id); None with one process."""
         self.provider = provider
         self.registry = registry
         self.store = store
         self.personas = personas
         self.settings = settings
-        self.deliver: Deliver | None = None
-        # Several gateway processes: asks the others to stop a task this one does not run
-        # (conversation key, task id); None with one process.
-        self.stop_elsewhere: Callable[[str, str], Awaitable[None]] | None = None
+        self.deliver = deliver
+        self.stop_elsewhere = stop_elsewhere
         self.tasks: dict[str, WorkerTask] = {}
         self._slots = asyncio.Semaphore(settings.max_total)
         self._group: asyncio.TaskGroup | None = None

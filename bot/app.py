@@ -18,6 +18,7 @@ from agent.personas import PersonaLibrary
 from agent.providers import build_provider, describe_provider
 from agent.providers.base import Provider
 from bot import wiring
+from bot.background import BackgroundResults
 from bot.config import Config, ConfigError
 from bot.conversations import ConversationQueue
 from bot.gateway import Gateway, GatewaySettings
@@ -76,7 +77,15 @@ class App:
             [self._path(d) for d in config.personas.dirs], known_tools=self.registry.names()
         )
         self.channels: dict[str, Channel] = {c.name: c for c in channels or []}
-        self.redis = wiring.redis_mode(config, web_server=web_server)
+        # A /stop asked on any process stops the specialists running on this one. Late-bound,
+        # a genuine cycle: the workers, built below, stop a task elsewhere through this queue.
+        self.redis = wiring.redis_mode(
+            config,
+            web_server=web_server,
+            stopped=lambda key: self.workers.stop_conversation(key),
+            task_stopped=lambda key, task_id: self.workers.stop_task(key, task_id),
+        )
+        access = wiring.access_rules(config)
         # `bot chat` (no web server) runs none: a polling channel would steal a serving bot's updates
         if web_server:
             services = wiring.channel_services(
@@ -84,24 +93,30 @@ class App:
                 self.store,
                 self.ops,
                 self.redis,
-                admits=lambda message: self.gateway.access.check(message) == "allow",
-                persona_name=self._persona_name,
+                admits=lambda message: access.check(message) == "allow",
+                # the agent id of the conversations' sessions (the gateway's persona)
+                persona_name=lambda: self.personas.get(persona).name,
                 data_dir=None
                 if config.storage.path == ":memory:"
                 else self._path(config.storage.path).parent,
             )
             for channel in build_enabled(config.channels, services):
                 self.channels[channel.name] = channel
+        self.conversations: ConversationQueue
+        self.conversations, dedup = wiring.conversation_seams(config, self.store, self.redis)
+        self.background = BackgroundResults(self.store, dedup, self.conversations)
         self.workers = wiring.build_workers(
-            config, served, self.registry, self.store, self.personas
+            config,
+            served,
+            self.registry,
+            self.store,
+            self.personas,
+            self.redis,
+            deliver=self.background.deliver,
         )
         deps = wiring.tool_deps(config, self.http, self.knowledge, self.workers)
         self.coordinator = wiring.build_coordinator(
             config, served, self.registry, self.store, self.personas, deps
-        )
-        self.conversations: ConversationQueue
-        self.conversations, dedup = wiring.conversation_seams(
-            config, self.store, self.redis, self.workers
         )
         agent = config.agent
         self.gateway = Gateway(
@@ -116,7 +131,7 @@ class App:
                 persona=wiring.persona_choice(config, persona),
                 resume=ResumeSettings(agent.resume_max_age_s, agent.resume_max_attempts),
             ),
-            access=wiring.access_rules(config),
+            access=access,
             workers=self.workers,
             metrics=self.ops.gateway_metrics,
             quotas=Quotas(config.quotas, wiring.quota_state(self.store, self.redis)),
@@ -137,10 +152,6 @@ class App:
         )
         if self.redis is not None:  # no message can be taken while it is unreachable
             self.readiness.add("redis", self.redis.ready)
-
-    def _persona_name(self) -> str:
-        """The agent id of the conversations' sessions (the gateway's persona)."""
-        return self.personas.get(self.gateway.settings.persona.default).name
 
     def _path(self, value: str) -> Path:
         path = Path(value)
@@ -189,7 +200,11 @@ class App:
         # through the queue, whose lease says it is dead; at start only embedded mode sweeps.
         if self.redis is None:
             await recover_interrupted_turns(
-                self.store, self.channels, self.gateway, close_orphans=self.web_server
+                self.store,
+                self.channels,
+                self.gateway,
+                self.background.deliver,
+                close_orphans=self.web_server,
             )
         self.gateway.accepting.set()
         if self.web_server:

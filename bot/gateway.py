@@ -16,7 +16,7 @@ from adapters.base import Channel, ChatRef, DropNotice, InboundMessage, Outbound
 from agent.coordinator import Coordinator
 from agent.log_context import bound
 from agent.personas import PersonaLibrary
-from agent.workers import BackgroundResult, Workers
+from agent.workers import Workers
 from bot.conversations import ClaimingQueue, ConversationQueue, QueueFull, Stopped, TurnSignal
 from bot.dedup import Dedup
 from bot.metrics import NO_METRICS, GatewayMetrics
@@ -25,6 +25,8 @@ from bot.quota import Quotas
 from bot.resume import ResumeSettings, TurnResumer
 from bot.storage.base import GatewayStore, StorageError
 from bot.turn import RESUME_EVENT, STOPPED, TurnRunner
+from bot.turn_ends import TurnEnds
+from bot.turn_work import TurnWork
 
 log = logging.getLogger(__name__)
 
@@ -107,8 +109,17 @@ class Gateway:
         self.settings = settings
         self.access = access or DefaultAccess()
         self.workers = workers
-        if workers is not None:
-            workers.deliver = self.deliver_background
+        work = TurnWork(coordinator, settings.turn_timeout_s)
+        ends = TurnEnds(store)  # an end the store refused is retried (bot/turn_ends.py)
+        self.resumer = TurnResumer(
+            channels=channels,
+            coordinator=coordinator,
+            store=store,
+            personas=personas,
+            work=work,
+            ends=ends,
+            settings=settings.resume,
+        )
         self.turns = TurnRunner(
             channels=channels,
             coordinator=coordinator,
@@ -117,11 +128,12 @@ class Gateway:
             dedup=dedup,
             session_for=self._session,
             persona=settings.persona,
-            timeout_s=settings.turn_timeout_s,
+            work=work,
+            ends=ends,
+            resumer=self.resumer,
             metrics=metrics,
             quotas=quotas,
         )
-        self.turns.resumer = self.resumer = TurnResumer(self.turns, settings.resume)
         # Cleared while interrupted turns are queued at start (bot/recovery.py): a new message
         # waits, so it never runs before the unfinished turn of its conversation.
         self.accepting = asyncio.Event()
@@ -235,27 +247,6 @@ class Gateway:
         """Resume a turn in its conversation's queue, ahead of what arrives after (embedded)."""
         # an empty user id: no message of a real user is coalesced into this one's batch
         await self.conversations.enqueue(InboundMessage(chat, "", "", RESUME_EVENT + turn_id))
-
-    async def deliver_background(self, result: BackgroundResult) -> None:
-        """A background specialist finished: its result becomes the coordinator's next turn.
-
-        Where to answer comes from the store (the conversation's last turn), not from this
-        process's memory, so the result lands whichever process saw the chat.
-        """
-        event_id = f"task:{result.task_id}"
-        chat = await self.store.conversation_chat(result.conversation_key)
-        if chat is None or not await self.dedup.claim(event_id):
-            log.warning("background result %s not delivered (conversation gone)", result.task_id)
-            return
-        text = (
-            f'<task-notification task_id="{result.task_id}" subagent_type="{result.subagent_type}" '
-            f'status="{result.status}">\n'
-            f"The specialist you dispatched in the background ({result.description}) finished. "
-            f"Its result:\n{result.result_text()}\n</task-notification>\n"
-            "This comes from the system, not the user: tell the user what it found, in your own words."
-        )
-        message = InboundMessage(chat, result.user_id, text, event_id, None, mentioned=True)
-        await self.conversations.enqueue(message)
 
     async def _session(self, message: InboundMessage, agent_id: str, version: str) -> str:
         # Asked of the store every turn (one indexed read), never cached here: another process

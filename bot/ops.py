@@ -18,7 +18,8 @@ from aiohttp import web
 from adapters.base import Channel, HealthReport
 from adapters.platform_calls import NO_PLATFORM_CALLS, PlatformCalls
 from agent.providers.base import Provider
-from agent.providers.metered import ModelCall, ModelObserver, meter
+from agent.providers.metered import ModelCall, ModelObserver
+from agent.providers.metering import meter
 from agent.workers import Workers
 from bot.conversations import ConversationQueue
 from bot.dedup import ClaimStore

@@ -20,7 +20,7 @@ from collections.abc import Mapping
 
 from adapters.base import Channel
 from agent.replay import open_calls
-from agent.workers import BackgroundResult
+from agent.workers import BackgroundResult, Deliver
 from bot.gateway import Gateway
 from bot.storage.base import GatewayStore
 from bot.storage.turns import chat_from_record
@@ -37,10 +37,12 @@ async def recover_interrupted_turns(
     store: GatewayStore,
     channels: Mapping[str, Channel],
     gateway: Gateway,
+    deliver: Deliver,
     *,
     close_orphans: bool = True,
 ) -> int:
-    """Queue every unfinished turn for resumption and report lost specialists; how many turns.
+    """Queue every unfinished turn for resumption and report lost specialists (to `deliver`,
+    as their background results would have gone); how many turns.
 
     `close_orphans=False` (`bot chat`, which runs no platform channel) leaves the turns and
     specialists of channels not running here to the next `bot serve`, which can edit their
@@ -83,5 +85,5 @@ async def recover_interrupted_turns(
             channel=session["channel"],
             user_id=session["user_id"],
         )
-        await gateway.deliver_background(lost)
+        await deliver(lost)
     return taken

@@ -18,22 +18,24 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
 from adapters.base import Channel, ChannelError, ChatRef, MessageHandle, OutboundContent
-from agent.coordinator import NOT_FINISHED, TurnInput
+from agent.coordinator import NOT_FINISHED, Coordinator, TurnInput
 from agent.loop import tool_message
-from agent.personas import Persona
+from agent.personas import Persona, PersonaLibrary
 from agent.replay import ReplayPoint, Unresumable, open_calls, replay_point
 from agent.types import Message
 from bot.conversations import TurnSignal
 from bot.delivery import Delivery
-from bot.storage.base import StorageError
+from bot.storage.base import GatewayStore, StorageError
 from bot.storage.turns import chat_from_record, handle_from_record, handle_record
-from bot.turn import INTERRUPTED, STORAGE_FAILED, Outcome, TurnRunner
-from bot.turn_ends import ended_unrecorded
+from bot.turn_ends import TurnEnds, ended_unrecorded
+from bot.turn_outcome import INTERRUPTED, STORAGE_FAILED, Outcome
+from bot.turn_work import TurnWork
 from tools.base import ToolResult
 
 log = logging.getLogger(__name__)
@@ -52,8 +54,23 @@ class ResumeSettings:
 
 
 class TurnResumer:
-    def __init__(self, runner: TurnRunner, settings: ResumeSettings) -> None:
-        self.runner = runner
+    def __init__(
+        self,
+        *,
+        channels: Mapping[str, Channel],
+        coordinator: Coordinator,
+        store: GatewayStore,
+        personas: PersonaLibrary,
+        work: TurnWork,
+        ends: TurnEnds,
+        settings: ResumeSettings,
+    ) -> None:
+        self.channels = channels
+        self.coordinator = coordinator
+        self.store = store
+        self.personas = personas
+        self.work = work
+        self.ends = ends
         self.settings = settings
 
     async def resume_turn(self, turn_id: str, control: TurnSignal | None = None) -> str:
@@ -62,14 +79,14 @@ class TurnResumer:
         The caller holds the conversation (its queue slot or its lease): no other turn of the
         conversation runs meanwhile. `control` lets `/stop` reach the resumed model work.
         """
-        store = self.runner.store
+        store = self.store
         turn = await store.begin_resume(turn_id)
         if turn is None:
             return "not running"
         record = turn["placeholder"]
         handle = handle_from_record(record) if record else None
         chat = chat_from_record(record) if record else None
-        channel = self.runner.channels.get(turn["channel"])
+        channel = self.channels.get(turn["channel"])
         own: list[Message] = []
         point: ReplayPoint | None = None
         try:
@@ -80,9 +97,9 @@ class TurnResumer:
                 persona, reason = None, "it had ended: a later turn of its conversation ran"
             if persona is not None:
                 calls = await store.turn_tool_calls(turn_id, turn["session_id"])
-                allowed = self.runner.coordinator.prepare(persona).allowed
+                allowed = self.coordinator.prepare(persona).allowed
                 try:
-                    point = replay_point(own, calls, self.runner.coordinator.registry, allowed)
+                    point = replay_point(own, calls, self.coordinator.registry, allowed)
                 except Unresumable as exc:
                     reason = str(exc)
         except StorageError as exc:
@@ -121,7 +138,7 @@ class TurnResumer:
         if chat is None:
             return None, "no placeholder was recorded"
         try:
-            return self.runner.personas.get(turn["agent_id"]), None
+            return self.personas.get(turn["agent_id"]), None
         except KeyError as exc:
             return None, f"persona gone: {exc}"
 
@@ -152,7 +169,7 @@ class TurnResumer:
                     conversation_key=turn["conversation_key"],
                     text=point.messages[0].content,
                 )
-                outcome = await self.runner.work(work, delivery, control, point)
+                outcome = await self.work.run(work, delivery, control, point)
             if control.lost:  # another process took it over meanwhile: leave it to that one
                 log.warning("turn %s left to the process that took it over", turn["id"])
                 return "lost"
@@ -171,7 +188,7 @@ class TurnResumer:
             await delivery.close()
             if not control.lost:
                 final = outcome.text if outcome.status == "completed" else None
-                await self.runner.ends.record(turn["id"], outcome.status, final, outcome.error)
+                await self.ends.record(turn["id"], outcome.status, final, outcome.error)
         return outcome.status
 
     async def _new_placeholder(self, turn_id: str, delivery: Delivery) -> None:
@@ -184,7 +201,7 @@ class TurnResumer:
             log.warning("turn %s: no new placeholder (%s); the answer comes alone", turn_id, exc)
             return
         if handle is not None:
-            await self.runner.store.update_turn_placeholder(turn_id, handle_record(handle))
+            await self.store.update_turn_placeholder(turn_id, handle_record(handle))
 
     async def _give_up(
         self,
@@ -211,7 +228,7 @@ class TurnResumer:
                         outcome = "said in a new message"
             except (ChannelError, TimeoutError) as exc:
                 outcome = f"apology not delivered: {exc}"
-        store = self.runner.store
+        store = self.store
         try:
             closing = [
                 tool_message(call, ToolResult(NOT_FINISHED, ok=False)) for call in open_calls(own)

@@ -5,9 +5,10 @@ still ends with its placeholder saying so; a shutdown tells the user too, briefl
 failure ends the turn with a note asking the user to send the message again, and a placeholder
 whose send went unconfirmed is not the end: the answer then comes as one new message.
 
-Beside it: the outcomes and their notes (`bot/turn_outcome.py`), the placeholder's posting
-(`bot/placeholder.py`), the batch as the model and the transcript see it (`bot/turn_input.py`),
-and the recorded ends a store refused (`bot/turn_ends.py`).
+Beside it: the outcomes and their notes (`bot/turn_outcome.py`), the coordinator's part within
+its deadline (`bot/turn_work.py`), the placeholder's posting (`bot/placeholder.py`), the batch
+as the model and the transcript see it (`bot/turn_input.py`), and the recorded ends a store
+refused (`bot/turn_ends.py`).
 """
 
 from __future__ import annotations
@@ -17,23 +18,22 @@ import logging
 import time
 import uuid
 from collections.abc import Awaitable, Callable, Mapping
-from typing import TYPE_CHECKING
 
 from adapters.base import Channel, ChannelError, InboundMessage
 from agent.coordinator import Coordinator, TurnInput
 from agent.log_context import bound
 from agent.loop import Resumed
 from agent.personas import PersonaLibrary
-from agent.providers.base import ProviderError
 from agent.replay import ReplayPoint
 from agent.types import Message
 from bot.conversations import TurnSignal
 from bot.dedup import Dedup
-from bot.delivery import APOLOGY, Delivery
+from bot.delivery import Delivery
 from bot.metrics import NO_METRICS, GatewayMetrics
 from bot.persona_choice import PersonaChoice
 from bot.placeholder import post_placeholder
 from bot.quota import Quotas
+from bot.resume import TurnResumer
 from bot.storage.base import GatewayStore, StorageError
 from bot.storage.turns import chat_record, handle_record
 from bot.turn_ends import TurnEnds
@@ -44,13 +44,9 @@ from bot.turn_outcome import (
     STORAGE_FAILED,
     TIMED_OUT,
     Outcome,
-    describe,
     storage_failed,
-    storage_fault,
 )
-
-if TYPE_CHECKING:
-    from bot.resume import TurnResumer
+from bot.turn_work import TurnWork
 
 log = logging.getLogger(__name__)
 
@@ -83,10 +79,14 @@ class TurnRunner:
         dedup: Dedup,
         session_for: SessionFor,
         persona: PersonaChoice,
-        timeout_s: float,
+        work: TurnWork,
+        ends: TurnEnds,
+        resumer: TurnResumer | None = None,
         metrics: GatewayMetrics = NO_METRICS,
         quotas: Quotas | None = None,
     ) -> None:
+        """`work` runs the coordinator; `ends` records how turns ended (retrying what the store
+        refused); `resumer` finishes the turns a dead process left (None: they are not)."""
         self.channels = channels
         self.metrics = metrics
         self.coordinator = coordinator
@@ -95,10 +95,10 @@ class TurnRunner:
         self.dedup = dedup
         self.session_for = session_for
         self.persona = persona
-        self.timeout_s = timeout_s
+        self.work = work
         self.quotas = quotas
-        self.resumer: TurnResumer | None = None  # set by the gateway
-        self.ends = TurnEnds(store)  # an end the store refused is retried (bot/turn_ends.py)
+        self.resumer = resumer
+        self.ends = ends
 
     async def run(self, batch: list[InboundMessage], control: TurnSignal) -> None:
         while batch and batch[0].event_id.startswith(RESUME_EVENT) and self.resumer is not None:
@@ -178,7 +178,7 @@ class TurnRunner:
                     conversation_key=last.conversation_key,
                     text=text,
                 )
-                outcome = await self.work(turn, delivery, control, start)
+                outcome = await self.work.run(turn, delivery, control, start)
             if control.lost:
                 outcome, recorded = Outcome("lost"), False  # the new holder's now: hands off
                 log.warning("turn %s left to the process that took it over", turn_id)
@@ -247,41 +247,3 @@ class TurnRunner:
             await self.quotas.spend(message, used["input_tokens"] + used["output_tokens"])
         except StorageError as exc:
             log.error("turn %s: its tokens were not counted against quotas: %s", turn_id, exc)
-
-    async def work(
-        self,
-        turn: TurnInput,
-        delivery: Delivery,
-        control: TurnSignal,
-        replay: ReplayPoint | None = None,
-    ) -> Outcome:
-        """The coordinator's part of a turn (new, or resumed from `replay`), within its deadline;
-        a stop, a timeout or a failure becomes what the placeholder says."""
-        if control.stopped:  # a /stop while the placeholder was being posted
-            return Outcome("stopped", STOPPED)
-        control.work = asyncio.create_task(
-            self.coordinator.run_turn(turn, delivery.on_event, replay, control)
-        )
-        try:
-            async with asyncio.timeout(self.timeout_s):
-                result = await control.work
-        except asyncio.CancelledError:
-            if asyncio.current_task().cancelling():  # type: ignore[union-attr]
-                raise  # shutdown (awaiting the work cancelled it too)
-            return Outcome("stopped", STOPPED)
-        except StorageError:
-            raise  # the turn ends with its own note (see `run`)
-        except TimeoutError:
-            log.warning("turn %s timed out after %ss", turn.turn_id, self.timeout_s)
-            return Outcome("failed", TIMED_OUT, error="turn timeout")
-        except ProviderError as exc:
-            log.error("turn %s failed: model provider: %s", turn.turn_id, exc)
-            return Outcome("failed", f"Sorry — {exc.user_message}", error=describe(exc))
-        except Exception as exc:
-            if (fault := storage_fault(exc)) is not None:
-                raise fault from exc  # a tool's audit row, say, failed inside a task group
-            log.exception("turn %s failed", turn.turn_id)
-            return Outcome("failed", APOLOGY, error=describe(exc))
-        finally:
-            control.work = None
-        return Outcome("completed", result.text, tuple(result.display))

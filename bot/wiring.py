@@ -18,7 +18,7 @@ from agent.coordinator import AgentSettings, Coordinator
 from agent.loop import LoopSettings
 from agent.personas import PersonaLibrary
 from agent.providers.base import Provider
-from agent.workers import Workers, WorkerSettings
+from agent.workers import Deliver, Workers, WorkerSettings
 from bot.access import AccessRules
 from bot.config import Config, ConfigError
 from bot.conversations import ConversationQueue, LocalConversations
@@ -39,16 +39,25 @@ from tools.shared_http import SharedSession
 log = logging.getLogger(__name__)
 
 
-def redis_mode(config: Config, *, web_server: bool) -> RedisMode | None:
+def redis_mode(
+    config: Config,
+    *,
+    web_server: bool,
+    stopped: Callable[[str], object],
+    task_stopped: Callable[[str, str], object],
+) -> RedisMode | None:
     """redis.url set: the shared seams live in Redis, so any number of processes share the
     work. Not for `bot chat` (no web server): its channel lives in that process only, so no
-    other process could run its turns."""
+    other process could run its turns. `stopped` and `task_stopped` hear a /stop or a
+    TaskStop asked on any process."""
     if not (config.redis.url and web_server):
         return None
     return RedisMode(
         config.redis,
         dedup_ttl_s=config.gateway.dedup_ttl_s,
         coalesce_ms=config.gateway.coalesce_ms,
+        stopped=stopped,
+        task_stopped=task_stopped,
     )
 
 
@@ -125,14 +134,20 @@ def build_workers(
     registry: ToolRegistry,
     store: AnyStore,
     personas: PersonaLibrary,
+    redis: RedisMode | None,
+    deliver: Deliver,
 ) -> Workers:
-    """The specialists the coordinator delegates to, within the agent section's limits."""
+    """The specialists the coordinator delegates to, within the agent section's limits; their
+    background results go to `deliver`."""
     agent = config.agent
     return Workers(
         provider=provider,
         registry=registry,
         store=store,
         personas=personas,
+        deliver=deliver,
+        # a TaskStop for a specialist another process runs
+        stop_elsewhere=redis.conversations.stop_task if redis else None,
         settings=WorkerSettings(
             max_per_turn=agent.max_workers,
             max_total=agent.max_workers_total,
@@ -180,15 +195,11 @@ def build_coordinator(
 
 
 def conversation_seams(
-    config: Config, store: AnyStore, redis: RedisMode | None, workers: Workers
+    config: Config, store: AnyStore, redis: RedisMode | None
 ) -> tuple[ConversationQueue, Dedup]:
     """The conversations' queue and the event claims: Redis's (shared by every process), or
     this process's queue and the store's claims (embedded)."""
     if redis is not None:
-        # a /stop asked on any process stops the specialists running on this one
-        redis.conversations.stop_hooks.append(workers.stop_conversation)
-        redis.conversations.task_stop_hooks.append(workers.stop_task)
-        workers.stop_elsewhere = redis.conversations.stop_task
         return redis.conversations, redis.dedup
     return (
         LocalConversations(coalesce_ms=config.gateway.coalesce_ms),

@@ -18,7 +18,8 @@ from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 from schemathesis.core.parameters import ParameterLocation
 
-from adapters.api.channel import PREFIX, ApiChannel
+from adapters.api.base import PREFIX
+from adapters.api.channel import ApiChannel
 from adapters.api.handlers import SESSION_ID
 from adapters.api.keys import KeyRing
 from adapters.api.openapi import document

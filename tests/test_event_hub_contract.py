@@ -1,4 +1,4 @@
-"""The `EventHub` contract (adapters/websocket/hub.py), run against every implementation.
+"""The `EventHub` contract (adapters/hub/), run against every implementation.
 
 To add one, add a backend to `BACKENDS`: an async context manager that yields `processes` hubs
 sharing one store, as separate gateway processes would (the in-memory hub is one process, so it
@@ -16,7 +16,7 @@ from typing import Any, Protocol
 import pytest
 
 from adapters.base import ChannelError
-from adapters.websocket.hub import EventHub, MemoryEventHub
+from adapters.hub import EventHub, MemoryEventHub
 from bot.redis.client import connect
 from bot.redis.hub import RedisEventHub
 from tests.redis_kit import URL, redis_prefix

@@ -90,8 +90,8 @@ async def test_a_background_result_reaches_a_process_that_never_saw_the_chat(
     result = BackgroundResult(
         "t1", "specialist-research", "look", "completed", "42", "fake:dm-1", "fake", "u1"
     )
-    await b.gateway.deliver_background(result)
-    await b.gateway.deliver_background(result)  # delivered once, however often it is handed in
+    await b.background.deliver(result)
+    await b.background.deliver(result)  # delivered once, however often it is handed in
     await b.gateway.wait_idle()
     assert b_channel.shown() == ["here is what it found"]
     assert "task-notification" in str(b_provider.requests[0].messages[-1].content)

@@ -13,7 +13,7 @@ from contextlib import AbstractAsyncContextManager, asynccontextmanager
 
 import pytest
 
-from adapters.websocket.limits import InboundRates, LocalInboundRates, burst
+from adapters.rates import InboundRates, LocalInboundRates, burst
 from bot.redis.client import connect
 from bot.redis.inbound import RedisInboundRates
 from tests.redis_kit import URL, redis_prefix

@@ -10,7 +10,7 @@ import asyncio
 import json
 from collections import defaultdict
 from collections.abc import AsyncIterator, Callable
-from contextlib import AsyncExitStack
+from contextlib import AsyncExitStack, asynccontextmanager
 
 import pytest
 
@@ -18,7 +18,8 @@ from adapters.base import ChatRef, InboundMessage
 from bot.conversations import QueueFull, TurnSignal
 from bot.redis import messages
 from bot.redis.client import connect
-from bot.redis.conversations import GROUP, RedisConversations
+from bot.redis.conversations import RedisConversations
+from bot.redis.conversations_lua import GROUP
 from bot.redis.dedup import RedisDedup
 from tests.redis_kit import URL, redis_prefix
 
@@ -27,16 +28,29 @@ def msg(chat: str, text: str) -> InboundMessage:
     return InboundMessage(ChatRef("fake", chat), "u", text, f"e:{chat}:{text}")
 
 
-@pytest.fixture
-async def processes() -> AsyncIterator[list[RedisConversations]]:
-    """Three queues on one key prefix; `run` them yourself."""
+@asynccontextmanager
+async def three_processes(
+    task_stopped: Callable[[int], Callable[[str, str], object]] = lambda n: lambda c, task: None,
+) -> AsyncIterator[list[RedisConversations]]:
+    """Three queues on one key prefix (the nth hears TaskStops with `task_stopped(n)`); `run`
+    them yourself."""
     async with redis_prefix() as (_, prefix), AsyncExitStack() as stack:
         queues = []
-        for _ in range(3):
+        for n in range(3):
             redis, reader = connect(URL), connect(URL, reader=True)
             stack.push_async_callback(redis.aclose)
             stack.push_async_callback(reader.aclose)
-            queues.append(RedisConversations(redis, reader, prefix=prefix, lease_s=1))
+            queues.append(
+                RedisConversations(
+                    redis, reader, prefix=prefix, lease_s=1, task_stopped=task_stopped(n)
+                )
+            )
+        yield queues
+
+
+@pytest.fixture
+async def processes() -> AsyncIterator[list[RedisConversations]]:
+    async with three_processes() as queues:
         yield queues
 
 
@@ -164,20 +178,17 @@ async def test_a_released_lease_stays_released(processes: list[RedisConversation
     assert not await q.redis.exists(keys["lock"])
 
 
-async def test_task_stop_reaches_every_process(processes: list[RedisConversations]) -> None:
+async def test_task_stop_reaches_every_process() -> None:
     """TaskStop asked on one process reaches the process whose specialist it names."""
     heard: asyncio.Queue[tuple[int, str, str]] = asyncio.Queue()
 
     def hook(n: int) -> Callable[[str, str], None]:
         return lambda c, task: heard.put_nowait((n, c, task))
 
-    for n, q in enumerate(processes):
-        q.task_stop_hooks.append(hook(n))
-
     async def run(batch: list[InboundMessage], signal: TurnSignal) -> None:
         pass
 
-    async with asyncio.TaskGroup() as group:
+    async with three_processes(hook) as processes, asyncio.TaskGroup() as group:
         tasks = [group.create_task(q.run(run)) for q in processes]
         for q in processes:
             await q.started.wait()

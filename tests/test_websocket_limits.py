@@ -9,9 +9,9 @@ from typing import Any
 import aiohttp
 import pytest
 
+from adapters.hub import MemoryEventHub
+from adapters.rates import RateLimiter
 from adapters.websocket.accept_errors import ACCEPT_ERROR, AcceptErrorFilter
-from adapters.websocket.hub import MemoryEventHub
-from adapters.websocket.limits import RateLimiter
 from tests.test_websocket_channel import (
     ORIGIN,
     Harness,

@@ -5,12 +5,13 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Mapping
-from dataclasses import dataclass
-from typing import Any, Final
+from typing import Any
 
 from aiohttp import web
 
+from adapters.api.base import PREFIX, ApiSettings, hub_key
 from adapters.api.errors import middleware
+from adapters.api.handlers import SessionsApi
 from adapters.api.keys import KeyRing
 from adapters.api.records import ApiMessage, MemorySessionRecords, SessionRecords
 from adapters.api.sse import SseSubscriber
@@ -22,29 +23,15 @@ from adapters.base import (
     MessageHandle,
     OutboundContent,
 )
-from adapters.websocket.hub import EventHub, MemoryEventHub
-from adapters.websocket.limits import InboundRates, LocalInboundRates
+from adapters.hub import EventHub, MemoryEventHub
+from adapters.rates import InboundRates, LocalInboundRates
 from adapters.websocket.protocol import new_id
 
 log = logging.getLogger(__name__)
 
-PREFIX: Final = "/api/v1"
 _LIMITS = ChannelLimits(
     max_text_length=100_000, min_edit_interval_s=0.05, can_edit=True, final_marker=True
 )
-
-
-@dataclass(frozen=True, slots=True)
-class ApiSettings:
-    rate_limit_per_minute: int = 30
-    max_text_chars: int = 8000
-    stream_timeout_s: float = 300
-    keepalive_s: float = 15
-
-
-def hub_key(session_id: str) -> str:
-    """The session's conversation in the event hub (apart from the web socket's `v:`/`u:`)."""
-    return f"api:{session_id}"
 
 
 class ApiChannel:
@@ -76,8 +63,6 @@ class ApiChannel:
         return {"api_streams": len(self.streams)}
 
     def install(self, app: web.Application) -> None:
-        from adapters.api.handlers import SessionsApi  # the handlers need the channel built
-
         app.middlewares.append(middleware(PREFIX))
         SessionsApi(self).add_routes(app.router)
         app.on_shutdown.append(self._end_streams)

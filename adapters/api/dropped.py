@@ -16,7 +16,7 @@ import logging
 from dataclasses import replace
 from typing import Any, Final
 
-from adapters.api.channel import ApiChannel, hub_key
+from adapters.api.base import SessionsChannel, hub_key
 from adapters.api.records import ApiMessage, SessionRecords
 from adapters.base import ChatRef, InboundMessage
 
@@ -52,7 +52,7 @@ async def before_stop(records: SessionRecords, session_id: str) -> list[ApiMessa
         return []
 
 
-async def announce(channel: ApiChannel, session_id: str, before: list[ApiMessage]) -> None:
+async def announce(channel: SessionsChannel, session_id: str, before: list[ApiMessage]) -> None:
     """After a stop: those of `before` (from `before_stop`) that still wait were dropped."""
     if not before:
         return

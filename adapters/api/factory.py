@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from adapters.api.channel import ApiChannel, ApiSettings
+from adapters.api.base import ApiSettings
+from adapters.api.channel import ApiChannel
 from adapters.api.config import ApiConfig
 from adapters.api.keys import KeyRing
 from adapters.registry import ChannelServices

@@ -10,7 +10,7 @@ from typing import Any, Final
 from aiohttp import web
 
 from adapters.api import bodies, dropped
-from adapters.api.channel import PREFIX, ApiChannel
+from adapters.api.base import PREFIX, SessionsChannel
 from adapters.api.errors import ApiError, not_found
 from adapters.api.openapi import document
 from adapters.api.records import ApiMessage, ApiSession
@@ -22,7 +22,7 @@ SESSION_ID: Final = re.compile(r"s_[0-9a-f]{32}")
 
 
 class SessionsApi:
-    def __init__(self, channel: ApiChannel) -> None:
+    def __init__(self, channel: SessionsChannel) -> None:
         self.channel = channel
         self.settings = channel.settings
         self.streams = SessionStreams(channel)

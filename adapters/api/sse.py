@@ -19,7 +19,7 @@ _GONE: Final = ""  # pushed when the hub dropped us, or the server shuts down
 
 
 class SseSubscriber:
-    """A hub subscriber (adapters.websocket.hub.Subscriber) feeding one response."""
+    """A hub subscriber (adapters.hub.Subscriber) feeding one response."""
 
     def __init__(self) -> None:
         self.queue: asyncio.Queue[str] = asyncio.Queue(QUEUE_FRAMES + 1)  # + the end marker

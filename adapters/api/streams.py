@@ -15,7 +15,7 @@ from typing import Any
 from aiohttp import web
 
 from adapters.api import dropped, sse
-from adapters.api.channel import ApiChannel, hub_key
+from adapters.api.base import SessionsChannel, hub_key
 from adapters.api.errors import ApiError
 from adapters.api.records import ApiMessage
 from adapters.base import ChatRef, InboundMessage
@@ -30,7 +30,7 @@ _DROPPED = (
 
 
 class SessionStreams:
-    def __init__(self, channel: ApiChannel) -> None:
+    def __init__(self, channel: SessionsChannel) -> None:
         self.channel = channel
         self.settings = channel.settings
 

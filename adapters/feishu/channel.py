@@ -105,7 +105,13 @@ class FeishuChannel:
         # thread id -> a message in it: a message of ours in a thread is a reply to it
         self.threads: Recent[str, str] = Recent(REMEMBERED)
         self.ingress = Ingress(
-            self,
+            self.api,
+            name=name,
+            base_url=self.base_url,
+            groups=self.groups,
+            threads=self.threads,
+            admits=self.admits,
+            reply=self._reply,
             mode=mode,
             app_secret=app_secret,
             encrypt_key=encrypt_key,
@@ -200,6 +206,9 @@ class FeishuChannel:
         )
         self._shown.put(message_id, text)
         return MessageHandle(chat, message_id, {"kind": "post"})
+
+    async def _reply(self, message: InboundMessage, content: OutboundContent) -> None:
+        await self.send(message.chat, content, reply_to=message.message_id, final=True)
 
     async def edit(
         self, handle: MessageHandle, content: OutboundContent, *, final: bool = False

@@ -11,21 +11,19 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from typing import TYPE_CHECKING, Any, Literal
+from collections.abc import Awaitable, Callable
+from typing import Any, Literal
 
 from aiohttp import web
 
 from adapters.base import ChannelError, InboundMessage, Inbox, OutboundContent
-from adapters.feishu.api import CredentialsRefused
+from adapters.feishu.api import CredentialsRefused, FeishuApi
 from adapters.feishu.longconn import LongConnection
 from adapters.feishu.normalize import Unsupported, normalize
 from adapters.feishu.sdk import HttpMethod
 from adapters.feishu.webhook import CallbackVerifier, read_callback
 from adapters.history import Claims
 from adapters.telegram.recent import Recent
-
-if TYPE_CHECKING:
-    from adapters.feishu.channel import FeishuChannel
 
 log = logging.getLogger(__name__)
 
@@ -35,8 +33,14 @@ REMEMBERED_EVENTS = 4096  # event ids seen here: a retry is dropped before it is
 class Ingress:
     def __init__(
         self,
-        channel: FeishuChannel,
+        api: FeishuApi,
         *,
+        name: str,
+        base_url: str,
+        groups: Recent[str, bool],
+        threads: Recent[str, str],
+        admits: Callable[[InboundMessage], bool],
+        reply: Callable[[InboundMessage, OutboundContent], Awaitable[object]],
         mode: Literal["websocket", "webhook"],
         app_secret: str,
         encrypt_key: str | None,
@@ -44,7 +48,12 @@ class Ingress:
         path: str,
         claims: Claims | None = None,
     ) -> None:
-        self.channel = channel
+        self.name = name  # the channel instance's: it starts its chats' keys and event ids
+        self.api = api
+        self._groups = groups  # the channel's: what it sends in a chat depends on these
+        self._threads = threads
+        self._admits = admits
+        self._reply = reply
         self._claims = claims  # durable: a redelivery after a restart is declined once too
         self.mode = mode
         self._path = path
@@ -53,9 +62,7 @@ class Ingress:
             if encrypt_key and verification_token
             else None
         )
-        self._long = LongConnection(
-            app_id=channel.api.app_id, app_secret=app_secret, base_url=channel.base_url
-        )
+        self._long = LongConnection(app_id=api.app_id, app_secret=app_secret, base_url=base_url)
         self._group: asyncio.TaskGroup | None = None
         self._inbox: Inbox | None = None
         self._bot_open_id = ""
@@ -72,7 +79,7 @@ class Ingress:
             app.router.add_post(self._path, self._on_callback)
 
     async def run(self, inbox: Inbox) -> None:
-        api = self.channel.api
+        api = self.api
         try:
             await api.token()
         except CredentialsRefused as exc:
@@ -136,13 +143,13 @@ class Ingress:
 
     async def _feed(self, payload: dict[str, Any]) -> None:
         try:
-            inbound = normalize(payload, self._bot_open_id, self.channel.name)
+            inbound = normalize(payload, self._bot_open_id, self.name)
             if isinstance(inbound, Unsupported):
                 await self._decline(inbound)
             elif inbound is not None and self._inbox is not None:
-                self.channel.groups.put(inbound.chat.chat_id, inbound.is_group)
+                self._groups.put(inbound.chat.chat_id, inbound.is_group)
                 if inbound.chat.thread_id and inbound.message_id:
-                    self.channel.threads.put(inbound.chat.thread_id, inbound.message_id)
+                    self._threads.put(inbound.chat.thread_id, inbound.message_id)
                 await self._inbox(inbound)
         except Exception:
             log.exception("handling a Feishu event failed")
@@ -150,12 +157,11 @@ class Ingress:
     async def _decline(self, unsupported: Unsupported) -> None:
         """The gateway never sees these, so its guards apply here: the policy, each message once."""
         message: InboundMessage = unsupported.message
-        if message.event_id in self._declined or not self.channel.admits(message):
+        if message.event_id in self._declined or not self._admits(message):
             return
         self._declined.put(message.event_id, None)
         if self._claims is not None and not await self._claims.claim(
             f"declined:{message.event_id}"
         ):
             return  # declined before a restart
-        content = OutboundContent(unsupported.reply)
-        await self.channel.send(message.chat, content, reply_to=message.message_id, final=True)
+        await self._reply(message, OutboundContent(unsupported.reply))

@@ -109,7 +109,11 @@ class SlackChannel:
         self._sent: Recent[tuple[str, str], str] = Recent(REMEMBERED_TEXTS)  # -> text shown
         self.status = AssistantStatus(self.client, self.slots)
         self.ingress = Ingress(
-            self,
+            self.client,
+            name=name,
+            slots=self.slots,
+            status=self.status,
+            connect=self.connect,
             mode=mode,
             app_token=app_token,
             signing_secret=signing_secret,

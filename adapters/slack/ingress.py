@@ -17,7 +17,7 @@ import logging
 import re
 from collections.abc import Awaitable, Callable
 from dataclasses import replace
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal
 
 import aiohttp
 from aiohttp import web
@@ -28,15 +28,15 @@ from slack_bolt.middleware.authorization.async_single_team_authorization import 
 )
 from slack_bolt.request.async_request import AsyncBoltRequest
 from slack_sdk.errors import SlackApiError
+from slack_sdk.web.async_client import AsyncWebClient
 
 from adapters.base import ChannelError, ChannelRevoked, ChatRef, InboundMessage, Inbox
 from adapters.slack import normalize
 from adapters.slack.errors import REVOKED
 from adapters.slack.normalize import BotIdentity
+from adapters.slack.presence import AssistantStatus
+from adapters.slack.throttle import WorkspaceSlots
 from adapters.telegram.recent import Recent
-
-if TYPE_CHECKING:
-    from adapters.slack.channel import SlackChannel
 
 log = logging.getLogger(__name__)
 
@@ -51,8 +51,12 @@ SUGGESTED_PROMPTS = [
 class Ingress:
     def __init__(
         self,
-        channel: SlackChannel,
+        client: AsyncWebClient,
         *,
+        name: str,
+        slots: WorkspaceSlots,
+        status: AssistantStatus,
+        connect: Callable[[], None],
         mode: Literal["socket", "http"],
         app_token: str,
         signing_secret: str,
@@ -61,7 +65,11 @@ class Ingress:
         answered: Callable[[str], Awaitable[bool]] | None = None,
         latest_conversation: Callable[[str, str, str], Awaitable[str | None]] | None = None,
     ) -> None:
-        self.channel = channel
+        self.client = client
+        self.name = name  # the channel instance's: it starts its chats' keys and event ids
+        self._slots = slots
+        self._status = status
+        self._connect = connect  # the channel's connection pool, opened in the running loop
         self.mode = mode
         self._app_token = app_token
         self._path = path
@@ -69,7 +77,7 @@ class Ingress:
         self._answered = answered
         self._latest_conversation = latest_conversation
         self.app = AsyncApp(
-            client=channel.client,
+            client=client,
             signing_secret=signing_secret or "socket-mode-has-no-signing-secret",
             process_before_response=False,
         )
@@ -97,7 +105,7 @@ class Ingress:
         if self._revoked is not None:
             raise self._revoked
         self._me = await self._whoami()
-        self.channel.slots.home_team = self._me.team_id
+        self._slots.home_team = self._me.team_id
         self._stop = asyncio.get_running_loop().create_future()
         self._inbox = inbox
         handler: AsyncSocketModeHandler | None = None
@@ -141,9 +149,9 @@ class Ingress:
             self._threads.put((chat.chat_id, chat.thread_id), None)
 
     async def _whoami(self) -> BotIdentity:
-        self.channel.connect()
+        self._connect()
         try:
-            auth = await self.channel.client.auth_test()
+            auth = await self.client.auth_test()
         except SlackApiError as exc:
             raise self._refused("auth.test (the bot token)", exc) from exc
         except (aiohttp.ClientError, TimeoutError) as exc:  # the supervisor retries, with backoff
@@ -190,7 +198,7 @@ class Ingress:
             return
         team = str(body.get("team_id") or me.team_id)
         message = normalize.message(
-            event, team, me, lambda c, t: (c, t) in self._threads, self.channel.name
+            event, team, me, lambda c, t: (c, t) in self._threads, self.name
         )
         if message is None:
             return
@@ -204,7 +212,7 @@ class Ingress:
                 self._threads.put((chat.chat_id, chat.thread_id), None)
                 self._last_thread.put((chat.chat_id, message.user_id), chat.thread_id)
             else:
-                self.channel.status.mark(chat.chat_id, chat.thread_id)
+                self._status.mark(chat.chat_id, chat.thread_id)
         log.debug("Slack message %s from %s in %s", message.message_id, message.user_id, chat.key)
         await inbox(message)
 
@@ -228,15 +236,15 @@ class Ingress:
         team = str(body.get("team_id") or me.team_id)
         # A slash command carries no thread: in a channel it means the user's latest thread.
         thread = None if channel.startswith("D") else await self._latest_thread(channel, user)
-        chat = ChatRef(self.channel.name, channel, thread, team_id=team)
+        chat = ChatRef(self.name, channel, thread, team_id=team)
         await inbox(normalize.command(body, chat))
 
     async def _latest_thread(self, channel: str, user: str) -> str | None:
         """The user's latest thread with the bot in a channel: the store's (it spans restarts
         and processes), else the one this process saw (its turn may not be stored yet)."""
         if self._latest_conversation is not None:
-            prefix = ChatRef(self.channel.name, channel).key + ":"
-            key = await self._latest_conversation(self.channel.name, prefix, user)
+            prefix = ChatRef(self.name, channel).key + ":"
+            key = await self._latest_conversation(self.name, prefix, user)
             if key is not None:
                 return key.removeprefix(prefix)
         return self._last_thread.get((channel, user))
@@ -247,7 +255,7 @@ class Ingress:
         if inbox is None or me is None:
             return
         team = str((body.get("team") or {}).get("id") or me.team_id)
-        message = normalize.action(body, team, self.channel.name)
+        message = normalize.action(body, team, self.name)
         if message is not None:
             await inbox(message)
 
@@ -256,9 +264,9 @@ class Ingress:
         channel, ts = thread.get("channel_id"), thread.get("thread_ts")
         if not channel or not ts:
             return
-        self.channel.status.mark(str(channel), str(ts))
+        self._status.mark(str(channel), str(ts))
         try:
-            await self.channel.client.assistant_threads_setSuggestedPrompts(
+            await self.client.assistant_threads_setSuggestedPrompts(
                 channel_id=channel, thread_ts=ts, prompts=SUGGESTED_PROMPTS
             )
         except SlackApiError as exc:

@@ -124,7 +124,10 @@ class TelegramChannel:
             self._send_typing, lambda chat: self._limits(chat.chat_id).min_edit_interval_s
         )
         self.ingress = Ingress(
-            self,
+            self.bot,
+            name=name,
+            admits=self.admits,
+            reply=self._reply,
             mode=mode,
             secret=webhook_secret,
             path=webhook_path,
@@ -193,6 +196,9 @@ class TelegramChannel:
         if not final:
             self._typing.start(chat, self.ingress.group)
         return MessageHandle(chat, message_id)
+
+    async def _reply(self, message: InboundMessage, content: OutboundContent) -> None:
+        await self.send(message.chat, content, reply_to=message.message_id, final=True)
 
     async def edit(
         self, handle: MessageHandle, content: OutboundContent, *, final: bool = False

@@ -14,9 +14,9 @@ import logging
 import secrets
 from collections.abc import Awaitable, Callable
 from contextlib import AbstractAsyncContextManager, nullcontext
-from typing import TYPE_CHECKING, Literal, TypeVar
+from typing import Literal, TypeVar
 
-from aiogram import Dispatcher
+from aiogram import Bot, Dispatcher
 from aiogram.exceptions import (
     ClientDecodeError,
     TelegramAPIError,
@@ -33,12 +33,9 @@ from aiohttp import web
 from pydantic import ValidationError
 
 from adapters.accounts import Accounts, AccountTaken
-from adapters.base import ChannelError, Inbox, Leader, OutboundContent, TryLater
+from adapters.base import ChannelError, InboundMessage, Inbox, Leader, OutboundContent, TryLater
 from adapters.telegram.normalize import BotIdentity, Unsupported, normalize
 from adapters.telegram.recent import Recent
-
-if TYPE_CHECKING:
-    from adapters.telegram.channel import TelegramChannel
 
 log = logging.getLogger(__name__)
 
@@ -65,11 +62,18 @@ COMMANDS = [
 ]
 
 
+# the channel's answer to one message (a reply of its own, sent final)
+Reply = Callable[[InboundMessage, OutboundContent], Awaitable[object]]
+
+
 class Ingress:
     def __init__(
         self,
-        channel: TelegramChannel,
+        bot: Bot,
         *,
+        name: str,
+        admits: Callable[[InboundMessage], bool],
+        reply: Reply,
         mode: Literal["polling", "webhook"],
         secret: str | None,
         path: str,
@@ -79,10 +83,12 @@ class Ingress:
         leader: Leader | None = None,
         accounts: Accounts | None = None,
     ) -> None:
-        self.channel = channel
+        self.bot = bot
+        self.name = name  # the channel instance's: it starts its chats' keys and event ids
+        self._admits = admits
+        self._reply = reply
         self._leader = leader
         self._accounts = accounts
-        self.bot = channel.bot
         self.mode = mode
         self.dp = Dispatcher()
         self.dp.message.register(self._on_message)
@@ -116,7 +122,7 @@ class Ingress:
         to take turns with us at Telegram's 409 Conflict (adapters/accounts.py)."""
         if self._accounts is None:
             return nullcontext()
-        return self._accounts.hold(key, account, self.channel.name)
+        return self._accounts.hold(key, account, self.name)
 
     async def _serve(self, inbox: Inbox, bot_id: int) -> None:
         await self._best_effort("setMyCommands", lambda: self.bot.set_my_commands(COMMANDS))
@@ -197,7 +203,7 @@ class Ingress:
         inbox, me = self._inbox, self._me
         if inbox is None or me is None:
             return
-        inbound = normalize(message, event_update.update_id, me, self.channel.name)
+        inbound = normalize(message, event_update.update_id, me, self.name)
         log.debug(
             "Telegram update %s from user %s in chat %s",
             event_update.update_id,
@@ -213,11 +219,10 @@ class Ingress:
         """Name what we can read. The gateway never sees these (it has nothing to hand the model),
         so its two guards are applied here: the same access policy, and each update once."""
         message = unsupported.message
-        if message.event_id in self._answered or not self.channel.admits(message):
+        if message.event_id in self._answered or not self._admits(message):
             return
         self._answered.put(message.event_id, None)
-        content = OutboundContent(unsupported.reply)
-        await self.channel.send(message.chat, content, reply_to=message.message_id, final=True)
+        await self._reply(message, OutboundContent(unsupported.reply))
 
     async def _register_webhook(self) -> None:
         if not self._public_url:

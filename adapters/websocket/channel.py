@@ -22,11 +22,11 @@ from adapters.base import (
     OutboundContent,
 )
 from adapters.history import Claims, ConversationHistory
+from adapters.hub import EventHub, MemoryEventHub
+from adapters.rates import InboundRates, LocalInboundRates
 from adapters.websocket import accept_errors
 from adapters.websocket.admission import Admission
 from adapters.websocket.endpoint import SocketEndpoint
-from adapters.websocket.hub import EventHub, MemoryEventHub
-from adapters.websocket.limits import InboundRates, LocalInboundRates
 from adapters.websocket.protocol import new_id
 from adapters.websocket.static import add_page_routes
 from adapters.websocket.transcript import UserEcho

@@ -20,10 +20,10 @@ from aiohttp import WSCloseCode, WSMsgType, web
 
 from adapters.base import ChatRef, InboundMessage, TryLater
 from adapters.history import ConversationHistory
+from adapters.hub import EventHub
+from adapters.rates import InboundRates
 from adapters.websocket.admission import Admission
 from adapters.websocket.connection import Connection
-from adapters.websocket.hub import EventHub
-from adapters.websocket.limits import InboundRates
 from adapters.websocket.protocol import (
     CLOSE_HELLO_TIMEOUT,
     CLOSE_IDENTITY_INVALID,

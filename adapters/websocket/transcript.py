@@ -7,7 +7,7 @@ tab shows it, the replay buffer keeps it in order, and the sender learns it was 
 of an id already published is not published again (the gateway answers it once, and the
 transcript must not show it twice); the sending socket alone gets `message.user` with that id,
 `"duplicate": true` and no `seq` or text, so it can mark the message sent. `/new` publishes `conversation.cleared`, which empties the
-replay buffer (hub.py) and every open tab. With durable `claims` (the app's store) a resend is
+replay buffer (adapters/hub/) and every open tab. With durable `claims` (the app's store) a resend is
 recognised after a restart too.
 
 The replay buffer is memory: a restart, an evicted idle conversation or one longer than the
@@ -27,8 +27,9 @@ from typing import Any, Final
 
 from adapters.base import ChatRef, InboundMessage
 from adapters.history import Claims, ConversationHistory
+from adapters.hub import EventHub
+from adapters.hub.base import CLEARING_TYPE
 from adapters.websocket.connection import Connection
-from adapters.websocket.hub import CLEARING_TYPE, EventHub
 from adapters.websocket.protocol import ActionFrame, UserText
 
 log = logging.getLogger(__name__)

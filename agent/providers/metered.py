@@ -1,6 +1,6 @@
 """Each model call, measured: who served it, how it ended, how long it took, what it cost.
 
-`meter(provider, observer)` wraps every provider of a chain (the vendors inside a
+`meter(provider, observer)` (metering.py) wraps every provider of a chain (the vendors inside a
 `ResilientProvider`, or the one provider) in a `MeteredProvider`, which reports one `ModelCall`
 per attempt, a retry and a fallback included, to the observer (the app's metrics and its
 readiness, bot/metrics.py and bot/readiness.py). The chain's retries and fallbacks are reported
@@ -97,20 +97,3 @@ class MeteredProvider:
                     error,
                 )
             )
-
-
-def meter(provider: Provider, observer: ModelObserver) -> Provider:
-    """`provider` with every call measured; a chain keeps its object, its members are wrapped."""
-    from agent.providers.resilient import ResilientProvider
-
-    if isinstance(provider, ResilientProvider):
-        provider.chain = tuple(_wrap(p, observer) for p in provider.chain)
-        provider.observer = observer
-        return provider
-    return _wrap(provider, observer)
-
-
-def _wrap(provider: Provider, observer: ModelObserver) -> Provider:
-    return (
-        provider if isinstance(provider, MeteredProvider) else MeteredProvider(provider, observer)
-    )

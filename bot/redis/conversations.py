@@ -42,13 +42,14 @@ from bot.conversations import (
 from bot.redis import conversations_lua as lua
 from bot.redis import messages
 from bot.redis.client import BLOCK_MS, LuaScript, cancelled_meanwhile, describe, guarded
+from bot.redis.conversations_lua import GROUP
 from bot.redis.dedup import RedisDedup, once_key
+from bot.redis.drain import drain
 from bot.redis.script_batch import ScriptBatch
 from bot.redis.stops import listen_for_stops
 
 log = logging.getLogger(__name__)
 
-GROUP: Final = "workers"
 IDLE_POLL_S: Final = 0.02  # wait_idle (tests, shutdown) polls the shared state
 BACKOFF_S: Final = (0.1, 2.0)
 CLAIM_EVERY_S: Final = 1.0
@@ -68,10 +69,15 @@ class RedisConversations:
         max_turn_messages: int = MAX_TURN_MESSAGES,
         max_queued: int = MAX_QUEUED,
         serve_here: Callable[[InboundMessage], bool] = lambda message: True,
+        dedup: RedisDedup | None = None,
+        stopped: Callable[[str], object] = lambda conversation_key: None,
+        task_stopped: Callable[[str, str], object] = lambda conversation_key, task_id: None,
     ) -> None:
         """`serve_here(message)`: a message that finds its conversation idle has its turn run by
         the process that queued it (no reader's round trip; a web socket's frames stay in its
-        process). False: the consumer group hands it to whichever process reads first."""
+        process). False: the consumer group hands it to whichever process reads first.
+        `dedup`: `enqueue_new` claims a plain message's event as it queues it. `stopped(key)`
+        and `task_stopped(key, task id)` hear a /stop or a TaskStop asked on any process."""
         self.redis, self.reader = redis, reader
         self.prefix, self.base = prefix, f"{prefix}q:"
         self.lease_ms = int(lease_s * 1000)
@@ -83,15 +89,11 @@ class RedisConversations:
         self.max_turn_chars, self.max_turn_messages = max_turn_chars, max_turn_messages
         self.max_queued = max_queued
         self.serve_here = serve_here
-        self.dedup: RedisDedup | None = (
-            None  # set: enqueue_new claims its events (bot/redis/mode.py)
-        )
+        self.dedup = dedup
         self.consumer = f"{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:6]}"
         self.started = asyncio.Event()
-        # Called with a conversation key when a /stop from any process reaches this one.
-        self.stop_hooks: list[Callable[[str], object]] = []
-        # Called with (conversation key, task id) when a TaskStop from any process arrives.
-        self.task_stop_hooks: list[Callable[[str, str], object]] = []
+        self._stopped = stopped
+        self._task_stopped = task_stopped
         self.signals: dict[str, TurnSignal] = {}  # the turns running in this process
         self._draining: set[str] = set()
         self.scripts = {
@@ -127,7 +129,14 @@ class RedisConversations:
         try:
             async with asyncio.TaskGroup() as group:
                 self._tasks = group
-                group.create_task(listen_for_stops(self))
+                stops = listen_for_stops(
+                    self.reader,
+                    self.stop_channel,
+                    self.task_stop_channel,
+                    stop=self._stop_heard,
+                    stop_task=self._task_stopped,
+                )
+                group.create_task(stops)
                 group.create_task(self._take_work(group))
         finally:
             self._tasks = None
@@ -195,6 +204,11 @@ class RedisConversations:
     @property
     def task_stop_channel(self) -> str:
         return f"{self.base}taskstop"
+
+    def _stop_heard(self, conversation_key: str) -> None:
+        """A /stop asked on any process: the turn, if it runs here, and what else listens."""
+        self.stop_here(conversation_key)
+        self._stopped(conversation_key)
 
     def stop_here(self, conversation_key: str) -> None:
         signal = self.signals.get(conversation_key)
@@ -268,8 +282,6 @@ class RedisConversations:
         CLAIM acks the entry when a live holder drains `c` (not when reclaimed: that holder's
         lease decides); the drain acks it when it lets go, and leaves it pending otherwise.
         """
-        from bot.redis.drain import drain  # the turn loop of one conversation
-
         try:
             if claimed is None:
                 flag = "reclaimed" if reclaimed else ("wait" if self.coalesce_ms else "look")

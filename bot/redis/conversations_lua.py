@@ -11,6 +11,8 @@ from __future__ import annotations
 
 from typing import Final
 
+GROUP: Final = "workers"  # the consumer group sharing `<p>q:ready` (the scripts' argument 5)
+
 # The scripts below read a message's keys and arguments through K and A: KEYS and ARGV, or in
 # ENQUEUE one message's group of them (a call queues several).
 _BIND: Final = "local K, A = KEYS, ARGV\n"

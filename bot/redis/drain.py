@@ -5,17 +5,17 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-from typing import TYPE_CHECKING, Any, Final
+from typing import Any, Final, Protocol
 
+from redis.asyncio import Redis
 from redis.exceptions import RedisError
 
-from bot.conversations import TurnSignal
+from adapters.base import InboundMessage
+from bot.conversations import RunTurn, TurnSignal
 from bot.redis import messages
-from bot.redis.client import cancelled_meanwhile, describe
-from bot.redis.conversations import GROUP
-
-if TYPE_CHECKING:
-    from bot.redis.conversations import RedisConversations
+from bot.redis.client import LuaScript, cancelled_meanwhile, describe
+from bot.redis.conversations_lua import GROUP
+from bot.redis.script_batch import ScriptBatch
 
 log = logging.getLogger(__name__)
 
@@ -23,9 +23,32 @@ RETRY_S: Final = 0.2
 SHUTDOWN_S: Final = 2.0
 
 
-async def drain(
-    q: RedisConversations, c: str, token: int, entry_id: str, looked: list[Any]
-) -> bool:
+class HeldQueue(Protocol):
+    """What a drain uses of the queue whose lease it holds (`RedisConversations`): its keys and
+    scripts, its batches, and the turns running in this process."""
+
+    redis: Redis
+    consumer: str
+    lease_ms: int
+    coalesce_ms: int
+    scripts: dict[str, LuaScript]
+    nexts: ScriptBatch
+    run_turn: RunTurn | None
+    signals: dict[str, TurnSignal]
+
+    @property
+    def ready(self) -> str: ...
+
+    def key(self, conversation: str, part: str) -> str: ...
+    def claim_keys(self, c: str) -> list[str]: ...
+    def claim_args(self, c: str, entry_id: str, flag: str, token: int = 0) -> list[str | int]: ...
+    def next_batch(self, queued: list[str]) -> tuple[list[int], list[InboundMessage]]: ...
+    def batch_json(self, batch: list[InboundMessage]) -> str: ...
+    def load_batch(self, text: str) -> list[InboundMessage]: ...
+    def stop_here(self, conversation_key: str) -> None: ...
+
+
+async def drain(q: HeldQueue, c: str, token: int, entry_id: str, looked: list[Any]) -> bool:
     """Run `c`'s turns while holding its lease. `looked`: what CLAIM saw (empty: it did not
     look). True: drained, let go and the entry acked; False: the lease was lost or Redis failed
     (the entry stays pending for a reclaim)."""
@@ -46,7 +69,7 @@ async def drain(
 
 
 async def _turns(
-    q: RedisConversations, c: str, token: int, entry_id: str, looked: list[Any], lost: asyncio.Event
+    q: HeldQueue, c: str, token: int, entry_id: str, looked: list[Any], lost: asyncio.Event
 ) -> bool:
     """One NEXT per turn: it forgets the batch just answered and takes the next (see
     conversations_lua.NEXT); a queue of several messages needs a TAKE for the batch picked here."""
@@ -86,7 +109,7 @@ async def _turns(
     return False
 
 
-async def _run(q: RedisConversations, c: str, batch: list, resumed: bool) -> None:  # type: ignore[type-arg]
+async def _run(q: HeldQueue, c: str, batch: list, resumed: bool) -> None:  # type: ignore[type-arg]
     run_turn = q.run_turn
     if run_turn is None:
         return
@@ -100,7 +123,7 @@ async def _run(q: RedisConversations, c: str, batch: list, resumed: bool) -> Non
         q.signals.pop(c, None)
 
 
-async def _finish(q: RedisConversations, keys: list[str], args: list[str | int]) -> list[Any]:
+async def _finish(q: HeldQueue, keys: list[str], args: list[str | int]) -> list[Any]:
     """The turn is answered: NEXT forgets its batch and looks, retried through a Redis restart
     (a batch left recorded would be taken over as unfinished). A retry whose first attempt ran
     (its reply lost) finds the batch that attempt took recorded: that one is not a dead holder's,
@@ -123,9 +146,7 @@ async def _finish(q: RedisConversations, keys: list[str], args: list[str | int])
         return looked
 
 
-async def _heartbeat(
-    q: RedisConversations, c: str, token: int, entry_id: str, lost: asyncio.Event
-) -> None:
+async def _heartbeat(q: HeldQueue, c: str, token: int, entry_id: str, lost: asyncio.Event) -> None:
     """Extend the lease, keep the stream entry ours (no reclaim while we live), read /stop."""
     while True:
         await asyncio.sleep(q.lease_ms / 3000)
@@ -151,7 +172,7 @@ async def _heartbeat(
             return
 
 
-async def _abandon(q: RedisConversations, c: str, token: int, entry_id: str) -> None:
+async def _abandon(q: HeldQueue, c: str, token: int, entry_id: str) -> None:
     """Shutting down: let go at once, so another process takes what is queued now."""
     try:
         async with asyncio.timeout(SHUTDOWN_S):

@@ -31,16 +31,12 @@ from typing import Any, Final
 from redis.asyncio import Redis
 from redis.exceptions import RedisError
 
-from adapters.websocket.hub import (
-    CLEARING_TYPE,
-    MAX_IDLE_CONVERSATIONS,
-    Subscriber,
-    encode_frame,
-    replay_slot,
-)
+from adapters.hub import Subscriber
+from adapters.hub.base import CLEARING_TYPE, MAX_IDLE_CONVERSATIONS, encode_frame, replay_slot
 from bot.redis import hub_lua
 from bot.redis.client import LuaScript, describe, guarded
 from bot.redis.hub_outbox import Outbox
+from bot.redis.hub_reader import read_frames
 
 log = logging.getLogger(__name__)
 
@@ -249,10 +245,8 @@ class RedisEventHub:
 
     # -- the reader ---------------------------------------------------------------------
     async def _run(self) -> None:
-        from bot.redis.hub_reader import read_frames  # the loop, with its reconnects
-
         async with asyncio.TaskGroup() as group:
-            group.create_task(read_frames(self, self._pubsub))
+            group.create_task(read_frames(self, self._pubsub))  # with its reconnects
             group.create_task(self._heartbeat())
             group.create_task(self._record_drops())
 

@@ -4,22 +4,30 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from typing import TYPE_CHECKING, Final
+from typing import Final, Protocol
 
 from redis.asyncio.client import PubSub
 from redis.exceptions import RedisError
 
 from bot.redis.client import BLOCK_MS, cancelled_meanwhile, describe
 
-if TYPE_CHECKING:
-    from bot.redis.hub import RedisEventHub
-
 log = logging.getLogger(__name__)
 
 BACKOFF_S: Final = (0.05, 2.0)
 
 
-async def read_frames(hub: RedisEventHub, pubsub: PubSub) -> None:
+class ReadHub(Protocol):
+    """What the reader drives of the hub it reads for (`RedisEventHub`)."""
+
+    subscribed_once: asyncio.Event  # a PubSub has no connection before its first subscribe
+
+    async def resubscribe(self, pubsub: PubSub) -> None: ...
+    async def catch_up(self) -> None: ...
+    def confirmed(self, channel: str) -> None: ...
+    async def deliver(self, channel: str, frame: str) -> None: ...
+
+
+async def read_frames(hub: ReadHub, pubsub: PubSub) -> None:
     """Until cancelled. Redis down: retry with backoff (redis-py reconnects and subscribes
     again), then fetch from the streams what pub/sub lost meanwhile."""
     await hub.subscribed_once.wait()  # a PubSub has no connection before its first subscribe

@@ -23,7 +23,7 @@ from typing import Final
 from redis.asyncio import Redis
 from redis.exceptions import RedisError
 
-from adapters.websocket.limits import LocalInboundRates, burst
+from adapters.rates import LocalInboundRates, burst
 from bot.redis.client import LuaScript, cancelled_meanwhile, describe
 
 log = logging.getLogger(__name__)

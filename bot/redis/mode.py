@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 
 from redis.exceptions import RedisError
 
@@ -35,7 +36,17 @@ def _serve_here(message: InboundMessage) -> bool:
 class RedisMode:
     """Owns the clients (one for commands, one for blocking reads) and the event hub's reader."""
 
-    def __init__(self, config: RedisConfig, *, dedup_ttl_s: float, coalesce_ms: int) -> None:
+    def __init__(
+        self,
+        config: RedisConfig,
+        *,
+        dedup_ttl_s: float,
+        coalesce_ms: int,
+        stopped: Callable[[str], object] = lambda conversation_key: None,
+        task_stopped: Callable[[str, str], object] = lambda conversation_key, task_id: None,
+    ) -> None:
+        """`stopped(key)` and `task_stopped(key, task id)`: a /stop or a TaskStop asked on any
+        process, for what runs in this one (its specialists)."""
         assert config.url is not None
         self.url = config.url
         self.redis = connect(config.url)
@@ -49,8 +60,10 @@ class RedisMode:
             lease_s=config.lease_s,
             coalesce_ms=coalesce_ms,
             serve_here=_serve_here,
+            dedup=self.dedup,  # a plain message: claimed as it is queued
+            stopped=stopped,
+            task_stopped=task_stopped,
         )
-        self.conversations.dedup = self.dedup  # a plain message: claimed as it is queued
         self.budget = RedisRateBudget(self.redis, prefix=prefix)
         self.inbound_rates = RedisInboundRates(self.redis, prefix=prefix)
         self.hub = RedisEventHub(

@@ -9,7 +9,7 @@ from adapters.api.records import ApiMessage, ApiSession
 from bot.storage.pg.connection import PgConnection
 
 if TYPE_CHECKING:
-    from bot.storage.pg.connection import Conn
+    from bot.storage.pg.conn import Conn
 
 _COLUMNS = [
     "session_id",

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 from bot.storage.pg.connection import PgConnection, rowcount
 
 if TYPE_CHECKING:
-    from bot.storage.pg.connection import Conn
+    from bot.storage.pg.conn import Conn
 
 _NOW = "extract(epoch FROM clock_timestamp())"  # one clock for every host sharing the database
 # Insert, or take over a claim that has expired; a live claim is left alone (no row).

@@ -25,7 +25,7 @@ import asyncio
 import logging
 from collections.abc import Awaitable, Callable
 from types import TracebackType
-from typing import TYPE_CHECKING, Any, Concatenate, ParamSpec, Self, TypeAlias, TypeVar
+from typing import TYPE_CHECKING, Any, Concatenate, ParamSpec, Self, TypeVar
 
 import asyncpg
 
@@ -35,10 +35,7 @@ from bot.storage.pg.faults import LINK_FAULTS, describe, is_fault, redacted
 from bot.storage.pg.schema import HIDDEN_COLUMNS, MIGRATIONS, migrate
 
 if TYPE_CHECKING:
-    # a pooled connection, or a plain one (migrations in tests): the same methods
-    Conn: TypeAlias = (
-        asyncpg.Connection[asyncpg.Record] | asyncpg.pool.PoolConnectionProxy[asyncpg.Record]
-    )
+    from bot.storage.pg.conn import Conn
 
 log = logging.getLogger(__name__)
 

@@ -33,7 +33,7 @@ from bot.storage.pg.connection import PgConnection
 from bot.storage.schema import now
 
 if TYPE_CHECKING:
-    from bot.storage.pg.connection import Conn
+    from bot.storage.pg.conn import Conn
 
 _HISTORY_SINCE = (
     "SELECT id, turn_id, role, content, tool_calls, tool_call_id, name, is_error"

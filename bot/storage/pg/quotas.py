@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 from bot.storage.pg.connection import PgConnection
 
 if TYPE_CHECKING:
-    from bot.storage.pg.connection import Conn
+    from bot.storage.pg.conn import Conn
 
 _ADD = (
     "INSERT INTO quota_counters (bucket, turns, tokens, expires_at) VALUES ($1, $2, $3, $4)"

@@ -10,7 +10,7 @@ from bot.storage.records import _ORDER_COLUMNS
 from bot.storage.schema import now
 
 if TYPE_CHECKING:
-    from bot.storage.pg.connection import Conn
+    from bot.storage.pg.conn import Conn
 
 _INSERT_ORDER = (
     f"INSERT INTO orders ({', '.join(_ORDER_COLUMNS)})"

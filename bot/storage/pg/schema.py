@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING
 from bot.storage.schema import now
 
 if TYPE_CHECKING:
-    from bot.storage.pg.connection import Conn
+    from bot.storage.pg.conn import Conn
 
 MIGRATION_LOCK = 0x67617465776179  # any constant key: "gateway" in hex; one per database
 HIDDEN_COLUMNS = ("seq",)

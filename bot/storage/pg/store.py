@@ -16,7 +16,7 @@ from bot.storage.pg.views import PgAdminViews
 from bot.storage.schema import SESSION_STATUSES, check_status, now
 
 if TYPE_CHECKING:
-    from bot.storage.pg.connection import Conn
+    from bot.storage.pg.conn import Conn
 
 SessionKey = tuple[str, str, str, str]  # channel, conversation_key, user_id, agent_id
 

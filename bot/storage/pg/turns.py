@@ -11,7 +11,7 @@ from bot.storage.schema import TURN_STATUSES, check_status, now
 from bot.storage.turns import EVENT_LOOKBACK, _decode, chat_from_record, took_events
 
 if TYPE_CHECKING:
-    from bot.storage.pg.connection import Conn
+    from bot.storage.pg.conn import Conn
 
 _INSERT_TURN = (
     "INSERT INTO turns (id, session_id, channel, conversation_key, inbound_event_ids,"
