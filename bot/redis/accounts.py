@@ -55,7 +55,12 @@ class RedisAccounts:
         label = f"{holder_label(instance)} with redis.prefix {self.prefix!r}"
         value = json.dumps({"identity": identity, "label": label})
         args: list[str | int] = [identity, value, int(self.lease_s * 1000)]
-        theirs = await self._claim(keys=[KEY_PREFIX + key], args=args)
+        try:
+            theirs = await self._claim(keys=[KEY_PREFIX + key], args=args)
+        except RedisError as exc:  # Redis down takes no messages anyway: claimed when it is back
+            cancelled_meanwhile()
+            log.warning("%s: not claimed yet, Redis failed (%s)", account, describe(exc))
+            theirs = None
         if theirs:
             raise AccountTaken(account, _text(theirs), label)
         # owned here, not by a TaskGroup: one would wrap the block's own errors in a group
