@@ -91,9 +91,11 @@ def _one(
     if name == "offline":
         return OfflineProvider()
     from agent.providers.deadline import Timeouts
+    from agent.providers.door import internals_allowed
     from agent.providers.textmode import ToolModeProvider
 
     timeouts = Timeouts(llm.connect_timeout_s, llm.first_token_timeout_s, llm.total_timeout_s)
+    internals = internals_allowed(env)  # BOT_SDK_INTERNALS=off: the SDKs' public API (door.py)
     vendor: Provider
     if name == "anthropic":
         key = api_key or env.get(KEY_VARIABLES[name], "")
@@ -106,7 +108,11 @@ def _one(
 
         base_url = base_url or env.get("ANTHROPIC_BASE_URL") or None
         vendor = AnthropicProvider(
-            api_key=key, model=model or DEFAULT_MODEL, base_url=base_url, timeouts=timeouts
+            api_key=key,
+            model=model or DEFAULT_MODEL,
+            base_url=base_url,
+            timeouts=timeouts,
+            sdk_internals=internals,
         )
     elif name == "openai":
         base_url = base_url or env.get("OPENAI_BASE_URL") or None
@@ -131,6 +137,7 @@ def _one(
             model=model or OPENAI_MODEL,
             base_url=base_url,
             timeouts=timeouts,
+            sdk_internals=internals,
         )
     else:
         raise ProviderConfigError(

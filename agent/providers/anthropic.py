@@ -26,14 +26,11 @@ from typing import Any, cast
 
 import anthropic
 import httpx2
-from anthropic._models import FinalRequestOptions
-from anthropic._streaming import ServerSentEvent
 
+from agent.providers.anthropic_sdk import door
 from agent.providers.base import ProviderError, ProviderUnavailable
 from agent.providers.classify import MALFORMED, classify, malformed
 from agent.providers.deadline import Deadline, Timeouts
-from agent.providers.prepared import PreparedPost
-from agent.providers.sse import SSELines
 from agent.providers.wire import cached, dumps, extended, json_object, keep, resume
 from agent.types import (
     Message,
@@ -66,6 +63,7 @@ class AnthropicProvider:
         model: str = DEFAULT_MODEL,
         base_url: str | None = None,
         timeouts: Timeouts | None = None,
+        sdk_internals: bool = True,
     ) -> None:
         self.model = model
         self.timeouts = timeouts or Timeouts()
@@ -84,9 +82,8 @@ class AnthropicProvider:
             timeout=self.timeouts.httpx(),
         )
         self.base_url = str(self._client.base_url).rstrip("/")
-        options = FinalRequestOptions.construct(method="post", url="/v1/messages")
-        errors = (anthropic.APITimeoutError, anthropic.APIConnectionError)
-        self._post = PreparedPost(self._client, http, options, errors)
+        # the request built once through SDK internals, or the SDK's public post() (door.py)
+        self._door = door(self._client, http, internals=sdk_internals)
         self._tools: tuple[tuple[ToolSpec, ...], bytes] = ((), b"[]")
 
     async def aclose(self) -> None:
@@ -97,11 +94,10 @@ class AnthropicProvider:
         who = f"anthropic {model} at {self.base_url}"
         deadline = Deadline(self.timeouts, who)
         try:
-            response = await deadline.wait(self._post.send(self._body(request, model)))
+            stream = await deadline.wait(self._door.open(self._body(request, model)))
         except (anthropic.APIError, httpx2.HTTPError) as exc:
             deadline.close()
             raise self._error(exc, who, bool(request.tools)) from exc
-        stream = _Stream(response, self._client)
         state = _State()
         # an async generator (closed below), though the SDK types it as an iterator
         events = cast(AsyncGenerator[Any, None], aiter(stream))
@@ -168,14 +164,6 @@ class AnthropicProvider:
         if isinstance(exc, anthropic.APITimeoutError | httpx2.TimeoutException):
             return self.timeouts.timed_out(who)
         return ProviderUnavailable(f"{who}: connection failed: {type(exc).__name__}")
-
-
-class _Stream(anthropic.AsyncStream[object]):
-    """The SDK's stream, events as parsed JSON (module doc), the lines split by sse.py."""
-
-    def __init__(self, response: httpx2.Response, client: anthropic.AsyncAnthropic) -> None:
-        super().__init__(cast_to=object, response=response, client=client)
-        self._decoder = SSELines(ServerSentEvent)
 
 
 @dataclass(slots=True)

@@ -33,14 +33,11 @@ from typing import Any, cast
 
 import httpx2
 import openai
-from openai._models import FinalRequestOptions
-from openai._streaming import ServerSentEvent
 
 from agent.providers.base import ProviderError, ProviderUnavailable
 from agent.providers.classify import MALFORMED, classify, malformed
 from agent.providers.deadline import Deadline, Timeouts
-from agent.providers.prepared import PreparedPost
-from agent.providers.sse import SSELines
+from agent.providers.openai_sdk import door
 from agent.providers.wire import cached, dumps, extended, json_object, keep, resume
 from agent.types import (
     Message,
@@ -78,6 +75,7 @@ class OpenAIProvider:
         model: str = DEFAULT_MODEL,
         base_url: str | None = None,
         timeouts: Timeouts | None = None,
+        sdk_internals: bool = True,
     ) -> None:
         self.model = model
         self.timeouts = timeouts or Timeouts()
@@ -94,13 +92,8 @@ class OpenAIProvider:
             max_retries=0,
             timeout=self.timeouts.httpx(),
         )
-        options = FinalRequestOptions.construct(
-            method="post",
-            url="/chat/completions",
-            security={"bearer_auth": True},  # as create() asks
-        )
-        errors = (openai.APITimeoutError, openai.APIConnectionError)
-        self._post = PreparedPost(self._client, http, options, errors)
+        # the request built once through SDK internals, or the SDK's public post() (door.py)
+        self._door = door(self._client, http, internals=sdk_internals)
         self.base_url = str(self._client.base_url).rstrip("/")
         # OpenAI's newer models refuse `max_tokens`; compatible servers may not know the new name
         self._max_key = "max_completion_tokens" if OPENAI_HOST in self.base_url else "max_tokens"
@@ -114,11 +107,10 @@ class OpenAIProvider:
         who = f"openai {model} at {self.base_url}"
         deadline = Deadline(self.timeouts, who)
         try:
-            response = await deadline.wait(self._post.send(self._body(request, model)))
+            stream = await deadline.wait(self._door.open(self._body(request, model)))
         except (openai.OpenAIError, httpx2.HTTPError) as exc:
             deadline.close()
             raise self._error(exc, who, bool(request.tools)) from exc
-        stream = _Stream(response, self._client)
         state = _State()
         # an async generator (closed below), though the SDK types it as an iterator
         chunks = cast(AsyncGenerator[Any, None], aiter(stream))
@@ -200,15 +192,6 @@ class OpenAIProvider:
             had_tools=had_tools,
             api_key=self._api_key,
         )
-
-
-class _Stream(openai.AsyncStream[object]):
-    """The SDK's stream, chunks as parsed JSON (module doc), the lines split by sse.py, which
-    ends it at `[DONE]` by reading the body to its end (cheaper than the SDK's own stop)."""
-
-    def __init__(self, response: httpx2.Response, client: openai.AsyncOpenAI) -> None:
-        super().__init__(cast_to=object, response=response, client=client)
-        self._decoder = SSELines(ServerSentEvent, end=b"[DONE]")  # sse.py says why
 
 
 @dataclass(slots=True)
