@@ -12,8 +12,9 @@ The request is not made by `chat.completions.create`, which runs its request tra
 message of the history against the whole message-param union on every call (~0.3 ms per message:
 300 ms a call at 1,000 messages, most of a busy process's CPU). The body is assembled from pieces
 encoded once per message (wire.py) and sent as the request the SDK built once for the endpoint
-(prepared.py, which says why that way and what it costs): the SDK still does the transport, auth,
-timeouts, the SSE framing and its error types (an `error` inside the stream included).
+(prepared.py, which says why that way and what it costs), or through the SDK's public `post()`
+when its internals are not as expected (openai_sdk.py, door.py): the SDK still does the transport,
+auth, timeouts, the SSE framing and its error types (an `error` inside the stream included).
 
 The stream is `AsyncStream[object]`, so each chunk arrives as the JSON the SDK parsed, not also
 built into a pydantic `ChatCompletionChunk` (~15 % of a turn's CPU), and the client runs on the
