@@ -14,7 +14,7 @@ from slack_sdk.web.async_client import AsyncWebClient
 
 from adapters.slack.bolt import hand_auth_test
 
-AUTH = {"ok": True, "user_id": "UBOT", "bot_id": "BBOT", "team_id": "T1"}
+AUTH: Any = {"ok": True, "user_id": "UBOT", "bot_id": "BBOT", "team_id": "T1"}
 
 
 async def test_bolt_keeps_the_answer_it_is_handed() -> None:
