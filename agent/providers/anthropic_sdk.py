@@ -15,11 +15,14 @@ from typing import Any
 import anthropic
 import httpx2
 
-from agent.providers.door import Door, Events, PublicPost, said
+from agent.providers.door import Door, Events, PublicPost, fast_path
 from agent.providers.prepared import PreparedPost
 from agent.providers.sse import SSELines
 
 PATH = "/v1/messages"
+
+# an error response as the API sends it: the SDK's error for it is tried once, at start
+_REFUSED = {"type": "error", "error": {"type": "invalid_request_error", "message": "a probe"}}
 
 try:
     from anthropic._models import FinalRequestOptions
@@ -40,7 +43,7 @@ def door(client: anthropic.AsyncAnthropic, http: httpx2.AsyncClient, *, internal
             fast = _prepared(client, http)
         except Exception as exc:  # noqa: BLE001 (anything an SDK change may raise: say it, go on)
             missing.append(f"{type(exc).__name__}: {exc}")
-    if said("anthropic", anthropic.__version__, missing, internals) and fast is not None:
+    if fast_path("anthropic", anthropic.__version__, missing, internals) and fast is not None:
         return fast
     return PublicPost(client, PATH, {}, anthropic.AsyncStream[object])
 
@@ -58,8 +61,10 @@ def _prepared(client: anthropic.AsyncAnthropic, http: httpx2.AsyncClient) -> Pre
     if not isinstance(template, httpx2.Request) or not template.url.path.endswith(PATH):
         raise TypeError(f"_build_request made {template!r}")
     status_error = client._make_status_error_from_response
-    if not callable(status_error):
-        raise TypeError("_make_status_error_from_response is not callable")
+    refused = status_error(httpx2.Response(400, json=_REFUSED, request=template))
+    if not isinstance(refused, anthropic.BadRequestError):
+        raise TypeError(f"_make_status_error_from_response made {refused!r}")
+    _Stream(httpx2.Response(200, request=template), client)  # the stream's constructor as used
     return PreparedPost(
         template,
         http,

@@ -67,7 +67,7 @@ class PublicPost:
         return stream
 
 
-def said(vendor: str, version: str, missing: list[str], allowed: bool) -> bool:
+def fast_path(vendor: str, version: str, missing: list[str], allowed: bool) -> bool:
     """Whether the fast path is taken; logs which path a vendor uses and why, once per process
     (a provider is built per fallback entry and per reload)."""
     fast = allowed and not missing

@@ -16,11 +16,14 @@ from typing import Any
 import httpx2
 import openai
 
-from agent.providers.door import Door, Events, PublicPost, said
+from agent.providers.door import Door, Events, PublicPost, fast_path
 from agent.providers.prepared import PreparedPost
 from agent.providers.sse import SSELines
 
 PATH = "/chat/completions"
+
+# an error response as the API sends it: the SDK's error for it is tried once, at start
+_REFUSED = {"type": "error", "error": {"type": "invalid_request_error", "message": "a probe"}}
 
 try:
     from openai._models import FinalRequestOptions
@@ -41,7 +44,7 @@ def door(client: openai.AsyncOpenAI, http: httpx2.AsyncClient, *, internals: boo
             fast = _prepared(client, http)
         except Exception as exc:  # noqa: BLE001 (anything an SDK change may raise: say it, go on)
             missing.append(f"{type(exc).__name__}: {exc}")
-    if said("openai", openai.__version__, missing, internals) and fast is not None:
+    if fast_path("openai", openai.__version__, missing, internals) and fast is not None:
         return fast
     options = {"security": {"bearer_auth": True}}  # as create() asks
     return PublicPost(client, PATH, options, openai.AsyncStream[object])
@@ -60,8 +63,10 @@ def _prepared(client: openai.AsyncOpenAI, http: httpx2.AsyncClient) -> PreparedP
     if not isinstance(template, httpx2.Request) or not template.url.path.endswith(PATH):
         raise TypeError(f"_build_request made {template!r}")
     status_error = client._make_status_error_from_response
-    if not callable(status_error):
-        raise TypeError("_make_status_error_from_response is not callable")
+    refused = status_error(httpx2.Response(400, json=_REFUSED, request=template))
+    if not isinstance(refused, openai.BadRequestError):
+        raise TypeError(f"_make_status_error_from_response made {refused!r}")
+    _Stream(httpx2.Response(200, request=template), client)  # the stream's constructor as used
     return PreparedPost(
         template,
         http,
