@@ -10,10 +10,11 @@ import anthropic
 import openai
 import pytest
 
-from agent.providers import anthropic_sdk, openai_sdk
-from agent.providers.door import PublicPost
+from agent.providers import anthropic_sdk, build_provider, openai_sdk
+from agent.providers.door import INTERNALS_VARIABLE, PublicPost, internals_allowed
 from agent.providers.prepared import PreparedPost
 from agent.providers.wire import dumps
+from bot.config import LLMConfig
 from tests.fake_anthropic import FakeAnthropic
 from tests.fake_llm import FakeLLM, Reply
 from tests.fake_openai import FakeOpenAI
@@ -87,3 +88,14 @@ async def test_with_its_internals_there_the_fast_path(fake: FakeLLM) -> None:
     assert isinstance(door, PreparedPost)
     assert await _text(door, fake) == "ok"
     await client.close()
+
+
+@pytest.mark.parametrize(
+    ("value", "public"), [("off", True), ("OFF", True), ("0", True), ("on", False), ("", False)]
+)
+async def test_bot_sdk_internals_off_forces_the_public_api(value: str, public: bool) -> None:
+    assert internals_allowed({INTERNALS_VARIABLE: value}) is not public
+    llm = LLMConfig(provider="openai", base_url="http://127.0.0.1:9/v1", api_key="k", model="m")
+    provider: Any = build_provider(llm, env={INTERNALS_VARIABLE: value})
+    assert isinstance(provider.chain[0].inner._door, PublicPost if public else PreparedPost)
+    await provider.aclose()
