@@ -10,9 +10,9 @@ on every call (~3 ms at 1,000 messages; older SDK versions also ran a per-messag
 SDK's issue #1195). The body is assembled from pieces encoded once per message (wire.py) and sent
 as the request the SDK built once for the endpoint (prepared.py, which says why that way and what
 it costs), or through the SDK's public `post()` when its internals are not as expected
-(anthropic_sdk.py, door.py): the SDK still does the transport, auth, the version header, timeouts, the SSE framing
-and its error types (`event: error` included); create()'s extras (a deprecated-model warning,
-tracing span names) are not needed here. As in the OpenAI module, events arrive as parsed JSON
+(anthropic_sdk.py, door.py): the SDK still does the transport, auth, the version header,
+timeouts, the SSE framing and its error types (`event: error` included); create()'s extras (a
+deprecated-model warning, tracing span names) are not needed here. As in the OpenAI module, events arrive as parsed JSON
 (`AsyncStream[object]`, no pydantic model per event) and the client runs on the SDK's aiohttp
 transport (`DefaultAioHttpClient`): both measured in bench/provider_bench.py.
 """
