@@ -12,9 +12,10 @@ as the request the SDK built once for the endpoint (prepared.py, which says why 
 it costs), or through the SDK's public `post()` when its internals are not as expected
 (anthropic_sdk.py, door.py): the SDK still does the transport, auth, the version header,
 timeouts, the SSE framing and its error types (`event: error` included); create()'s extras (a
-deprecated-model warning, tracing span names) are not needed here. As in the OpenAI module, events arrive as parsed JSON
-(`AsyncStream[object]`, no pydantic model per event) and the client runs on the SDK's aiohttp
-transport (`DefaultAioHttpClient`): both measured in bench/provider_bench.py.
+deprecated-model warning, tracing span names) are not needed here. As in the OpenAI module,
+events arrive as parsed JSON (`AsyncStream[object]`, no pydantic model per event) and the client
+runs on the SDK's aiohttp transport (`DefaultAioHttpClient`): both measured in
+bench/provider_bench.py.
 """
 
 from __future__ import annotations
