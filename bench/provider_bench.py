@@ -21,6 +21,8 @@ counts calls with those long histories: whether a call costs the same at 2,000 m
     python bench/provider_bench.py --instructions [--calls 100] [--deltas 5] [--history 10,2000]
 
 `--uvloop` runs this process on uvloop (`pip install uvloop` first; not a dependency).
+`--public` makes `ours` send through the SDKs' public `post()` instead of their internals
+(BOT_SDK_INTERNALS=off, agent/providers/door.py): what a release that changed them costs.
 """
 
 from __future__ import annotations
@@ -123,6 +125,9 @@ class _Counted:
         setattr(module, name, counted)
 
 
+ENV: dict[str, str] = {}  # build_provider's environment: --public sets BOT_SDK_INTERNALS=off
+
+
 async def history_rows(ports: dict[str, int], calls: int, sizes: list[int]) -> None:
     from openai.resources.chat.completions import completions
 
@@ -135,7 +140,7 @@ async def history_rows(ports: dict[str, int], calls: int, sizes: list[int]) -> N
     for vendor, port in ports.items():
         base = f"http://127.0.0.1:{port}" + ("/v1" if vendor == "openai" else "")
         llm = LLMConfig(provider=vendor, base_url=base, api_key="test-key", model="bench-model")
-        provider = build_provider(llm, env={})
+        provider = build_provider(llm, env=ENV)
         for size in sizes:
             request = _long_request(size)
             transform.calls, transform.seconds = 0, 0.0
@@ -163,7 +168,7 @@ async def _measure(fn: Callable[[], Awaitable[None]], calls: int) -> tuple[float
 def _body(vendor: str, request: Any) -> dict[str, Any]:
     """The JSON body our provider sends for `request` (tools included), for the raw and SDK rows."""
     from agent.providers.anthropic import to_anthropic
-    from agent.providers.openai import to_openai
+    from agent.providers.openai_wire import to_openai
 
     specs = request.tools
     if vendor == "anthropic":
@@ -205,7 +210,7 @@ async def bench(ports: dict[str, int], calls: int) -> None:
         for vendor, port in ports.items():
             base = f"http://127.0.0.1:{port}" + ("/v1" if vendor == "openai" else "")
             llm = LLMConfig(provider=vendor, base_url=base, api_key="test-key", model="bench-model")
-            provider = build_provider(llm, env={})
+            provider = build_provider(llm, env=ENV)
             sdk = provider.chain[0].inner._client  # type: ignore[attr-defined]
             if vendor == "anthropic":
                 url, create = f"{base}/v1/messages", sdk.messages.create
@@ -238,7 +243,7 @@ def instructions(ports: dict[str, int], calls: int, sizes: list[int]) -> None:
             child = subprocess.run(
                 ["valgrind", "--tool=callgrind", "--instr-atstart=no", "--callgrind-out-file=/dev/null",
                  sys.executable, __file__, "--count", vendor, str(port), "--calls", str(calls),
-                 "--history", str(size)],
+                 "--history", str(size), *(["--public"] if ENV else [])],
                 capture_output=True, text=True, check=False,
             )  # fmt: skip
             counted = re.search(r"Collected : (\d+)", child.stderr)
@@ -257,7 +262,7 @@ async def count(vendor: str, port: int, calls: int, size: int) -> None:
 
     base = f"http://127.0.0.1:{port}" + ("/v1" if vendor == "openai" else "")
     llm = LLMConfig(provider=vendor, base_url=base, api_key="test-key", model="bench-model")
-    provider = build_provider(llm, env={})
+    provider = build_provider(llm, env=ENV)
     request = _long_request(size) if size else _request(False)
     for _ in range(20):
         await _ours(provider, request)
@@ -279,9 +284,14 @@ def main() -> None:
     )
     parser.add_argument("--uvloop", action="store_true", help="this process on uvloop (installed)")
     parser.add_argument("--instructions", action="store_true", help="callgrind counts per call")
+    parser.add_argument("--public", action="store_true", help="ours through the SDKs' public API")
     parser.add_argument("--serve", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--count", nargs=2, metavar=("VENDOR", "PORT"), help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.public:
+        from agent.providers.door import INTERNALS_VARIABLE
+
+        ENV[INTERNALS_VARIABLE] = "off"
     if args.serve:
         asyncio.run(serve(args.deltas))
         return

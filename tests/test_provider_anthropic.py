@@ -12,6 +12,7 @@ from agent.providers.classify import KEY_REFUSED
 from tests.conftest import Running, ask_once, connect, db_rows
 from tests.fake_anthropic import FakeAnthropic
 from tests.fake_llm import Call, Reply, llm_config
+from tests.sdk_paths import sdk_path  # noqa: F401 (autouse: each test on both SDK paths)
 
 
 @pytest.fixture

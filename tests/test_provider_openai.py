@@ -11,6 +11,7 @@ from agent.providers.classify import KEY_REFUSED, OUT_OF_CREDIT
 from tests.conftest import Running, ask_once, db_rows
 from tests.fake_llm import Call, Reply, fail, llm_config
 from tests.fake_openai import FakeOpenAI
+from tests.sdk_paths import sdk_path  # noqa: F401 (autouse: each test on both SDK paths)
 
 
 @pytest.fixture

@@ -14,6 +14,7 @@ from tests.conftest import Running, ask_once, db_rows
 from tests.fake_anthropic import FakeAnthropic
 from tests.fake_llm import FakeLLM, Reply, fail, llm_config
 from tests.fake_openai import FakeOpenAI
+from tests.sdk_paths import sdk_path  # noqa: F401 (autouse: each test on both SDK paths)
 
 VENDORS: dict[str, type[FakeLLM]] = {"anthropic": FakeAnthropic, "openai": FakeOpenAI}
 OVERLOADED = {"anthropic": "overloaded_error", "openai": "server_error"}

@@ -1,5 +1,6 @@
 """Request bodies built from history pieces encoded once: what the fake servers receive is what
-the SDKs' create() sent, and a message sent again is not encoded again."""
+the SDKs' create() sent (through the SDK's internals and through its public API alike), and a
+message sent again is not encoded again."""
 
 import gc
 import json
@@ -10,10 +11,13 @@ import pytest
 
 from agent.history import HistoryWindow
 from agent.providers import anthropic as anthropic_module
-from agent.providers import openai as openai_module
+from agent.providers import openai_wire as openai_module
 from agent.providers.anthropic import AnthropicProvider, _turns, to_anthropic
+from agent.providers.door import PublicPost
 from agent.providers.media import ALL_MEDIA
-from agent.providers.openai import OpenAIProvider, _items, to_openai
+from agent.providers.openai import OpenAIProvider
+from agent.providers.openai_wire import _items, to_openai
+from agent.providers.prepared import PreparedPost
 from agent.providers.textmode import as_text_messages
 from agent.providers.wire import dumps, resume
 from agent.types import Message, ModelEvent, ModelRequest, TextDelta, ToolCall
@@ -65,9 +69,13 @@ def _headers(received: Received) -> dict[str, str]:
     return {k: v for k, v in received.headers.items() if k not in ("Host", "Content-Length")}
 
 
-async def test_openai_request_is_what_create_sent(openai_fake: FakeOpenAI) -> None:
+@pytest.mark.parametrize("internals", [True, False], ids=["internals", "public"])
+async def test_openai_request_is_what_create_sent(openai_fake: FakeOpenAI, internals: bool) -> None:
     openai_fake.add(Reply(text=["ok"]), Reply(text=["ok"]))
-    provider = OpenAIProvider(api_key="test-key", base_url=openai_fake.url, model="m")
+    provider = OpenAIProvider(
+        api_key="test-key", base_url=openai_fake.url, model="m", sdk_internals=internals
+    )
+    assert isinstance(provider._door, PreparedPost if internals else PublicPost)
     request = ModelRequest("Be brief.", HISTORY, TOOLS, max_tokens=99)
     assert await _text(provider, request) == "ok"
     tool = {"type": "function", "function": {"name": "lookup", "description": "Look something up.",
@@ -92,9 +100,15 @@ async def test_openai_request_is_what_create_sent(openai_fake: FakeOpenAI) -> No
     assert ours.body["messages"][4]["content"] == "Error: boom"
 
 
-async def test_anthropic_request_is_what_create_sent(anthropic_fake: FakeAnthropic) -> None:
+@pytest.mark.parametrize("internals", [True, False], ids=["internals", "public"])
+async def test_anthropic_request_is_what_create_sent(
+    anthropic_fake: FakeAnthropic, internals: bool
+) -> None:
     anthropic_fake.add(Reply(text=["ok"]), Reply(text=["ok"]))
-    provider = AnthropicProvider(api_key="test-key", base_url=anthropic_fake.url, model="m")
+    provider = AnthropicProvider(
+        api_key="test-key", base_url=anthropic_fake.url, model="m", sdk_internals=internals
+    )
+    assert isinstance(provider._door, PreparedPost if internals else PublicPost)
     request = ModelRequest("Be brief.", HISTORY, TOOLS, max_tokens=99)
     assert await _text(provider, request) == "ok"
     tool = {"name": "lookup", "description": "Look something up.",

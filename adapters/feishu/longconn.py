@@ -19,7 +19,7 @@ from typing import Any
 
 from adapters.base import ChannelError
 from adapters.feishu.normalize import MESSAGE
-from adapters.feishu.sdk import lark, ws_client
+from adapters.feishu.sdk import connected, disconnect, lark, stop_reconnecting, use_loop, ws_client
 
 log = logging.getLogger(__name__)
 
@@ -81,7 +81,7 @@ class LongConnection:
     ) -> None:
         loop = asyncio.new_event_loop()
         asyncio.set_event_loop(loop)
-        ws_client.loop = loop  # the SDK drives whatever loop this global holds
+        use_loop(loop)  # the SDK drives the loop in its module global (sdk.py)
         self._ws_loop = loop
         events = (
             lark.EventDispatcherHandler.builder("", "")
@@ -113,7 +113,7 @@ class LongConnection:
 
     def _mark_connected(self, main: asyncio.AbstractEventLoop) -> None:
         def check() -> None:
-            self.connected = self._client is not None and self._client._conn is not None
+            self.connected = self._client is not None and connected(self._client)
 
         main.call_soon_threadsafe(check)
         if self._ws_loop is not None and not self._ws_loop.is_closed():
@@ -121,7 +121,7 @@ class LongConnection:
 
     def _stop(self) -> None:
         if self._client is not None:
-            self._client._auto_reconnect = False  # a stop must not turn into a reconnect
+            stop_reconnecting(self._client)
         loop = self._ws_loop
         if loop is not None and not loop.is_closed():
             try:
@@ -132,13 +132,13 @@ class LongConnection:
     @staticmethod
     def _close(loop: asyncio.AbstractEventLoop, client: Any) -> None:
         try:
-            client._auto_reconnect = False
+            stop_reconnecting(client)
             # The receive loop first: closing the socket under it would log an error.
             tasks = asyncio.all_tasks(loop)
             for task in tasks:
                 task.cancel()
             loop.run_until_complete(asyncio.gather(*tasks, return_exceptions=True))
-            loop.run_until_complete(client._disconnect())
+            loop.run_until_complete(disconnect(client))
         except Exception:
             log.debug("closing the Feishu long connection", exc_info=True)
         finally:

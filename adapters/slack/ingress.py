@@ -23,15 +23,13 @@ import aiohttp
 from aiohttp import web
 from slack_bolt.adapter.socket_mode.async_handler import AsyncSocketModeHandler
 from slack_bolt.async_app import AsyncApp
-from slack_bolt.middleware.authorization.async_single_team_authorization import (
-    AsyncSingleTeamAuthorization,
-)
 from slack_bolt.request.async_request import AsyncBoltRequest
 from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 
 from adapters.base import ChannelError, ChannelRevoked, ChatRef, InboundMessage, Inbox
 from adapters.slack import normalize
+from adapters.slack.bolt import hand_auth_test
 from adapters.slack.errors import REVOKED
 from adapters.slack.normalize import BotIdentity
 from adapters.slack.presence import AssistantStatus
@@ -156,12 +154,9 @@ class Ingress:
             raise self._refused("auth.test (the bot token)", exc) from exc
         except (aiohttp.ClientError, TimeoutError) as exc:  # the supervisor retries, with backoff
             raise _unreachable("auth.test", exc) from exc
-        # Bolt's single-team authorization makes its own auth.test, once, on the first event; with
-        # a token revoked by then it would drop every event with a log line, and never tell us.
-        # It is handed ours instead, so a revoked token shows where we see it: in our calls.
-        for middleware in self.app._async_middleware_list:
-            if isinstance(middleware, AsyncSingleTeamAuthorization):
-                middleware.auth_test_result = auth
+        # Bolt would make its own auth.test on the first event, and keep a revoked token's
+        # refusal to itself: it is handed ours (bolt.py)
+        hand_auth_test(self.app, auth)
         return BotIdentity(
             str(auth["user_id"]), str(auth.get("bot_id") or ""), str(auth["team_id"])
         )

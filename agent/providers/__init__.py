@@ -92,10 +92,12 @@ def _one(
     if name == "offline":
         return OfflineProvider()
     from agent.providers.deadline import Timeouts
+    from agent.providers.door import internals_allowed
     from agent.providers.media import media_for
     from agent.providers.textmode import ToolModeProvider
 
     timeouts = Timeouts(llm.connect_timeout_s, llm.first_token_timeout_s, llm.total_timeout_s)
+    internals = internals_allowed(env)  # BOT_SDK_INTERNALS=off: the SDKs' public API (door.py)
     vendor: Provider
     if name == "anthropic":
         key = api_key or env.get(KEY_VARIABLES[name], "")
@@ -113,6 +115,7 @@ def _one(
             base_url=base_url,
             timeouts=timeouts,
             media=media_for(name, base_url, media_kinds),
+            sdk_internals=internals,
         )
     elif name == "openai":
         base_url = base_url or env.get("OPENAI_BASE_URL") or None
@@ -138,6 +141,7 @@ def _one(
             base_url=base_url,
             timeouts=timeouts,
             media=media_for(name, base_url, media_kinds),
+            sdk_internals=internals,
         )
     else:
         raise ProviderConfigError(

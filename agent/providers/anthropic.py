@@ -9,11 +9,13 @@ The request is not made by `messages.create`, which would encode the whole histo
 on every call (~3 ms at 1,000 messages; older SDK versions also ran a per-message transform, the
 SDK's issue #1195). The body is assembled from pieces encoded once per message (wire.py) and sent
 as the request the SDK built once for the endpoint (prepared.py, which says why that way and what
-it costs): the SDK still does the transport, auth, the version header, timeouts, the SSE framing
-and its error types (`event: error` included); create()'s extras (a deprecated-model warning,
-tracing span names) are not needed here. As in the OpenAI module, events arrive as parsed JSON
-(`AsyncStream[object]`, no pydantic model per event) and the client runs on the SDK's aiohttp
-transport (`DefaultAioHttpClient`): both measured in bench/provider_bench.py.
+it costs), or through the SDK's public `post()` when its internals are not as expected
+(anthropic_sdk.py, door.py): the SDK still does the transport, auth, the version header,
+timeouts, the SSE framing and its error types (`event: error` included); create()'s extras (a
+deprecated-model warning, tracing span names) are not needed here. As in the OpenAI module,
+events arrive as parsed JSON (`AsyncStream[object]`, no pydantic model per event) and the client
+runs on the SDK's aiohttp transport (`DefaultAioHttpClient`): both measured in
+bench/provider_bench.py.
 """
 
 from __future__ import annotations
@@ -26,15 +28,12 @@ from typing import Any, cast
 
 import anthropic
 import httpx2
-from anthropic._models import FinalRequestOptions
-from anthropic._streaming import ServerSentEvent
 
+from agent.providers.anthropic_sdk import door
 from agent.providers.base import ProviderError, ProviderUnavailable
 from agent.providers.classify import MALFORMED, classify, malformed
 from agent.providers.deadline import Deadline, Timeouts
 from agent.providers.media import ALL_MEDIA, Media, descriptions, file_text, forget, load, loaded
-from agent.providers.prepared import PreparedPost
-from agent.providers.sse import SSELines
 from agent.providers.wire import cached, dumps, extended, json_object, keep, resume
 from agent.types import (
     Message,
@@ -69,6 +68,7 @@ class AnthropicProvider:
         base_url: str | None = None,
         timeouts: Timeouts | None = None,
         media: Media = ALL_MEDIA,
+        sdk_internals: bool = True,
     ) -> None:
         self.model = model
         self.media = media  # what the model takes natively; the rest goes as text (media.py)
@@ -88,9 +88,8 @@ class AnthropicProvider:
             timeout=self.timeouts.httpx(),
         )
         self.base_url = str(self._client.base_url).rstrip("/")
-        options = FinalRequestOptions.construct(method="post", url="/v1/messages")
-        errors = (anthropic.APITimeoutError, anthropic.APIConnectionError)
-        self._post = PreparedPost(self._client, http, options, errors)
+        # the request built once through SDK internals, or the SDK's public post() (door.py)
+        self._door = door(self._client, http, internals=sdk_internals)
         self._tools: tuple[tuple[ToolSpec, ...], bytes] = ((), b"[]")
 
     async def aclose(self) -> None:
@@ -102,11 +101,10 @@ class AnthropicProvider:
         await self._load(request)
         deadline = Deadline(self.timeouts, who)
         try:
-            response = await deadline.wait(self._post.send(self._body(request, model)))
+            stream = await deadline.wait(self._door.open(self._body(request, model)))
         except (anthropic.APIError, httpx2.HTTPError) as exc:
             deadline.close()
             raise self._error(exc, who, bool(request.tools)) from exc
-        stream = _Stream(response, self._client)
         state = _State()
         # an async generator (closed below), though the SDK types it as an iterator
         events = cast(AsyncGenerator[Any, None], aiter(stream))
@@ -181,14 +179,6 @@ class AnthropicProvider:
         if isinstance(exc, anthropic.APITimeoutError | httpx2.TimeoutException):
             return self.timeouts.timed_out(who)
         return ProviderUnavailable(f"{who}: connection failed: {type(exc).__name__}")
-
-
-class _Stream(anthropic.AsyncStream[object]):
-    """The SDK's stream, events as parsed JSON (module doc), the lines split by sse.py."""
-
-    def __init__(self, response: httpx2.Response, client: anthropic.AsyncAnthropic) -> None:
-        super().__init__(cast_to=object, response=response, client=client)
-        self._decoder = SSELines(ServerSentEvent)
 
 
 @dataclass(slots=True)

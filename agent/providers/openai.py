@@ -12,8 +12,9 @@ The request is not made by `chat.completions.create`, which runs its request tra
 message of the history against the whole message-param union on every call (~0.3 ms per message:
 300 ms a call at 1,000 messages, most of a busy process's CPU). The body is assembled from pieces
 encoded once per message (wire.py) and sent as the request the SDK built once for the endpoint
-(prepared.py, which says why that way and what it costs): the SDK still does the transport, auth,
-timeouts, the SSE framing and its error types (an `error` inside the stream included).
+(prepared.py, which says why that way and what it costs), or through the SDK's public `post()`
+when its internals are not as expected (openai_sdk.py, door.py): the SDK still does the transport,
+auth, timeouts, the SSE framing and its error types (an `error` inside the stream included).
 
 The stream is `AsyncStream[object]`, so each chunk arrives as the JSON the SDK parsed, not also
 built into a pydantic `ChatCompletionChunk` (~15 % of a turn's CPU), and the client runs on the
@@ -27,34 +28,25 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import AsyncGenerator, Sequence
+from collections.abc import AsyncGenerator
 from dataclasses import dataclass, field
 from typing import Any, cast
 
 import httpx2
 import openai
-from openai._models import FinalRequestOptions
-from openai._streaming import ServerSentEvent
 
 from agent.providers.base import ProviderError, ProviderUnavailable
 from agent.providers.classify import MALFORMED, classify, malformed
 from agent.providers.deadline import Deadline, Timeouts
 from agent.providers.media import (
-    ALL_MEDIA,
-    PDF,
     Media,
-    descriptions,
-    file_text,
-    forget,
     load,
-    loaded,
     media_for,
 )
-from agent.providers.prepared import PreparedPost
-from agent.providers.sse import SSELines
-from agent.providers.wire import cached, dumps, extended, json_object, keep, resume
+from agent.providers.openai_sdk import door
+from agent.providers.openai_wire import _PREFIX, _items
+from agent.providers.wire import dumps, json_object, resume
 from agent.types import (
-    Message,
     ModelRequest,
     ModelStream,
     Stop,
@@ -63,7 +55,6 @@ from agent.types import (
     ToolCallEvent,
     Usage,
 )
-from content.parts import FilePart, Part, TextPart
 from tools.base import ToolSpec
 from tools.redact import redact_credentials, split_credentials
 
@@ -91,6 +82,7 @@ class OpenAIProvider:
         base_url: str | None = None,
         timeouts: Timeouts | None = None,
         media: Media | None = None,
+        sdk_internals: bool = True,
     ) -> None:
         self.model = model
         self.timeouts = timeouts or Timeouts()
@@ -107,13 +99,8 @@ class OpenAIProvider:
             max_retries=0,
             timeout=self.timeouts.httpx(),
         )
-        options = FinalRequestOptions.construct(
-            method="post",
-            url="/chat/completions",
-            security={"bearer_auth": True},  # as create() asks
-        )
-        errors = (openai.APITimeoutError, openai.APIConnectionError)
-        self._post = PreparedPost(self._client, http, options, errors)
+        # the request built once through SDK internals, or the SDK's public post() (door.py)
+        self._door = door(self._client, http, internals=sdk_internals)
         self.base_url = str(self._client.base_url).rstrip("/")
         # OpenAI's newer models refuse `max_tokens`; compatible servers may not know the new name
         self._max_key = "max_completion_tokens" if OPENAI_HOST in self.base_url else "max_tokens"
@@ -132,11 +119,10 @@ class OpenAIProvider:
         await load(fresh, self.media, request.blobs, "openai:" + self.media.key)
         deadline = Deadline(self.timeouts, who)
         try:
-            response = await deadline.wait(self._post.send(self._body(request, model)))
+            stream = await deadline.wait(self._door.open(self._body(request, model)))
         except (openai.OpenAIError, httpx2.HTTPError) as exc:
             deadline.close()
             raise self._error(exc, who, bool(request.tools)) from exc
-        stream = _Stream(response, self._client)
         state = _State()
         # an async generator (closed below), though the SDK types it as an iterator
         chunks = cast(AsyncGenerator[Any, None], aiter(stream))
@@ -219,15 +205,6 @@ class OpenAIProvider:
             had_tools=had_tools,
             api_key=self._api_key,
         )
-
-
-class _Stream(openai.AsyncStream[object]):
-    """The SDK's stream, chunks as parsed JSON (module doc), the lines split by sse.py, which
-    ends it at `[DONE]` by reading the body to its end (cheaper than the SDK's own stop)."""
-
-    def __init__(self, response: httpx2.Response, client: openai.AsyncOpenAI) -> None:
-        super().__init__(cast_to=object, response=response, client=client)
-        self._decoder = SSELines(ServerSentEvent, end=b"[DONE]")  # sse.py says why
 
 
 @dataclass(slots=True)
@@ -328,108 +305,3 @@ class _State:
             for n, call in enumerate(self.calls)
             if call.name
         ]
-
-
-def to_openai(
-    system: str, messages: Sequence[Message], media: Media = ALL_MEDIA
-) -> list[dict[str, Any]]:
-    """Our messages for Chat Completions: `tool_calls` on the assistant, role "tool" for results."""
-    out: list[dict[str, Any]] = [{"role": "system", "content": system}] if system else []
-    return out + [item for item in (_item(m, media) for m in messages) if item is not None]
-
-
-def _items(messages: Sequence[Message], media: Media = ALL_MEDIA) -> list[bytes]:
-    """The history's items, encoded once per message and joined with commas (one item of the
-    JSON array, or none); like anthropic.py's turns, what the last request of this history made
-    of it is kept on its newest message (wire.py), so a request walks only the messages the
-    last one did not have."""
-    prefix_key = _PREFIX + media.key
-    prefix = resume(messages, prefix_key)
-    start = prefix.count if prefix else 0
-    added = [
-        _media_item(message, media) if message.parts else cached(message, "openai", _encode)
-        for message in messages[start:]
-    ]
-    # an empty assistant message is left out
-    items = extended(prefix.made if prefix else b"", [piece for piece in added if piece])
-    keep(messages, prefix_key, start, items)
-    return [items] if items else []
-
-
-_PREFIX = "openai-prefix:"
-
-
-def _encode(message: Message, media: Media = ALL_MEDIA) -> bytes:
-    item = _item(message, media)
-    return b"" if item is None else dumps(item)
-
-
-def _media_item(message: Message, media: Media) -> bytes:
-    """A message with parts: its wire form depends on what the model takes (media.py)."""
-    key = "openai:" + media.key
-    item: bytes | None = message.derived.get(key)
-    if item is None:
-        item = message.derived[key] = _encode(message, media)
-        forget(message)
-    return item
-
-
-def _item(message: Message, media: Media = ALL_MEDIA) -> dict[str, Any] | None:
-    # the API takes media in user messages only: a tool's or the bot's own are described
-    carried, described = _media_parts(message, media) if message.parts else ([], "")
-    content_text = "\n".join(t for t in (message.content, described) if t)
-    if message.role == "tool":
-        content = content_text or "(no output)"
-        if message.is_error and not content.lower().startswith("error"):
-            content = f"Error: {content}"  # the API has no is_error flag
-        return {"role": "tool", "tool_call_id": message.tool_call_id or "", "content": content}
-    if message.role == "assistant":
-        if not content_text and not message.tool_calls:
-            return None
-        item: dict[str, Any] = {"role": "assistant", "content": content_text or None}
-        if message.tool_calls:
-            item["tool_calls"] = [
-                {
-                    "id": c.id,
-                    "type": "function",
-                    "function": {"name": c.name, "arguments": _object_text(c)},
-                }
-                for c in message.tool_calls
-            ]
-        return item
-    if not carried:
-        return {"role": "user", "content": content_text}
-    text = [{"type": "text", "text": content_text}] if content_text.strip() else []
-    return {"role": "user", "content": [*text, *carried]}
-
-
-def _media_parts(message: Message, media: Media) -> tuple[list[dict[str, Any]], str]:
-    """A user message's content parts for what the model takes, and the rest described."""
-    carried: list[dict[str, Any]] = []
-    rest: list[Part] = []
-    for part in message.parts:
-        if isinstance(part, TextPart):
-            carried.append({"type": "text", "text": part.text})
-            continue
-        how = media.native(part) if message.role == "user" else None
-        data = loaded(message, part) if how is not None else None
-        if how is None or data is None:
-            rest.append(part)
-        elif how == "text":
-            assert isinstance(part, FilePart)
-            carried.append({"type": "text", "text": file_text(part, data)})
-        elif how == "image":
-            url = f"data:{part.blob.mime_type.lower()};base64,{data}"
-            carried.append({"type": "image_url", "image_url": {"url": url}})
-        else:
-            file = {
-                "filename": part.blob.name or "file.pdf",
-                "file_data": f"data:{PDF};base64,{data}",
-            }
-            carried.append({"type": "file", "file": file})
-    return carried, descriptions(rest)
-
-
-def _object_text(call: ToolCall) -> str:
-    """The call's arguments if they are a JSON object, else "{}": some servers parse history."""
-    return call.arguments if call.arguments_object() or call.arguments.strip() == "{}" else "{}"

@@ -1,0 +1,125 @@
+"""Our messages as Chat Completions items: `tool_calls` on the assistant, role "tool" for results,
+a user's media as content parts (media.py); each message encoded once and kept (wire.py)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from agent.providers.media import (
+    ALL_MEDIA,
+    PDF,
+    Media,
+    descriptions,
+    file_text,
+    forget,
+    loaded,
+)
+from agent.providers.wire import cached, dumps, extended, keep, resume
+from agent.types import Message, ToolCall
+from content.parts import FilePart, Part, TextPart
+
+
+def to_openai(
+    system: str, messages: Sequence[Message], media: Media = ALL_MEDIA
+) -> list[dict[str, Any]]:
+    """Our messages for Chat Completions: `tool_calls` on the assistant, role "tool" for results."""
+    out: list[dict[str, Any]] = [{"role": "system", "content": system}] if system else []
+    return out + [item for item in (_item(m, media) for m in messages) if item is not None]
+
+
+def _items(messages: Sequence[Message], media: Media = ALL_MEDIA) -> list[bytes]:
+    """The history's items, encoded once per message and joined with commas (one item of the
+    JSON array, or none); like anthropic.py's turns, what the last request of this history made
+    of it is kept on its newest message (wire.py), so a request walks only the messages the
+    last one did not have."""
+    prefix_key = _PREFIX + media.key
+    prefix = resume(messages, prefix_key)
+    start = prefix.count if prefix else 0
+    added = [
+        _media_item(message, media) if message.parts else cached(message, "openai", _encode)
+        for message in messages[start:]
+    ]
+    # an empty assistant message is left out
+    items = extended(prefix.made if prefix else b"", [piece for piece in added if piece])
+    keep(messages, prefix_key, start, items)
+    return [items] if items else []
+
+
+_PREFIX = "openai-prefix:"
+
+
+def _encode(message: Message, media: Media = ALL_MEDIA) -> bytes:
+    item = _item(message, media)
+    return b"" if item is None else dumps(item)
+
+
+def _media_item(message: Message, media: Media) -> bytes:
+    """A message with parts: its wire form depends on what the model takes (media.py)."""
+    key = "openai:" + media.key
+    item: bytes | None = message.derived.get(key)
+    if item is None:
+        item = message.derived[key] = _encode(message, media)
+        forget(message)
+    return item
+
+
+def _item(message: Message, media: Media = ALL_MEDIA) -> dict[str, Any] | None:
+    # the API takes media in user messages only: a tool's or the bot's own are described
+    carried, described = _media_parts(message, media) if message.parts else ([], "")
+    content_text = "\n".join(t for t in (message.content, described) if t)
+    if message.role == "tool":
+        content = content_text or "(no output)"
+        if message.is_error and not content.lower().startswith("error"):
+            content = f"Error: {content}"  # the API has no is_error flag
+        return {"role": "tool", "tool_call_id": message.tool_call_id or "", "content": content}
+    if message.role == "assistant":
+        if not content_text and not message.tool_calls:
+            return None
+        item: dict[str, Any] = {"role": "assistant", "content": content_text or None}
+        if message.tool_calls:
+            item["tool_calls"] = [
+                {
+                    "id": c.id,
+                    "type": "function",
+                    "function": {"name": c.name, "arguments": _object_text(c)},
+                }
+                for c in message.tool_calls
+            ]
+        return item
+    if not carried:
+        return {"role": "user", "content": content_text}
+    text = [{"type": "text", "text": content_text}] if content_text.strip() else []
+    return {"role": "user", "content": [*text, *carried]}
+
+
+def _media_parts(message: Message, media: Media) -> tuple[list[dict[str, Any]], str]:
+    """A user message's content parts for what the model takes, and the rest described."""
+    carried: list[dict[str, Any]] = []
+    rest: list[Part] = []
+    for part in message.parts:
+        if isinstance(part, TextPart):
+            carried.append({"type": "text", "text": part.text})
+            continue
+        how = media.native(part) if message.role == "user" else None
+        data = loaded(message, part) if how is not None else None
+        if how is None or data is None:
+            rest.append(part)
+        elif how == "text":
+            assert isinstance(part, FilePart)
+            carried.append({"type": "text", "text": file_text(part, data)})
+        elif how == "image":
+            url = f"data:{part.blob.mime_type.lower()};base64,{data}"
+            carried.append({"type": "image_url", "image_url": {"url": url}})
+        else:
+            file = {
+                "filename": part.blob.name or "file.pdf",
+                "file_data": f"data:{PDF};base64,{data}",
+            }
+            carried.append({"type": "file", "file": file})
+    return carried, descriptions(rest)
+
+
+def _object_text(call: ToolCall) -> str:
+    """The call's arguments if they are a JSON object, else "{}": some servers parse history."""
+    return call.arguments if call.arguments_object() or call.arguments.strip() == "{}" else "{}"
