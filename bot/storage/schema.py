@@ -181,6 +181,11 @@ def _v8_quota_counters(db: Database) -> None:
     db.table("usage").create_index(["created_at"])  # `bot usage --since`, the admin's usage
 
 
+def _v9_message_parts(db: Database) -> None:
+    # A message's content parts beside its text (content.parts, as JSON); None: text only.
+    db.table("messages").add_column("parts", str)
+
+
 MIGRATIONS: tuple[Callable[[Database], None], ...] = (
     _v1_core_tables,
     _v2_titles_and_audit_extra,
@@ -190,6 +195,7 @@ MIGRATIONS: tuple[Callable[[Database], None], ...] = (
     _v6_api_sessions,
     _v7_turn_inbound_messages,
     _v8_quota_counters,
+    _v9_message_parts,
 )
 
 
