@@ -6,7 +6,10 @@ import json
 from collections.abc import Callable
 from datetime import UTC, datetime
 
+from sqlalchemy.schema import ExecutableDDLElement
 from sqlite_utils import Database
+
+from bot.storage import ddl
 
 SESSION_STATUSES = frozenset(
     {"active", "closed", "running", "completed", "failed", "killed", "timeout"}
@@ -181,9 +184,16 @@ def _v8_quota_counters(db: Database) -> None:
     db.table("usage").create_index(["created_at"])  # `bot usage --since`, the admin's usage
 
 
-def _v9_message_parts(db: Database) -> None:
-    # A message's content parts beside its text (content.parts, as JSON); None: text only.
-    db.table("messages").add_column("parts", str)
+class _Written:
+    """A migration written once (`bot.storage.ddl.STEPS`), compiled for SQLite."""
+
+    def __init__(self, version: int, step: tuple[ExecutableDDLElement, ...]) -> None:
+        self.__name__ = f"_v{version}"
+        self.statements = ddl.statements("sqlite", step)
+
+    def __call__(self, db: Database) -> None:
+        for statement in self.statements:
+            db.execute(statement)
 
 
 MIGRATIONS: tuple[Callable[[Database], None], ...] = (
@@ -195,7 +205,7 @@ MIGRATIONS: tuple[Callable[[Database], None], ...] = (
     _v6_api_sessions,
     _v7_turn_inbound_messages,
     _v8_quota_counters,
-    _v9_message_parts,
+    *(_Written(version, step) for version, step in enumerate(ddl.STEPS, start=ddl.FIRST)),
 )
 
 
