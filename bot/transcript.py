@@ -39,13 +39,13 @@ class StoreHistory:
         )
         messages: list[StoredMessage] = []
         for turn in turns:
-            for shown in turn["inbound_messages"]:
+            for shown in turn.inbound_messages:
                 messages.append(StoredMessage("user", shown["message_id"], shown["text"]))
-            if turn["status"] == "completed" and turn["final_text"] is not None:
-                placeholder = turn["placeholder"]
+            if turn.status == "completed" and turn.final_text is not None:
+                placeholder = turn.placeholder
                 # no placeholder: its send went unconfirmed and the answer came as a new message
                 # (a record without `message_id`: the placeholder's id was never learned)
                 shown_id = placeholder.get("message_id") if placeholder else None
-                answer_id = shown_id if shown_id is not None else f"t_{turn['id'][:12]}"
-                messages.append(StoredMessage("assistant", answer_id, turn["final_text"]))
+                answer_id = shown_id if shown_id is not None else f"t_{turn.id[:12]}"
+                messages.append(StoredMessage("assistant", answer_id, turn.final_text))
         return messages[-self.limit :]

@@ -14,7 +14,14 @@ from typing import Any, Protocol
 
 from adapters.base import ChatRef
 from agent.store import Store as AgentStore
-from bot.storage.rows import ConversationStateRow
+from bot.storage.rows import (
+    ConversationStateRow,
+    ResumedTurn,
+    SessionRow,
+    ToolCallRow,
+    TurnRow,
+    TurnUsage,
+)
 from tools.memory import MemoryStore, OrderStore
 
 
@@ -106,37 +113,32 @@ class GatewayStore(AgentStore, Protocol):
         user_id: str,
         agent_id: str = "default",
         limit: int = 100,
-    ) -> list[dict[str, Any]]:
+    ) -> list[TurnRow]:
         """The newest `limit` turns of the session `active_session` would return (but none, and
-        nothing created, when the conversation has no active session), oldest first, each with
-        `id`, `status`, `inbound_messages` (a list, empty when none were kept), `placeholder`
-        (the decoded handle record or None) and `final_text`."""
+        nothing created, when the conversation has no active session), oldest first."""
         ...
 
-    async def unfinished_turns(self) -> list[dict[str, Any]]: ...
+    async def unfinished_turns(self) -> list[TurnRow]: ...
 
-    async def turn_for_events(
-        self, conversation_key: str, event_ids: list[str]
-    ) -> dict[str, Any] | None:
+    async def turn_for_events(self, conversation_key: str, event_ids: list[str]) -> TurnRow | None:
         """The conversation's newest turn (finished or not) that took any of these inbound
-        events, decoded as `get_turn` returns it; None if none of its newest turns did."""
+        events; None if none of its newest turns did."""
         ...
 
     async def update_turn_placeholder(self, turn_id: str, placeholder: dict[str, Any]) -> None:
         """The placeholder's handle record, once it is posted (the turn was created before)."""
         ...
 
-    async def begin_resume(self, turn_id: str) -> dict[str, Any] | None:
+    async def begin_resume(self, turn_id: str) -> ResumedTurn | None:
         """If the turn is still `running`: add one to its `resume_attempts` and return it, with
         its session's `user_id` and `agent_id`, in one transaction. Else None."""
         ...
 
-    async def turn_tool_calls(self, turn_id: str, session_id: str) -> list[dict[str, Any]]:
-        """Audit rows (`call_id`, `tool_name`, `result`, `ok`, `extra` as a dict) of one
-        session's calls in the turn, oldest first."""
+    async def turn_tool_calls(self, turn_id: str, session_id: str) -> list[ToolCallRow]:
+        """The audit rows of one session's calls in the turn, oldest first."""
         ...
 
-    async def running_worker_sessions(self) -> list[dict[str, Any]]:
+    async def running_worker_sessions(self) -> list[SessionRow]:
         """Sessions with a parent (specialists) whose status is still `running`."""
         ...
 
@@ -149,8 +151,8 @@ class GatewayStore(AgentStore, Protocol):
         this user's session had its newest turn (a user's latest Slack thread in a channel)."""
         ...
 
-    async def turn_usage(self, turn_id: str) -> dict[str, Any]:
-        """The turn's `model_calls`, `input_tokens` and `output_tokens` (specialists included)."""
+    async def turn_usage(self, turn_id: str) -> TurnUsage:
+        """The turn's model calls and tokens (specialists included)."""
         ...
 
 

@@ -52,6 +52,15 @@ class Query:
             compiled = self._compiled[dialect] = _compile(self.statement, dialect)
         return compiled
 
+    @property
+    def columns(self) -> tuple[str, ...]:
+        """The names of the columns a SELECT (or a RETURNING) gives, in order."""
+        selected = getattr(self.statement, "selected_columns", None)
+        if selected is None:
+            selected = self.statement.returning_column_descriptions  # type: ignore[attr-defined]
+            return tuple(c["name"] for c in selected)
+        return tuple(selected.keys())
+
     def args(self, dialect: Dialect, values: Mapping[str, Any]) -> tuple[Any, ...]:
         """The positional parameters for `values` (by name), constants in their places."""
         compiled = self.sql(dialect)

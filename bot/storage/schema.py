@@ -1,4 +1,4 @@
-"""The store's schema: forward migrations, status vocabularies, timestamps, INSERT statements."""
+"""The store's schema on SQLite: forward migrations, status vocabularies, timestamps."""
 
 from __future__ import annotations
 
@@ -24,11 +24,6 @@ def now() -> str:
 def check_status(status: str, allowed: frozenset[str], what: str) -> None:
     if status not in allowed:
         raise ValueError(f"unknown {what} status {status!r}; use one of {sorted(allowed)}")
-
-
-def insert_sql(table: str, columns: str) -> str:
-    names = columns.split()
-    return f"INSERT INTO {table} ({', '.join(names)}) VALUES ({', '.join('?' * len(names))})"
 
 
 # -- forward migrations, one transaction each; append new ones, never edit old ones ----------

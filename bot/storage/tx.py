@@ -59,6 +59,11 @@ class Tx(Protocol):
         """The calls inside are one transaction (SQLite: BEGIN IMMEDIATE, the write lock)."""
         ...
 
+    async def lock(self, *key: str) -> None:
+        """Inside a transaction: one at a time per `key` across processes, until it ends
+        (PostgreSQL: an advisory lock; SQLite: nothing, BEGIN IMMEDIATE holds the one lock)."""
+        ...
+
 
 Op = Callable[Concatenate[Tx, P], Awaitable[T]]
 
@@ -69,6 +74,21 @@ class StoreCalls:
 
     async def _tx(self, op: Op[P, T], *args: P.args, **kwargs: P.kwargs) -> T:
         raise NotImplementedError  # StoreConnection and PgConnection, later in the MRO
+
+    def _closed(self) -> None:
+        """Hook for what keeps state beside the connection (the history cache), at close."""
+
+
+async def update_one(tx: Tx, /, query: Query, what: str, ident: str, **values: Any) -> None:
+    """An UPDATE of the row `ident`; LookupError when there is none."""
+    if await tx.execute(query, **values) == 0:
+        raise LookupError(f"no {what} with id {ident!r}; create it first")
+
+
+async def fetch_dicts(tx: Tx, /, query: Query, **values: Any) -> list[dict[str, Any]]:
+    """The rows as dicts by column name (the admin views' raw rows)."""
+    names = query.columns
+    return [dict(zip(names, row, strict=True)) for row in await tx.fetch(query, **values)]
 
 
 def run_now(work: Awaitable[T]) -> T:
@@ -106,6 +126,9 @@ class SqliteTx:
 
     def transaction(self) -> Transaction:
         return _SqliteTransaction(self.conn)
+
+    async def lock(self, *key: str) -> None:
+        """Nothing: the transaction's BEGIN IMMEDIATE holds the database's one write lock."""
 
 
 class _SqliteTransaction:
