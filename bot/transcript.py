@@ -13,7 +13,7 @@ from typing import Final
 
 from adapters.base import ChatRef
 from adapters.history import StoredMessage
-from bot.storage.base import GatewayStore
+from bot.storage.roles import TurnRecords
 
 TRANSCRIPT_MESSAGES: Final = 100  # the newest messages a client is sent from the store
 
@@ -22,7 +22,7 @@ class StoreHistory:
     """`ConversationHistory` on the store; `agent_id` names the persona whose sessions these are."""
 
     def __init__(
-        self, store: GatewayStore, agent_id: Callable[[], str], *, limit: int = TRANSCRIPT_MESSAGES
+        self, store: TurnRecords, agent_id: Callable[[], str], *, limit: int = TRANSCRIPT_MESSAGES
     ) -> None:
         self.store = store
         self.agent_id = agent_id

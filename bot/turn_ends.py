@@ -23,7 +23,8 @@ import logging
 from dataclasses import dataclass
 from typing import Final
 
-from bot.storage.base import GatewayStore, StorageError
+from bot.storage.base import StorageError
+from bot.storage.roles import TurnRecords
 from bot.storage.rows import ResumedTurn
 
 log = logging.getLogger(__name__)
@@ -43,7 +44,7 @@ class TurnEnd:
 class TurnEnds:
     """Record turns' ends; the ones the store refused are kept and retried (`retry`, `flush`)."""
 
-    def __init__(self, store: GatewayStore) -> None:
+    def __init__(self, store: TurnRecords) -> None:
         self.store = store
         self.pending: dict[str, TurnEnd] = {}  # by turn id, oldest first
         self._more = asyncio.Event()
@@ -118,7 +119,7 @@ class TurnEnds:
         )
 
 
-async def ended_unrecorded(store: GatewayStore, turn: ResumedTurn) -> bool:
+async def ended_unrecorded(store: TurnRecords, turn: ResumedTurn) -> bool:
     """Whether a `running` turn (as `begin_resume` returns it) is followed by a later turn of
     its conversation. A conversation runs one turn at a time, an interrupted one resumed before
     any newer message; so this one had ended though its end was never recorded (its process was

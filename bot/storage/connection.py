@@ -72,6 +72,8 @@ class StoreConnection(StoreCalls):
     """Opens, migrates and closes the database; runs each call as one short transaction."""
 
     _conn: sqlite3.Connection
+    _on_conn: SqliteTx
+    interleaves = False  # each call runs to its end on the loop
 
     def __init__(self, path: str | Path) -> None:
         self.path = path
@@ -151,7 +153,7 @@ class StoreConnection(StoreCalls):
         """`op` (written once for both backends) on this connection, as `_run` runs a call."""
 
         def call() -> T:
-            return run_now(op(SqliteTx(self._conn), *args, **kwargs))
+            return run_now(op(self._on_conn, *args, **kwargs))
 
         call.__name__ = op.__name__  # the kind of call, for `trouble`
         return await self._run(call)
@@ -224,6 +226,7 @@ class StoreConnection(StoreCalls):
             conn.close()
             raise
         self._conn = conn
+        self._on_conn = SqliteTx(conn)
         return applied
 
     def _close_db(self) -> None:

@@ -160,21 +160,31 @@ class MessageLog(StoreCalls):
             if usage:
                 await self._tx(_usage_only, session_id, turn_id, tuple(usage))
             return
+        if not self.interleaves:
+            await self._append(session_id, turn_id, tuple(messages), tuple(usage))
+            return
         lock = self._append_locks.setdefault(session_id, asyncio.Lock())
         self._appenders[session_id] += 1
         try:
             async with lock:
-                history = self._histories.get(session_id)
-                since = None if history is None else history.last_id
-                rows = await self._tx(
-                    _append, session_id, turn_id, tuple(messages), since, tuple(usage)
-                )
-                if session_id in self._histories:
-                    self._merge(session_id, rows)
+                await self._append(session_id, turn_id, tuple(messages), tuple(usage))
         finally:
             self._appenders[session_id] -= 1
             if not self._appenders[session_id]:
                 del self._appenders[session_id], self._append_locks[session_id]
+
+    async def _append(
+        self,
+        session_id: str,
+        turn_id: str,
+        messages: tuple[Message, ...],
+        usage: tuple[UsageRow, ...],
+    ) -> None:
+        history = self._histories.get(session_id)
+        since = None if history is None else history.last_id
+        rows = await self._tx(_append, session_id, turn_id, messages, since, usage)
+        if session_id in self._histories:
+            self._merge(session_id, rows)
 
     async def record_tool_call(self, record: AuditRecord) -> None:
         await self._tx(_record_tool_call, record)

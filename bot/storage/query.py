@@ -8,7 +8,8 @@ statement keep their value). SQLite takes `?` placeholders, asyncpg `$n`.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import operator
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal, TypeAlias
 
@@ -23,17 +24,18 @@ _DIALECTS: dict[Dialect, SaDialect] = {
     "sqlite": sqlite.dialect(paramstyle="qmark"),
     "postgresql": PGDialect(paramstyle="numeric_dollar"),  # type: ignore[no-untyped-call]
 }
-_MISSING = object()
 
 
 @dataclass(frozen=True, slots=True)
 class Compiled:
-    """A statement's text for one dialect; `slots` its parameters in order, each a name (from
-    the caller's values) or a constant's value (`consts`: which of the slots are constants)."""
+    """A statement's text for one dialect; `names` its parameters in order, the caller's and
+    the constants written into the statement (`consts`, by their generated names)."""
 
     text: str
     names: tuple[str, ...]
-    consts: tuple[tuple[int, Any], ...]
+    consts: Mapping[str, Any]
+    # the parameters in order, from the values by name (a KeyError for one missing)
+    pick: Callable[[Mapping[str, Any]], tuple[Any, ...]]
 
 
 class Query:
@@ -63,14 +65,13 @@ class Query:
 
     def args(self, dialect: Dialect, values: Mapping[str, Any]) -> tuple[Any, ...]:
         """The positional parameters for `values` (by name), constants in their places."""
-        compiled = self.sql(dialect)
-        args = [values.get(name, _MISSING) for name in compiled.names]
-        for slot, value in compiled.consts:
-            args[slot] = value
-        if _MISSING in args:
-            missing = [n for n, a in zip(compiled.names, args, strict=True) if a is _MISSING]
-            raise TypeError(f"query {self.name or compiled.text!r} needs values for {missing}")
-        return tuple(args)
+        compiled = self._compiled.get(dialect) or self.sql(dialect)
+        try:
+            return compiled.pick({**compiled.consts, **values} if compiled.consts else values)
+        except KeyError as exc:
+            raise TypeError(
+                f"query {self.name or compiled.text!r} needs a value for {exc}"
+            ) from None
 
 
 def dialect_of(dialect: Dialect) -> SaDialect:
@@ -83,10 +84,17 @@ def _compile(statement: Executable, dialect: Dialect) -> Compiled:
     binds = compiled.binds
     # a value written into the statement (`status == "active"`, a LIMIT) is bound under a
     # unique generated name; a parameter the caller gives is a `bindparam("name")`
-    consts = tuple(
-        (slot, binds[name].value) for slot, name in enumerate(names) if binds[name].unique
-    )
-    return Compiled(compiled.string, names, consts)
+    consts = {name: binds[name].value for name in names if binds[name].unique}
+    return Compiled(compiled.string, names, consts, _picker(names))
+
+
+def _picker(names: tuple[str, ...]) -> Callable[[Mapping[str, Any]], tuple[Any, ...]]:
+    if not names:
+        return lambda values: ()
+    if len(names) == 1:
+        [name] = names
+        return lambda values: (values[name],)
+    return operator.itemgetter(*names)  # in C: the cheapest way to line the values up
 
 
 def params(*names: str) -> dict[str, BindParameter[Any]]:

@@ -4,32 +4,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from bot.storage.api_records import ApiRecords
-from bot.storage.blob_records import BlobTable
-from bot.storage.claims import EventClaims
+from bot.storage.calls import AllTables
 from bot.storage.connection import StoreConnection
-from bot.storage.conversation_states import ConversationStateTable
-from bot.storage.messages import MessageLog
-from bot.storage.quotas import QuotaCounters
-from bot.storage.records import UserRecords
-from bot.storage.sessions import SessionLog
-from bot.storage.turns import TurnLog
-from bot.storage.views import AdminViews
 
 
-class SqliteStore(
-    MessageLog,
-    SessionLog,
-    TurnLog,
-    EventClaims,
-    QuotaCounters,
-    UserRecords,
-    AdminViews,
-    ApiRecords,
-    BlobTable,
-    ConversationStateTable,
-    StoreConnection,
-):
+class SqliteStore(AllTables, StoreConnection):
     """The whole `bot.storage.base.Store` on one SQLite connection.
 
     Every public method is a coroutine (so a store on another backend can really await) that

@@ -70,7 +70,11 @@ Op = Callable[Concatenate[Tx, P], Awaitable[T]]
 
 class StoreCalls:
     """What the tables written once need from a backend's connection: `_tx(op, ...)` runs
-    `op(tx, ...)` as one store call (its faults become `StorageError`, as every call's do)."""
+    `op(tx, ...)` as one store call (its faults become `StorageError`, as every call's do).
+    `interleaves`: whether this process's calls can interleave (they await the database), so
+    that what must run one at a time needs a lock of its own (SQLite's calls never do)."""
+
+    interleaves = True
 
     async def _tx(self, op: Op[P, T], *args: P.args, **kwargs: P.kwargs) -> T:
         raise NotImplementedError  # StoreConnection and PgConnection, later in the MRO

@@ -4,32 +4,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from bot.storage.api_records import ApiRecords
-from bot.storage.blob_records import BlobTable
-from bot.storage.claims import EventClaims
-from bot.storage.conversation_states import ConversationStateTable
-from bot.storage.messages import MessageLog
+from bot.storage.calls import AllTables
 from bot.storage.pg.connection import PgConnection
-from bot.storage.quotas import QuotaCounters
-from bot.storage.records import UserRecords
-from bot.storage.sessions import SessionLog
-from bot.storage.turns import TurnLog
-from bot.storage.views import AdminViews
 
 
-class PostgresStore(
-    MessageLog,
-    SessionLog,
-    TurnLog,
-    EventClaims,
-    QuotaCounters,
-    UserRecords,
-    AdminViews,
-    ApiRecords,
-    BlobTable,
-    ConversationStateTable,
-    PgConnection,
-):
+class PostgresStore(AllTables, PgConnection):
     """The whole `bot.storage.base.Store` on a PostgreSQL pool: for gateway processes on
     several hosts. Each public method is one statement or one short transaction."""
 
