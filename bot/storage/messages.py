@@ -76,13 +76,14 @@ _INSERT_USAGE = Query(
     sa.insert(usage).values(params("session_id", "turn_id", "created_at", *_USAGE_FIELDS))
 )
 _INSERTS: dict[int, Query] = {}  # by how many messages: one statement, their ids returned
+_KEYS = [tuple(f"{field}_{i}" for field in _FIELDS) for i in range(INSERT_BATCH)]
 
 
 def _insert_messages(n: int) -> Query:
     query = _INSERTS.get(n)
     if query is None:
         shared = params("session_id", "turn_id", "created_at")
-        rows = [shared | {f: sa.bindparam(f"{f}_{i}") for f in _FIELDS} for i in range(n)]
+        rows = [shared | {f: sa.bindparam(k) for f, k in zip(_FIELDS, _KEYS[i])} for i in range(n)]
         query = _INSERTS[n] = Query(sa.insert(M).values(rows).returning(M.c.id))
     return query
 
@@ -254,11 +255,9 @@ async def _append(
         missed = [] if since is None else await _history_since(tx, session_id, since)
         for start in range(0, len(messages), INSERT_BATCH):
             batch = messages[start : start + INSERT_BATCH]
-            values = {
-                f"{field}_{i}": value
-                for i, m in enumerate(batch)
-                for field, value in zip(_FIELDS, message_fields(m), strict=True)
-            }
+            values: dict[str, Any] = {}
+            for i, m in enumerate(batch):
+                values.update(zip(_KEYS[i], message_fields(m)))
             rows = await tx.fetch(
                 _insert_messages(len(batch)),
                 session_id=session_id,

@@ -37,6 +37,13 @@ class Compiled:
     # the parameters in order, from the values by name (a KeyError for one missing)
     pick: Callable[[Mapping[str, Any]], tuple[Any, ...]]
 
+    def bind(self, values: Mapping[str, Any]) -> tuple[Any, ...]:
+        """The positional parameters for `values` (by name), constants in their places."""
+        try:
+            return self.pick({**self.consts, **values} if self.consts else values)
+        except KeyError as exc:
+            raise TypeError(f"query {self.text!r} needs a value for {exc}") from None
+
 
 class Query:
     """A statement, compiled for a dialect the first time it is asked for there."""
@@ -50,7 +57,7 @@ class Query:
 
     def sql(self, dialect: Dialect) -> Compiled:
         compiled = self._compiled.get(dialect)
-        if compiled is None:
+        if compiled is None:  # the first call: compile, once
             compiled = self._compiled[dialect] = _compile(self.statement, dialect)
         return compiled
 
@@ -65,13 +72,7 @@ class Query:
 
     def args(self, dialect: Dialect, values: Mapping[str, Any]) -> tuple[Any, ...]:
         """The positional parameters for `values` (by name), constants in their places."""
-        compiled = self._compiled.get(dialect) or self.sql(dialect)
-        try:
-            return compiled.pick({**compiled.consts, **values} if compiled.consts else values)
-        except KeyError as exc:
-            raise TypeError(
-                f"query {self.name or compiled.text!r} needs a value for {exc}"
-            ) from None
+        return self.sql(dialect).bind(values)
 
 
 def dialect_of(dialect: Dialect) -> SaDialect:

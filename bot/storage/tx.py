@@ -117,16 +117,16 @@ class SqliteTx:
 
     async def fetch(self, query: Query, **values: Any) -> list[Row]:
         sql = query.sql("sqlite")
-        return self.conn.execute(sql.text, query.args("sqlite", values)).fetchall()
+        return self.conn.execute(sql.text, sql.bind(values)).fetchall()
 
     async def fetchone(self, query: Query, **values: Any) -> Row | None:
         sql = query.sql("sqlite")
-        row: Row | None = self.conn.execute(sql.text, query.args("sqlite", values)).fetchone()
+        row: Row | None = self.conn.execute(sql.text, sql.bind(values)).fetchone()
         return row
 
     async def execute(self, query: Query, **values: Any) -> int:
         sql = query.sql("sqlite")
-        return self.conn.execute(sql.text, query.args("sqlite", values)).rowcount
+        return self.conn.execute(sql.text, sql.bind(values)).rowcount
 
     def transaction(self) -> Transaction:
         return _SqliteTransaction(self.conn)

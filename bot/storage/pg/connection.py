@@ -238,16 +238,16 @@ class PgTx:
 
     async def fetch(self, query: Query, **values: Any) -> list[Row]:
         sql = query.sql("postgresql")
-        return list(await self.conn.fetch(sql.text, *query.args("postgresql", values)))
+        return list(await self.conn.fetch(sql.text, *sql.bind(values)))
 
     async def fetchone(self, query: Query, **values: Any) -> Row | None:
         sql = query.sql("postgresql")
-        row: Row | None = await self.conn.fetchrow(sql.text, *query.args("postgresql", values))
+        row: Row | None = await self.conn.fetchrow(sql.text, *sql.bind(values))
         return row
 
     async def execute(self, query: Query, **values: Any) -> int:
         sql = query.sql("postgresql")
-        return rowcount(await self.conn.execute(sql.text, *query.args("postgresql", values)))
+        return rowcount(await self.conn.execute(sql.text, *sql.bind(values)))
 
     def transaction(self) -> Transaction:
         return self.conn.transaction()
