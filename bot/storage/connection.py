@@ -37,7 +37,7 @@ from bot.storage.faults import (
     is_busy,
 )
 from bot.storage.schema import MIGRATIONS, migrate
-from bot.storage.tx import Op, P, SqliteTx, StoreCalls, run_now
+from bot.storage.tx import Op, P, SqliteTx, StoreCalls, driver
 
 log = logging.getLogger(__name__)
 
@@ -151,12 +151,7 @@ class StoreConnection(StoreCalls):
 
     async def _tx(self, op: Op[P, T], *args: P.args, **kwargs: P.kwargs) -> T:
         """`op` (written once for both backends) on this connection, as `_run` runs a call."""
-
-        def call() -> T:
-            return run_now(op(self._on_conn, *args, **kwargs))
-
-        call.__name__ = op.__name__  # the kind of call, for `trouble`
-        return await self._run(call)
+        return await self._run(driver(op), self._on_conn, args, kwargs)
 
     async def _wait_for_lock(self, fn: Callable[..., T], args: tuple[Any, ...]) -> T:
         try:

@@ -83,7 +83,10 @@ def _insert_messages(n: int) -> Query:
     query = _INSERTS.get(n)
     if query is None:
         shared = params("session_id", "turn_id", "created_at")
-        rows = [shared | {f: sa.bindparam(k) for f, k in zip(_FIELDS, _KEYS[i])} for i in range(n)]
+        rows = [
+            shared | {f: sa.bindparam(k) for f, k in zip(_FIELDS, _KEYS[i], strict=True)}
+            for i in range(n)
+        ]
         query = _INSERTS[n] = Query(sa.insert(M).values(rows).returning(M.c.id))
     return query
 
@@ -257,7 +260,7 @@ async def _append(
             batch = messages[start : start + INSERT_BATCH]
             values: dict[str, Any] = {}
             for i, m in enumerate(batch):
-                values.update(zip(_KEYS[i], message_fields(m)))
+                values.update(zip(_KEYS[i], message_fields(m), strict=True))
             rows = await tx.fetch(
                 _insert_messages(len(batch)),
                 session_id=session_id,
@@ -266,7 +269,8 @@ async def _append(
                 **values,
             )
             ids.extend(sorted(row[0] for row in rows))  # ids are taken in VALUES order
-        await _insert_usage(tx, session_id, turn_id, usage, stamp)
+        if usage:
+            await _insert_usage(tx, session_id, turn_id, usage, stamp)
     mine = [(row_id, (turn_id, m)) for row_id, m in zip(ids, messages, strict=True)]
     return missed + mine
 

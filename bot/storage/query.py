@@ -48,17 +48,20 @@ class Compiled:
 class Query:
     """A statement, compiled for a dialect the first time it is asked for there."""
 
-    __slots__ = ("_compiled", "name", "statement")
+    __slots__ = ("name", "postgresql", "sqlite", "statement")
 
     def __init__(self, statement: Executable, name: str = "") -> None:
         self.statement = statement
         self.name = name
-        self._compiled: dict[Dialect, Compiled] = {}
+        # each dialect's text once it was asked for (a backend reads its own on every call)
+        self.sqlite: Compiled | None = None
+        self.postgresql: Compiled | None = None
 
     def sql(self, dialect: Dialect) -> Compiled:
-        compiled = self._compiled.get(dialect)
+        compiled: Compiled | None = getattr(self, dialect)
         if compiled is None:  # the first call: compile, once
-            compiled = self._compiled[dialect] = _compile(self.statement, dialect)
+            compiled = _compile(self.statement, dialect)
+            setattr(self, dialect, compiled)
         return compiled
 
     @property

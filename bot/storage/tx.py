@@ -106,6 +106,23 @@ def run_now(work: Awaitable[T]) -> T:
     raise RuntimeError("a SQLite store call awaited something that suspends")
 
 
+_DRIVERS: dict[Callable[..., Any], Callable[..., Any]] = {}
+
+
+def driver(op: Op[P, T]) -> Callable[[Tx, tuple[Any, ...], dict[str, Any]], T]:
+    """`op` as a plain function of (tx, args, kwargs) run by `run_now`, named as `op` (the kind
+    of call `trouble` counts by); made once per op."""
+    drive = _DRIVERS.get(op)
+    if drive is None:
+
+        def drive(tx: Tx, args: tuple[Any, ...], kwargs: dict[str, Any]) -> T:
+            return run_now(op(tx, *args, **kwargs))
+
+        drive.__name__ = op.__name__
+        _DRIVERS[op] = drive
+    return drive
+
+
 class SqliteTx:
     """`Tx` on the SQLite store's connection (autocommit: a lone statement commits itself)."""
 
@@ -116,16 +133,16 @@ class SqliteTx:
         self.conn = conn
 
     async def fetch(self, query: Query, **values: Any) -> list[Row]:
-        sql = query.sql("sqlite")
+        sql = query.sqlite or query.sql("sqlite")
         return self.conn.execute(sql.text, sql.bind(values)).fetchall()
 
     async def fetchone(self, query: Query, **values: Any) -> Row | None:
-        sql = query.sql("sqlite")
+        sql = query.sqlite or query.sql("sqlite")
         row: Row | None = self.conn.execute(sql.text, sql.bind(values)).fetchone()
         return row
 
     async def execute(self, query: Query, **values: Any) -> int:
-        sql = query.sql("sqlite")
+        sql = query.sqlite or query.sql("sqlite")
         return self.conn.execute(sql.text, sql.bind(values)).rowcount
 
     def transaction(self) -> Transaction:

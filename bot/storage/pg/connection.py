@@ -237,16 +237,16 @@ class PgTx:
         self.conn = conn
 
     async def fetch(self, query: Query, **values: Any) -> list[Row]:
-        sql = query.sql("postgresql")
+        sql = query.postgresql or query.sql("postgresql")
         return list(await self.conn.fetch(sql.text, *sql.bind(values)))
 
     async def fetchone(self, query: Query, **values: Any) -> Row | None:
-        sql = query.sql("postgresql")
+        sql = query.postgresql or query.sql("postgresql")
         row: Row | None = await self.conn.fetchrow(sql.text, *sql.bind(values))
         return row
 
     async def execute(self, query: Query, **values: Any) -> int:
-        sql = query.sql("postgresql")
+        sql = query.postgresql or query.sql("postgresql")
         return rowcount(await self.conn.execute(sql.text, *sql.bind(values)))
 
     def transaction(self) -> Transaction:
