@@ -2,8 +2,8 @@
 
 A `Query` holds a statement with named parameters; `Query.sql(dialect)` is its text for that
 dialect and the order its parameters go in, compiled the first time and kept, so a call pays
-only for binding its values: `Query.args(dialect, values)` (constants written into the
-statement keep their value). SQLite takes `?` placeholders, asyncpg `$n`.
+only for binding its values: `Compiled.bind(values)`. Constants written into a statement stay
+literals in its text. SQLite takes `?` placeholders, asyncpg `$n`.
 """
 
 from __future__ import annotations
@@ -14,33 +14,55 @@ from dataclasses import dataclass
 from typing import Any, Literal, TypeAlias
 
 from sqlalchemy import bindparam
-from sqlalchemy.dialects import sqlite
-from sqlalchemy.dialects.postgresql.base import PGDialect
+from sqlalchemy.dialects.postgresql.base import PGCompiler, PGDialect
+from sqlalchemy.dialects.sqlite.base import SQLiteCompiler, SQLiteDialect
 from sqlalchemy.engine.interfaces import Dialect as SaDialect
+from sqlalchemy.sql.compiler import SQLCompiler
 from sqlalchemy.sql.expression import BindParameter, Executable
 
 Dialect: TypeAlias = Literal["sqlite", "postgresql"]
+
+
+def _constants_inline(compiler: type[SQLCompiler]) -> Any:
+    """`compiler`, but values written into a statement (`status == "active"`, a LIMIT) stay in
+    its text as literals, as hand-written SQL has them: only the caller's `bindparam("name")`s
+    are parameters. (A constant is bound under a unique generated name; a parameter is not.)"""
+
+    def visit_bindparam(self: SQLCompiler, bindparam: BindParameter[Any], **kw: Any) -> Any:
+        if bindparam.unique:
+            kw["literal_binds"] = True
+        return compiler.visit_bindparam(self, bindparam, **kw)  # type: ignore[no-untyped-call]
+
+    return type(compiler.__name__, (compiler,), {"visit_bindparam": visit_bindparam})
+
+
+class _SQLite(SQLiteDialect):
+    statement_compiler = _constants_inline(SQLiteCompiler)
+
+
+class _PostgreSQL(PGDialect):
+    statement_compiler = _constants_inline(PGCompiler)
+
+
 _DIALECTS: dict[Dialect, SaDialect] = {
-    "sqlite": sqlite.dialect(paramstyle="qmark"),
-    "postgresql": PGDialect(paramstyle="numeric_dollar"),  # type: ignore[no-untyped-call]
+    "sqlite": _SQLite(paramstyle="qmark"),
+    "postgresql": _PostgreSQL(paramstyle="numeric_dollar"),  # type: ignore[no-untyped-call]
 }
 
 
 @dataclass(frozen=True, slots=True)
 class Compiled:
-    """A statement's text for one dialect; `names` its parameters in order, the caller's and
-    the constants written into the statement (`consts`, by their generated names)."""
+    """A statement's text for one dialect, and the names of its parameters in order."""
 
     text: str
     names: tuple[str, ...]
-    consts: Mapping[str, Any]
     # the parameters in order, from the values by name (a KeyError for one missing)
     pick: Callable[[Mapping[str, Any]], tuple[Any, ...]]
 
     def bind(self, values: Mapping[str, Any]) -> tuple[Any, ...]:
-        """The positional parameters for `values` (by name), constants in their places."""
+        """The positional parameters for `values` (by name)."""
         try:
-            return self.pick({**self.consts, **values} if self.consts else values)
+            return self.pick(values)
         except KeyError as exc:
             raise TypeError(f"query {self.text!r} needs a value for {exc}") from None
 
@@ -85,11 +107,7 @@ def dialect_of(dialect: Dialect) -> SaDialect:
 def _compile(statement: Executable, dialect: Dialect) -> Compiled:
     compiled = statement.compile(dialect=_DIALECTS[dialect])  # type: ignore[attr-defined]
     names = tuple(compiled.positiontup or ())
-    binds = compiled.binds
-    # a value written into the statement (`status == "active"`, a LIMIT) is bound under a
-    # unique generated name; a parameter the caller gives is a `bindparam("name")`
-    consts = {name: binds[name].value for name in names if binds[name].unique}
-    return Compiled(compiled.string, names, consts, _picker(names))
+    return Compiled(compiled.string, names, _picker(names))
 
 
 def _picker(names: tuple[str, ...]) -> Callable[[Mapping[str, Any]], tuple[Any, ...]]:
