@@ -151,7 +151,8 @@ class StoreConnection(StoreCalls):
 
     async def _tx(self, op: Op[P, T], *args: P.args, **kwargs: P.kwargs) -> T:
         """`op` (written once for both backends) on this connection, as `_run` runs a call."""
-        return await self._run(driver(op), self._on_conn, args, kwargs)
+        on_conn = getattr(self, "_on_conn", None)  # None before open: `_run` says so
+        return await self._run(driver(op), on_conn, args, kwargs)
 
     async def _wait_for_lock(self, fn: Callable[..., T], args: tuple[Any, ...]) -> T:
         try:
