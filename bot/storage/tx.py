@@ -126,27 +126,29 @@ def driver(op: Op[P, T]) -> Callable[[Tx, tuple[Any, ...], dict[str, Any]], T]:
 class SqliteTx:
     """`Tx` on the SQLite store's connection (autocommit: a lone statement commits itself)."""
 
-    __slots__ = ("conn",)
+    __slots__ = ("_run", "_transaction", "conn")
     dialect: Dialect = "sqlite"
 
     def __init__(self, conn: sqlite3.Connection) -> None:
         self.conn = conn
+        self._run = conn.execute
+        self._transaction = _SqliteTransaction(conn)  # holds nothing between uses
 
     async def fetch(self, query: Query, **values: Any) -> list[Row]:
         sql = query.sqlite or query.sql("sqlite")
-        return self.conn.execute(sql.text, sql.bind(values)).fetchall()
+        return self._run(sql.text, sql.bind(values)).fetchall()
 
     async def fetchone(self, query: Query, **values: Any) -> Row | None:
         sql = query.sqlite or query.sql("sqlite")
-        row: Row | None = self.conn.execute(sql.text, sql.bind(values)).fetchone()
+        row: Row | None = self._run(sql.text, sql.bind(values)).fetchone()
         return row
 
     async def execute(self, query: Query, **values: Any) -> int:
         sql = query.sqlite or query.sql("sqlite")
-        return self.conn.execute(sql.text, sql.bind(values)).rowcount
+        return self._run(sql.text, sql.bind(values)).rowcount
 
     def transaction(self) -> Transaction:
-        return _SqliteTransaction(self.conn)
+        return self._transaction
 
     async def lock(self, *key: str) -> None:
         """Nothing: the transaction's BEGIN IMMEDIATE holds the database's one write lock."""
