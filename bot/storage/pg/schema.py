@@ -1,13 +1,16 @@
 """The PostgreSQL schema: the SQLite schema's tables and columns, migrated forward under a lock.
 
-Each migration is the PostgreSQL form of the SQLite one with the same number
-(`bot.storage.schema.MIGRATIONS`), so a database of either kind at version N has the same
-tables and columns (tests/test_store_pg.py compares them). Differences, and why:
+Migrations v1-v8 are the PostgreSQL form of the SQLite ones with the same number
+(`bot.storage.schema.MIGRATIONS`); from v9 on each is written once for both
+(bot/storage/ddl.py). A database of either kind at version N has the same tables and columns
+(tests/test_store_pg.py compares them, tests/test_store_schema.py with bot/storage/tables.py).
+Differences, and why:
 - timestamps stay ISO-8601 text and JSON stays text: rows read back the same from both
   backends (the admin views slice `created_at`, the audit keeps arguments byte for byte), and
   the store never queries inside them;
 - `chat_sessions` and `turns` gain `seq` (an identity column): PostgreSQL has no rowid, and
-  "the newest session / turn" needs the creation order. Views drop it from the rows they return.
+  "the newest session / turn" needs the creation order (`tables.creation_order`). Queries
+  never select it.
 
 Several processes may start at once: each migration runs in its own transaction holding
 `pg_advisory_xact_lock(MIGRATION_LOCK)`, and looks again under it for the version.
@@ -17,6 +20,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from bot.storage import ddl
 from bot.storage.schema import now
 
 if TYPE_CHECKING:
@@ -116,9 +120,11 @@ _V8 = (
     "CREATE INDEX idx_quota_counters_expires_at ON quota_counters (expires_at)",
     "CREATE INDEX idx_usage_created_at ON usage (created_at)",
 )
-
-# append new ones (the same number as the SQLite migration), never edit old ones
-MIGRATIONS: tuple[tuple[str, ...], ...] = (_V1, _V2, _V3, _V4, _V5, _V6, _V7, _V8)
+# never append: from v9 on, migrations are written once for both (bot/storage/ddl.py)
+MIGRATIONS: tuple[tuple[str, ...], ...] = (
+    *(_V1, _V2, _V3, _V4, _V5, _V6, _V7, _V8),
+    *(ddl.statements("postgresql", step) for step in ddl.STEPS),
+)
 
 _VERSIONS_TABLE = (
     "CREATE TABLE IF NOT EXISTS schema_migrations (version integer PRIMARY KEY, applied_at text)"
