@@ -13,7 +13,7 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from types import MappingProxyType
-from typing import Final, Literal, Protocol, get_args
+from typing import Final, Literal, Protocol, get_args, runtime_checkable
 
 Mode = Literal["bot", "waiting", "human"]
 MODES: Final[tuple[Mode, ...]] = get_args(Mode)
@@ -108,6 +108,7 @@ class ConversationStateRow:
     updated_at: float
 
 
+@runtime_checkable
 class ConversationStateRecords(Protocol):
     async def load_conversation_state(self, key: str) -> ConversationStateRow | None: ...
 

@@ -18,6 +18,12 @@ from agent.providers.base import Provider
 from agent.workers import Workers, WorkerSettings
 from bot.access import AccessRules
 from bot.config import Config
+from bot.conversation_state import (
+    ConversationState,
+    ConversationStateRecords,
+    MemoryConversationState,
+    StoredConversationState,
+)
 from bot.conversations import ConversationQueue, LocalConversations
 from bot.dedup import Dedup, StoreDedup
 from bot.ops import Operations
@@ -171,6 +177,17 @@ def conversation_seams(
         LocalConversations(coalesce_ms=config.gateway.coalesce_ms),
         StoreDedup(store, ttl_s=config.gateway.dedup_ttl_s),
     )
+
+
+def conversation_states(store: AnyStore, redis: RedisMode | None) -> ConversationState:
+    """Where conversations' modes and settings live: in Redis (read by the queue's script), or
+    in the store. A store without the `conversation_states` table (before the storage branch
+    is merged) keeps them in this process."""
+    if redis is not None:
+        return redis.states
+    if isinstance(store, ConversationStateRecords):
+        return StoredConversationState(store)
+    return MemoryConversationState()
 
 
 def quota_state(store: AnyStore, redis: RedisMode | None) -> QuotaState:
