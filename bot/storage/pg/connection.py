@@ -32,7 +32,9 @@ import asyncpg
 from bot.storage.base import StorageError
 from bot.storage.faults import Trouble
 from bot.storage.pg.faults import LINK_FAULTS, describe, is_fault, redacted
-from bot.storage.pg.schema import HIDDEN_COLUMNS, MIGRATIONS, migrate
+from bot.storage.pg.schema import MIGRATIONS, migrate
+from bot.storage.query import Dialect, Query
+from bot.storage.tx import Op, Row, StoreCalls, Transaction
 
 if TYPE_CHECKING:
     # a pooled connection, or a plain one (migrations in tests): the same methods
@@ -53,7 +55,7 @@ async def _no_reset(conn: Conn) -> None:
     """Nothing to undo: see the module docstring (asyncpg rolls back an open transaction first)."""
 
 
-class PgConnection:
+class PgConnection(StoreCalls):
     """Opens (and migrates) the pool, runs each call with a deadline, closes it."""
 
     def __init__(
@@ -125,9 +127,6 @@ class PgConnection:
             log.warning("storage %s closed untidily", self)
         self._closed()
 
-    def _closed(self) -> None:
-        """Hook for what keeps state beside the pool (the history cache)."""
-
     @property
     def trouble(self) -> str | None:
         """The newest storage failure of a kind of call that has not succeeded since."""
@@ -147,6 +146,15 @@ class PgConnection:
         self._calls.add(task)
         task.add_done_callback(self._done)
         return await asyncio.shield(task)
+
+    async def _tx(self, op: Op[P, T], *args: P.args, **kwargs: P.kwargs) -> T:
+        """`op` (written once for both backends) on a pooled connection, as `_run` runs a call."""
+
+        async def call(conn: Conn) -> T:
+            return await op(PgTx(conn), *args, **kwargs)
+
+        call.__name__ = op.__name__  # the kind of call, for `trouble`
+        return await self._run(call)
 
     def _done(self, task: asyncio.Task[Any]) -> None:
         self._calls.discard(task)
@@ -177,13 +185,6 @@ class PgConnection:
         elif self._trouble:
             self._trouble.succeeded(fn, None)  # a server fault (a full disk) clears by kind
         return result
-
-    async def _select(self, sql: str, *params: Any) -> list[dict[str, Any]]:
-        return await self._run(fetch_rows, sql, *params)
-
-    async def _one(self, sql: str, *params: Any) -> dict[str, Any] | None:
-        rows = await self._select(sql, *params)
-        return rows[0] if rows else None
 
 
 async def _before(
@@ -217,16 +218,39 @@ async def _before(
         await pool.release(conn)  # a terminated one is dropped (and replaced on a later acquire)
 
 
-async def fetch_rows(conn: Conn, sql: str, *params: Any) -> list[dict[str, Any]]:
-    rows = []
-    for record in await conn.fetch(sql, *params):
-        row = dict(record)
-        for hidden in HIDDEN_COLUMNS:
-            row.pop(hidden, None)
-        rows.append(row)
-    return rows
-
-
 def rowcount(status: str) -> int:
     """The row count of a command tag: 'UPDATE 3' -> 3, 'INSERT 0 1' -> 1."""
     return int(status.rpartition(" ")[2])
+
+
+# one at a time per key, until the transaction ends (the key's parts joined by chr(31))
+_LOCK = "SELECT pg_advisory_xact_lock(hashtextextended($1::text, 0))"
+
+
+class PgTx:
+    """`bot.storage.tx.Tx` on a pooled asyncpg connection."""
+
+    __slots__ = ("conn",)
+    dialect: Dialect = "postgresql"
+
+    def __init__(self, conn: Conn) -> None:
+        self.conn = conn
+
+    async def fetch(self, query: Query, **values: Any) -> list[Row]:
+        sql = query.sql("postgresql")
+        return list(await self.conn.fetch(sql.text, *sql.bind(values)))
+
+    async def fetchone(self, query: Query, **values: Any) -> Row | None:
+        sql = query.sql("postgresql")
+        row: Row | None = await self.conn.fetchrow(sql.text, *sql.bind(values))
+        return row
+
+    async def execute(self, query: Query, **values: Any) -> int:
+        sql = query.sql("postgresql")
+        return rowcount(await self.conn.execute(sql.text, *sql.bind(values)))
+
+    def transaction(self) -> Transaction:
+        return self.conn.transaction()
+
+    async def lock(self, *key: str) -> None:
+        await self.conn.execute(_LOCK, "\x1f".join(key))

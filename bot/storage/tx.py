@@ -1,0 +1,156 @@
+"""`Tx`: how a store call written once reaches either database.
+
+A store call is an `async def op(tx, ...)` that runs its queries (`bot.storage.query`) through
+`tx`. On PostgreSQL `tx` wraps a pooled asyncpg connection and really awaits. On SQLite it wraps
+the store's one connection and never suspends, so `run_now` drives the call to its end at once,
+synchronously: on the loop (the measured way, `bot.storage.connection`) or on the thread that
+waits for another process's lock, exactly like the plain functions it replaces.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Awaitable, Callable, Coroutine, Iterator
+from types import TracebackType
+from typing import Any, Concatenate, ParamSpec, Protocol, TypeVar
+
+from bot.storage.query import Dialect, Query
+
+T = TypeVar("T")
+P = ParamSpec("P")
+
+
+class Row(Protocol):
+    """A sqlite3 row (a tuple) or an asyncpg Record: read by position."""
+
+    def __getitem__(self, index: int, /) -> Any: ...
+
+    def __len__(self) -> int: ...
+
+    def __iter__(self) -> Iterator[Any]: ...
+
+
+class Transaction(Protocol):
+    async def __aenter__(self) -> object: ...
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> bool | None: ...
+
+
+class Tx(Protocol):
+    """One database connection, for the length of one store call."""
+
+    @property
+    def dialect(self) -> Dialect: ...
+
+    async def fetch(self, query: Query, **values: Any) -> list[Row]: ...
+
+    async def fetchone(self, query: Query, **values: Any) -> Row | None: ...
+
+    async def execute(self, query: Query, **values: Any) -> int:
+        """Runs the statement; how many rows it changed."""
+        ...
+
+    def transaction(self) -> Transaction:
+        """The calls inside are one transaction (SQLite: BEGIN IMMEDIATE, the write lock)."""
+        ...
+
+    async def lock(self, *key: str) -> None:
+        """Inside a transaction: one at a time per `key` across processes, until it ends
+        (PostgreSQL: an advisory lock; SQLite: nothing, BEGIN IMMEDIATE holds the one lock)."""
+        ...
+
+
+Op = Callable[Concatenate[Tx, P], Awaitable[T]]
+
+
+class StoreCalls:
+    """What the tables written once need from a backend's connection: `_tx(op, ...)` runs
+    `op(tx, ...)` as one store call (its faults become `StorageError`, as every call's do).
+    `interleaves`: whether this process's calls can interleave (they await the database), so
+    that what must run one at a time needs a lock of its own (SQLite's calls never do)."""
+
+    interleaves = True
+
+    async def _tx(self, op: Op[P, T], *args: P.args, **kwargs: P.kwargs) -> T:
+        raise NotImplementedError  # StoreConnection and PgConnection, later in the MRO
+
+    def _closed(self) -> None:
+        """Hook for what keeps state beside the connection (the history cache), at close."""
+
+
+async def update_one(tx: Tx, /, query: Query, what: str, ident: str, **values: Any) -> None:
+    """An UPDATE of the row `ident`; LookupError when there is none."""
+    if await tx.execute(query, **values) == 0:
+        raise LookupError(f"no {what} with id {ident!r}; create it first")
+
+
+async def fetch_dicts(tx: Tx, /, query: Query, **values: Any) -> list[dict[str, Any]]:
+    """The rows as dicts by column name (the admin views' raw rows)."""
+    names = query.columns
+    return [dict(zip(names, row, strict=True)) for row in await tx.fetch(query, **values)]
+
+
+def run_now(work: Awaitable[T]) -> T:
+    """The result of a coroutine that never suspends (a call on `SqliteTx`), computed now."""
+    coro: Coroutine[Any, Any, T] = work  # type: ignore[assignment]
+    try:
+        coro.send(None)
+    except StopIteration as done:
+        return done.value  # type: ignore[no-any-return]
+    coro.close()
+    raise RuntimeError("a SQLite store call awaited something that suspends")
+
+
+class SqliteTx:
+    """`Tx` on the SQLite store's connection (autocommit: a lone statement commits itself)."""
+
+    __slots__ = ("conn",)
+    dialect: Dialect = "sqlite"
+
+    def __init__(self, conn: sqlite3.Connection) -> None:
+        self.conn = conn
+
+    async def fetch(self, query: Query, **values: Any) -> list[Row]:
+        sql = query.sql("sqlite")
+        return self.conn.execute(sql.text, sql.bind(values)).fetchall()
+
+    async def fetchone(self, query: Query, **values: Any) -> Row | None:
+        sql = query.sql("sqlite")
+        row: Row | None = self.conn.execute(sql.text, sql.bind(values)).fetchone()
+        return row
+
+    async def execute(self, query: Query, **values: Any) -> int:
+        sql = query.sql("sqlite")
+        return self.conn.execute(sql.text, sql.bind(values)).rowcount
+
+    def transaction(self) -> Transaction:
+        return _SqliteTransaction(self.conn)
+
+    async def lock(self, *key: str) -> None:
+        """Nothing: the transaction's BEGIN IMMEDIATE holds the database's one write lock."""
+
+
+class _SqliteTransaction:
+    __slots__ = ("conn",)
+
+    def __init__(self, conn: sqlite3.Connection) -> None:
+        self.conn = conn
+
+    async def __aenter__(self) -> None:
+        self.conn.execute("BEGIN IMMEDIATE")  # read-then-write must not deadlock on upgrade
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        if exc_type is None:
+            self.conn.execute("COMMIT")
+        elif self.conn.in_transaction:
+            self.conn.execute("ROLLBACK")
