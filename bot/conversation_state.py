@@ -13,7 +13,10 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from types import MappingProxyType
-from typing import Final, Literal, Protocol, get_args, runtime_checkable
+from typing import Final, Literal, Protocol, get_args
+
+from bot.storage.roles import ConversationStateRecords
+from bot.storage.rows import ConversationStateRow
 
 Mode = Literal["bot", "waiting", "human"]
 MODES: Final[tuple[Mode, ...]] = get_args(Mode)
@@ -93,31 +96,6 @@ class MemoryConversationState:
     async def update(self, key: str, change: Change) -> StateSnapshot:
         state = self._states[key] = next_state(self._states.get(key, DEFAULT), change)
         return state
-
-
-# The store's role (`ConversationStateRecords`, the `conversation_states` table): its names and
-# signatures as agreed with the storage branch (h-storage), which builds the table on both
-# backends. Once merged, these two come from `bot.storage` and the stand-ins below go.
-@dataclass(frozen=True, slots=True)
-class ConversationStateRow:
-    conversation_key: str
-    mode: str
-    assignee: str | None
-    settings: Mapping[str, str]
-    version: int
-    updated_at: float
-
-
-@runtime_checkable
-class ConversationStateRecords(Protocol):
-    async def load_conversation_state(self, key: str) -> ConversationStateRow | None: ...
-
-    async def save_conversation_state(
-        self, row: ConversationStateRow, *, expected_version: int
-    ) -> bool:
-        """Compare-and-set: writes `row` (version `expected_version + 1`) only if the stored
-        version is `expected_version` (0: no row yet); False if another writer moved it."""
-        ...
 
 
 def snapshot_of(row: ConversationStateRow | None) -> StateSnapshot:

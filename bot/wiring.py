@@ -18,12 +18,7 @@ from agent.providers.base import Provider
 from agent.workers import Workers, WorkerSettings
 from bot.access import AccessRules
 from bot.config import Config
-from bot.conversation_state import (
-    ConversationState,
-    ConversationStateRecords,
-    MemoryConversationState,
-    StoredConversationState,
-)
+from bot.conversation_state import ConversationState, StoredConversationState
 from bot.conversations import ConversationQueue, LocalConversations
 from bot.dedup import Dedup, StoreDedup
 from bot.ops import Operations
@@ -181,13 +176,10 @@ def conversation_seams(
 
 def conversation_states(store: AnyStore, redis: RedisMode | None) -> ConversationState:
     """Where conversations' modes and settings live: in Redis (read by the queue's script), or
-    in the store. A store without the `conversation_states` table (before the storage branch
-    is merged) keeps them in this process."""
+    in the store."""
     if redis is not None:
         return redis.states
-    if isinstance(store, ConversationStateRecords):
-        return StoredConversationState(store)
-    return MemoryConversationState()
+    return StoredConversationState(store)
 
 
 def quota_state(store: AnyStore, redis: RedisMode | None) -> QuotaState:

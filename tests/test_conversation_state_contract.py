@@ -29,11 +29,6 @@ __all__ = ["pg_database", "pg_url"]  # fixtures the store cases use
 MakeState = Callable[[], ConversationState]
 
 
-def _need_state_records(store: object) -> None:
-    if not hasattr(store, "save_conversation_state"):  # the table comes with h-storage
-        pytest.skip("this store has no conversation_states table yet (the storage branch)")
-
-
 @pytest.fixture(params=["memory", "sqlite", "postgresql", "redis"])
 def backend(request: pytest.FixtureRequest) -> tuple[str, str | None]:
     """The implementation under test, and the database url of a PostgreSQL one."""
@@ -56,9 +51,8 @@ async def make(backend: tuple[str, str | None], tmp_path: Path) -> AsyncIterator
         opened = []
         for _ in range(2):  # two stores on one database: two processes
             opened.append(await stack.enter_async_context(build_store(tmp_path / "bot.db", url)))
-        _need_state_records(opened[0])
         turn = iter(range(1_000_000))
-        yield lambda: StoredConversationState(opened[next(turn) % 2])  # type: ignore[arg-type]
+        yield lambda: StoredConversationState(opened[next(turn) % 2])
 
 
 def _set_mode(mode: str, assignee: str | None = None) -> Callable[[StateSnapshot], StateSnapshot]:

@@ -16,8 +16,9 @@ from typing import Final, cast
 
 from redis.asyncio import Redis
 
-from bot.conversation_state import ConversationStateRow, StoredConversationState
+from bot.conversation_state import StoredConversationState
 from bot.redis.client import LuaScript, guarded
+from bot.storage.rows import ConversationStateRow
 
 # KEYS: state; ARGV: expected_version mode assignee ('' none) settings updated_at -> 1 | 0
 SAVE: Final = """
