@@ -172,3 +172,25 @@ async def test_in_redis_the_queue_reads_the_mode_as_it_claims(
     await app.gateway.handle(message("hello", "e1"))
     assert _finals(channel) == [WAITING]
     assert await app.redis.dedup.claim("e1") is False  # claimed by the script that held it
+
+
+async def test_a_mode_set_by_one_process_holds_the_next_message_in_another(
+    tmp_path: Path,
+) -> None:
+    """Embedded, two processes on one SQLite file: the state is the store's, read per message."""
+    channels = [RecordingChannel(), RecordingChannel()]
+    provider = ScriptedProvider([])
+    apps = [
+        App(
+            make_config(tmp_path),
+            base_dir=tmp_path,
+            provider=provider,
+            channels=[c],
+            web_server=False,
+        )
+        for c in channels
+    ]
+    async with apps[0], apps[1]:
+        await _set_mode(apps[0], "waiting")
+        await apps[1].gateway.handle(message("anyone?", "e1"))
+        assert _finals(channels[1]) == [WAITING] and provider.requests == []
