@@ -113,7 +113,7 @@ class Gateway:
             ),
         )
         held = HeldMessages(
-            log=store,
+            history=store,
             session_for=self._held_session,
             masker=lambda: user_text_masker(coordinator),
         )

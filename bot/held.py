@@ -37,14 +37,14 @@ class HeldMessages:
     def __init__(
         self,
         *,
-        log: MessageLog,
+        history: MessageLog,
         session_for: SessionFor,
         masker: Callable[[], PiiMasker | None] = lambda: None,
         notices: Mapping[str, str | None] = NOTICES,
     ) -> None:
         """`session_for(message)`: the conversation's active session, as its turns find it;
         `masker()`: personal data masked in the history as a turn masks it."""
-        self.log = log
+        self.history = history
         self.session_for = session_for
         self.masker = masker
         self.notices = notices
@@ -53,7 +53,7 @@ class HeldMessages:
         session_id = await self.session_for(message)
         text = combine([message], self.masker())
         entry = Message("user", text, parts=message.parts)
-        await self.log.append_messages(session_id, HELD_TURN + message.event_id, [entry])
+        await self.history.append_messages(session_id, HELD_TURN + message.event_id, [entry])
         log.info("message %s held (%s mode)", message.event_id, mode)
         notice = self.notices.get(mode)
         if notice:
