@@ -12,7 +12,7 @@ from typing import Literal
 
 from adapters.access import AccessConfig
 from adapters.base import InboundMessage
-from bot.gateway import Access
+from bot.routing import Access
 
 GroupReply = Literal["mention", "all"]
 

@@ -109,18 +109,32 @@ class ConversationQueue(Protocol):
         ...
 
 
+@dataclass(frozen=True, slots=True)
+class Held:
+    """Not queued: the conversation's mode is not bot (its `ModeHandler` takes the message)."""
+
+    mode: str
+
+
 @runtime_checkable
 class ClaimingQueue(Protocol):
-    """A queue that can claim a message's event for a `Dedup` in the same step as queueing it
-    (one Redis round trip where claim + enqueue were two)."""
+    """A queue that can claim a message's event for a `Dedup`, and read its conversation's
+    mode, in the same step as queueing it (one Redis round trip where claim, read and enqueue
+    were three)."""
 
     def claims_for(self, dedup: object) -> bool:
         """Whether `enqueue_new` claims events exactly as `dedup.claim` would."""
         ...
 
-    async def enqueue_new(self, message: InboundMessage) -> bool:
+    def holds_for(self, states: object) -> bool:
+        """Whether `enqueue_new` reads the mode `states.mode` would, and holds the message
+        (`Held`) when it is not bot."""
+        ...
+
+    async def enqueue_new(self, message: InboundMessage) -> bool | Held:
         """Claim the event and queue `message`; False (and nothing queued) when it was claimed
-        already. `QueueFull`: not claimed, so a resend later is a new message."""
+        already; `Held` (claimed, not queued) when its conversation's mode is not bot.
+        `QueueFull`: not claimed, so a resend later is a new message."""
         ...
 
 

@@ -1,44 +1,51 @@
-"""The gateway: every channel's inbox. Dedup, access policy, commands, then the conversation queue.
+"""The gateway: every channel's inbox. The routing step, dedup, then a command or the conversation.
 
-Messages that arrive while a conversation's turn runs wait in the queue (bot/conversations.py)
-and are coalesced into its next turn.
+The routing step (bot/routing.py: access policy, command table, then the conversation's mode)
+says where a message goes. Messages for the model that arrive while a conversation's turn runs
+wait in the queue (bot/conversations.py) and are coalesced into its next turn.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Literal, Protocol
 
-from adapters.base import Channel, ChatRef, DropNotice, InboundMessage, OutboundContent, TryLater
+from adapters.base import Channel, ChatRef, InboundMessage, OutboundContent, TryLater
 from agent.coordinator import Coordinator
 from agent.log_context import bound
 from agent.personas import PersonaLibrary
 from agent.workers import Workers
-from bot.conversations import ClaimingQueue, ConversationQueue, QueueFull, Stopped, TurnSignal
+from bot.commands import HELP, NewCommand, StopCommand
+from bot.conversation_state import ConversationState, MemoryConversationState
+from bot.conversations import ClaimingQueue, ConversationQueue, Held, QueueFull, TurnSignal
 from bot.dedup import Dedup
+from bot.held import HeldMessages
 from bot.metrics import NO_METRICS, GatewayMetrics
 from bot.persona_choice import PersonaChoice
 from bot.quota import Quotas
 from bot.resume import ResumeSettings, TurnResumer
+from bot.routing import (
+    CONVERSATION,
+    Access,
+    AccessPolicy,
+    Command,
+    CommandTable,
+    DefaultAccess,
+    ModeHandler,
+    Router,
+)
 from bot.storage.base import GatewayStore, StorageError
-from bot.turn import RESUME_EVENT, STOPPED, TurnRunner
+from bot.turn import RESUME_EVENT, TurnRunner
 from bot.turn_ends import TurnEnds
+from bot.turn_input import user_text_masker
 from bot.turn_work import TurnWork
 
 log = logging.getLogger(__name__)
 
-Access = Literal["allow", "ignore", "refuse"]
+__all__ = ["HELP", "Access", "AccessPolicy", "DefaultAccess", "Gateway", "GatewaySettings"]
 
-HELP = (
-    "**Commands**\n"
-    "/new — start a fresh conversation (the bot forgets this one)\n"
-    "/stop — stop the answer in progress and drop queued messages\n"
-    "/help — this list\n\n"
-    "Anything else goes to the assistant."
-)
 REFUSAL = "Sorry — this bot isn't available to you here. Ask its admin to add you."
 QUEUE_FULL = (
     "Too many of your messages are waiting for an answer here, so I dropped this one. "
@@ -48,26 +55,6 @@ UNCLAIM_RETRIES_S = (0.05, 0.1, 0.2, 0.4, 0.8, 1.6)
 NOT_TAKEN = (
     "Sorry — I can't take messages just now (a storage problem). Please try again in a minute."
 )
-
-
-class AccessPolicy(Protocol):
-    def check(self, message: InboundMessage) -> Access: ...
-
-
-@dataclass(frozen=True, slots=True)
-class DefaultAccess:
-    """Allowlisted users only (when a list is set); in groups, only messages addressed to the bot."""
-
-    allowed_users: frozenset[str] = frozenset()
-    group_reply: Literal["mention", "all"] = "mention"
-
-    def check(self, message: InboundMessage) -> Access:
-        # Ignore first: group chatter not addressed to the bot must not draw a refusal each time.
-        if message.is_group and self.group_reply == "mention" and not message.mentioned:
-            return "ignore"
-        if self.allowed_users and message.user_id not in self.allowed_users:
-            return "refuse"
-        return "allow"
 
 
 @dataclass(frozen=True, slots=True)
@@ -92,7 +79,13 @@ class Gateway:
         workers: Workers | None = None,
         metrics: GatewayMetrics = NO_METRICS,
         quotas: Quotas | None = None,
+        states: ConversationState | None = None,
+        commands: Sequence[Command] = (),
+        modes: Mapping[str, ModeHandler] | None = None,
     ) -> None:
+        """`commands`: more rows of the command table (after /new and /stop; one of the same
+        name replaces it). `modes`: the handlers of the modes other than bot (default: the
+        message recorded and acknowledged, bot/held.py)."""
         self.channels = channels
         self.metrics = metrics
         self.coordinator = coordinator
@@ -100,14 +93,34 @@ class Gateway:
         self.personas = personas
         self.dedup = dedup
         self.conversations = conversations
-        # Redis: a plain message's event is claimed by the script that queues it
+        self.states = states or MemoryConversationState()
+        # Redis: a plain message's event is claimed, and its conversation's mode read, by the
+        # script that queues it
         self._claiming = (
             conversations
-            if isinstance(conversations, ClaimingQueue) and conversations.claims_for(dedup)
+            if isinstance(conversations, ClaimingQueue)
+            and conversations.claims_for(dedup)
+            and conversations.holds_for(self.states)
             else None
         )
         self.settings = settings
         self.access = access or DefaultAccess()
+        self.router = Router(
+            self.access,
+            CommandTable(
+                (
+                    NewCommand(store, self._persona_name),
+                    StopCommand(conversations, channels, workers),
+                    *commands,
+                )
+            ),
+        )
+        held = HeldMessages(
+            history=store,
+            session_for=self._held_session,
+            masker=lambda: user_text_masker(coordinator),
+        )
+        self.modes: Mapping[str, ModeHandler] = modes or {"waiting": held, "human": held}
         self.workers = workers
         work = TurnWork(coordinator, settings.turn_timeout_s)
         ends = TurnEnds(store)  # an end the store refused is retried (bot/turn_ends.py)
@@ -164,9 +177,20 @@ class Gateway:
             await self._handle(message)
 
     async def _handle(self, message: InboundMessage) -> None:
-        if self._claiming is not None and self._for_the_queue(message):
+        route = self.router.route(message)  # reads nothing, so it can go before the claim
+        if route is CONVERSATION and self._claiming is not None:
             await self._enqueue_new(self._claiming, message)
             return
+        if not await self._claim(message) or route.to == "ignore":
+            return
+        if route.command is not None:
+            await route.command.run(message, self._reply)
+        elif route.to == "refuse":
+            await self._reply(message, REFUSAL)
+        else:
+            await self._converse(message)
+
+    async def _claim(self, message: InboundMessage) -> bool:
         try:
             claimed = await self.dedup.claim(message.event_id)
         except StorageError as exc:  # nothing is recorded: tell the user rather than drop it
@@ -174,43 +198,49 @@ class Gateway:
                 "event %s in %s not taken: storage: %s", message.event_id, message.chat.key, exc
             )
             await self._reply(message, NOT_TAKEN)
-            return
+            return False
         if not claimed:
             log.debug("duplicate event %s dropped", message.event_id)
             self.metrics.dedup_hit(message.chat.channel)
-            return
-        decision = self.access.check(message)
-        if decision == "ignore":
-            return
-        if decision == "refuse":
-            await self._reply(message, REFUSAL)
-            return
-        command = message.command
-        if command == "help":
-            await self._reply(message, HELP)
-        elif command == "new":
-            await self._new(message)
-        elif command == "stop":
-            await self._stop(message)
-        elif message.text.strip() or message.attachments or message.action is not None:
-            try:
-                await self.conversations.enqueue(message)
-            except QueueFull as exc:
-                log.warning("%s", exc)
-                await self.dedup.release(message.event_id)  # a resend later is a new message
-                await self._reply(message, QUEUE_FULL)
-            except TryLater:
-                await self._unclaim(message.event_id)
-                raise  # the channel has it delivered again
+        return claimed
 
-    def _for_the_queue(self, message: InboundMessage) -> bool:
-        """What `_handle` queues once claimed: allowed, not a command it answers itself, not
-        empty. (The access check is pure, so asking it before the claim changes nothing.)"""
-        if message.command in ("help", "new", "stop"):
-            return False
-        if not (message.text.strip() or message.attachments or message.action is not None):
-            return False
-        return self.access.check(message) == "allow"
+    async def _converse(self, message: InboundMessage) -> None:
+        """The claimed message to its conversation: a turn, unless the mode says otherwise."""
+        try:
+            mode = await self.states.mode(message.conversation_key)
+            if mode == "bot":
+                await self.conversations.enqueue(message)
+        except QueueFull as exc:
+            log.warning("%s", exc)
+            await self.dedup.release(message.event_id)  # a resend later is a new message
+            await self._reply(message, QUEUE_FULL)
+        except StorageError as exc:
+            log.error("event %s in %s not taken: %s", message.event_id, message.chat.key, exc)
+            await self.dedup.release(message.event_id)
+            await self._reply(message, NOT_TAKEN)
+        except TryLater:
+            await self._unclaim(message.event_id)
+            raise  # the channel has it delivered again
+        else:
+            if mode != "bot":
+                await self._hold(message, mode)
+
+    async def _hold(self, message: InboundMessage, mode: str) -> None:
+        """A message of a conversation not in bot mode (claimed already): its handler's. One
+        that could not be recorded is released, so the platform's retry is taken."""
+        handler = self.modes.get(mode)
+        if handler is None:  # a mode a newer process set: held all the same, never the model's
+            log.warning("no handler for mode %r of %s", mode, message.conversation_key)
+            handler = self.modes.get("waiting") or next(iter(self.modes.values()))
+        try:
+            await handler.take(message, mode, self._reply)
+        except StorageError as exc:
+            log.error("event %s in %s not held: %s", message.event_id, message.chat.key, exc)
+            await self.dedup.release(message.event_id)
+            await self._reply(message, NOT_TAKEN)
+        except TryLater:
+            await self._unclaim(message.event_id)
+            raise
 
     async def _enqueue_new(self, queue: ClaimingQueue, message: InboundMessage) -> None:
         """Claim and queue in one step. TryLater: if the step ran after all, the redelivery is
@@ -221,7 +251,9 @@ class Gateway:
             log.warning("%s", exc)
             await self._reply(message, QUEUE_FULL)
             return
-        if not queued:
+        if isinstance(queued, Held):
+            await self._hold(message, queued.mode)
+        elif not queued:
             log.debug("duplicate event %s dropped", message.event_id)
             self.metrics.dedup_hit(message.chat.channel)
 
@@ -259,40 +291,13 @@ class Gateway:
             persona_version=version,
         )
 
-    async def _new(self, message: InboundMessage) -> None:
-        await self.store.close_active_sessions(
-            channel=message.chat.channel,
-            conversation_key=message.conversation_key,
-            user_id=message.user_id,
-            agent_id=self.personas.get(
-                self.settings.persona.for_channel(message.chat.channel)
-            ).name,
-        )
-        await self._reply(message, "Started a new conversation. What can I do for you?")
+    def _persona_name(self, channel: str) -> str:
+        """The agent id of a conversation's sessions: the persona answering on its channel."""
+        return self.personas.get(self.settings.persona.for_channel(channel)).name
 
-    async def _stop(self, message: InboundMessage) -> None:
-        """Stop the turn, the conversation's specialists and its queue, together."""
-        killed = self.workers.stop_conversation(message.conversation_key) if self.workers else 0
-        stopped = await self.conversations.stop(message.conversation_key)
-        await self._tell_dropped(message, stopped)
-        if stopped.running:  # its placeholder ends as STOPPED: that is the reply
-            log.info("stopped %s (dropped %d queued)", message.conversation_key, stopped.dropped)
-        elif killed or stopped.dropped:
-            text = f"{STOPPED} ({killed} specialist(s), {stopped.dropped} queued)"
-            await self._reply(message, text)
-        else:
-            await self._reply(message, "Nothing to stop.")
-
-    async def _tell_dropped(self, message: InboundMessage, stopped: Stopped) -> None:
-        """Each message the stop dropped from the queue, told so where its channel can (the web
-        socket marks it "not sent"); the note above only counts them, and only when no turn ran."""
-        channel = self.channels.get(message.chat.channel)
-        if not stopped.messages or not isinstance(channel, DropNotice):
-            return
-        try:
-            await channel.dropped(stopped.messages, "stopped")
-        except Exception:  # the stop itself holds; the senders just are not told
-            log.exception("could not tell %s which messages were dropped", message.chat.key)
+    async def _held_session(self, message: InboundMessage) -> str:
+        persona = self.personas.get(self.settings.persona.for_channel(message.chat.channel))
+        return await self._session(message, persona.name, persona.version)
 
     async def _reply(self, message: InboundMessage, text: str) -> None:
         channel = self.channels[message.chat.channel]

@@ -21,6 +21,7 @@ from agent.providers.base import Provider
 from agent.workers import Deliver, Workers, WorkerSettings
 from bot.access import AccessRules
 from bot.config import Config, ConfigError
+from bot.conversation_state import ConversationState, StoredConversationState
 from bot.conversations import ConversationQueue, LocalConversations
 from bot.dedup import Dedup, StoreDedup
 from bot.ops import Operations
@@ -205,6 +206,14 @@ def conversation_seams(
         LocalConversations(coalesce_ms=config.gateway.coalesce_ms),
         StoreDedup(store, ttl_s=config.gateway.dedup_ttl_s),
     )
+
+
+def conversation_states(store: AnyStore, redis: RedisMode | None) -> ConversationState:
+    """Where conversations' modes and settings live: in Redis (read by the queue's script), or
+    in the store."""
+    if redis is not None:
+        return redis.states
+    return StoredConversationState(store)
 
 
 def quota_state(store: AnyStore, redis: RedisMode | None) -> QuotaState:

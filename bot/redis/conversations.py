@@ -29,10 +29,12 @@ from redis.asyncio import Redis
 from redis.exceptions import RedisError, ResponseError
 
 from adapters.base import InboundMessage
+from bot.conversation_state import ConversationState
 from bot.conversations import (
     MAX_QUEUED,
     MAX_TURN_CHARS,
     MAX_TURN_MESSAGES,
+    Held,
     QueueFull,
     RunTurn,
     Stopped,
@@ -46,6 +48,7 @@ from bot.redis.conversations_lua import GROUP
 from bot.redis.dedup import RedisDedup, once_key
 from bot.redis.drain import drain
 from bot.redis.script_batch import ScriptBatch
+from bot.redis.states import state_key
 from bot.redis.stops import listen_for_stops
 
 log = logging.getLogger(__name__)
@@ -72,12 +75,15 @@ class RedisConversations:
         dedup: RedisDedup | None = None,
         stopped: Callable[[str], object] = lambda conversation_key: None,
         task_stopped: Callable[[str, str], object] = lambda conversation_key, task_id: None,
+        states: ConversationState | None = None,
     ) -> None:
         """`serve_here(message)`: a message that finds its conversation idle has its turn run by
         the process that queued it (no reader's round trip; a web socket's frames stay in its
         process). False: the consumer group hands it to whichever process reads first.
         `dedup`: `enqueue_new` claims a plain message's event as it queues it. `stopped(key)`
-        and `task_stopped(key, task id)` hear a /stop or a TaskStop asked on any process."""
+        and `task_stopped(key, task id)` hear a /stop or a TaskStop asked on any process.
+        `states`: the conversation states in Redis under this prefix (bot/redis/states.py):
+        `enqueue_new` holds a message whose conversation's mode is not bot, in its script."""
         self.redis, self.reader = redis, reader
         self.prefix, self.base = prefix, f"{prefix}q:"
         self.lease_ms = int(lease_s * 1000)
@@ -90,6 +96,7 @@ class RedisConversations:
         self.max_queued = max_queued
         self.serve_here = serve_here
         self.dedup = dedup
+        self.states = states
         self.consumer = f"{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:6]}"
         self.started = asyncio.Event()
         self._stopped = stopped
@@ -149,26 +156,37 @@ class RedisConversations:
     def claims_for(self, dedup: object) -> bool:
         return dedup is self.dedup and self.dedup is not None
 
-    async def enqueue_new(self, message: InboundMessage) -> bool:
-        """The dedup claim (`SET NX PX` of RedisDedup) taken by the script that queues."""
+    def holds_for(self, states: object) -> bool:
+        return states is self.states and self.states is not None
+
+    async def enqueue_new(self, message: InboundMessage) -> bool | Held:
+        """The dedup claim (`SET NX PX` of RedisDedup) taken, and the conversation's mode read,
+        by the script that queues."""
         if self.dedup is None:
             raise RuntimeError("enqueue_new needs the RedisDedup whose claims it takes")
         if self.dedup.ttl_ms < 1:  # a claim that expires at once holds nothing (RedisDedup)
-            await self.enqueue(message)
-            return True
-        return await self._enqueue(message, self.dedup.key(message.event_id), self.dedup.ttl_ms)
+            once, once_ms = once_key(self.prefix, message.event_id), ONCE_MS
+        else:
+            once, once_ms = self.dedup.key(message.event_id), self.dedup.ttl_ms
+        return await self._enqueue(message, once, once_ms, held=self.states is not None)
 
-    async def _enqueue(self, message: InboundMessage, once: str, once_ms: int) -> bool:
-        """False: `once` was set already (see conversations_lua.ENQUEUE)."""
+    async def _enqueue(
+        self, message: InboundMessage, once: str, once_ms: int, *, held: bool = False
+    ) -> bool | Held:
+        """False: `once` was set already; `Held`: `held` and the conversation's mode is not
+        bot, so nothing was queued (see conversations_lua.ENQUEUE)."""
         if self.run_turn is None or self._tasks is None:
             raise RuntimeError("the conversation queue is not running: start its run() first")
         c = message.conversation_key
         args = self.claim_args(c, "", "wait" if self.coalesce_ms else "look")
         here = self.consumer if self.serve_here(message) else ""
-        args += [messages.dump(message), here, once_ms]
+        args += [messages.dump(message), here, once_ms, "1" if held else ""]
+        keys = [*self.claim_keys(c), once, state_key(self.prefix, c)]
         async with guarded("queueing a message"):
-            reply = await self.queueing.send(c, [*self.claim_keys(c), once], args)
+            reply = await self.queueing.send(c, keys, args)
         status = int(reply[0])
+        if status == 3:
+            return Held(str(reply[1]))
         if not status:
             log.warning("%s has %d messages waiting; refusing more", c, self.max_queued)
             raise QueueFull(c, self.max_queued)

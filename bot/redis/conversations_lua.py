@@ -148,14 +148,19 @@ CLAIM: Final = _BIND + _LOOK + "return claim(ARGV[4])"
 
 # Queue a message -> {0} the queue is full, {-1} `once` was set (an earlier attempt whose reply
 # was lost queued it, or `once` is the dedup claim of an event seen already: nothing queued),
+# {3, mode} `once` set but nothing queued: ARGV held is "1" and the conversation's state (KEYS
+# state, bot/redis/states.py) has a mode other than bot (its handler takes the message),
 # {1} queued, {2, entry_id, conversation, <what claim returned>...}
 # queued, and this process (ARGV consumer, "" for none) read a "has work" entry and claimed
 # it if it is this conversation's ({2, id, other, 0}: another's; the caller CLAIMs it).
 # A call queues several messages (bot/redis/script_batch.py), one after the other as separate
 # calls would: KEYS and ARGV are groups of ENQUEUE_KEYS and ENQUEUE_ARGS, one per message, and
 # the reply is one of the above per message, in order, or {-2, error} if its script failed.
-ENQUEUE_KEYS: Final = 8
-ENQUEUE_ARGS: Final = 11
+# KEYS: lock fence in turn stop busy ready once state
+# ARGV: token lease_ms conversation entry_id group max_queued flag finished_batch
+#       message consumer once_ms held
+ENQUEUE_KEYS: Final = 9
+ENQUEUE_ARGS: Final = 12
 ENQUEUE_SHAPE: Final = (ENQUEUE_KEYS, ENQUEUE_ARGS)
 
 
@@ -182,6 +187,13 @@ ENQUEUE: Final = (
     + """
 local function enqueue()
   if redis.call('EXISTS', K[8]) == 1 then return {-1} end
+  if A[12] == '1' then
+    local mode = redis.call('HGET', K[9], 'mode')
+    if mode and mode ~= 'bot' then
+      redis.call('SET', K[8], '1', 'PX', A[11])
+      return {3, mode}
+    end
+  end
   if redis.call('LLEN', K[3]) >= tonumber(A[6]) then return {0} end
   redis.call('SET', K[8], '1', 'PX', A[11])
   redis.call('RPUSH', K[3], A[9])

@@ -19,6 +19,7 @@ from bot.redis.hub import RedisEventHub
 from bot.redis.inbound import RedisInboundRates
 from bot.redis.leader import RedisLeader
 from bot.redis.quota import RedisQuotaState
+from bot.redis.states import redis_conversation_state
 from tools.redact import redact_credentials
 
 log = logging.getLogger(__name__)
@@ -53,6 +54,8 @@ class RedisMode:
         self.reader = connect(config.url, reader=True)
         prefix = config.prefix
         self.dedup = RedisDedup(self.redis, prefix=prefix, ttl_s=dedup_ttl_s)
+        # read by the queue's own script as it queues a message (no round trip of its own)
+        self.states = redis_conversation_state(self.redis, prefix=prefix)
         self.conversations = RedisConversations(
             self.redis,
             self.reader,
@@ -63,6 +66,7 @@ class RedisMode:
             dedup=self.dedup,  # a plain message: claimed as it is queued
             stopped=stopped,
             task_stopped=task_stopped,
+            states=self.states,
         )
         self.budget = RedisRateBudget(self.redis, prefix=prefix)
         self.inbound_rates = RedisInboundRates(self.redis, prefix=prefix)
