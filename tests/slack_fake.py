@@ -407,10 +407,7 @@ class FakeSlack:
                 file_id = str(p.get("file"))
                 if file_id not in self.shared:
                     return {"error": "file_not_found"}
-                name, data = self.shared[file_id]
-                return {
-                    "file": self.add_file(data, name, "application/octet-stream") | {"id": file_id}
-                }
+                return {"file": self.file_object(file_id)}
         return {}  # assistant.threads.*, and anything else: accepted
 
     def _complete_upload(self, p: dict[str, Any]) -> dict[str, Any]:
