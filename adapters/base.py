@@ -281,10 +281,10 @@ class SendsParts(Protocol):
 
 
 class BlobLinks(Protocol):
-    """Signed, expiring URLs for blobs handed to a browser or an API client; the route that
-    serves them checks the signature. `scope` is the conversation the link is for."""
+    """Signed, expiring links to blobs for a browser or an API client: the path (and query) of
+    the route that serves the blob, under `name`, until the link expires."""
 
-    def url(self, blob: BlobRef, *, scope: str) -> str: ...
+    def link(self, blob_id: str, name: str | None = None) -> str: ...
 
 
 @runtime_checkable
