@@ -147,6 +147,10 @@ class ChannelLimits:
     # The final edit means something even with unchanged text (web: `message.completed`), so it
     # is always sent; elsewhere an unchanged final is skipped rather than sent twice.
     final_marker: bool = False
+    # The final message carries the answer's media parts itself (the web socket and the API
+    # render them as links on `message.completed`); elsewhere each part is sent after the
+    # final text, through `SendsParts.send_part`.
+    parts_inline: bool = False
 
     def length(self, text: str) -> int:
         """Length as the platform measures it (overridden per channel when it differs)."""

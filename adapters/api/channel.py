@@ -35,7 +35,11 @@ log = logging.getLogger(__name__)
 
 PREFIX: Final = "/api/v1"
 _LIMITS = ChannelLimits(
-    max_text_length=100_000, min_edit_interval_s=0.05, can_edit=True, final_marker=True
+    max_text_length=100_000,
+    min_edit_interval_s=0.05,
+    can_edit=True,
+    final_marker=True,
+    parts_inline=True,
 )
 
 

@@ -38,7 +38,11 @@ from content.blobs import BlobStore
 from content.parts import MediaPart
 
 _LIMITS = ChannelLimits(
-    max_text_length=100_000, min_edit_interval_s=0.05, can_edit=True, final_marker=True
+    max_text_length=100_000,
+    min_edit_interval_s=0.05,
+    can_edit=True,
+    final_marker=True,
+    parts_inline=True,
 )
 
 
