@@ -188,6 +188,16 @@ class MediaConfig(_Section):
     url_secret: str = secret(env="BOT_MEDIA_SECRET")
     url_ttl_s: float = Field(3600, gt=0, le=7 * 86400)  # how long a signed link works
 
+    @field_validator("url_secret")
+    @classmethod
+    def _long_enough(cls, value: str) -> str:
+        if value and len(value) < 16:  # the value is a secret: it is not repeated
+            raise ValueError(
+                "expected at least 16 characters (`openssl rand -hex 32` makes a good one),"
+                " or empty for a random one kept in media.dir"
+            )
+        return value
+
 
 class PersonasConfig(_Section):
     dirs: list[str] = ["personas"]
