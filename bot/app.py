@@ -77,7 +77,7 @@ class App:
         self.store = build_store(self._path(config.storage.path), config.storage.url)
         self.media_dir = self._path(config.media.dir)
         self.blobs = build_blobs(
-            config.media, self.media_dir, None, on_postgresql=bool(config.storage.url)
+            config.media, self.media_dir, self.store, on_postgresql=bool(config.storage.url)
         )
         # signed links serve blobs from the web server only; `bot chat` makes no secret file
         self.links = build_links(config.media, self.media_dir) if web_server else None

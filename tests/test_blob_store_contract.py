@@ -9,15 +9,21 @@ from pathlib import Path
 
 import pytest
 
+from bot.media.records import RecordBlobStore
+from bot.storage import SqliteStore
+from bot.storage.pg import PostgresStore
 from content.blobs import BlobNotFound, BlobStore, BlobTooLarge, blob_id_of
 from content.disk import DiskBlobStore
+from tests.pg_kit import pg_database, pg_url
+
+__all__ = ["pg_database", "pg_url"]
 
 DAY = 86400.0
 CAP = 1000
 
 
 class Clock:
-    """Wall time at first (a database stamps rows with its own), moved on by the test."""
+    """The stores' clock: wall time at first, moved on by the test."""
 
     def __init__(self) -> None:
         self.now = time.time()
@@ -29,10 +35,24 @@ class Clock:
 MakeStore = Callable[[Clock], BlobStore]
 
 
-@pytest.fixture(params=["disk"])
-async def make(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[MakeStore]:
+@pytest.fixture(params=["disk", "sqlite", "postgresql"])
+def backing(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    """Where the implementation keeps blobs: a folder, or a database (its path or url)."""
+    if request.param == "postgresql":
+        url: str = request.getfixturevalue("pg_url")  # skips when no server answers
+        return url
+    return str(tmp_path / ("media" if request.param == "disk" else "bot.db"))
+
+
+@pytest.fixture
+async def make(backing: str) -> AsyncIterator[MakeStore]:
     """`make(clock)`: the implementation under test, capped at CAP bytes (one backing store)."""
-    yield lambda clock: DiskBlobStore(tmp_path / "media", max_bytes=CAP, clock=clock)
+    if backing.endswith("media"):
+        yield lambda clock: DiskBlobStore(Path(backing), max_bytes=CAP, clock=clock)
+        return
+    store = PostgresStore(backing) if "://" in backing else SqliteStore(backing)
+    async with store:
+        yield lambda clock: RecordBlobStore(store, max_bytes=CAP, clock=clock)
 
 
 async def test_a_blob_comes_back_as_it_went_in(make: MakeStore) -> None:

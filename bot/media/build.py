@@ -8,8 +8,9 @@ from pathlib import Path
 
 from bot.config.schema import MediaConfig
 from bot.media.links import BlobLinks, link_secret
-from bot.media.records import BlobRecords, RecordBlobStore
+from bot.media.records import RecordBlobStore
 from bot.storage import StorageError
+from bot.storage.base import BlobRecords
 from content.blobs import BlobError, BlobStore
 from content.disk import DiskBlobStore
 

@@ -1,32 +1,18 @@
 """`RecordBlobStore`: blobs in the database's `blobs` table, so every host on one PostgreSQL
 shares them (`media.store: database`, the `auto` choice on PostgreSQL).
 
-The table's rows are written through the store's `BlobRecords` role; the store stamps
-`created_at` with its own clock, and retention compares it with `clock() - older_than_s`.
+The table's rows are written through the store's `BlobRecords` role (bot/storage/base.py),
+stamped with this store's clock, which retention compares them with (tests drive it).
 """
 
 from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from typing import Protocol
 
+from bot.storage.base import BlobRecords
 from content.blobs import BlobNotFound, BlobTooLarge, blob_id_of
 from content.parts import BlobRef
-
-
-class BlobRecords(Protocol):
-    """The storage role this needs (bot/storage: the `blobs` table)."""
-
-    async def put_blob(self, blob_id: str, mime_type: str, data: bytes) -> None:
-        """Keep a blob; an existing id is left as it is."""
-        ...
-
-    async def get_blob(self, blob_id: str) -> tuple[str, bytes] | None: ...
-
-    async def delete_blobs_before(self, cutoff: float) -> int:
-        """Remove the blobs created before `cutoff` (unix seconds); how many went."""
-        ...
 
 
 class RecordBlobStore:
@@ -49,7 +35,7 @@ class RecordBlobStore:
         if len(data) > self._max_bytes:
             raise BlobTooLarge(len(data), self._max_bytes)
         blob_id = blob_id_of(data)
-        await self.records.put_blob(blob_id, mime_type, data)
+        await self.records.put_blob(blob_id, mime_type, data, stored_at=self._clock())
         return BlobRef(blob_id, mime_type, len(data), name, source)
 
     async def get(self, blob_id: str) -> tuple[str, bytes]:
