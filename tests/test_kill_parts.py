@@ -127,12 +127,13 @@ async def test_a_killed_turn_with_media_in_its_history_is_resumed_into_its_place
         os.kill(first.pid, signal.SIGKILL)
         await asyncio.to_thread(first.wait)
     placeholder = fake.ok(CHAT, "sendMessage")[0]
-    assert placeholder.params["text"] == "Thinking…"
+    placeholder_id = placeholder.message_id
+    assert placeholder.params["text"] == "Thinking…" and placeholder_id is not None
 
     model.add(Reply(text=[ANSWER]))
     second = _serve(tmp_path, fake, model)
     try:
-        done = lambda: fake.messages.get((CHAT, placeholder.message_id)) == ANSWER  # noqa: E731
+        done = lambda: fake.messages.get((CHAT, placeholder_id)) == ANSWER  # noqa: E731
         await fake.wait_for(done, START_S)
         await until(lambda: _turns(tmp_path) == [("completed", 1)])  # its end is recorded
     finally:
