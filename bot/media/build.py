@@ -39,19 +39,21 @@ def build_links(config: MediaConfig, folder: Path) -> BlobLinks:
 
 
 async def keep_retention(blobs: BlobStore, retention_days: float) -> None:
-    """Remove blobs past `media.retention_days`, now and hourly, until cancelled. A failed pass
-    is logged and the next one tries again (an unreachable database must not stop the app);
-    anything else is a bug and ends the app's task group."""
+    """Remove blobs past `media.retention_days`, now and hourly, until cancelled."""
     while True:
-        try:
-            removed = await blobs.purge(retention_days * DAY_S)
-        except (BlobError, StorageError, OSError) as exc:
-            log.error("media retention: %s; trying again in %.0f s", exc, PURGE_EVERY_S)
-        else:
-            if removed:
-                log.info(
-                    "media retention: %d file(s) older than %g days removed",
-                    removed,
-                    retention_days,
-                )
+        await retention_pass(blobs, retention_days)
         await asyncio.sleep(PURGE_EVERY_S)
+
+
+async def retention_pass(blobs: BlobStore, retention_days: float) -> int:
+    """One pass: how many blobs went. A failure of the store is logged and the next pass tries
+    again (an unreachable database must not stop the app); anything else is a bug and ends the
+    app's task group."""
+    try:
+        removed = await blobs.purge(retention_days * DAY_S)
+    except (BlobError, StorageError, OSError) as exc:
+        log.error("media retention: %s; trying again in %.0f s", exc, PURGE_EVERY_S)
+        return 0
+    if removed:
+        log.info("media retention: %d file(s) older than %g days removed", removed, retention_days)
+    return removed
