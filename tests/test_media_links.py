@@ -9,7 +9,7 @@ from pathlib import Path
 from aiohttp import ClientSession
 
 from bot.app import App
-from bot.media.links import SECRET_FILE, BlobLinks, link_secret
+from bot.media.links import SECRET_FILE, HmacBlobLinks, link_secret
 from content.blobs import blob_id_of
 from tests.conftest import Running
 
@@ -25,7 +25,7 @@ class Clock:
         return self.now
 
 
-def _links(app: App) -> BlobLinks:
+def _links(app: App) -> HmacBlobLinks:
     assert app.links is not None
     return app.links
 
@@ -68,14 +68,14 @@ async def test_unsigned_altered_and_expired_links_are_refused(
         good.replace("exp=", "exp=9"),  # a later expiry
         f"/media/{secret.blob_id}?exp=&sig={sig}&name=payslip.pdf",
     ]
-    foreign = BlobLinks(b"another gateway's secret", ttl_s=60).link(secret.blob_id)
+    foreign = HmacBlobLinks(b"another gateway's secret", ttl_s=60).link(secret.blob_id)
     for path in [*refused, foreign]:
         async with session.get(app.url + path) as response:
             assert response.status == 403, path
             assert b"payslip" not in await response.read()
     clock = Clock(1_000_000.0)
     secret_bytes = link_secret("", tmp_path / "data" / "media")  # the app's own, from its folder
-    expired = BlobLinks(secret_bytes, ttl_s=60, clock=clock).link(secret.blob_id)
+    expired = HmacBlobLinks(secret_bytes, ttl_s=60, clock=clock).link(secret.blob_id)
     async with session.get(app.url + expired) as response:
         assert response.status == 403  # signed with the right secret, but long past its expiry
     async with session.get(app.url + good) as response:
@@ -84,7 +84,7 @@ async def test_unsigned_altered_and_expired_links_are_refused(
 
 async def test_a_link_expires_by_the_clock() -> None:
     clock = Clock(1_000_000.0)
-    links = BlobLinks(b"k" * 32, ttl_s=60, clock=clock)
+    links = HmacBlobLinks(b"k" * 32, ttl_s=60, clock=clock)
     path = links.link(blob_id_of(b"x"), "x.txt")
     query = dict(item.split("=", 1) for item in path.split("?", 1)[1].split("&"))
     assert links.admits(blob_id_of(b"x"), query["exp"], query["sig"], "x.txt")

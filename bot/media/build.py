@@ -7,7 +7,7 @@ import logging
 from pathlib import Path
 
 from bot.config.schema import MediaConfig
-from bot.media.links import BlobLinks, link_secret
+from bot.media.links import HmacBlobLinks, link_secret
 from bot.media.records import RecordBlobStore
 from bot.storage import StorageError
 from bot.storage.base import BlobRecords
@@ -34,8 +34,8 @@ def build_blobs(
     return DiskBlobStore(folder, max_bytes=config.max_bytes)
 
 
-def build_links(config: MediaConfig, folder: Path) -> BlobLinks:
-    return BlobLinks(link_secret(config.url_secret, folder), ttl_s=config.url_ttl_s)
+def build_links(config: MediaConfig, folder: Path) -> HmacBlobLinks:
+    return HmacBlobLinks(link_secret(config.url_secret, folder), ttl_s=config.url_ttl_s)
 
 
 async def keep_retention(blobs: BlobStore, retention_days: float) -> None:

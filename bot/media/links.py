@@ -23,8 +23,9 @@ ROUTE = "/media/{blob_id}"
 SECRET_FILE = ".url-secret"
 
 
-class BlobLinks:
-    """Makes and checks the links; `ttl_s` is how long a new link works (`media.url_ttl_s`)."""
+class HmacBlobLinks:
+    """Makes and checks the links (the channels' `BlobLinks`, adapters/base.py, once they take
+    them); `ttl_s` is how long a new link works (`media.url_ttl_s`)."""
 
     def __init__(
         self, secret: bytes, *, ttl_s: float, clock: Callable[[], float] = time.time

@@ -12,7 +12,7 @@ from urllib.parse import quote
 
 from aiohttp import web
 
-from bot.media.links import ROUTE, BlobLinks
+from bot.media.links import ROUTE, HmacBlobLinks
 from content.blobs import BlobNotFound, BlobStore
 
 INLINE = frozenset({"image/png", "image/jpeg", "image/gif", "image/webp", "image/avif"})
@@ -28,7 +28,7 @@ SAFETY = {
 class MediaRoute:
     """Serves the blobs of `blobs` for links `links` signed."""
 
-    def __init__(self, blobs: BlobStore, links: BlobLinks) -> None:
+    def __init__(self, blobs: BlobStore, links: HmacBlobLinks) -> None:
         self.blobs = blobs
         self.links = links
 
