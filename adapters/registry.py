@@ -16,12 +16,14 @@ from typing import Any
 
 from adapters.access import AccessConfig
 from adapters.api.records import SessionRecords
-from adapters.base import Channel, InboundMessage, Leader
+from adapters.base import BlobLinks, Channel, InboundMessage, Leader
 from adapters.budget import RateBudget
 from adapters.history import Claims, ConversationHistory
 from adapters.platform_calls import NO_PLATFORM_CALLS, PlatformCalls
+from adapters.uploads import UploadSigner
 from adapters.websocket.hub import EventHub
 from adapters.websocket.limits import InboundRates
+from content.blobs import BlobStore
 
 PACKAGES = ("websocket", "telegram", "slack", "feishu", "api")  # the order channels start in
 
@@ -55,6 +57,12 @@ class ChannelServices:
     # store: `(channel, key_prefix, user_id)`; a Slack slash command in a channel targets the
     # user's latest thread there, after a restart or on another process too. None: no store.
     latest_conversation: Callable[[str, str, str], Awaitable[str | None]] | None = None
+    # Files: the blob store, signed links to its blobs for clients, and the signer of upload
+    # tokens and attachment references (the same secret in every process). None: no files
+    # from or to the web socket and the sessions API.
+    blobs: BlobStore | None = None
+    blob_links: BlobLinks | None = None
+    upload_signer: UploadSigner | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -24,6 +24,7 @@ from bot.quota import Quotas
 from bot.resume import ResumeSettings, TurnResumer
 from bot.storage.base import GatewayStore, StorageError
 from bot.turn import RESUME_EVENT, STOPPED, TurnRunner
+from content.blobs import BlobStore
 
 log = logging.getLogger(__name__)
 
@@ -89,6 +90,7 @@ class Gateway:
         workers: Workers | None = None,
         metrics: GatewayMetrics = NO_METRICS,
         quotas: Quotas | None = None,
+        blobs: BlobStore | None = None,
     ) -> None:
         self.channels = channels
         self.metrics = metrics
@@ -119,6 +121,7 @@ class Gateway:
             timeout_s=settings.turn_timeout_s,
             metrics=metrics,
             quotas=quotas,
+            blobs=blobs,
         )
         self.turns.resumer = self.resumer = TurnResumer(self.turns, settings.resume)
         # Cleared while interrupted turns are queued at start (bot/recovery.py): a new message

@@ -27,6 +27,7 @@ from agent.personas import PersonaLibrary
 from agent.providers.base import ProviderError
 from agent.replay import ReplayPoint
 from agent.types import Message
+from bot.attachments import fetch_files, tell_refusals
 from bot.conversations import TurnSignal
 from bot.dedup import Dedup
 from bot.delivery import APOLOGY, Delivery
@@ -47,6 +48,7 @@ from bot.turn_outcome import (
     storage_failed,
     storage_fault,
 )
+from content.blobs import BlobStore
 
 if TYPE_CHECKING:
     from bot.resume import TurnResumer
@@ -85,8 +87,10 @@ class TurnRunner:
         timeout_s: float,
         metrics: GatewayMetrics = NO_METRICS,
         quotas: Quotas | None = None,
+        blobs: BlobStore | None = None,
     ) -> None:
         self.channels = channels
+        self.blobs = blobs  # where inbound files are fetched to; None: they stay labels
         self.metrics = metrics
         self.coordinator = coordinator
         self.store = store
@@ -144,6 +148,9 @@ class TurnRunner:
                 persona = self.personas.get(self.persona)  # pinned for the whole turn
                 session_id = await self.session_for(last, persona.name, persona.version)
                 masker = user_text_masker(self.coordinator)
+                fetched = await fetch_files(channel, self.blobs, batch)  # before it is recorded
+                batch = fetched.batch
+                await tell_refusals(channel, fetched.refusals)
                 # recorded BEFORE the placeholder is posted, and its handle right after: a
                 # process killed in between leaves a turn another resumes, never an unknown one
                 await self.store.create_turn(

@@ -21,4 +21,8 @@ def build(section: ApiConfig, services: ChannelServices) -> ApiChannel:
         hub=services.event_hub,
         replay_events=section.replay_events,
         rates=services.inbound_rates,
+        blobs=services.blobs,
+        links=services.blob_links,
+        uploads=services.upload_signer,
+        public_url=services.public_url,
     )

@@ -26,4 +26,7 @@ def build(section: WebsocketConfig, services: ChannelServices) -> WebSocketChann
         history=services.history,
         claims=services.claims,
         rates=services.inbound_rates,
+        blobs=services.blobs,
+        links=services.blob_links,
+        uploads=services.upload_signer,
     )

@@ -23,6 +23,7 @@ from __future__ import annotations
 import json
 import logging
 from collections import OrderedDict
+from collections.abc import Callable, Sequence
 from typing import Any, Final
 
 from adapters.base import ChatRef, InboundMessage
@@ -30,6 +31,9 @@ from adapters.history import Claims, ConversationHistory
 from adapters.websocket.connection import Connection
 from adapters.websocket.hub import CLEARING_TYPE, EventHub
 from adapters.websocket.protocol import ActionFrame, UserText
+from content.parts import Part
+
+Render = Callable[[Sequence[Part]], list[dict[str, Any]]]  # parts as frames carry them
 
 log = logging.getLogger(__name__)
 
@@ -41,9 +45,15 @@ class UserEcho:
     """Publishes what users say, once per `client_message_id`."""
 
     def __init__(
-        self, hub: EventHub, *, claims: Claims | None = None, max_ids: int = MAX_REMEMBERED_IDS
+        self,
+        hub: EventHub,
+        *,
+        claims: Claims | None = None,
+        max_ids: int = MAX_REMEMBERED_IDS,
+        render: Render | None = None,
     ) -> None:
         self._hub = hub
+        self._render = render
         self._claims = claims
         self._max_ids = max_ids
         # (conversation, client_message_id) of published messages; the keys only, so that
@@ -67,7 +77,10 @@ class UserEcho:
         if message.command == "new":
             await self._hub.publish(identity, "conversation.cleared", {"reason": "new"})
         else:
-            await self._hub.publish(identity, "message.user", user_fields(message, frame))
+            fields = user_fields(message, frame)
+            if message.parts and self._render is not None:
+                fields["attachments"] = self._render(message.parts)
+            await self._hub.publish(identity, "message.user", fields)
 
     async def _claim(self, message: InboundMessage) -> bool:
         """False when another process (or this one before a restart) published this id."""
