@@ -24,6 +24,8 @@ from bot.config import Config, ConfigError
 from bot.conversations import ConversationQueue
 from bot.gateway import Gateway, GatewaySettings
 from bot.health import ChannelStates
+from bot.media.build import build_blobs, build_links, keep_retention
+from bot.media.route import MediaRoute
 from bot.ops import Operations, metrics_enabled
 from bot.quota import Quotas
 from bot.recovery import recover_interrupted_turns
@@ -73,6 +75,12 @@ class App:
             if control.name not in self.registry:
                 self.registry.add(control)
         self.store = build_store(self._path(config.storage.path), config.storage.url)
+        self.media_dir = self._path(config.media.dir)
+        self.blobs = build_blobs(
+            config.media, self.media_dir, self.store, on_postgresql=bool(config.storage.url)
+        )
+        # signed links serve blobs from the web server only; `bot chat` makes no secret file
+        self.links = build_links(config.media, self.media_dir) if web_server else None
         self.personas = PersonaLibrary(
             [self._path(d) for d in config.personas.dirs], known_tools=self.registry.names()
         )
@@ -200,6 +208,7 @@ class App:
                 channel_states=self.channel_states,
                 ops=self.ops,
                 redis=self.redis,
+                media=MediaRoute(self.blobs, self.links) if self.links is not None else None,
             )
             self.port = await self._web.start()
         log.info("model: %s", describe_provider(self.provider))
@@ -260,6 +269,9 @@ class App:
             group.create_task(self.workers.run(), name="workers")
             group.create_task(self.personas.watch(), name="personas")
             group.create_task(self.knowledge.watch(), name="knowledge")
+            if self.web_server:  # `bot chat` shares a serving bot's folder: that one purges
+                retention = keep_retention(self.blobs, self.config.media.retention_days)
+                group.create_task(retention, name="media-retention")
             for channel in self.channels.values():
                 group.create_task(self._keep_running(channel), name=f"channel:{channel.name}")
             if self.web_server:

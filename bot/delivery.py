@@ -31,6 +31,7 @@ from adapters.base import (
     RateLimited,
 )
 from bot.textsplit import split_text
+from content.parts import Part
 from tools.events import (
     AgentFinished,
     AgentStarted,
@@ -133,8 +134,8 @@ class Delivery:
                     self._interim = f"Asking {kind} — one moment"
             case AgentFinished(task_id=task_id):
                 self._workers.pop(task_id, None)
-            case Final(text=text, display=display):
-                await self.finish(text, display)
+            case Final(text=text, display=display, parts=parts):
+                await self.finish(text, display, parts)
                 return
             case Failed(reason=reason):
                 log.warning("turn failed in %s: %s", self.chat.key, reason)
@@ -204,8 +205,11 @@ class Delivery:
             body = body + "\n\n" + "\n".join(lines)
         return body
 
-    async def finish(self, text: str, display: tuple[Mapping[str, Any], ...] = ()) -> None:
-        """The last word: replaces the placeholder (and continues past the length limit)."""
+    async def finish(
+        self, text: str, display: tuple[Mapping[str, Any], ...] = (), parts: tuple[Part, ...] = ()
+    ) -> None:
+        """The last word: replaces the placeholder (and continues past the length limit). The
+        display hints and media go with its last message."""
         if self._done:
             return
         self._done = True
@@ -213,8 +217,9 @@ class Delivery:
             await self._stop_flusher()
             chunks = split_text(text or "…", self.limits.max_text_length, self.limits.length)
             for index, chunk in enumerate(chunks):
-                hints = display if index == len(chunks) - 1 else ()
-                await self._put_final(index, OutboundContent(chunk, tuple(hints)))
+                last = index == len(chunks) - 1
+                content = OutboundContent(chunk, display, parts) if last else OutboundContent(chunk)
+                await self._put_final(index, content)
             for index in range(len(chunks), len(self.handles)):
                 await self._put_final(index, OutboundContent("⋯"))
 
@@ -282,7 +287,7 @@ class Delivery:
         message instead, once: a new message whose fate is unknown is never resent, since a
         duplicate is worse than a gap the log reports."""
         unchanged = index < len(self._sent) and self._sent[index] == content.text
-        if unchanged and not content.display and not self.limits.final_marker:
+        if unchanged and not (content.display or content.parts) and not self.limits.final_marker:
             return  # already shown exactly so (e.g. the last SendMessage note): never twice
         deadline = time.monotonic() + FINAL_DEADLINE_S
         attempt = 0

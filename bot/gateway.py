@@ -182,7 +182,12 @@ class Gateway:
             await self._new(message)
         elif command == "stop":
             await self._stop(message)
-        elif message.text.strip() or message.attachments or message.action is not None:
+        elif (
+            message.text.strip()
+            or message.attachments
+            or message.parts
+            or message.action is not None
+        ):
             try:
                 await self.conversations.enqueue(message)
             except QueueFull as exc:
@@ -198,7 +203,12 @@ class Gateway:
         empty. (The access check is pure, so asking it before the claim changes nothing.)"""
         if message.command in ("help", "new", "stop"):
             return False
-        if not (message.text.strip() or message.attachments or message.action is not None):
+        if not (
+            message.text.strip()
+            or message.attachments
+            or message.parts
+            or message.action is not None
+        ):
             return False
         return self.access.check(message) == "allow"
 

@@ -136,7 +136,7 @@ class TurnResumer:
         control: TurnSignal,
     ) -> str:
         delivery = Delivery(channel, chat, recipient=turn["user_id"])
-        outcome = Outcome("completed", point.final or "", point.display)
+        outcome = Outcome("completed", point.final or "", point.display, parts=point.parts)
         try:
             if handle is not None:
                 delivery.adopt(handle)
@@ -151,12 +151,13 @@ class TurnResumer:
                     channel=turn["channel"],
                     conversation_key=turn["conversation_key"],
                     text=point.messages[0].content,
+                    parts=point.messages[0].parts,
                 )
                 outcome = await self.runner.work(work, delivery, control, point)
             if control.lost:  # another process took it over meanwhile: leave it to that one
                 log.warning("turn %s left to the process that took it over", turn["id"])
                 return "lost"
-            await delivery.finish(outcome.text, outcome.display)
+            await delivery.finish(outcome.text, outcome.display, outcome.parts)
         except ChannelError as exc:
             log.error("turn %s resumed but its final edit failed: %s", turn["id"], exc)
             outcome.status, outcome.error = "failed", f"delivery: {exc}"

@@ -37,7 +37,7 @@ from bot.quota import Quotas
 from bot.storage.base import GatewayStore, StorageError
 from bot.storage.turns import chat_record, handle_record
 from bot.turn_ends import TurnEnds
-from bot.turn_input import combine, shown, user_text_masker
+from bot.turn_input import combine, media, shown, user_text_masker
 from bot.turn_outcome import (
     INTERRUPTED,
     STOPPED,
@@ -163,9 +163,10 @@ class TurnRunner:
                     inbound_messages=shown(batch, masker),
                 )
                 recorded = True
-                text = combine(batch, masker)
+                text, parts = combine(batch, masker), media(batch)
                 # the user's message too: a restart goes on from it (agent/replay.py)
-                start = ReplayPoint((Message("user", text),), resumed=Resumed(rounds_done=0))
+                user = Message("user", text, parts=parts)
+                start = ReplayPoint((user,), resumed=Resumed(rounds_done=0))
                 await self.store.append_messages(session_id, turn_id, list(start.messages))
                 if not await post_placeholder(delivery, batch, self.dedup):
                     outcome = Outcome("undelivered", error="undelivered: no placeholder posted")
@@ -182,6 +183,7 @@ class TurnRunner:
                     channel=last.chat.channel,
                     conversation_key=last.conversation_key,
                     text=text,
+                    parts=parts,
                 )
                 outcome = await self.work(turn, delivery, control, start)
             if control.lost:
@@ -189,7 +191,7 @@ class TurnRunner:
                 log.warning("turn %s left to the process that took it over", turn_id)
                 return
             try:
-                await delivery.finish(outcome.text, outcome.display)
+                await delivery.finish(outcome.text, outcome.display, outcome.parts)
             except ChannelError as exc:
                 log.error("turn %s ended but its final edit failed: %s", turn_id, exc)
                 outcome.status, outcome.error = "failed", f"delivery: {exc}"
@@ -289,4 +291,4 @@ class TurnRunner:
             return Outcome("failed", APOLOGY, error=describe(exc))
         finally:
             control.work = None
-        return Outcome("completed", result.text, tuple(result.display))
+        return Outcome("completed", result.text, tuple(result.display), parts=tuple(result.parts))

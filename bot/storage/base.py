@@ -14,12 +14,46 @@ from typing import Any, Protocol
 
 from adapters.base import ChatRef
 from agent.store import Store as AgentStore
+from bot.storage.rows import ConversationStateRow
 from tools.memory import MemoryStore, OrderStore
 
 
 class StorageError(Exception):
     """The storage failed (a full disk, a lock held too long, an unreadable file): the call did
     nothing. A store raises it for faults of the storage, not for bad arguments."""
+
+
+class BlobRecords(Protocol):
+    """The `blobs` table: bytes by content address (a `BlobStore` several hosts share)."""
+
+    async def put_blob(
+        self, blob_id: str, mime_type: str, data: bytes, *, stored_at: float | None = None
+    ) -> None:
+        """Keeps `data` under `blob_id` (the sha256 hex of the bytes); an existing id: no-op.
+        `stored_at`: the unix time retention counts from (None: now)."""
+        ...
+
+    async def get_blob(self, blob_id: str) -> tuple[str, bytes] | None:
+        """(mime_type, data), or None when no blob has that id."""
+        ...
+
+    async def delete_blobs_before(self, cutoff: float) -> int:
+        """Deletes the blobs stored before `cutoff` (unix seconds); how many there were."""
+        ...
+
+
+class ConversationStateRecords(Protocol):
+    """The `conversation_states` table: each conversation's routing state, by compare-and-set."""
+
+    async def load_conversation_state(self, key: str) -> ConversationStateRow | None: ...
+
+    async def save_conversation_state(
+        self, row: ConversationStateRow, *, expected_version: int
+    ) -> bool:
+        """Writes `row` (its version must be `expected_version + 1`, else ValueError) only if
+        the stored version is `expected_version` (0: no row yet); False if another writer
+        moved it on since."""
+        ...
 
 
 class GatewayStore(AgentStore, Protocol):
@@ -123,7 +157,7 @@ class GatewayStore(AgentStore, Protocol):
         ...
 
 
-class Store(GatewayStore, MemoryStore, OrderStore, Protocol):
+class Store(GatewayStore, MemoryStore, OrderStore, BlobRecords, ConversationStateRecords, Protocol):
     """The whole store an app runs on (`bot sessions` reads the admin views both stores have)."""
 
     async def quota_counts(self, buckets: Sequence[str]) -> dict[str, tuple[int, int]]:

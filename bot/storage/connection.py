@@ -38,6 +38,7 @@ from bot.storage.faults import (
     is_busy,
 )
 from bot.storage.schema import MIGRATIONS, migrate, now
+from bot.storage.tx import Op, P, SqliteTx, StoreCalls, run_now
 
 log = logging.getLogger(__name__)
 
@@ -73,7 +74,7 @@ def _dicts(cursor: sqlite3.Cursor) -> list[dict[str, Any]]:
     return [dict(zip(keys, row, strict=True)) for row in cursor]
 
 
-class StoreConnection:
+class StoreConnection(StoreCalls):
     """Opens, migrates and closes the database; runs each call as one short transaction."""
 
     _conn: sqlite3.Connection
@@ -151,6 +152,15 @@ class StoreConnection:
         if self._writes >= CHECKPOINT_EVERY:
             self._request_checkpoint()
         return result
+
+    async def _tx(self, op: Op[P, T], *args: P.args, **kwargs: P.kwargs) -> T:
+        """`op` (written once for both backends) on this connection, as `_run` runs a call."""
+
+        def call() -> T:
+            return run_now(op(SqliteTx(self._conn), *args, **kwargs))
+
+        call.__name__ = op.__name__  # the kind of call, for `trouble`
+        return await self._run(call)
 
     async def _wait_for_lock(self, fn: Callable[..., T], args: tuple[Any, ...]) -> T:
         try:

@@ -12,6 +12,7 @@ from agent.store import UsageRow
 from agent.types import AuditRecord, Message, Role, ToolCall
 from bot.storage.connection import StoreConnection
 from bot.storage.schema import insert_sql, now
+from content.parts import parts_from_json, parts_to_json
 
 HistoryItem = tuple[str, Message]
 AUDIT_RESULT_LIMIT = 4000
@@ -19,7 +20,7 @@ AUDIT_RESULT_LIMIT = 4000
 _INSERT_MESSAGE = insert_sql(
     "messages",
     "session_id turn_id role content tool_calls tool_call_id name is_error tokens_in tokens_out"
-    " created_at",
+    " parts created_at",
 )
 _INSERT_AUDIT = insert_sql(
     "audit_logs",
@@ -29,7 +30,7 @@ _INSERT_USAGE = insert_sql(
     "usage", "session_id turn_id provider model input_tokens output_tokens created_at"
 )
 _HISTORY_SINCE = (
-    "SELECT id, turn_id, role, content, tool_calls, tool_call_id, name, is_error"
+    "SELECT id, turn_id, role, content, tool_calls, tool_call_id, name, is_error, parts"
     " FROM messages WHERE session_id = ? AND id > ? ORDER BY id"
 )
 _TOUCH_SESSION = "UPDATE chat_sessions SET updated_at = ? WHERE id = ?"
@@ -53,6 +54,7 @@ def _message_fields(m: Message) -> tuple[Any, ...]:
         int(m.is_error),
         None if m.usage is None else m.usage.input_tokens,
         None if m.usage is None else m.usage.output_tokens,
+        parts_to_json(m.parts),
     )
 
 
@@ -66,13 +68,21 @@ def _usage_rows(
 
 
 def _history_item(row: tuple[Any, ...]) -> HistoryItem:
-    _, turn_id, role, content, calls, call_id, name, is_error = row
+    _, turn_id, role, content, calls, call_id, name, is_error, parts = row
     tool_calls = (
         tuple(ToolCall(c["id"], c["name"], c["arguments"]) for c in json.loads(calls))
         if calls
         else ()
     )
-    return turn_id, Message(cast(Role, role), content, tool_calls, call_id, name, bool(is_error))
+    return turn_id, Message(
+        cast(Role, role),
+        content,
+        tool_calls,
+        call_id,
+        name,
+        bool(is_error),
+        parts=parts_from_json(parts),
+    )
 
 
 # A cached history keeps the newest messages only (the model never sees more than its context

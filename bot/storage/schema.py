@@ -6,7 +6,10 @@ import json
 from collections.abc import Callable
 from datetime import UTC, datetime
 
+from sqlalchemy.schema import ExecutableDDLElement
 from sqlite_utils import Database
+
+from bot.storage import ddl
 
 SESSION_STATUSES = frozenset(
     {"active", "closed", "running", "completed", "failed", "killed", "timeout"}
@@ -181,6 +184,18 @@ def _v8_quota_counters(db: Database) -> None:
     db.table("usage").create_index(["created_at"])  # `bot usage --since`, the admin's usage
 
 
+class _Written:
+    """A migration written once (`bot.storage.ddl.STEPS`), compiled for SQLite."""
+
+    def __init__(self, version: int, step: tuple[ExecutableDDLElement, ...]) -> None:
+        self.__name__ = f"_v{version}"
+        self.statements = ddl.statements("sqlite", step)
+
+    def __call__(self, db: Database) -> None:
+        for statement in self.statements:
+            db.execute(statement)
+
+
 MIGRATIONS: tuple[Callable[[Database], None], ...] = (
     _v1_core_tables,
     _v2_titles_and_audit_extra,
@@ -190,6 +205,7 @@ MIGRATIONS: tuple[Callable[[Database], None], ...] = (
     _v6_api_sessions,
     _v7_turn_inbound_messages,
     _v8_quota_counters,
+    *(_Written(version, step) for version, step in enumerate(ddl.STEPS, start=ddl.FIRST)),
 )
 
 

@@ -6,7 +6,9 @@ import uuid
 from typing import cast
 
 from bot.storage.api_records import ApiRecords
+from bot.storage.blob_records import BlobTable
 from bot.storage.claims import EventClaims
+from bot.storage.conversation_states import ConversationStateTable
 from bot.storage.messages import History, MessageLog
 from bot.storage.quotas import QuotaCounters
 from bot.storage.records import UserRecords
@@ -34,7 +36,15 @@ _CLOSE_ACTIVE = (
 
 
 class SqliteStore(
-    MessageLog, TurnLog, EventClaims, QuotaCounters, UserRecords, AdminViews, ApiRecords
+    MessageLog,
+    TurnLog,
+    EventClaims,
+    QuotaCounters,
+    UserRecords,
+    AdminViews,
+    ApiRecords,
+    BlobTable,
+    ConversationStateTable,
 ):
     """The `agent.store.Store` protocol plus what the gateway needs, on one SQLite connection.
 

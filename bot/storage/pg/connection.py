@@ -33,6 +33,8 @@ from bot.storage.base import StorageError
 from bot.storage.faults import Trouble
 from bot.storage.pg.faults import LINK_FAULTS, describe, is_fault, redacted
 from bot.storage.pg.schema import HIDDEN_COLUMNS, MIGRATIONS, migrate
+from bot.storage.query import Dialect, Query
+from bot.storage.tx import Op, Row, StoreCalls, Transaction
 
 if TYPE_CHECKING:
     # a pooled connection, or a plain one (migrations in tests): the same methods
@@ -53,7 +55,7 @@ async def _no_reset(conn: Conn) -> None:
     """Nothing to undo: see the module docstring (asyncpg rolls back an open transaction first)."""
 
 
-class PgConnection:
+class PgConnection(StoreCalls):
     """Opens (and migrates) the pool, runs each call with a deadline, closes it."""
 
     def __init__(
@@ -148,6 +150,15 @@ class PgConnection:
         task.add_done_callback(self._done)
         return await asyncio.shield(task)
 
+    async def _tx(self, op: Op[P, T], *args: P.args, **kwargs: P.kwargs) -> T:
+        """`op` (written once for both backends) on a pooled connection, as `_run` runs a call."""
+
+        async def call(conn: Conn) -> T:
+            return await op(PgTx(conn), *args, **kwargs)
+
+        call.__name__ = op.__name__  # the kind of call, for `trouble`
+        return await self._run(call)
+
     def _done(self, task: asyncio.Task[Any]) -> None:
         self._calls.discard(task)
         if not task.cancelled():
@@ -230,3 +241,29 @@ async def fetch_rows(conn: Conn, sql: str, *params: Any) -> list[dict[str, Any]]
 def rowcount(status: str) -> int:
     """The row count of a command tag: 'UPDATE 3' -> 3, 'INSERT 0 1' -> 1."""
     return int(status.rpartition(" ")[2])
+
+
+class PgTx:
+    """`bot.storage.tx.Tx` on a pooled asyncpg connection."""
+
+    __slots__ = ("conn",)
+    dialect: Dialect = "postgresql"
+
+    def __init__(self, conn: Conn) -> None:
+        self.conn = conn
+
+    async def fetch(self, query: Query, **values: Any) -> list[Row]:
+        sql = query.sql("postgresql")
+        return list(await self.conn.fetch(sql.text, *query.args("postgresql", values)))
+
+    async def fetchone(self, query: Query, **values: Any) -> Row | None:
+        sql = query.sql("postgresql")
+        row: Row | None = await self.conn.fetchrow(sql.text, *query.args("postgresql", values))
+        return row
+
+    async def execute(self, query: Query, **values: Any) -> int:
+        sql = query.sql("postgresql")
+        return rowcount(await self.conn.execute(sql.text, *query.args("postgresql", values)))
+
+    def transaction(self) -> Transaction:
+        return self.conn.transaction()

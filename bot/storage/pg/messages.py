@@ -36,16 +36,16 @@ if TYPE_CHECKING:
     from bot.storage.pg.connection import Conn
 
 _HISTORY_SINCE = (
-    "SELECT id, turn_id, role, content, tool_calls, tool_call_id, name, is_error"
+    "SELECT id, turn_id, role, content, tool_calls, tool_call_id, name, is_error, parts"
     " FROM messages WHERE session_id = $1 AND id > $2 ORDER BY id"
 )
 _TOUCH_SESSION = "UPDATE chat_sessions SET updated_at = $2 WHERE id = $1"
 # one statement for a turn's messages, whatever their number
 _INSERT_MESSAGES = (
     "INSERT INTO messages (session_id, turn_id, created_at, role, content, tool_calls,"
-    " tool_call_id, name, is_error, tokens_in, tokens_out)"
+    " tool_call_id, name, is_error, tokens_in, tokens_out, parts)"
     " SELECT $1, $2, $3, * FROM unnest($4::text[], $5::text[], $6::text[], $7::text[],"
-    " $8::text[], $9::int[], $10::int[], $11::int[]) RETURNING id"
+    " $8::text[], $9::int[], $10::int[], $11::int[], $12::text[]) RETURNING id"
 )
 _INSERT_AUDIT = (
     "INSERT INTO audit_logs (session_id, turn_id, call_id, tool_name, arguments, result, ok,"

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from bot.storage import ddl
 from bot.storage.schema import now
 
 if TYPE_CHECKING:
@@ -116,9 +117,11 @@ _V8 = (
     "CREATE INDEX idx_quota_counters_expires_at ON quota_counters (expires_at)",
     "CREATE INDEX idx_usage_created_at ON usage (created_at)",
 )
-
-# append new ones (the same number as the SQLite migration), never edit old ones
-MIGRATIONS: tuple[tuple[str, ...], ...] = (_V1, _V2, _V3, _V4, _V5, _V6, _V7, _V8)
+# never append: from v9 on, migrations are written once for both (bot/storage/ddl.py)
+MIGRATIONS: tuple[tuple[str, ...], ...] = (
+    *(_V1, _V2, _V3, _V4, _V5, _V6, _V7, _V8),
+    *(ddl.statements("postgresql", step) for step in ddl.STEPS),
+)
 
 _VERSIONS_TABLE = (
     "CREATE TABLE IF NOT EXISTS schema_migrations (version integer PRIMARY KEY, applied_at text)"

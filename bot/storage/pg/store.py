@@ -5,6 +5,8 @@ from __future__ import annotations
 import uuid
 from typing import TYPE_CHECKING
 
+from bot.storage.blob_records import BlobTable
+from bot.storage.conversation_states import ConversationStateTable
 from bot.storage.pg.api_records import PgApiRecords
 from bot.storage.pg.claims import PgEventClaims
 from bot.storage.pg.connection import rowcount
@@ -49,6 +51,8 @@ class PostgresStore(
     PgUserRecords,
     PgAdminViews,
     PgApiRecords,
+    BlobTable,
+    ConversationStateTable,
 ):
     """The whole `bot.storage.base.Store` on a PostgreSQL pool: for gateway processes on
     several hosts. Each public method is one statement or one short transaction."""

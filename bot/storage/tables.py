@@ -1,0 +1,142 @@
+"""The store's tables, described once (SQLAlchemy Core) for SQLite and PostgreSQL alike.
+
+This is the schema as the migrations leave it (tests/test_store_schema.py compares a migrated
+database of each kind with it); queries (`bot.storage.query`) and new migrations are written
+against it. Types are the few both backends share: text (timestamps are ISO-8601 text, JSON is
+text), integer, float (unix seconds), bytes. PostgreSQL's `seq` identity columns, its stand-in
+for SQLite's rowid (the creation order), are not listed: `creation_order` names either.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy.ext.compiler import compiles
+from sqlalchemy.sql.compiler import SQLCompiler
+from sqlalchemy.sql.expression import ColumnElement
+
+metadata = sa.MetaData()
+Text, Int, Float = sa.Text, sa.Integer, sa.Float
+
+
+def _col(name: str, kind: Any, *, null: bool = True, **kw: Any) -> sa.Column[Any]:
+    return sa.Column(name, kind, nullable=null and not kw.get("primary_key"), **kw)
+
+
+# fmt: off
+chat_sessions = sa.Table(
+    "chat_sessions", metadata,
+    _col("id", Text, primary_key=True), _col("agent_id", Text, null=False),
+    _col("parent_session_id", Text), _col("channel", Text, null=False),
+    _col("conversation_key", Text, null=False), _col("user_id", Text, null=False),
+    _col("status", Text, null=False), _col("persona_version", Text), _col("created_at", Text),
+    _col("updated_at", Text), _col("title", Text),
+)
+messages = sa.Table(
+    "messages", metadata,
+    _col("id", Int, primary_key=True),
+    _col("session_id", Text, null=False), _col("turn_id", Text, null=False),
+    _col("role", Text, null=False), _col("content", Text, null=False), _col("tool_calls", Text),
+    _col("tool_call_id", Text), _col("name", Text), _col("is_error", Int, null=False),
+    _col("tokens_in", Int), _col("tokens_out", Int), _col("created_at", Text),
+    _col("parts", Text),  # content parts beside `content`, as JSON (content.parts); v9
+)
+audit_logs = sa.Table(
+    "audit_logs", metadata,
+    _col("id", Int, primary_key=True), _col("session_id", Text, null=False),
+    _col("turn_id", Text), _col("call_id", Text, null=False), _col("tool_name", Text, null=False),
+    _col("arguments", Text), _col("result", Text), _col("ok", Int, null=False),
+    _col("duration_ms", Float), _col("created_at", Text), _col("extra", Text),
+)
+turns = sa.Table(
+    "turns", metadata,
+    _col("id", Text, primary_key=True), _col("session_id", Text, null=False),
+    _col("channel", Text), _col("conversation_key", Text),
+    _col("inbound_event_ids", Text, null=False), _col("placeholder", Text),
+    _col("status", Text, null=False), _col("final_text", Text), _col("error", Text),
+    _col("created_at", Text), _col("finished_at", Text),
+    _col("resume_attempts", Int, null=False, server_default="0"), _col("inbound_messages", Text),
+)
+memories = sa.Table(
+    "memories", metadata,
+    _col("id", Int, primary_key=True), _col("user_id", Text, null=False),
+    _col("memory_type", Text), _col("content", Text, null=False), _col("category", Text),
+    _col("importance", Int), _col("created_at", Text), _col("updated_at", Text),
+    _col("tenant", Text, null=False, server_default=""), _col("key", Text),
+)
+usage = sa.Table(
+    "usage", metadata,
+    _col("id", Int, primary_key=True), _col("session_id", Text, null=False),
+    _col("turn_id", Text), _col("provider", Text), _col("model", Text),
+    _col("input_tokens", Int), _col("output_tokens", Int), _col("created_at", Text),
+)
+orders = sa.Table(
+    "orders", metadata,
+    _col("id", Text, primary_key=True), _col("tenant", Text, null=False),
+    _col("user_id", Text, null=False), _col("session_id", Text), _col("service", Text, null=False),
+    _col("category", Text), _col("method", Text), _col("amount", Float, null=False),
+    _col("currency", Text, null=False), _col("status", Text, null=False),
+    _col("payment_url", Text), _col("created_at", Text), _col("expires_at", Text),
+)
+event_claims = sa.Table(  # expires_at: unix seconds
+    "event_claims", metadata,
+    _col("event_id", Text, primary_key=True), _col("expires_at", Float, null=False),
+)
+api_sessions = sa.Table(
+    "api_sessions", metadata,
+    _col("id", Text, primary_key=True), _col("key_id", Text, null=False), _col("user_id", Text),
+    _col("created_at", Text, null=False),
+)
+api_messages = sa.Table(
+    "api_messages", metadata,
+    _col("position", Int, primary_key=True), _col("session_id", Text, null=False),
+    _col("message_id", Text, null=False), _col("role", Text, null=False),
+    _col("text", Text, null=False), _col("status", Text, null=False), _col("reply_to", Text),
+    _col("display", Text), _col("action", Text), _col("seq", Int, null=False),
+    _col("created_at", Text, null=False),
+)
+quota_counters = sa.Table(  # expires_at: unix seconds
+    "quota_counters", metadata,
+    _col("bucket", Text, primary_key=True), _col("turns", Int, null=False),
+    _col("tokens", Int, null=False), _col("expires_at", Float, null=False),
+)
+# v10: the bytes of non-text parts (content.blobs), by content address (sha256 hex)
+blobs = sa.Table(
+    "blobs", metadata,
+    _col("blob_id", Text, primary_key=True), _col("mime_type", Text, null=False),
+    _col("size", Int, null=False), _col("created_at", Float, null=False),  # unix seconds
+    _col("data", sa.LargeBinary, null=False),
+    sa.Index("idx_blobs_created_at", "created_at"),
+)
+# v10: a conversation's mode, assignee and settings; `version` for compare-and-set
+conversation_states = sa.Table(
+    "conversation_states", metadata,
+    _col("conversation_key", Text, primary_key=True), _col("mode", Text, null=False),
+    _col("assignee", Text), _col("settings", Text, null=False),  # a JSON object
+    _col("version", Int, null=False), _col("updated_at", Float, null=False),  # unix seconds
+)
+# fmt: on
+
+
+class CreationOrder(ColumnElement[int]):
+    """A table's creation order: SQLite's rowid, PostgreSQL's `seq` identity column."""
+
+    inherit_cache = True
+
+    def __init__(self, table: sa.Table) -> None:
+        self.table = table
+
+
+@compiles(CreationOrder, "sqlite")
+def _rowid(element: CreationOrder, compiler: SQLCompiler, **kw: Any) -> str:
+    return f"{element.table.name}.rowid"
+
+
+@compiles(CreationOrder, "postgresql")
+def _seq(element: CreationOrder, compiler: SQLCompiler, **kw: Any) -> str:
+    return f"{element.table.name}.seq"
+
+
+def creation_order(table: sa.Table) -> CreationOrder:
+    return CreationOrder(table)
