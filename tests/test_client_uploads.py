@@ -16,6 +16,7 @@ from aiohttp import web
 from adapters.api.channel import ApiChannel
 from adapters.api.keys import KeyRing, hash_key
 from adapters.base import ChatRef, InboundMessage, OutboundContent
+from adapters.history import StoredMessage
 from adapters.uploads import UploadSigner
 from adapters.websocket import WebSocketChannel
 from content.parts import FilePart
@@ -223,3 +224,30 @@ async def test_an_api_without_files_answers_uploads_with_404() -> None:
         refused = await api_upload(await session(site), site)
         assert refused.status == 404
         assert (await refused.json())["error"]["code"] == "no_files"
+
+
+class OneFileHistory:
+    """A stored transcript of one user message with a file."""
+
+    def __init__(self, part: FilePart) -> None:
+        self.part = part
+
+    async def recent(self, chat: ChatRef, user_id: str) -> list[StoredMessage]:
+        return [StoredMessage("user", "c_1", "my report", (self.part,))]
+
+
+async def test_the_stored_transcript_shows_a_users_file_with_a_fresh_link() -> None:
+    blobs = MemoryBlobs()
+    part = FilePart(await blobs.put(PDF, mime_type="application/pdf", name="report.pdf"))
+    channel = WebSocketChannel(
+        allowed_origins=[ORIGIN], blobs=blobs, links=PlainLinks(), history=OneFileHistory(part)
+    )
+    async for site in served(channel, blobs):
+        ws = await site.http.ws_connect(f"{site.base}/ws", origin=ORIGIN)
+        await ws.send_json({"type": "hello", "visitor_id": "visitor-five", "resume_after": 0})
+        assert (await ws.receive_json(timeout=5))["type"] == "ready"
+        stored = await ws.receive_json(timeout=5)
+        assert stored["type"] == "message.user" and stored["history"] is True
+        [attachment] = stored["attachments"]
+        assert attachment["url"] == f"/media/{part.blob.blob_id}?name=report.pdf"
+        await ws.close()
