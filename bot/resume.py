@@ -135,7 +135,7 @@ class TurnResumer:
         point: ReplayPoint,
         control: TurnSignal,
     ) -> str:
-        delivery = Delivery(channel, chat, recipient=turn["user_id"])
+        delivery = Delivery(channel, chat, recipient=turn["user_id"], blobs=self.runner.blobs)
         outcome = Outcome("completed", point.final or "", point.display, parts=point.parts)
         try:
             if handle is not None:

@@ -128,7 +128,13 @@ class TurnRunner:
         channel = self.channels[last.chat.channel]
         if control.resumed and self.resumer is not None and await self._taken_over(batch, control):
             return
-        delivery = Delivery(channel, last.chat, reply_to=last.message_id, recipient=last.user_id)
+        delivery = Delivery(
+            channel,
+            last.chat,
+            reply_to=last.message_id,
+            recipient=last.user_id,
+            blobs=self.blobs,
+        )
         arrived = min(message.received_at for message in batch)
         outcome = Outcome()
         recorded = False

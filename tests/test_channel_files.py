@@ -15,6 +15,7 @@ from adapters.feishu.normalize import normalize as feishu_normalize
 from adapters.slack import SlackChannel
 from adapters.telegram import TelegramChannel
 from bot.attachments import fetch_files, send_parts, tell_refusals
+from bot.delivery import Delivery
 from content.parts import AudioPart, BlobRef, FilePart, ImagePart, MediaPart
 from tests.blob_kit import MemoryBlobs
 from tests.feishu_events import message_event
@@ -200,3 +201,18 @@ async def test_a_feishu_posts_images_are_read_as_images() -> None:
         assert [c.body for c in fake.of("resource")] == [{"type": "image"}]
     finally:
         await fake.close()
+
+
+async def test_an_answers_media_follow_its_final_text_and_a_lost_one_is_said(
+    telegram: tuple[FakeBotAPI, TelegramChannel],
+) -> None:
+    fake, channel = telegram
+    blobs = MemoryBlobs()
+    chart = ImagePart(await blobs.put(PNG, mime_type="image/png", name="chart.png"))
+    lost = FilePart(BlobRef("0" * 64, "application/pdf", 10, "gone.pdf"))
+    delivery = Delivery(channel, ChatRef("telegram", str(CHAT)), reply_to="500", blobs=blobs)
+    await delivery.finish("Your chart", parts=(chart, lost))
+    texts = [call.text for call in fake.ok(CHAT, "sendMessage")]
+    assert texts == ["Your chart", "(The file “gone.pdf” could not be sent.)"]
+    [upload] = fake.uploads
+    assert (upload.method, upload.name, upload.data) == ("sendphoto", "chart.png", PNG)
