@@ -24,7 +24,7 @@ from bot.config import Config, ConfigError
 from bot.conversations import ConversationQueue
 from bot.gateway import Gateway, GatewaySettings
 from bot.health import ChannelStates
-from bot.media.build import build_blobs, build_links, keep_retention
+from bot.media.build import build_blobs, build_links, build_upload_signer, keep_retention
 from bot.media.route import MediaRoute
 from bot.ops import Operations, metrics_enabled
 from bot.quota import Quotas
@@ -81,6 +81,7 @@ class App:
         )
         # signed links serve blobs from the web server only; `bot chat` makes no secret file
         self.links = build_links(config.media, self.media_dir) if web_server else None
+        uploads = build_upload_signer(config.media, self.media_dir) if web_server else None
         self.personas = PersonaLibrary(
             [self._path(d) for d in config.personas.dirs], known_tools=self.registry.names()
         )
@@ -95,6 +96,7 @@ class App:
                 self.redis,
                 admits=lambda message: self.gateway.access.check(message) == "allow",
                 persona_name=self._persona_name,
+                media=(self.blobs, self.links, uploads),
             )
             for channel in build_enabled(config.channels, services):
                 self.channels[channel.name] = channel
@@ -125,6 +127,7 @@ class App:
             workers=self.workers,
             metrics=self.ops.gateway_metrics,
             quotas=Quotas(config.quotas, wiring.quota_state(self.store, self.redis)),
+            blobs=self.blobs,
         )
         self.gateway.accepting.clear()  # until interrupted turns are queued (see `_start`)
         self.web_server = web_server

@@ -10,8 +10,9 @@ from __future__ import annotations
 import logging
 from collections.abc import Awaitable, Callable
 
-from adapters.base import InboundMessage
+from adapters.base import BlobLinks, InboundMessage
 from adapters.registry import ChannelServices, sections
+from adapters.uploads import UploadSigner
 from agent.coordinator import AgentSettings, Coordinator
 from agent.personas import PersonaLibrary
 from agent.providers.base import Provider
@@ -26,6 +27,7 @@ from bot.redis.mode import RedisMode
 from bot.storage import StorageError
 from bot.storage.backends import AnyStore
 from bot.transcript import StoreHistory
+from content.blobs import BlobStore
 from tools.knowledge import KnowledgeBase
 from tools.redirects import load_redirects
 from tools.registry import ToolRegistry
@@ -54,8 +56,11 @@ def channel_services(
     *,
     admits: Callable[[InboundMessage], bool],
     persona_name: Callable[[], str],
+    media: tuple[BlobStore, BlobLinks | None, UploadSigner | None] | None = None,
 ) -> ChannelServices:
-    """What every channel factory is handed: the server's facts and the shared seams."""
+    """What every channel factory is handed: the server's facts and the shared seams; `media`:
+    the blob store, its signed links and the upload signer (files to and from clients)."""
+    blobs, links, uploads = media if media is not None else (None, None, None)
     return ChannelServices(
         public_url=config.server.public_url,
         # replies a channel sends on its own (to stickers, say) obey the access policy
@@ -71,6 +76,9 @@ def channel_services(
         inbound_rates=redis.inbound_rates if redis else None,
         leader=redis.leader if redis else None,
         latest_conversation=_latest_conversation(store),
+        blobs=blobs,
+        blob_links=links,
+        upload_signer=uploads,
     )
 
 
