@@ -23,6 +23,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from aiohttp import BodyPartReader, web
+from aiohttp.http_exceptions import HttpProcessingError
 
 from adapters.base import BlobLinks
 from content.blobs import BlobStore, BlobTooLarge
@@ -40,6 +41,7 @@ from content.parts import (
 OCTET_STREAM = "application/octet-stream"
 CHUNK = 65536
 MAX_NAME_CHARS = 255
+MAX_FIELDS = 8  # multipart fields read looking for `file`
 
 
 class UploadRefused(Exception):
@@ -137,16 +139,10 @@ async def receive(request: web.Request, blobs: BlobStore, *, source: str) -> Blo
     if request.content_length is not None and request.content_length > limit + 16_384:
         raise UploadRefused(413, _too_large(limit))
     if request.content_type.startswith("multipart/"):
-        reader = await request.multipart()
-        while True:
-            field = await reader.next()
-            if field is None:
-                raise UploadRefused(400, "no `file` field in the multipart body")
-            if isinstance(field, BodyPartReader) and field.name == "file":
-                name = field.filename
-                mime = field.headers.get("Content-Type")
-                data = await _read(field.read_chunk, limit)
-                break
+        try:
+            name, mime, data = await _file_field(request, limit)
+        except (HttpProcessingError, ValueError, LookupError) as exc:
+            raise UploadRefused(400, f"the multipart body cannot be read ({exc})") from None
     else:
         name = request.query.get("name")
         mime = request.content_type if request.content_type != OCTET_STREAM else None
@@ -158,6 +154,20 @@ async def receive(request: web.Request, blobs: BlobStore, *, source: str) -> Blo
         return await blobs.put(data, mime_type=_media_type(mime, name), name=name, source=source)
     except BlobTooLarge:
         raise UploadRefused(413, _too_large(limit)) from None
+
+
+async def _file_field(request: web.Request, limit: int) -> tuple[str | None, str | None, bytes]:
+    """The `file` field of a multipart body: its name, declared type and bytes (at most
+    `limit`). Only a few fields may come before it: each is read to be skipped."""
+    reader = await request.multipart()
+    for _ in range(MAX_FIELDS):
+        field = await reader.next()
+        if field is None:
+            break
+        if isinstance(field, BodyPartReader) and field.name == "file":
+            data = await _read(field.read_chunk, limit)
+            return field.filename, field.headers.get("Content-Type"), data
+    raise UploadRefused(400, "no `file` field among the multipart body's first fields")
 
 
 async def _read(read: Callable[[int], Any], limit: int) -> bytes:
