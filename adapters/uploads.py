@@ -82,8 +82,7 @@ class UploadSigner:
             scope = base64.urlsafe_b64decode(scope_b64 + "=" * (-len(scope_b64) % 4)).decode()
         except (ValueError, UnicodeDecodeError):
             return None
-        ok = hmac.compare_digest(signature, self._sign("token", scope, expires))
-        return scope if ok else None
+        return scope if _same(signature, self._sign("token", scope, expires)) else None
 
     def reference(self, scope: str, blob: BlobRef) -> dict[str, Any]:
         """The upload's answer: the part's JSON and its `ref` for `scope`."""
@@ -100,7 +99,7 @@ class UploadSigner:
         except PartError as exc:
             raise UploadRefused(400, f"attachment: {exc}") from None
         expected = self._sign("ref", scope, *_signed_fields(item))
-        if not isinstance(ref, str) or not hmac.compare_digest(ref, expected):
+        if not isinstance(ref, str) or not _same(ref, expected):
             raise UploadRefused(
                 403,
                 "attachment `ref` does not match: send the object the upload answered, "
@@ -111,7 +110,8 @@ class UploadSigner:
         return part
 
     def _sign(self, kind: str, scope: str, *fields: str) -> str:
-        message = "\n".join((kind, scope, *fields)).encode()
+        # a client's JSON may hold an unpaired surrogate: it signs (and fails to match) as any
+        message = "\n".join((kind, scope, *fields)).encode("utf-8", "surrogatepass")
         digest = hmac.new(self._secret, message, hashlib.sha256).digest()
         return base64.urlsafe_b64encode(digest).rstrip(b"=").decode()
 
@@ -125,6 +125,12 @@ def rendered(parts: Sequence[Part], links: BlobLinks, base_url: str = "") -> lis
         link = links.link(part.blob.blob_id, part.blob.name)
         shown.append(part_to_json(part) | {"url": base_url.rstrip("/") + link})
     return shown
+
+
+def _same(given: str, expected: str) -> bool:
+    """In constant time; a client's string may hold any character (compare_digest takes str
+    of ASCII only)."""
+    return hmac.compare_digest(given.encode("utf-8", "surrogatepass"), expected.encode())
 
 
 def _signed_fields(item: Mapping[str, Any]) -> tuple[str, ...]:

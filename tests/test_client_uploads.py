@@ -17,7 +17,7 @@ from adapters.api.channel import ApiChannel
 from adapters.api.keys import KeyRing, hash_key
 from adapters.base import ChatRef, InboundMessage, OutboundContent
 from adapters.history import StoredMessage
-from adapters.uploads import UploadSigner
+from adapters.uploads import UploadRefused, UploadSigner
 from adapters.websocket import WebSocketChannel
 from content.parts import FilePart
 from tests.api_kit import KEY_A
@@ -251,3 +251,26 @@ async def test_the_stored_transcript_shows_a_users_file_with_a_fresh_link() -> N
         [attachment] = stored["attachments"]
         assert attachment["url"] == f"/media/{part.blob.blob_id}?name=report.pdf"
         await ws.close()
+
+
+def test_a_reference_with_an_unpaired_surrogate_is_refused_not_a_crash() -> None:
+    signer = UploadSigner(b"k" * 32)
+    item = {"type": "file", "blob_id": "\ud800", "mime_type": "a/b", "size": 1, "ref": "x"}
+    with pytest.raises(UploadRefused) as refused:
+        signer.part("v:someone", item)
+    assert refused.value.status == 403
+
+
+def test_a_token_or_ref_of_any_characters_is_refused_not_a_crash() -> None:
+    signer = UploadSigner(b"k" * 32)
+    assert signer.scope_of("dg.9999999999.é\ud800") is None
+    item = {"type": "file", "blob_id": "b", "mime_type": "a/b", "size": 1, "ref": "é"}
+    with pytest.raises(UploadRefused):
+        signer.part("v:someone", item)
+
+
+def test_an_attachment_whose_type_is_not_a_string_is_refused() -> None:
+    item = {"type": {"a": 1}, "blob_id": "b", "mime_type": "a/b", "size": 1, "ref": "x"}
+    with pytest.raises(UploadRefused) as refused:
+        UploadSigner(b"k" * 32).part("v:someone", item)
+    assert refused.value.status == 400
