@@ -24,7 +24,7 @@ from bot.config import Config, ConfigError
 from bot.conversations import ConversationQueue
 from bot.gateway import Gateway, GatewaySettings
 from bot.health import ChannelStates
-from bot.media.build import build_blobs, build_links, build_upload_signer, keep_retention
+from bot.media.build import build_blobs, build_links, keep_retention, upload_secret
 from bot.media.route import MediaRoute
 from bot.ops import Operations, metrics_enabled
 from bot.quota import Quotas
@@ -81,7 +81,7 @@ class App:
         )
         # signed links serve blobs from the web server only; `bot chat` makes no secret file
         self.links = build_links(config.media, self.media_dir) if web_server else None
-        uploads = build_upload_signer(config.media, self.media_dir) if web_server else None
+        uploads = upload_secret(config.media, self.media_dir) if web_server else None
         self.personas = PersonaLibrary(
             [self._path(d) for d in config.personas.dirs], known_tools=self.registry.names()
         )

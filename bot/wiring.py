@@ -12,7 +12,6 @@ from collections.abc import Awaitable, Callable
 
 from adapters.base import BlobLinks, InboundMessage
 from adapters.registry import ChannelServices, sections
-from adapters.uploads import UploadSigner
 from agent.coordinator import AgentSettings, Coordinator
 from agent.personas import PersonaLibrary
 from agent.providers.base import Provider
@@ -56,10 +55,10 @@ def channel_services(
     *,
     admits: Callable[[InboundMessage], bool],
     persona_name: Callable[[], str],
-    media: tuple[BlobStore, BlobLinks | None, UploadSigner | None] | None = None,
+    media: tuple[BlobStore, BlobLinks | None, bytes | None] | None = None,
 ) -> ChannelServices:
     """What every channel factory is handed: the server's facts and the shared seams; `media`:
-    the blob store, its signed links and the upload signer (files to and from clients)."""
+    the blob store, its signed links and the upload key (files to and from clients)."""
     blobs, links, uploads = media if media is not None else (None, None, None)
     return ChannelServices(
         public_url=config.server.public_url,
@@ -78,7 +77,7 @@ def channel_services(
         latest_conversation=_latest_conversation(store),
         blobs=blobs,
         blob_links=links,
-        upload_signer=uploads,
+        upload_secret=uploads,
     )
 
 

@@ -8,7 +8,6 @@ import hmac
 import logging
 from pathlib import Path
 
-from adapters.uploads import UploadSigner
 from bot.config.schema import MediaConfig
 from bot.media.links import HmacBlobLinks, link_secret
 from bot.media.records import RecordBlobStore
@@ -41,11 +40,10 @@ def build_links(config: MediaConfig, folder: Path) -> HmacBlobLinks:
     return HmacBlobLinks(link_secret(config.url_secret, folder), ttl_s=config.url_ttl_s)
 
 
-def build_upload_signer(config: MediaConfig, folder: Path) -> UploadSigner:
-    """Upload tokens and attachment references, signed with a key of their own derived from the
-    links' secret: every process that shares the one shares the other."""
-    key = hmac.new(link_secret(config.url_secret, folder), b"uploads", hashlib.sha256).digest()
-    return UploadSigner(key)
+def upload_secret(config: MediaConfig, folder: Path) -> bytes:
+    """The key of upload tokens and attachment references: derived from the links' secret
+    (every process that shares the one shares the other), and not the same key."""
+    return hmac.new(link_secret(config.url_secret, folder), b"uploads", hashlib.sha256).digest()
 
 
 async def keep_retention(blobs: BlobStore, retention_days: float) -> None:
