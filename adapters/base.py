@@ -9,7 +9,8 @@ Errors a channel raises when sending or editing::
      ├── RateLimited        the platform asked us to wait `retry_after` seconds
      ├── MessageGone        the message to edit no longer exists (deleted, too old)
      ├── DeliveryUncertain  a send timed out or its answer was unreadable: it may have landed
-     └── ChannelRevoked     the platform revoked our credentials: the channel stops for good
+     ├── ChannelRevoked     the platform revoked our credentials: the channel stops for good
+     └── FileTooLarge       an inbound file over the cap: refused before (or while) downloading
 
 The inbox a channel hands messages to may raise `TryLater`: the message was not taken.
 
@@ -25,7 +26,8 @@ from typing import Any, Protocol, runtime_checkable
 
 from aiohttp import web
 
-from content.parts import Part
+from content.blobs import BlobStore
+from content.parts import BlobRef, MediaPart, Part
 
 
 @dataclass(frozen=True, slots=True)
@@ -145,6 +147,10 @@ class ChannelLimits:
     # The final edit means something even with unchanged text (web: `message.completed`), so it
     # is always sent; elsewhere an unchanged final is skipped rather than sent twice.
     final_marker: bool = False
+    # The final message carries the answer's media parts itself (the web socket and the API
+    # render them as links on `message.completed`); elsewhere each part is sent after the
+    # final text, through `SendsParts.send_part`.
+    parts_inline: bool = False
 
     def length(self, text: str) -> int:
         """Length as the platform measures it (overridden per channel when it differs)."""
@@ -174,6 +180,30 @@ class ChannelRevoked(ChannelError):
 
     Raised from `run()`, it stops the channel until the process restarts with new ones: retrying
     would only log the same refusal again. Other channels and the process go on."""
+
+
+class FileTooLarge(ChannelError):
+    """An inbound file over `limit` bytes (the blob store's cap, or the platform's own download
+    cap where lower): refused from its declared size before any byte was downloaded, or as soon
+    as the download passed the cap when the size was not declared (or was wrong). `reply` is
+    what the user is told; the rest of the message is still answered."""
+
+    def __init__(self, attachment: Attachment, limit: int, size: int | None = None) -> None:
+        self.attachment, self.limit, self.size = attachment, limit, size
+        super().__init__(self.reply)
+
+    @property
+    def reply(self) -> str:
+        name = f" “{self.attachment.name}”" if self.attachment.name else ""
+        size = f" ({_megabytes(self.size)})" if self.size is not None else ""
+        return (
+            f"The {self.attachment.kind}{name}{size} is too large: I can read files of up to "
+            f"{_megabytes(self.limit)}. The rest of your message is answered without it."
+        )
+
+
+def _megabytes(size: int) -> str:
+    return f"{size / 1_000_000:.1f} MB" if size >= 100_000 else f"{size / 1000:.0f} KB"
 
 
 class TryLater(Exception):
@@ -222,6 +252,43 @@ class WebRoutes(Protocol):
     """Optional: a channel that serves HTTP (a webhook, a socket, pages) on the shared web app."""
 
     def install(self, app: web.Application) -> None: ...
+
+
+@runtime_checkable
+class FetchesFiles(Protocol):
+    """Optional: a channel that reads an inbound attachment's bytes into the blob store.
+
+    The declared size is checked against `blobs.max_bytes` (and the platform's own download cap)
+    before downloading, and the download itself stops at the cap: `FileTooLarge` either way.
+    Other failures are `ChannelError`s. Platform URLs (which may hold a token) are never in the
+    error or the log."""
+
+    async def fetch(
+        self, message: InboundMessage, attachment: Attachment, blobs: BlobStore
+    ) -> BlobRef: ...
+
+
+@runtime_checkable
+class SendsParts(Protocol):
+    """Optional: a channel that sends an image, a file or an audio part as itself (an upload,
+    or a signed link where the client fetches it), with an optional caption, in `chat`'s thread."""
+
+    async def send_part(
+        self,
+        chat: ChatRef,
+        part: MediaPart,
+        blobs: BlobStore,
+        *,
+        caption: str | None = None,
+        reply_to: str | None = None,
+    ) -> MessageHandle: ...
+
+
+class BlobLinks(Protocol):
+    """Signed, expiring links to blobs for a browser or an API client: the path (and query) of
+    the route that serves the blob, under `name`, until the link expires."""
+
+    def link(self, blob_id: str, name: str | None = None) -> str: ...
 
 
 @runtime_checkable

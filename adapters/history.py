@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from typing import Literal, Protocol
 
 from adapters.base import ChatRef
+from content.parts import Part
 
 
 @dataclass(frozen=True, slots=True)
@@ -18,6 +19,7 @@ class StoredMessage:
     role: Literal["user", "assistant"]
     message_id: str
     text: str
+    parts: tuple[Part, ...] = ()  # the media the user sent with it
 
 
 class ConversationHistory(Protocol):

@@ -10,12 +10,16 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import sys
+import tempfile
 import threading
 import uuid
 from collections.abc import Awaitable, Callable
+from pathlib import Path
 from typing import TYPE_CHECKING, TextIO
 
+from adapters import terminal_files
 from adapters.base import (
+    Attachment,
     ChannelError,
     ChannelLimits,
     ChatRef,
@@ -24,6 +28,8 @@ from adapters.base import (
     MessageHandle,
     OutboundContent,
 )
+from content.blobs import BlobStore
+from content.parts import BlobRef, MediaPart
 
 if TYPE_CHECKING:
     from adapters.terminal_prompt import Repl
@@ -43,7 +49,10 @@ class TerminalChannel:
         prompt: str = "you> ",
         wait_turn: Callable[[], Awaitable[None]] | None = None,
         interactive: bool | None = None,
+        files_dir: Path | None = None,
     ) -> None:
+        """`files_dir`: where files the bot sends are saved (a folder in the temp dir unless
+        given)."""
         self.chat = ChatRef(self.name, user_id)
         self.user_id = user_id
         self._stdin = stdin or sys.stdin
@@ -53,6 +62,8 @@ class TerminalChannel:
         self._shown: dict[str, str] = {}  # message id -> text already printed
         self.closed = asyncio.Event()  # set when the user quits (or stdin ends)
         self.greeting = ""  # printed once before the first prompt
+        self.files_dir = files_dir or Path(tempfile.gettempdir()) / "bot-files"
+        self.files_read = 0  # files fetched from a `/file` line
         if interactive is None:
             interactive = self._stdin.isatty() and self._out.isatty()
         self._repl: Repl | None = None
@@ -73,7 +84,7 @@ class TerminalChannel:
     async def run(self, inbox: Inbox) -> None:
         try:
             if self._repl is not None:
-                await self._repl.run(self.greeting, lambda text: inbox(self._inbound(text)))
+                await self._repl.run(self.greeting, lambda text: inbox(self.typed(text)))
             else:
                 await self._read_lines(inbox)
         except ChannelError:
@@ -81,9 +92,34 @@ class TerminalChannel:
         finally:
             self.closed.set()
 
-    def _inbound(self, text: str) -> InboundMessage:
+    def typed(self, text: str) -> InboundMessage:
+        """A line the user typed, as the gateway receives it."""
         event = uuid.uuid4().hex
-        return InboundMessage(self.chat, self.user_id, text, event, event, mentioned=True)
+        said, files = terminal_files.attachment(text)
+        return InboundMessage(
+            self.chat, self.user_id, said, event, event, mentioned=True, attachments=files
+        )
+
+    async def fetch(
+        self, message: InboundMessage, attachment: Attachment, blobs: BlobStore
+    ) -> BlobRef:
+        blob = await terminal_files.fetch(attachment, blobs)
+        self.files_read += 1
+        return blob
+
+    async def send_part(
+        self,
+        chat: ChatRef,
+        part: MediaPart,
+        blobs: BlobStore,
+        *,
+        caption: str | None = None,
+        reply_to: str | None = None,
+    ) -> MessageHandle:
+        """Saved to `files_dir`; the message names where (and says the caption)."""
+        path = await terminal_files.save(self.files_dir, part, blobs)
+        text = f"[{part.type} saved to {path}]" + (f" {caption}" if caption else "")
+        return await self.send(chat, OutboundContent(text), reply_to=reply_to, final=True)
 
     async def _read_lines(self, inbox: Inbox) -> None:
         if self.greeting:
@@ -96,7 +132,7 @@ class TerminalChannel:
             text = line.strip()
             if not text:
                 continue
-            await inbox(self._inbound(text))
+            await inbox(self.typed(text))
             if self._wait_turn is not None:
                 await self._wait_turn()
 

@@ -15,6 +15,7 @@ from agent.providers.base import Provider
 from agent.replay import ReplayPoint, open_calls
 from agent.store import Store, UsageLog
 from agent.types import Message, ToolCall
+from content.parts import Part
 from tools.base import Emit, ToolContext, ToolDeps, ToolResult, ToolSpec
 from tools.control import CONTROL_TOOLS
 from tools.events import Interim, TurnEvent
@@ -41,6 +42,7 @@ class TurnInput:
     channel: str
     conversation_key: str
     text: str
+    parts: tuple[Part, ...] = ()  # media beside the text (images, files, audio by reference)
 
 
 @dataclass(frozen=True, slots=True)
@@ -155,7 +157,7 @@ class Coordinator:
             await writes.append_messages(turn.session_id, turn.turn_id, [message], usage_log.take())
 
         if replay is None:
-            own: list[Message] = [Message("user", turn.text)]
+            own: list[Message] = [Message("user", turn.text, parts=turn.parts)]
             await record(own[0])  # kept even when the turn fails or is stopped
         else:
             own = list(replay.messages)

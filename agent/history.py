@@ -6,8 +6,12 @@ from collections import OrderedDict
 from collections.abc import Sequence
 
 from agent.types import Message
+from content.parts import ImagePart, Part, describe
 
 Rows = Sequence[tuple[str, Message]]  # (turn id, message), oldest first
+# Anthropic: (width * height) / 750 tokens, a 1568 px long edge at most (~1,600); OpenAI's high
+# detail comes out close to it for the same size
+IMAGE_TOKENS = 1600
 
 
 def estimate_tokens(message: Message) -> int:
@@ -24,7 +28,17 @@ def _estimate(message: Message) -> int:
     size = len(message.content) + 16
     for call in message.tool_calls:
         size += len(call.name) + len(call.arguments) + 16
-    return size // 4 + 1
+    media = sum(_media_tokens(part) for part in message.parts) if message.parts else 0
+    return size // 4 + 1 + media
+
+
+def _media_tokens(part: Part) -> int:
+    """What a part costs a model that takes it: an image about as much as the vendors charge for
+    one scaled to their limit; anything else at least its description (a text-only model reads
+    that), a document far more once encoders send its pages (their estimate then belongs here)."""
+    if isinstance(part, ImagePart):
+        return IMAGE_TOKENS
+    return len(describe(part)) // 4 + 1
 
 
 class HistoryWindow:

@@ -21,7 +21,7 @@ from agent.types import (
     ToolCallEvent,
     Usage,
 )
-from content.parts import part_to_json
+from content.parts import Part, part_to_json
 from tools.base import Emit, ToolContext, ToolResult, ToolSpec
 from tools.control import CONTROL_TOOLS
 from tools.events import AnswerDelta, AnswerReset, ToolFinished, ToolStarted
@@ -60,6 +60,7 @@ class Resumed:
     rounds_done: int
     pending: tuple[ToolCall, ...] = ()
     display: tuple[Mapping[str, Any], ...] = ()  # of the recorded tool results
+    parts: tuple[Part, ...] = ()  # media the recorded tool results made
 
 
 @dataclass(slots=True)
@@ -67,6 +68,7 @@ class LoopResult:
     text: str
     messages: list[Message]  # everything this turn added, after the history it was given
     display: list[Mapping[str, Any]] = field(default_factory=list)
+    parts: list[Part] = field(default_factory=list)  # media the tools made: the answer carries them
     answered: bool = True  # False: the model ended without words and `text` is our fallback
 
 
@@ -96,9 +98,10 @@ async def run_loop(
     transcript = list(messages)
     start = len(transcript)
     display: list[Mapping[str, Any]] = list(resumed.display) if resumed else []
+    made: list[Part] = list(resumed.parts) if resumed else []
     tooling = _Tooling(registry, allowed, ctx, emit, settings, audit, record)
     if resumed is not None and resumed.pending:
-        await _tool_round(list(resumed.pending), transcript, display, tooling)
+        await _tool_round(list(resumed.pending), transcript, (display, made), tooling)
     for round_no in range((resumed.rounds_done if resumed else 0) + 1, settings.max_rounds + 2):
         offer = tools if round_no <= settings.max_rounds else ()
         # the blob store, for the media parts the provider sends as they are (media.py)
@@ -109,17 +112,17 @@ async def run_loop(
             if record is not None:
                 await record(transcript[-1])
             if text.strip():
-                return LoopResult(text, transcript[start:], display)
+                return LoopResult(text, transcript[start:], display, made)
             fallback = (
                 NO_ANSWER if offer or not tools else ROUNDS_EXHAUSTED.format(n=settings.max_rounds)
             )
-            return LoopResult(fallback, transcript[start:], display, answered=False)
+            return LoopResult(fallback, transcript[start:], display, made, answered=False)
         if text:
             await emit(AnswerReset())
         transcript.append(Message("assistant", text, tool_calls=tuple(calls), usage=cost))
         if record is not None:
             await record(transcript[-1])  # before the tools run: a crash knows they started
-        await _tool_round(calls, transcript, display, tooling)
+        await _tool_round(calls, transcript, (display, made), tooling)
     raise AssertionError("unreachable: the last round offers no tools")
 
 
@@ -148,14 +151,17 @@ def _audit_extra(result: ToolResult) -> dict[str, Any]:
 async def _tool_round(
     calls: list[ToolCall],
     transcript: list[Message],
-    display: list[Mapping[str, Any]],
+    shown: tuple[list[Mapping[str, Any]], list[Part]],
     tooling: _Tooling,
 ) -> None:
+    """Run one step's calls in parallel; their display hints and media go to `shown`."""
     async with asyncio.TaskGroup() as group:
         tasks = [group.create_task(_run_tool(call, tooling)) for call in calls]
     results = [task.result() for task in tasks]
+    display, made = shown
     for call, result in zip(calls, results, strict=True):
         display.extend(result.display)
+        made.extend(result.parts)
         transcript.append(tool_message(call, result))
 
 

@@ -21,7 +21,7 @@ from typing import Any
 
 from agent.loop import NO_ANSWER, Resumed
 from agent.types import Message, ToolCall
-from content.parts import part_from_json
+from content.parts import Part, part_from_json
 from tools.registry import ToolRegistry
 
 
@@ -36,6 +36,7 @@ class ReplayPoint:
     resumed: Resumed | None = None  # how the loop goes on; None when `final` is set
     final: str | None = None  # the answer was recorded already: deliver it, run nothing
     display: tuple[Mapping[str, Any], ...] = ()  # what the recorded results showed
+    parts: tuple[Part, ...] = ()  # the media they made (a chart, a PDF): the answer's
 
 
 def replay_point(
@@ -49,11 +50,11 @@ def replay_point(
     if not own or own[0].role != "user":
         raise Unresumable("the turn recorded no user message")
     own = one_result_per_call(own)
-    display = _displays(audit)
+    display, made = _displays(audit), _made(audit)
     last = own[-1]
     if last.role == "assistant" and not last.tool_calls:
         final = last.content if last.content.strip() else NO_ANSWER
-        return ReplayPoint(tuple(own), final=final, display=display)
+        return ReplayPoint(tuple(own), final=final, display=display, parts=made)
     rounds = sum(1 for m in own if m.role == "assistant")
     step = max((i for i, m in enumerate(own) if m.role == "assistant"), default=-1)
     if step < 0:
@@ -68,7 +69,7 @@ def replay_point(
         row = audit_by_call.get(call.id)
         if row is not None:
             text, ok = str(row["result"]), bool(row["ok"])
-            parts = tuple(part_from_json(p) for p in (row.get("extra") or {}).get("parts", ()))
+            parts = _parts((row.get("extra") or {}).get("parts"))
             recovered.append(Message("tool", text, (), call.id, call.name, not ok, parts=parts))
         elif call.name not in allowed or _rerun_safe(registry, call.name):
             pending.append(call)
@@ -77,8 +78,8 @@ def replay_point(
                 f"{call.name} (call {call.id}) had started and left no result; it is not"
                 " marked read-only or idempotent, so it is not run a second time"
             )
-    resumed = Resumed(rounds_done=rounds, pending=tuple(pending), display=display)
-    return ReplayPoint((*own, *recovered), tuple(recovered), resumed, display=display)
+    resumed = Resumed(rounds_done=rounds, pending=tuple(pending), display=display, parts=made)
+    return ReplayPoint((*own, *recovered), tuple(recovered), resumed, display=display, parts=made)
 
 
 def one_result_per_call(own: Sequence[Message]) -> list[Message]:
@@ -140,3 +141,12 @@ def _displays(audit: Sequence[Mapping[str, Any]]) -> tuple[Mapping[str, Any], ..
         extra = row.get("extra") or {}
         hints.extend(extra.get("display") or ())
     return tuple(hints)
+
+
+def _made(audit: Sequence[Mapping[str, Any]]) -> tuple[Part, ...]:
+    """The media the recorded results made, in order (kept in their audit rows' `extra`)."""
+    return tuple(part for row in audit for part in _parts((row.get("extra") or {}).get("parts")))
+
+
+def _parts(items: Any) -> tuple[Part, ...]:
+    return tuple(part_from_json(item) for item in items) if isinstance(items, list) else ()

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from agent.loop import LoopSettings
+from content.parts import Part
 from tools.base import ToolContext
 
 
@@ -54,6 +55,7 @@ class WorkerTask:
     status: str = "running"  # running | completed | failed | killed | timeout
     result: str = ""
     display: tuple[Mapping[str, Any], ...] = ()  # e.g. a payment card made by the specialist
+    parts: tuple[Part, ...] = ()  # media its tools made (a chart): the parent's answer carries them
     task: asyncio.Task[None] | None = None
     waiters: int = 0
     # A background result is delivered as a new turn unless a foreground call waits for it

@@ -213,7 +213,8 @@ class Workers:
         task.waiters -= 1
         payload = task.summary() | {"result": task.result}
         text = json.dumps(payload, ensure_ascii=False)
-        return ToolResult(text, ok=task.status == "completed", display=task.display)
+        ok = task.status == "completed"
+        return ToolResult(text, ok=ok, display=task.display, parts=task.parts)
 
     async def _work(self, task: WorkerTask) -> None:
         """A worker task's whole life. Only cancellation leaves it as an exception: anything
@@ -323,6 +324,7 @@ class Workers:
             written.extend(result.messages)
             task.result = _budget(result.text, self.settings.result_chars)
             task.display = tuple(result.display)
+            task.parts = tuple(result.parts)
             if task.status == "running":
                 task.status = "completed"
         finally:

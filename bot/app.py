@@ -23,6 +23,8 @@ from bot.config import Config, ConfigError
 from bot.conversations import ConversationQueue
 from bot.gateway import Gateway, GatewaySettings
 from bot.health import ChannelStates
+from bot.media.build import build_blobs, build_links, keep_retention, upload_secret
+from bot.media.route import MediaRoute
 from bot.ops import Operations, metrics_enabled
 from bot.quota import Quotas
 from bot.recovery import recover_interrupted_turns
@@ -73,6 +75,13 @@ class App:
         if missing:
             self.registry.add_source(control_source(missing))
         self.store = build_store(self._path(config.storage.path), config.storage.url)
+        self.media_dir = self._path(config.media.dir)
+        self.blobs = build_blobs(
+            config.media, self.media_dir, self.store, on_postgresql=bool(config.storage.url)
+        )
+        # signed links serve blobs from the web server only; `bot chat` makes no secret file
+        self.links = build_links(config.media, self.media_dir) if web_server else None
+        uploads = upload_secret(config.media, self.media_dir) if web_server else None
         self.personas = PersonaLibrary(
             [self._path(d) for d in config.personas.dirs], known_tools=self.registry.names()
         )
@@ -99,6 +108,7 @@ class App:
                 data_dir=None
                 if config.storage.path == ":memory:"
                 else self._path(config.storage.path).parent,
+                media=(self.blobs, self.links, uploads),
             )
             for channel in build_enabled(config.channels, services):
                 self.channels[channel.name] = channel
@@ -114,7 +124,7 @@ class App:
             self.redis,
             deliver=self.background.deliver,
         )
-        deps = wiring.tool_deps(config, self.http, self.knowledge, self.workers)
+        deps = wiring.tool_deps(config, self.http, self.knowledge, self.workers, self.blobs)
         self.coordinator = wiring.build_coordinator(
             config, served, self.registry, self.store, self.personas, deps
         )
@@ -136,6 +146,7 @@ class App:
             metrics=self.ops.gateway_metrics,
             quotas=Quotas(config.quotas, wiring.quota_state(self.store, self.redis)),
             states=wiring.conversation_states(self.store, self.redis),
+            blobs=self.blobs,
         )
         self.gateway.accepting.clear()  # until interrupted turns are queued (see `_start`)
         self.web_server = web_server
@@ -218,6 +229,7 @@ class App:
                 channel_states=self.channel_states,
                 ops=self.ops,
                 redis=self.redis,
+                media=MediaRoute(self.blobs, self.links) if self.links is not None else None,
             )
             self.port = await self._web.start()
         log.info("model: %s", describe_provider(self.provider))
@@ -276,6 +288,9 @@ class App:
             group.create_task(self.workers.run(), name="workers")
             group.create_task(self.personas.watch(), name="personas")
             group.create_task(self.knowledge.watch(), name="knowledge")
+            if self.web_server:  # `bot chat` shares a serving bot's folder: that one purges
+                retention = keep_retention(self.blobs, self.config.media.retention_days)
+                group.create_task(retention, name="media-retention")
             for channel in self.channels.values():
                 group.create_task(self._keep_running(channel), name=f"channel:{channel.name}")
             if self.web_server:

@@ -30,7 +30,10 @@ from adapters.base import (
     OutboundContent,
     RateLimited,
 )
+from bot.attachments import send_parts
 from bot.textsplit import split_text
+from content.blobs import BlobStore
+from content.parts import Part
 from tools.events import (
     AgentFinished,
     AgentStarted,
@@ -63,8 +66,10 @@ class Delivery:
         reply_to: str | None = None,
         recipient: str | None = None,
         limits: ChannelLimits | None = None,
+        blobs: BlobStore | None = None,
     ) -> None:
         self.channel = channel
+        self.blobs = blobs  # where the answer's media are read from to be sent
         self.chat = chat
         self.reply_to = reply_to
         self.recipient = recipient  # the user answered (some platforms need it to post)
@@ -133,8 +138,8 @@ class Delivery:
                     self._interim = f"Asking {kind} — one moment"
             case AgentFinished(task_id=task_id):
                 self._workers.pop(task_id, None)
-            case Final(text=text, display=display):
-                await self.finish(text, display)
+            case Final(text=text, display=display, parts=parts):
+                await self.finish(text, display, parts)
                 return
             case Failed(reason=reason):
                 log.warning("turn failed in %s: %s", self.chat.key, reason)
@@ -204,8 +209,11 @@ class Delivery:
             body = body + "\n\n" + "\n".join(lines)
         return body
 
-    async def finish(self, text: str, display: tuple[Mapping[str, Any], ...] = ()) -> None:
-        """The last word: replaces the placeholder (and continues past the length limit)."""
+    async def finish(
+        self, text: str, display: tuple[Mapping[str, Any], ...] = (), parts: tuple[Part, ...] = ()
+    ) -> None:
+        """The last word: replaces the placeholder (and continues past the length limit). The
+        display hints and media go with its last message."""
         if self._done:
             return
         self._done = True
@@ -213,10 +221,29 @@ class Delivery:
             await self._stop_flusher()
             chunks = split_text(text or "…", self.limits.max_text_length, self.limits.length)
             for index, chunk in enumerate(chunks):
-                hints = display if index == len(chunks) - 1 else ()
-                await self._put_final(index, OutboundContent(chunk, tuple(hints)))
+                last = index == len(chunks) - 1
+                content = OutboundContent(chunk, display, parts) if last else OutboundContent(chunk)
+                await self._put_final(index, content)
             for index in range(len(chunks), len(self.handles)):
                 await self._put_final(index, OutboundContent("⋯"))
+            await self._send_parts(parts)
+
+    async def _send_parts(self, parts: tuple[Part, ...]) -> None:
+        """Where the final message cannot carry them (`parts_inline`), each part follows it; a
+        part that cannot be sent is said in a last message of its own."""
+        failed = await send_parts(
+            self.channel, self.chat, parts, self.blobs, reply_to=self.reply_to
+        )
+        if failed:
+            try:
+                await self.channel.send(
+                    self.chat,
+                    OutboundContent("\n".join(failed)),
+                    reply_to=self.reply_to,
+                    final=True,
+                )
+            except ChannelError as exc:
+                log.warning("files not sent in %s, nor said: %s", self.chat.key, exc)
 
     async def close(self) -> None:
         """Stop previews without a final (the caller decides what the user sees)."""
@@ -282,7 +309,7 @@ class Delivery:
         message instead, once: a new message whose fate is unknown is never resent, since a
         duplicate is worse than a gap the log reports."""
         unchanged = index < len(self._sent) and self._sent[index] == content.text
-        if unchanged and not content.display and not self.limits.final_marker:
+        if unchanged and not (content.display or content.parts) and not self.limits.final_marker:
             return  # already shown exactly so (e.g. the last SendMessage note): never twice
         deadline = time.monotonic() + FINAL_DEADLINE_S
         attempt = 0

@@ -41,6 +41,7 @@ from bot.turn import RESUME_EVENT, TurnRunner
 from bot.turn_ends import TurnEnds
 from bot.turn_input import user_text_masker
 from bot.turn_work import TurnWork
+from content.blobs import BlobStore
 
 log = logging.getLogger(__name__)
 
@@ -82,6 +83,7 @@ class Gateway:
         states: ConversationState | None = None,
         commands: Sequence[Command] = (),
         modes: Mapping[str, ModeHandler] | None = None,
+        blobs: BlobStore | None = None,
     ) -> None:
         """`commands`: more rows of the command table (after /new and /stop; one of the same
         name replaces it). `modes`: the handlers of the modes other than bot (default: the
@@ -132,6 +134,7 @@ class Gateway:
             work=work,
             ends=ends,
             settings=settings.resume,
+            blobs=blobs,
         )
         self.turns = TurnRunner(
             channels=channels,
@@ -146,6 +149,7 @@ class Gateway:
             resumer=self.resumer,
             metrics=metrics,
             quotas=quotas,
+            blobs=blobs,
         )
         # Cleared while interrupted turns are queued at start (bot/recovery.py): a new message
         # waits, so it never runs before the unfinished turn of its conversation.

@@ -36,6 +36,7 @@ from bot.storage.turns import chat_from_record, handle_from_record, handle_recor
 from bot.turn_ends import TurnEnds, ended_unrecorded
 from bot.turn_outcome import INTERRUPTED, STORAGE_FAILED, Outcome
 from bot.turn_work import TurnWork
+from content.blobs import BlobStore
 from tools.base import ToolResult
 
 log = logging.getLogger(__name__)
@@ -64,8 +65,10 @@ class TurnResumer:
         work: TurnWork,
         ends: TurnEnds,
         settings: ResumeSettings,
+        blobs: BlobStore | None = None,
     ) -> None:
         self.channels = channels
+        self.blobs = blobs  # where the parts a resumed answer sends are read
         self.coordinator = coordinator
         self.store = store
         self.personas = personas
@@ -153,8 +156,8 @@ class TurnResumer:
         point: ReplayPoint,
         control: TurnSignal,
     ) -> str:
-        delivery = Delivery(channel, chat, recipient=turn.user_id)
-        outcome = Outcome("completed", point.final or "", point.display)
+        delivery = Delivery(channel, chat, recipient=turn.user_id, blobs=self.blobs)
+        outcome = Outcome("completed", point.final or "", point.display, parts=point.parts)
         try:
             if handle is not None:
                 delivery.adopt(handle)
@@ -169,12 +172,13 @@ class TurnResumer:
                     channel=turn.channel,
                     conversation_key=turn.conversation_key,
                     text=point.messages[0].content,
+                    parts=point.messages[0].parts,
                 )
                 outcome = await self.work.run(work, delivery, control, point)
             if control.lost:  # another process took it over meanwhile: leave it to that one
                 log.warning("turn %s left to the process that took it over", turn.id)
                 return "lost"
-            await delivery.finish(outcome.text, outcome.display)
+            await delivery.finish(outcome.text, outcome.display, outcome.parts)
         except ChannelError as exc:
             log.error("turn %s resumed but its final edit failed: %s", turn.id, exc)
             outcome.status, outcome.error = "failed", f"delivery: {exc}"

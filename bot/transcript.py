@@ -1,9 +1,9 @@
 """The stored transcript a channel shows after a reload: the active session's turns, read back.
 
-A turn row keeps the user's messages as their chat showed them (with the client's ids) and, once
-completed, the final answer with the id of the message it filled. Unfinished, stopped and failed
-turns contribute their user messages only: never a half-streamed preview. `/new` closes the
-session, so nothing from before it comes back.
+A turn row keeps the user's messages as their chat showed them (with the client's ids and the
+media they carried) and, once completed, the final answer with the id of the message it filled.
+Unfinished, stopped and failed turns contribute their user messages only: never a half-streamed
+preview. `/new` closes the session, so nothing from before it comes back.
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ from typing import Final
 from adapters.base import ChatRef
 from adapters.history import StoredMessage
 from bot.storage.roles import TurnRecords
+from content.parts import parts_from_json
 
 TRANSCRIPT_MESSAGES: Final = 100  # the newest messages a client is sent from the store
 
@@ -40,7 +41,8 @@ class StoreHistory:
         messages: list[StoredMessage] = []
         for turn in turns:
             for shown in turn.inbound_messages:
-                messages.append(StoredMessage("user", shown["message_id"], shown["text"]))
+                parts = parts_from_json(shown.get("parts"))  # JSON text (bot/turn_input.py)
+                messages.append(StoredMessage("user", shown["message_id"], shown["text"], parts))
             if turn.status == "completed" and turn.final_text is not None:
                 placeholder = turn.placeholder
                 # no placeholder: its send went unconfirmed and the answer came as a new message

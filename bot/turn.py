@@ -26,6 +26,7 @@ from agent.loop import Resumed
 from agent.personas import PersonaLibrary
 from agent.replay import ReplayPoint
 from agent.types import Message
+from bot.attachments import fetch_files, tell_refusals
 from bot.conversations import TurnSignal
 from bot.dedup import Dedup
 from bot.delivery import Delivery
@@ -37,7 +38,7 @@ from bot.resume import TurnResumer
 from bot.storage.base import GatewayStore, StorageError
 from bot.storage.turns import chat_record, handle_record
 from bot.turn_ends import TurnEnds
-from bot.turn_input import combine, shown, user_text_masker
+from bot.turn_input import combine, media, shown, user_text_masker
 from bot.turn_outcome import (
     INTERRUPTED,
     STOPPED,
@@ -47,6 +48,7 @@ from bot.turn_outcome import (
     storage_failed,
 )
 from bot.turn_work import TurnWork
+from content.blobs import BlobStore
 
 log = logging.getLogger(__name__)
 
@@ -84,10 +86,12 @@ class TurnRunner:
         resumer: TurnResumer | None = None,
         metrics: GatewayMetrics = NO_METRICS,
         quotas: Quotas | None = None,
+        blobs: BlobStore | None = None,
     ) -> None:
         """`work` runs the coordinator; `ends` records how turns ended (retrying what the store
         refused); `resumer` finishes the turns a dead process left (None: they are not)."""
         self.channels = channels
+        self.blobs = blobs  # where inbound files are fetched to; None: they stay labels
         self.metrics = metrics
         self.coordinator = coordinator
         self.store = store
@@ -125,7 +129,13 @@ class TurnRunner:
         channel = self.channels[last.chat.channel]
         if control.resumed and self.resumer is not None and await self._taken_over(batch, control):
             return
-        delivery = Delivery(channel, last.chat, reply_to=last.message_id, recipient=last.user_id)
+        delivery = Delivery(
+            channel,
+            last.chat,
+            reply_to=last.message_id,
+            recipient=last.user_id,
+            blobs=self.blobs,
+        )
         arrived = min(message.received_at for message in batch)
         outcome = Outcome()
         recorded = False
@@ -146,6 +156,9 @@ class TurnRunner:
                 persona = self.personas.get(self.persona.for_channel(last.chat.channel))
                 session_id = await self.session_for(last, persona.name, persona.version)
                 masker = user_text_masker(self.coordinator)
+                fetched = await fetch_files(channel, self.blobs, batch)  # before it is recorded
+                batch = fetched.batch
+                await tell_refusals(channel, fetched.refusals)
                 # recorded BEFORE the placeholder is posted, and its handle right after: a
                 # process killed in between leaves a turn another resumes, never an unknown one
                 await self.store.create_turn(
@@ -158,9 +171,10 @@ class TurnRunner:
                     inbound_messages=shown(batch, masker),
                 )
                 recorded = True
-                text = combine(batch, masker)
+                text, parts = combine(batch, masker), media(batch)
                 # the user's message too: a restart goes on from it (agent/replay.py)
-                start = ReplayPoint((Message("user", text),), resumed=Resumed(rounds_done=0))
+                user = Message("user", text, parts=parts)
+                start = ReplayPoint((user,), resumed=Resumed(rounds_done=0))
                 await self.store.append_messages(session_id, turn_id, list(start.messages))
                 if not await post_placeholder(delivery, batch, self.dedup):
                     outcome = Outcome("undelivered", error="undelivered: no placeholder posted")
@@ -177,6 +191,7 @@ class TurnRunner:
                     channel=last.chat.channel,
                     conversation_key=last.conversation_key,
                     text=text,
+                    parts=parts,
                 )
                 outcome = await self.work.run(turn, delivery, control, start)
             if control.lost:
@@ -184,7 +199,7 @@ class TurnRunner:
                 log.warning("turn %s left to the process that took it over", turn_id)
                 return
             try:
-                await delivery.finish(outcome.text, outcome.display)
+                await delivery.finish(outcome.text, outcome.display, outcome.parts)
             except ChannelError as exc:
                 log.error("turn %s ended but its final edit failed: %s", turn_id, exc)
                 outcome.status, outcome.error = "failed", f"delivery: {exc}"

@@ -16,6 +16,7 @@ from adapters.base import InboundMessage
 from bot.dedup import Dedup
 from bot.delivery import APOLOGY
 from bot.storage.base import StorageError
+from content.parts import Part
 from tools.redact import redact_credentials
 
 log = logging.getLogger(__name__)
@@ -36,12 +37,13 @@ STORAGE_FAILED = (
 @dataclass(slots=True)
 class Outcome:
     """The turn's status (as `turns.status` keeps it), the text its placeholder ends with, the
-    display hints that go with it, and what went wrong (for `turns.error`)."""
+    display hints and media that go with it, and what went wrong (for `turns.error`)."""
 
     status: str = "failed"
     text: str = APOLOGY
     display: tuple[Mapping[str, Any], ...] = ()
     error: str | None = None
+    parts: tuple[Part, ...] = ()  # media the answer carries
 
 
 async def storage_failed(batch: list[InboundMessage], exc: StorageError, dedup: Dedup) -> Outcome:

@@ -61,4 +61,4 @@ class TurnWork:
             return Outcome("failed", APOLOGY, error=describe(exc))
         finally:
             control.work = None
-        return Outcome("completed", result.text, tuple(result.display))
+        return Outcome("completed", result.text, tuple(result.display), parts=tuple(result.parts))

@@ -17,6 +17,7 @@ from agent.providers.base import Provider
 from bot.admin import AdminSources, AdminView
 from bot.config import Config
 from bot.health import ChannelStates
+from bot.media.route import MediaRoute
 from bot.ops import Operations
 from bot.redis.mode import RedisMode
 from bot.storage.backends import AnyStore
@@ -39,6 +40,7 @@ class WebServer:
         channel_states: ChannelStates,
         ops: Operations,
         redis: RedisMode | None,
+        media: MediaRoute | None = None,
     ) -> None:
         self.config = config
         self.provider = provider
@@ -48,6 +50,7 @@ class WebServer:
         self.channel_states = channel_states
         self.ops = ops
         self.redis = redis
+        self.media = media  # /media/<blob id>: signed links to stored files
         self._runner: web.AppRunner | None = None
 
     async def start(self) -> int:
@@ -55,6 +58,8 @@ class WebServer:
         app[READY] = {"ready": False}
         app.router.add_get("/healthz", self._healthz)
         self.ops.install(app)  # /readyz, /metrics
+        if self.media is not None:
+            self.media.install(app)
         for channel in self.channels.values():
             if isinstance(channel, WebRoutes):
                 channel.install(app)

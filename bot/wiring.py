@@ -12,7 +12,7 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 from adapters.accounts import Accounts, FileAccounts
-from adapters.base import InboundMessage
+from adapters.base import BlobLinks, InboundMessage
 from adapters.registry import ChannelServices, instance_name, sections
 from agent.coordinator import AgentSettings, Coordinator
 from agent.loop import LoopSettings
@@ -31,6 +31,7 @@ from bot.redis.mode import RedisMode
 from bot.storage import StorageError
 from bot.storage.backends import AnyStore
 from bot.transcript import StoreHistory
+from content.blobs import BlobStore
 from tools.base import ToolDeps
 from tools.knowledge import KnowledgeBase
 from tools.redirects import load_redirects
@@ -71,13 +72,16 @@ def channel_services(
     admits: Callable[[InboundMessage], bool],
     persona_name: Callable[[], str],
     data_dir: Path | None,
+    media: tuple[BlobStore, BlobLinks | None, bytes | None] | None = None,
 ) -> ChannelServices:
     """What every channel factory is handed: the server's facts and the shared seams.
     `data_dir`: the database's folder (None: in memory), where this process's account locks go
-    when no Redis spans the processes."""
+    when no Redis spans the processes; `media`: the blob store, its signed links and the upload
+    key (files to and from clients)."""
     accounts: Accounts | None = redis.accounts if redis else None
     if accounts is None and data_dir is not None:
         accounts = FileAccounts(data_dir / "accounts")
+    blobs, links, uploads = media if media is not None else (None, None, None)
     return ChannelServices(
         public_url=config.server.public_url,
         # replies a channel sends on its own (to stickers, say) obey the access policy
@@ -94,6 +98,9 @@ def channel_services(
         leader=redis.leader if redis else None,
         accounts=accounts,
         latest_conversation=_latest_conversation(store),
+        blobs=blobs,
+        blob_links=links,
+        upload_secret=uploads,
     )
 
 
@@ -160,15 +167,21 @@ def build_workers(
 
 
 def tool_deps(
-    config: Config, http: SharedSession, knowledge: KnowledgeBase, workers: Workers
+    config: Config,
+    http: SharedSession,
+    knowledge: KnowledgeBase,
+    workers: Workers,
+    blobs: BlobStore | None,
 ) -> ToolDeps:
-    """What every tool call may reach, built once with the app."""
+    """What every tool call (and the model's requests, for media parts) may reach, built once
+    with the app."""
     return ToolDeps(
         settings=config.tools,
         default_timezone=config.agent.default_timezone,
         http=http,
         knowledge=knowledge,
         agents=workers,
+        blobs=blobs,
     )
 
 

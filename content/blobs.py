@@ -1,8 +1,9 @@
 """The `BlobStore` seam: where the bytes of non-text parts live.
 
-Implementations: files on disk, content-addressed under the data folder (the embedded default),
-and a store several hosts share (PostgreSQL's `blobs` table). One contract test runs every
-implementation. Blob ids are the SHA-256 of the bytes, so the same file stored twice is one blob.
+Implementations: files on disk, content-addressed under the data folder (the embedded default,
+content/disk.py), and the database's `blobs` table, which several hosts on one PostgreSQL share
+(bot/media/records.py). One contract test runs every implementation
+(tests/test_blob_store_contract.py). Blob ids are the SHA-256 of the bytes, so the same file stored twice is one blob.
 
 Errors::
 

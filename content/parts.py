@@ -107,7 +107,7 @@ def part_from_json(value: Mapping[str, Any]) -> Part:
         if not isinstance(text, str):
             raise PartError("a text part needs `text` (a string)")
         return TextPart(text)
-    if kind not in MEDIA_TYPES:
+    if not isinstance(kind, str) or kind not in MEDIA_TYPES:
         raise PartError(f"unknown part type {kind!r}; known: text, image, file, audio")
     blob_id, mime_type, size = value.get("blob_id"), value.get("mime_type"), value.get("size")
     if not isinstance(blob_id, str) or not blob_id:

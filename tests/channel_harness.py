@@ -22,6 +22,12 @@ and it implements:
 - `user_away()` if the platform can have the user away (a closed socket): inside it the user
   receives nothing; on leaving it, the user catches up as the platform allows;
 - `shows_end`: whether the platform shows that a message is complete (`Seen.ended`).
+
+and, for the file round trip, `blobs` (the store the channel fetches into and sends from),
+`declares_size` (whether the platform's event says a file's size),
+`user_sends_file(...)`: a user message carrying one file as the channel normalized it,
+`uploads()`: the files the platform received from the bot, and `downloads()`: how many files
+the bot fetched from the platform.
 """
 
 from __future__ import annotations
@@ -31,26 +37,45 @@ import io
 import itertools
 import json
 import re
+import shutil
+import tempfile
 import uuid
 from abc import ABC, abstractmethod
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager, suppress
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, ClassVar, Literal
 
 import aiohttp
+from aiogram.types import Message as TelegramMessage
 from aiohttp import web
 
 from adapters.base import Channel, ChatRef, InboundMessage
 from adapters.feishu import FeishuChannel
+from adapters.feishu.normalize import normalize as feishu_normalize
 from adapters.feishu.render import json_size
 from adapters.slack import SlackChannel
+from adapters.slack.normalize import BotIdentity as SlackIdentity
+from adapters.slack.normalize import message as slack_message
 from adapters.telegram import TelegramChannel
+from adapters.telegram.normalize import BotIdentity
+from adapters.telegram.normalize import normalize as telegram_normalize
 from adapters.terminal import TerminalChannel
 from adapters.websocket import WebSocketChannel
-from tests.feishu_fake import APP_ID, APP_SECRET, MAX_CARD_BYTES, FakeFeishu
+from tests.blob_kit import MemoryBlobs, PlainLinks, fetched_attachments, serve_media
+from tests.feishu_events import message_event as feishu_event
+from tests.feishu_fake import APP_ID, APP_SECRET, BOT_OPEN_ID, MAX_CARD_BYTES, FakeFeishu
+from tests.slack_events import BOT_ID, BOT_USER, TEAM
+from tests.slack_events import message as slack_event
 from tests.slack_fake import BOT_TOKEN, FakeSlack
+from tests.telegram_fake import BOT as TELEGRAM_BOT
 from tests.telegram_fake import TOKEN, FakeBotAPI
+
+
+class UploadTooLarge(Exception):
+    """A client upload the server refused with 413, before the message could be sent."""
+
 
 Fault = Literal["rate_limited", "message_gone", "not_modified", "send_timeout", "send_garbled"]
 ORIGIN = "http://127.0.0.1:8080"
@@ -68,10 +93,12 @@ class ChannelHarness(ABC):
     replies: ClassVar[bool] = True
     shows_end: ClassVar[bool] = True
     retry_after: ClassVar[int] = 1  # what a scripted 429 asks for
+    declares_size: ClassVar[bool] = True  # a file's event says its size (a download can be spared)
     channel: Channel
     chat: ChatRef
     reply_to: str | None
     platform_limit: int
+    blobs: MemoryBlobs
 
     @abstractmethod
     async def start(self) -> None: ...
@@ -112,30 +139,52 @@ class ChannelHarness(ABC):
     async def user_away(self) -> AsyncIterator[None]:
         yield  # a platform that holds messages for the user: away or not, nothing changes
 
+    @abstractmethod
+    async def user_sends_file(
+        self, data: bytes, name: str, mime_type: str, *, declared_size: int | None = None
+    ) -> InboundMessage:
+        """A user message with one file, as the channel made it; `declared_size`: what the
+        platform's event says the file's size is, where that differs from `len(data)`."""
+
+    @abstractmethod
+    async def uploads(self) -> list[tuple[str, bytes]]:
+        """The files the platform received from the bot, oldest first: (name, bytes)."""
+
+    @abstractmethod
+    def downloads(self) -> int:
+        """How many files the bot fetched from the platform."""
+
 
 class WebSocketHarness(ChannelHarness):
     """The channel on a real aiohttp server, a real aiohttp client as the user's browser."""
 
     def __init__(self) -> None:
-        self.channel = self.ws_channel = WebSocketChannel(allowed_origins=[ORIGIN])
+        self.blobs = MemoryBlobs()
+        self.channel = self.ws_channel = WebSocketChannel(
+            allowed_origins=[ORIGIN], blobs=self.blobs, links=PlainLinks()
+        )
         self.frames: list[dict[str, Any]] = []
+        self._ready: dict[str, Any] = {}
+        self._sent_files = itertools.count(1)
         self._barriers = itertools.count()
         self._last_seq = 0
 
     async def start(self) -> None:
         app = web.Application()
         self.ws_channel.install(app)
+        serve_media(app, self.blobs)
         self._runner = web.AppRunner(app, shutdown_timeout=1)
         await self._runner.setup()
         await web.TCPSite(self._runner, "127.0.0.1", 0).start()
-        self._url = f"http://127.0.0.1:{self._runner.addresses[0][1]}/ws"
+        self._base = f"http://127.0.0.1:{self._runner.addresses[0][1]}"
+        self._url = f"{self._base}/ws"
         self._session = aiohttp.ClientSession()
-        inbound: asyncio.Queue[InboundMessage] = asyncio.Queue()
-        self._run = asyncio.create_task(self.channel.run(inbound.put))
+        self._inbound: asyncio.Queue[InboundMessage] = asyncio.Queue()
+        self._run = asyncio.create_task(self.channel.run(self._inbound.put))
         await self._connect(resume_after=None)
         await self._ws.send_json({"type": "message", "text": "hello", "client_message_id": "c1"})
         async with asyncio.timeout(5):
-            said = await inbound.get()
+            said = await self._inbound.get()
         self.chat, self.reply_to = said.chat, said.message_id
         self.platform_limit = self.channel.limits_for(self.chat).max_text_length  # none of its own
 
@@ -151,8 +200,9 @@ class WebSocketHarness(ChannelHarness):
         self._ws = await self._session.ws_connect(self._url, origin=ORIGIN)
         hello = {"type": "hello", "visitor_id": "contract-visitor", "resume_after": resume_after}
         await self._ws.send_json({k: v for k, v in hello.items() if v is not None})
-        while (await self._receive())["type"] != "ready":
+        while (frame := await self._receive())["type"] != "ready":
             pass
+        self._ready = frame
 
     async def _receive(self) -> dict[str, Any]:
         async with asyncio.timeout(10):
@@ -207,6 +257,33 @@ class WebSocketHarness(ChannelHarness):
         yield
         await self._connect(resume_after=self._last_seq)  # the replay follows `ready`
 
+    async def user_sends_file(
+        self, data: bytes, name: str, mime_type: str, *, declared_size: int | None = None
+    ) -> InboundMessage:
+        """The widget's way: the upload route with `ready`'s token, then a `message`."""
+        upload = self._ready["upload"]
+        form = aiohttp.FormData()
+        form.add_field("file", data, filename=name, content_type=mime_type)
+        headers = {"Authorization": f"Bearer {upload['token']}", "Origin": ORIGIN}
+        url = self._base + upload["url"]
+        async with self._session.post(url, data=form, headers=headers) as response:
+            if response.status == 413:
+                raise UploadTooLarge(await response.text())
+            assert response.status == 201, await response.text()
+            attachment = (await response.json())["attachment"]
+        cmid = f"file-{next(self._sent_files)}"
+        frame = {"type": "message", "attachments": [attachment], "client_message_id": cmid}
+        await self._ws.send_json(frame)
+        async with asyncio.timeout(5):
+            return await self._inbound.get()
+
+    async def uploads(self) -> list[tuple[str, bytes]]:
+        await self.what_the_user_sees()
+        return await fetched_attachments(self._session, self._base, self.frames)
+
+    def downloads(self) -> int:
+        return 0  # the client uploads; nothing is fetched from a platform
+
 
 class TelegramHarness(ChannelHarness):
     """The real aiogram client against the fake Bot API on a loopback socket.
@@ -225,6 +302,7 @@ class TelegramHarness(ChannelHarness):
 
     def __init__(self) -> None:
         self.fake = FakeBotAPI(interval_s=0)
+        self.blobs = MemoryBlobs()
         self._429s_at_arming: int | None = None
 
     async def start(self) -> None:
@@ -269,6 +347,30 @@ class TelegramHarness(ChannelHarness):
     def platform_length(self, text: str) -> int:
         return len(text.encode("utf-16-le")) // 2
 
+    async def user_sends_file(
+        self, data: bytes, name: str, mime_type: str, *, declared_size: int | None = None
+    ) -> InboundMessage:
+        file_id = self.fake.add_file(data, f"documents/{name}")
+        document = {
+            "file_id": file_id,
+            "file_unique_id": file_id,
+            "file_name": name,
+            "mime_type": mime_type,
+            "file_size": len(data) if declared_size is None else declared_size,
+        }
+        update = self.fake.message(self.CHAT_ID, None, document=document, caption="a file")
+        message = TelegramMessage.model_validate(update["message"])
+        me = BotIdentity(TELEGRAM_BOT["id"], TELEGRAM_BOT["username"])
+        made = telegram_normalize(message, update["update_id"], me)
+        assert isinstance(made, InboundMessage), made
+        return made
+
+    async def uploads(self) -> list[tuple[str, bytes]]:
+        return [(u.name, u.data) for u in self.fake.uploads if u.chat_id == self.CHAT_ID]
+
+    def downloads(self) -> int:
+        return len(self.fake.downloads)
+
     def fail_next(self, fault: Fault) -> None:
         fake = self.fake
         match fault:
@@ -311,6 +413,7 @@ class SlackHarness(ChannelHarness):
 
     def __init__(self) -> None:
         self.fake = FakeSlack(updates_per_minute=60_000, posts_per_second=1000, post_burst=100)
+        self.blobs = MemoryBlobs()
 
     async def start(self) -> None:
         await self.fake.start()
@@ -347,6 +450,28 @@ class SlackHarness(ChannelHarness):
     def platform_length(self, text: str) -> int:
         return len(text.encode())
 
+    async def user_sends_file(
+        self, data: bytes, name: str, mime_type: str, *, declared_size: int | None = None
+    ) -> InboundMessage:
+        shared = self.fake.add_file(data, name, mime_type)
+        if declared_size is not None:
+            shared["size"] = declared_size
+        event = slack_event("a file", thread_ts=self.THREAD, subtype="file_share", files=[shared])
+        me = SlackIdentity(BOT_USER, BOT_ID, TEAM)
+        made = slack_message(event, TEAM, me, lambda channel, thread: True)
+        assert made is not None
+        return made
+
+    async def uploads(self) -> list[tuple[str, bytes]]:
+        return [
+            (u.name, u.data)
+            for u in self.fake.uploads
+            if u.channel == self.CHANNEL and u.thread_ts == self.THREAD
+        ]
+
+    def downloads(self) -> int:
+        return len(self.fake.downloads)
+
     def fail_next(self, fault: Fault) -> None:
         fake = self.fake
         match fault:
@@ -382,12 +507,14 @@ class FeishuHarness(ChannelHarness):
     """
 
     faults = frozenset({"rate_limited", "send_timeout", "send_garbled"})
+    declares_size = False
     STREAMING: Literal["card", "text"] = "card"
     CHAT_ID = "oc_contract"
     TIMEOUT_S = 1.0
 
     def __init__(self) -> None:
         self.fake = FakeFeishu()
+        self.blobs = MemoryBlobs()
         self._429s_at_arming: int | None = None
 
     async def start(self) -> None:
@@ -429,6 +556,27 @@ class FeishuHarness(ChannelHarness):
 
     def platform_length(self, text: str) -> int:
         return json_size(text)
+
+    async def user_sends_file(
+        self, data: bytes, name: str, mime_type: str, *, declared_size: int | None = None
+    ) -> InboundMessage:
+        # Feishu's events declare no size: the download's length is all there is, and a wrong
+        # declared size is played as a download that says none
+        self.fake.chunked = declared_size is not None
+        message_id = self.fake.user_file(self.CHAT_ID, data, name)
+        content = {"file_key": f"file_{message_id}", "file_name": name}
+        event = feishu_event(
+            chat_id=self.CHAT_ID, message_id=message_id, kind="file", content=content
+        )
+        made = feishu_normalize(event, BOT_OPEN_ID)
+        assert isinstance(made, InboundMessage), made
+        return made
+
+    async def uploads(self) -> list[tuple[str, bytes]]:
+        return self.fake.uploads(self.CHAT_ID)
+
+    def downloads(self) -> int:
+        return len(self.fake.downloads)
 
     def fail_next(self, fault: Fault) -> None:
         fake = self.fake
@@ -511,15 +659,37 @@ class TerminalHarness(ChannelHarness):
 
     def __init__(self) -> None:
         self.screen = Screen()
+        self.blobs = MemoryBlobs()
+        self._folder = Path(tempfile.mkdtemp(prefix="terminal-harness-"))
 
     async def start(self) -> None:
-        self.channel = TerminalChannel(stdin=io.StringIO(), stdout=self.screen)
+        self.channel = self.terminal = TerminalChannel(
+            stdin=io.StringIO(), stdout=self.screen, files_dir=self._folder / "received"
+        )
         self.chat = self.channel.chat
         self.reply_to = uuid.uuid4().hex  # what the channel gives a typed line
         self.platform_limit = self.channel.limits_for(self.chat).max_text_length  # a screen: none
 
     async def close(self) -> None:
         self.screen.close()
+        shutil.rmtree(self._folder, ignore_errors=True)
+
+    async def user_sends_file(
+        self, data: bytes, name: str, mime_type: str, *, declared_size: int | None = None
+    ) -> InboundMessage:
+        """`/file PATH` typed at the prompt (the size is the file's own: it cannot lie)."""
+        path = self._folder / "sent" / name
+        path.parent.mkdir(exist_ok=True)
+        path.write_bytes(data)
+        return self.terminal.typed(f"/file {path}")
+
+    async def uploads(self) -> list[tuple[str, bytes]]:
+        received = self._folder / "received"
+        files = sorted(received.iterdir()) if received.exists() else []
+        return [(file.name, file.read_bytes()) for file in files]
+
+    def downloads(self) -> int:
+        return self.terminal.files_read
 
     def _view(self) -> list[Seen]:
         *lines, cursor_line = self.screen.lines()

@@ -11,6 +11,10 @@ Scripted faults: `gone_next` (the next edit finds its message recalled), `refuse
 out whose answer is lost: `hang_next[kind]` (no answer) or `garble_next[kind]` (a proxy's HTML page).
 Kinds: token, message (create or reply), edit, patch, card_create, content, settings, card_update;
 `any` in `force_429` is the next call that shows or changes an answer, whichever it is.
+Files: `user_file()` holds a file a user sent (its message and key) for the message-resource
+download (`GET …/messages/{id}/resources/{key}?type=`, bytes, recorded in `downloads`);
+`POST /im/v1/images` and `/im/v1/files` take multipart uploads (kinds `image_upload`,
+`file_upload`) whose keys an `image`, `file` or `audio` message then shows (`uploads()`).
 The long-connection endpoint is in tests/feishu_fake_ws.py.
 """
 
@@ -101,6 +105,10 @@ class FakeFeishu:
         self._changed = asyncio.Event()
         self._runner: web.AppRunner | None = None
         self.ws = LongConnectionEndpoint(self)
+        self.resources: dict[tuple[str, str], tuple[str, bytes]] = {}  # (message, key) -> file
+        self.downloads: list[str] = []  # keys the bot downloaded
+        self.chunked = False  # downloads stream without a Content-Length
+        self.uploaded: dict[str, tuple[str, bytes]] = {}  # image or file key -> (name, bytes)
         self.url = ""
 
     # --- views for tests ----------------------------------------------------------------------
@@ -115,6 +123,26 @@ class FakeFeishu:
         message = Message(message_id, chat_id, "text", content, from_user=True)
         self.messages[message.message_id] = message
         return message.message_id
+
+    def user_file(self, chat_id: str, data: bytes, name: str, kind: str = "file") -> str:
+        """A file (or image) a user sent in the chat: its message id; its key is `key_<id>`."""
+        message_id = f"om_user_{next(self._ids)}"
+        key = f"{'img' if kind == 'image' else 'file'}_{message_id}"
+        content = {"image_key": key} if kind == "image" else {"file_key": key, "file_name": name}
+        self.messages[message_id] = Message(
+            message_id, chat_id, kind, json.dumps(content), from_user=True
+        )
+        self.resources[(message_id, key)] = (name, data)
+        return message_id
+
+    def uploads(self, chat_id: str) -> list[tuple[str, bytes]]:
+        """The files the bot's image, file and audio messages in the chat show."""
+        shown = []
+        for message in self.bot_messages(chat_id):
+            if message.msg_type in ("image", "file", "audio"):
+                body = json.loads(message.content)
+                shown.append(self.uploaded[body.get("image_key") or body.get("file_key")])
+        return shown
 
     def text_of(self, message: Message) -> str:
         """The markdown the message shows (a card's answer element, a post's md paragraph)."""
@@ -164,6 +192,9 @@ class FakeFeishu:
             "/open-apis/cardkit/v1/cards/{card}",
             self._route("card_update", self._card_update),
         )
+        add("GET", "/open-apis/im/v1/messages/{id}/resources/{key}", self._resource)
+        add("POST", "/open-apis/im/v1/images", self._upload("image_upload"))
+        add("POST", "/open-apis/im/v1/files", self._upload("file_upload"))
         self.ws.install(app)
         self._runner = web.AppRunner(app, shutdown_timeout=0.1)
         await self._runner.setup()
@@ -219,6 +250,63 @@ class FakeFeishu:
             if kind == "bot":
                 return web.json_response({"code": 0, "msg": "ok", "bot": data})
             return web.json_response({"code": 0, "msg": "success", "data": data})
+
+        return answer
+
+    def _authorized(self, request: web.Request) -> bool:
+        return request.headers.get("Authorization", "").removeprefix("Bearer ") in self._tokens
+
+    async def _resource(self, request: web.Request) -> web.StreamResponse:
+        message_id, key = request.match_info["id"], request.match_info["key"]
+        self.calls.append(Call("resource", request.path, dict(request.query)))
+        if not self._authorized(request):
+            return web.json_response({"code": 99991663, "msg": "invalid token"}, status=400)
+        held = self.resources.get((message_id, key))
+        if held is None:
+            return web.json_response({"code": 234003, "msg": "file not in message"}, status=400)
+        wanted = "image" if key.startswith("img_") else "file"
+        if request.query.get("type") != wanted:
+            return web.json_response({"code": 234001, "msg": "invalid type"}, status=400)
+        self.downloads.append(key)
+        self._changed.set()
+        name, data = held
+        headers = {"Content-Disposition": f'attachment; filename="{name}"'}
+        if not self.chunked:
+            return web.Response(body=data, content_type="application/octet-stream", headers=headers)
+        response = web.StreamResponse(headers=headers)
+        response.content_type = "application/octet-stream"
+        response.enable_chunked_encoding()
+        await response.prepare(request)
+        for start in range(0, len(data), 512):
+            await response.write(data[start : start + 512])
+        await response.write_eof()
+        return response
+
+    def _upload(self, kind: str) -> Callable[[web.Request], Any]:
+        async def answer(request: web.Request) -> web.Response:
+            form = await request.post()
+            fields = {k: v for k, v in form.items() if not isinstance(v, web.FileField)}
+            self.calls.append(Call(kind, request.path, fields))
+            self._changed.set()
+            if not self._authorized(request):
+                return web.json_response({"code": 99991663, "msg": "invalid token"}, status=400)
+            field = form.get("image" if kind == "image_upload" else "file")
+            if not isinstance(field, web.FileField):
+                return web.json_response({"code": 234001, "msg": "no file"}, status=400)
+            data = field.file.read()
+            if kind == "image_upload":
+                if fields.get("image_type") != "message" or len(data) > 10 * 1024 * 1024:
+                    return web.json_response({"code": 234006, "msg": "bad image"}, status=400)
+                key = f"img_up_{next(self._ids)}"
+                self.uploaded[key] = (field.filename, data)
+                return web.json_response({"code": 0, "msg": "ok", "data": {"image_key": key}})
+            if not fields.get("file_type") or not fields.get("file_name"):
+                return web.json_response(
+                    {"code": 234001, "msg": "file_type, file_name"}, status=400
+                )
+            key = f"file_up_{next(self._ids)}"
+            self.uploaded[key] = (str(fields["file_name"]), data)
+            return web.json_response({"code": 0, "msg": "ok", "data": {"file_key": key}})
 
         return answer
 

@@ -9,6 +9,12 @@ one a second per channel, each with a short burst (GCRA); past them HTTP 429 + `
 hands out a Socket Mode web socket on this server; `push()` sends an envelope down it and waits
 for the app's ack. Every call is recorded (`calls`); every message is kept (`messages`).
 
+Files: `add_file()` holds a file users shared (its `files[]` object for an event); its
+`url_private` serves the bytes only with the bot token, and answers 200 with an HTML login page
+without it, as Slack does. `files_upload_v2`'s three steps are served (`getUploadURLExternal`,
+the POST of the bytes to the URL it gave, `completeUploadExternal`), and each file that lands
+in a channel is recorded in `uploads`.
+
 Faults Slack really produces can be scripted per method: an error code for the next calls
 (`fail_next`), a 429 (`limit_next`), a call carried out whose answer is lost (`hang_next`: no
 answer until the client gives up; `garble_next`: a proxy's HTML page), a message the user
@@ -36,6 +42,18 @@ BOT_TOKEN = "xoxb-1-test"
 APP_TOKEN = "xapp-1-test"
 MAX_TEXT_BYTES = 4000
 BAD_GATEWAY = "<html><head><title>502 Bad Gateway</title></head><body>nginx</body></html>"
+LOGIN_PAGE = "<!DOCTYPE html><html><head><title>Slack</title></head><body>Sign in</body></html>"
+
+
+@dataclass(frozen=True)
+class Upload:
+    """A file the bot uploaded, as it landed: channel, thread, name, bytes, initial comment."""
+
+    channel: str
+    thread_ts: str | None
+    name: str
+    data: bytes
+    comment: str | None
 
 
 @dataclass
@@ -100,6 +118,10 @@ class FakeSlack:
         self.gone_next = 0
         self.revoked = False
         self.sockets_opened = 0  # Socket Mode connections the app has made
+        self.shared: dict[str, tuple[str, str, bytes]] = {}  # id -> (name, type, bytes)
+        self.downloads: list[str] = []  # file ids the bot downloaded (with its token)
+        self.uploads: list[Upload] = []
+        self._pending: dict[str, dict[str, Any]] = {}  # upload file id -> name, length, data
         self.url = ""
         self._ts = itertools.count(1)
         self._sockets: list[web.WebSocketResponse] = []
@@ -113,6 +135,9 @@ class FakeSlack:
     async def start(self) -> str:
         app = web.Application()
         app.router.add_post("/api/{method}", self._api)
+        app.router.add_get("/api/{method}", self._api)
+        app.router.add_get("/files-pri/{team_file}/{name}", self._download)
+        app.router.add_post("/upload/v1/{file_id}", self._upload)
         app.router.add_get("/link", self._socket)
         self._runner = web.AppRunner(app, shutdown_timeout=0.5)
         await self._runner.setup()
@@ -126,6 +151,24 @@ class FakeSlack:
             await socket.close()
         if self._runner is not None:
             await self._runner.cleanup()
+
+    def add_file(self, data: bytes, name: str, mimetype: str) -> dict[str, Any]:
+        """A file a user shares: held for download; its `files[]` object for the event."""
+        file_id = f"F{len(self.shared) + 1:04d}"
+        self.shared[file_id] = (name, mimetype, data)
+        return self.file_object(file_id)
+
+    def file_object(self, file_id: str) -> dict[str, Any]:
+        name, mimetype, data = self.shared[file_id]
+        url = f"{self.url.removesuffix('/api/')}/files-pri/{TEAM}-{file_id}/{name}"
+        return {
+            "id": file_id,
+            "name": name,
+            "mimetype": mimetype,
+            "size": len(data),
+            "url_private": url,
+            "url_private_download": url,
+        }
 
     def revoke(self) -> None:
         """The app is uninstalled: every token is refused from now on."""
@@ -214,12 +257,34 @@ class FakeSlack:
 
     # ---------------------------------------------------------------- Web API
 
+    async def _download(self, request: web.Request) -> web.StreamResponse:
+        """A shared file: its bytes with the bot token; Slack's login page (200) without."""
+        file_id = request.match_info["team_file"].removeprefix(f"{TEAM}-")
+        if request.headers.get("Authorization") != f"Bearer {BOT_TOKEN}":
+            return web.Response(text=LOGIN_PAGE, content_type="text/html")
+        if file_id not in self.shared:
+            return web.Response(status=404)
+        self.downloads.append(file_id)
+        self._notify()
+        return web.Response(body=self.shared[file_id][2], content_type="application/octet-stream")
+
+    async def _upload(self, request: web.Request) -> web.Response:
+        """Step 2 of an external upload: the bytes, POSTed to the URL step 1 gave."""
+        pending = self._pending.get(request.match_info["file_id"])
+        if pending is None:
+            return web.Response(status=404)
+        pending["data"] = await request.read()
+        if len(pending["data"]) != int(pending["length"]):
+            return web.Response(status=400, text="length mismatch")
+        return web.Response(text=f"OK - {len(pending['data'])}")
+
     async def _api(self, request: web.Request) -> web.StreamResponse:
         method = request.match_info["method"]
         if request.content_type == "application/json":
             params = dict(await request.json())
         else:
             params = dict(await request.post())
+        params = dict(request.query) | params  # slack_sdk sends some methods' arguments so
         call = Call(method, params)
         self.calls.append(call)
         try:
@@ -331,7 +396,41 @@ class FakeSlack:
                     blocks = p["blocks"]
                     message.blocks = json.loads(blocks) if isinstance(blocks, str) else blocks
                 return {"channel": key[0], "ts": key[1], "text": text}
+            case "files.getUploadURLExternal":
+                file_id = f"FU{len(self._pending) + 1:04d}"
+                self._pending[file_id] = {"name": p.get("filename"), "length": p.get("length")}
+                base = self.url.removesuffix("/api/")
+                return {"upload_url": f"{base}/upload/v1/{file_id}", "file_id": file_id}
+            case "files.completeUploadExternal":
+                return self._complete_upload(p)
+            case "files.info":
+                file_id = str(p.get("file"))
+                if file_id not in self.shared:
+                    return {"error": "file_not_found"}
+                return {"file": self.file_object(file_id)}
         return {}  # assistant.threads.*, and anything else: accepted
+
+    def _complete_upload(self, p: dict[str, Any]) -> dict[str, Any]:
+        listed = p.get("files")
+        listed = json.loads(listed) if isinstance(listed, str) else listed or []
+        done = []
+        for item in listed:
+            pending = self._pending.get(str(item.get("id")))
+            if pending is None or "data" not in pending:
+                return {"error": "file_not_found"}
+            channel = p.get("channel_id")
+            if channel:
+                self.uploads.append(
+                    Upload(
+                        str(channel),
+                        p.get("thread_ts"),
+                        str(pending["name"]),
+                        pending["data"],
+                        p.get("initial_comment"),
+                    )
+                )
+            done.append({"id": item["id"], "title": item.get("title"), "name": pending["name"]})
+        return {"files": done}
 
 
 def _invalid_blocks(blocks: Any) -> bool:

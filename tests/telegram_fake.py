@@ -29,7 +29,13 @@ from aiohttp import web
 
 TOKEN = "123456:TEST"
 BOT: dict[str, Any] = {"id": 123456, "is_bot": True, "first_name": "Bot", "username": "test_bot"}
-RATED = frozenset({"sendmessage", "editmessagetext", "sendchataction"})
+UPLOADS = {
+    "sendphoto": "photo",
+    "senddocument": "document",
+    "sendvoice": "voice",
+    "sendaudio": "audio",
+}
+RATED = frozenset({"sendmessage", "editmessagetext", "sendchataction", *UPLOADS})
 BAD_GATEWAY = "<html><head><title>502 Bad Gateway</title></head><body>nginx</body></html>"
 JSON_FIELDS = frozenset(
     {
@@ -62,6 +68,18 @@ TAGS = frozenset(
         "tg-emoji",
     }
 )
+
+
+@dataclass(frozen=True)
+class Upload:
+    """A file the bot sent: by which method, to which chat, under what name, with what bytes."""
+
+    method: str
+    chat_id: int
+    name: str
+    data: bytes
+    caption: str | None
+    message_id: int
 
 
 @dataclass
@@ -107,6 +125,10 @@ class FakeBotAPI:
         self.poll_answers_at_once = False  # getUpdates does not hold an empty poll open
         # method -> (status, description) every call to it draws, as a proxy or an old server would
         self.refuse: dict[str, tuple[int, str]] = {}
+        self.files: dict[str, tuple[str, bytes]] = {}  # file_id -> (file_path, bytes)
+        self.uploads: list[Upload] = []
+        self.downloads: list[str] = []  # file paths fetched from /file/bot<token>/
+        self.files_gone = False  # downloads answer 404 (the file expired from Telegram's cache)
         self._forced: dict[int, int] = {}  # chat -> retry_after for its next rated call
         self._last: dict[int, float] = {}
         self._banned_until: dict[int, float] = {}
@@ -123,6 +145,7 @@ class FakeBotAPI:
     async def start(self) -> str:
         app = web.Application()
         app.router.add_post("/bot{token}/{method}", self._handle)
+        app.router.add_get("/file/bot{token}/{path:.+}", self._download)
         self._runner = web.AppRunner(app, shutdown_timeout=1)
         await self._runner.setup()
         site = web.TCPSite(self._runner, "127.0.0.1", 0)
@@ -187,6 +210,12 @@ class FakeBotAPI:
         if reply_to:
             message["reply_to_message"] = reply_to
         return {"update_id": next(self._update_ids), "message": message | extra}
+
+    def add_file(self, data: bytes, path: str = "documents/file_0.bin") -> str:
+        """A file users sent, held for getFile and the download; its file_id."""
+        file_id = f"F{len(self.files)}-{path.rsplit('/', 1)[-1]}"
+        self.files[file_id] = (path, data)
+        return file_id
 
     def force_429(self, chat_id: int, retry_after: int) -> None:
         """The next rated call to the chat draws a 429 and bans the chat for `retry_after`."""
@@ -271,6 +300,20 @@ class FakeBotAPI:
                 return True
             case "deletewebhook" | "setmycommands" | "sendchataction":
                 return True
+            case "getfile":
+                if p.get("file_id") not in self.files:
+                    raise ApiError(400, "Bad Request: invalid file_id")
+                path, data = self.files[p["file_id"]]
+                if len(data) > 20 * 1024 * 1024:
+                    raise ApiError(400, "Bad Request: file is too big")
+                return {
+                    "file_id": p["file_id"],
+                    "file_unique_id": p["file_id"],
+                    "file_size": len(data),
+                    "file_path": path,
+                }
+            case "sendphoto" | "senddocument" | "sendvoice" | "sendaudio":
+                return self._upload(call)
             case "sendmessage":
                 call.text = self._visible(p)
                 message_id = call.message_id = next(self._message_ids)
@@ -297,6 +340,51 @@ class FakeBotAPI:
                 call.text = self.messages[key] = text
                 return self._result(p, p["message_id"], text) | {"edit_date": int(time.time())}
         raise ApiError(404, "Not Found: method not found")
+
+    def _upload(self, call: Call) -> dict[str, Any]:
+        """A multipart upload: the file field is named by `attach://<field>` in the method's."""
+        p = call.params
+        reference = str(p.get(UPLOADS[call.method], ""))
+        field = (
+            p.get(reference.removeprefix("attach://"))
+            if reference.startswith("attach://")
+            else None
+        )
+        if not isinstance(field, web.FileField):
+            raise ApiError(400, "Bad Request: there is no file in the request")
+        data = field.file.read()
+        if call.method == "sendphoto" and len(data) > 10 * 1024 * 1024:
+            raise ApiError(400, "Bad Request: PHOTO_INVALID_DIMENSIONS")
+        message_id = call.message_id = next(self._message_ids)
+        caption = p.get("caption")
+        self.uploads.append(
+            Upload(call.method, p["chat_id"], field.filename, data, caption, message_id)
+        )
+        call.params = {k: v for k, v in p.items() if not isinstance(v, web.FileField)}
+        result = self._result(p, message_id, "")
+        del result["text"]
+        kind = UPLOADS[call.method]
+        item = {"file_id": f"sent-{message_id}", "file_unique_id": f"u{message_id}"}
+        if kind == "photo":
+            result["photo"] = [item | {"width": 1, "height": 1}]
+        else:
+            result[kind] = item | ({"duration": 1} if kind in ("voice", "audio") else {})
+        if caption:
+            result["caption"] = caption
+        return result
+
+    async def _download(self, request: web.Request) -> web.StreamResponse:
+        if request.match_info["token"] != self.token:
+            return web.json_response({"ok": False, "error_code": 401}, status=401)
+        path = request.match_info["path"]
+        if self.files_gone:
+            return web.json_response({"ok": False, "error_code": 404}, status=404)
+        self.downloads.append(path)
+        self._notify()
+        for file_path, data in self.files.values():
+            if file_path == path:
+                return web.Response(body=data, content_type="application/octet-stream")
+        return web.json_response({"ok": False, "error_code": 404}, status=404)
 
     def _check_rate(self, call: Call) -> None:
         chat, now = call.chat_id, call.at

@@ -15,13 +15,17 @@ import pytest
 from adapters.base import (
     ChannelLimits,
     DeliveryUncertain,
+    FetchesFiles,
     MessageGone,
     MessageHandle,
     OutboundContent,
     RateLimited,
+    SendsParts,
 )
+from bot.attachments import fetch_files
 from bot.delivery import PLACEHOLDER, Delivery
-from tests.channel_harness import HARNESSES, ChannelHarness, Fault, Seen
+from content.parts import FilePart
+from tests.channel_harness import HARNESSES, ChannelHarness, Fault, Seen, UploadTooLarge
 from tools.events import AnswerDelta, Final
 
 ANSWER = "Once upon a time, the end."
@@ -292,3 +296,60 @@ async def test_delivery_fills_one_placeholder_that_ends_holding_the_final(
     assert seen.reply_to == (harness.reply_to if harness.replies else None)
     assert seen.ended is (True if harness.shows_end else None)
     assert harness.posts() == 1
+
+
+# 9. files
+
+
+PDF = b"%PDF-1.4\n" + bytes(range(256)) * 40 + b"\n%%EOF\n"  # not text: every byte value
+
+
+async def test_a_file_makes_the_round_trip(harness: ChannelHarness) -> None:
+    """A user sends a file, it is fetched into the blob store unchanged; the answer sends it
+    back, and the platform received the same bytes under the same name."""
+    message = await harness.user_sends_file(PDF, "report.pdf", "application/pdf")
+    fetched = await fetch_files(harness.channel, harness.blobs, [message])
+    assert not fetched.refusals
+    [part] = fetched.batch[0].parts
+    assert isinstance(part, FilePart)
+    assert part.blob.name == "report.pdf"
+    assert await harness.blobs.get(part.blob.blob_id) == ("application/pdf", PDF)
+    assert isinstance(harness.channel, SendsParts)
+    await harness.channel.send_part(
+        harness.chat, part, harness.blobs, caption="Here it is", reply_to=harness.reply_to
+    )
+    assert await harness.uploads() == [("report.pdf", PDF)]
+
+
+async def test_a_file_over_the_cap_is_refused_before_any_download(
+    harness: ChannelHarness,
+) -> None:
+    harness.blobs.limit_to(1000)
+    if not isinstance(harness.channel, FetchesFiles):  # the client uploads: refused there
+        with pytest.raises(UploadTooLarge):
+            await harness.user_sends_file(PDF, "big.pdf", "application/pdf")
+        assert not harness.blobs.blobs
+        return
+    message = await harness.user_sends_file(PDF, "big.pdf", "application/pdf")
+    fetched = await fetch_files(harness.channel, harness.blobs, [message])
+    [refusal] = fetched.refusals
+    assert "big.pdf" in refusal.reply and "1 KB" in refusal.reply
+    assert fetched.batch[0].parts == () and not harness.blobs.blobs
+    if harness.declares_size:  # else refused from the download's length, its body unread
+        assert harness.downloads() == 0
+
+
+async def test_a_file_that_declared_a_wrong_size_is_cut_off_at_the_cap(
+    harness: ChannelHarness,
+) -> None:
+    harness.blobs.limit_to(1000)
+    if not isinstance(harness.channel, FetchesFiles):  # an upload is cut off as it is read
+        with pytest.raises(UploadTooLarge):
+            await harness.user_sends_file(PDF, "liar.pdf", "application/pdf", declared_size=10)
+        assert not harness.blobs.blobs
+        return
+    message = await harness.user_sends_file(PDF, "liar.pdf", "application/pdf", declared_size=10)
+    fetched = await fetch_files(harness.channel, harness.blobs, [message])
+    [refusal] = fetched.refusals
+    assert "liar.pdf" in refusal.reply
+    assert not harness.blobs.blobs

@@ -140,7 +140,7 @@ async def test_post_messages_are_read_and_other_kinds_get_one_honest_reply(
         await fake.ws.wait_connected()
         await fake.ws.push(message_event(kind="post", content=post))
         rich = await next_message(got)
-        image = message_event(kind="image", content={"image_key": "img_1"}, message_id="om_img")
+        image = message_event(kind="sticker", content={"file_key": "stk_1"}, message_id="om_img")
         await fake.ws.push(image)
         await fake.ws.push(image)  # redelivered: answered once
         await fake.wait_for(lambda: len(fake.of("message")) == 1)
@@ -148,14 +148,14 @@ async def test_post_messages_are_read_and_other_kinds_get_one_honest_reply(
     assert rich.text == "Report\nsee [this](https://x.io)\nthanks"
     [reply] = fake.of("message")
     assert reply.path.endswith("/om_img/reply")
-    assert UNSUPPORTED.format(kind="images") in fake.text_of(fake.bot_messages("oc_p2p")[0])
+    assert UNSUPPORTED.format(kind="stickers") in fake.text_of(fake.bot_messages("oc_p2p")[0])
     assert got.empty()
 
 
 async def test_an_unsupported_message_redelivered_after_a_restart_is_declined_once(
     fake: FakeFeishu, tmp_path: Path
 ) -> None:
-    image = message_event(kind="image", content={"image_key": "img_1"}, message_id="om_img2")
+    image = message_event(kind="sticker", content={"file_key": "stk_1"}, message_id="om_img2")
     async with SqliteStore(tmp_path / "bot.db") as store:
         for _process in range(2):  # the second process gets Feishu's redelivery
             channel = channel_on(fake, claims=StoreDedup(store, ttl_s=3600))

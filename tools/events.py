@@ -1,7 +1,7 @@
 """What a turn tells the outside world while it runs: the `TurnEvent`s a delivery renders.
 
 They live in `tools/` because control tools (SendMessage, AgentTool) emit them, and `tools`
-imports none of our other packages; the agent loop emits them too.
+imports none of our other packages but the neutral `content/`; the agent loop emits them too.
 """
 
 from __future__ import annotations
@@ -9,6 +9,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
+
+from content.parts import Part
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,6 +71,7 @@ class AgentFinished:
 class Final:
     text: str
     display: tuple[Mapping[str, Any], ...] = ()
+    parts: tuple[Part, ...] = ()  # media the answer carries (a chart, a PDF), by blob reference
 
 
 @dataclass(frozen=True, slots=True)

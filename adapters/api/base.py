@@ -15,6 +15,8 @@ from adapters.api.sse import SseSubscriber
 from adapters.base import InboundMessage
 from adapters.hub import EventHub
 from adapters.rates import InboundRates
+from adapters.uploads import UploadSigner
+from content.blobs import BlobStore
 
 PREFIX: Final = "/api/v1"
 
@@ -44,6 +46,8 @@ class SessionsChannel(Protocol):
     hub: EventHub
     rates: InboundRates
     streams: set[SseSubscriber]  # open event streams, ended at shutdown
+    blobs: BlobStore | None  # None: no files (uploads refused, parts described)
+    uploads: UploadSigner
 
     async def deliver(self, message: InboundMessage) -> None:
         """To the gateway; a request that came before the app started `run` waits for it."""

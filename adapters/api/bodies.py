@@ -26,7 +26,7 @@ MAX_PAGE: Final = 100
 MAX_CURSOR: Final = 2**53  # what JSON clients (JavaScript) count exactly
 _EVENT_ID: Final = re.compile(r"[0-9]{1,15}")
 _FIELDS: Final = {
-    "message": ("text", "client_message_id"),
+    "message": ("text", "client_message_id", "attachments"),
     "action": ("action_id", "value", "label", "message_id"),
 }
 

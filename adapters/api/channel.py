@@ -16,6 +16,8 @@ from adapters.api.keys import KeyRing
 from adapters.api.records import ApiMessage, MemorySessionRecords, SessionRecords
 from adapters.api.sse import SseSubscriber
 from adapters.base import (
+    BlobLinks,
+    ChannelError,
     ChannelLimits,
     ChatRef,
     InboundMessage,
@@ -25,12 +27,19 @@ from adapters.base import (
 )
 from adapters.hub import EventHub, MemoryEventHub
 from adapters.rates import InboundRates, LocalInboundRates
+from adapters.uploads import UploadSigner, rendered
 from adapters.websocket.protocol import new_id
+from content.blobs import BlobStore
+from content.parts import MediaPart
 
 log = logging.getLogger(__name__)
 
 _LIMITS = ChannelLimits(
-    max_text_length=100_000, min_edit_interval_s=0.05, can_edit=True, final_marker=True
+    max_text_length=100_000,
+    min_edit_interval_s=0.05,
+    can_edit=True,
+    final_marker=True,
+    parts_inline=True,
 )
 
 
@@ -48,8 +57,18 @@ class ApiChannel:
         hub: EventHub | None = None,
         replay_events: int = 200,
         rates: InboundRates | None = None,
+        blobs: BlobStore | None = None,
+        links: BlobLinks | None = None,
+        uploads: UploadSigner | None = None,
+        public_url: str | None = None,
     ) -> None:
+        """With `blobs` and `links`, sessions may upload files (`POST …/files`) and attach them,
+        and parts go out as signed links (absolute under `public_url`)."""
         self.keys = keys
+        self.blobs = blobs if links is not None else None
+        self.links = links
+        self.uploads = uploads or UploadSigner()
+        self._base_url = public_url or ""
         self.settings = settings or ApiSettings()
         self.records: SessionRecords = records if records is not None else MemorySessionRecords()
         self.hub: EventHub = hub if hub is not None else MemoryEventHub(replay_events=replay_events)
@@ -118,12 +137,30 @@ class ApiChannel:
             fields = {"message_id": handle.message_id, "text": content.text}
             await self.hub.publish(hub_key(handle.chat.chat_id), "message.updated", fields)
 
+    async def send_part(
+        self,
+        chat: ChatRef,
+        part: MediaPart,
+        blobs: BlobStore,
+        *,
+        caption: str | None = None,
+        reply_to: str | None = None,
+    ) -> MessageHandle:
+        """A message of its own: the caption as its text, the part as a signed link."""
+        if self.links is None:
+            raise ChannelError("the sessions API has no blob links to send files with")
+        return await self.send(
+            chat, OutboundContent(caption or "", parts=(part,)), reply_to=reply_to, final=True
+        )
+
     async def emit_event(self, chat: ChatRef, type: str, fields: Mapping[str, Any]) -> None:
         await self.hub.publish(hub_key(chat.chat_id), type, fields)
 
     async def _complete(self, handle: MessageHandle, content: OutboundContent) -> None:
         display = [dict(hint) for hint in content.display]
         fields = {"message_id": handle.message_id, "text": content.text, "display": display}
+        if content.parts and self.links is not None:
+            fields["attachments"] = rendered(content.parts, self.links, self._base_url)
         # Recorded first: a client that sees the completion and then reads the history finds it.
         done = ApiMessage(
             handle.chat.chat_id,

@@ -7,6 +7,7 @@ from adapters.api.channel import ApiChannel
 from adapters.api.config import ApiConfig
 from adapters.api.keys import KeyRing
 from adapters.registry import ChannelServices
+from adapters.uploads import UploadSigner
 
 
 def build(section: ApiConfig, services: ChannelServices) -> ApiChannel:
@@ -22,4 +23,8 @@ def build(section: ApiConfig, services: ChannelServices) -> ApiChannel:
         hub=services.event_hub,
         replay_events=section.replay_events,
         rates=services.inbound_rates,
+        blobs=services.blobs,
+        links=services.blob_links,
+        uploads=UploadSigner(services.upload_secret),
+        public_url=services.public_url,
     )

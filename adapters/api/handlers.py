@@ -16,7 +16,9 @@ from adapters.api.openapi import document
 from adapters.api.records import ApiMessage, ApiSession
 from adapters.api.streams import SessionStreams
 from adapters.base import Action, ChatRef, InboundMessage
+from adapters.uploads import UploadRefused, receive
 from adapters.websocket.protocol import new_id
+from content.parts import Part
 
 SESSION_ID: Final = re.compile(r"s_[0-9a-f]{32}")
 
@@ -38,6 +40,7 @@ class SessionsApi:
         router.add_get(f"{one}/events", self.follow_events)
         router.add_post(f"{one}/stop", self.stop)
         router.add_post(f"{one}/actions", self.post_action)
+        router.add_post(f"{one}/files", self.upload_file)
 
     async def openapi(self, request: web.Request) -> web.Response:
         return web.json_response(self._openapi)
@@ -73,9 +76,10 @@ class SessionsApi:
         if resent is not None:
             again = self._inbound(session, resent.message_id, _event(resent), text=resent.text)
             return await self.streams.resume(request, resent, resume, again)
+        parts = self._parts(session, frame.attachments)
         message_id = frame.client_message_id or new_id("c_")
         event_id = f"api:{session.id}:{frame.client_message_id or uuid.uuid4().hex}"
-        inbound = self._inbound(session, message_id, event_id, text=frame.text)
+        inbound = self._inbound(session, message_id, event_id, text=frame.text, parts=parts)
         record = ApiMessage(session.id, message_id, "user", frame.text, "received")
         await self._take_rate(session)
         return await self.streams.turn(request, inbound, record, resume)
@@ -101,6 +105,37 @@ class SessionsApi:
         record = ApiMessage(session.id, message_id, "user", "", "received", action=shown)
         await self._take_rate(session)
         return await self.streams.turn(request, inbound, record, resume)
+
+    async def upload_file(self, request: web.Request) -> web.Response:
+        """A file for the session's next message: the attachment object to send with it."""
+        session = await self._session(request)
+        blobs = self.channel.blobs
+        if blobs is None:
+            raise ApiError(404, "no_files", "this server takes no files (media is not set up)")
+        if not request.content_type.startswith("multipart/"):
+            raise ApiError(
+                415,
+                "unsupported_media_type",
+                "send the file as multipart/form-data, in a field named `file`",
+            )
+        await self._take_rate(session)  # an upload counts as a message does
+        try:
+            blob = await receive(request, blobs, source="api")
+        except UploadRefused as exc:
+            code = "too_large" if exc.status == 413 else "bad_file"
+            raise ApiError(exc.status, code, str(exc)) from None
+        attachment = self.channel.uploads.reference(session.id, blob)
+        return web.json_response({"attachment": attachment}, status=201)
+
+    def _parts(self, session: ApiSession, attachments: Any) -> tuple[Part, ...]:
+        if not attachments:
+            return ()
+        if self.channel.blobs is None:
+            raise ApiError(400, "attachment_invalid", "this server takes no files")
+        try:
+            return tuple(self.channel.uploads.part(session.id, item) for item in attachments)
+        except UploadRefused as exc:
+            raise ApiError(exc.status, "attachment_invalid", str(exc)) from None
 
     async def stop(self, request: web.Request) -> web.Response:
         session = await self._session(request)
@@ -135,6 +170,7 @@ class SessionsApi:
         *,
         text: str = "",
         action: Action | None = None,
+        parts: tuple[Part, ...] = (),
     ) -> InboundMessage:
         return InboundMessage(
             chat=ChatRef(channel=self.channel.name, chat_id=session.id),
@@ -145,6 +181,7 @@ class SessionsApi:
             message_id=message_id,
             mentioned=True,
             action=action,
+            parts=parts,
             client=f"key:{session.key_id}",  # a new session is the same client
         )
 

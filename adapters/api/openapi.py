@@ -8,10 +8,27 @@ from __future__ import annotations
 
 from typing import Any, Final
 
-from adapters.websocket.protocol import MAX_ID_CHARS, MAX_USER_ID_CHARS
+from adapters.websocket.protocol import MAX_ATTACHMENTS, MAX_ID_CHARS, MAX_USER_ID_CHARS
 
 JSON: Final = "application/json"
 SSE: Final = "text/event-stream"
+MULTIPART: Final = "multipart/form-data"
+_ATTACHMENT_FIELDS: dict[str, Any] = {
+    "type": {"enum": ["image", "file", "audio"]},
+    "blob_id": {"type": "string", "minLength": 1},
+    "mime_type": {"type": "string", "pattern": "/"},
+    "size": {"type": "integer", "minimum": 0},
+    "name": {"type": "string"},
+}
+_ATTACHMENTS_OUT = {
+    "type": "array",
+    "description": "The answer's files: each with a signed `url` that expires (fetch it soon).",
+    "items": {
+        "type": "object",
+        "required": ["type", "blob_id", "mime_type", "size", "url"],
+        "properties": {**_ATTACHMENT_FIELDS, "url": {"type": "string"}},
+    },
+}
 
 
 def _ref(name: str) -> dict[str, str]:
@@ -55,6 +72,7 @@ _ANSWER = {
                     "message_id": {"type": "string"},
                     "text": {"type": "string"},
                     "display": {"type": "array", "items": {"type": "object"}},
+                    "attachments": _ATTACHMENTS_OUT,
                     "seq": {"type": "integer"},
                 },
             }
@@ -218,6 +236,31 @@ def document(max_text_chars: int = 8000) -> dict[str, Any]:
                 optional=True,
             ),
         },
+        f"{one}/files": {
+            "parameters": [_SESSION_ID],
+            "post": {
+                "summary": (
+                    "Upload a file for the session's next message (multipart, field `file`); "
+                    "send the answer's `attachment` in that message's `attachments`"
+                ),
+                "requestBody": {
+                    "required": True,
+                    "content": {
+                        MULTIPART: {
+                            "schema": {
+                                "type": "object",
+                                "required": ["file"],
+                                "properties": {"file": {"type": "string", "format": "binary"}},
+                            }
+                        }
+                    },
+                },
+                "responses": {
+                    "201": _json(_ref("Uploaded"), "Kept; attach it to a message"),
+                    **_errors(400, 401, 404, 413, 415, 429),
+                },
+            },
+        },
         f"{one}/actions": {
             "parameters": [_SESSION_ID],
             "post": _post(
@@ -252,8 +295,28 @@ def document(max_text_chars: int = 8000) -> dict[str, Any]:
                 "Session": session,
                 "NewMessage": {
                     "type": "object",
-                    "required": ["text"],
-                    "properties": {"text": text, "client_message_id": client_id},
+                    "description": "`text`, `attachments` or both",
+                    "anyOf": [{"required": ["text"]}, {"required": ["attachments"]}],
+                    "properties": {
+                        "text": text,
+                        "client_message_id": client_id,
+                        "attachments": {
+                            "type": "array",
+                            "maxItems": MAX_ATTACHMENTS,
+                            "items": _ref("Attachment"),
+                        },
+                    },
+                },
+                "Attachment": {
+                    "type": "object",
+                    "description": "A file as the upload answered it, sent back unchanged",
+                    "required": ["type", "blob_id", "mime_type", "size", "ref"],
+                    "properties": {**_ATTACHMENT_FIELDS, "ref": {"type": "string"}},
+                },
+                "Uploaded": {
+                    "type": "object",
+                    "required": ["attachment"],
+                    "properties": {"attachment": _ref("Attachment")},
                 },
                 "NewAction": {
                     "type": "object",

@@ -20,6 +20,7 @@ from typing import Any, Literal
 from aiohttp import web
 
 from adapters.base import (
+    Attachment,
     ChannelLimits,
     ChatRef,
     InboundMessage,
@@ -28,6 +29,7 @@ from adapters.base import (
     OutboundContent,
 )
 from adapters.budget import LocalRateBudget, Rank, RateBudget
+from adapters.feishu import media
 from adapters.feishu.api import NO_PERMISSION, ApiError, FeishuApi
 from adapters.feishu.cards import ANSWER, card_json, post_content, with_hints
 from adapters.feishu.config import base_url
@@ -37,6 +39,8 @@ from adapters.feishu.render import plain_text, rendered_length, to_card_markdown
 from adapters.history import Claims
 from adapters.platform_calls import NO_PLATFORM_CALLS, PlatformCalls
 from adapters.telegram.recent import Recent
+from content.blobs import BlobStore
+from content.parts import BlobRef, MediaPart
 
 log = logging.getLogger(__name__)
 
@@ -80,6 +84,7 @@ class FeishuChannel:
                 "post events"
             )
         self.base_url = base_url(domain)
+        self._timeout_s = request_timeout_s
         self.api = FeishuApi(
             app_id=app_id,
             app_secret=app_secret,
@@ -257,6 +262,43 @@ class FeishuChannel:
         await self.out.close_stream(card_id, plain_text(content.text, 60))
         self._shown.put(handle.message_id, markdown)
         self.out.forget_card(card_id)
+
+    # --- files --------------------------------------------------------------------------------
+
+    async def fetch(
+        self, message: InboundMessage, attachment: Attachment, blobs: BlobStore
+    ) -> BlobRef:
+        return await media.fetch(
+            self.api, self.base_url, message, attachment, blobs, self._timeout_s
+        )
+
+    async def send_part(
+        self,
+        chat: ChatRef,
+        part: MediaPart,
+        blobs: BlobStore,
+        *,
+        caption: str | None = None,
+        reply_to: str | None = None,
+    ) -> MessageHandle:
+        """The caption (an image or file message has none) as a message of its own, then the
+        uploaded file as an image, file or audio message, both in the answer's thread."""
+        if caption:
+            await self.send(chat, OutboundContent(caption), reply_to=reply_to, final=True)
+        _, data = await blobs.get(part.blob.blob_id)
+        async with self.out.uploading():
+            msg_type, content = await media.upload(self.api, part, data)
+        if chat.thread_id:
+            reply_to = reply_to or self.threads.get(chat.thread_id)
+        message_id = await self.out.post(
+            chat.chat_id,
+            msg_type,
+            content,
+            reply_to=reply_to,
+            rank="final",
+            in_thread=bool(chat.thread_id),
+        )
+        return MessageHandle(chat, message_id, {"kind": msg_type})
 
     def _where(self, chat: ChatRef) -> dict[str, str | None]:
         """What a button's callback needs to find the conversation again."""

@@ -3,7 +3,9 @@
 `im.message.receive_v1`: private chats (p2p) are always addressed to the bot; in a group the
 bot must be among the mentions. Mention keys (`@_user_1`) become the person's name, and the
 bot's own mention is dropped. A message in a thread keeps to that thread's conversation. Text
-and post (rich text) are read; other kinds become `Unsupported` with a short honest reply.
+and post (rich text) are read, images, files, audio and video (and the images inside a post)
+become attachments fetched through the message-resource API; other kinds become `Unsupported`
+with a short honest reply.
 `card.action.trigger` (a button press) becomes an action on the conversation its button named.
 
 The claim key for the gateway's dedup is the message id (Feishu redelivers an event with the
@@ -19,7 +21,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from adapters.base import Action, ChatRef, InboundMessage
+from adapters.base import Action, Attachment, ChatRef, InboundMessage
 
 CHANNEL = "feishu"
 MESSAGE = "im.message.receive_v1"
@@ -27,11 +29,9 @@ CARD_ACTION = "card.action.trigger"
 UNSUPPORTED = (
     "Sorry — I can only read text messages here, not {kind}. Please write your question as text."
 )
+# message type -> the attachment kind it carries (its key: `image_key`, else `file_key`)
+FILE_KINDS = {"image": "photo", "file": "file", "audio": "audio", "media": "video"}
 _KINDS = {
-    "image": "images",
-    "file": "files",
-    "audio": "voice messages",
-    "media": "videos",
     "sticker": "stickers",
     "interactive": "cards",
     "share_chat": "shared chats",
@@ -74,7 +74,11 @@ def _message(
     chat = ChatRef(channel, str(message.get("chat_id", "")), message.get("thread_id") or None)
     message_id = str(message["message_id"])
     kind = message.get("message_type")
-    text = _text(kind, message.get("content") or "{}")
+    body = _body(message.get("content") or "{}")
+    text = _text(kind, body)
+    attachments = _attachments(kind, body)
+    if attachments and text is None:
+        text = ""
     inbound = InboundMessage(
         chat=chat,
         user_id=user_id,
@@ -83,6 +87,7 @@ def _message(
         message_id=message_id,
         is_group=is_group,
         mentioned=not is_group or bool(ours),
+        attachments=attachments,
         raw=raw,
     )
     if text is None:
@@ -98,12 +103,16 @@ def _is_bot(mention: Mapping[str, Any], bot_open_id: str) -> bool:
     return open_id == bot_open_id if bot_open_id else True
 
 
-def _text(kind: Any, content: str) -> str | None:
+def _body(content: str) -> Mapping[str, Any] | None:
     try:
         body = json.loads(content)
     except ValueError:
         return None
-    if not isinstance(body, dict):
+    return body if isinstance(body, dict) else None
+
+
+def _text(kind: Any, body: Mapping[str, Any] | None) -> str | None:
+    if body is None:
         return None
     if kind == "text":
         return str(body.get("text", ""))
@@ -112,10 +121,40 @@ def _text(kind: Any, content: str) -> str | None:
     return None
 
 
-def _post_text(body: Mapping[str, Any]) -> str:
-    """A post's paragraphs as lines; a post sent to us may or may not be wrapped in a locale."""
+def _attachments(kind: Any, body: Mapping[str, Any] | None) -> tuple[Attachment, ...]:
+    """The files a message carries: its own (image, file, audio, video) or a post's images."""
+    if body is None:
+        return ()
+    if kind in FILE_KINDS:
+        key = body.get("image_key") if kind == "image" else body.get("file_key")
+        if not isinstance(key, str) or not key:
+            return ()
+        name = body.get("file_name")
+        return (
+            Attachment(
+                FILE_KINDS[kind], name=name if isinstance(name, str) else None, platform_id=key
+            ),
+        )
+    if kind == "post":
+        return tuple(
+            Attachment("photo", platform_id=str(node["image_key"]))
+            for paragraph in _post_body(body).get("content") or []
+            for node in paragraph or []
+            if node.get("tag") == "img" and node.get("image_key")
+        )
+    return ()
+
+
+def _post_body(body: Mapping[str, Any]) -> Mapping[str, Any]:
+    """A post sent to us may or may not be wrapped in a locale."""
     if "content" not in body and body:
-        body = next(iter(v for v in body.values() if isinstance(v, dict)), {})
+        return next(iter(v for v in body.values() if isinstance(v, dict)), {})
+    return body
+
+
+def _post_text(body: Mapping[str, Any]) -> str:
+    """A post's paragraphs as lines."""
+    body = _post_body(body)
     lines = [str(body["title"])] if body.get("title") else []
     for paragraph in body.get("content") or []:
         parts = []

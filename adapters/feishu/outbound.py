@@ -16,7 +16,7 @@ import json
 import time
 import uuid
 from collections.abc import AsyncIterator, Mapping
-from contextlib import asynccontextmanager
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from typing import Any
 
 from adapters.base import RateLimited
@@ -190,6 +190,10 @@ class Outbound:
                     if exc.code != STALE_SEQUENCE or attempt == 2:
                         raise
                     self._sequences[card_id] = sequence + 1000
+
+    def uploading(self, rank: Rank = "final") -> AbstractAsyncContextManager[None]:
+        """An upload's place in the app's rate (its message then takes the chat's)."""
+        return self._slot("upload", rank, 0.0)
 
     def forget_card(self, card_id: str) -> None:
         self._sequences.pop(card_id, None)

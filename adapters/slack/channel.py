@@ -30,6 +30,7 @@ from slack_sdk.errors import SlackApiError, SlackClientError
 from slack_sdk.web.async_client import AsyncWebClient
 
 from adapters.base import (
+    Attachment,
     ChannelLimits,
     ChatRef,
     InboundMessage,
@@ -41,12 +42,14 @@ from adapters.base import (
 )
 from adapters.budget import Busy, LocalRateBudget, Rank, RateBudget
 from adapters.platform_calls import NO_PLATFORM_CALLS, PlatformCalls
-from adapters.slack import errors
+from adapters.slack import errors, files
 from adapters.slack.ingress import Ingress
 from adapters.slack.presence import AssistantStatus
 from adapters.slack.render import blocks, mrkdwn_bytes, to_mrkdwn
 from adapters.slack.throttle import WorkspaceSlots
 from adapters.telegram.recent import Recent
+from content.blobs import BlobStore
+from content.parts import BlobRef, MediaPart
 
 log = logging.getLogger(__name__)
 
@@ -212,6 +215,30 @@ class SlackChannel:
         finally:
             if final:
                 await self.status.show(chat, "")
+
+    async def fetch(
+        self, message: InboundMessage, attachment: Attachment, blobs: BlobStore
+    ) -> BlobRef:
+        self.connect()
+        assert self.client.session is not None
+        return await files.fetch(self.client, self.client.session, message, attachment, blobs)
+
+    async def send_part(
+        self,
+        chat: ChatRef,
+        part: MediaPart,
+        blobs: BlobStore,
+        *,
+        caption: str | None = None,
+        reply_to: str | None = None,
+    ) -> MessageHandle:
+        """Uploaded into the answer's thread (a DM's answers are not threaded)."""
+        _, data = await blobs.get(part.blob.blob_id)
+        async with self._call("files.completeUploadExternal", chat, "final", sending=True):
+            file_id = await files.upload(
+                self.client, chat.chat_id, chat.thread_id, part, data, caption
+            )
+        return MessageHandle(chat, file_id, {"file": True})
 
     async def _send_ephemeral(self, chat: ChatRef, text: str, user: str) -> MessageHandle:
         """A reply to a slash command in a channel: only its user sees it."""

@@ -34,6 +34,7 @@ from aiohttp import web
 
 from adapters.accounts import Accounts
 from adapters.base import (
+    Attachment,
     ChannelError,
     ChannelLimits,
     ChatRef,
@@ -46,6 +47,7 @@ from adapters.base import (
 )
 from adapters.budget import Busy, LocalRateBudget, Rank, RateBudget
 from adapters.platform_calls import NO_PLATFORM_CALLS, PlatformCalls
+from adapters.telegram import media
 from adapters.telegram.calls import CountedCalls
 from adapters.telegram.errors import NotModified, ParseError, bad_request, lost
 from adapters.telegram.ingress import Ingress
@@ -53,6 +55,8 @@ from adapters.telegram.presence import TypingStatus
 from adapters.telegram.recent import Recent
 from adapters.telegram.render import rendered_length, to_html, visible_text
 from adapters.telegram.throttle import ChatSlots
+from content.blobs import BlobStore
+from content.parts import BlobRef, MediaPart
 
 log = logging.getLogger(__name__)
 
@@ -111,6 +115,7 @@ class TelegramChannel:
             ) from None
         self.bot.session.middleware(CountedCalls(calls))
         self.mode = mode
+        self._timeout_s = request_timeout_s
         self.admits: Callable[[InboundMessage], bool] = admits or (lambda message: True)
         self._private_limits = TelegramLimits(MAX_TEXT, private_edit_interval_s, final_marker=True)
         self._group_limits = TelegramLimits(MAX_TEXT, group_edit_interval_s, final_marker=True)
@@ -169,11 +174,7 @@ class TelegramChannel:
         final: bool = False,
         recipient: str | None = None,
     ) -> MessageHandle:
-        reply = (
-            ReplyParameters(message_id=int(reply_to), allow_sending_without_reply=True)
-            if reply_to
-            else None
-        )
+        reply = _reply(reply_to)
 
         def request(text: str, mode: str | None) -> Awaitable[object]:
             return self.bot.send_message(
@@ -225,6 +226,33 @@ class TelegramChannel:
         finally:
             if final:
                 self._typing.stop(chat)
+
+    async def fetch(
+        self, message: InboundMessage, attachment: Attachment, blobs: BlobStore
+    ) -> BlobRef:
+        return await media.fetch(self.bot, message, attachment, blobs, self._timeout_s)
+
+    async def send_part(
+        self,
+        chat: ChatRef,
+        part: MediaPart,
+        blobs: BlobStore,
+        *,
+        caption: str | None = None,
+        reply_to: str | None = None,
+    ) -> MessageHandle:
+        _, data = await blobs.get(part.blob.blob_id)
+        sent = await media.send_part(
+            self.bot,
+            lambda chat, rank: self._call(chat, rank, sending=True),
+            chat,
+            part,
+            data,
+            caption=caption,
+            reply=_reply(reply_to),
+            thread=_thread(chat),
+        )
+        return MessageHandle(chat, str(sent.message_id))
 
     async def _deliver(
         self,
@@ -281,6 +309,12 @@ class TelegramChannel:
             await self.bot.send_chat_action(
                 chat_id=chat.chat_id, action=ChatAction.TYPING, message_thread_id=_thread(chat)
             )
+
+
+def _reply(reply_to: str | None) -> ReplyParameters | None:
+    if not reply_to:
+        return None
+    return ReplyParameters(message_id=int(reply_to), allow_sending_without_reply=True)
 
 
 def _thread(chat: ChatRef) -> int | None:

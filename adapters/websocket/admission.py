@@ -92,19 +92,7 @@ class Admission:
 
         The caller calls `closed(address)` when the socket is gone.
         """
-        origin = request.headers.get(hdrs.ORIGIN)
-        # Browsers apply no CORS to web sockets: without this check any site could put our bot
-        # on its pages. A missing Origin means a non-browser client, which could forge one anyway.
-        sockname = request.transport.get_extra_info("sockname") if request.transport else None
-        if origin is not None and origin not in self.origins | own_origins(sockname):
-            log.info("websocket refused: origin %r is not in allowed_origins", origin)
-            # Readable by any page (a browser hides why a web socket failed): the widget fetches
-            # this URL after a failed connect to tell "not allowed here" from "offline".
-            raise web.HTTPForbidden(
-                headers={"Access-Control-Allow-Origin": "*"},
-                text=f"origin {origin!r} is not allowed; "
-                "add it to channels.websocket.allowed_origins",
-            )
+        self.check_origin(request)
         address = self.address(request)
         retry = {"Retry-After": "10"}
         if self.total >= self.max_connections:
@@ -126,6 +114,26 @@ class Admission:
         self.total += 1
         self._per_address[address] = self._per_address.get(address, 0) + 1
         return address
+
+    def check_origin(self, request: web.Request) -> None:
+        """Raise the refusal of a page whose origin is not allowed (a missing Origin means a
+        non-browser client, which could forge one anyway)."""
+        origin = request.headers.get(hdrs.ORIGIN)
+        # Browsers apply no CORS to web sockets: without this check any site could put our bot
+        # on its pages.
+        if origin is not None and not self.allows_origin(request, origin):
+            log.info("websocket refused: origin %r is not in allowed_origins", origin)
+            # Readable by any page (a browser hides why a web socket failed): the widget fetches
+            # this URL after a failed connect to tell "not allowed here" from "offline".
+            raise web.HTTPForbidden(
+                headers={"Access-Control-Allow-Origin": "*"},
+                text=f"origin {origin!r} is not allowed; "
+                "add it to channels.websocket.allowed_origins",
+            )
+
+    def allows_origin(self, request: web.Request, origin: str) -> bool:
+        sockname = request.transport.get_extra_info("sockname") if request.transport else None
+        return origin in self.origins | own_origins(sockname)
 
     def address(self, request: web.Request) -> str:
         """The client's address: the TCP peer's, or behind a reverse proxy the one it names in

@@ -14,6 +14,8 @@ from typing import Any
 from aiohttp import web
 
 from adapters.base import (
+    BlobLinks,
+    ChannelError,
     ChannelLimits,
     ChatRef,
     InboundMessage,
@@ -24,15 +26,23 @@ from adapters.base import (
 from adapters.history import Claims, ConversationHistory
 from adapters.hub import EventHub, MemoryEventHub
 from adapters.rates import InboundRates, LocalInboundRates
+from adapters.uploads import UploadSigner
 from adapters.websocket import accept_errors
 from adapters.websocket.admission import Admission
 from adapters.websocket.endpoint import SocketEndpoint
+from adapters.websocket.files import WidgetFiles
 from adapters.websocket.protocol import new_id
 from adapters.websocket.static import add_page_routes
 from adapters.websocket.transcript import UserEcho
+from content.blobs import BlobStore
+from content.parts import MediaPart
 
 _LIMITS = ChannelLimits(
-    max_text_length=100_000, min_edit_interval_s=0.05, can_edit=True, final_marker=True
+    max_text_length=100_000,
+    min_edit_interval_s=0.05,
+    can_edit=True,
+    final_marker=True,
+    parts_inline=True,
 )
 
 
@@ -61,7 +71,12 @@ class WebSocketChannel:
         history: ConversationHistory | None = None,
         claims: Claims | None = None,
         rates: InboundRates | None = None,
+        blobs: BlobStore | None = None,
+        links: BlobLinks | None = None,
+        uploads: UploadSigner | None = None,
     ) -> None:
+        """With `blobs` and `links`, clients may upload files and attach them, and parts go out
+        as signed links; `uploads` signs upload tokens (give every process the same secret)."""
         if not path.startswith("/"):
             raise ValueError(f"websocket path {path!r} must start with '/', e.g. '/ws'")
         for name, value in (
@@ -78,19 +93,33 @@ class WebSocketChannel:
         self._path = path
         # replay_events sizes the default in-process hub; a given hub brings its own.
         self._hub = hub if hub is not None else MemoryEventHub(replay_events=replay_events)
+        # Configured origins, the public URL's, and (checked per socket) the server's own address.
+        admission = Admission(
+            allowed_origins,
+            public_url=public_url,
+            max_connections=max_connections,
+            max_per_address=max_connections_per_address,
+            address_header=client_address_header,
+        )
+        self.files = (
+            WidgetFiles(
+                blobs,
+                links,
+                uploads or UploadSigner(),
+                admission,
+                path=path,
+                public_url=public_url,
+            )
+            if blobs is not None and links is not None
+            else None
+        )
         self._endpoint = SocketEndpoint(
             self.name,
-            # Configured origins, the public URL's, and (checked per socket) the server's own
-            # address.
-            admission=Admission(
-                allowed_origins,
-                public_url=public_url,
-                max_connections=max_connections,
-                max_per_address=max_connections_per_address,
-                address_header=client_address_header,
-            ),
+            admission=admission,
             hub=self._hub,
-            echo=UserEcho(self._hub, claims=claims),
+            echo=UserEcho(
+                self._hub, claims=claims, render=self.files.attachments if self.files else None
+            ),
             history=history,
             # Per conversation, not per socket: more sockets must not buy a visitor more
             # messages; nor more processes (a networked `rates` counts every process's).
@@ -102,6 +131,7 @@ class WebSocketChannel:
             hello_timeout_s=hello_timeout_s,
             max_text_chars=max_text_chars,
             identity_secret=identity_secret or None,
+            files=self.files,
         )
         self._inbox: Inbox | None = None
         self._inbox_ready = asyncio.Event()
@@ -118,6 +148,8 @@ class WebSocketChannel:
         accept_errors.install()  # this app's accept loop runs out of descriptors first
         add_page_routes(app, socket_path=self._path)
         app.router.add_get(self._path, self._endpoint.serve)
+        if self.files is not None:
+            self.files.install(app)
         app.on_shutdown.append(self._endpoint.close_all)
 
     async def run(self, inbox: Inbox) -> None:
@@ -164,6 +196,22 @@ class WebSocketChannel:
                 {"message_id": handle.message_id, "text": content.text},
             )
 
+    async def send_part(
+        self,
+        chat: ChatRef,
+        part: MediaPart,
+        blobs: BlobStore,
+        *,
+        caption: str | None = None,
+        reply_to: str | None = None,
+    ) -> MessageHandle:
+        """A message of its own: the caption as its text, the part as a signed link."""
+        if self.files is None:
+            raise ChannelError("the web socket channel has no blob links to send files with")
+        return await self.send(
+            chat, OutboundContent(caption or "", parts=(part,)), reply_to=reply_to, final=True
+        )
+
     async def emit_event(self, chat: ChatRef, type: str, fields: Mapping[str, Any]) -> None:
         await self._hub.publish(chat.chat_id, type, fields)
 
@@ -181,11 +229,10 @@ class WebSocketChannel:
 
     async def _complete(self, identity: str, message_id: str, content: OutboundContent) -> None:
         display = [dict(hint) for hint in content.display]
-        await self._hub.publish(
-            identity,
-            "message.completed",
-            {"message_id": message_id, "text": content.text, "display": display},
-        )
+        fields = {"message_id": message_id, "text": content.text, "display": display}
+        if content.parts and self.files is not None:
+            fields["attachments"] = self.files.attachments(content.parts)
+        await self._hub.publish(identity, "message.completed", fields)
 
     async def _deliver(self, message: InboundMessage) -> None:
         # A socket may open before the app starts `run`; its first message waits for it.

@@ -22,19 +22,23 @@ from adapters.base import ChatRef, InboundMessage, TryLater
 from adapters.history import ConversationHistory
 from adapters.hub import EventHub
 from adapters.rates import InboundRates
+from adapters.uploads import UploadRefused
 from adapters.websocket.admission import Admission
 from adapters.websocket.connection import Connection
+from adapters.websocket.files import WidgetFiles
 from adapters.websocket.protocol import (
     CLOSE_HELLO_TIMEOUT,
     CLOSE_IDENTITY_INVALID,
     Hello,
     ProtocolError,
     Stop,
+    UserText,
     inbound_message,
     parse_client_frame,
     resolve_identity,
 )
 from adapters.websocket.transcript import UserEcho, falls_short, stored_frames
+from content.parts import Part
 
 log = logging.getLogger(__name__)
 
@@ -60,8 +64,10 @@ class SocketEndpoint:
         per_minute: int,
         max_text_chars: int,
         identity_secret: str | None,
+        files: WidgetFiles | None = None,
     ) -> None:
         self.name = name
+        self._files = files  # uploads and attachments; None: this server takes no files
         self._admission = admission
         self._hub = hub
         self._echo = echo  # the user's messages in the transcript
@@ -146,7 +152,8 @@ class SocketEndpoint:
                     quiet_s=wait_s,
                 )
                 return
-            message = inbound_message(self.name, conn.identity, frame, raw)
+            parts = self._parts(conn.identity, frame)
+            message = inbound_message(self.name, conn.identity, frame, raw, parts)
             if conn.identity.startswith("v:"):  # a visitor id is the browser's to choose
                 message = dataclasses.replace(message, client=f"address:{conn.address}")
             if not isinstance(frame, Stop):
@@ -167,6 +174,19 @@ class SocketEndpoint:
         except Exception:
             log.exception("websocket %s: handling a frame failed", conn.identity)
             conn.send_error("internal_error", "the server failed on this frame; it is logged")
+
+    def _parts(self, identity: str, frame: object) -> tuple[Part, ...]:
+        """A message's attachments, each verified as uploaded for this conversation."""
+        if not isinstance(frame, UserText) or not frame.attachments:
+            return ()
+        if self._files is None:
+            raise ProtocolError(
+                "attachment_invalid", "this server takes no files (no upload in ready)"
+            )
+        try:
+            return tuple(self._files.signer.part(identity, item) for item in frame.attachments)
+        except UploadRefused as exc:
+            raise ProtocolError("attachment_invalid", str(exc)) from None
 
     async def _hello(self, conn: Connection, hello: Hello) -> None:
         if conn.identity is not None:
@@ -194,22 +214,22 @@ class SocketEndpoint:
             )
             conn.close(1013, "try again later")
             return
-        first = [
-            json.dumps(
-                {
-                    "type": "ready",
-                    "visitor_id": visitor_id,
-                    "conversation_id": identity,
-                    "seq": seq,
-                    "max_text_chars": self._max_text_chars,  # to refuse before sending
-                }
-            )
-        ]
+        ready = {
+            "type": "ready",
+            "visitor_id": visitor_id,
+            "conversation_id": identity,
+            "seq": seq,
+            "max_text_chars": self._max_text_chars,  # to refuse before sending
+        }
+        if self._files is not None:
+            ready["upload"] = self._files.ready_fields(identity)
+        first = [json.dumps(ready)]
         conn.hold()
         try:
             if self._history is not None and falls_short(hello.resume_after, seq, replay):
                 chat = ChatRef(self.name, identity)
-                first += await stored_frames(self._history, chat, identity, replay)
+                render = self._files.attachments if self._files is not None else None
+                first += await stored_frames(self._history, chat, identity, replay, render)
             first += replay
         finally:
             conn.release(first)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from adapters.registry import ChannelServices
+from adapters.uploads import UploadSigner
 from adapters.websocket.channel import WebSocketChannel
 from adapters.websocket.config import WebsocketConfig
 
@@ -26,4 +27,7 @@ def build(section: WebsocketConfig, services: ChannelServices) -> WebSocketChann
         history=services.history,
         claims=services.claims,
         rates=services.inbound_rates,
+        blobs=services.blobs,
+        links=services.blob_links,
+        uploads=UploadSigner(services.upload_secret),
     )

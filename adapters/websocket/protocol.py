@@ -11,11 +11,12 @@ import hmac
 import json
 import re
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Final, Literal
 
 from adapters.base import Action, ChatRef, InboundMessage
+from content.parts import Part
 
 ErrorCode = Literal[
     "bad_json",
@@ -30,6 +31,7 @@ ErrorCode = Literal[
     "hello_repeated",
     "internal_error",
     "try_later",
+    "attachment_invalid",
 ]
 
 CLOSE_IDENTITY_INVALID: Final = 4003
@@ -37,6 +39,7 @@ CLOSE_HELLO_TIMEOUT: Final = 4008
 VISITOR_ID_PATTERN: Final = re.compile(r"[A-Za-z0-9_-]{8,64}")
 MAX_ID_CHARS: Final = 128
 MAX_USER_ID_CHARS: Final = 256
+MAX_ATTACHMENTS: Final = 10
 
 
 class ProtocolError(Exception):
@@ -60,6 +63,8 @@ class Hello:
 class UserText:
     text: str
     client_message_id: str | None
+    # as the client sent them (upload answers); the endpoint verifies each for its conversation
+    attachments: tuple[Mapping[str, Any], ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -154,15 +159,34 @@ def _parse_hello(frame: dict[str, Any], max_text_chars: int) -> Hello:
 
 
 def _parse_message(frame: dict[str, Any], max_text_chars: int) -> UserText:
+    attachments = _attachments(frame.get("attachments"))
     text = frame.get("text")
+    if text is None and attachments:
+        text = ""
     if text is None:
         raise ProtocolError("empty_text", "message needs a non-empty text")
     if not isinstance(text, str):
         raise ProtocolError("bad_field", f"text must be a string, not {type(text).__name__}")
     return UserText(
-        text=_checked_text(text, "text", max_text_chars),
+        text=_checked_text(text, "text", max_text_chars) if text or not attachments else "",
         client_message_id=_optional_str(frame, "client_message_id", "bad_field", MAX_ID_CHARS),
+        attachments=attachments,
     )
+
+
+def _attachments(value: object) -> tuple[Mapping[str, Any], ...]:
+    if value is None:
+        return ()
+    if not isinstance(value, list) or not all(isinstance(item, dict) for item in value):
+        raise ProtocolError(
+            "attachment_invalid", "attachments must be a list of the objects uploads answered"
+        )
+    if len(value) > MAX_ATTACHMENTS:
+        raise ProtocolError(
+            "attachment_invalid",
+            f"{len(value)} attachments; at most {MAX_ATTACHMENTS} go with one message",
+        )
+    return tuple(value)
 
 
 def _parse_stop(frame: dict[str, Any], max_text_chars: int) -> Stop:
@@ -235,9 +259,14 @@ def new_id(prefix: str) -> str:
 
 
 def inbound_message(
-    channel: str, identity: str, frame: UserText | Stop | ActionFrame, raw: dict[str, Any]
+    channel: str,
+    identity: str,
+    frame: UserText | Stop | ActionFrame,
+    raw: dict[str, Any],
+    parts: tuple[Part, ...] = (),
 ) -> InboundMessage:
-    """What the gateway receives for a client frame; `stop` becomes the `/stop` command."""
+    """What the gateway receives for a client frame; `stop` becomes the `/stop` command.
+    `parts`: the frame's attachments, verified."""
     chat = ChatRef(channel=channel, chat_id=identity)
     if isinstance(frame, UserText):
         cmid = frame.client_message_id
@@ -245,6 +274,7 @@ def inbound_message(
             chat=chat,
             user_id=identity,
             text=frame.text,
+            parts=parts,
             # Stable for a resent client_message_id, so the gateway answers it once.
             event_id=f"ws:{identity}:{cmid}" if cmid else f"ws:{uuid.uuid4().hex}",
             message_id=cmid or new_id("c_"),

@@ -23,6 +23,7 @@ from __future__ import annotations
 import json
 import logging
 from collections import OrderedDict
+from collections.abc import Callable, Sequence
 from typing import Any, Final
 
 from adapters.base import ChatRef, InboundMessage
@@ -31,6 +32,9 @@ from adapters.hub import EventHub
 from adapters.hub.base import CLEARING_TYPE
 from adapters.websocket.connection import Connection
 from adapters.websocket.protocol import ActionFrame, UserText
+from content.parts import Part
+
+Render = Callable[[Sequence[Part]], list[dict[str, Any]]]  # parts as frames carry them
 
 log = logging.getLogger(__name__)
 
@@ -42,9 +46,15 @@ class UserEcho:
     """Publishes what users say, once per `client_message_id`."""
 
     def __init__(
-        self, hub: EventHub, *, claims: Claims | None = None, max_ids: int = MAX_REMEMBERED_IDS
+        self,
+        hub: EventHub,
+        *,
+        claims: Claims | None = None,
+        max_ids: int = MAX_REMEMBERED_IDS,
+        render: Render | None = None,
     ) -> None:
         self._hub = hub
+        self._render = render
         self._claims = claims
         self._max_ids = max_ids
         # (conversation, client_message_id) of published messages; the keys only, so that
@@ -68,7 +78,10 @@ class UserEcho:
         if message.command == "new":
             await self._hub.publish(identity, "conversation.cleared", {"reason": "new"})
         else:
-            await self._hub.publish(identity, "message.user", user_fields(message, frame))
+            fields = user_fields(message, frame)
+            if message.parts and self._render is not None:
+                fields["attachments"] = self._render(message.parts)
+            await self._hub.publish(identity, "message.user", fields)
 
     async def _claim(self, message: InboundMessage) -> bool:
         """False when another process (or this one before a restart) published this id."""
@@ -100,9 +113,14 @@ def falls_short(resume_after: int | None, seq: int, replay: list[str]) -> bool:
 
 
 async def stored_frames(
-    history: ConversationHistory, chat: ChatRef, user_id: str, replay: list[str]
+    history: ConversationHistory,
+    chat: ChatRef,
+    user_id: str,
+    replay: list[str],
+    render: Render | None = None,
 ) -> list[str]:
-    """The stored messages the replay does not carry, as frames marked `history` (no seq)."""
+    """The stored messages the replay does not carry, as frames marked `history` (no seq);
+    their files as `attachments` with fresh links when `render` is given."""
     try:
         stored = await history.recent(chat, user_id)
     except Exception as exc:  # the live transcript still works: say so in the log only
@@ -123,6 +141,8 @@ async def stored_frames(
         }
         if message.role == "assistant":
             frame["display"] = []
+        if message.parts and render is not None:
+            frame["attachments"] = render(message.parts)
         frames.append(json.dumps(frame, ensure_ascii=False, separators=(",", ":")))
     return frames
 

@@ -182,6 +182,30 @@ class AdminConfig(_Section):
     allow_remote: bool = False  # true: also from non-loopback addresses (behind your own TLS)
 
 
+class MediaConfig(_Section):
+    """Where the bytes of images, files and voice notes live, and for how long."""
+
+    dir: str = "data/media"  # files on disk (the embedded default); relative to the config file
+    max_bytes: int = Field(20_000_000, ge=1)  # a larger file is refused, nothing of it kept
+    retention_days: float = Field(30, gt=0)  # older blobs are removed (hourly)
+    # auto: the database when storage.url is PostgreSQL (several hosts share it), else disk
+    store: Literal["auto", "disk", "database"] = "auto"
+    # signs the expiring blob links handed to browsers; empty: a random one kept in `dir`
+    # (processes sharing the folder agree). Several hosts: set it, the same on each.
+    url_secret: str = secret(env="BOT_MEDIA_SECRET")
+    url_ttl_s: float = Field(3600, gt=0, le=7 * 86400)  # how long a signed link works
+
+    @field_validator("url_secret")
+    @classmethod
+    def _long_enough(cls, value: str) -> str:
+        if value and len(value) < 16:  # the value is a secret: it is not repeated
+            raise ValueError(
+                "expected at least 16 characters (`openssl rand -hex 32` makes a good one),"
+                " or empty for a random one kept in media.dir"
+            )
+        return value
+
+
 class PersonasConfig(_Section):
     dirs: list[str] = ["personas"]
 
@@ -218,6 +242,7 @@ class Config(_Section):
     tools: ToolsSettings = ToolsSettings()
     usage: UsageConfig = UsageConfig()
     quotas: QuotasConfig = QuotasConfig()
+    media: MediaConfig = MediaConfig()
     admin: AdminConfig = AdminConfig()
 
 

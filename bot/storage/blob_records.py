@@ -25,9 +25,11 @@ _DELETE_BEFORE = Query(sa.delete(blobs).where(blobs.c.created_at < sa.bindparam(
 class BlobTable(StoreCalls):
     """`BlobRecords` (bot/storage/base.py): one statement a call."""
 
-    async def put_blob(self, blob_id: str, mime_type: str, data: bytes) -> None:
+    async def put_blob(
+        self, blob_id: str, mime_type: str, data: bytes, *, stored_at: float | None = None
+    ) -> None:
         """Keeps the bytes under `blob_id` (their sha256, the caller's); an existing id: no-op."""
-        await self._tx(_put, blob_id, mime_type, data)
+        await self._tx(_put, blob_id, mime_type, data, stored_at)
 
     async def get_blob(self, blob_id: str) -> tuple[str, bytes] | None:
         """(mime_type, data), or None when no blob has that id."""
@@ -38,8 +40,8 @@ class BlobTable(StoreCalls):
         return await self._tx(_delete_before, cutoff)
 
 
-async def _put(tx: Tx, /, blob_id: str, mime_type: str, data: bytes) -> None:
-    stamp = time.time()  # unix seconds, as the retention cutoff is given
+async def _put(tx: Tx, blob_id: str, mime_type: str, data: bytes, stored_at: float | None) -> None:
+    stamp = time.time() if stored_at is None else stored_at  # unix s, as retention's cutoff
     await tx.execute(
         _PUT, blob_id=blob_id, mime_type=mime_type, size=len(data), created_at=stamp, data=data
     )

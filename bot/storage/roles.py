@@ -163,8 +163,11 @@ class AdminViewRecords(Protocol):
 class BlobRecords(Protocol):
     """The `blobs` table: bytes by content address (a `BlobStore` several hosts share)."""
 
-    async def put_blob(self, blob_id: str, mime_type: str, data: bytes) -> None:
-        """Keeps `data` under `blob_id` (the sha256 hex of the bytes); an existing id: no-op."""
+    async def put_blob(
+        self, blob_id: str, mime_type: str, data: bytes, *, stored_at: float | None = None
+    ) -> None:
+        """Keeps `data` under `blob_id` (the sha256 hex of the bytes); an existing id: no-op.
+        `stored_at`: the unix time retention counts from (None: now)."""
         ...
 
     async def get_blob(self, blob_id: str) -> tuple[str, bytes] | None:

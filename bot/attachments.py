@@ -1,0 +1,105 @@
+"""Before a turn: the files its messages announced, fetched into the blob store by their channel.
+
+A fetched file becomes a part of its message. A file the channel refuses (over the size cap,
+checked before downloading) or fails to fetch stays an attachment (the model reads its label) and
+its sender is told why in a reply of its own; the rest of the message is answered. After the
+turn, `send_parts` sends the answer's media where the channel sends them one by one.
+A channel that cannot fetch, or a gateway without a blob store, leaves the attachments as the
+platform announced them (the turn reads their labels).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+
+from adapters.base import (
+    Channel,
+    ChannelError,
+    ChatRef,
+    FetchesFiles,
+    FileTooLarge,
+    InboundMessage,
+    OutboundContent,
+    SendsParts,
+)
+from content.blobs import BlobError, BlobStore
+from content.parts import Part, TextPart, media_part
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class Refusal:
+    message: InboundMessage  # the message whose file was left out, to reply to
+    reply: str
+
+
+@dataclass(frozen=True, slots=True)
+class Fetched:
+    batch: list[InboundMessage]  # each with the parts of its fetched files, in order
+    refusals: tuple[Refusal, ...] = ()
+
+
+async def fetch_files(
+    channel: Channel, blobs: BlobStore | None, batch: Sequence[InboundMessage]
+) -> Fetched:
+    if blobs is None or not isinstance(channel, FetchesFiles):
+        return Fetched(list(batch))
+    fetched, refusals = [], []
+    for message in batch:
+        parts, left = list(message.parts), []
+        for attachment in message.attachments:
+            try:
+                parts.append(media_part(await channel.fetch(message, attachment, blobs)))
+                continue
+            except FileTooLarge as exc:
+                log.info("%s in %s refused: %s", attachment.kind, message.chat.key, exc)
+                refusals.append(Refusal(message, exc.reply))
+            except (ChannelError, BlobError) as exc:
+                log.warning("%s in %s not fetched: %s", attachment.kind, message.chat.key, exc)
+                name = f" “{attachment.name}”" if attachment.name else ""
+                reply = f"I could not read the {attachment.kind}{name}: the download failed."
+                refusals.append(Refusal(message, reply))
+            left.append(attachment)  # named to the model as a file it could not read
+        if message.attachments:
+            message = replace(message, parts=tuple(parts), attachments=tuple(left))
+        fetched.append(message)
+    return Fetched(fetched, tuple(refusals))
+
+
+async def tell_refusals(channel: Channel, refusals: Sequence[Refusal]) -> None:
+    """Each refused file's sender told why, in a reply of its own (a failed reply is logged)."""
+    for refusal in refusals:
+        message = refusal.message
+        try:
+            content = OutboundContent(refusal.reply)
+            await channel.send(message.chat, content, reply_to=message.message_id, final=True)
+        except ChannelError as exc:
+            log.warning("refusal not sent in %s: %s", message.chat.key, exc)
+
+
+async def send_parts(
+    channel: Channel,
+    chat: ChatRef,
+    parts: Sequence[Part],
+    blobs: BlobStore | None,
+    *,
+    reply_to: str | None = None,
+) -> list[str]:
+    """An answer's media parts, sent after its final text where the channel sends them one by
+    one (`SendsParts`, and `ChannelLimits.parts_inline` false); what could not be sent, as lines
+    to tell the user. A channel of neither kind has them on its final content only."""
+    media = [part for part in parts if not isinstance(part, TextPart)]
+    inline = channel.limits_for(chat).parts_inline
+    if not media or inline or blobs is None or not isinstance(channel, SendsParts):
+        return []
+    failed = []
+    for part in media:
+        try:
+            await channel.send_part(chat, part, blobs, reply_to=reply_to)
+        except (ChannelError, BlobError) as exc:
+            log.warning("%s not sent in %s: %s", part.type, chat.key, exc)
+            failed.append(f"(The {part.type} “{part.blob.name or part.type}” could not be sent.)")
+    return failed

@@ -1,0 +1,150 @@
+"""A turn whose history holds an image and a file, its `bot serve` killed with SIGKILL mid-turn
+and started again: the turn is resumed into the same Telegram placeholder with that history
+read back from the database, the recorded tool result replayed, and the parts unchanged."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+
+from agent.types import Message
+from bot.storage import SqliteStore
+from content.disk import DiskBlobStore
+from content.parts import FilePart, ImagePart, parts_to_json
+from tests.fake_llm import Call, Reply, llm_config
+from tests.fake_openai import FakeOpenAI
+from tests.kill_kit import until
+from tests.telegram_fake import TOKEN, FakeBotAPI
+
+pytestmark = pytest.mark.timeout(240)  # two `bot serve` starts on a loaded machine
+START_S = 90.0
+CHAT = 4343
+PAY = Call("create_payment", '{"service": "ASSESSMENT", "category": "GENERAL", "method": "CARD"}')
+EARLIER = "Here is my passport photo and the signed form."
+ANSWER = "Your order is ready: pay 100.00 USD with the link before it expires."
+PERSONA = """---
+name: default
+description: Sells assessments.
+tools: [create_payment]
+---
+You sell assessments.
+"""
+
+
+@pytest.fixture
+async def servers() -> AsyncIterator[tuple[FakeBotAPI, FakeOpenAI]]:
+    fake = FakeBotAPI(interval_s=0.05)
+    await fake.start()
+    async with FakeOpenAI() as model:
+        yield fake, model
+    await fake.close()
+
+
+async def _earlier_turn(folder: Path) -> tuple[ImagePart, FilePart]:
+    """What the conversation said before: a photo and a PDF the user sent, kept on disk."""
+    blobs = DiskBlobStore(folder / "data" / "media", max_bytes=20_000_000)
+    photo = ImagePart(await blobs.put(b"\xff\xd8\xff jpeg", mime_type="image/jpeg", name="p.jpg"))
+    form = FilePart(await blobs.put(b"%PDF-1.7 form", mime_type="application/pdf", name="f.pdf"))
+    async with SqliteStore(folder / "bot.db") as store:
+        session = await store.active_session(
+            channel="telegram", conversation_key=f"telegram:{CHAT}", user_id=str(CHAT)
+        )
+        earlier = [
+            Message("user", EARLIER, parts=(photo, form)),
+            Message("assistant", "Thanks, both received."),
+        ]
+        await store.append_messages(session, "t-earlier", earlier)
+    return photo, form
+
+
+def _serve(folder: Path, fake: FakeBotAPI, model: FakeOpenAI) -> subprocess.Popen[bytes]:
+    personas = folder / "personas"
+    personas.mkdir(exist_ok=True)
+    (personas / "default.md").write_text(PERSONA)
+    config = {
+        "server": {"port": 0},
+        "storage": {"path": str(folder / "bot.db")},
+        "personas": {"dirs": [str(personas)]},
+        "llm": llm_config("openai", model, max_retries=0, first_token_timeout_s=60),
+        "tools": {
+            "payment": {
+                "prices": {"ASSESSMENT": {"GENERAL": 100}},
+                "provider_url": "https://pay.example/{order_id}",
+            }
+        },
+        "channels": {
+            "telegram": {
+                "enabled": True,
+                "token": TOKEN,
+                "api_base": fake.url,
+                "private_edit_interval_s": 0.05,
+            }
+        },
+    }
+    path = folder / "config.yaml"
+    path.write_text(json.dumps(config))
+    with (folder / "serve.log").open("ab") as log:  # the child keeps its own descriptor
+        return subprocess.Popen(
+            [sys.executable, "-m", "bot", "serve", "--config", str(path)],
+            cwd=folder,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
+
+
+def _turns(folder: Path) -> list[tuple[str, int]]:
+    with sqlite3.connect(folder / "bot.db") as db:
+        return db.execute("select status, resume_attempts from turns").fetchall()
+
+
+def _parts_of(folder: Path, turn_id: str) -> list[str | None]:
+    with sqlite3.connect(folder / "bot.db") as db:
+        sql = "select parts from messages where turn_id = ? order by id"
+        return [row[0] for row in db.execute(sql, (turn_id,))]
+
+
+async def test_a_killed_turn_with_media_in_its_history_is_resumed_into_its_placeholder(
+    tmp_path: Path, servers: tuple[FakeBotAPI, FakeOpenAI]
+) -> None:
+    fake, model = servers
+    photo, form = await _earlier_turn(tmp_path)
+    model.add(Reply(calls=[PAY]), Reply(stall_after=0))  # ordered, then "thinking" until killed
+    update = fake.message(CHAT, "I want to pay for the assessment by card")
+    fake.push(update)
+    first = _serve(tmp_path, fake, model)
+    try:
+        await model.wait_requests(2, timeout=START_S)
+    finally:
+        os.kill(first.pid, signal.SIGKILL)
+        await asyncio.to_thread(first.wait)
+    placeholder = fake.ok(CHAT, "sendMessage")[0]
+    placeholder_id = placeholder.message_id
+    assert placeholder.params["text"] == "Thinking…" and placeholder_id is not None
+
+    model.add(Reply(text=[ANSWER]))
+    second = _serve(tmp_path, fake, model)
+    try:
+        done = lambda: fake.messages.get((CHAT, placeholder_id)) == ANSWER  # noqa: E731
+        await fake.wait_for(done, START_S)
+        await until(lambda: _turns(tmp_path) == [("completed", 1)])  # its end is recorded
+    finally:
+        second.send_signal(signal.SIGINT)
+        await asyncio.to_thread(second.wait, START_S)
+
+    assert len(model.requests) == 3
+    for request in (model.requests[0], model.requests[2]):  # before the kill, and resumed
+        users = [m["content"] for m in request.body["messages"] if m["role"] == "user"]
+        assert users[0] == EARLIER and users[-1] == update["message"]["text"]
+    resumed = model.requests[2].body["messages"]
+    assert len([m for m in resumed if m["role"] == "tool"]) == 1  # replayed, not paid again
+    assert _parts_of(tmp_path, "t-earlier") == [parts_to_json((photo, form)), None]
+    assert len(fake.ok(CHAT, "sendMessage")) == 1  # one placeholder, the answer in it
