@@ -24,7 +24,7 @@ from bot.config import Config, ConfigError
 from bot.conversations import ConversationQueue
 from bot.gateway import Gateway, GatewaySettings
 from bot.health import ChannelStates
-from bot.media.build import build_blobs, build_links, keep_retention
+from bot.media.build import build_blobs, build_signers, keep_retention
 from bot.media.route import MediaRoute
 from bot.ops import Operations, metrics_enabled
 from bot.quota import Quotas
@@ -80,7 +80,8 @@ class App:
             config.media, self.media_dir, self.store, on_postgresql=bool(config.storage.url)
         )
         # signed links serve blobs from the web server only; `bot chat` makes no secret file
-        self.links = build_links(config.media, self.media_dir) if web_server else None
+        signers = build_signers(config.media, self.media_dir) if web_server else None
+        self.links = signers.links if signers is not None else None
         self.personas = PersonaLibrary(
             [self._path(d) for d in config.personas.dirs], known_tools=self.registry.names()
         )
@@ -95,6 +96,7 @@ class App:
                 self.redis,
                 admits=lambda message: self.gateway.access.check(message) == "allow",
                 persona_name=self._persona_name,
+                files=(self.blobs, signers) if signers is not None else None,
             )
             for channel in build_enabled(config.channels, services):
                 self.channels[channel.name] = channel
@@ -125,6 +127,7 @@ class App:
             workers=self.workers,
             metrics=self.ops.gateway_metrics,
             quotas=Quotas(config.quotas, wiring.quota_state(self.store, self.redis)),
+            blobs=self.blobs,
         )
         self.gateway.accepting.clear()  # until interrupted turns are queued (see `_start`)
         self.web_server = web_server

@@ -158,6 +158,7 @@ class TurnResumer:
                 log.warning("turn %s left to the process that took it over", turn["id"])
                 return "lost"
             await delivery.finish(outcome.text, outcome.display, outcome.parts)
+            await self.runner.send_media(channel, chat, outcome.parts, None)
         except ChannelError as exc:
             log.error("turn %s resumed but its final edit failed: %s", turn["id"], exc)
             outcome.status, outcome.error = "failed", f"delivery: {exc}"

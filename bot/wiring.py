@@ -20,12 +20,14 @@ from bot.access import AccessRules
 from bot.config import Config
 from bot.conversations import ConversationQueue, LocalConversations
 from bot.dedup import Dedup, StoreDedup
+from bot.media.build import Signers
 from bot.ops import Operations
 from bot.quota import QuotaState, StoreQuotaState
 from bot.redis.mode import RedisMode
 from bot.storage import StorageError
 from bot.storage.backends import AnyStore
 from bot.transcript import StoreHistory
+from content.blobs import BlobStore
 from tools.knowledge import KnowledgeBase
 from tools.redirects import load_redirects
 from tools.registry import ToolRegistry
@@ -54,8 +56,11 @@ def channel_services(
     *,
     admits: Callable[[InboundMessage], bool],
     persona_name: Callable[[], str],
+    files: tuple[BlobStore, Signers] | None = None,
 ) -> ChannelServices:
-    """What every channel factory is handed: the server's facts and the shared seams."""
+    """What every channel factory is handed: the server's facts and the shared seams.
+    `files`: the blob store and its signers (None: no files from or to clients)."""
+    blobs, signers = files if files is not None else (None, None)
     return ChannelServices(
         public_url=config.server.public_url,
         # replies a channel sends on its own (to stickers, say) obey the access policy
@@ -71,6 +76,9 @@ def channel_services(
         inbound_rates=redis.inbound_rates if redis else None,
         leader=redis.leader if redis else None,
         latest_conversation=_latest_conversation(store),
+        blobs=blobs,
+        blob_links=signers.links if signers is not None else None,
+        upload_signer=signers.uploads if signers is not None else None,
     )
 
 
