@@ -22,7 +22,8 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from aiohttp import BodyPartReader, web
+from aiohttp import BodyPartReader, MultipartReader, web
+from aiohttp.http_exceptions import HttpProcessingError
 
 from adapters.base import BlobLinks
 from content.blobs import BlobStore, BlobTooLarge
@@ -80,7 +81,7 @@ class UploadSigner:
             scope = base64.urlsafe_b64decode(scope_b64 + "=" * (-len(scope_b64) % 4)).decode()
         except (ValueError, UnicodeDecodeError):
             return None
-        ok = hmac.compare_digest(signature, self._sign("token", scope, expires))
+        ok = hmac.compare_digest(signature.encode(), self._sign("token", scope, expires).encode())
         return scope if ok else None
 
     def reference(self, scope: str, blob: BlobRef) -> dict[str, Any]:
@@ -98,7 +99,7 @@ class UploadSigner:
         except PartError as exc:
             raise UploadRefused(400, f"attachment: {exc}") from None
         expected = self._sign("ref", scope, *_signed_fields(item))
-        if not isinstance(ref, str) or not hmac.compare_digest(ref, expected):
+        if not isinstance(ref, str) or not hmac.compare_digest(ref.encode(), expected.encode()):
             raise UploadRefused(
                 403,
                 "attachment `ref` does not match: send the object the upload answered, "
@@ -137,16 +138,11 @@ async def receive(request: web.Request, blobs: BlobStore, *, source: str) -> Blo
     if request.content_length is not None and request.content_length > limit + 16_384:
         raise UploadRefused(413, _too_large(limit))
     if request.content_type.startswith("multipart/"):
-        reader = await request.multipart()
-        while True:
-            field = await reader.next()
-            if field is None:
-                raise UploadRefused(400, "no `file` field in the multipart body")
-            if isinstance(field, BodyPartReader) and field.name == "file":
-                name = field.filename
-                mime = field.headers.get("Content-Type")
-                data = await _read(field.read_chunk, limit)
-                break
+        try:
+            name, mime, data = await _file_field(await request.multipart(), limit)
+        except (HttpProcessingError, ValueError) as exc:  # a part's headers aiohttp cannot read
+            reason = f"the multipart body is malformed: {exc.__class__.__name__}"
+            raise UploadRefused(400, reason) from None
     else:
         name = request.query.get("name")
         mime = request.content_type if request.content_type != OCTET_STREAM else None
@@ -158,6 +154,16 @@ async def receive(request: web.Request, blobs: BlobStore, *, source: str) -> Blo
         return await blobs.put(data, mime_type=_media_type(mime, name), name=name, source=source)
     except BlobTooLarge:
         raise UploadRefused(413, _too_large(limit)) from None
+
+
+async def _file_field(reader: MultipartReader, limit: int) -> tuple[str | None, str | None, bytes]:
+    while True:
+        field = await reader.next()
+        if field is None:
+            raise UploadRefused(400, "no `file` field in the multipart body")
+        if isinstance(field, BodyPartReader) and field.name == "file":
+            data = await _read(field.read_chunk, limit)
+            return field.filename, field.headers.get("Content-Type"), data
 
 
 async def _read(read: Callable[[int], Any], limit: int) -> bytes:

@@ -68,6 +68,7 @@ async def test_unsigned_altered_and_expired_links_are_refused(
         good.replace(f"sig={sig}", f"sig={sig[:-2]}AA"),  # a forged signature
         good.replace("exp=", "exp=9"),  # a later expiry
         f"/media/{secret.blob_id}?exp=&sig={sig}&name=payslip.pdf",
+        good.replace(f"sig={sig}", "sig=%C3%A9t%C3%A9"),  # not even ASCII
     ]
     foreign = HmacBlobLinks(b"another gateway's secret", ttl_s=60).link(secret.blob_id)
     for path in [*refused, foreign]:
