@@ -100,14 +100,17 @@ def part_to_json(part: Part) -> dict[str, Any]:
 
 
 def part_from_json(value: Mapping[str, Any]) -> Part:
-    """The part of one JSON object; `PartError` naming what is wrong."""
+    """The part of one JSON object; `PartError` naming what is wrong (a client's frame may hold
+    anything where a part should be)."""
+    if not isinstance(value, Mapping):
+        raise PartError("a part must be a JSON object with a `type`")
     kind = value.get("type")
     if kind == "text":
         text = value.get("text")
         if not isinstance(text, str):
             raise PartError("a text part needs `text` (a string)")
         return TextPart(text)
-    if kind not in MEDIA_TYPES:
+    if not isinstance(kind, str) or kind not in MEDIA_TYPES:
         raise PartError(f"unknown part type {kind!r}; known: text, image, file, audio")
     blob_id, mime_type, size = value.get("blob_id"), value.get("mime_type"), value.get("size")
     if not isinstance(blob_id, str) or not blob_id:
