@@ -54,21 +54,46 @@ import asyncpg
 import psycopg_pool
 
 from agent.types import Message
-from bot.storage.messages import _message_fields
+from bot.storage.claims import _CLAIM
+from bot.storage.messages import (
+    _FIELDS,
+    _HISTORY_SINCE,
+    _TOUCH_SESSION,
+    _insert_messages,
+    message_fields,
+)
 from bot.storage.pg import PostgresStore
-from bot.storage.pg.claims import _CLAIM
-from bot.storage.pg.messages import _HISTORY_SINCE, _INSERT_MESSAGES, _TOUCH_SESSION
-from bot.storage.pg.store import _FIND_ACTIVE
-from bot.storage.pg.turns import _FINISH_TURN, _INSERT_TURN
+from bot.storage.query import Query
 from bot.storage.schema import now
+from bot.storage.sessions import _FIND_ACTIVE
+from bot.storage.turns import _FINISH, _INSERT
 
 MESSAGES = (Message("user", "a question, asked by a user"), Message("assistant", "an answer " * 20))
-COLUMNS = [list(c) for c in zip(*(_message_fields(m) for m in MESSAGES), strict=True)]
+VALUES = {
+    f"{field}_{i}": value
+    for i, m in enumerate(MESSAGES)
+    for field, value in zip(_FIELDS, message_fields(m), strict=True)
+}
+_INSERT_MESSAGES = _insert_messages(len(MESSAGES))
 Op = Callable[[int], Awaitable[Any]]
-SESSION_KEY = ("websocket", "c", "u", "default")
+SESSION_KEY = {
+    "channel": "websocket",
+    "conversation_key": "c",
+    "user_id": "u",
+    "agent_id": "default",
+}
 COLD = "load history, 50 rows"  # not part of a whole turn: a turn finds its history cached
 CONVERSATIONS = 20
 WHOLE = f"whole turns, {CONVERSATIONS} conversations"
+
+
+def sql(query: Query) -> str:
+    """The store's statement as PostgreSQL runs it (bot/storage/query.py)."""
+    return query.sql("postgresql").text
+
+
+def args(query: Query, **values: Any) -> tuple[Any, ...]:
+    return query.args("postgresql", values)
 
 
 def psycopg_sql(sql: str) -> str:
@@ -78,6 +103,15 @@ def psycopg_sql(sql: str) -> str:
 
 def named(params: tuple[Any, ...]) -> dict[str, Any]:
     return {f"p{n}": value for n, value in enumerate(params, start=1)}
+
+
+def touch(session_id: str, stamp: str) -> tuple[Any, ...]:
+    return args(_TOUCH_SESSION, session_id=session_id, at=stamp)
+
+
+def insert(session_id: str, turn_id: str, stamp: str) -> tuple[Any, ...]:
+    values = {"session_id": session_id, "turn_id": turn_id, "created_at": stamp, **VALUES}
+    return args(_INSERT_MESSAGES, **values)
 
 
 class AsyncpgCalls:
@@ -97,8 +131,8 @@ class AsyncpgCalls:
     async def append(self, session_id: str, turn_id: str) -> None:
         stamp = now()
         async with self.pool.acquire() as conn, conn.transaction():
-            await conn.execute(_TOUCH_SESSION, session_id, stamp)
-            await conn.fetch(_INSERT_MESSAGES, session_id, turn_id, stamp, *COLUMNS)
+            await conn.execute(sql(_TOUCH_SESSION), *touch(session_id, stamp))
+            await conn.fetch(sql(_INSERT_MESSAGES), *insert(session_id, turn_id, stamp))
 
 
 class PsycopgCalls:
@@ -120,25 +154,44 @@ class PsycopgCalls:
     async def append(self, session_id: str, turn_id: str) -> None:
         stamp = now()
         async with self.pool.connection() as conn, conn.transaction():
-            await conn.execute(psycopg_sql(_TOUCH_SESSION), named((session_id, stamp)))
-            params = named((session_id, turn_id, stamp, *COLUMNS))
-            await (await conn.execute(psycopg_sql(_INSERT_MESSAGES), params)).fetchall()
+            touched = named(touch(session_id, stamp))
+            await conn.execute(psycopg_sql(sql(_TOUCH_SESSION)), touched)
+            params = named(insert(session_id, turn_id, stamp))
+            await (await conn.execute(psycopg_sql(sql(_INSERT_MESSAGES)), params)).fetchall()
 
 
 def driver_ops(calls: AsyncpgCalls | PsycopgCalls, session_id: str, full: str) -> dict[str, Op]:
     run = uuid.uuid4().hex[:8]
+
+    def turn(n: int) -> dict[str, Any]:
+        return {
+            "id": f"{run}-t{n}", "session_id": session_id, "channel": "websocket",
+            "conversation_key": "c", "inbound_event_ids": "[]", "placeholder": None,
+            "status": "running", "created_at": now(), "inbound_messages": None,
+        }  # fmt: skip
+
+    def finish(n: int) -> dict[str, Any]:
+        return {
+            "turn_id": f"{run}-t{n}", "status": "completed", "final_text": "an answer",
+            "error": None, "finished_at": now(),
+        }  # fmt: skip
+
     return {
-        "claim event": lambda n: calls.execute(_CLAIM, f"{run}-e{n}", 600.0),
-        "find the active session": lambda n: calls.fetch(_FIND_ACTIVE, *SESSION_KEY),
-        "create turn": lambda n: calls.execute(
-            _INSERT_TURN, f"{run}-t{n}", session_id, "websocket", "c", "[]", None, "running", now()
+        "claim event": lambda n: calls.execute(
+            sql(_CLAIM), *args(_CLAIM, event_id=f"{run}-e{n}", ttl_s=600.0)
         ),
+        "find the active session": lambda n: calls.fetch(
+            sql(_FIND_ACTIVE), *args(_FIND_ACTIVE, **SESSION_KEY)
+        ),
+        "create turn": lambda n: calls.execute(sql(_INSERT), *args(_INSERT, **turn(n))),
         "append 2 messages (txn)": lambda n: calls.append(session_id, f"{run}-t{n}"),
-        "load history, cached": lambda n: calls.fetch(_HISTORY_SINCE, full, 1 << 60),
-        COLD: lambda n: calls.fetch(_HISTORY_SINCE, full, 0),
-        "finish turn": lambda n: calls.execute(
-            _FINISH_TURN, "completed", "an answer", None, now(), f"{run}-t{n}"
+        "load history, cached": lambda n: calls.fetch(
+            sql(_HISTORY_SINCE), *args(_HISTORY_SINCE, session_id=full, since=1 << 60)
         ),
+        COLD: lambda n: calls.fetch(
+            sql(_HISTORY_SINCE), *args(_HISTORY_SINCE, session_id=full, since=0)
+        ),
+        "finish turn": lambda n: calls.execute(sql(_FINISH), *args(_FINISH, **finish(n))),
     }
 
 

@@ -49,39 +49,39 @@ async def recover_interrupted_turns(
     taken = 0
     waited_on: set[str] = set()  # sessions whose unfinished turn was waiting for a specialist
     for turn in await store.unfinished_turns():
-        if turn["channel"] not in channels and not close_orphans:
+        if turn.channel not in channels and not close_orphans:
             continue
-        history = await store.load_history(turn["session_id"])
-        own = [message for owner, message in history if owner == turn["id"]]
+        history = await store.load_history(turn.session_id)
+        own = [message for owner, message in history if owner == turn.id]
         if any(call.name == "AgentTool" for call in open_calls(own)):
-            waited_on.add(turn["session_id"])
-        record = turn["placeholder"]
+            waited_on.add(turn.session_id)
+        record = turn.placeholder
         chat = chat_from_record(record) if record else None  # a handle's, or where it was to go
         if chat is None:
-            await gateway.resume_turn(turn["id"])  # nowhere to answer: ended at once
+            await gateway.resume_turn(turn.id)  # nowhere to answer: ended at once
         else:
-            await gateway.queue_resume(turn["id"], chat)
+            await gateway.queue_resume(turn.id, chat)
         taken += 1
     for session in await store.running_worker_sessions():
-        if session["channel"] not in channels and not close_orphans:
+        if session.channel not in channels and not close_orphans:
             continue
-        await store.set_session_status(session["id"], "failed")
+        await store.set_session_status(session.id, "failed")
         log.warning(
             "specialist %s (session %s) was interrupted by the last shutdown",
-            session["agent_id"],
-            session["id"],
+            session.agent_id,
+            session.id,
         )
-        if session["parent_session_id"] in waited_on:
+        if session.parent_session_id in waited_on:
             continue
         lost = BackgroundResult(
-            task_id=session["id"][:12],
-            subagent_type=session["agent_id"],
-            description=f"{session['agent_id']} task",
+            task_id=session.id[:12],
+            subagent_type=session.agent_id,
+            description=f"{session.agent_id} task",
             status="failed",
             text=WORKER_INTERRUPTED,
-            conversation_key=session["conversation_key"],
-            channel=session["channel"],
-            user_id=session["user_id"],
+            conversation_key=session.conversation_key,
+            channel=session.channel,
+            user_id=session.user_id,
         )
         await gateway.deliver_background(lost)
     return taken

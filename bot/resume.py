@@ -18,9 +18,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
-from typing import Any
 
 from adapters.base import Channel, ChannelError, ChatRef, MessageHandle, OutboundContent
 from agent.coordinator import NOT_FINISHED, TurnInput
@@ -31,6 +30,7 @@ from agent.types import Message
 from bot.conversations import TurnSignal
 from bot.delivery import Delivery
 from bot.storage.base import StorageError
+from bot.storage.rows import ResumedTurn
 from bot.storage.turns import chat_from_record, handle_from_record, handle_record
 from bot.turn import INTERRUPTED, STORAGE_FAILED, Outcome, TurnRunner
 from bot.turn_ends import ended_unrecorded
@@ -66,23 +66,24 @@ class TurnResumer:
         turn = await store.begin_resume(turn_id)
         if turn is None:
             return "not running"
-        record = turn["placeholder"]
+        record = turn.placeholder
         handle = handle_from_record(record) if record else None
         chat = chat_from_record(record) if record else None
-        channel = self.runner.channels.get(turn["channel"])
+        channel = self.runner.channels.get(turn.channel)
         own: list[Message] = []
         point: ReplayPoint | None = None
         try:
-            rows = await store.load_history(turn["session_id"])
+            rows = await store.load_history(turn.session_id)
             own = [message for owner, message in rows if owner == turn_id]
             persona, reason = self._persona(turn, channel, chat)
             if reason is None and await ended_unrecorded(store, turn):
                 persona, reason = None, "it had ended: a later turn of its conversation ran"
             if persona is not None:
-                calls = await store.turn_tool_calls(turn_id, turn["session_id"])
+                calls = await store.turn_tool_calls(turn_id, turn.session_id)
                 allowed = self.runner.coordinator.prepare(persona).allowed
                 try:
-                    point = replay_point(own, calls, self.runner.coordinator.registry, allowed)
+                    audit = [asdict(call) for call in calls]
+                    point = replay_point(own, audit, self.runner.coordinator.registry, allowed)
                 except Unresumable as exc:
                     reason = str(exc)
         except StorageError as exc:
@@ -97,19 +98,19 @@ class TurnResumer:
         log.info(
             "resuming turn %s in %s (attempt %d)",
             turn_id,
-            turn["conversation_key"],
-            turn["resume_attempts"],
+            turn.conversation_key,
+            turn.resume_attempts,
         )
         signal = control or TurnSignal()
         return await self._finish(turn, persona, channel, chat, handle, point, signal)
 
     def _persona(
-        self, turn: dict[str, Any], channel: Channel | None, chat: ChatRef | None
+        self, turn: ResumedTurn, channel: Channel | None, chat: ChatRef | None
     ) -> tuple[Persona | None, str | None]:
         """The turn's persona, or why the turn cannot go on (before anything is read)."""
-        if turn["resume_attempts"] > self.settings.max_attempts:
-            return None, f"taken up {turn['resume_attempts'] - 1} times already"
-        started = datetime.fromisoformat(turn["created_at"])
+        if turn.resume_attempts > self.settings.max_attempts:
+            return None, f"taken up {turn.resume_attempts - 1} times already"
+        started = datetime.fromisoformat(turn.created_at)
         age = (datetime.now(UTC) - started).total_seconds()
         if age > self.settings.max_age_s:
             return (
@@ -117,17 +118,17 @@ class TurnResumer:
                 f"too old ({age:.0f} s; agent.resume_max_age_s is {self.settings.max_age_s:g})",
             )
         if channel is None:
-            return None, f"channel {turn['channel']!r} is not running here"
+            return None, f"channel {turn.channel!r} is not running here"
         if chat is None:
             return None, "no placeholder was recorded"
         try:
-            return self.runner.personas.get(turn["agent_id"]), None
+            return self.runner.personas.get(turn.agent_id), None
         except KeyError as exc:
             return None, f"persona gone: {exc}"
 
     async def _finish(
         self,
-        turn: dict[str, Any],
+        turn: ResumedTurn,
         persona: Persona,
         channel: Channel,
         chat: ChatRef,
@@ -135,32 +136,32 @@ class TurnResumer:
         point: ReplayPoint,
         control: TurnSignal,
     ) -> str:
-        delivery = Delivery(channel, chat, recipient=turn["user_id"])
+        delivery = Delivery(channel, chat, recipient=turn.user_id)
         outcome = Outcome("completed", point.final or "", point.display, parts=point.parts)
         try:
             if handle is not None:
                 delivery.adopt(handle)
             else:  # its process died before it learned the placeholder's id: a new one
-                await self._new_placeholder(turn["id"], delivery)
+                await self._new_placeholder(turn.id, delivery)
             if point.final is None:
                 work = TurnInput(
                     persona=persona,
-                    session_id=turn["session_id"],
-                    turn_id=turn["id"],
-                    user_id=turn["user_id"],
-                    channel=turn["channel"],
-                    conversation_key=turn["conversation_key"],
+                    session_id=turn.session_id,
+                    turn_id=turn.id,
+                    user_id=turn.user_id,
+                    channel=turn.channel,
+                    conversation_key=turn.conversation_key,
                     text=point.messages[0].content,
                     parts=point.messages[0].parts,
                 )
                 outcome = await self.runner.work(work, delivery, control, point)
             if control.lost:  # another process took it over meanwhile: leave it to that one
-                log.warning("turn %s left to the process that took it over", turn["id"])
+                log.warning("turn %s left to the process that took it over", turn.id)
                 return "lost"
             await delivery.finish(outcome.text, outcome.display, outcome.parts)
             await self.runner.send_media(channel, chat, outcome.parts, None)
         except ChannelError as exc:
-            log.error("turn %s resumed but its final edit failed: %s", turn["id"], exc)
+            log.error("turn %s resumed but its final edit failed: %s", turn.id, exc)
             outcome.status, outcome.error = "failed", f"delivery: {exc}"
         except StorageError as exc:
             outcome = Outcome("failed", STORAGE_FAILED, error=f"storage: {exc}")
@@ -173,7 +174,7 @@ class TurnResumer:
             await delivery.close()
             if not control.lost:
                 final = outcome.text if outcome.status == "completed" else None
-                await self.runner.ends.record(turn["id"], outcome.status, final, outcome.error)
+                await self.runner.ends.record(turn.id, outcome.status, final, outcome.error)
         return outcome.status
 
     async def _new_placeholder(self, turn_id: str, delivery: Delivery) -> None:
@@ -190,7 +191,7 @@ class TurnResumer:
 
     async def _give_up(
         self,
-        turn: dict[str, Any],
+        turn: ResumedTurn,
         channel: Channel | None,
         chat: ChatRef | None,
         handle: MessageHandle | None,
@@ -208,7 +209,7 @@ class TurnResumer:
                         outcome = "placeholder edited"
                     else:  # none was posted, or its id never learned: say it anew
                         await channel.send(
-                            chat, OutboundContent(GAVE_UP), final=True, recipient=turn["user_id"]
+                            chat, OutboundContent(GAVE_UP), final=True, recipient=turn.user_id
                         )
                         outcome = "said in a new message"
             except (ChannelError, TimeoutError) as exc:
@@ -219,13 +220,11 @@ class TurnResumer:
                 tool_message(call, ToolResult(NOT_FINISHED, ok=False)) for call in open_calls(own)
             ]
             if closing:
-                await store.append_messages(turn["session_id"], turn["id"], closing)
-            await store.finish_turn(turn["id"], status="failed", error=f"not resumed: {reason}")
+                await store.append_messages(turn.session_id, turn.id, closing)
+            await store.finish_turn(turn.id, status="failed", error=f"not resumed: {reason}")
         except StorageError as exc:
-            log.error("turn %s given up but not recorded: %s", turn["id"], exc)
-        log.warning(
-            "turn %s was interrupted and is not resumed (%s): %s", turn["id"], reason, outcome
-        )
+            log.error("turn %s given up but not recorded: %s", turn.id, exc)
+        log.warning("turn %s was interrupted and is not resumed (%s): %s", turn.id, reason, outcome)
 
 
 async def _say(delivery: Delivery, text: str) -> None:

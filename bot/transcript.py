@@ -13,7 +13,7 @@ from typing import Final
 
 from adapters.base import ChatRef
 from adapters.history import StoredMessage
-from bot.storage.base import GatewayStore
+from bot.storage.roles import TurnRecords
 from content.parts import parts_from_json
 
 TRANSCRIPT_MESSAGES: Final = 100  # the newest messages a client is sent from the store
@@ -23,7 +23,7 @@ class StoreHistory:
     """`ConversationHistory` on the store; `agent_id` names the persona whose sessions these are."""
 
     def __init__(
-        self, store: GatewayStore, agent_id: Callable[[], str], *, limit: int = TRANSCRIPT_MESSAGES
+        self, store: TurnRecords, agent_id: Callable[[], str], *, limit: int = TRANSCRIPT_MESSAGES
     ) -> None:
         self.store = store
         self.agent_id = agent_id
@@ -40,14 +40,14 @@ class StoreHistory:
         )
         messages: list[StoredMessage] = []
         for turn in turns:
-            for shown in turn["inbound_messages"]:
+            for shown in turn.inbound_messages:
                 parts = parts_from_json(shown.get("parts"))  # JSON text (bot/turn_input.py)
                 messages.append(StoredMessage("user", shown["message_id"], shown["text"], parts))
-            if turn["status"] == "completed" and turn["final_text"] is not None:
-                placeholder = turn["placeholder"]
+            if turn.status == "completed" and turn.final_text is not None:
+                placeholder = turn.placeholder
                 # no placeholder: its send went unconfirmed and the answer came as a new message
                 # (a record without `message_id`: the placeholder's id was never learned)
                 shown_id = placeholder.get("message_id") if placeholder else None
-                answer_id = shown_id if shown_id is not None else f"t_{turn['id'][:12]}"
-                messages.append(StoredMessage("assistant", answer_id, turn["final_text"]))
+                answer_id = shown_id if shown_id is not None else f"t_{turn.id[:12]}"
+                messages.append(StoredMessage("assistant", answer_id, turn.final_text))
         return messages[-self.limit :]

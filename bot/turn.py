@@ -243,10 +243,10 @@ class TurnRunner:
         turn = await self.store.turn_for_events(last.conversation_key, [m.event_id for m in batch])
         if turn is None:
             return False
-        if turn["status"] == "running":
-            await self.resumer.resume_turn(str(turn["id"]), control)
+        if turn.status == "running":
+            await self.resumer.resume_turn(str(turn.id), control)
         else:
-            log.info("turn %s had ended (%s) before its process died", turn["id"], turn["status"])
+            log.info("turn %s had ended (%s) before its process died", turn.id, turn.status)
         return True
 
     async def _record_end(self, turn_id: str, outcome: Outcome) -> None:
@@ -265,7 +265,7 @@ class TurnRunner:
             return
         try:
             used = await self.store.turn_usage(turn_id)
-            await self.quotas.spend(message, used["input_tokens"] + used["output_tokens"])
+            await self.quotas.spend(message, used.input_tokens + used.output_tokens)
         except StorageError as exc:
             log.error("turn %s: its tokens were not counted against quotas: %s", turn_id, exc)
 

@@ -20,11 +20,12 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Final
+from typing import Final
 
-from bot.storage.base import GatewayStore, StorageError
+from bot.storage.base import StorageError
+from bot.storage.roles import TurnRecords
+from bot.storage.rows import ResumedTurn
 
 log = logging.getLogger(__name__)
 
@@ -43,7 +44,7 @@ class TurnEnd:
 class TurnEnds:
     """Record turns' ends; the ones the store refused are kept and retried (`retry`, `flush`)."""
 
-    def __init__(self, store: GatewayStore) -> None:
+    def __init__(self, store: TurnRecords) -> None:
         self.store = store
         self.pending: dict[str, TurnEnd] = {}  # by turn id, oldest first
         self._more = asyncio.Event()
@@ -118,16 +119,16 @@ class TurnEnds:
         )
 
 
-async def ended_unrecorded(store: GatewayStore, turn: Mapping[str, Any]) -> bool:
+async def ended_unrecorded(store: TurnRecords, turn: ResumedTurn) -> bool:
     """Whether a `running` turn (as `begin_resume` returns it) is followed by a later turn of
     its conversation. A conversation runs one turn at a time, an interrupted one resumed before
     any newer message; so this one had ended though its end was never recorded (its process was
     killed before `TurnEnds` wrote it, say). Resuming it would answer the user's resend twice."""
     newest = await store.recent_turns(
-        channel=turn["channel"],
-        conversation_key=turn["conversation_key"],
-        user_id=turn["user_id"],
-        agent_id=turn["agent_id"],
+        channel=turn.channel,
+        conversation_key=turn.conversation_key,
+        user_id=turn.user_id,
+        agent_id=turn.agent_id,
         limit=1,
     )
-    return bool(newest) and newest[-1]["id"] != turn["id"]
+    return bool(newest) and newest[-1].id != turn.id

@@ -9,6 +9,7 @@ import pytest
 from aiohttp import ClientSession
 
 from agent.providers.classify import KEY_REFUSED
+from bot.storage.rows import TurnUsage
 from tests.conftest import Running, ask_once, connect, db_rows
 from tests.fake_anthropic import FakeAnthropic
 from tests.fake_llm import Call, Reply, llm_config
@@ -69,7 +70,7 @@ async def test_a_tool_call_split_across_chunks(
     ]
     [(turn_id,)] = db_rows(app, "select id from turns")
     totals = await app.store.turn_usage(turn_id)
-    assert totals == {"model_calls": 2, "input_tokens": 24, "output_tokens": 14}
+    assert totals == TurnUsage(2, 24, 14)
 
 
 async def test_two_parallel_tool_calls_answered_in_one_turn(
@@ -160,7 +161,7 @@ async def test_a_turn_counts_the_usage_of_its_specialists(
     assert completed["text"] == "They say X is 42."
     [(turn_id, session_id)] = db_rows(app, "select id, session_id from turns")
     totals = await app.store.turn_usage(turn_id)
-    assert totals == {"model_calls": 3, "input_tokens": 190, "output_tokens": 19}
+    assert totals == TurnUsage(3, 190, 19)
     child = db_rows(
         app,
         "select u.input_tokens from usage u join chat_sessions s on s.id = u.session_id"

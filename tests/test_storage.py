@@ -226,22 +226,23 @@ async def test_turns_are_created_updated_and_finished(tmp_path: Path) -> None:
         )
         turn = await store.get_turn("turn-1")
         assert turn is not None
-        assert (turn["status"], turn["placeholder"], turn["inbound_event_ids"]) == (
+        assert (turn.status, turn.placeholder, turn.inbound_event_ids) == (
             "running",
             None,
-            ["e1", "e2"],
+            ("e1", "e2"),
         )
         handle = {"chat": {"chat_id": "chat-1", "thread_id": None}, "message_id": "m1", "data": {}}
         await store.update_turn_placeholder("turn-1", handle)
         await store.finish_turn("turn-1", status="completed", final_text="done")
-        turn = await store.get_turn("turn-1") or {}
-        assert (turn["placeholder"], turn["status"], turn["final_text"], turn["error"]) == (
+        turn = await store.get_turn("turn-1")
+        assert turn is not None and turn.finished_at is not None
+        assert (turn.placeholder, turn.status, turn.final_text, turn.error) == (
             handle,
             "completed",
             "done",
             None,
         )
-        assert turn["finished_at"] >= turn["created_at"]
+        assert turn.finished_at >= turn.created_at
         assert await store.get_turn("turn-2") is None
         with pytest.raises(LookupError, match="'turn-2'"):
             await store.finish_turn("turn-2", status="failed", error="boom")

@@ -21,6 +21,7 @@ from agent.store import UsageRow
 from agent.types import AuditRecord, Message, ToolCall
 from bot.storage import AUDIT_RESULT_LIMIT
 from bot.storage.backends import AnyStore, build_store
+from bot.storage.rows import TurnRow, TurnUsage
 from bot.storage.turns import chat_from_record, chat_record, handle_from_record, handle_record
 from tests.pg_kit import pg_database, pg_url
 
@@ -100,16 +101,17 @@ async def test_unfinished_turns_keep_the_placeholder_handle(store: AnyStore) -> 
     await _turn(store, "t3", handle)
     await store.finish_turn("t3", status="completed", final_text="done")
     unfinished = await store.unfinished_turns()
-    assert [t["id"] for t in unfinished] == ["t1", "t2"]
-    restored = handle_from_record(unfinished[0]["placeholder"])
+    assert [t.id for t in unfinished] == ["t1", "t2"]
+    restored = handle_from_record(unfinished[0].placeholder or {})
     assert restored == handle and restored.data == {"parse_mode": "HTML"}
     assert restored.chat.team_id == "T1"
-    assert unfinished[1]["placeholder"] is None
-    finished = await store.get_turn("t3") or {}
-    assert (finished["status"], finished["final_text"], finished["inbound_event_ids"]) == (
+    assert unfinished[1].placeholder is None
+    finished = await store.get_turn("t3")
+    assert finished is not None
+    assert (finished.status, finished.final_text, finished.inbound_event_ids) == (
         "completed",
         "done",
-        ["in:t3"],
+        ("in:t3",),
     )
     with pytest.raises(LookupError, match="'t9'"):
         await store.finish_turn("t9", status="failed")
@@ -164,16 +166,18 @@ async def test_a_turn_is_found_by_its_inbound_events_finished_or_not(store: AnyS
     await store.finish_turn("t1", status="completed", final_text="done")
     found = await store.turn_for_events("telegram:42", ["other", "in:t1"])
     assert found is not None
-    assert (found["id"], found["status"], found["final_text"]) == ("t1", "completed", "done")
-    assert handle_from_record(found["placeholder"]) is None  # its id was never learned
-    assert chat_from_record(found["placeholder"]) == chat  # but where it went is known
-    assert (await store.turn_for_events("telegram:42", ["in:t2"]) or {})["status"] == "running"
+    assert (found.id, found.status, found.final_text) == ("t1", "completed", "done")
+    assert handle_from_record(found.placeholder or {}) is None  # its id was never learned
+    assert chat_from_record(found.placeholder or {}) == chat  # but where it went is known
+    running = await store.turn_for_events("telegram:42", ["in:t2"])
+    assert running is not None and running.status == "running"
     assert await store.turn_for_events("telegram:7", ["in:t1"]) is None  # another conversation
     handle = MessageHandle(chat, "77")
     await store.update_turn_placeholder("t2", handle_record(handle))  # posted
     assert await store.conversation_chat("telegram:42") == chat
-    found = await store.turn_for_events("telegram:42", ["in:t2"]) or {}
-    assert handle_from_record(found["placeholder"]) == handle
+    found = await store.turn_for_events("telegram:42", ["in:t2"])
+    assert found is not None and found.placeholder is not None
+    assert handle_from_record(found.placeholder) == handle
 
 
 async def test_begin_resume_counts_attempts_of_running_turns_only(store: AnyStore) -> None:
@@ -181,11 +185,11 @@ async def test_begin_resume_counts_attempts_of_running_turns_only(store: AnyStor
     await _turn(store, "t1", handle)
     first = await store.begin_resume("t1")
     assert first is not None
-    assert first["resume_attempts"] == 1 and first["user_id"] == "7"
-    assert first["agent_id"] == "default" and first["conversation_key"] == "telegram:42"
-    assert handle_from_record(first["placeholder"]) == handle
+    assert first.resume_attempts == 1 and first.user_id == "7"
+    assert first.agent_id == "default" and first.conversation_key == "telegram:42"
+    assert handle_from_record(first.placeholder or {}) == handle
     second = await store.begin_resume("t1")
-    assert second is not None and second["resume_attempts"] == 2
+    assert second is not None and second.resume_attempts == 2
     await store.finish_turn("t1", status="failed", error="not resumed")
     assert await store.begin_resume("t1") is None  # finished: nobody takes it up again
     assert await store.begin_resume("no-such-turn") is None
@@ -204,7 +208,7 @@ async def test_a_turns_tool_calls_come_back_in_order_with_their_extra(store: Any
         record = AuditRecord(where, turn_id, call_id, "pay", "{}", f"r-{call_id}", True, 1.0)
         await store.record_tool_call(replace(record, extra=extra))
     rows = await store.turn_tool_calls("t1", session)
-    assert [(r["call_id"], r["result"], bool(r["ok"]), r["extra"]) for r in rows] == [
+    assert [(r.call_id, r.result, r.ok, r.extra) for r in rows] == [
         ("c1", "r-c1", True, card),
         ("c2", "r-c2", True, {}),
     ]
@@ -221,10 +225,8 @@ async def test_running_worker_sessions_are_the_specialists_left_running(store: A
     await store.set_session_status(worker, "running")
     await store.set_session_status(done, "completed")
     rows = await store.running_worker_sessions()
-    assert [(r["id"], r["agent_id"], r["user_id"]) for r in rows] == [
-        (worker, "specialist-research", "7")
-    ]
-    assert rows[0]["conversation_key"] == "telegram:42" and rows[0]["channel"] == "telegram"
+    assert [(r.id, r.agent_id, r.user_id) for r in rows] == [(worker, "specialist-research", "7")]
+    assert rows[0].conversation_key == "telegram:42" and rows[0].channel == "telegram"
 
 
 async def test_a_turns_messages_are_kept_with_its_id(store: AnyStore) -> None:
@@ -305,21 +307,21 @@ async def test_audit_and_usage_rows(store: AnyStore) -> None:
             session_id="s", turn_id="t", provider="offline", model="echo",
             input_tokens=tokens, output_tokens=3,
         )  # fmt: skip
-    assert await store.turn_usage("t") == {"model_calls": 2, "input_tokens": 42, "output_tokens": 6}
+    assert await store.turn_usage("t") == TurnUsage(2, 42, 6)
     assert [row["input_tokens"] for row in await store.usage_for_session("s")] == [12, 30]
 
 
 async def test_a_message_and_its_model_calls_usage_are_written_together(store: AnyStore) -> None:
     usage = [UsageRow("offline", "echo", 12, 3), UsageRow("backup", "echo-2", 30, 4)]
     await store.append_messages("s", "t", [Message("assistant", "hi")], usage)
-    assert await store.turn_usage("t") == {"model_calls": 2, "input_tokens": 42, "output_tokens": 7}
+    assert await store.turn_usage("t") == TurnUsage(2, 42, 7)
     rows = await store.usage_for_session("s")
     assert [(row["provider"], row["model"]) for row in rows] == [
         ("offline", "echo"),
         ("backup", "echo-2"),
     ]
     await store.append_messages("s", "t", [], [UsageRow("offline", "echo", 1, 1)])  # no message
-    assert (await store.turn_usage("t"))["model_calls"] == 3
+    assert (await store.turn_usage("t")).model_calls == 3
     assert [m.content for _, m in await store.load_history("s")] == ["hi"]
 
 
@@ -349,7 +351,7 @@ async def test_memories_replace_by_key_and_orders_round_trip(store: AnyStore) ->
         await store.create_order(order | {"id": "o3", "status": "new", "colour": "red"})
 
 
-async def recent(store: AnyStore, **key: Any) -> list[dict[str, Any]]:
+async def recent(store: AnyStore, **key: Any) -> list[TurnRow]:
     """`recent_turns` of SESSION's conversation, with other keys or a limit where given."""
     return await store.recent_turns(**{**SESSION, **key})
 
@@ -374,14 +376,14 @@ async def test_recent_turns_read_the_active_session_back_without_creating_one(
     await store.finish_turn("t1", status="completed", final_text="answer 1")
     await store.finish_turn("t2", status="stopped")
     turns = await recent(store)
-    assert [(t["id"], t["status"], t["final_text"]) for t in turns] == [
+    assert [(t.id, t.status, t.final_text) for t in turns] == [
         ("t1", "completed", "answer 1"),
         ("t2", "stopped", None),
         ("t3", "running", None),
     ]
-    assert turns[0]["inbound_messages"] == [{"message_id": "c1", "text": "question 1"}]
-    assert turns[0]["placeholder"] == handle_record(handle) and turns[1]["placeholder"] is None
-    assert [t["id"] for t in await recent(store, limit=2)] == ["t2", "t3"]
+    assert turns[0].inbound_messages == ({"message_id": "c1", "text": "question 1"},)
+    assert turns[0].placeholder == handle_record(handle) and turns[1].placeholder is None
+    assert [t.id for t in await recent(store, limit=2)] == ["t2", "t3"]
     assert await recent(store, user_id="8") == []
     assert await recent(store, agent_id="other") == []
 
@@ -392,4 +394,4 @@ async def test_recent_turns_read_the_active_session_back_without_creating_one(
 async def test_a_turn_without_inbound_messages_reads_back_an_empty_list(store: AnyStore) -> None:
     await _turn(store, "t1", None)
     [turn] = await recent(store)
-    assert turn["inbound_messages"] == []
+    assert turn.inbound_messages == ()

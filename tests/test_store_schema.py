@@ -78,7 +78,7 @@ async def test_postgresql_migrations_make_the_described_schema(pg_url: str) -> N
 async def _read_back(store: SqliteStore | PostgresStore) -> None:
     assert await store.load_history("s1") == [("t1", Message("user", "hello from v8"))]
     turn = await store.get_turn("t1")
-    assert turn is not None and turn["inbound_event_ids"] == ["e1"]
+    assert turn is not None and turn.inbound_event_ids == ("e1",)
     assert await store.save_conversation_state(STATE, expected_version=0)  # the new tables
     await store.put_blob("b1", "text/plain", b"x")
 

@@ -9,6 +9,7 @@ from pathlib import Path
 from agent.providers.scripted import Reply
 from agent.types import Usage
 from bot.storage import SqliteStore
+from bot.storage.rows import TurnUsage
 from tests.slow_turn_kit import ignore, slow_turn
 
 
@@ -24,15 +25,7 @@ async def test_a_model_calls_usage_is_stored_with_its_message(tmp_path: Path) ->
         await scene.services["started"].wait()
         # the first call's message (its tool call) is recorded before the tool runs: so is its
         # usage, in the same transaction
-        assert await store.turn_usage(turn_id) == {
-            "model_calls": 1,
-            "input_tokens": 11,
-            "output_tokens": 2,
-        }
+        assert await store.turn_usage(turn_id) == TurnUsage(1, 11, 2)
         scene.services["release"].set()
         assert (await running).text == "done"
-        assert await store.turn_usage(turn_id) == {
-            "model_calls": 2,
-            "input_tokens": 31,
-            "output_tokens": 5,
-        }
+        assert await store.turn_usage(turn_id) == TurnUsage(2, 31, 5)

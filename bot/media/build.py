@@ -17,7 +17,7 @@ from bot.config.schema import MediaConfig
 from bot.media.links import HmacBlobLinks, link_secret
 from bot.media.records import RecordBlobStore
 from bot.storage import StorageError
-from bot.storage.base import BlobRecords
+from bot.storage.roles import BlobRecords
 from content.blobs import BlobError, BlobStore
 from content.disk import DiskBlobStore
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 
-from bot.storage.base import BlobRecords
+from bot.storage.roles import BlobRecords
 from content.blobs import BlobNotFound, BlobTooLarge, blob_id_of
 from content.parts import BlobRef
 

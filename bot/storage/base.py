@@ -1,20 +1,28 @@
-"""`Store`: everything the gateway needs from storage, as one protocol.
+"""`Store`: everything the gateway needs from storage, as one protocol made of roles.
 
-It is the agent runtime's store (`agent.store.Store`: sessions, messages, audit, usage), the
-tools' user records (`tools.memory`: memories, orders), plus what `bot` itself uses: event
-claims, the conversation's active session, turns and the admin views. `SqliteStore` is the
-embedded implementation, `PostgresStore` (bot/storage/pg/) the networked one; both pass the same
-contract test (tests/test_store_contract.py) and are handed to the gateway unchanged.
+The roles (bot/storage/roles.py) are the agent runtime's message log (`agent.store.Store`:
+sessions, messages, audit, usage), the tools' user records (`tools.memory`: memories, orders),
+the sessions API's records (`adapters.api.records.SessionRecords`), and what `bot` itself uses:
+event claims, the turn log, quotas, admin views, blobs and conversation states. Each consumer
+is handed its role. `SqliteStore` is the embedded implementation, `PostgresStore`
+(bot/storage/pg/) the networked one; both pass the same contract test
+(tests/test_store_contract.py) and are handed to the gateway unchanged.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import Any, Protocol
+from typing import Protocol
 
-from adapters.base import ChatRef
-from agent.store import Store as AgentStore
-from bot.storage.rows import ConversationStateRow
+from adapters.api.records import SessionRecords as ApiRecords
+from agent.store import Store as MessageRecords
+from bot.storage.roles import (
+    AdminViewRecords,
+    BlobRecords,
+    ClaimRecords,
+    ConversationStateRecords,
+    QuotaRecords,
+    TurnRecords,
+)
 from tools.memory import MemoryStore, OrderStore
 
 
@@ -23,151 +31,22 @@ class StorageError(Exception):
     nothing. A store raises it for faults of the storage, not for bad arguments."""
 
 
-class BlobRecords(Protocol):
-    """The `blobs` table: bytes by content address (a `BlobStore` several hosts share)."""
-
-    async def put_blob(
-        self, blob_id: str, mime_type: str, data: bytes, *, stored_at: float | None = None
-    ) -> None:
-        """Keeps `data` under `blob_id` (the sha256 hex of the bytes); an existing id: no-op.
-        `stored_at`: the unix time retention counts from (None: now)."""
-        ...
-
-    async def get_blob(self, blob_id: str) -> tuple[str, bytes] | None:
-        """(mime_type, data), or None when no blob has that id."""
-        ...
-
-    async def delete_blobs_before(self, cutoff: float) -> int:
-        """Deletes the blobs stored before `cutoff` (unix seconds); how many there were."""
-        ...
-
-
-class ConversationStateRecords(Protocol):
-    """The `conversation_states` table: each conversation's routing state, by compare-and-set."""
-
-    async def load_conversation_state(self, key: str) -> ConversationStateRow | None: ...
-
-    async def save_conversation_state(
-        self, row: ConversationStateRow, *, expected_version: int
-    ) -> bool:
-        """Writes `row` (its version must be `expected_version + 1`, else ValueError) only if
-        the stored version is `expected_version` (0: no row yet); False if another writer
-        moved it on since."""
-        ...
-
-
-class GatewayStore(AgentStore, Protocol):
+class GatewayStore(MessageRecords, ClaimRecords, TurnRecords, Protocol):
     """What the gateway and the turn runner call."""
 
-    async def claim_event(self, event_id: str, ttl_s: float) -> bool:
-        """True the first time `event_id` is claimed within `ttl_s`, by anyone sharing the store."""
-        ...
 
-    async def release_event(self, event_id: str) -> None: ...
-
-    async def active_session(
-        self,
-        *,
-        channel: str,
-        conversation_key: str,
-        user_id: str,
-        agent_id: str = "default",
-        persona_version: str | None = None,
-    ) -> str:
-        """The newest active session of this conversation, user and persona, else a new one."""
-        ...
-
-    async def close_active_sessions(
-        self, *, channel: str, conversation_key: str, user_id: str, agent_id: str = "default"
-    ) -> int: ...
-
-    async def create_turn(
-        self,
-        *,
-        turn_id: str,
-        session_id: str,
-        channel: str,
-        conversation_key: str,
-        inbound_event_ids: list[str],
-        placeholder: dict[str, Any] | None,
-        status: str = "running",
-        inbound_messages: list[dict[str, str]] | None = None,
-    ) -> None:
-        """`inbound_messages`: the user's messages as the channel showed them, each
-        `{"message_id", "text"}`, kept for `recent_turns` (the transcript a reload shows)."""
-        ...
-
-    async def finish_turn(
-        self, turn_id: str, *, status: str, final_text: str | None = None, error: str | None = None
-    ) -> None: ...
-
-    async def recent_turns(
-        self,
-        *,
-        channel: str,
-        conversation_key: str,
-        user_id: str,
-        agent_id: str = "default",
-        limit: int = 100,
-    ) -> list[dict[str, Any]]:
-        """The newest `limit` turns of the session `active_session` would return (but none, and
-        nothing created, when the conversation has no active session), oldest first, each with
-        `id`, `status`, `inbound_messages` (a list, empty when none were kept), `placeholder`
-        (the decoded handle record or None) and `final_text`."""
-        ...
-
-    async def unfinished_turns(self) -> list[dict[str, Any]]: ...
-
-    async def turn_for_events(
-        self, conversation_key: str, event_ids: list[str]
-    ) -> dict[str, Any] | None:
-        """The conversation's newest turn (finished or not) that took any of these inbound
-        events, decoded as `get_turn` returns it; None if none of its newest turns did."""
-        ...
-
-    async def update_turn_placeholder(self, turn_id: str, placeholder: dict[str, Any]) -> None:
-        """The placeholder's handle record, once it is posted (the turn was created before)."""
-        ...
-
-    async def begin_resume(self, turn_id: str) -> dict[str, Any] | None:
-        """If the turn is still `running`: add one to its `resume_attempts` and return it, with
-        its session's `user_id` and `agent_id`, in one transaction. Else None."""
-        ...
-
-    async def turn_tool_calls(self, turn_id: str, session_id: str) -> list[dict[str, Any]]:
-        """Audit rows (`call_id`, `tool_name`, `result`, `ok`, `extra` as a dict) of one
-        session's calls in the turn, oldest first."""
-        ...
-
-    async def running_worker_sessions(self) -> list[dict[str, Any]]:
-        """Sessions with a parent (specialists) whose status is still `running`."""
-        ...
-
-    async def conversation_chat(self, conversation_key: str) -> ChatRef | None: ...
-
-    async def latest_conversation(
-        self, *, channel: str, key_prefix: str, user_id: str
-    ) -> str | None:
-        """The key of the conversation, among those whose key starts with `key_prefix`, in which
-        this user's session had its newest turn (a user's latest Slack thread in a channel)."""
-        ...
-
-    async def turn_usage(self, turn_id: str) -> dict[str, Any]:
-        """The turn's `model_calls`, `input_tokens` and `output_tokens` (specialists included)."""
-        ...
-
-
-class Store(GatewayStore, MemoryStore, OrderStore, BlobRecords, ConversationStateRecords, Protocol):
-    """The whole store an app runs on (`bot sessions` reads the admin views both stores have)."""
-
-    async def quota_counts(self, buckets: Sequence[str]) -> dict[str, tuple[int, int]]:
-        """Quota counters (bot/quota.py `StoreQuotaState`): (turns, tokens) of each unexpired
-        bucket that has any."""
-        ...
-
-    async def quota_add(
-        self, bucket: str, *, turns: int, tokens: int, expires_at: float
-    ) -> None: ...
+class Store(
+    GatewayStore,
+    MemoryStore,
+    OrderStore,
+    QuotaRecords,
+    AdminViewRecords,
+    ApiRecords,
+    BlobRecords,
+    ConversationStateRecords,
+    Protocol,
+):
+    """The whole store an app runs on."""
 
     async def open(self) -> None: ...
 

@@ -40,17 +40,19 @@ class BlobTable(StoreCalls):
         return await self._tx(_delete_before, cutoff)
 
 
-async def _put(tx: Tx, blob_id: str, mime_type: str, data: bytes, stored_at: float | None) -> None:
+async def _put(
+    tx: Tx, /, blob_id: str, mime_type: str, data: bytes, stored_at: float | None
+) -> None:
     stamp = time.time() if stored_at is None else stored_at  # unix s, as retention's cutoff
     await tx.execute(
         _PUT, blob_id=blob_id, mime_type=mime_type, size=len(data), created_at=stamp, data=data
     )
 
 
-async def _get(tx: Tx, blob_id: str) -> tuple[str, bytes] | None:
+async def _get(tx: Tx, /, blob_id: str) -> tuple[str, bytes] | None:
     row = await tx.fetchone(_GET, blob_id=blob_id)
     return None if row is None else (row[0], bytes(row[1]))
 
 
-async def _delete_before(tx: Tx, cutoff: float) -> int:
+async def _delete_before(tx: Tx, /, cutoff: float) -> int:
     return await tx.execute(_DELETE_BEFORE, cutoff=cutoff)

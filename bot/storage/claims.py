@@ -2,37 +2,54 @@
 
 from __future__ import annotations
 
-import time
+import sqlalchemy as sa
+from sqlalchemy.dialects.postgresql import insert
 
-from bot.storage.connection import StoreConnection
+from bot.storage.query import Query
+from bot.storage.tables import database_now
+from bot.storage.tables import event_claims as C
+from bot.storage.tx import StoreCalls, Tx
 
-# Insert, or take over a claim that has expired; a live claim is left alone (rowcount 0).
-_CLAIM = (
-    "INSERT INTO event_claims (event_id, expires_at) VALUES (?, ?)"
-    " ON CONFLICT (event_id) DO UPDATE SET expires_at = excluded.expires_at"
-    " WHERE event_claims.expires_at <= ?"
+_NOW = database_now()  # the database's clock: the expiry means the same on every host
+# Insert, or take over a claim that has expired; a live claim is left alone (no row changed).
+_INSERT = insert(C).values(
+    event_id=sa.bindparam("event_id"), expires_at=_NOW + sa.bindparam("ttl_s")
 )
-_RELEASE = "DELETE FROM event_claims WHERE event_id = ?"
-_PRUNE = "DELETE FROM event_claims WHERE expires_at <= ?"
+_CLAIM = Query(
+    _INSERT.on_conflict_do_update(
+        index_elements=[C.c.event_id],
+        set_={"expires_at": _INSERT.excluded.expires_at},
+        where=C.c.expires_at <= _NOW,
+    )
+)
+_RELEASE = Query(sa.delete(C).where(C.c.event_id == sa.bindparam("event_id")))
+_PRUNE = Query(sa.delete(C).where(C.c.expires_at <= _NOW))
 PRUNE_EVERY = 1000  # claims between deletions of expired ones
 
 
-class EventClaims(StoreConnection):
+class EventClaims(StoreCalls):
     """`claim_event` is one statement; expired rows are pruned every PRUNE_EVERY claims."""
 
     _claims_since_prune = 0
 
     async def claim_event(self, event_id: str, ttl_s: float) -> bool:
-        """True the first time `event_id` is claimed within `ttl_s`, in any process on this file."""
-        return await self._run(self._claim_db, event_id, ttl_s)
+        """True the first time `event_id` is claimed within `ttl_s`, by any process sharing the
+        database."""
+        self._claims_since_prune += 1
+        prune = self._claims_since_prune >= PRUNE_EVERY
+        if prune:
+            self._claims_since_prune = 0
+        return await self._tx(_claim, event_id, float(ttl_s), prune)
 
     async def release_event(self, event_id: str) -> None:
-        await self._run(self._conn.execute, _RELEASE, (event_id,))
+        await self._tx(_release, event_id)
 
-    def _claim_db(self, event_id: str, ttl_s: float) -> bool:
-        now = time.time()  # wall clock: the expiry must mean the same after a restart
-        self._claims_since_prune += 1
-        if self._claims_since_prune >= PRUNE_EVERY:
-            self._claims_since_prune = 0
-            self._conn.execute(_PRUNE, (now,))
-        return self._conn.execute(_CLAIM, (event_id, now + ttl_s, now)).rowcount == 1
+
+async def _claim(tx: Tx, /, event_id: str, ttl_s: float, prune: bool) -> bool:
+    if prune:
+        await tx.execute(_PRUNE)
+    return await tx.execute(_CLAIM, event_id=event_id, ttl_s=ttl_s) == 1
+
+
+async def _release(tx: Tx, /, event_id: str) -> None:
+    await tx.execute(_RELEASE, event_id=event_id)

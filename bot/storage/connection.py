@@ -15,12 +15,11 @@ off the loop (`bot.storage.faults`). A call that fails raises `StorageError`, ke
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import random
 import sqlite3
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from types import TracebackType
@@ -37,8 +36,8 @@ from bot.storage.faults import (
     Trouble,
     is_busy,
 )
-from bot.storage.schema import MIGRATIONS, migrate, now
-from bot.storage.tx import Op, P, SqliteTx, StoreCalls, run_now
+from bot.storage.schema import MIGRATIONS, migrate
+from bot.storage.tx import Op, P, SqliteTx, StoreCalls, driver
 
 log = logging.getLogger(__name__)
 
@@ -69,15 +68,12 @@ def _prepare(conn: sqlite3.Connection, db: Database, *, wal: bool) -> list[int]:
             time.sleep(random.uniform(0.01, 0.05))  # at start: nothing else is served yet
 
 
-def _dicts(cursor: sqlite3.Cursor) -> list[dict[str, Any]]:
-    keys = [d[0] for d in cursor.description]
-    return [dict(zip(keys, row, strict=True)) for row in cursor]
-
-
 class StoreConnection(StoreCalls):
     """Opens, migrates and closes the database; runs each call as one short transaction."""
 
     _conn: sqlite3.Connection
+    _on_conn: SqliteTx
+    interleaves = False  # each call runs to its end on the loop
 
     def __init__(self, path: str | Path) -> None:
         self.path = path
@@ -155,12 +151,8 @@ class StoreConnection(StoreCalls):
 
     async def _tx(self, op: Op[P, T], *args: P.args, **kwargs: P.kwargs) -> T:
         """`op` (written once for both backends) on this connection, as `_run` runs a call."""
-
-        def call() -> T:
-            return run_now(op(SqliteTx(self._conn), *args, **kwargs))
-
-        call.__name__ = op.__name__  # the kind of call, for `trouble`
-        return await self._run(call)
+        on_conn = getattr(self, "_on_conn", None)  # None before open: `_run` says so
+        return await self._run(driver(op), on_conn, args, kwargs)
 
     async def _wait_for_lock(self, fn: Callable[..., T], args: tuple[Any, ...]) -> T:
         try:
@@ -187,10 +179,6 @@ class StoreConnection(StoreCalls):
             raise exc
         self._trouble.failed(fn, exc, self._last_rowid())
         raise StorageError(f"storage {str(self.path)!r} failed: {exc}") from exc
-
-    async def _one(self, sql: str, key: str) -> dict[str, Any] | None:
-        rows = await self._run(self._select, sql, key)
-        return rows[0] if rows else None
 
     def _request_checkpoint(self) -> None:
         if self._checkpointer is None or (self._checkpoint and not self._checkpoint.done()):
@@ -234,9 +222,11 @@ class StoreConnection(StoreCalls):
             conn.close()
             raise
         self._conn = conn
+        self._on_conn = SqliteTx(conn)
         return applied
 
     def _close_db(self) -> None:
+        self._closed()
         conn: sqlite3.Connection | None = vars(self).pop("_conn", None)
         if conn is not None:
             try:
@@ -247,25 +237,3 @@ class StoreConnection(StoreCalls):
                 log.warning("storage %s closed untidily: %s", self.path, exc)
             finally:
                 conn.close()
-
-    @contextlib.contextmanager
-    def _transaction(self) -> Iterator[sqlite3.Connection]:
-        conn = self._conn
-        conn.execute("BEGIN IMMEDIATE")  # IMMEDIATE: read-then-write must not deadlock on upgrade
-        try:
-            yield conn
-            conn.execute("COMMIT")
-        except BaseException:
-            if conn.in_transaction:
-                conn.execute("ROLLBACK")
-            raise
-
-    def _select(self, sql: str, *params: Any) -> list[dict[str, Any]]:
-        return _dicts(self._conn.execute(sql, params))
-
-    def _insert(self, sql: str, row: tuple[Any, ...]) -> None:
-        self._conn.execute(sql, (*row, now()))
-
-    def _update(self, sql: str, params: tuple[Any, ...], what: str) -> None:
-        if self._conn.execute(sql, params).rowcount == 0:
-            raise LookupError(f"no {what} with id {params[-1]!r}; create it first")

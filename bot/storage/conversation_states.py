@@ -50,12 +50,12 @@ class ConversationStateTable(StoreCalls):
         return await self._tx(_save, row, expected_version)
 
 
-async def _load(tx: Tx, key: str) -> ConversationStateRow | None:
+async def _load(tx: Tx, /, key: str) -> ConversationStateRow | None:
     row = await tx.fetchone(_LOAD, conversation_key=key)
     return None if row is None else _state(row)
 
 
-async def _save(tx: Tx, row: ConversationStateRow, expected_version: int) -> bool:
+async def _save(tx: Tx, /, row: ConversationStateRow, expected_version: int) -> bool:
     values = {
         "mode": row.mode,
         "assignee": row.assignee,

@@ -1,39 +1,94 @@
-"""Messages with a per-session history cache, plus the tool-call audit and usage rows."""
+"""Messages with a per-session history cache, plus the tool-call audit and usage rows.
+
+A cached history asks only for rows past its last id (another process sharing the database may
+have written to the session: normally that is one index probe, zero rows). That needs a
+session's message ids to become visible in increasing order, which a PostgreSQL sequence alone
+does not give (ids are taken at INSERT, rows appear at COMMIT, so two writers could commit out
+of order). An append therefore first updates the session's row, which locks it until COMMIT:
+appends to one session take their ids one writer after another (on SQLite, BEGIN IMMEDIATE
+already does). Calls of this process interleave at every await on PostgreSQL, so rows join the
+cache by id, once each; and appends to one session from this process run one at a time, in
+call order.
+"""
 
 from __future__ import annotations
 
+import asyncio
 import json
-from collections import OrderedDict
-from collections.abc import Sequence
-from pathlib import Path
+from collections import Counter, OrderedDict
+from collections.abc import Iterable, Sequence
 from typing import Any, cast
+
+import sqlalchemy as sa
 
 from agent.store import UsageRow
 from agent.types import AuditRecord, Message, Role, ToolCall
-from bot.storage.connection import StoreConnection
-from bot.storage.schema import insert_sql, now
+from bot.storage.query import Query, params
+from bot.storage.schema import now
+from bot.storage.tables import audit_logs, chat_sessions, messages, usage
+from bot.storage.tx import Row, StoreCalls, Tx
 from content.parts import parts_from_json, parts_to_json
 
 HistoryItem = tuple[str, Message]
+IdRow = tuple[int, HistoryItem]  # message id, (turn id, message)
 AUDIT_RESULT_LIMIT = 4000
+# A cached history keeps the newest messages only (the model never sees more than its context
+# budget), trimmed in steps so the history window recounts rarely.
+HISTORY_KEEP = 5000
+HISTORY_TRIM_AT = 6000
+INSERT_BATCH = 32  # messages a statement at most (each count of rows is one compiled INSERT)
 
-_INSERT_MESSAGE = insert_sql(
-    "messages",
-    "session_id turn_id role content tool_calls tool_call_id name is_error tokens_in tokens_out"
-    " parts created_at",
+M = messages
+_FIELDS = [
+    "role",
+    "content",
+    "tool_calls",
+    "tool_call_id",
+    "name",
+    "is_error",
+    "tokens_in",
+    "tokens_out",
+    "parts",
+]
+_HISTORY_SINCE = Query(
+    sa.select(
+        M.c.id, M.c.turn_id, M.c.role, M.c.content, M.c.tool_calls, M.c.tool_call_id,
+        M.c.name, M.c.is_error, M.c.parts,
+    )
+    .where(M.c.session_id == sa.bindparam("session_id"), M.c.id > sa.bindparam("since"))
+    .order_by(M.c.id)
+)  # fmt: skip
+_TOUCH_SESSION = Query(
+    sa.update(chat_sessions)
+    .values(updated_at=sa.bindparam("at"))
+    .where(chat_sessions.c.id == sa.bindparam("session_id"))
 )
-_INSERT_AUDIT = insert_sql(
-    "audit_logs",
-    "session_id turn_id call_id tool_name arguments result ok duration_ms extra created_at",
+_INSERT_AUDIT = Query(
+    sa.insert(audit_logs).values(
+        params(
+            "session_id", "turn_id", "call_id", "tool_name", "arguments", "result", "ok",
+            "duration_ms", "extra", "created_at",
+        )
+    )
+)  # fmt: skip
+_USAGE_FIELDS = ["provider", "model", "input_tokens", "output_tokens"]
+_INSERT_USAGE = Query(
+    sa.insert(usage).values(params("session_id", "turn_id", "created_at", *_USAGE_FIELDS))
 )
-_INSERT_USAGE = insert_sql(
-    "usage", "session_id turn_id provider model input_tokens output_tokens created_at"
-)
-_HISTORY_SINCE = (
-    "SELECT id, turn_id, role, content, tool_calls, tool_call_id, name, is_error, parts"
-    " FROM messages WHERE session_id = ? AND id > ? ORDER BY id"
-)
-_TOUCH_SESSION = "UPDATE chat_sessions SET updated_at = ? WHERE id = ?"
+_INSERTS: dict[int, Query] = {}  # by how many messages: one statement, their ids returned
+_KEYS = [tuple(f"{field}_{i}" for field in _FIELDS) for i in range(INSERT_BATCH)]
+
+
+def _insert_messages(n: int) -> Query:
+    query = _INSERTS.get(n)
+    if query is None:
+        shared = params("session_id", "turn_id", "created_at")
+        rows = [
+            shared | {f: sa.bindparam(k) for f, k in zip(_FIELDS, _KEYS[i], strict=True)}
+            for i in range(n)
+        ]
+        query = _INSERTS[n] = Query(sa.insert(M).values(rows).returning(M.c.id))
+    return query
 
 
 def _truncate(result: str) -> str:
@@ -43,7 +98,8 @@ def _truncate(result: str) -> str:
     return result[: AUDIT_RESULT_LIMIT - len(marker)] + marker
 
 
-def _message_fields(m: Message) -> tuple[Any, ...]:
+def message_fields(m: Message) -> tuple[Any, ...]:
+    """A message's columns (`_FIELDS`, in order) as stored."""
     calls = [{"id": c.id, "name": c.name, "arguments": c.arguments} for c in m.tool_calls]
     return (
         m.role,
@@ -58,37 +114,18 @@ def _message_fields(m: Message) -> tuple[Any, ...]:
     )
 
 
-def _usage_rows(
-    session_id: str, turn_id: str, usage: Sequence[UsageRow], stamp: str
-) -> list[tuple[Any, ...]]:
-    return [
-        (session_id, turn_id, u.provider, u.model, u.input_tokens, u.output_tokens, stamp)
-        for u in usage
-    ]
-
-
-def _history_item(row: tuple[Any, ...]) -> HistoryItem:
-    _, turn_id, role, content, calls, call_id, name, is_error, parts = row
+def _history_row(row: Row) -> IdRow:
+    row_id, turn_id, role, content, calls, call_id, name, is_error, parts = row
     tool_calls = (
         tuple(ToolCall(c["id"], c["name"], c["arguments"]) for c in json.loads(calls))
         if calls
         else ()
     )
-    return turn_id, Message(
-        cast(Role, role),
-        content,
-        tool_calls,
-        call_id,
-        name,
-        bool(is_error),
+    message = Message(
+        cast(Role, role), content, tool_calls, call_id, name, bool(is_error),
         parts=parts_from_json(parts),
-    )
-
-
-# A cached history keeps the newest messages only (the model never sees more than its context
-# budget), trimmed in steps so the history window recounts rarely.
-HISTORY_KEEP = 5000
-HISTORY_TRIM_AT = 6000
+    )  # fmt: skip
+    return row_id, (turn_id, message)
 
 
 class History:
@@ -101,16 +138,20 @@ class History:
         self.items = items
 
 
-class MessageLog(StoreConnection):
-    """The message, audit and usage half of the Store protocol; kept beside the connection."""
+class MessageLog(StoreCalls):
+    """The message, audit and usage half of the Store protocol, with the history cache."""
 
-    def __init__(self, path: str | Path, *, history_cache_size: int = 256) -> None:
-        super().__init__(path)
+    def _init_history(self, cache_size: int) -> None:
         self._histories: OrderedDict[str, History] = OrderedDict()
-        self._cache_size = history_cache_size
+        self._cache_size = cache_size
+        self._append_locks: dict[str, asyncio.Lock] = {}  # sessions being appended to
+        self._appenders: Counter[str] = Counter()  # per session: calls holding or awaiting it
 
-    async def load_history(self, session_id: str) -> list[tuple[str, Message]]:
-        return await self._run(self._load_history_db, session_id)
+    async def load_history(self, session_id: str) -> list[HistoryItem]:
+        history = self._histories.get(session_id)
+        since = 0 if history is None else history.last_id
+        rows = await self._tx(_history_since, session_id, since)
+        return list(self._merge(session_id, rows).items)
 
     async def append_messages(
         self,
@@ -119,13 +160,38 @@ class MessageLog(StoreConnection):
         messages: Sequence[Message],
         usage: Sequence[UsageRow] = (),
     ) -> None:
-        if messages:
-            await self._run(self._append_db, session_id, turn_id, tuple(messages), tuple(usage))
-        elif usage:
-            await self._run(self._insert_usage_db, session_id, turn_id, tuple(usage))
+        if not messages:
+            if usage:
+                await self._tx(_usage_only, session_id, turn_id, tuple(usage))
+            return
+        if not self.interleaves:
+            await self._append(session_id, turn_id, tuple(messages), tuple(usage))
+            return
+        lock = self._append_locks.setdefault(session_id, asyncio.Lock())
+        self._appenders[session_id] += 1
+        try:
+            async with lock:
+                await self._append(session_id, turn_id, tuple(messages), tuple(usage))
+        finally:
+            self._appenders[session_id] -= 1
+            if not self._appenders[session_id]:
+                del self._appenders[session_id], self._append_locks[session_id]
+
+    async def _append(
+        self,
+        session_id: str,
+        turn_id: str,
+        messages: tuple[Message, ...],
+        usage: tuple[UsageRow, ...],
+    ) -> None:
+        history = self._histories.get(session_id)
+        since = None if history is None else history.last_id
+        rows = await self._tx(_append, session_id, turn_id, messages, since, usage)
+        if session_id in self._histories:
+            self._merge(session_id, rows)
 
     async def record_tool_call(self, record: AuditRecord) -> None:
-        await self._run(self._record_tool_call_db, record)
+        await self._tx(_record_tool_call, record)
 
     async def record_usage(
         self,
@@ -137,71 +203,112 @@ class MessageLog(StoreConnection):
         input_tokens: int,
         output_tokens: int,
     ) -> None:
-        row = (session_id, turn_id, provider, model, input_tokens, output_tokens)
-        await self._run(self._insert, _INSERT_USAGE, row)
+        row = UsageRow(provider, model, input_tokens, output_tokens)
+        await self._tx(_insert_usage, session_id, turn_id, (row,), now())
 
-    # -- the SQL, one short transaction each --------------------------------------------
-    def _close_db(self) -> None:
-        self._histories.clear()
-        super()._close_db()
-
-    def _remember(self, session_id: str, history: History) -> None:
-        self._histories[session_id] = history
-        if len(self._histories) > self._cache_size:
-            self._histories.popitem(last=False)
-
-    def _load_history_db(self, session_id: str) -> list[HistoryItem]:
+    def _merge(self, session_id: str, rows: Iterable[IdRow]) -> History:
+        """Rows past the cached history's last id join it, in id order; returns the history."""
         history = self._histories.get(session_id)
-        # A cached history still asks for rows past its last id: another process sharing the
-        # file may have written to this session. Normally that is one index probe, zero rows.
-        rows = self._conn.execute(
-            _HISTORY_SINCE, (session_id, 0 if history is None else history.last_id)
-        ).fetchall()
         if history is None:
-            history = History(0, [])
-            self._remember(session_id, history)
+            history = self._histories[session_id] = History(0, [])
+            if len(self._histories) > self._cache_size:
+                self._histories.popitem(last=False)
         else:
             self._histories.move_to_end(session_id)
-        if rows:
-            history.items.extend(map(_history_item, rows))
-            history.last_id = rows[-1][0]
+        for row_id, item in rows:
+            if row_id > history.last_id:
+                history.items.append(item)
+                history.last_id = row_id
         if len(history.items) > HISTORY_TRIM_AT:
             del history.items[: len(history.items) - HISTORY_KEEP]
-        return list(history.items)
+        return history
 
-    def _append_db(
-        self,
-        session_id: str,
-        turn_id: str,
-        messages: tuple[Message, ...],
-        usage: tuple[UsageRow, ...] = (),
-    ) -> None:
-        stamp = now()
-        rows = [(session_id, turn_id, *_message_fields(m), stamp) for m in messages]
-        history = self._histories.get(session_id)
-        with self._transaction() as conn:
-            # rows another process added since our cache was filled must precede ours in it
-            missed = (
-                []
-                if history is None
-                else conn.execute(_HISTORY_SINCE, (session_id, history.last_id)).fetchall()
+    def _remember_empty(self, session_id: str) -> None:
+        """A session just created has no messages: its history is known without asking."""
+        self._merge(session_id, ())
+
+    def _closed(self) -> None:
+        self._histories.clear()
+        super()._closed()
+
+
+# -- the calls, written once for both backends -----------------------------------------
+async def _history_since(tx: Tx, /, session_id: str, since: int) -> list[IdRow]:
+    return [
+        _history_row(row)
+        for row in await tx.fetch(_HISTORY_SINCE, session_id=session_id, since=since)
+    ]
+
+
+async def _append(
+    tx: Tx,
+    /,
+    session_id: str,
+    turn_id: str,
+    messages: tuple[Message, ...],
+    since: int | None,
+    usage: tuple[UsageRow, ...] = (),
+) -> list[IdRow]:
+    """Inserts the messages (and `usage` rows); returns the messages with their ids, after the
+    rows others added since `since` (none when `since` is None: the session is not cached)."""
+    stamp = now()
+    ids: list[int] = []
+    async with tx.transaction():
+        await tx.execute(_TOUCH_SESSION, session_id=session_id, at=stamp)  # the session's lock
+        missed = [] if since is None else await _history_since(tx, session_id, since)
+        for start in range(0, len(messages), INSERT_BATCH):
+            batch = messages[start : start + INSERT_BATCH]
+            values: dict[str, Any] = {}
+            for i, m in enumerate(batch):
+                values.update(zip(_KEYS[i], message_fields(m), strict=True))
+            rows = await tx.fetch(
+                _insert_messages(len(batch)),
+                session_id=session_id,
+                turn_id=turn_id,
+                created_at=stamp,
+                **values,
             )
-            conn.executemany(_INSERT_MESSAGE, rows)
-            last_id = conn.execute("SELECT last_insert_rowid()").fetchone()[0]
-            conn.execute(_TOUCH_SESSION, (stamp, session_id))
-            if usage:
-                conn.executemany(_INSERT_USAGE, _usage_rows(session_id, turn_id, usage, stamp))
-        if history is not None:
-            history.items.extend(map(_history_item, missed))
-            history.items.extend((turn_id, m) for m in messages)
-            history.last_id = last_id
-            self._histories.move_to_end(session_id)
+            ids.extend(sorted(row[0] for row in rows))  # ids are taken in VALUES order
+        if usage:
+            await _insert_usage(tx, session_id, turn_id, usage, stamp)
+    mine = [(row_id, (turn_id, m)) for row_id, m in zip(ids, messages, strict=True)]
+    return missed + mine
 
-    def _insert_usage_db(self, session_id: str, turn_id: str, usage: tuple[UsageRow, ...]) -> None:
-        with self._transaction() as conn:
-            conn.executemany(_INSERT_USAGE, _usage_rows(session_id, turn_id, usage, now()))
 
-    def _record_tool_call_db(self, r: AuditRecord) -> None:
-        extra = json.dumps(r.extra, default=str) if r.extra else None
-        call = (r.session_id, r.turn_id, r.call_id, r.tool_name, r.arguments)
-        self._insert(_INSERT_AUDIT, (*call, _truncate(r.result), int(r.ok), r.duration_ms, extra))
+async def _insert_usage(
+    tx: Tx, /, session_id: str, turn_id: str | None, usage: tuple[UsageRow, ...], stamp: str
+) -> None:
+    for u in usage:
+        await tx.execute(
+            _INSERT_USAGE,
+            session_id=session_id,
+            turn_id=turn_id,
+            created_at=stamp,
+            provider=u.provider,
+            model=u.model,
+            input_tokens=u.input_tokens,
+            output_tokens=u.output_tokens,
+        )
+
+
+async def _usage_only(
+    tx: Tx, /, session_id: str, turn_id: str, usage: tuple[UsageRow, ...]
+) -> None:
+    async with tx.transaction():
+        await _insert_usage(tx, session_id, turn_id, usage, now())
+
+
+async def _record_tool_call(tx: Tx, /, r: AuditRecord) -> None:
+    await tx.execute(
+        _INSERT_AUDIT,
+        session_id=r.session_id,
+        turn_id=r.turn_id,
+        call_id=r.call_id,
+        tool_name=r.tool_name,
+        arguments=r.arguments,
+        result=_truncate(r.result),
+        ok=int(r.ok),
+        duration_ms=r.duration_ms,
+        extra=json.dumps(r.extra, default=str) if r.extra else None,
+        created_at=now(),
+    )

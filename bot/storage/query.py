@@ -2,66 +2,102 @@
 
 A `Query` holds a statement with named parameters; `Query.sql(dialect)` is its text for that
 dialect and the order its parameters go in, compiled the first time and kept, so a call pays
-only for binding its values: `Query.args(dialect, values)` (constants written into the
-statement keep their value). SQLite takes `?` placeholders, asyncpg `$n`.
+only for binding its values: `Compiled.bind(values)`. Constants written into a statement stay
+literals in its text. SQLite takes `?` placeholders, asyncpg `$n`.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import operator
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal, TypeAlias
 
 from sqlalchemy import bindparam
-from sqlalchemy.dialects import sqlite
-from sqlalchemy.dialects.postgresql.base import PGDialect
+from sqlalchemy.dialects.postgresql.base import PGCompiler, PGDialect
+from sqlalchemy.dialects.sqlite.base import SQLiteCompiler, SQLiteDialect
 from sqlalchemy.engine.interfaces import Dialect as SaDialect
+from sqlalchemy.sql.compiler import SQLCompiler
 from sqlalchemy.sql.expression import BindParameter, Executable
 
 Dialect: TypeAlias = Literal["sqlite", "postgresql"]
+
+
+def _constants_inline(compiler: type[SQLCompiler]) -> Any:
+    """`compiler`, but values written into a statement (`status == "active"`, a LIMIT) stay in
+    its text as literals, as hand-written SQL has them: only the caller's `bindparam("name")`s
+    are parameters. (A constant is bound under a unique generated name; a parameter is not.)"""
+
+    def visit_bindparam(self: SQLCompiler, bindparam: BindParameter[Any], **kw: Any) -> Any:
+        if bindparam.unique:
+            kw["literal_binds"] = True
+        return compiler.visit_bindparam(self, bindparam, **kw)  # type: ignore[no-untyped-call]
+
+    return type(compiler.__name__, (compiler,), {"visit_bindparam": visit_bindparam})
+
+
+class _SQLite(SQLiteDialect):
+    statement_compiler = _constants_inline(SQLiteCompiler)
+
+
+class _PostgreSQL(PGDialect):
+    statement_compiler = _constants_inline(PGCompiler)
+
+
 _DIALECTS: dict[Dialect, SaDialect] = {
-    "sqlite": sqlite.dialect(paramstyle="qmark"),
-    "postgresql": PGDialect(paramstyle="numeric_dollar"),  # type: ignore[no-untyped-call]
+    "sqlite": _SQLite(paramstyle="qmark"),
+    "postgresql": _PostgreSQL(paramstyle="numeric_dollar"),  # type: ignore[no-untyped-call]
 }
-_MISSING = object()
 
 
 @dataclass(frozen=True, slots=True)
 class Compiled:
-    """A statement's text for one dialect; `slots` its parameters in order, each a name (from
-    the caller's values) or a constant's value (`consts`: which of the slots are constants)."""
+    """A statement's text for one dialect, and the names of its parameters in order."""
 
     text: str
     names: tuple[str, ...]
-    consts: tuple[tuple[int, Any], ...]
+    # the parameters in order, from the values by name (a KeyError for one missing)
+    pick: Callable[[Mapping[str, Any]], tuple[Any, ...]]
+
+    def bind(self, values: Mapping[str, Any]) -> tuple[Any, ...]:
+        """The positional parameters for `values` (by name)."""
+        try:
+            return self.pick(values)
+        except KeyError as exc:
+            raise TypeError(f"query {self.text!r} needs a value for {exc}") from None
 
 
 class Query:
     """A statement, compiled for a dialect the first time it is asked for there."""
 
-    __slots__ = ("_compiled", "name", "statement")
+    __slots__ = ("name", "postgresql", "sqlite", "statement")
 
     def __init__(self, statement: Executable, name: str = "") -> None:
         self.statement = statement
         self.name = name
-        self._compiled: dict[Dialect, Compiled] = {}
+        # each dialect's text once it was asked for (a backend reads its own on every call)
+        self.sqlite: Compiled | None = None
+        self.postgresql: Compiled | None = None
 
     def sql(self, dialect: Dialect) -> Compiled:
-        compiled = self._compiled.get(dialect)
-        if compiled is None:
-            compiled = self._compiled[dialect] = _compile(self.statement, dialect)
+        compiled: Compiled | None = getattr(self, dialect)
+        if compiled is None:  # the first call: compile, once
+            compiled = _compile(self.statement, dialect)
+            setattr(self, dialect, compiled)
         return compiled
+
+    @property
+    def columns(self) -> tuple[str, ...]:
+        """The names of the columns a SELECT (or a RETURNING) gives, in order."""
+        selected = getattr(self.statement, "selected_columns", None)
+        if selected is None:
+            selected = self.statement.returning_column_descriptions  # type: ignore[attr-defined]
+            return tuple(c["name"] for c in selected)
+        return tuple(selected.keys())
 
     def args(self, dialect: Dialect, values: Mapping[str, Any]) -> tuple[Any, ...]:
         """The positional parameters for `values` (by name), constants in their places."""
-        compiled = self.sql(dialect)
-        args = [values.get(name, _MISSING) for name in compiled.names]
-        for slot, value in compiled.consts:
-            args[slot] = value
-        if _MISSING in args:
-            missing = [n for n, a in zip(compiled.names, args, strict=True) if a is _MISSING]
-            raise TypeError(f"query {self.name or compiled.text!r} needs values for {missing}")
-        return tuple(args)
+        return self.sql(dialect).bind(values)
 
 
 def dialect_of(dialect: Dialect) -> SaDialect:
@@ -71,13 +107,16 @@ def dialect_of(dialect: Dialect) -> SaDialect:
 def _compile(statement: Executable, dialect: Dialect) -> Compiled:
     compiled = statement.compile(dialect=_DIALECTS[dialect])  # type: ignore[attr-defined]
     names = tuple(compiled.positiontup or ())
-    binds = compiled.binds
-    # a value written into the statement (`status == "active"`, a LIMIT) is bound under a
-    # unique generated name; a parameter the caller gives is a `bindparam("name")`
-    consts = tuple(
-        (slot, binds[name].value) for slot, name in enumerate(names) if binds[name].unique
-    )
-    return Compiled(compiled.string, names, consts)
+    return Compiled(compiled.string, names, _picker(names))
+
+
+def _picker(names: tuple[str, ...]) -> Callable[[Mapping[str, Any]], tuple[Any, ...]]:
+    if not names:
+        return lambda values: ()
+    if len(names) == 1:
+        [name] = names
+        return lambda values: (values[name],)
+    return operator.itemgetter(*names)  # in C: the cheapest way to line the values up
 
 
 def params(*names: str) -> dict[str, BindParameter[Any]]:

@@ -3,30 +3,46 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any, cast
+from typing import Any
 
-from bot.storage.connection import StoreConnection
-from bot.storage.schema import insert_sql, now
+import sqlalchemy as sa
 
-_ORDER_COLUMNS = [
-    "id",
-    "tenant",
-    "user_id",
-    "session_id",
-    "service",
-    "category",
-    "method",
-    "amount",
-    "currency",
-    "status",
-    "payment_url",
-    "created_at",
-    "expires_at",
-]
-_INSERT_ORDER = insert_sql("orders", " ".join(_ORDER_COLUMNS))
+from bot.storage.query import Query, params
+from bot.storage.schema import now
+from bot.storage.tables import memories as M
+from bot.storage.tables import orders as O
+from bot.storage.tx import StoreCalls, Tx, fetch_dicts
+
+_ORDER_COLUMNS = [c.name for c in O.columns]
+_INSERT_ORDER = Query(sa.insert(O).values(params(*_ORDER_COLUMNS)))
+_GET_ORDER = Query(sa.select(O).where(O.c.id == sa.bindparam("order_id")))
+_USERS = (M.c.tenant == sa.bindparam("tenant"), M.c.user_id == sa.bindparam("user_id"))
+_LIST_MEMORIES = Query(
+    sa.select(M)
+    .where(*_USERS)
+    .order_by(M.c.importance.desc(), M.c.updated_at.desc())
+    .limit(sa.bindparam("limit"))
+)
+_FIND_BY_KEY = Query(sa.select(M.c.id).where(*_USERS, M.c.key == sa.bindparam("key")))
+_FIND_BY_CONTENT = Query(  # case-insensitive, as SQLite's NOCASE: ASCII letters
+    sa.select(M.c.id).where(
+        *_USERS,
+        M.c.key.is_(None),
+        sa.func.lower(M.c.content) == sa.func.lower(sa.cast(sa.bindparam("content"), sa.Text)),
+    )
+)
+_CHANGES = ("memory_type", "content", "category", "importance", "updated_at")
+_UPDATE_MEMORY = Query(
+    sa.update(M).values(params(*_CHANGES)).where(M.c.id == sa.bindparam("memory_id"))
+)
+_INSERT_MEMORY = Query(
+    sa.insert(M)
+    .values(params("tenant", "user_id", "key", "created_at", *_CHANGES))
+    .returning(M.c.id)
+)
 
 
-class UserRecords(StoreConnection):
+class UserRecords(StoreCalls):
     """Save and list a user's memories; create and read orders."""
 
     async def save_memory(
@@ -40,51 +56,51 @@ class UserRecords(StoreConnection):
         importance: int,
         key: str | None = None,
     ) -> int:
-        row = (tenant, user_id, memory_type, content, category, importance, key)
-        return await self._run(self._save_memory_db, row)
+        """A memory with the same key (or, without one, the same content) is replaced."""
+        row = {"memory_type": memory_type, "content": content, "category": category}
+        return await self._tx(_save_memory, tenant, user_id, key, {**row, "importance": importance})
 
     async def list_memories(
         self, *, tenant: str, user_id: str, limit: int = 200
     ) -> list[dict[str, Any]]:
-        sql = (
-            "SELECT * FROM memories WHERE tenant = ? AND user_id = ?"
-            " ORDER BY importance DESC, updated_at DESC LIMIT ?"
+        return await self._tx(
+            fetch_dicts, _LIST_MEMORIES, tenant=tenant, user_id=user_id, limit=limit
         )
-        return await self._run(self._select, sql, tenant, user_id, limit)
 
     async def create_order(self, order: Mapping[str, Any]) -> None:
-        await self._run(self._create_order_db, dict(order))
-
-    async def get_order(self, order_id: str) -> dict[str, Any] | None:
-        return await self._one("SELECT * FROM orders WHERE id = ?", order_id)
-
-    # -- the SQL, one short transaction each --------------------------------------------
-    def _save_memory_db(self, row: tuple[Any, ...]) -> int:
-        tenant, user_id, memory_type, content, category, importance, key = row
-        stamp = now()
-        with self._transaction() as conn:
-            found = conn.execute(
-                "SELECT id FROM memories WHERE tenant = ? AND user_id = ? AND "
-                + ("key = ?" if key else "key IS NULL AND content = ? COLLATE NOCASE"),
-                (tenant, user_id, key or content),
-            ).fetchone()
-            if found is not None:
-                conn.execute(
-                    "UPDATE memories SET memory_type = ?, content = ?, category = ?,"
-                    " importance = ?, updated_at = ? WHERE id = ?",
-                    (memory_type, content, category, importance, stamp, found[0]),
-                )
-                return cast(int, found[0])
-            cursor = conn.execute(
-                "INSERT INTO memories (tenant, user_id, memory_type, content, category,"
-                " importance, key, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                (*row, stamp, stamp),
-            )
-            return cast(int, cursor.lastrowid)
-
-    def _create_order_db(self, order: dict[str, Any]) -> None:
         unknown = set(order) - set(_ORDER_COLUMNS)
         if unknown:
             raise ValueError(f"unknown order fields {sorted(unknown)}; known: {_ORDER_COLUMNS}")
-        order.setdefault("created_at", now())
-        self._conn.execute(_INSERT_ORDER, tuple(order.get(c) for c in _ORDER_COLUMNS))
+        row = {column: order.get(column) for column in _ORDER_COLUMNS}
+        if "created_at" not in order:
+            row["created_at"] = now()
+        await self._tx(_create_order, row)
+
+    async def get_order(self, order_id: str) -> dict[str, Any] | None:
+        rows = await self._tx(fetch_dicts, _GET_ORDER, order_id=order_id)
+        return rows[0] if rows else None
+
+
+async def _save_memory(
+    tx: Tx, /, tenant: str, user_id: str, key: str | None, changes: dict[str, Any]
+) -> int:
+    user = {"tenant": tenant, "user_id": user_id}
+    stamp = now()
+    async with tx.transaction():
+        await tx.lock(tenant, user_id)  # one user's memories: find-then-write, one at a time
+        if key:
+            found = await tx.fetchone(_FIND_BY_KEY, key=key, **user)
+        else:
+            found = await tx.fetchone(_FIND_BY_CONTENT, content=changes["content"], **user)
+        if found is not None:
+            await tx.execute(_UPDATE_MEMORY, memory_id=found[0], updated_at=stamp, **changes)
+            return int(found[0])
+        row = await tx.fetchone(
+            _INSERT_MEMORY, key=key, created_at=stamp, updated_at=stamp, **user, **changes
+        )
+    assert row is not None  # RETURNING gives the new row
+    return int(row[0])
+
+
+async def _create_order(tx: Tx, /, row: dict[str, Any]) -> None:
+    await tx.execute(_INSERT_ORDER, **row)

@@ -1,4 +1,4 @@
-"""The store's schema: forward migrations, status vocabularies, timestamps, INSERT statements."""
+"""The store's schema on SQLite: forward migrations, status vocabularies, timestamps."""
 
 from __future__ import annotations
 
@@ -26,12 +26,8 @@ def check_status(status: str, allowed: frozenset[str], what: str) -> None:
         raise ValueError(f"unknown {what} status {status!r}; use one of {sorted(allowed)}")
 
 
-def insert_sql(table: str, columns: str) -> str:
-    names = columns.split()
-    return f"INSERT INTO {table} ({', '.join(names)}) VALUES ({', '.join('?' * len(names))})"
-
-
-# -- forward migrations, one transaction each; append new ones, never edit old ones ----------
+# -- forward migrations, one transaction each; never edit one. v1-v8 as SQLite first had them;
+# from v9 on a migration is written once for both backends (bot/storage/ddl.py, append there).
 # Message ids are INTEGER PRIMARY KEY without AUTOINCREMENT: SQLite hands out max(id) + 1, and
 # messages are never deleted, so ids grow, which the history cache relies on.
 # fmt: off

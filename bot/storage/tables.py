@@ -140,3 +140,24 @@ def _seq(element: CreationOrder, compiler: SQLCompiler, **kw: Any) -> str:
 
 def creation_order(table: sa.Table) -> CreationOrder:
     return CreationOrder(table)
+
+
+class DatabaseNow(ColumnElement[float]):
+    """Now in unix seconds on the database's clock: one clock for every host sharing it."""
+
+    inherit_cache = True
+    type = sa.Float()
+
+
+@compiles(DatabaseNow, "sqlite")
+def _sqlite_now(element: DatabaseNow, compiler: SQLCompiler, **kw: Any) -> str:
+    return "((julianday('now') - 2440587.5) * 86400.0)"
+
+
+@compiles(DatabaseNow, "postgresql")
+def _pg_now(element: DatabaseNow, compiler: SQLCompiler, **kw: Any) -> str:
+    return "extract(epoch FROM clock_timestamp())"
+
+
+def database_now() -> DatabaseNow:
+    return DatabaseNow()

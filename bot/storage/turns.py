@@ -2,60 +2,94 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
+from collections.abc import Mapping
 from typing import Any
 
-from adapters.base import ChatRef, MessageHandle
-from bot.storage.connection import StoreConnection
-from bot.storage.schema import TURN_STATUSES, check_status, insert_sql, now
+import sqlalchemy as sa
 
-_INSERT_TURN = insert_sql(
-    "turns",
-    "id session_id channel conversation_key inbound_event_ids placeholder status created_at"
-    " inbound_messages",
-)
-_SET_PLACEHOLDER = "UPDATE turns SET placeholder = ? WHERE id = ?"
-_UNFINISHED = "SELECT * FROM turns WHERE status = 'running' ORDER BY rowid"
-_LAST_PLACEHOLDER = (
-    "SELECT placeholder FROM turns WHERE conversation_key = ? ORDER BY rowid DESC LIMIT 1"
-)
-# A conversation's newest turns, finished or not: which of them took a batch's events.
-_NEWEST_TURNS = "SELECT * FROM turns WHERE conversation_key = ? ORDER BY rowid DESC LIMIT ?"
+from adapters.base import ChatRef, MessageHandle
+from bot.storage.query import Query, params
+from bot.storage.rows import ResumedTurn, ToolCallRow, TurnRow
+from bot.storage.schema import TURN_STATUSES, check_status, now
+from bot.storage.sessions import ACTIVE_SESSION
+from bot.storage.tables import audit_logs, chat_sessions, creation_order, turns
+from bot.storage.tx import Row, StoreCalls, Tx, update_one
+
+T, S, A = turns, chat_sessions, audit_logs
 EVENT_LOOKBACK = 20  # a batch taken over is among its conversation's newest turns (one at a time)
+_NEWEST_FIRST = creation_order(T).desc()
+
+_INSERT = Query(
+    sa.insert(T).values(
+        params(
+            "id", "session_id", "channel", "conversation_key", "inbound_event_ids",
+            "placeholder", "status", "created_at", "inbound_messages",
+        )
+    )
+)  # fmt: skip
+_SET_PLACEHOLDER = Query(
+    sa.update(T).values(params("placeholder")).where(T.c.id == sa.bindparam("turn_id"))
+)
+_FINISH = Query(
+    sa.update(T)
+    .values(params("status", "final_text", "error", "finished_at"))
+    .where(T.c.id == sa.bindparam("turn_id"))
+)
+_GET = Query(sa.select(T).where(T.c.id == sa.bindparam("turn_id")))
+_UNFINISHED = Query(sa.select(T).where(T.c.status == "running").order_by(creation_order(T)))
+# A conversation's newest turns, finished or not: which of them took a batch's events.
+_NEWEST = Query(
+    sa.select(T)
+    .where(T.c.conversation_key == sa.bindparam("key"))
+    .order_by(_NEWEST_FIRST)
+    .limit(EVENT_LOOKBACK)
+)
+_LAST_PLACEHOLDER = Query(
+    sa.select(T.c.placeholder)
+    .where(T.c.conversation_key == sa.bindparam("key"))
+    .order_by(_NEWEST_FIRST)
+    .limit(1)
+)
 # A user's newest turn among conversations under a key prefix (`substr`, not LIKE: no escaping).
-_LATEST_CONVERSATION = (
-    "SELECT t.conversation_key FROM turns t JOIN chat_sessions s ON s.id = t.session_id"
-    " WHERE t.channel = ? AND s.user_id = ? AND substr(t.conversation_key, 1, length(?)) = ?"
-    " ORDER BY t.rowid DESC LIMIT 1"
+_PREFIX = sa.cast(sa.bindparam("prefix"), sa.Text)
+_LATEST_CONVERSATION = Query(
+    sa.select(T.c.conversation_key)
+    .join(S, S.c.id == T.c.session_id)
+    .where(
+        T.c.channel == sa.bindparam("channel"),
+        S.c.user_id == sa.bindparam("user_id"),
+        sa.func.substr(T.c.conversation_key, 1, sa.func.length(_PREFIX)) == _PREFIX,
+    )
+    .order_by(_NEWEST_FIRST)
+    .limit(1)
 )
-_RESUME = (
-    "UPDATE turns SET resume_attempts = resume_attempts + 1 WHERE id = ? AND status = 'running'"
+_RESUME = Query(
+    sa.update(T)
+    .values(resume_attempts=T.c.resume_attempts + 1)
+    .where(T.c.id == sa.bindparam("turn_id"), T.c.status == "running")
 )
-_TURN_AND_CALLER = (
-    "SELECT t.*, s.user_id, s.agent_id FROM turns t JOIN chat_sessions s ON s.id = t.session_id"
-    " WHERE t.id = ?"
+_TURN_AND_CALLER = Query(
+    sa.select(T, S.c.user_id, S.c.agent_id)
+    .join(S, S.c.id == T.c.session_id)
+    .where(T.c.id == sa.bindparam("turn_id"))
 )
-_TURN_CALLS = (
-    "SELECT call_id, tool_name, result, ok, extra FROM audit_logs"
-    " WHERE session_id = ? AND turn_id = ? ORDER BY id"
-)
-_RUNNING_WORKERS = (
-    "SELECT * FROM chat_sessions WHERE status = 'running' AND parent_session_id IS NOT NULL"
-    " ORDER BY rowid"
+_TURN_CALLS = Query(
+    sa.select(A.c.call_id, A.c.tool_name, A.c.result, A.c.ok, A.c.extra)
+    .where(A.c.session_id == sa.bindparam("session_id"), A.c.turn_id == sa.bindparam("turn_id"))
+    .order_by(A.c.id)
 )
 # The newest turns of the session `active_session` would find (it never creates one here).
-_RECENT_TURNS = (
-    "SELECT id, status, inbound_messages, placeholder, final_text FROM turns WHERE session_id ="
-    " (SELECT id FROM chat_sessions WHERE channel = ? AND conversation_key = ? AND user_id = ?"
-    " AND agent_id = ? AND status = 'active' ORDER BY rowid DESC LIMIT 1)"
-    " ORDER BY rowid DESC LIMIT ?"
-)
-_FINISH_TURN = (
-    "UPDATE turns SET status = ?, final_text = ?, error = ?, finished_at = ? WHERE id = ?"
+_RECENT = Query(
+    sa.select(T)
+    .where(T.c.session_id == ACTIVE_SESSION.scalar_subquery())
+    .order_by(_NEWEST_FIRST)
+    .limit(sa.bindparam("limit"))
 )
 
 
-class TurnLog(StoreConnection):
+class TurnLog(StoreCalls):
     """Create, update, finish and read turns."""
 
     async def create_turn(
@@ -71,71 +105,62 @@ class TurnLog(StoreConnection):
         inbound_messages: list[dict[str, str]] | None = None,
     ) -> None:
         check_status(status, TURN_STATUSES, "turn")
-        turn = (turn_id, session_id, channel, conversation_key)
-        shown = None if inbound_messages is None else json.dumps(inbound_messages)
-        await self._run(self._create_turn_db, turn, inbound_event_ids, placeholder, status, shown)
+        row = {
+            "id": turn_id,
+            "session_id": session_id,
+            "channel": channel,
+            "conversation_key": conversation_key,
+            "inbound_event_ids": json.dumps(inbound_event_ids),
+            "placeholder": None if placeholder is None else json.dumps(placeholder),
+            "status": status,
+            "inbound_messages": None if inbound_messages is None else json.dumps(inbound_messages),
+        }
+        await self._tx(_create, row)
 
     async def update_turn_placeholder(self, turn_id: str, placeholder: dict[str, Any]) -> None:
-        await self._run(self._update, _SET_PLACEHOLDER, (json.dumps(placeholder), turn_id), "turn")
+        await self._tx(_set_placeholder, turn_id, json.dumps(placeholder))
 
     async def finish_turn(
         self, turn_id: str, *, status: str, final_text: str | None = None, error: str | None = None
     ) -> None:
         check_status(status, TURN_STATUSES, "turn")
-        await self._run(
-            self._update, _FINISH_TURN, (status, final_text, error, now(), turn_id), "turn"
-        )
+        await self._tx(_finish, turn_id, status, final_text, error)
 
-    async def unfinished_turns(self) -> list[dict[str, Any]]:
+    async def unfinished_turns(self) -> list[TurnRow]:
         """Turns left `running` (by a process that died mid-turn, in embedded mode), oldest first.
 
         Only meaningful for a store no other live gateway process shares: theirs may be running.
         """
-        rows = await self._run(self._select, _UNFINISHED)
-        for turn in rows:
-            _decode(turn)
-        return rows
+        return await self._tx(_turns, _UNFINISHED)
 
-    async def turn_for_events(
-        self, conversation_key: str, event_ids: list[str]
-    ) -> dict[str, Any] | None:
+    async def turn_for_events(self, conversation_key: str, event_ids: list[str]) -> TurnRow | None:
         """The newest turn of the conversation that took any of these inbound events, finished
         or not: a batch taken over from a dead process may have been answered already."""
-        rows = await self._run(self._select, _NEWEST_TURNS, conversation_key, EVENT_LOOKBACK)
-        return took_events(rows, event_ids)
+        wanted = set(event_ids)
+        for turn in await self._tx(_turns, _NEWEST, key=conversation_key):
+            if wanted.intersection(turn.inbound_event_ids):
+                return turn
+        return None
 
-    async def begin_resume(self, turn_id: str) -> dict[str, Any] | None:
+    async def begin_resume(self, turn_id: str) -> ResumedTurn | None:
         """Take up a turn interrupted by a crash: count the attempt and return the turn (with
         its session's `user_id` and `agent_id`); None when it is no longer `running`."""
-        row = await self._run(self._begin_resume_db, turn_id)
-        return None if row is None else _decode(row)
+        return await self._tx(_begin_resume, turn_id)
 
-    async def turn_tool_calls(self, turn_id: str, session_id: str) -> list[dict[str, Any]]:
+    async def turn_tool_calls(self, turn_id: str, session_id: str) -> list[ToolCallRow]:
         """The audit rows of one session's calls in a turn, oldest first; `extra` decoded."""
-        rows = await self._run(self._select, _TURN_CALLS, session_id, turn_id)
-        for row in rows:
-            row["extra"] = json.loads(row["extra"]) if row["extra"] else {}
-        return rows
-
-    async def running_worker_sessions(self) -> list[dict[str, Any]]:
-        """Specialist sessions still `running` (left so by a process that died, in embedded
-        mode), oldest first."""
-        return await self._run(self._select, _RUNNING_WORKERS)
+        return await self._tx(_tool_calls, turn_id, session_id)
 
     async def conversation_chat(self, conversation_key: str) -> ChatRef | None:
         """Where the conversation's newest turn was answered (to deliver follow-ups there)."""
-        row = await self._one(_LAST_PLACEHOLDER, conversation_key)
-        if row is None or not row["placeholder"]:
-            return None
-        return chat_from_record(json.loads(row["placeholder"]))
+        placeholder = await self._tx(_last_placeholder, conversation_key)
+        return None if not placeholder else chat_from_record(json.loads(placeholder))
 
     async def latest_conversation(
         self, *, channel: str, key_prefix: str, user_id: str
     ) -> str | None:
         """The conversation under `key_prefix` where this user's newest turn was."""
-        args = (channel, user_id, key_prefix, key_prefix)
-        rows = await self._run(self._select, _LATEST_CONVERSATION, *args)
-        return str(rows[0]["conversation_key"]) if rows else None
+        return await self._tx(_latest_conversation, channel, key_prefix, user_id)
 
     async def recent_turns(
         self,
@@ -145,56 +170,87 @@ class TurnLog(StoreConnection):
         user_id: str,
         agent_id: str = "default",
         limit: int = 100,
-    ) -> list[dict[str, Any]]:
+    ) -> list[TurnRow]:
         """The newest `limit` turns of the conversation's active session, oldest first (none
-        without one; never creates one): `id`, `status`, `inbound_messages`, `placeholder`
-        (both decoded), `final_text`."""
-        key = (channel, conversation_key, user_id, agent_id)
-        rows = await self._run(self._select, _RECENT_TURNS, *key, limit)
-        for row in rows:
-            shown = row["inbound_messages"]
-            row["inbound_messages"] = json.loads(shown) if shown else []
-            row["placeholder"] = json.loads(row["placeholder"]) if row["placeholder"] else None
-        return rows[::-1]
+        without one; never creates one)."""
+        key = {"channel": channel, "conversation_key": conversation_key, "user_id": user_id}
+        turns = await self._tx(_turns, _RECENT, agent_id=agent_id, limit=limit, **key)
+        return turns[::-1]
 
-    async def get_turn(self, turn_id: str) -> dict[str, Any] | None:
-        turn = await self._one("SELECT * FROM turns WHERE id = ?", turn_id)
-        return None if turn is None else _decode(turn)
-
-    # -- the SQL, one short transaction each --------------------------------------------
-    def _begin_resume_db(self, turn_id: str) -> dict[str, Any] | None:
-        with self._transaction() as conn:
-            if conn.execute(_RESUME, (turn_id,)).rowcount == 0:
-                return None
-            rows = self._select(_TURN_AND_CALLER, turn_id)
-        return rows[0] if rows else None
-
-    def _create_turn_db(
-        self,
-        turn: tuple[str, str, str, str],
-        inbound_event_ids: list[str],
-        placeholder: dict[str, Any] | None,
-        status: str,
-        inbound_messages: str | None,
-    ) -> None:
-        handle = None if placeholder is None else json.dumps(placeholder)
-        row = (*turn, json.dumps(inbound_event_ids), handle, status, now(), inbound_messages)
-        self._conn.execute(_INSERT_TURN, row)
+    async def get_turn(self, turn_id: str) -> TurnRow | None:
+        found = await self._tx(_turns, _GET, turn_id=turn_id)
+        return found[0] if found else None
 
 
-def took_events(rows: list[dict[str, Any]], event_ids: list[str]) -> dict[str, Any] | None:
-    """The first of `rows` (undecoded turns) whose inbound events include one of `event_ids`."""
-    wanted = set(event_ids)
-    for row in rows:
-        if wanted & set(json.loads(row["inbound_event_ids"])):
-            return _decode(row)
-    return None
+# -- the calls, written once for both backends -----------------------------------------
+async def _create(tx: Tx, /, row: dict[str, Any]) -> None:
+    await tx.execute(_INSERT, created_at=now(), **row)
 
 
-def _decode(turn: dict[str, Any]) -> dict[str, Any]:
-    turn["inbound_event_ids"] = json.loads(turn["inbound_event_ids"])
-    turn["placeholder"] = json.loads(turn["placeholder"]) if turn["placeholder"] else None
-    return turn
+async def _set_placeholder(tx: Tx, /, turn_id: str, placeholder: str) -> None:
+    await update_one(
+        tx, _SET_PLACEHOLDER, "turn", turn_id, turn_id=turn_id, placeholder=placeholder
+    )
+
+
+async def _finish(
+    tx: Tx, /, turn_id: str, status: str, final_text: str | None, error: str | None
+) -> None:
+    changes = {"status": status, "final_text": final_text, "error": error, "finished_at": now()}
+    await update_one(tx, _FINISH, "turn", turn_id, turn_id=turn_id, **changes)
+
+
+async def _turns(tx: Tx, /, query: Query, **values: Any) -> list[TurnRow]:
+    return [turn_row(row) for row in await tx.fetch(query, **values)]
+
+
+async def _begin_resume(tx: Tx, /, turn_id: str) -> ResumedTurn | None:
+    async with tx.transaction():
+        if await tx.execute(_RESUME, turn_id=turn_id) == 0:
+            return None
+        row = await tx.fetchone(_TURN_AND_CALLER, turn_id=turn_id)
+    if row is None:
+        return None
+    fields = dict(zip(_TURN_FIELDS, _turn_fields(row), strict=True))
+    return ResumedTurn(**fields, user_id=row[13], agent_id=row[14])
+
+
+async def _tool_calls(tx: Tx, /, turn_id: str, session_id: str) -> list[ToolCallRow]:
+    rows = await tx.fetch(_TURN_CALLS, session_id=session_id, turn_id=turn_id)
+    return [
+        ToolCallRow(call_id, name, result, bool(ok), json.loads(extra) if extra else {})
+        for call_id, name, result, ok, extra in rows
+    ]
+
+
+async def _last_placeholder(tx: Tx, /, conversation_key: str) -> str | None:
+    row = await tx.fetchone(_LAST_PLACEHOLDER, key=conversation_key)
+    return None if row is None else row[0]
+
+
+async def _latest_conversation(tx: Tx, /, channel: str, prefix: str, user_id: str) -> str | None:
+    row = await tx.fetchone(_LATEST_CONVERSATION, channel=channel, user_id=user_id, prefix=prefix)
+    return None if row is None else str(row[0])
+
+
+_TURN_FIELDS = [field.name for field in dataclasses.fields(TurnRow)]
+
+
+def turn_row(row: Row) -> TurnRow:
+    return TurnRow(*_turn_fields(row))
+
+
+def _turn_fields(row: Row) -> tuple[Any, ...]:
+    """A `turns` row's fields (its columns in `tables.turns` order, maybe more after), the JSON
+    ones decoded."""
+    event_ids, placeholder, shown = row[4], row[5], row[12]
+    return (
+        *(row[i] for i in range(4)),  # id, session_id, channel, conversation_key
+        tuple(json.loads(event_ids)),
+        json.loads(placeholder) if placeholder else None,
+        *(row[i] for i in range(6, 12)),  # status ... resume_attempts
+        tuple(json.loads(shown)) if shown else (),
+    )
 
 
 def handle_record(handle: MessageHandle) -> dict[str, Any]:
@@ -221,7 +277,7 @@ def chat_record(chat: ChatRef) -> dict[str, Any]:
     }
 
 
-def chat_from_record(record: dict[str, Any]) -> ChatRef | None:
+def chat_from_record(record: Mapping[str, Any]) -> ChatRef | None:
     """The chat of a handle record or of a `chat_record`; None for an old partial record."""
     if "channel" not in record or "chat_id" not in record:
         return None
@@ -230,7 +286,7 @@ def chat_from_record(record: dict[str, Any]) -> ChatRef | None:
     )
 
 
-def handle_from_record(record: dict[str, Any]) -> MessageHandle | None:
+def handle_from_record(record: Mapping[str, Any]) -> MessageHandle | None:
     """The handle back; None for a record from before handles were stored whole, or for a
     `chat_record` (the placeholder was not posted, or its id not learned)."""
     chat = chat_from_record(record)

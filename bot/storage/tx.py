@@ -59,16 +59,40 @@ class Tx(Protocol):
         """The calls inside are one transaction (SQLite: BEGIN IMMEDIATE, the write lock)."""
         ...
 
+    async def lock(self, *key: str) -> None:
+        """Inside a transaction: one at a time per `key` across processes, until it ends
+        (PostgreSQL: an advisory lock; SQLite: nothing, BEGIN IMMEDIATE holds the one lock)."""
+        ...
+
 
 Op = Callable[Concatenate[Tx, P], Awaitable[T]]
 
 
 class StoreCalls:
     """What the tables written once need from a backend's connection: `_tx(op, ...)` runs
-    `op(tx, ...)` as one store call (its faults become `StorageError`, as every call's do)."""
+    `op(tx, ...)` as one store call (its faults become `StorageError`, as every call's do).
+    `interleaves`: whether this process's calls can interleave (they await the database), so
+    that what must run one at a time needs a lock of its own (SQLite's calls never do)."""
+
+    interleaves = True
 
     async def _tx(self, op: Op[P, T], *args: P.args, **kwargs: P.kwargs) -> T:
         raise NotImplementedError  # StoreConnection and PgConnection, later in the MRO
+
+    def _closed(self) -> None:
+        """Hook for what keeps state beside the connection (the history cache), at close."""
+
+
+async def update_one(tx: Tx, /, query: Query, what: str, ident: str, **values: Any) -> None:
+    """An UPDATE of the row `ident`; LookupError when there is none."""
+    if await tx.execute(query, **values) == 0:
+        raise LookupError(f"no {what} with id {ident!r}; create it first")
+
+
+async def fetch_dicts(tx: Tx, /, query: Query, **values: Any) -> list[dict[str, Any]]:
+    """The rows as dicts by column name (the admin views' raw rows)."""
+    names = query.columns
+    return [dict(zip(names, row, strict=True)) for row in await tx.fetch(query, **values)]
 
 
 def run_now(work: Awaitable[T]) -> T:
@@ -82,30 +106,52 @@ def run_now(work: Awaitable[T]) -> T:
     raise RuntimeError("a SQLite store call awaited something that suspends")
 
 
+_DRIVERS: dict[Callable[..., Any], Callable[..., Any]] = {}
+
+
+def driver(op: Op[P, T]) -> Callable[[Tx, tuple[Any, ...], dict[str, Any]], T]:
+    """`op` as a plain function of (tx, args, kwargs) run by `run_now`, named as `op` (the kind
+    of call `trouble` counts by); made once per op."""
+    drive = _DRIVERS.get(op)
+    if drive is None:
+
+        def drive(tx: Tx, args: tuple[Any, ...], kwargs: dict[str, Any]) -> T:
+            return run_now(op(tx, *args, **kwargs))
+
+        drive.__name__ = op.__name__
+        _DRIVERS[op] = drive
+    return drive
+
+
 class SqliteTx:
     """`Tx` on the SQLite store's connection (autocommit: a lone statement commits itself)."""
 
-    __slots__ = ("conn",)
+    __slots__ = ("_run", "_transaction", "conn")
     dialect: Dialect = "sqlite"
 
     def __init__(self, conn: sqlite3.Connection) -> None:
         self.conn = conn
+        self._run = conn.execute
+        self._transaction = _SqliteTransaction(conn)  # holds nothing between uses
 
     async def fetch(self, query: Query, **values: Any) -> list[Row]:
-        sql = query.sql("sqlite")
-        return self.conn.execute(sql.text, query.args("sqlite", values)).fetchall()
+        sql = query.sqlite or query.sql("sqlite")
+        return self._run(sql.text, sql.bind(values)).fetchall()
 
     async def fetchone(self, query: Query, **values: Any) -> Row | None:
-        sql = query.sql("sqlite")
-        row: Row | None = self.conn.execute(sql.text, query.args("sqlite", values)).fetchone()
+        sql = query.sqlite or query.sql("sqlite")
+        row: Row | None = self._run(sql.text, sql.bind(values)).fetchone()
         return row
 
     async def execute(self, query: Query, **values: Any) -> int:
-        sql = query.sql("sqlite")
-        return self.conn.execute(sql.text, query.args("sqlite", values)).rowcount
+        sql = query.sqlite or query.sql("sqlite")
+        return self._run(sql.text, sql.bind(values)).rowcount
 
     def transaction(self) -> Transaction:
-        return _SqliteTransaction(self.conn)
+        return self._transaction
+
+    async def lock(self, *key: str) -> None:
+        """Nothing: the transaction's BEGIN IMMEDIATE holds the database's one write lock."""
 
 
 class _SqliteTransaction:

@@ -32,7 +32,7 @@ import asyncpg
 from bot.storage.base import StorageError
 from bot.storage.faults import Trouble
 from bot.storage.pg.faults import LINK_FAULTS, describe, is_fault, redacted
-from bot.storage.pg.schema import HIDDEN_COLUMNS, MIGRATIONS, migrate
+from bot.storage.pg.schema import MIGRATIONS, migrate
 from bot.storage.query import Dialect, Query
 from bot.storage.tx import Op, Row, StoreCalls, Transaction
 
@@ -127,9 +127,6 @@ class PgConnection(StoreCalls):
             log.warning("storage %s closed untidily", self)
         self._closed()
 
-    def _closed(self) -> None:
-        """Hook for what keeps state beside the pool (the history cache)."""
-
     @property
     def trouble(self) -> str | None:
         """The newest storage failure of a kind of call that has not succeeded since."""
@@ -189,13 +186,6 @@ class PgConnection(StoreCalls):
             self._trouble.succeeded(fn, None)  # a server fault (a full disk) clears by kind
         return result
 
-    async def _select(self, sql: str, *params: Any) -> list[dict[str, Any]]:
-        return await self._run(fetch_rows, sql, *params)
-
-    async def _one(self, sql: str, *params: Any) -> dict[str, Any] | None:
-        rows = await self._select(sql, *params)
-        return rows[0] if rows else None
-
 
 async def _before(
     deadline: float,
@@ -228,19 +218,13 @@ async def _before(
         await pool.release(conn)  # a terminated one is dropped (and replaced on a later acquire)
 
 
-async def fetch_rows(conn: Conn, sql: str, *params: Any) -> list[dict[str, Any]]:
-    rows = []
-    for record in await conn.fetch(sql, *params):
-        row = dict(record)
-        for hidden in HIDDEN_COLUMNS:
-            row.pop(hidden, None)
-        rows.append(row)
-    return rows
-
-
 def rowcount(status: str) -> int:
     """The row count of a command tag: 'UPDATE 3' -> 3, 'INSERT 0 1' -> 1."""
     return int(status.rpartition(" ")[2])
+
+
+# one at a time per key, until the transaction ends (the key's parts joined by chr(31))
+_LOCK = "SELECT pg_advisory_xact_lock(hashtextextended($1::text, 0))"
 
 
 class PgTx:
@@ -253,17 +237,20 @@ class PgTx:
         self.conn = conn
 
     async def fetch(self, query: Query, **values: Any) -> list[Row]:
-        sql = query.sql("postgresql")
-        return list(await self.conn.fetch(sql.text, *query.args("postgresql", values)))
+        sql = query.postgresql or query.sql("postgresql")
+        return list(await self.conn.fetch(sql.text, *sql.bind(values)))
 
     async def fetchone(self, query: Query, **values: Any) -> Row | None:
-        sql = query.sql("postgresql")
-        row: Row | None = await self.conn.fetchrow(sql.text, *query.args("postgresql", values))
+        sql = query.postgresql or query.sql("postgresql")
+        row: Row | None = await self.conn.fetchrow(sql.text, *sql.bind(values))
         return row
 
     async def execute(self, query: Query, **values: Any) -> int:
-        sql = query.sql("postgresql")
-        return rowcount(await self.conn.execute(sql.text, *query.args("postgresql", values)))
+        sql = query.postgresql or query.sql("postgresql")
+        return rowcount(await self.conn.execute(sql.text, *sql.bind(values)))
 
     def transaction(self) -> Transaction:
         return self.conn.transaction()
+
+    async def lock(self, *key: str) -> None:
+        await self.conn.execute(_LOCK, "\x1f".join(key))

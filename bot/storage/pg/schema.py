@@ -1,13 +1,16 @@
 """The PostgreSQL schema: the SQLite schema's tables and columns, migrated forward under a lock.
 
-Each migration is the PostgreSQL form of the SQLite one with the same number
-(`bot.storage.schema.MIGRATIONS`), so a database of either kind at version N has the same
-tables and columns (tests/test_store_pg.py compares them). Differences, and why:
+Migrations v1-v8 are the PostgreSQL form of the SQLite ones with the same number
+(`bot.storage.schema.MIGRATIONS`); from v9 on each is written once for both
+(bot/storage/ddl.py). A database of either kind at version N has the same tables and columns
+(tests/test_store_pg.py compares them, tests/test_store_schema.py with bot/storage/tables.py).
+Differences, and why:
 - timestamps stay ISO-8601 text and JSON stays text: rows read back the same from both
   backends (the admin views slice `created_at`, the audit keeps arguments byte for byte), and
   the store never queries inside them;
 - `chat_sessions` and `turns` gain `seq` (an identity column): PostgreSQL has no rowid, and
-  "the newest session / turn" needs the creation order. Views drop it from the rows they return.
+  "the newest session / turn" needs the creation order (`tables.creation_order`). Queries
+  never select it.
 
 Several processes may start at once: each migration runs in its own transaction holding
 `pg_advisory_xact_lock(MIGRATION_LOCK)`, and looks again under it for the version.

@@ -1,0 +1,193 @@
+"""The store's roles: the protocols `Store` (bot/storage/base.py) is made of, one a job.
+
+Each consumer is handed the role it uses (a constructor parameter of that type), so what it may
+do with the database is visible where it is built, and a fake for its test is small.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any, Protocol
+
+from adapters.base import ChatRef
+from bot.storage.rows import (
+    ConversationStateRow,
+    ResumedTurn,
+    SessionRow,
+    ToolCallRow,
+    TurnRow,
+    TurnUsage,
+)
+
+
+class ClaimRecords(Protocol):
+    """Platform event ids claimed once, by anyone sharing the database (the `event_claims`)."""
+
+    async def claim_event(self, event_id: str, ttl_s: float) -> bool:
+        """True the first time `event_id` is claimed within `ttl_s`, by anyone sharing the store."""
+        ...
+
+    async def release_event(self, event_id: str) -> None: ...
+
+
+class TurnRecords(Protocol):
+    """A conversation's active session and its turns: the gateway's and the resumer's log."""
+
+    async def active_session(
+        self,
+        *,
+        channel: str,
+        conversation_key: str,
+        user_id: str,
+        agent_id: str = "default",
+        persona_version: str | None = None,
+    ) -> str:
+        """The newest active session of this conversation, user and persona, else a new one."""
+        ...
+
+    async def close_active_sessions(
+        self, *, channel: str, conversation_key: str, user_id: str, agent_id: str = "default"
+    ) -> int: ...
+
+    async def create_turn(
+        self,
+        *,
+        turn_id: str,
+        session_id: str,
+        channel: str,
+        conversation_key: str,
+        inbound_event_ids: list[str],
+        placeholder: dict[str, Any] | None,
+        status: str = "running",
+        inbound_messages: list[dict[str, str]] | None = None,
+    ) -> None:
+        """`inbound_messages`: the user's messages as the channel showed them, each
+        `{"message_id", "text"}`, kept for `recent_turns` (the transcript a reload shows)."""
+        ...
+
+    async def finish_turn(
+        self, turn_id: str, *, status: str, final_text: str | None = None, error: str | None = None
+    ) -> None: ...
+
+    async def recent_turns(
+        self,
+        *,
+        channel: str,
+        conversation_key: str,
+        user_id: str,
+        agent_id: str = "default",
+        limit: int = 100,
+    ) -> list[TurnRow]:
+        """The newest `limit` turns of the session `active_session` would return (but none, and
+        nothing created, when the conversation has no active session), oldest first."""
+        ...
+
+    async def unfinished_turns(self) -> list[TurnRow]: ...
+
+    async def turn_for_events(self, conversation_key: str, event_ids: list[str]) -> TurnRow | None:
+        """The conversation's newest turn (finished or not) that took any of these inbound
+        events; None if none of its newest turns did."""
+        ...
+
+    async def update_turn_placeholder(self, turn_id: str, placeholder: dict[str, Any]) -> None:
+        """The placeholder's handle record, once it is posted (the turn was created before)."""
+        ...
+
+    async def begin_resume(self, turn_id: str) -> ResumedTurn | None:
+        """If the turn is still `running`: add one to its `resume_attempts` and return it, with
+        its session's `user_id` and `agent_id`, in one transaction. Else None."""
+        ...
+
+    async def turn_tool_calls(self, turn_id: str, session_id: str) -> list[ToolCallRow]:
+        """The audit rows of one session's calls in the turn, oldest first."""
+        ...
+
+    async def running_worker_sessions(self) -> list[SessionRow]:
+        """Sessions with a parent (specialists) whose status is still `running`."""
+        ...
+
+    async def conversation_chat(self, conversation_key: str) -> ChatRef | None: ...
+
+    async def latest_conversation(
+        self, *, channel: str, key_prefix: str, user_id: str
+    ) -> str | None:
+        """The key of the conversation, among those whose key starts with `key_prefix`, in which
+        this user's session had its newest turn (a user's latest Slack thread in a channel)."""
+        ...
+
+    async def turn_usage(self, turn_id: str) -> TurnUsage:
+        """The turn's model calls and tokens (specialists included)."""
+        ...
+
+
+class QuotaRecords(Protocol):
+    """Quota counters (bot/quota.py `StoreQuotaState`)."""
+
+    async def quota_counts(self, buckets: Sequence[str]) -> dict[str, tuple[int, int]]:
+        """(turns, tokens) of each unexpired bucket that has any."""
+        ...
+
+    async def quota_add(
+        self, bucket: str, *, turns: int, tokens: int, expires_at: float
+    ) -> None: ...
+
+
+class AdminViewRecords(Protocol):
+    """Raw rows, as dicts, for the sessions view, `bot sessions`, `bot usage` and the admin."""
+
+    async def get_session(self, session_id: str) -> dict[str, Any] | None: ...
+
+    async def child_sessions(self, session_id: str) -> list[dict[str, Any]]: ...
+
+    async def audit_for_session(self, session_id: str) -> list[dict[str, Any]]: ...
+
+    async def messages_for_session(self, session_id: str) -> list[dict[str, Any]]: ...
+
+    async def turns_for_session(self, session_id: str) -> list[dict[str, Any]]: ...
+
+    async def conversations(
+        self, *, channel: str | None = None, user_id: str | None = None, limit: int = 50
+    ) -> list[dict[str, Any]]: ...
+
+    async def recent_sessions(
+        self, *, limit: int = 20, root_only: bool = True
+    ) -> list[dict[str, Any]]: ...
+
+    async def find_sessions(self, prefix: str) -> list[dict[str, Any]]: ...
+
+    async def usage_for_session(self, session_id: str) -> list[dict[str, Any]]: ...
+
+    async def usage_totals(self, since: str | None = None) -> list[dict[str, Any]]: ...
+
+
+class BlobRecords(Protocol):
+    """The `blobs` table: bytes by content address (a `BlobStore` several hosts share)."""
+
+    async def put_blob(
+        self, blob_id: str, mime_type: str, data: bytes, *, stored_at: float | None = None
+    ) -> None:
+        """Keeps `data` under `blob_id` (the sha256 hex of the bytes); an existing id: no-op.
+        `stored_at`: the unix time retention counts from (None: now)."""
+        ...
+
+    async def get_blob(self, blob_id: str) -> tuple[str, bytes] | None:
+        """(mime_type, data), or None when no blob has that id."""
+        ...
+
+    async def delete_blobs_before(self, cutoff: float) -> int:
+        """Deletes the blobs stored before `cutoff` (unix seconds); how many there were."""
+        ...
+
+
+class ConversationStateRecords(Protocol):
+    """The `conversation_states` table: each conversation's routing state, by compare-and-set."""
+
+    async def load_conversation_state(self, key: str) -> ConversationStateRow | None: ...
+
+    async def save_conversation_state(
+        self, row: ConversationStateRow, *, expected_version: int
+    ) -> bool:
+        """Writes `row` (its version must be `expected_version + 1`, else ValueError) only if
+        the stored version is `expected_version` (0: no row yet); False if another writer
+        moved it on since."""
+        ...

@@ -1,0 +1,159 @@
+"""Chat sessions: a conversation's active session per user and persona, created once, closed by /new."""
+
+from __future__ import annotations
+
+import uuid
+
+import sqlalchemy as sa
+
+from bot.storage.query import Query, params
+from bot.storage.rows import SessionRow
+from bot.storage.schema import SESSION_STATUSES, check_status, now
+from bot.storage.tables import chat_sessions as S
+from bot.storage.tables import creation_order
+from bot.storage.tx import StoreCalls, Tx, update_one
+
+SessionKey = tuple[str, str, str, str]  # channel, conversation_key, user_id, agent_id
+
+_INSERT = Query(
+    sa.insert(S).values(
+        params(
+            "id", "channel", "conversation_key", "user_id", "agent_id", "parent_session_id",
+            "status", "persona_version", "created_at", "updated_at",
+        )
+    )
+)  # fmt: skip
+_IS_KEY = (
+    S.c.channel == sa.bindparam("channel"),
+    S.c.conversation_key == sa.bindparam("conversation_key"),
+    S.c.user_id == sa.bindparam("user_id"),
+    S.c.agent_id == sa.bindparam("agent_id"),
+    S.c.status == "active",
+)
+# the newest first; SQLite's idx_session_key ends in rowid, PostgreSQL's in seq: nothing to sort
+ACTIVE_SESSION = sa.select(S.c.id).where(*_IS_KEY).order_by(creation_order(S).desc()).limit(1)
+_FIND_ACTIVE = Query(ACTIVE_SESSION)
+_SET_STATUS = Query(
+    sa.update(S).values(params("status", "updated_at")).where(S.c.id == sa.bindparam("session"))
+)
+_RUNNING_WORKERS = Query(
+    sa.select(S)
+    .where(S.c.status == "running", S.c.parent_session_id.is_not(None))
+    .order_by(creation_order(S))
+)
+_CLOSE_ACTIVE = Query(
+    sa.update(S).values(status="closed", updated_at=sa.bindparam("at")).where(*_IS_KEY)
+)
+
+
+class SessionLog(StoreCalls):
+    """Create, find and close sessions; a new session's (empty) history is cached at once."""
+
+    def _remember_empty(self, session_id: str) -> None:
+        raise NotImplementedError  # the message log's, later in the MRO
+
+    async def create_session(
+        self,
+        *,
+        agent_id: str,
+        channel: str,
+        conversation_key: str,
+        user_id: str,
+        parent_session_id: str | None = None,
+        persona_version: str | None = None,
+    ) -> str:
+        key = (channel, conversation_key, user_id, agent_id)
+        session_id = await self._tx(_insert, key, parent_session_id, persona_version)
+        self._remember_empty(session_id)
+        return session_id
+
+    async def set_session_status(self, session_id: str, status: str) -> None:
+        check_status(status, SESSION_STATUSES, "session")
+        await self._tx(_set_status, session_id, status)
+
+    async def close_session(self, session_id: str) -> None:
+        await self.set_session_status(session_id, "closed")
+
+    async def close_active_sessions(
+        self, *, channel: str, conversation_key: str, user_id: str, agent_id: str = "default"
+    ) -> int:
+        """`/new`: the conversation's active sessions for this user close; how many there were."""
+        return await self._tx(_close_active, (channel, conversation_key, user_id, agent_id))
+
+    async def active_session(
+        self,
+        *,
+        channel: str,
+        conversation_key: str,
+        user_id: str,
+        agent_id: str = "default",
+        persona_version: str | None = None,
+    ) -> str:
+        """The newest active session of this conversation, user and persona, else a new one."""
+        key = (channel, conversation_key, user_id, agent_id)
+        session_id, created = await self._tx(_active_session, key, persona_version)
+        if created:
+            self._remember_empty(session_id)
+        return session_id
+
+    async def running_worker_sessions(self) -> list[SessionRow]:
+        """Specialist sessions still `running` (left so by a process that died, in embedded
+        mode), oldest first."""
+        return await self._tx(_running_workers)
+
+
+# -- the calls, written once for both backends -----------------------------------------
+def _key(key: SessionKey) -> dict[str, str]:
+    channel, conversation_key, user_id, agent_id = key
+    return {
+        "channel": channel,
+        "conversation_key": conversation_key,
+        "user_id": user_id,
+        "agent_id": agent_id,
+    }
+
+
+async def _insert(
+    tx: Tx, /, key: SessionKey, parent_session_id: str | None, persona_version: str | None
+) -> str:
+    session_id, stamp = uuid.uuid4().hex, now()
+    await tx.execute(
+        _INSERT,
+        id=session_id,
+        parent_session_id=parent_session_id,
+        status="active",
+        persona_version=persona_version,
+        created_at=stamp,
+        updated_at=stamp,
+        **_key(key),
+    )
+    return session_id
+
+
+async def _set_status(tx: Tx, /, session_id: str, status: str) -> None:
+    await update_one(
+        tx, _SET_STATUS, "session", session_id, session=session_id, status=status, updated_at=now()
+    )
+
+
+async def _close_active(tx: Tx, /, key: SessionKey) -> int:
+    return await tx.execute(_CLOSE_ACTIVE, at=now(), **_key(key))
+
+
+async def _running_workers(tx: Tx, /) -> list[SessionRow]:
+    return [SessionRow(*row) for row in await tx.fetch(_RUNNING_WORKERS)]
+
+
+async def _active_session(
+    tx: Tx, /, key: SessionKey, persona_version: str | None
+) -> tuple[str, bool]:
+    """The session id, and whether it was created now."""
+    values = _key(key)
+    found = await tx.fetchone(_FIND_ACTIVE, **values)
+    if found is None:
+        async with tx.transaction():  # look again under the lock: other processes
+            await tx.lock(*key)
+            found = await tx.fetchone(_FIND_ACTIVE, **values)
+            if found is None:
+                return await _insert(tx, key, None, persona_version), True
+    return str(found[0]), False
