@@ -34,12 +34,35 @@ async def collect(chunks: AsyncIterator[bytes], attachment: Attachment, limit: i
     return bytes(buffer)
 
 
-def media_type(attachment: Attachment, declared: str | None = None) -> str:
-    """The media type to store under: the platform's, else the one the name implies."""
-    mime = declared or attachment.mime_type
-    if not mime and attachment.name:
+# The types whose bytes say what they are: the bytes win over a name or a platform's label.
+_MAGIC: tuple[tuple[bytes, int, str], ...] = (
+    (b"\x89PNG\r\n\x1a\n", 0, "image/png"),
+    (b"\xff\xd8\xff", 0, "image/jpeg"),
+    (b"GIF87a", 0, "image/gif"),
+    (b"GIF89a", 0, "image/gif"),
+    (b"WEBP", 8, "image/webp"),
+    (b"%PDF-", 0, "application/pdf"),
+    (b"OggS", 0, "audio/ogg"),
+)
+
+
+def sniffed(data: bytes) -> str | None:
+    for magic, offset, mime in _MAGIC:
+        if data[offset : offset + len(magic)] == magic:
+            if mime == "image/webp" and not data.startswith(b"RIFF"):
+                continue
+            return mime
+    return None
+
+
+def media_type(attachment: Attachment, declared: str | None = None, data: bytes = b"") -> str:
+    """The media type to store under: the bytes' where they tell, else the platform's, else the
+    one the name implies. An SVG is stored as a file (it can carry scripts)."""
+    mime = sniffed(data) or declared or attachment.mime_type
+    if (not mime or mime.startswith(OCTET_STREAM)) and attachment.name:
         mime = mimetypes.guess_type(attachment.name, strict=False)[0]
-    return (mime or OCTET_STREAM).split(";", 1)[0].strip().lower()
+    mime = (mime or OCTET_STREAM).split(";", 1)[0].strip().lower()
+    return OCTET_STREAM if mime == "image/svg+xml" else mime
 
 
 async def keep(
@@ -53,7 +76,10 @@ async def keep(
     """Put what was downloaded in the store; its own cap refusing is `FileTooLarge` too."""
     try:
         return await blobs.put(
-            data, mime_type=media_type(attachment, mime_type), name=attachment.name, source=source
+            data,
+            mime_type=media_type(attachment, mime_type, data),
+            name=attachment.name,
+            source=source,
         )
     except BlobTooLarge as exc:
         raise FileTooLarge(attachment, exc.limit, exc.size) from None

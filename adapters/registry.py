@@ -20,7 +20,6 @@ from adapters.base import BlobLinks, Channel, InboundMessage, Leader
 from adapters.budget import RateBudget
 from adapters.history import Claims, ConversationHistory
 from adapters.platform_calls import NO_PLATFORM_CALLS, PlatformCalls
-from adapters.uploads import UploadSigner
 from adapters.websocket.hub import EventHub
 from adapters.websocket.limits import InboundRates
 from content.blobs import BlobStore
@@ -57,12 +56,12 @@ class ChannelServices:
     # store: `(channel, key_prefix, user_id)`; a Slack slash command in a channel targets the
     # user's latest thread there, after a restart or on another process too. None: no store.
     latest_conversation: Callable[[str, str, str], Awaitable[str | None]] | None = None
-    # Files: the blob store, signed links to its blobs for clients, and the signer of upload
-    # tokens and attachment references (the same secret in every process). None: no files
-    # from or to the web socket and the sessions API.
+    # Files: the blob store, signed links to its blobs for clients, and the key that signs
+    # upload tokens and attachment references (the same in every process; None: one made per
+    # process). No store or links: no files from or to the web socket and the sessions API.
     blobs: BlobStore | None = None
     blob_links: BlobLinks | None = None
-    upload_signer: UploadSigner | None = None
+    upload_secret: bytes | None = None
 
 
 @dataclass(frozen=True, slots=True)

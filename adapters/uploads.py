@@ -22,7 +22,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from aiohttp import BodyPartReader, MultipartReader, web
+from aiohttp import BodyPartReader, web
 from aiohttp.http_exceptions import HttpProcessingError
 
 from adapters.base import BlobLinks
@@ -41,6 +41,7 @@ from content.parts import (
 OCTET_STREAM = "application/octet-stream"
 CHUNK = 65536
 MAX_NAME_CHARS = 255
+MAX_FIELDS = 8  # multipart fields read looking for `file`
 
 
 class UploadRefused(Exception):
@@ -81,8 +82,7 @@ class UploadSigner:
             scope = base64.urlsafe_b64decode(scope_b64 + "=" * (-len(scope_b64) % 4)).decode()
         except (ValueError, UnicodeDecodeError):
             return None
-        ok = hmac.compare_digest(signature.encode(), self._sign("token", scope, expires).encode())
-        return scope if ok else None
+        return scope if _same(signature, self._sign("token", scope, expires)) else None
 
     def reference(self, scope: str, blob: BlobRef) -> dict[str, Any]:
         """The upload's answer: the part's JSON and its `ref` for `scope`."""
@@ -99,7 +99,7 @@ class UploadSigner:
         except PartError as exc:
             raise UploadRefused(400, f"attachment: {exc}") from None
         expected = self._sign("ref", scope, *_signed_fields(item))
-        if not isinstance(ref, str) or not hmac.compare_digest(ref.encode(), expected.encode()):
+        if not isinstance(ref, str) or not _same(ref, expected):
             raise UploadRefused(
                 403,
                 "attachment `ref` does not match: send the object the upload answered, "
@@ -110,7 +110,8 @@ class UploadSigner:
         return part
 
     def _sign(self, kind: str, scope: str, *fields: str) -> str:
-        message = "\n".join((kind, scope, *fields)).encode()
+        # a client's JSON may hold an unpaired surrogate: it signs (and fails to match) as any
+        message = "\n".join((kind, scope, *fields)).encode("utf-8", "surrogatepass")
         digest = hmac.new(self._secret, message, hashlib.sha256).digest()
         return base64.urlsafe_b64encode(digest).rstrip(b"=").decode()
 
@@ -126,6 +127,12 @@ def rendered(parts: Sequence[Part], links: BlobLinks, base_url: str = "") -> lis
     return shown
 
 
+def _same(given: str, expected: str) -> bool:
+    """In constant time; a client's string may hold any character (compare_digest takes str
+    of ASCII only)."""
+    return hmac.compare_digest(given.encode("utf-8", "surrogatepass"), expected.encode())
+
+
 def _signed_fields(item: Mapping[str, Any]) -> tuple[str, ...]:
     return tuple(str(item.get(k, "")) for k in ("type", "blob_id", "mime_type", "size", "name"))
 
@@ -139,10 +146,9 @@ async def receive(request: web.Request, blobs: BlobStore, *, source: str) -> Blo
         raise UploadRefused(413, _too_large(limit))
     if request.content_type.startswith("multipart/"):
         try:
-            name, mime, data = await _file_field(await request.multipart(), limit)
-        except (HttpProcessingError, ValueError) as exc:  # a part's headers aiohttp cannot read
-            reason = f"the multipart body is malformed: {exc.__class__.__name__}"
-            raise UploadRefused(400, reason) from None
+            name, mime, data = await _file_field(request, limit)
+        except (HttpProcessingError, ValueError, LookupError) as exc:
+            raise UploadRefused(400, f"the multipart body cannot be read ({exc})") from None
     else:
         name = request.query.get("name")
         mime = request.content_type if request.content_type != OCTET_STREAM else None
@@ -156,14 +162,18 @@ async def receive(request: web.Request, blobs: BlobStore, *, source: str) -> Blo
         raise UploadRefused(413, _too_large(limit)) from None
 
 
-async def _file_field(reader: MultipartReader, limit: int) -> tuple[str | None, str | None, bytes]:
-    while True:
+async def _file_field(request: web.Request, limit: int) -> tuple[str | None, str | None, bytes]:
+    """The `file` field of a multipart body: its name, declared type and bytes (at most
+    `limit`). Only a few fields may come before it: each is read to be skipped."""
+    reader = await request.multipart()
+    for _ in range(MAX_FIELDS):
         field = await reader.next()
         if field is None:
-            raise UploadRefused(400, "no `file` field in the multipart body")
+            break
         if isinstance(field, BodyPartReader) and field.name == "file":
             data = await _read(field.read_chunk, limit)
             return field.filename, field.headers.get("Content-Type"), data
+    raise UploadRefused(400, "no `file` field among the multipart body's first fields")
 
 
 async def _read(read: Callable[[int], Any], limit: int) -> bytes:

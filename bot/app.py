@@ -24,7 +24,7 @@ from bot.config import Config, ConfigError
 from bot.conversations import ConversationQueue
 from bot.gateway import Gateway, GatewaySettings
 from bot.health import ChannelStates
-from bot.media.build import build_blobs, build_signers, keep_retention
+from bot.media.build import build_blobs, build_links, keep_retention, upload_secret
 from bot.media.route import MediaRoute
 from bot.ops import Operations, metrics_enabled
 from bot.quota import Quotas
@@ -80,8 +80,8 @@ class App:
             config.media, self.media_dir, self.store, on_postgresql=bool(config.storage.url)
         )
         # signed links serve blobs from the web server only; `bot chat` makes no secret file
-        signers = build_signers(config.media, self.media_dir) if web_server else None
-        self.links = signers.links if signers is not None else None
+        self.links = build_links(config.media, self.media_dir) if web_server else None
+        uploads = upload_secret(config.media, self.media_dir) if web_server else None
         self.personas = PersonaLibrary(
             [self._path(d) for d in config.personas.dirs], known_tools=self.registry.names()
         )
@@ -96,7 +96,7 @@ class App:
                 self.redis,
                 admits=lambda message: self.gateway.access.check(message) == "allow",
                 persona_name=self._persona_name,
-                files=(self.blobs, signers) if signers is not None else None,
+                media=(self.blobs, self.links, uploads),
             )
             for channel in build_enabled(config.channels, services):
                 self.channels[channel.name] = channel

@@ -92,15 +92,12 @@ async def send_parts(
     reply_to: str | None = None,
 ) -> list[str]:
     """An answer's media parts, sent after its final text where the channel sends them one by
-    one (`ChannelLimits.parts_inline` false); what could not be sent, as lines to tell the user."""
+    one (`SendsParts`, and `ChannelLimits.parts_inline` false); what could not be sent, as lines
+    to tell the user. A channel of neither kind has them on its final content only."""
     media = [part for part in parts if not isinstance(part, TextPart)]
-    if not media or channel.limits_for(chat).parts_inline:
+    inline = channel.limits_for(chat).parts_inline
+    if not media or inline or blobs is None or not isinstance(channel, SendsParts):
         return []
-    if blobs is None or not isinstance(channel, SendsParts):
-        return [
-            f"(This chat cannot show the {part.type} “{part.blob.name or part.type}”.)"
-            for part in media
-        ]
     failed = []
     for part in media:
         try:

@@ -30,7 +30,9 @@ from adapters.base import (
     OutboundContent,
     RateLimited,
 )
+from bot.attachments import send_parts
 from bot.textsplit import split_text
+from content.blobs import BlobStore
 from content.parts import Part
 from tools.events import (
     AgentFinished,
@@ -64,8 +66,10 @@ class Delivery:
         reply_to: str | None = None,
         recipient: str | None = None,
         limits: ChannelLimits | None = None,
+        blobs: BlobStore | None = None,
     ) -> None:
         self.channel = channel
+        self.blobs = blobs  # where the answer's media are read from to be sent
         self.chat = chat
         self.reply_to = reply_to
         self.recipient = recipient  # the user answered (some platforms need it to post)
@@ -222,6 +226,24 @@ class Delivery:
                 await self._put_final(index, content)
             for index in range(len(chunks), len(self.handles)):
                 await self._put_final(index, OutboundContent("⋯"))
+            await self._send_parts(parts)
+
+    async def _send_parts(self, parts: tuple[Part, ...]) -> None:
+        """Where the final message cannot carry them (`parts_inline`), each part follows it; a
+        part that cannot be sent is said in a last message of its own."""
+        failed = await send_parts(
+            self.channel, self.chat, parts, self.blobs, reply_to=self.reply_to
+        )
+        if failed:
+            try:
+                await self.channel.send(
+                    self.chat,
+                    OutboundContent("\n".join(failed)),
+                    reply_to=self.reply_to,
+                    final=True,
+                )
+            except ChannelError as exc:
+                log.warning("files not sent in %s, nor said: %s", self.chat.key, exc)
 
     async def close(self) -> None:
         """Stop previews without a final (the caller decides what the user sees)."""

@@ -136,7 +136,7 @@ class TurnResumer:
         point: ReplayPoint,
         control: TurnSignal,
     ) -> str:
-        delivery = Delivery(channel, chat, recipient=turn.user_id)
+        delivery = Delivery(channel, chat, recipient=turn.user_id, blobs=self.runner.blobs)
         outcome = Outcome("completed", point.final or "", point.display, parts=point.parts)
         try:
             if handle is not None:
@@ -159,7 +159,6 @@ class TurnResumer:
                 log.warning("turn %s left to the process that took it over", turn.id)
                 return "lost"
             await delivery.finish(outcome.text, outcome.display, outcome.parts)
-            await self.runner.send_media(channel, chat, outcome.parts, None)
         except ChannelError as exc:
             log.error("turn %s resumed but its final edit failed: %s", turn.id, exc)
             outcome.status, outcome.error = "failed", f"delivery: {exc}"

@@ -19,7 +19,7 @@ import uuid
 from collections.abc import Awaitable, Callable, Mapping
 from typing import TYPE_CHECKING
 
-from adapters.base import Channel, ChannelError, ChatRef, InboundMessage, OutboundContent
+from adapters.base import Channel, ChannelError, InboundMessage
 from agent.coordinator import Coordinator, TurnInput
 from agent.log_context import bound
 from agent.loop import Resumed
@@ -27,7 +27,7 @@ from agent.personas import PersonaLibrary
 from agent.providers.base import ProviderError
 from agent.replay import ReplayPoint
 from agent.types import Message
-from bot.attachments import fetch_files, send_parts, tell_refusals
+from bot.attachments import fetch_files, tell_refusals
 from bot.conversations import TurnSignal
 from bot.dedup import Dedup
 from bot.delivery import APOLOGY, Delivery
@@ -49,7 +49,6 @@ from bot.turn_outcome import (
     storage_fault,
 )
 from content.blobs import BlobStore
-from content.parts import Part
 
 if TYPE_CHECKING:
     from bot.resume import TurnResumer
@@ -129,7 +128,13 @@ class TurnRunner:
         channel = self.channels[last.chat.channel]
         if control.resumed and self.resumer is not None and await self._taken_over(batch, control):
             return
-        delivery = Delivery(channel, last.chat, reply_to=last.message_id, recipient=last.user_id)
+        delivery = Delivery(
+            channel,
+            last.chat,
+            reply_to=last.message_id,
+            recipient=last.user_id,
+            blobs=self.blobs,
+        )
         arrived = min(message.received_at for message in batch)
         outcome = Outcome()
         recorded = False
@@ -193,7 +198,6 @@ class TurnRunner:
                 return
             try:
                 await delivery.finish(outcome.text, outcome.display, outcome.parts)
-                await self.send_media(channel, last.chat, outcome.parts, last.message_id)
             except ChannelError as exc:
                 log.error("turn %s ended but its final edit failed: %s", turn_id, exc)
                 outcome.status, outcome.error = "failed", f"delivery: {exc}"
@@ -220,18 +224,6 @@ class TurnRunner:
             if recorded:
                 await self._record_end(turn_id, outcome)
                 await self._spend(last, turn_id)
-
-    async def send_media(
-        self, channel: Channel, chat: ChatRef, parts: tuple[Part, ...], reply_to: str | None
-    ) -> None:
-        """The answer's media after its text, where the channel sends them one by one (the
-        final carried them where it shows them inline); what could not go, said in a note."""
-        if not parts:
-            return
-        failed = await send_parts(channel, chat, parts, self.blobs, reply_to=reply_to)
-        if failed:
-            note = OutboundContent("\n".join(failed))
-            await channel.send(chat, note, reply_to=reply_to, final=True)
 
     async def _taken_over(self, batch: list[InboundMessage], control: TurnSignal) -> bool:
         """A batch taken over from a process that died running it (several processes): if a

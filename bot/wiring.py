@@ -10,7 +10,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Awaitable, Callable
 
-from adapters.base import InboundMessage
+from adapters.base import BlobLinks, InboundMessage
 from adapters.registry import ChannelServices, sections
 from agent.coordinator import AgentSettings, Coordinator
 from agent.personas import PersonaLibrary
@@ -20,7 +20,6 @@ from bot.access import AccessRules
 from bot.config import Config
 from bot.conversations import ConversationQueue, LocalConversations
 from bot.dedup import Dedup, StoreDedup
-from bot.media.build import Signers
 from bot.ops import Operations
 from bot.quota import QuotaState, StoreQuotaState
 from bot.redis.mode import RedisMode
@@ -56,11 +55,11 @@ def channel_services(
     *,
     admits: Callable[[InboundMessage], bool],
     persona_name: Callable[[], str],
-    files: tuple[BlobStore, Signers] | None = None,
+    media: tuple[BlobStore, BlobLinks | None, bytes | None] | None = None,
 ) -> ChannelServices:
-    """What every channel factory is handed: the server's facts and the shared seams.
-    `files`: the blob store and its signers (None: no files from or to clients)."""
-    blobs, signers = files if files is not None else (None, None)
+    """What every channel factory is handed: the server's facts and the shared seams; `media`:
+    the blob store, its signed links and the upload key (files to and from clients)."""
+    blobs, links, uploads = media if media is not None else (None, None, None)
     return ChannelServices(
         public_url=config.server.public_url,
         # replies a channel sends on its own (to stickers, say) obey the access policy
@@ -77,8 +76,8 @@ def channel_services(
         leader=redis.leader if redis else None,
         latest_conversation=_latest_conversation(store),
         blobs=blobs,
-        blob_links=signers.links if signers is not None else None,
-        upload_signer=signers.uploads if signers is not None else None,
+        blob_links=links,
+        upload_secret=uploads,
     )
 
 

@@ -125,6 +125,7 @@ class FakeBotAPI:
         self.files: dict[str, tuple[str, bytes]] = {}  # file_id -> (file_path, bytes)
         self.uploads: list[Upload] = []
         self.downloads: list[str] = []  # file paths fetched from /file/bot<token>/
+        self.files_gone = False  # downloads answer 404 (the file expired from Telegram's cache)
         self._forced: dict[int, int] = {}  # chat -> retry_after for its next rated call
         self._last: dict[int, float] = {}
         self._banned_until: dict[int, float] = {}
@@ -373,6 +374,8 @@ class FakeBotAPI:
         if request.match_info["token"] != self.token:
             return web.json_response({"ok": False, "error_code": 401}, status=401)
         path = request.match_info["path"]
+        if self.files_gone:
+            return web.json_response({"ok": False, "error_code": 404}, status=404)
         self.downloads.append(path)
         self._notify()
         for file_path, data in self.files.values():

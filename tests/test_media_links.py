@@ -9,7 +9,7 @@ from pathlib import Path
 from aiohttp import ClientSession
 
 from bot.app import App
-from bot.media.build import build_signers
+from bot.media.build import build_links
 from bot.media.links import SECRET_FILE, HmacBlobLinks, link_secret
 from content.blobs import blob_id_of
 from tests.conftest import Running
@@ -76,9 +76,9 @@ async def test_unsigned_altered_and_expired_links_are_refused(
             assert response.status == 403, path
             assert b"payslip" not in await response.read()
     # another process on the same folder: its links are good here, but not once expired
-    now = build_signers(app.config.media, app.media_dir).links.link(secret.blob_id)
-    past = build_signers(app.config.media, app.media_dir, clock=Clock(1_000_000.0))
-    expired = past.links.link(secret.blob_id)
+    now = build_links(app.config.media, app.media_dir).link(secret.blob_id)
+    past = build_links(app.config.media, app.media_dir, clock=Clock(1_000_000.0))
+    expired = past.link(secret.blob_id)
     async with session.get(app.url + expired) as response:
         assert response.status == 403  # signed with the right secret, but long past its expiry
     for path in (good, now):

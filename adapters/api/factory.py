@@ -6,6 +6,7 @@ from adapters.api.channel import ApiChannel, ApiSettings
 from adapters.api.config import ApiConfig
 from adapters.api.keys import KeyRing
 from adapters.registry import ChannelServices
+from adapters.uploads import UploadSigner
 
 
 def build(section: ApiConfig, services: ChannelServices) -> ApiChannel:
@@ -23,6 +24,6 @@ def build(section: ApiConfig, services: ChannelServices) -> ApiChannel:
         rates=services.inbound_rates,
         blobs=services.blobs,
         links=services.blob_links,
-        uploads=services.upload_signer,
+        uploads=UploadSigner(services.upload_secret),
         public_url=services.public_url,
     )

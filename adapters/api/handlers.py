@@ -112,6 +112,13 @@ class SessionsApi:
         blobs = self.channel.blobs
         if blobs is None:
             raise ApiError(404, "no_files", "this server takes no files (media is not set up)")
+        if not request.content_type.startswith("multipart/"):
+            raise ApiError(
+                415,
+                "unsupported_media_type",
+                "send the file as multipart/form-data, in a field named `file`",
+            )
+        await self._take_rate(session)  # an upload counts as a message does
         try:
             blob = await receive(request, blobs, source="api")
         except UploadRefused as exc:

@@ -257,7 +257,7 @@ def document(max_text_chars: int = 8000) -> dict[str, Any]:
                 },
                 "responses": {
                     "201": _json(_ref("Uploaded"), "Kept; attach it to a message"),
-                    **_errors(400, 401, 404, 413),
+                    **_errors(400, 401, 404, 413, 415, 429),
                 },
             },
         },

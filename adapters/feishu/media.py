@@ -83,7 +83,7 @@ async def fetch(
 
 
 def _named(attachment: Attachment, headers: httpx.Headers) -> Attachment:
-    name = lark.Files.parse_file_name(dict(headers))
+    name = lark.Files.parse_file_name({"Content-Disposition": headers.get("content-disposition")})
     if not name:
         return attachment
     return Attachment(attachment.kind, name, attachment.mime_type, attachment.size, None, None)

@@ -51,13 +51,18 @@ async def fetch(
         raise ChannelError("Telegram getFile gave no file_path (the file is over 20 MB?)")
     url = bot.session.api.file_url(bot.token, file.file_path)
     stream = bot.session.stream_content(url=url, timeout=int(timeout_s) or 1, raise_for_status=True)
+    # aiohttp's errors name the URL, and so the token: raised outside the `except`, ours keeps
+    # no trace of them (not even as its context)
+    failure = ""
     try:
         async with aclosing(stream):
             data = await collect(stream, attachment, limit)
-    except aiohttp.ClientResponseError as exc:  # its text holds the URL, and so the token
-        raise ChannelError(f"Telegram file download answered {exc.status}") from None
+    except aiohttp.ClientResponseError as exc:
+        failure = f"Telegram file download answered {exc.status}"
     except (aiohttp.ClientError, OSError, TimeoutError) as exc:
-        raise ChannelError(f"Telegram file download failed: {type(exc).__name__}") from None
+        failure = f"Telegram file download failed: {type(exc).__name__}"
+    if failure:
+        raise ChannelError(failure)
     return await keep(blobs, data, attachment, source="telegram")
 
 

@@ -228,7 +228,8 @@ class SocketEndpoint:
         try:
             if self._history is not None and falls_short(hello.resume_after, seq, replay):
                 chat = ChatRef(self.name, identity)
-                first += await stored_frames(self._history, chat, identity, replay)
+                render = self._files.attachments if self._files is not None else None
+                first += await stored_frames(self._history, chat, identity, replay, render)
             first += replay
         finally:
             conn.release(first)

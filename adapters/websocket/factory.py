@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from adapters.registry import ChannelServices
+from adapters.uploads import UploadSigner
 from adapters.websocket.channel import WebSocketChannel
 from adapters.websocket.config import WebsocketConfig
 
@@ -28,5 +29,5 @@ def build(section: WebsocketConfig, services: ChannelServices) -> WebSocketChann
         rates=services.inbound_rates,
         blobs=services.blobs,
         links=services.blob_links,
-        uploads=services.upload_signer,
+        uploads=UploadSigner(services.upload_secret),
     )

@@ -112,9 +112,14 @@ def falls_short(resume_after: int | None, seq: int, replay: list[str]) -> bool:
 
 
 async def stored_frames(
-    history: ConversationHistory, chat: ChatRef, user_id: str, replay: list[str]
+    history: ConversationHistory,
+    chat: ChatRef,
+    user_id: str,
+    replay: list[str],
+    render: Render | None = None,
 ) -> list[str]:
-    """The stored messages the replay does not carry, as frames marked `history` (no seq)."""
+    """The stored messages the replay does not carry, as frames marked `history` (no seq);
+    their files as `attachments` with fresh links when `render` is given."""
     try:
         stored = await history.recent(chat, user_id)
     except Exception as exc:  # the live transcript still works: say so in the log only
@@ -135,6 +140,8 @@ async def stored_frames(
         }
         if message.role == "assistant":
             frame["display"] = []
+        if message.parts and render is not None:
+            frame["attachments"] = render(message.parts)
         frames.append(json.dumps(frame, ensure_ascii=False, separators=(",", ":")))
     return frames
 

@@ -1,4 +1,4 @@
-"""The blob store `media.store` chooses, the signers that hand its files to clients, and its
+"""The blob store `media.store` chooses, its signed links, the key of client uploads, and its
 retention task."""
 
 from __future__ import annotations
@@ -9,10 +9,8 @@ import hmac
 import logging
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 
-from adapters.uploads import UploadSigner
 from bot.config.schema import MediaConfig
 from bot.media.links import HmacBlobLinks, link_secret
 from bot.media.records import RecordBlobStore
@@ -41,26 +39,18 @@ def build_blobs(
     return DiskBlobStore(folder, max_bytes=config.max_bytes)
 
 
-@dataclass(frozen=True, slots=True)
-class Signers:
-    """What hands files to clients: signed blob links, and the upload tokens and attachment
-    references of the web socket and the sessions API. One secret, a key derived per use."""
-
-    links: HmacBlobLinks
-    uploads: UploadSigner
-
-
-def build_signers(
+def build_links(
     config: MediaConfig, folder: Path, clock: Callable[[], float] = time.time
-) -> Signers:
-    secret = link_secret(config.url_secret, folder)
-    links = HmacBlobLinks(_derived(secret, "blob links"), ttl_s=config.url_ttl_s, clock=clock)
-    return Signers(links, UploadSigner(_derived(secret, "uploads"), clock=clock))
+) -> HmacBlobLinks:
+    return HmacBlobLinks(
+        link_secret(config.url_secret, folder), ttl_s=config.url_ttl_s, clock=clock
+    )
 
 
-def _derived(secret: bytes, use: str) -> bytes:
-    """A key of its own for each use: a signature made for one is never valid for another."""
-    return hmac.new(secret, use.encode(), hashlib.sha256).digest()
+def upload_secret(config: MediaConfig, folder: Path) -> bytes:
+    """The key of upload tokens and attachment references: derived from the links' secret
+    (every process that shares the one shares the other), and not the same key."""
+    return hmac.new(link_secret(config.url_secret, folder), b"uploads", hashlib.sha256).digest()
 
 
 async def keep_retention(blobs: BlobStore, retention_days: float) -> None:
