@@ -45,7 +45,10 @@ class Fetched:
 async def fetch_files(
     channel: Channel, blobs: BlobStore | None, batch: Sequence[InboundMessage]
 ) -> Fetched:
-    if blobs is None or not isinstance(channel, FetchesFiles):
+    # a text-only batch costs nothing more (a runtime Protocol check is not free)
+    if blobs is None or not any(m.attachments for m in batch):
+        return Fetched(list(batch))
+    if not isinstance(channel, FetchesFiles):
         return Fetched(list(batch))
     fetched, refusals = [], []
     for message in batch:

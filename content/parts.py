@@ -100,7 +100,10 @@ def part_to_json(part: Part) -> dict[str, Any]:
 
 
 def part_from_json(value: Mapping[str, Any]) -> Part:
-    """The part of one JSON object; `PartError` naming what is wrong."""
+    """The part of one JSON object; `PartError` naming what is wrong (a client's frame may hold
+    anything where a part should be)."""
+    if not isinstance(value, Mapping):
+        raise PartError("a part must be a JSON object with a `type`")
     kind = value.get("type")
     if kind == "text":
         text = value.get("text")

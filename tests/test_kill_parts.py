@@ -1,6 +1,7 @@
 """A turn whose history holds an image and a file, its `bot serve` killed with SIGKILL mid-turn
-and started again: the turn is resumed into the same Telegram placeholder with that history
-read back from the database, the recorded tool result replayed, and the parts unchanged."""
+and started again: the turn (itself a photo with a caption, fetched into the blob store) is
+resumed into the same Telegram placeholder with that history read back from the database, the
+recorded tool result replayed, and every part unchanged."""
 
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ import pytest
 
 from agent.types import Message
 from bot.storage import SqliteStore
+from content.blobs import blob_id_of
 from content.disk import DiskBlobStore
 from content.parts import FilePart, ImagePart, parts_to_json
 from tests.fake_llm import Call, Reply, llm_config
@@ -30,6 +32,8 @@ START_S = 90.0
 CHAT = 4343
 PAY = Call("create_payment", '{"service": "ASSESSMENT", "category": "GENERAL", "method": "CARD"}')
 EARLIER = "Here is my passport photo and the signed form."
+ASK = "I want to pay for the assessment by card; my last receipt is attached"
+RECEIPT = b"\xff\xd8\xff\xe0 receipt photo"
 ANSWER = "Your order is ready: pay 100.00 USD with the link before it expires."
 PERSONA = """---
 name: default
@@ -106,6 +110,11 @@ def _turns(folder: Path) -> list[tuple[str, int]]:
         return db.execute("select status, resume_attempts from turns").fetchall()
 
 
+def _rows(folder: Path, sql: str) -> list[tuple[str, ...]]:
+    with sqlite3.connect(folder / "bot.db") as db:
+        return db.execute(sql).fetchall()
+
+
 def _parts_of(folder: Path, turn_id: str) -> list[str | None]:
     with sqlite3.connect(folder / "bot.db") as db:
         sql = "select parts from messages where turn_id = ? order by id"
@@ -118,7 +127,9 @@ async def test_a_killed_turn_with_media_in_its_history_is_resumed_into_its_place
     fake, model = servers
     photo, form = await _earlier_turn(tmp_path)
     model.add(Reply(calls=[PAY]), Reply(stall_after=0))  # ordered, then "thinking" until killed
-    update = fake.message(CHAT, "I want to pay for the assessment by card")
+    file_id = fake.add_file(RECEIPT, "photos/file_7.jpg")
+    size = {"file_id": file_id, "file_unique_id": "r7", "width": 800, "height": 600}
+    update = fake.message(CHAT, None, photo=[size | {"file_size": len(RECEIPT)}], caption=ASK)
     fake.push(update)
     first = _serve(tmp_path, fake, model)
     try:
@@ -143,8 +154,16 @@ async def test_a_killed_turn_with_media_in_its_history_is_resumed_into_its_place
     assert len(model.requests) == 3
     for request in (model.requests[0], model.requests[2]):  # before the kill, and resumed
         users = [m["content"] for m in request.body["messages"] if m["role"] == "user"]
-        assert users[0] == EARLIER and users[-1] == update["message"]["text"]
+        assert users[0] == EARLIER and users[-1] == ASK
     resumed = model.requests[2].body["messages"]
     assert len([m for m in resumed if m["role"] == "tool"]) == 1  # replayed, not paid again
     assert _parts_of(tmp_path, "t-earlier") == [parts_to_json((photo, form)), None]
+    [turn_id] = [row[0] for row in _rows(tmp_path, "select id from turns")]
+    own = _parts_of(tmp_path, turn_id)
+    assert own[0] is not None and own[1:] == [None] * (len(own) - 1)
+    [receipt] = json.loads(own[0])  # the turn's photo, fetched once, kept by reference
+    assert (receipt["type"], receipt["blob_id"]) == ("image", blob_id_of(RECEIPT))
+    blobs = DiskBlobStore(tmp_path / "data" / "media", max_bytes=20_000_000)
+    assert (await blobs.get(receipt["blob_id"]))[1] == RECEIPT
+    assert fake.downloads == ["photos/file_7.jpg"]  # not fetched again on resume
     assert len(fake.ok(CHAT, "sendMessage")) == 1  # one placeholder, the answer in it

@@ -9,6 +9,7 @@ from pathlib import Path
 from aiohttp import ClientSession
 
 from bot.app import App
+from bot.media.build import build_links
 from bot.media.links import SECRET_FILE, HmacBlobLinks, link_secret
 from content.blobs import blob_id_of
 from tests.conftest import Running
@@ -67,19 +68,22 @@ async def test_unsigned_altered_and_expired_links_are_refused(
         good.replace(f"sig={sig}", f"sig={sig[:-2]}AA"),  # a forged signature
         good.replace("exp=", "exp=9"),  # a later expiry
         f"/media/{secret.blob_id}?exp=&sig={sig}&name=payslip.pdf",
+        good.replace(f"sig={sig}", "sig=%C3%A9t%C3%A9"),  # not even ASCII
     ]
     foreign = HmacBlobLinks(b"another gateway's secret", ttl_s=60).link(secret.blob_id)
     for path in [*refused, foreign]:
         async with session.get(app.url + path) as response:
             assert response.status == 403, path
             assert b"payslip" not in await response.read()
-    clock = Clock(1_000_000.0)
-    secret_bytes = link_secret("", tmp_path / "data" / "media")  # the app's own, from its folder
-    expired = HmacBlobLinks(secret_bytes, ttl_s=60, clock=clock).link(secret.blob_id)
+    # another process on the same folder: its links are good here, but not once expired
+    now = build_links(app.config.media, app.media_dir).link(secret.blob_id)
+    past = build_links(app.config.media, app.media_dir, clock=Clock(1_000_000.0))
+    expired = past.link(secret.blob_id)
     async with session.get(app.url + expired) as response:
         assert response.status == 403  # signed with the right secret, but long past its expiry
-    async with session.get(app.url + good) as response:
-        assert response.status == 200  # the untouched link still works
+    for path in (good, now):
+        async with session.get(app.url + path) as response:
+            assert response.status == 200 and await response.read() == b"payslip"
 
 
 async def test_a_link_expires_by_the_clock() -> None:

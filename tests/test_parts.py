@@ -1,5 +1,7 @@
 """Content parts: the JSON form round-trips, bad forms are refused by name, media are described."""
 
+from typing import Any
+
 import pytest
 
 from content.parts import (
@@ -44,9 +46,11 @@ def test_a_text_only_json_form_has_no_blob_fields() -> None:
         ({"type": "file", "blob_id": "x", "mime_type": "pdf", "size": 1}, "mime_type"),
         ({"type": "audio", "blob_id": "x", "mime_type": "audio/ogg", "size": -1}, "size"),
         ({"type": "text"}, "text"),
+        ({"type": {"nested": 1}}, "unknown part type"),  # a client's frame may hold anything
+        (["image"], "JSON object"),
     ],
 )
-def test_a_bad_part_is_refused_naming_the_field(value: dict[str, object], names: str) -> None:
+def test_a_bad_part_is_refused_naming_the_field(value: Any, names: str) -> None:
     with pytest.raises(PartError, match=names):
         part_from_json(value)
 

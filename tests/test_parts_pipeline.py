@@ -12,6 +12,8 @@ import pytest
 
 from adapters.base import (
     Attachment,
+    ChannelError,
+    ChannelLimits,
     ChatRef,
     InboundMessage,
     MessageHandle,
@@ -24,9 +26,10 @@ from agent.types import Message, ToolCall
 from bot.app import App
 from bot.redis import messages
 from bot.transcript import StoreHistory
-from content.parts import AudioPart, BlobRef, FilePart, ImagePart, Part, part_to_json
+from content.blobs import BlobStore
+from content.parts import AudioPart, BlobRef, FilePart, ImagePart, MediaPart, Part, part_to_json
 from tests.conftest import make_config
-from tests.fakes import RecordingChannel
+from tests.fakes import Call, RecordingChannel
 from tools.base import ToolContext, ToolResult
 from tools.registry import ToolRegistry
 from tools.tool import tool
@@ -39,10 +42,11 @@ PERSONA = "---\nname: default\ndescription: draws charts\ntools: [chart]\n---\nY
 
 
 class MediaChannel(RecordingChannel):
-    """Records the media each message went out with, beside its text."""
+    """Records the media each message went out with, beside its text (it shows them inline,
+    as the web socket does)."""
 
     def __init__(self) -> None:
-        super().__init__()
+        super().__init__(ChannelLimits(100, 0.05, parts_inline=True))
         self.media: list[tuple[Part, ...]] = []
 
     async def send(
@@ -62,6 +66,31 @@ class MediaChannel(RecordingChannel):
     ) -> None:
         self.media.append(content.parts)
         await super().edit(handle, content, final=final)
+
+
+class UploadingChannel(RecordingChannel):
+    """Sends each part as a message of its own after the answer (as Telegram does); a part
+    named `broken.png` the platform refuses."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.uploaded: list[tuple[str, bytes, str | None]] = []
+
+    async def send_part(
+        self,
+        chat: ChatRef,
+        part: MediaPart,
+        blobs: BlobStore,
+        *,
+        caption: str | None = None,
+        reply_to: str | None = None,
+    ) -> MessageHandle:
+        if part.blob.name == "broken.png":
+            raise ChannelError("Bad Request: IMAGE_PROCESS_FAILED")
+        _, data = await blobs.get(part.blob.blob_id)
+        self.uploaded.append((part.type, data, reply_to))
+        self._record(Call("send", f"p{len(self.uploaded)}", f"[{part.blob.name}]", True))
+        return MessageHandle(chat, f"p{len(self.uploaded)}")
 
 
 def chart_registry(made: list[BlobRef], blobs: Callable[[], App]) -> ToolRegistry:
@@ -88,9 +117,11 @@ async def apps(tmp_path: Path) -> AsyncIterator[Callable[..., object]]:
     async with AsyncExitStack() as stack:
 
         async def start(
-            provider: ScriptedProvider, registry: ToolRegistry | None = None
-        ) -> tuple[App, MediaChannel]:
-            channel = MediaChannel()
+            provider: ScriptedProvider,
+            registry: ToolRegistry | None = None,
+            channel: RecordingChannel | None = None,
+        ) -> tuple[App, RecordingChannel]:
+            channel = channel or MediaChannel()
             folder = tmp_path / "personas"
             folder.mkdir(exist_ok=True)
             (folder / "default.md").write_text(PERSONA)
@@ -146,6 +177,26 @@ async def test_media_reach_the_model_the_store_and_the_answer(
         ("assistant", "Here.", ()),
         ("user", "and again?", ()),
         ("assistant", "A photo and an invoice.", ()),
+    ]
+
+
+async def test_a_channel_that_uploads_gets_the_media_after_the_text_and_says_what_failed(
+    apps: Callable[..., object],
+) -> None:
+    made: list[BlobRef] = []
+    holder: list[App] = []
+    calls = [("chart", {"title": "sales"}), ("chart", {"title": "broken"})]
+    provider = ScriptedProvider([Reply(calls=calls), Reply("Two charts.")])
+    channel = UploadingChannel()
+    app, _ = await apps(provider, chart_registry(made, lambda: holder[0]), channel)  # type: ignore[misc]
+    holder.append(app)
+    await app.gateway.handle(message("charts please", "e1"))
+    await app.gateway.wait_idle()
+    assert channel.uploaded == [("image", CHART_PNG, "m-e1")]  # in the thread of the question
+    assert channel.shown() == [
+        "Two charts.",
+        "[sales.png]",
+        "(The image “broken.png” could not be sent.)",
     ]
 
 

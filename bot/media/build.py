@@ -1,4 +1,5 @@
-"""The blob store `media.store` chooses, its signed links, and its retention task."""
+"""The blob store `media.store` chooses, its signed links, the key of client uploads, and its
+retention task."""
 
 from __future__ import annotations
 
@@ -6,6 +7,8 @@ import asyncio
 import hashlib
 import hmac
 import logging
+import time
+from collections.abc import Callable
 from pathlib import Path
 
 from bot.config.schema import MediaConfig
@@ -36,8 +39,12 @@ def build_blobs(
     return DiskBlobStore(folder, max_bytes=config.max_bytes)
 
 
-def build_links(config: MediaConfig, folder: Path) -> HmacBlobLinks:
-    return HmacBlobLinks(link_secret(config.url_secret, folder), ttl_s=config.url_ttl_s)
+def build_links(
+    config: MediaConfig, folder: Path, clock: Callable[[], float] = time.time
+) -> HmacBlobLinks:
+    return HmacBlobLinks(
+        link_secret(config.url_secret, folder), ttl_s=config.url_ttl_s, clock=clock
+    )
 
 
 def upload_secret(config: MediaConfig, folder: Path) -> bytes:

@@ -46,7 +46,9 @@ class HmacBlobLinks:
         """The link is ours, unchanged and not expired."""
         if not expires.isdigit() or int(expires) < self._clock():
             return False
-        return hmac.compare_digest(signature, self._sign(blob_id, expires, name))
+        # as bytes: a str with non-ASCII characters (any query may hold one) cannot be compared
+        expected = self._sign(blob_id, expires, name)
+        return hmac.compare_digest(signature.encode(), expected.encode())
 
     def remaining_s(self, expires: str) -> int:
         """How long a link admitted with this expiry still works (a browser caches no longer)."""

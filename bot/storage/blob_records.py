@@ -40,7 +40,9 @@ class BlobTable(StoreCalls):
         return await self._tx(_delete_before, cutoff)
 
 
-async def _put(tx: Tx, blob_id: str, mime_type: str, data: bytes, stored_at: float | None) -> None:
+async def _put(
+    tx: Tx, /, blob_id: str, mime_type: str, data: bytes, stored_at: float | None
+) -> None:
     stamp = time.time() if stored_at is None else stored_at  # unix s, as retention's cutoff
     await tx.execute(
         _PUT, blob_id=blob_id, mime_type=mime_type, size=len(data), created_at=stamp, data=data
