@@ -5,15 +5,20 @@ limit while the rest of the message is answered."""
 
 from __future__ import annotations
 
+import base64
 from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
 
+from agent.providers.anthropic import AnthropicProvider
+from agent.providers.base import Provider
 from agent.providers.scripted import Reply, ScriptedProvider
 from bot.app import App
 from content.parts import ImagePart
 from tests.conftest import make_config
+from tests.fake_anthropic import FakeAnthropic
+from tests.fake_llm import Reply as FakeReply
 from tests.telegram_fake import TOKEN, FakeBotAPI
 from tools.base import ToolContext, ToolResult
 from tools.registry import ToolRegistry
@@ -31,7 +36,7 @@ async def fake() -> AsyncIterator[FakeBotAPI]:
         yield api
 
 
-def app_on(tmp_path: Path, fake: FakeBotAPI, provider: ScriptedProvider, **media: object) -> App:
+def app_on(tmp_path: Path, fake: FakeBotAPI, provider: Provider, **media: object) -> App:
     folder = tmp_path / "personas"
     folder.mkdir(exist_ok=True)
     (folder / "default.md").write_text(PERSONA)
@@ -105,3 +110,23 @@ async def test_a_file_over_the_limit_is_refused_with_a_reply_and_the_text_answer
     assert fake.downloads == []  # refused from its declared size
     user = provider.requests[0].messages[-1]
     assert user.parts == () and "and a question" in user.content
+
+
+async def test_the_photo_goes_to_a_real_vendor_api_as_an_image_block(
+    tmp_path: Path, fake: FakeBotAPI
+) -> None:
+    """The whole way: Telegram's photo fetched into the blob store, read back by the Anthropic
+    provider for the model call, sent through the real SDK as an image block."""
+    async with FakeAnthropic() as vendor:
+        vendor.add(FakeReply(text=["A test pattern."]))
+        provider = AnthropicProvider(api_key="test-key", base_url=vendor.url, model="m")
+        async with app_on(tmp_path, fake, provider) as app:
+            file_id = fake.add_file(PHOTO, "photos/file_2.jpg")
+            size = {"file_id": file_id, "file_unique_id": "u2", "width": 9, "height": 9}
+            fake.push(fake.message(CHAT, None, photo=[size | {"file_size": len(PHOTO)}]))
+            await vendor.wait_requests(1, timeout=30)
+            await app.gateway.wait_idle()
+        content = vendor.requests[0].body["messages"][-1]["content"]
+        [image] = [block for block in content if block["type"] == "image"]
+        assert image["source"]["media_type"] == "image/jpeg"
+        assert base64.b64decode(image["source"]["data"]) == PHOTO
