@@ -24,6 +24,8 @@ import pytest
 from tests.fake_llm import Reply, llm_config
 from tests.fake_openai import FakeOpenAI
 
+pytestmark = pytest.mark.process
+
 ROOT = Path(__file__).resolve().parent.parent
 ESCAPE = re.compile(r"\x1b(\[[0-9;?]*[ -/]*[@-~]|[@-Z\\-_])")
 WORDS = [f"word{i} " for i in range(200)]

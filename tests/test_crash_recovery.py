@@ -24,7 +24,7 @@ from tests.telegram_fake import TOKEN, FakeBotAPI
 
 # Two `bot serve` starts, each importing the SDKs: on a loaded 2-core machine a start alone has
 # taken 20 s, so this test gets more than the suite's minute.
-pytestmark = pytest.mark.timeout(240)
+pytestmark = [pytest.mark.process, pytest.mark.timeout(240)]
 START_S = 90.0
 CHAT = 4242
 PAY = Call("create_payment", '{"service": "ASSESSMENT", "category": "GENERAL", "method": "CARD"}')

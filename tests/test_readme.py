@@ -5,6 +5,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from bot.config import config_keys
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -49,6 +51,7 @@ def test_every_config_key_is_documented() -> None:
     assert not undocumented, undocumented
 
 
+@pytest.mark.process
 def test_cli_commands_in_the_readme_exist() -> None:
     for command in (["serve"], ["chat"], ["personas", "check"], ["usage"]):
         assert f"bot {' '.join(command)}" in README

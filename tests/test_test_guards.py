@@ -16,6 +16,7 @@ from tests.network_guard import NetworkBlocked, NetworkGuard, outside_loopback
 NOT_ROUTABLE = ("192.0.2.1", 9)  # TEST-NET-1 (RFC 5737): never routed anywhere
 
 
+@pytest.mark.process
 def test_a_hanging_async_test_fails_with_a_timeout(tmp_path: Path) -> None:
     test_file = tmp_path / "test_hang.py"
     test_file.write_text(

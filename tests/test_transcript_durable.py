@@ -202,6 +202,7 @@ async def test_a_message_resent_after_a_restart_is_shown_once(
     assert len(provider.requests) == 1
 
 
+@pytest.mark.process
 async def test_bot_serve_restarted_shows_the_transcript(
     tmp_path: Path, session: aiohttp.ClientSession
 ) -> None:
