@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import platform
 import subprocess
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -29,12 +30,15 @@ class ProcessGuard:
 
     def install(self) -> Callable[[], None]:
         """Wrap Popen; the returned function puts the original back."""
+        # platform.processor() runs `uname -p` once per interpreter, for whichever test first asks
+        # (the LLM SDKs do, for their headers): ask now, so no test depends on being first
+        platform.processor()
         real = subprocess.Popen._execute_child  # type: ignore[attr-defined]
 
         def guarded(popen: subprocess.Popen[Any], args: Any, *rest: Any, **kw: Any) -> Any:
             if self.marked is False:
-                shown = args if isinstance(args, str | bytes) else " ".join(map(str, args))
-                self.started.append(str(shown))
+                shown = " ".join(map(str, args)) if isinstance(args, list | tuple) else str(args)
+                self.started.append(shown)
                 raise ProcessUnmarked(
                     f"the test started a process ({shown}) without the `{MARK}` mark: add "
                     f"`@pytest.mark.{MARK}` (or `pytestmark = pytest.mark.{MARK}` for the module) "

@@ -24,7 +24,7 @@ async def _answered(
     app = await start_api(provider)
     api = ApiClient(session, app)
     sid = await api.new_session()
-    whole = await api.ask(sid, **QUESTION)
+    whole = await api.stream("POST", f"/sessions/{sid}/messages", QUESTION)
     assert whole.types()[-1] == "message.completed"
     (created, created_id), (started, started_id) = [(e.type, e.id) for e in whole.events[:2]]
     assert (created, started) == ("message.created", "tool.started"), whole.types()
