@@ -26,6 +26,13 @@ def test_the_two_commands_are_there_and_ci_runs_the_test_command() -> None:
     assert test in (ROOT / ".ci" / "run").read_text()
 
 
+def test_the_quick_lane_leaves_out_the_process_mark_the_suite_registers() -> None:
+    quick = _code_blocks("Test it")[1].strip()
+    assert quick.endswith('pytest -m "not process"')
+    registered = (ROOT / "pyproject.toml").read_text()
+    assert '\n  "process: ' in registered  # the marker exists (--strict-markers refuses others)
+
+
 def test_every_config_key_in_the_readme_exists() -> None:
     keys = set(config_keys())
     documented = re.findall(r"^\| `([a-z_.]+)(?:\.\*)?` \|", README, re.M)
