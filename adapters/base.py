@@ -25,6 +25,8 @@ from typing import Any, Protocol, runtime_checkable
 
 from aiohttp import web
 
+from content.parts import Part
+
 
 @dataclass(frozen=True, slots=True)
 class ChatRef:
@@ -82,7 +84,8 @@ class InboundMessage:
     user_name: str | None = None
     is_group: bool = False
     mentioned: bool = False  # addressed to the bot (mention, reply to the bot, private chat)
-    attachments: tuple[Attachment, ...] = ()
+    attachments: tuple[Attachment, ...] = ()  # as the platform announced them, not fetched
+    parts: tuple[Part, ...] = ()  # media already in the blob store (fetched, or uploaded)
     action: Action | None = None  # set for a button press; `text` is then empty
     # The bot's name where a command can name its bot (Telegram's `/new@name`). None: the channel
     # has no other bots to address (web socket, terminal), so `/new@anything` is ours.
@@ -115,10 +118,11 @@ class InboundMessage:
 
 @dataclass(frozen=True, slots=True)
 class OutboundContent:
-    """What we show: text (markdown), plus optional structured display hints."""
+    """What we show: text (markdown), plus optional structured display hints and media parts."""
 
     text: str
     display: tuple[Mapping[str, Any], ...] = ()
+    parts: tuple[Part, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from adapters.access import AccessConfig
+from adapters.accounts import Accounts
 from adapters.api.records import SessionRecords
 from adapters.base import Channel, InboundMessage, Leader
 from adapters.budget import RateBudget
@@ -51,6 +52,8 @@ class ChannelServices:
     answered: Callable[[str], Awaitable[bool]] | None = None
     # Work one process at a time may do (Telegram long polling); None: this process alone.
     leader: Leader | None = None
+    # Who runs each platform account (adapters/accounts.py); None: nobody checks.
+    accounts: Accounts | None = None
     # The key of the conversation under a key prefix where a user's newest turn was, from the
     # store: `(channel, key_prefix, user_id)`; a Slack slash command in a channel targets the
     # user's latest thread there, after a restart or on another process too. None: no store.
@@ -77,9 +80,17 @@ def specs() -> Iterator[ChannelSpec]:
 
 
 def sections(channels_config: Any) -> Iterator[tuple[ChannelSpec, AccessConfig]]:
-    """Every known channel with its config section (`channels.<name>`), enabled or not."""
+    """Every channel instance with its config section, enabled or not: `channels.<name>`, or
+    each item of it where a kind runs several accounts (a list; each section names its `id`)."""
     for spec in specs():
-        yield spec, getattr(channels_config, spec.name)
+        value = getattr(channels_config, spec.name)
+        for section in value if isinstance(value, list) else [value]:
+            yield spec, section
+
+
+def instance_name(spec: ChannelSpec, section: AccessConfig) -> str:
+    """The name a channel instance goes by: its chats' keys start with it."""
+    return getattr(section, "id", None) or spec.name
 
 
 def build_enabled(channels_config: Any, services: ChannelServices) -> list[Channel]:

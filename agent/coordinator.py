@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping
-from dataclasses import dataclass
-from typing import Any
+from dataclasses import dataclass, field, replace
 
 from agent.catalog import catalog_reminder
 from agent.fence import Fence, FencedWrites
@@ -16,7 +15,7 @@ from agent.providers.base import Provider
 from agent.replay import ReplayPoint, open_calls
 from agent.store import Store, UsageLog
 from agent.types import Message, ToolCall
-from tools.base import Emit, ToolContext, ToolResult, ToolSpec
+from tools.base import Emit, ToolContext, ToolDeps, ToolResult, ToolSpec
 from tools.control import CONTROL_TOOLS
 from tools.events import Interim, TurnEvent
 from tools.redirects import Redirect
@@ -29,10 +28,8 @@ NOT_FINISHED = "not finished: the turn ended before this call returned"
 
 @dataclass(frozen=True, slots=True)
 class AgentSettings:
-    max_rounds: int = 8
-    tool_timeout_s: float = 10.0
+    loop: LoopSettings = field(default_factory=LoopSettings)  # the specialists' too
     context_budget_tokens: int = 24000
-    max_result_chars: int = 8000
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,6 +50,7 @@ class _Prepared:
     system: str
     tools: tuple[ToolSpec, ...]
     allowed: frozenset[str]
+    loop: LoopSettings  # the persona's round limit; redirects for the coordinator
 
 
 class Coordinator:
@@ -65,26 +63,28 @@ class Coordinator:
         settings: AgentSettings,
         personas: PersonaLibrary | None = None,
         redirects: Mapping[str, Redirect] | None = None,
-        services: dict[str, Any] | None = None,
+        deps: ToolDeps | None = None,
     ) -> None:
+        """`deps`: what its tools may reach (the specialists among them), built once."""
         self.provider = provider
         self.registry = registry
         self.store = store
         self.settings = settings
         self.personas = personas
         self.redirects = redirects or {}
-        self.services = services if services is not None else {}
+        self.deps = deps if deps is not None else ToolDeps()
         self._window = HistoryWindow()
-        self._prepared: dict[tuple[str, str, int], _Prepared] = {}
+        self._prepared: dict[tuple[str, str, int, tuple[int, ...]], _Prepared] = {}
 
     def prepare(self, persona: Persona) -> _Prepared:
         """The coordinator gets the control tools and the catalog; a specialist talked to directly
-        (`bot chat --persona`) gets only its own tools."""
+        (`bot chat --persona`) gets only its own tools. Built again when a source's tool list
+        changed (an MCP server came up): its globs may match other names now."""
         generation = self.personas.generation if self.personas is not None else 0
-        key = (persona.name, persona.version, generation)
+        key = (persona.name, persona.version, generation, self.registry.version)
         prepared = self._prepared.get(key)
         if prepared is None:
-            names = list(persona.tools)
+            names = list(self.registry.resolve(persona.tools))
             system = persona.prompt
             if persona.is_coordinator:
                 names += [n for n in CONTROL_TOOLS if n not in names and n in self.registry]
@@ -93,7 +93,12 @@ class Coordinator:
             else:
                 names = [n for n in names if n not in CONTROL_TOOLS]
             tools = self.registry.specs(n for n in names if n in self.registry)
-            prepared = _Prepared(system, tools, frozenset(names))
+            loop = replace(
+                self.settings.loop,
+                max_rounds=persona.max_rounds or self.settings.loop.max_rounds,
+                redirects=self.redirects if persona.is_coordinator else {},
+            )
+            prepared = _Prepared(system, tools, frozenset(names), loop)
             if len(self._prepared) > 256:
                 self._prepared.clear()
             self._prepared[key] = prepared
@@ -118,18 +123,6 @@ class Coordinator:
         if replay is not None:
             rows = [row for row in rows if row[0] != turn.turn_id]
         history = self._window.fit(turn.session_id, rows, self.settings.context_budget_tokens)
-        ctx = ToolContext(
-            user_id=turn.user_id,
-            channel=turn.channel,
-            conversation_key=turn.conversation_key,
-            session_id=turn.session_id,
-            turn_id=turn.turn_id,
-            persona=turn.persona.name,
-            storage=self.store,
-            emit=emit,
-            services=self.services,
-            fence=fence,
-        )
         usage_log = UsageLog(self.provider, turn.persona.model)
         interim: list[str] = []
         writes = FencedWrites(self.store, fence, turn.turn_id)
@@ -139,7 +132,18 @@ class Coordinator:
                 interim.append(event.text)
             await emit(event)
 
-        ctx.emit = emit_and_note
+        ctx = ToolContext(
+            user_id=turn.user_id,
+            channel=turn.channel,
+            conversation_key=turn.conversation_key,
+            session_id=turn.session_id,
+            turn_id=turn.turn_id,
+            persona=turn.persona.name,
+            storage=self.store,
+            emit=emit_and_note,
+            fence=fence,
+            deps=self.deps,
+        )
         unanswered: dict[str, ToolCall] = {}
 
         async def record(message: Message) -> None:
@@ -168,12 +172,7 @@ class Coordinator:
                 allowed=prepared.allowed,
                 ctx=ctx,
                 emit=emit_and_note,
-                settings=LoopSettings(
-                    max_rounds=turn.persona.max_rounds or self.settings.max_rounds,
-                    tool_timeout_s=self.settings.tool_timeout_s,
-                    max_result_chars=self.settings.max_result_chars,
-                    redirects=self.redirects if turn.persona.is_coordinator else {},
-                ),
+                settings=prepared.loop,
                 model=turn.persona.model,
                 audit=writes.record_tool_call,
                 on_usage=usage_log,

@@ -21,6 +21,7 @@ from agent.types import (
     ToolCallEvent,
     Usage,
 )
+from content.parts import part_to_json
 from tools.base import Emit, ToolContext, ToolResult, ToolSpec
 from tools.control import CONTROL_TOOLS
 from tools.events import AnswerDelta, AnswerReset, ToolFinished, ToolStarted
@@ -39,6 +40,9 @@ NO_ANSWER = "I couldn't put an answer together this time. Please try asking agai
 
 @dataclass(frozen=True, slots=True)
 class LoopSettings:
+    """How a tool loop runs, the coordinator's and every specialist's alike: built once from the
+    `agent:` section (bot/wiring.py), a persona's own `max_rounds` put in per persona version."""
+
     max_rounds: int = 8
     tool_timeout_s: float = 10.0
     max_result_chars: int = 8000
@@ -97,7 +101,8 @@ async def run_loop(
         await _tool_round(list(resumed.pending), transcript, display, tooling)
     for round_no in range((resumed.rounds_done if resumed else 0) + 1, settings.max_rounds + 2):
         offer = tools if round_no <= settings.max_rounds else ()
-        request = ModelRequest(system=system, messages=tuple(transcript), tools=offer, model=model)
+        # the blob store, for the media parts the provider sends as they are (media.py)
+        request = ModelRequest(system, tuple(transcript), offer, model=model, blobs=ctx.deps.blobs)
         text, calls, cost = await _ask(provider, request, emit, on_usage)
         if not calls or not offer:
             transcript.append(Message("assistant", text, usage=cost))
@@ -120,8 +125,24 @@ async def run_loop(
 
 def tool_message(call: ToolCall, result: ToolResult) -> Message:
     return Message(
-        "tool", result.text, tool_call_id=call.id, name=call.name, is_error=not result.ok
+        "tool",
+        result.text,
+        tool_call_id=call.id,
+        name=call.name,
+        is_error=not result.ok,
+        parts=result.parts,
     )
+
+
+def _audit_extra(result: ToolResult) -> dict[str, Any]:
+    """What the audit row keeps beside the text: display hints (a resumed turn shows what a
+    replayed result showed, a payment card, say) and the parts by reference, never bytes."""
+    extra: dict[str, Any] = {}
+    if result.display:
+        extra["display"] = list(result.display)
+    if result.parts:
+        extra["parts"] = [part_to_json(part) for part in result.parts]
+    return extra
 
 
 async def _tool_round(
@@ -213,7 +234,7 @@ async def _run_tool(call: ToolCall, t: _Tooling) -> ToolResult:
         result = await registry.call(
             call.name,
             call.arguments,
-            replace(ctx, call_id=call.id),
+            replace(ctx, tool_name=call.name, call_id=call.id),
             allowed=allowed,
             timeout_s=settings.tool_timeout_s,
             max_result_chars=settings.max_result_chars,
@@ -232,8 +253,7 @@ async def _run_tool(call: ToolCall, t: _Tooling) -> ToolResult:
             result=result.text,
             ok=result.ok,
             duration_ms=elapsed_ms,
-            # a resumed turn shows what a replayed result showed (a payment card, say)
-            extra={"display": list(result.display)} if result.display else {},
+            extra=_audit_extra(result),
         )
         await t.audit(entry)
     if t.record is not None:

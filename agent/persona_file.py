@@ -8,6 +8,7 @@ coordinator (`BUILTIN_DEFAULT`) is what runs when no `default.md` is found.
 from __future__ import annotations
 
 import difflib
+import fnmatch
 import hashlib
 import re
 from collections.abc import Collection, Sequence
@@ -25,6 +26,8 @@ from pydantic import (
     field_validator,
 )
 
+from tools.registry import is_pattern
+
 COORDINATOR = "default"
 MAX_DESCRIPTION = 200
 _FENCE = "---"
@@ -33,7 +36,7 @@ _LINE_BREAK = re.compile(r"\r\n|[\r\n]")
 _EXPECTED = {
     "name": "the file name, e.g. name: specialist-research",
     "description": "one line of text, e.g. description: Looks things up on the web.",
-    "tools": "a list of tool names, e.g. tools: [get_current_datetime] (or tools: [])",
+    "tools": "a list of tool names or patterns, e.g. tools: [get_current_datetime, mcp__files__*]",
     "model": "a model name, or null for the configured model",
     "max_rounds": "a whole number from 1 to 50",
 }
@@ -77,7 +80,8 @@ class _FrontMatter(BaseModel):
     def _known(cls, tools: list[str], info: ValidationInfo) -> list[str]:
         known: frozenset[str] | None = (info.context or {}).get("known_tools")
         for tool in tools:
-            if known is not None and tool not in known:
+            # a pattern may match nothing yet (its server is down): a warning, in parse_persona
+            if known is not None and tool not in known and not is_pattern(tool):
                 close = difflib.get_close_matches(tool, known, n=1)
                 hint = f"; did you mean {close[0]!r}?" if close else ""
                 raise ValueError(f"unknown tool {tool!r}; known: {', '.join(sorted(known))}{hint}")
@@ -99,6 +103,8 @@ class Persona:
     prompt: str
     path: Path | None
     version: str
+    # `path:line: reason` of what serves but deserves a look (a pattern that matches no tool)
+    warnings: tuple[str, ...] = ()
 
     @property
     def is_coordinator(self) -> bool:
@@ -187,6 +193,7 @@ def parse_persona(path: Path, text: str, *, known_tools: Collection[str] | None 
     header = lines[1:end]
     known = frozenset(known_tools) if known_tools is not None else None
     front = _validate(path, header, _load_yaml(path, header), known)
+    warnings = _unmatched(path, header, front.tools, known)
     prompt = "\n".join(lines[end + 1 :]).strip()
     if not prompt:
         reason = "the body is empty; write the system prompt after the closing '---'"
@@ -200,6 +207,22 @@ def parse_persona(path: Path, text: str, *, known_tools: Collection[str] | None 
         prompt=prompt,
         path=path,
         version=_version(text),
+        warnings=warnings,
+    )
+
+
+def _unmatched(
+    path: Path, header: Sequence[str], tools: Sequence[str], known: frozenset[str] | None
+) -> tuple[str, ...]:
+    """A warning for each pattern that matches none of the tools known now."""
+    if known is None:
+        return ()
+    line = _key_line(header, "tools")
+    return tuple(
+        f"{path}:{line}: tool pattern {pattern!r} matches no tool now; it allows the tools it"
+        " matches once they appear (an MCP server that is still connecting, say)"
+        for pattern in tools
+        if is_pattern(pattern) and not any(fnmatch.fnmatchcase(name, pattern) for name in known)
     )
 
 

@@ -152,6 +152,8 @@ class PersonaLibrary:
                 old = self._good.get((index, stem))
                 if old is None or old.version != result.version:
                     self._good[(index, stem)] = result
+                    for warning in result.warnings:
+                        log.warning("%s", warning)
         self._publish()
         return errors
 

@@ -7,8 +7,8 @@ rebuilds the turn so far and says how the loop goes on:
 - the model's last step was its answer: that answer is delivered, nothing runs again;
 - a call of the last step left a result (in the messages, or only in the audit log when the
   crash fell between the two writes): the result is replayed, the tool is not called again;
-- a call that had started and left no result runs again only if its tool is `idempotent` (a
-  read, or a write that replaces itself) or is no tool at all (that call only ever returns an
+- a call that had started and left no result runs again only if its tool is read-only or
+  idempotent (a write that replaces itself), whatever its source, or is no tool at all (that call only ever returns an
   error). Anything else (a payment order, a specialist) may have happened once already, so the
   turn is `Unresumable` rather than risk doing it twice.
 """
@@ -21,6 +21,7 @@ from typing import Any
 
 from agent.loop import NO_ANSWER, Resumed
 from agent.types import Message, ToolCall
+from content.parts import part_from_json
 from tools.registry import ToolRegistry
 
 
@@ -67,13 +68,14 @@ def replay_point(
         row = audit_by_call.get(call.id)
         if row is not None:
             text, ok = str(row["result"]), bool(row["ok"])
-            recovered.append(Message("tool", text, (), call.id, call.name, not ok))
+            parts = tuple(part_from_json(p) for p in (row.get("extra") or {}).get("parts", ()))
+            recovered.append(Message("tool", text, (), call.id, call.name, not ok, parts=parts))
         elif call.name not in allowed or _rerun_safe(registry, call.name):
             pending.append(call)
         else:
             raise Unresumable(
                 f"{call.name} (call {call.id}) had started and left no result; it is not"
-                " marked idempotent, so it is not run a second time"
+                " marked read-only or idempotent, so it is not run a second time"
             )
     resumed = Resumed(rounds_done=rounds, pending=tuple(pending), display=display)
     return ReplayPoint((*own, *recovered), tuple(recovered), resumed, display=display)
@@ -108,8 +110,8 @@ def open_calls(own: Sequence[Message]) -> list[ToolCall]:
 
 
 def _rerun_safe(registry: ToolRegistry, name: str) -> bool:
-    tool = registry.get(name)
-    return tool is None or tool.idempotent  # no such tool: the call only returns an error
+    info = registry.info(name)
+    return info is None or info.annotations.repeatable  # no such tool: it only returns an error
 
 
 def _audit_rows(

@@ -5,8 +5,9 @@ from __future__ import annotations
 import json
 from collections.abc import AsyncGenerator
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Literal, Protocol
 
+from content.parts import Part
 from tools.base import ToolSpec
 
 Role = Literal["user", "assistant", "tool"]
@@ -36,12 +37,20 @@ class Message:
     name: str | None = None  # on role="tool": the tool's name
     is_error: bool = False  # on role="tool": the call failed
     usage: Usage | None = None  # on role="assistant": what the model call that wrote it cost
+    # Media beside `content` (images, files, audio by blob reference); `content` stays the text.
+    parts: tuple[Part, ...] = ()
     # Derived forms computed once per message (a vendor's wire bytes, a token estimate): a
     # history is sent again on every model call, so its cost must not be paid again each time.
     # Keyed by who derived it; never part of the message's value.
     derived: dict[str, Any] = field(
         default_factory=dict, init=False, repr=False, compare=False, hash=False
     )
+
+
+class BlobReader(Protocol):
+    """Reads a blob's media type and bytes (`content.blobs.BlobStore` is one)."""
+
+    async def get(self, blob_id: str) -> tuple[str, bytes]: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -51,6 +60,8 @@ class ModelRequest:
     tools: tuple[ToolSpec, ...] = ()
     model: str | None = None
     max_tokens: int = 4096
+    # where the bytes of the messages' media parts are read (a `BlobStore`); None: described
+    blobs: BlobReader | None = field(default=None, compare=False)
 
 
 @dataclass(frozen=True, slots=True)

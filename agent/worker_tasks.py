@@ -11,6 +11,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from agent.loop import LoopSettings
 from tools.base import ToolContext
 
 
@@ -20,9 +21,7 @@ class WorkerSettings:
     max_total: int = 16
     timeout_s: float = 300.0
     result_chars: int = 6000
-    max_rounds: int = 8
-    tool_timeout_s: float = 10.0
-    max_result_chars: int = 8000
+    loop: LoopSettings = field(default_factory=LoopSettings)  # the coordinator's too
 
 
 @dataclass(frozen=True, slots=True)

@@ -17,7 +17,7 @@ from dataclasses import replace
 
 from agent.fence import FencedWrites
 from agent.log_context import bound
-from agent.loop import LoopSettings, run_loop
+from agent.loop import run_loop
 from agent.personas import COORDINATOR, PersonaLibrary
 from agent.providers.base import Provider
 from agent.store import Store, UsageLog
@@ -284,9 +284,14 @@ class Workers:
             persona_version=persona.version,
         )
         await self.store.set_session_status(task.session_id, "running")
-        allowed = tuple(name for name in persona.tools if name not in CONTROL_TOOLS)
+        allowed = tuple(n for n in self.registry.resolve(persona.tools) if n not in CONTROL_TOOLS)
         ctx = replace(
-            parent, session_id=task.session_id, persona=persona.name, emit=_quiet, call_id=""
+            parent,
+            session_id=task.session_id,
+            persona=persona.name,
+            emit=_quiet,
+            tool_name="",
+            call_id="",
         )
         user = Message("user", task.prompt)
         written = [user]
@@ -303,10 +308,10 @@ class Workers:
                 allowed=allowed,
                 ctx=ctx,
                 emit=_quiet,
-                settings=LoopSettings(
-                    max_rounds=persona.max_rounds or self.settings.max_rounds,
-                    tool_timeout_s=self.settings.tool_timeout_s,
-                    max_result_chars=self.settings.max_result_chars,
+                settings=replace(
+                    self.settings.loop,
+                    max_rounds=persona.max_rounds or self.settings.loop.max_rounds,
+                    redirects={},
                 ),
                 model=persona.model,
                 audit=writes.record_tool_call,

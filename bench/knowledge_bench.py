@@ -15,7 +15,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # runnable from a checkout
 
-from tools.base import ToolContext
+from tools.base import ToolContext, ToolDeps
 from tools.builtin import builtin_registry
 from tools.knowledge import KnowledgeBase
 
@@ -106,7 +106,7 @@ async def main(documents: int, queries: int, seed: int) -> None:
         )
 
         registry = builtin_registry()
-        ctx = ToolContext(user_id="bench", services={"knowledge": kb})
+        ctx = ToolContext(user_id="bench", deps=ToolDeps(knowledge=kb))
         asks = [" ".join(words.draw(rng, rng.randint(2, 6))) for _ in range(queries)]
         asks += ["签证申请条件" for _ in range(queries // 10)]
         latencies: list[float] = []

@@ -12,8 +12,6 @@ import logging
 from pathlib import Path
 from types import TracebackType
 
-import aiohttp
-
 from adapters.base import Channel, ChannelError, ChannelRevoked
 from adapters.registry import build_enabled
 from agent.personas import PersonaLibrary
@@ -32,9 +30,10 @@ from bot.storage import StorageError
 from bot.storage.backends import build_store
 from bot.web_server import WebServer
 from tools.builtin import builtin_registry
-from tools.control import CONTROL
+from tools.control import CONTROL, control_source
 from tools.knowledge import KnowledgeBase
 from tools.registry import ToolRegistry
+from tools.shared_http import SharedSession
 
 log = logging.getLogger(__name__)
 
@@ -68,10 +67,10 @@ class App:
             passage_chars=config.knowledge.passage_chars,
             max_results=config.knowledge.max_results,
         )
-        self.http: aiohttp.ClientSession | None = None  # for tools; opened with the app
-        for control in CONTROL:
-            if control.name not in self.registry:
-                self.registry.add(control)
+        self.http = SharedSession()  # for tools; opened with the app
+        missing = [control for control in CONTROL if control.name not in self.registry]
+        if missing:
+            self.registry.add_source(control_source(missing))
         self.store = build_store(self._path(config.storage.path), config.storage.url)
         self.personas = PersonaLibrary(
             [self._path(d) for d in config.personas.dirs], known_tools=self.registry.names()
@@ -87,14 +86,18 @@ class App:
                 self.redis,
                 admits=lambda message: self.gateway.access.check(message) == "allow",
                 persona_name=self._persona_name,
+                data_dir=None
+                if config.storage.path == ":memory:"
+                else self._path(config.storage.path).parent,
             )
             for channel in build_enabled(config.channels, services):
                 self.channels[channel.name] = channel
         self.workers = wiring.build_workers(
             config, served, self.registry, self.store, self.personas
         )
+        deps = wiring.tool_deps(config, self.http, self.knowledge, self.workers)
         self.coordinator = wiring.build_coordinator(
-            config, served, self.registry, self.store, self.personas, self.workers, self.knowledge
+            config, served, self.registry, self.store, self.personas, deps
         )
         self.conversations: ConversationQueue
         self.conversations, dedup = wiring.conversation_seams(
@@ -110,7 +113,7 @@ class App:
             conversations=self.conversations,
             settings=GatewaySettings(
                 turn_timeout_s=agent.turn_timeout_s,
-                persona=persona,
+                persona=wiring.persona_choice(config, persona),
                 resume=ResumeSettings(agent.resume_max_age_s, agent.resume_max_attempts),
             ),
             access=wiring.access_rules(config),
@@ -137,7 +140,7 @@ class App:
 
     def _persona_name(self) -> str:
         """The agent id of the conversations' sessions (the gateway's persona)."""
-        return self.personas.get(self.gateway.settings.persona).name
+        return self.personas.get(self.gateway.settings.persona.default).name
 
     def _path(self, value: str) -> Path:
         path = Path(value)
@@ -171,11 +174,10 @@ class App:
         await self.knowledge.open()  # logs what it indexed
         if self.redis is not None:
             await self.redis.open()
-        # tools keep their own shorter deadlines; this one only bounds a forgotten request
-        self.http = aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=60))
-        self.coordinator.services["http"] = self.http
+        await self.http.open()
         for error in self.personas.load():
             log.error("%s", error)
+        wiring.check_personas(self.gateway.settings.persona, self.personas)
         self._supervisor = asyncio.create_task(self._supervise(), name="app")
         started = asyncio.create_task(self.conversations.started.wait())
         await asyncio.wait({started, self._supervisor}, return_when=asyncio.FIRST_COMPLETED)
@@ -234,9 +236,7 @@ class App:
             await self._close_resources()
 
     async def _close_resources(self) -> None:
-        if self.http is not None:
-            await self.http.close()
-            self.http = None
+        await self.http.close()
         await self.knowledge.close()
         for channel in self.channels.values():  # after the turns: their last edits use these
             close_channel = getattr(channel, "aclose", None)

@@ -187,6 +187,9 @@ def _personas_check(config: Config, base_dir: Path) -> int:
         print(f"{len(errors)} persona file(s) broken", file=sys.stderr)
         return 1
     library.load()
+    for persona in library.all().values():
+        for warning in persona.warnings:
+            print(f"warning: {warning}")
     names = ", ".join(sorted(library.all()))
     print(f"ok: {len(library.all())} persona(s): {names}")
     return 0

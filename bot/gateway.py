@@ -20,6 +20,7 @@ from agent.workers import BackgroundResult, Workers
 from bot.conversations import ClaimingQueue, ConversationQueue, QueueFull, Stopped, TurnSignal
 from bot.dedup import Dedup
 from bot.metrics import NO_METRICS, GatewayMetrics
+from bot.persona_choice import PersonaChoice
 from bot.quota import Quotas
 from bot.resume import ResumeSettings, TurnResumer
 from bot.storage.base import GatewayStore, StorageError
@@ -70,7 +71,7 @@ class DefaultAccess:
 @dataclass(frozen=True, slots=True)
 class GatewaySettings:
     turn_timeout_s: float = 120.0
-    persona: str = "default"
+    persona: PersonaChoice = PersonaChoice()
     resume: ResumeSettings = ResumeSettings()
 
 
@@ -272,7 +273,9 @@ class Gateway:
             channel=message.chat.channel,
             conversation_key=message.conversation_key,
             user_id=message.user_id,
-            agent_id=self.personas.get(self.settings.persona).name,
+            agent_id=self.personas.get(
+                self.settings.persona.for_channel(message.chat.channel)
+            ).name,
         )
         await self._reply(message, "Started a new conversation. What can I do for you?")
 

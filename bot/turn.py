@@ -31,6 +31,7 @@ from bot.conversations import TurnSignal
 from bot.dedup import Dedup
 from bot.delivery import APOLOGY, Delivery
 from bot.metrics import NO_METRICS, GatewayMetrics
+from bot.persona_choice import PersonaChoice
 from bot.placeholder import post_placeholder
 from bot.quota import Quotas
 from bot.storage.base import GatewayStore, StorageError
@@ -81,7 +82,7 @@ class TurnRunner:
         personas: PersonaLibrary,
         dedup: Dedup,
         session_for: SessionFor,
-        persona: str,
+        persona: PersonaChoice,
         timeout_s: float,
         metrics: GatewayMetrics = NO_METRICS,
         quotas: Quotas | None = None,
@@ -115,7 +116,7 @@ class TurnRunner:
             conversation_key=last.conversation_key,
             turn_id=turn_id,
             channel=last.chat.channel,
-            persona=self.persona,
+            persona=self.persona.for_channel(last.chat.channel),
         ):
             await self._run(batch, control, turn_id)
 
@@ -141,7 +142,8 @@ class TurnRunner:
                     return
                 self.metrics.placeholder_shown(last.chat.channel, time.monotonic() - arrived)
             else:
-                persona = self.personas.get(self.persona)  # pinned for the whole turn
+                # pinned for the whole turn
+                persona = self.personas.get(self.persona.for_channel(last.chat.channel))
                 session_id = await self.session_for(last, persona.name, persona.version)
                 masker = user_text_masker(self.coordinator)
                 # recorded BEFORE the placeholder is posted, and its handle right after: a

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 from adapters.base import InboundMessage
 from agent.coordinator import Coordinator
-from tools.builtin.settings import ToolsSettings
 from tools.pii import PiiMasker
 
 
@@ -42,6 +41,5 @@ def shown(batch: list[InboundMessage], masker: PiiMasker | None) -> list[dict[st
 
 
 def user_text_masker(coordinator: Coordinator) -> PiiMasker | None:
-    """`tools.pii.mask_user_text`: the tools' settings are the coordinator's `tools_config`."""
-    settings = coordinator.services.get("tools_config")
-    return settings.pii.user_text_masker() if isinstance(settings, ToolsSettings) else None
+    """`tools.pii.mask_user_text`: the tools' settings are those of the coordinator's tools."""
+    return coordinator.deps.settings.pii.user_text_masker()

@@ -9,26 +9,32 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Awaitable, Callable
+from pathlib import Path
 
+from adapters.accounts import Accounts, FileAccounts
 from adapters.base import InboundMessage
-from adapters.registry import ChannelServices, sections
+from adapters.registry import ChannelServices, instance_name, sections
 from agent.coordinator import AgentSettings, Coordinator
+from agent.loop import LoopSettings
 from agent.personas import PersonaLibrary
 from agent.providers.base import Provider
 from agent.workers import Workers, WorkerSettings
 from bot.access import AccessRules
-from bot.config import Config
+from bot.config import Config, ConfigError
 from bot.conversations import ConversationQueue, LocalConversations
 from bot.dedup import Dedup, StoreDedup
 from bot.ops import Operations
+from bot.persona_choice import PersonaChoice
 from bot.quota import QuotaState, StoreQuotaState
 from bot.redis.mode import RedisMode
 from bot.storage import StorageError
 from bot.storage.backends import AnyStore
 from bot.transcript import StoreHistory
+from tools.base import ToolDeps
 from tools.knowledge import KnowledgeBase
 from tools.redirects import load_redirects
 from tools.registry import ToolRegistry
+from tools.shared_http import SharedSession
 
 log = logging.getLogger(__name__)
 
@@ -54,8 +60,14 @@ def channel_services(
     *,
     admits: Callable[[InboundMessage], bool],
     persona_name: Callable[[], str],
+    data_dir: Path | None,
 ) -> ChannelServices:
-    """What every channel factory is handed: the server's facts and the shared seams."""
+    """What every channel factory is handed: the server's facts and the shared seams.
+    `data_dir`: the database's folder (None: in memory), where this process's account locks go
+    when no Redis spans the processes."""
+    accounts: Accounts | None = redis.accounts if redis else None
+    if accounts is None and data_dir is not None:
+        accounts = FileAccounts(data_dir / "accounts")
     return ChannelServices(
         public_url=config.server.public_url,
         # replies a channel sends on its own (to stickers, say) obey the access policy
@@ -70,6 +82,7 @@ def channel_services(
         rate_budget=redis.budget if redis else None,
         inbound_rates=redis.inbound_rates if redis else None,
         leader=redis.leader if redis else None,
+        accounts=accounts,
         latest_conversation=_latest_conversation(store),
     )
 
@@ -100,6 +113,12 @@ def _latest_conversation(store: AnyStore) -> Callable[[str, str, str], Awaitable
     return latest_conversation
 
 
+def loop_settings(config: Config) -> LoopSettings:
+    """How every tool loop runs, the coordinator's and the specialists': one place."""
+    agent = config.agent
+    return LoopSettings(max_rounds=agent.max_rounds, tool_timeout_s=agent.tool_timeout_s)
+
+
 def build_workers(
     config: Config,
     provider: Provider,
@@ -119,9 +138,21 @@ def build_workers(
             max_total=agent.max_workers_total,
             timeout_s=agent.worker_timeout_s,
             result_chars=agent.worker_result_chars,
-            max_rounds=agent.max_rounds,
-            tool_timeout_s=agent.tool_timeout_s,
+            loop=loop_settings(config),
         ),
+    )
+
+
+def tool_deps(
+    config: Config, http: SharedSession, knowledge: KnowledgeBase, workers: Workers
+) -> ToolDeps:
+    """What every tool call may reach, built once with the app."""
+    return ToolDeps(
+        settings=config.tools,
+        default_timezone=config.agent.default_timezone,
+        http=http,
+        knowledge=knowledge,
+        agents=workers,
     )
 
 
@@ -131,28 +162,20 @@ def build_coordinator(
     registry: ToolRegistry,
     store: AnyStore,
     personas: PersonaLibrary,
-    workers: Workers,
-    knowledge: KnowledgeBase,
+    deps: ToolDeps,
 ) -> Coordinator:
-    """The agent that answers a turn; its `services` are what its tools may reach."""
-    agent = config.agent
+    """The agent that answers a turn; `deps` are what its tools may reach."""
     return Coordinator(
         provider=provider,
         registry=registry,
         store=store,
         settings=AgentSettings(
-            max_rounds=agent.max_rounds,
-            tool_timeout_s=agent.tool_timeout_s,
-            context_budget_tokens=agent.context_budget_tokens,
+            loop=loop_settings(config),
+            context_budget_tokens=config.agent.context_budget_tokens,
         ),
         personas=personas,
         redirects=load_redirects(),
-        services={
-            "default_timezone": agent.default_timezone,
-            "agents": workers,
-            "tools_config": config.tools,
-            "knowledge": knowledge,
-        },
+        deps=deps,
     )
 
 
@@ -183,5 +206,26 @@ def access_rules(config: Config) -> AccessRules:
     return AccessRules.of(
         allowed_users=config.gateway.allowed_users,
         group_reply=config.gateway.group_reply,
-        sections={spec.name: section for spec, section in sections(config.channels)},
+        sections={
+            instance_name(spec, section): section for spec, section in sections(config.channels)
+        },
     )
+
+
+def persona_choice(config: Config, default: str) -> PersonaChoice:
+    """`default` answers everywhere but on channel instances whose section names a `persona`."""
+    by_channel = {
+        instance_name(spec, section): section.persona
+        for spec, section in sections(config.channels)
+        if section.persona and getattr(section, "enabled", False)
+    }
+    return PersonaChoice(default, by_channel)
+
+
+def check_personas(choice: PersonaChoice, personas: PersonaLibrary) -> None:
+    """Every persona a channel instance names must exist (a typo would fail every turn there)."""
+    for channel, name in choice.by_channel.items():
+        try:
+            personas.get(name)
+        except KeyError as exc:
+            raise ConfigError(f"channels ({channel}): persona: {exc.args[0]}") from None

@@ -86,9 +86,12 @@ class ApiError(Exception):
 
 
 class FakeBotAPI:
-    def __init__(self, *, interval_s: float = 1.0, token: str = TOKEN) -> None:
+    def __init__(
+        self, *, interval_s: float = 1.0, token: str = TOKEN, bot: dict[str, Any] | None = None
+    ) -> None:
         self.interval_s = interval_s
         self.token = token
+        self.bot = bot or BOT  # what getMe answers: another token is another bot
         self.calls: list[Call] = []
         self.messages: dict[tuple[int, int], str] = {}  # (chat, message id) -> visible text
         self.webhook: dict[str, Any] = {}
@@ -260,7 +263,7 @@ class FakeBotAPI:
             self._check_rate(call)
         match call.method:
             case "getme":
-                return BOT
+                return self.bot
             case "getupdates":
                 return await self._get_updates(p.get("offset"), p.get("timeout", 0))
             case "setwebhook":
@@ -342,7 +345,7 @@ class FakeBotAPI:
             "message_id": message_id,
             "date": int(time.time()),
             "chat": chat,
-            "from": BOT,
+            "from": self.bot,
             "text": text,
         }
         if p.get("message_thread_id"):

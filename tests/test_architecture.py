@@ -1,15 +1,18 @@
-"""Imports go one way: bot -> adapters, agent, tools; agent -> tools; adapters and tools import none of ours."""
+"""Imports go one way: bot -> adapters, agent, tools; agent -> tools; adapters and tools import none
+of ours but the neutral content/."""
 
 import ast
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-OURS = {"bot", "adapters", "agent", "tools"}
+OURS = {"bot", "adapters", "agent", "tools", "content"}
+# content/ is the neutral vocabulary of parts and blobs: everyone may import it, it imports no one
 ALLOWED = {
-    "bot": {"bot", "adapters", "agent", "tools"},
-    "agent": {"agent", "tools"},
-    "tools": {"tools"},
-    "adapters": {"adapters"},
+    "bot": {"bot", "adapters", "agent", "tools", "content"},
+    "agent": {"agent", "tools", "content"},
+    "tools": {"tools", "content"},
+    "adapters": {"adapters", "content"},
+    "content": {"content"},
 }
 
 
@@ -57,7 +60,9 @@ def test_the_app_names_no_channel() -> None:
             elif isinstance(node, ast.ImportFrom) and node.module:
                 modules |= {f"{node.module}.{alias.name}" for alias in node.names}
         adapters = {m for m in modules if m.startswith("adapters.")}
-        assert {m.split(".")[1] for m in adapters} <= {"base", "registry"}, (name, adapters)
+        # the vocabulary, the registry and the cross-channel seams (who holds an account)
+        allowed = {"base", "registry", "accounts"}
+        assert {m.split(".")[1] for m in adapters} <= allowed, (name, adapters)
         source = path.read_text().lower()
         for channel in ("telegram", "websocket", "terminal"):
             assert channel not in source, f"bot/{name} mentions {channel!r}"
@@ -74,3 +79,58 @@ def test_no_module_has_outgrown_its_idea() -> None:
         if (lines := len(path.read_text().splitlines())) >= MAX_LINES
     }
     assert not long, f"split these along their seams (STYLE.md, Layout): {long}"
+
+
+# ToolContext and what it carries: every field typed (tools/base.py)
+TYPED_CONTEXT = ("ToolContext", "ToolDeps")
+
+
+def _names_in(node: ast.AST) -> set[str]:
+    """Every name an annotation mentions (`Any`, `typing.Any`, and inside string annotations)."""
+    found: set[str] = set()
+    for child in ast.walk(node):
+        if isinstance(child, ast.Name):
+            found.add(child.id)
+        elif isinstance(child, ast.Attribute):
+            found.add(child.attr)
+        elif isinstance(child, ast.Constant) and isinstance(child.value, str):
+            found |= _names_in(ast.parse(child.value, mode="eval"))
+    return found
+
+
+def test_the_tool_context_is_typed() -> None:
+    """No `Any` in ToolContext or its deps: a tool's every reach is a typed field."""
+    tree = ast.parse((ROOT / "tools" / "base.py").read_text())
+    classes = {n.name: n for n in tree.body if isinstance(n, ast.ClassDef)}
+    assert set(TYPED_CONTEXT) <= set(classes)
+    untyped = [
+        f"{name}.{field.target.id}"
+        for name in TYPED_CONTEXT
+        for field in classes[name].body
+        if isinstance(field, ast.AnnAssign)
+        and isinstance(field.target, ast.Name)
+        and "Any" in _names_in(field.annotation)
+    ]
+    assert not untyped, f"type these fields (no Any, no bag of services): {untyped}"
+
+
+def test_no_service_is_looked_up_by_a_string_key() -> None:
+    """`ctx.services["http"]` and `services.get("agents")` were wiring by name; a tool reaches
+    what it needs through a typed field of its context (`ctx.deps.http`)."""
+    found = []
+    for package in ALLOWED:
+        for path in (ROOT / package).rglob("*.py"):
+            for node in ast.walk(ast.parse(path.read_text())):
+                target: ast.AST | None = None
+                if isinstance(node, ast.Subscript) and isinstance(node.slice, ast.Constant):
+                    target = node.value
+                elif (
+                    isinstance(node, ast.Call)
+                    and isinstance(node.func, ast.Attribute)
+                    and node.func.attr in {"get", "setdefault", "pop"}
+                ):
+                    target = node.func.value
+                name = getattr(target, "attr", None) or getattr(target, "id", None)
+                if name == "services" and isinstance(node, ast.Subscript | ast.Call):
+                    found.append(f"{path.relative_to(ROOT)}:{node.lineno}")
+    assert not found, found

@@ -47,7 +47,7 @@ def test_no_file_gives_defaults(tmp_path: Path, monkeypatch: pytest.MonkeyPatch)
         "http://127.0.0.1:8080",
         "http://localhost:8080",
     ]
-    assert config.channels.telegram.enabled is False and config.channels.telegram.token == ""
+    assert config.channels.telegram[0].enabled is False and config.channels.telegram[0].token == ""
 
 
 def test_no_path_reads_config_yaml_in_cwd(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -71,14 +71,14 @@ def test_repo_config_yaml_takes_secrets_from_env(tmp_path: Path) -> None:
     env = {"LLM_API_KEY": "k", "TELEGRAM_BOT_TOKEN": "1:t", "TELEGRAM_WEBHOOK_SECRET": "s"}
     config = load_config(REPO_CONFIG, env=env)
     assert config.llm.api_key == "k"
-    assert config.channels.telegram.token == "1:t"
-    assert config.channels.telegram.webhook_secret == "s"
+    assert config.channels.telegram[0].token == "1:t"
+    assert config.channels.telegram[0].webhook_secret == "s"
     assert config == load_config(write(tmp_path, ""), env=env)
 
 
 def test_config_is_frozen_and_repr_hides_secrets(tmp_path: Path) -> None:
     config = load_config(write(tmp_path, ""), env={"TELEGRAM_BOT_TOKEN": "123:SECRET"})
-    assert config.channels.telegram.token == "123:SECRET"
+    assert config.channels.telegram[0].token == "123:SECRET"
     assert "SECRET" not in repr(config)
     with pytest.raises(ValueError):
         config.server.port = 1  # type: ignore[misc]
@@ -135,7 +135,7 @@ channels: {telegram: {enabled: "${TG_ON:-false}"}}
     assert config.redis.url is None  # an unset ${REDIS_URL} is no Redis, not a bad URL
     assert config.gateway.allowed_users == ["42", "u-2", "${ADMIN}"]
     assert config.llm.fallback[0].api_key == "sk-1"
-    assert config.channels.telegram.enabled is False
+    assert config.channels.telegram[0].enabled is False
 
 
 def test_expanded_value_cannot_inject_yaml(tmp_path: Path) -> None:
@@ -149,8 +149,8 @@ def test_env_sourced_secrets_default_from_env_but_file_wins(tmp_path: Path) -> N
     env = {"LLM_API_KEY": "from-env", "TELEGRAM_BOT_TOKEN": "t", "TELEGRAM_WEBHOOK_SECRET": "s"}
     config = load_config(write(tmp_path, "llm: {model: m}\n"), env=env)
     assert config.llm.api_key == "from-env"
-    assert config.channels.telegram.token == "t"
-    assert config.channels.telegram.webhook_secret == "s"
+    assert config.channels.telegram[0].token == "t"
+    assert config.channels.telegram[0].webhook_secret == "s"
     config = load_config(write(tmp_path, "llm: {api_key: ''}\n"), env=env)
     assert config.llm.api_key == ""
     path = write(tmp_path, "llm: {api_key: '${OTHER_KEY}'}\n")
@@ -169,7 +169,7 @@ def test_literal_secret_in_file_is_warned(tmp_path: Path, caplog: pytest.LogCapt
 def test_numbers_load_as_strings_where_text_is_expected(tmp_path: Path) -> None:
     path = write(tmp_path, "channels: {telegram: {allowed_users: [123, 456]}}\n")
     config = load_config(path, env={})
-    assert config.channels.telegram.allowed_users == ["123", "456"]
+    assert config.channels.telegram[0].allowed_users == ["123", "456"]
 
 
 # --- errors -----------------------------------------------------------------------------------
@@ -196,14 +196,14 @@ def test_unknown_nested_key(tmp_path: Path) -> None:
         ": channels.websocket.origins: unknown key; expected one of: allowed_chats, "
         "allowed_origins, allowed_users, client_address_header, enabled, group_reply, "
         "heartbeat_s, hello_timeout_s, identity_secret, max_connections, max_connections_per_address, max_frame_bytes, "
-        "max_text_chars, path, rate_limit_per_minute, replay_events"
+        "max_text_chars, path, persona, rate_limit_per_minute, replay_events"
     )
 
 
 def test_unknown_key_in_list_item(tmp_path: Path) -> None:
     message = error_of(tmp_path, "llm: {fallback: [{provider: offline, modle: x}]}\n")
     assert message.endswith(
-        ": llm.fallback.0.modle: unknown key; expected one of: api_key, base_url, model, provider"
+        ": llm.fallback.0.modle: unknown key; expected one of: api_key, base_url, media, model, provider"
     )
 
 
@@ -379,11 +379,12 @@ channels:
 """
     channels = load_config(write(tmp_path, text), env={}).channels
     assert isinstance(channels.websocket, AccessConfig)
-    assert isinstance(channels.telegram, AccessConfig)
+    (telegram,) = channels.telegram
+    assert isinstance(telegram, AccessConfig)
     assert (channels.websocket.allowed_users, channels.websocket.allowed_chats) == (["7"], ["c"])
-    assert (channels.telegram.allowed_users, channels.telegram.allowed_chats) == (["42"], ["-100"])
-    assert (channels.websocket.group_reply, channels.telegram.group_reply) == ("all", "mention")
-    assert Config().channels.telegram.group_reply is None  # None: gateway.group_reply applies
+    assert (telegram.allowed_users, telegram.allowed_chats) == (["42"], ["-100"])
+    assert (channels.websocket.group_reply, telegram.group_reply) == ("all", "mention")
+    assert Config().channels.telegram[0].group_reply is None  # None: gateway.group_reply applies
     assert error_of(tmp_path, "channels: {telegram: {group_reply: always}}\n").endswith(
         ": channels.telegram.group_reply: expected one of 'mention', 'all', got 'always'"
     )
@@ -424,7 +425,7 @@ def test_a_malformed_telegram_token_is_refused_without_repeating_it(
         " gave you, digits:letters (like 123456789:AA...), with no spaces"
     )
     good = {"TELEGRAM_BOT_TOKEN": "123456789:AAHdqTcvCH1vGWJxfSeofSAs0K5PALDsaw"}
-    assert load_config(write(tmp_path, text), env=good).channels.telegram.enabled
+    assert load_config(write(tmp_path, text), env=good).channels.telegram[0].enabled
     # a disabled channel does not use the variable: another config may have set it
     assert load_config(write(tmp_path, ""), env={"TELEGRAM_BOT_TOKEN": token}).channels
 

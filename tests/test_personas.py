@@ -140,6 +140,25 @@ def test_unknown_tool_is_fine_without_a_known_list() -> None:
     assert parse_persona(Path("x.md"), persona_text("x")).tools[0] == "web_search"
 
 
+def test_tool_patterns_may_match_nothing_yet_but_names_must_be_known(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    known = {*TOOLS, "mcp__files__read", "mcp__files__write"}
+    text = "---\nname: x\ndescription: d\ntools: [web_*, mcp__files__*, mcp__git__*]\n---\nbody\n"
+    persona = parse_persona(Path("x.md"), text, known_tools=known)
+    assert persona.tools == ("web_*", "mcp__files__*", "mcp__git__*")  # resolved per turn
+    (warning,) = persona.warnings
+    assert warning.startswith("x.md:4: tool pattern 'mcp__git__*' matches no tool now")
+    with pytest.raises(PersonaError, match="unknown tool 'mcp__git__log'"):
+        parse_persona(Path("x.md"), text.replace("mcp__git__*", "mcp__git__log"), known_tools=known)
+    write(tmp_path / "x.md", text)
+    library = PersonaLibrary([tmp_path], known_tools=known)
+    with caplog.at_level(logging.WARNING, logger="agent.personas"):
+        assert library.load() == []
+    assert library.get("x").warnings == (warning.replace("x.md", str(tmp_path / "x.md")),)
+    assert "tool pattern 'mcp__git__*' matches no tool now" in caplog.text
+
+
 def test_shipped_default_persona_parses() -> None:
     path = REPO / "personas" / "default.md"
     persona = parse_persona(path, path.read_text("utf-8"), known_tools={"get_current_datetime"})

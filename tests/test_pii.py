@@ -7,9 +7,9 @@ from typing import Any
 import pytest
 
 from tools.base import ToolContext
-from tools.builtin.settings import PiiSettings
 from tools.pii import DEFAULT_MASKER, PiiMasker
 from tools.registry import ToolRegistry, tool
+from tools.settings import PiiSettings
 
 mask = DEFAULT_MASKER.mask
 PHONE = "+852 9123 4567"

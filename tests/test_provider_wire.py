@@ -12,6 +12,7 @@ from agent.history import HistoryWindow
 from agent.providers import anthropic as anthropic_module
 from agent.providers import openai as openai_module
 from agent.providers.anthropic import AnthropicProvider, _turns, to_anthropic
+from agent.providers.media import ALL_MEDIA
 from agent.providers.openai import OpenAIProvider, _items, to_openai
 from agent.providers.textmode import as_text_messages
 from agent.providers.wire import dumps, resume
@@ -139,7 +140,8 @@ async def test_a_message_sent_again_is_not_encoded_again(
         first.derived[vendor] = (role, blocks, dumps(turn))
     # what the last request made of the history is kept too (the tests below); forget it so the
     # piece itself is read again
-    first.derived.pop(openai_module._PREFIX if vendor == "openai" else anthropic_module._PREFIX)
+    module = openai_module if vendor == "openai" else anthropic_module
+    first.derived.pop(module._PREFIX + provider.media.key)
     answer = Message("assistant", "one")
     await _text(provider, ModelRequest("", (first, answer, Message("user", "second"))))
     await provider.aclose()
@@ -232,7 +234,9 @@ def test_a_request_continues_from_the_last_one_and_stays_what_the_conversion_mak
     # each body is exactly what `to_openai`/`to_anthropic` make of the whole history, and a request
     # walks only the messages its conversation's last request did not have (tool rounds merge
     # into user turns for anthropic; empty assistant messages are left out)
-    key = openai_module._PREFIX if vendor == "openai" else anthropic_module._PREFIX
+    key = (
+        openai_module._PREFIX if vendor == "openai" else anthropic_module._PREFIX
+    ) + ALL_MEDIA.key
     previous: tuple[Message, ...] = ()
     histories = _growing_histories()
     for messages in histories:
@@ -256,7 +260,9 @@ def test_what_a_history_keeps_is_not_walked_by_every_full_collection(vendor: str
     # bytes and tuples of strings, which the collector stops tracking once it has seen them, so a
     # message's `derived` is not walked again: only the message itself and, on the newest one,
     # what its conversation's last request made of the history.
-    key = openai_module._PREFIX if vendor == "openai" else anthropic_module._PREFIX
+    key = (
+        openai_module._PREFIX if vendor == "openai" else anthropic_module._PREFIX
+    ) + ALL_MEDIA.key
     messages = _growing_histories()[-1]
     if vendor == "openai":
         _items(messages)

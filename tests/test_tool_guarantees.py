@@ -17,7 +17,7 @@ import pytest
 from aiohttp import ClientSession
 
 from agent.coordinator import AgentSettings, Coordinator, TurnInput
-from agent.loop import LoopResult
+from agent.loop import LoopResult, LoopSettings
 from agent.personas import Persona
 from agent.providers.scripted import Reply, ScriptedProvider
 from bot.storage import SqliteStore
@@ -25,7 +25,7 @@ from tests.conftest import Running, connect
 from tools.base import ToolContext
 from tools.builtin import builtin_registry
 from tools.events import TurnEvent
-from tools.registry import ToolRegistry, tool
+from tools.registry import Tool, ToolRegistry, tool
 
 PHONE = "+852 9123 4567"
 
@@ -49,20 +49,22 @@ async def explodes(ctx: ToolContext) -> str:
     raise RuntimeError("database on fire")
 
 
-@tool
-async def meet(ctx: ToolContext, label: str) -> str:
-    """Wait until every call of the round has started, then answer; the first one answers last.
+def meeting(barrier: asyncio.Barrier, second_done: asyncio.Event) -> Tool:
+    @tool(name="meet")
+    async def meet(ctx: ToolContext, label: str) -> str:
+        """Wait until every call of the round has started, then answer; the first one answers last.
 
-    Args:
-        label: a name for this call
-    """
-    barrier: asyncio.Barrier = ctx.services["barrier"]
-    await barrier.wait()
-    if label == "first":
-        await ctx.services["second_done"].wait()
-    else:
-        ctx.services["second_done"].set()
-    return f"met {label}"
+        Args:
+            label: a name for this call
+        """
+        await barrier.wait()
+        if label == "first":
+            await second_done.wait()
+        else:
+            second_done.set()
+        return f"met {label}"
+
+    return meet
 
 
 def persona(*tools: str) -> Persona:
@@ -74,18 +76,17 @@ class Rig:
 
     def __init__(self, store: SqliteStore, provider: ScriptedProvider) -> None:
         registry = builtin_registry()
-        for extra in (customer_record, stuck, explodes, meet):
+        self.barrier, self.second_done = asyncio.Barrier(2), asyncio.Event()
+        for extra in (customer_record, stuck, explodes, meeting(self.barrier, self.second_done)):
             registry.add(extra)
         self.registry: ToolRegistry = registry
         self.store = store
         self.provider = provider
-        self.services: dict[str, Any] = {}
         self.coordinator = Coordinator(
             provider=provider,
             registry=registry,
             store=store,
-            settings=AgentSettings(tool_timeout_s=5),
-            services=self.services,
+            settings=AgentSettings(loop=LoopSettings(tool_timeout_s=5)),
         )
 
     async def turn(
@@ -160,7 +161,6 @@ async def test_calls_of_one_round_run_in_parallel_and_answer_in_call_order(
     calls = [("meet", {"label": "first"}), ("meet", {"label": "second"})]
     provider = ScriptedProvider([Reply(calls=calls), Reply("both met")])
     rig = Rig(store, provider)
-    rig.services.update(barrier=asyncio.Barrier(2), second_done=asyncio.Event())
     async with asyncio.timeout(5):  # a sequential loop would wait at the barrier forever
         await rig.turn("go", "meet")
     assert [m.content for m in rig.tool_messages(1)] == ["met first", "met second"]

@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any, Literal
 from zoneinfo import ZoneInfo
@@ -13,10 +13,34 @@ from zoneinfo import ZoneInfo
 import pytest
 from pydantic import BaseModel
 
-from tools.base import ToolContext, ToolError, ToolResult
+from tools.base import ToolContext, ToolDeps, ToolError, ToolResult
 from tools.builtin import builtin_registry
 from tools.builtin.clock import get_current_datetime
 from tools.registry import Tool, ToolRegistry, tool
+
+
+@dataclass
+class Scratch:
+    """What this module's test tools record and wait on; a fresh one for each test."""
+
+    calls: list[str] = field(default_factory=list)
+    started: asyncio.Event = field(default_factory=asyncio.Event)
+    cleaned_up: bool = False
+    barrier: asyncio.Barrier = field(default_factory=lambda: asyncio.Barrier(3))
+    order: list[int] = field(default_factory=list)
+    finished: dict[int, asyncio.Event] = field(
+        default_factory=lambda: {n: asyncio.Event() for n in range(3)}
+    )
+
+
+SCRATCH = Scratch()
+
+
+@pytest.fixture(autouse=True)
+def scratch() -> Scratch:
+    global SCRATCH
+    SCRATCH = Scratch()
+    return SCRATCH
 
 
 @tool
@@ -37,7 +61,7 @@ async def greet(
     Returns:
         The greeting.
     """
-    ctx.services.setdefault("calls", []).append(name)
+    SCRATCH.calls.append(name)
     return " ".join([f"{greeting} {name}"] * times)
 
 
@@ -60,11 +84,11 @@ async def fail(ctx: ToolContext, kind: Literal["tool_error", "crash", "own_timeo
 @tool
 async def wait_forever(ctx: ToolContext) -> str:
     """Wait on an event that never fires."""
-    ctx.services["started"].set()
+    SCRATCH.started.set()
     try:
         await asyncio.Event().wait()
     finally:
-        ctx.services["cleaned_up"] = True
+        SCRATCH.cleaned_up = True
     return "unreachable"
 
 
@@ -108,11 +132,11 @@ async def structured(
 @tool
 async def step(ctx: ToolContext, n: int) -> str:
     """Meet the other calls, then finish in reverse order of `n`."""
-    await ctx.services["barrier"].wait()
-    finished: dict[int, asyncio.Event] = ctx.services["finished"]
+    await SCRATCH.barrier.wait()
+    finished = SCRATCH.finished
     if n + 1 in finished:
         await finished[n + 1].wait()
-    ctx.services["order"].append(n)
+    SCRATCH.order.append(n)
     finished[n].set()
     return f"step {n}"
 
@@ -128,7 +152,7 @@ def registry() -> ToolRegistry:
 
 @pytest.fixture
 def ctx() -> ToolContext:
-    return ToolContext(user_id="u1", services={})
+    return ToolContext(user_id="u1")
 
 
 async def call(
@@ -247,7 +271,7 @@ def test_bad_definitions_are_refused_with_the_fix() -> None:
 async def test_call_happy_path(registry: ToolRegistry, ctx: ToolContext) -> None:
     result = await call(registry, "greet", {"name": "Ann", "greeting": "hi", "times": 2}, ctx)
     assert result == ToolResult("hi Ann hi Ann")
-    assert ctx.services["calls"] == ["Ann"]
+    assert SCRATCH.calls == ["Ann"]
     assert (await call(registry, "echo_json", {"json": "ab", "copy": True}, ctx)).text == "abab"
     assert await greet(ctx, name="Bo") == "hello Bo"
 
@@ -256,7 +280,7 @@ async def test_tool_not_allowed_never_runs(registry: ToolRegistry, ctx: ToolCont
     result = await call(registry, "greet", {"name": "Ann"}, ctx, allowed=["long_text", "nope"])
     assert not result.ok
     assert result.text == "tool 'greet' is not available here; available tools: ['long_text']"
-    assert "calls" not in ctx.services
+    assert SCRATCH.calls == []
 
 
 async def test_unknown_tool(registry: ToolRegistry, ctx: ToolContext) -> None:
@@ -288,7 +312,7 @@ async def test_validation_errors_one_line_each(registry: ToolRegistry, ctx: Tool
         "greet: argument 'loud': Extra inputs are not permitted",
         "required arguments: ['name']; optional: ['greeting', 'times']",
     ]
-    assert "calls" not in ctx.services
+    assert SCRATCH.calls == []
 
 
 async def test_failures_become_results(
@@ -307,22 +331,20 @@ async def test_failures_become_results(
 async def test_timeout_against_a_tool_that_never_answers(
     registry: ToolRegistry, ctx: ToolContext
 ) -> None:
-    ctx.services["started"] = asyncio.Event()
     result = await call(registry, "wait_forever", {}, ctx, timeout_s=0.01)
     assert result == ToolResult("tool wait_forever timed out after 0.01 s", ok=False)
-    assert ctx.services["cleaned_up"] is True
+    assert SCRATCH.cleaned_up is True
     own_deadline = await call(registry, "impatient", {}, ctx, timeout_s=60)
     assert own_deadline.text == "tool impatient timed out after 0.01 s"
 
 
 async def test_cancellation_propagates(registry: ToolRegistry, ctx: ToolContext) -> None:
-    started = ctx.services["started"] = asyncio.Event()
     task = asyncio.create_task(call(registry, "wait_forever", {}, ctx, timeout_s=60))
-    await started.wait()
+    await SCRATCH.started.wait()
     task.cancel()
     with pytest.raises(asyncio.CancelledError):
         await task
-    assert ctx.services["cleaned_up"] is True
+    assert SCRATCH.cleaned_up is True
 
 
 async def test_long_results_are_truncated_visibly(registry: ToolRegistry, ctx: ToolContext) -> None:
@@ -357,16 +379,14 @@ def test_specs_are_cached_per_tuple_of_names(registry: ToolRegistry) -> None:
 
 async def test_parallel_calls_run_concurrently(registry: ToolRegistry, ctx: ToolContext) -> None:
     # Each call waits until all three have started, so a sequential registry would hang here.
-    finished = {n: asyncio.Event() for n in range(3)}
-    ctx.services.update(barrier=asyncio.Barrier(3), order=[], finished=finished)
     async with asyncio.timeout(5):
         results = await asyncio.gather(*(call(registry, "step", {"n": n}, ctx) for n in range(3)))
     assert [r.text for r in results] == ["step 0", "step 1", "step 2"]
-    assert ctx.services["order"] == [2, 1, 0]
+    assert SCRATCH.order == [2, 1, 0]
 
 
-async def clock(args: dict[str, Any], services: dict[str, Any] | None = None) -> ToolResult:
-    ctx = ToolContext(user_id="u1", services=services or {})
+async def clock(args: dict[str, Any], deps: ToolDeps | None = None) -> ToolResult:
+    ctx = ToolContext(user_id="u1", deps=deps or ToolDeps())
     return await builtin_registry().call(
         "get_current_datetime", json.dumps(args), ctx, allowed={"get_current_datetime"}, timeout_s=5
     )
@@ -396,7 +416,7 @@ async def test_clock_date_and_time_formats() -> None:
 
 
 async def test_clock_default_zone_and_aliases() -> None:
-    hong_kong = json.loads((await clock({}, {"default_timezone": "Asia/Hong_Kong"})).text)
+    hong_kong = json.loads((await clock({}, ToolDeps(default_timezone="Asia/Hong_Kong"))).text)
     assert (hong_kong["timezone"], hong_kong["utc_offset"]) == ("Asia/Hong_Kong", "+08:00")
     assert json.loads((await clock({})).text)["timezone"] == "UTC"
     for alias in ("utc", "UTC", "GMT", "gmt"):
@@ -432,3 +452,17 @@ def test_builtin_registry() -> None:
     assert registry.get("get_current_datetime") is get_current_datetime
     assert isinstance(get_current_datetime, Tool)
     assert registry is not builtin_registry()  # each caller may add its own tools
+
+
+def test_persona_patterns_resolve_to_names_in_registry_order(registry: ToolRegistry) -> None:
+    names = registry.resolve(["st*", "greet", "missing", "*_json", "gre?t", "[lw]*"])
+    assert names == (
+        "structured",
+        "step",
+        "greet",
+        "missing",  # a plain name stays as written: calling it only returns an error
+        "echo_json",
+        "wait_forever",
+        "long_text",
+    )
+    assert registry.resolve(("st*", "greet", "missing", "*_json", "gre?t", "[lw]*")) is names

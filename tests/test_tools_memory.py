@@ -13,10 +13,12 @@ from typing import Any
 import pytest
 
 from bot.storage import SqliteStore
+from content.parts import ImagePart
+from tests.tool_source_kit import MemoryBlobStore
 from tests.tools_kit import call, call_json, context, settings
 from tools.builtin.memory import intake_tool
-from tools.builtin.settings import IntakeSettings
 from tools.registry import ToolRegistry
+from tools.settings import IntakeSettings
 
 PRICES = {
     "currency": "CNY",
@@ -127,7 +129,8 @@ async def test_collect_info_schema_comes_from_config() -> None:
 
 async def test_create_payment_records_a_pending_order_with_a_qr_code(store: SqliteStore) -> None:
     config = settings(payment={**PRICES, "provider_url": PAY_URL})
-    ctx = context(storage=store, config=config)
+    blobs = MemoryBlobStore()
+    ctx = context(storage=store, config=config, blobs=blobs)
     result = await call(
         "create_payment", {"service": "assessment", "category": "qmas", "method": "alipay"}, ctx
     )
@@ -153,6 +156,15 @@ async def test_create_payment_records_a_pending_order_with_a_qr_code(store: Sqli
     assert {"label": "Amount", "value": "99.00 CNY"} in card["fields"]
     png = base64.b64decode(card["image"].removeprefix("data:image/png;base64,"))
     assert png.startswith(b"\x89PNG\r\n\x1a\n")
+    # the same code as an image part, kept in the blob store, for channels that send media
+    (qr,) = result.parts
+    assert isinstance(qr, ImagePart) and qr.blob.source == "tool:create_payment"
+    assert (qr.blob.mime_type, qr.blob.name, qr.blob.size) == (
+        "image/png",
+        "payment-qr.png",
+        len(png),
+    )
+    assert await blobs.get(qr.blob.blob_id) == ("image/png", png)
     order = await store.get_order(data["order_id"])
     assert order is not None and (order["user_id"], order["status"], order["amount"]) == (
         "u1",
@@ -166,6 +178,13 @@ async def test_create_payment_records_a_pending_order_with_a_qr_code(store: Sqli
             f"Wants to pay for ASSESSMENT (QMAS) by ALIPAY; order {data['order_id']} is pending",
         )
     ]
+    # no blob store here: the card alone, as before
+    without_store = await call(
+        "create_payment",
+        {"service": "assessment", "category": "qmas", "method": "alipay"},
+        context(storage=store, config=config),
+    )
+    assert without_store.ok and without_store.parts == () and without_store.display[0]["image"]
 
 
 async def test_create_payment_refuses_what_is_not_configured(store: SqliteStore) -> None:
@@ -192,3 +211,4 @@ async def test_create_payment_refuses_what_is_not_configured(store: SqliteStore)
     data = json.loads(offline.text)
     assert data["payment_url"] is None and "no link or QR code" in data["message"]
     assert "image" not in offline.display[0] and data["amount"] == 79
+    assert offline.parts == ()

@@ -9,11 +9,10 @@ import time
 from datetime import UTC, datetime, timedelta
 from email.utils import format_datetime
 
-import aiohttp
-
 from tests.fake_http import FakeHttp, closed_port_url
 from tests.tools_kit import call, call_json, context, settings
 from tools.builtin.news import parse_feed
+from tools.shared_http import SharedSession
 
 RATES = {
     "result": "success",
@@ -28,12 +27,16 @@ async def test_live_rate_converts_and_is_cached() -> None:
     async with FakeHttp() as fake:
         fake.json("/latest/USD", RATES)
         config = settings(exchange_rate={"url": fake.url + "/latest/{base}"})
-        async with aiohttp.ClientSession() as http:
+        http = SharedSession()
+        await http.open()
+        try:
             ctx = context(config=config, http=http)
             data = await call_json(
                 "get_exchange_rate", {"from": "usd", "to": "HKD", "amount": 1000}, ctx
             )
             again = await call_json("get_exchange_rate", {"from": "USD", "to": "EUR"}, ctx)
+        finally:
+            await http.close()
     assert data["rate"] == 7.8 and data["is_estimate"] is False
     assert data["converted_amount"] == 7800.0
     assert data["message"] == "1000 USD = 7,800.00 HKD; 1 USD = 7.8 HKD (live rate)"

@@ -18,6 +18,7 @@ from bot.conversations import TurnSignal
 from bot.storage import SqliteStore
 from tests.agents_kit import TASK, Probe, Router, dispatch, registry_with, write_personas
 from tests.slow_turn_kit import ignore, slow_turn
+from tools.base import ToolDeps
 from tools.control import CONTROL
 
 
@@ -35,7 +36,7 @@ async def _run(tmp_path: Path, end: str) -> str:
         signal.work = asyncio.create_task(
             scene.coordinator.run_turn(scene.turn, ignore, None, signal)
         )
-        await scene.services["started"].wait()
+        await scene.started.wait()
         if end == "lose":
             signal.lose()
         else:
@@ -92,7 +93,7 @@ async def test_a_lost_turns_specialist_writes_nothing_for_it(tmp_path: Path) -> 
             store=store,
             settings=AgentSettings(),
             personas=personas,
-            services={"agents": workers},
+            deps=ToolDeps(agents=workers),
         )
         owner = asyncio.create_task(workers.run())
         try:

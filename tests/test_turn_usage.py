@@ -21,7 +21,7 @@ async def test_a_model_calls_usage_is_stored_with_its_message(tmp_path: Path) ->
         scene = await slow_turn(store, replies)
         turn_id = scene.turn.turn_id
         running = asyncio.create_task(scene.coordinator.run_turn(scene.turn, ignore))
-        await scene.services["started"].wait()
+        await scene.started.wait()
         # the first call's message (its tool call) is recorded before the tool runs: so is its
         # usage, in the same transaction
         assert await store.turn_usage(turn_id) == {
@@ -29,7 +29,7 @@ async def test_a_model_calls_usage_is_stored_with_its_message(tmp_path: Path) ->
             "input_tokens": 11,
             "output_tokens": 2,
         }
-        scene.services["release"].set()
+        scene.release.set()
         assert (await running).text == "done"
         assert await store.turn_usage(turn_id) == {
             "model_calls": 2,

@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from typing import Any
 
-from tools.base import ToolContext, ToolResult
+from content.blobs import BlobStore
+from tools.base import ToolContext, ToolDeps, ToolResult
 from tools.builtin import builtin_registry
-from tools.builtin.settings import ToolsSettings
+from tools.knowledge import KnowledgeBase
+from tools.settings import ToolsSettings
+from tools.shared_http import SharedSession
 
 REGISTRY = builtin_registry()
 
@@ -17,21 +21,24 @@ def settings(**sections: Any) -> ToolsSettings:
 
 
 def context(
-    *, user: str = "u1", storage: Any = None, config: ToolsSettings | None = None, **services: Any
+    *,
+    user: str = "u1",
+    storage: object = None,
+    config: ToolsSettings | None = None,
+    knowledge: KnowledgeBase | None = None,
+    http: SharedSession | None = None,
+    blobs: BlobStore | None = None,
 ) -> ToolContext:
-    return ToolContext(
-        user_id=user,
-        session_id="s1",
-        storage=storage,
-        services={"tools_config": config or ToolsSettings(), **services},
-    )
+    deps = ToolDeps(settings=config or ToolsSettings(), knowledge=knowledge, http=http, blobs=blobs)
+    return ToolContext(user_id=user, session_id="s1", storage=storage, deps=deps)
 
 
 async def call(
     name: str, args: dict[str, Any] | str, ctx: ToolContext, timeout_s: float = 5
 ) -> ToolResult:
     text = args if isinstance(args, str) else json.dumps(args)
-    return await REGISTRY.call(name, text, ctx, allowed=REGISTRY.names(), timeout_s=timeout_s)
+    called = replace(ctx, tool_name=name, call_id=f"call-{name}")  # as the loop makes it
+    return await REGISTRY.call(name, text, called, allowed=REGISTRY.names(), timeout_s=timeout_s)
 
 
 async def call_json(name: str, args: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:

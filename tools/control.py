@@ -1,44 +1,31 @@
-"""Control tools of the coordinator: AgentTool, SendMessage, TaskStop.
+"""Control tools of the coordinator: AgentTool, SendMessage, TaskStop, a tool source of their own.
 
-They reach the worker runtime through `ctx.services["agents"]` (an `AgentRuntime`), which the agent
+They reach the worker runtime through `ctx.deps.agents` (an `AgentRuntime`), which the agent
 package provides: tools import none of our other packages.
 """
 
 from __future__ import annotations
 
-from typing import Any, Protocol
+from collections.abc import Iterable
 
-from tools.base import ToolContext, ToolError, ToolResult
+from tools.base import AgentRuntime, ToolContext, ToolError, ToolResult
 from tools.events import Interim
-from tools.registry import tool
+from tools.function_source import FunctionSource
+from tools.registry import Tool, tool
 
 CONTROL_TOOLS = ("AgentTool", "SendMessage", "TaskStop")
 # The worker runtime enforces its own (configurable) deadline; this only bounds a runaway call.
 DISPATCH_TIMEOUT_S = 3600.0
 
 
-class AgentRuntime(Protocol):
-    async def dispatch(
-        self,
-        ctx: ToolContext,
-        *,
-        description: str,
-        subagent_type: str,
-        prompt: str,
-        background: bool,
-    ) -> ToolResult: ...
-
-    async def stop(self, ctx: ToolContext, task_id: str) -> ToolResult: ...
-
-
 def _runtime(ctx: ToolContext) -> AgentRuntime:
-    runtime: Any = ctx.services.get("agents")
+    runtime = ctx.deps.agents
     if runtime is None:
         raise ToolError("specialists are not available in this process")
-    return runtime  # type: ignore[no-any-return]
+    return runtime
 
 
-@tool(name="AgentTool", timeout_s=DISPATCH_TIMEOUT_S)
+@tool(name="AgentTool", timeout_s=DISPATCH_TIMEOUT_S, destructive=False)
 async def agent_tool(
     ctx: ToolContext,
     description: str,
@@ -63,7 +50,7 @@ async def agent_tool(
     )
 
 
-@tool(name="SendMessage", idempotent=True)
+@tool(name="SendMessage", idempotent=True, destructive=False, open_world=False)
 async def send_message(ctx: ToolContext, message: str) -> str:
     """Show the user a short interim note while you keep working (e.g. "Checking two sources — one moment"). It updates your reply in place; it is not a separate message, and your final answer replaces it, so never repeat the final answer here.
 
@@ -77,7 +64,7 @@ async def send_message(ctx: ToolContext, message: str) -> str:
     return "shown to the user; continue with the task and finish with your answer"
 
 
-@tool(name="TaskStop", idempotent=True)
+@tool(name="TaskStop", idempotent=True, open_world=False)
 async def task_stop(ctx: ToolContext, task_id: str) -> ToolResult:
     """Stop a running specialist task (from AgentTool with background=true); its status becomes killed and its result is never delivered.
 
@@ -88,3 +75,8 @@ async def task_stop(ctx: ToolContext, task_id: str) -> ToolResult:
 
 
 CONTROL = (agent_tool, send_message, task_stop)
+
+
+def control_source(tools: Iterable[Tool] = CONTROL) -> FunctionSource:
+    """The control tools as a source of their own (the coordinator's; specialists never get them)."""
+    return FunctionSource(tools, name="control")

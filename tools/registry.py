@@ -1,24 +1,31 @@
-"""`ToolRegistry`: every tool the process knows, called within a caller's allowed subset.
+"""`ToolRegistry`: every tool the process knows, from every source, called within a caller's
+allowed subset.
 
-A call never crashes the turn: bad arguments, a `ToolError`, a timeout or any exception come
-back as a failed result the model reads. Making a tool from a function (`@tool`) is
-`tools/tool.py`.
+The registry is a union of tool sources (tools/source.py): the Python functions added with
+`add`, and any source added with `add_source` (the control tools, an MCP server). Whatever the
+source, a call gets the same guarantees here: only the caller's allowed names run, a deadline,
+PII masking, the result budget, the metrics observer; and it never crashes the turn: bad
+arguments, a `ToolError`, a timeout or any exception come back as a failed result the model
+reads. Making a tool from a function (`@tool`) is `tools/tool.py`.
 """
 
 from __future__ import annotations
 
 import asyncio
 import dataclasses
+import fnmatch
 import json
 import logging
 import time
 from collections.abc import Callable, Collection, Iterable, Mapping
+from dataclasses import dataclass
 from typing import Any, Literal
 
-from pydantic import BaseModel, ValidationError
-
 from tools.base import ToolContext, ToolError, ToolResult, ToolSpec
+from tools.function_source import FunctionSource
 from tools.pii import DEFAULT_MASKER, PiiMasker
+from tools.source import ArgumentsRefused, ToolInfo, ToolSource
+from tools.status import status_from
 from tools.tool import Tool, tool
 
 log = logging.getLogger(__name__)
@@ -29,22 +36,12 @@ __all__ = ["Tool", "ToolObserver", "ToolOutcome", "ToolRegistry", "tool"]
 ToolOutcome = Literal["ok", "error", "timeout", "refused"]
 # (tool name, or "unknown" for a name no tool has; outcome; seconds): for /metrics
 ToolObserver = Callable[[str, ToolOutcome, float], None]
+_GLOB = frozenset("*?[")
 
 
-def _jsonable(value: Any) -> Any:
-    if isinstance(value, BaseModel):
-        return value.model_dump(mode="json")
-    if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        return dataclasses.asdict(value)
-    return str(value)
-
-
-def _to_result(value: Any) -> ToolResult:
-    if isinstance(value, ToolResult):
-        return value
-    if isinstance(value, str):
-        return ToolResult(value)
-    return ToolResult(json.dumps(value, ensure_ascii=False, default=_jsonable))
+def is_pattern(name: str) -> bool:
+    """Whether a persona's tool entry is a glob (`mcp__files__*`) rather than one name."""
+    return not _GLOB.isdisjoint(name)
 
 
 def _truncate(result: ToolResult, limit: int) -> ToolResult:
@@ -55,59 +52,121 @@ def _truncate(result: ToolResult, limit: int) -> ToolResult:
     return dataclasses.replace(result, text=text)
 
 
-def _validation_text(tool: Tool, exc: ValidationError) -> str:
-    lines = []
-    for err in exc.errors(include_url=False):
-        loc = ".".join(str(part) for part in err["loc"])
-        where = f"argument {loc!r}: " if loc else ""
-        lines.append(f"{tool.name}: {where}{err['msg']}")
-    props = list(tool.spec.parameters.get("properties", {}))
-    required = list(tool.spec.parameters.get("required", []))
-    optional = [p for p in props if p not in required]
-    lines.append(f"required arguments: {required}; optional: {optional}")
-    return "\n".join(lines)
+@dataclass(frozen=True, slots=True)
+class _Entry:
+    source: ToolSource
+    info: ToolInfo
+    status: str
 
 
 class ToolRegistry:
     """Every tool the process knows; a call names the subset the caller may use."""
 
     def __init__(
-        self, tools: Iterable[Tool] = (), *, pii: PiiMasker | None = DEFAULT_MASKER
+        self,
+        tools: Iterable[Tool] = (),
+        *,
+        sources: Iterable[ToolSource] = (),
+        pii: PiiMasker | None = DEFAULT_MASKER,
     ) -> None:
         self.pii = pii  # masks every result of a tool with mask_pii; None switches masking off
         self.observer: ToolObserver | None = None  # told of every call's outcome and duration
-        self._tools: dict[str, Tool] = {}
+        self._functions = FunctionSource(name="builtin")
+        self._sources: list[ToolSource] = [self._functions]
+        self._built_at: tuple[int, ...] = ()  # the sources' versions the index was built at
+        self._index: dict[str, _Entry] = {}
         self._specs: dict[tuple[str, ...], tuple[ToolSpec, ...]] = {}
+        self._resolved: dict[tuple[str, ...], tuple[str, ...]] = {}
         for t in tools:
             self.add(t)
+        for source in sources:
+            self.add_source(source)
 
     def add(self, tool: Tool) -> None:
-        if tool.name in self._tools:
+        """One more Python function tool; its name must be new."""
+        if tool.name in self._current():
             raise ValueError(f"tool {tool.name!r} is already registered; rename one (@tool(name=))")
-        self._tools[tool.name] = tool
+        self._functions.add(tool)
+
+    def add_source(self, source: ToolSource) -> None:
+        """One more source; a name an earlier source has stays the earlier source's."""
+        self._sources.append(source)
+
+    @property
+    def version(self) -> tuple[int, ...]:
+        """Changes whenever any source's list does: caches of specs keyed by it notice."""
+        return (len(self._sources), *(source.version for source in self._sources))
+
+    def _current(self) -> dict[str, _Entry]:
+        version = self.version
+        if version != self._built_at:
+            self._rebuild(version)
+        return self._index
+
+    def _rebuild(self, version: tuple[int, ...]) -> None:
+        index: dict[str, _Entry] = {}
+        for source in self._sources:
+            for info in source.tools():
+                held = index.get(info.name)
+                if held is not None:
+                    log.warning(
+                        "tool %r of source %s is hidden: source %s has a tool of that name",
+                        info.name,
+                        source.name,
+                        held.source.name,
+                    )
+                    continue
+                status = info.status or status_from(info.spec.description)
+                index[info.name] = _Entry(source, info, status)
+        self._index, self._built_at = index, version
         self._specs.clear()
+        self._resolved.clear()
 
     def __contains__(self, name: object) -> bool:
-        return name in self._tools
+        return name in self._current()
 
     def names(self) -> list[str]:
-        return list(self._tools)
+        return list(self._current())
 
     def get(self, name: str) -> Tool | None:
-        return self._tools.get(name)
+        """The Python function tool of that name (added with `add`), if any."""
+        return self._functions.get(name)
+
+    def info(self, name: str) -> ToolInfo | None:
+        """Tool `name` as its source lists it, whatever the source."""
+        entry = self._current().get(name)
+        return entry.info if entry is not None else None
 
     def status(self, name: str) -> str:
         """The status line of tool `name`; empty for a name no tool has."""
-        tool = self._tools.get(name)
-        return tool.status_text if tool is not None else ""
+        entry = self._current().get(name)
+        return entry.status if entry is not None else ""
 
     def specs(self, names: Iterable[str]) -> tuple[ToolSpec, ...]:
-        """Specs of the known tools among `names`, in that order; built once per tuple of names."""
+        """Specs of the known tools among `names`, in that order; built once per tuple of names
+        (and again after a source's list changed)."""
+        index = self._current()
         key = tuple(names)
         specs = self._specs.get(key)
         if specs is None:
-            specs = self._specs[key] = tuple(self._tools[n].spec for n in key if n in self._tools)
+            specs = self._specs[key] = tuple(index[n].info.spec for n in key if n in index)
         return specs
+
+    def resolve(self, entries: Iterable[str]) -> tuple[str, ...]:
+        """A persona's `tools:` list as names: each glob (`mcp__files__*`) becomes the known
+        names it matches, in registry order; a plain name stays, known or not."""
+        index = self._current()
+        key = tuple(entries)
+        names = self._resolved.get(key)
+        if names is None:
+            found: dict[str, None] = {}
+            for entry in key:
+                if is_pattern(entry):
+                    found.update((n, None) for n in index if fnmatch.fnmatchcase(n, entry))
+                else:
+                    found[entry] = None
+            names = self._resolved[key] = tuple(found)
+        return names
 
     async def call(
         self,
@@ -124,16 +183,18 @@ class ToolRegistry:
         The text is PII-masked (unless the tool opted out) before the result budget applies.
         """
         started = time.perf_counter()
+        entry = self._current().get(name)
         result, outcome = await self._call(
-            name, arguments, ctx, allowed, timeout_s, max_result_chars
+            entry, name, arguments, ctx, allowed, timeout_s, max_result_chars
         )
         if self.observer is not None:
-            label = name if name in self._tools else "unknown"  # hallucinated names: unbounded
+            label = name if entry is not None else "unknown"  # hallucinated names: unbounded
             self.observer(label, outcome, time.perf_counter() - started)
         return result
 
     async def _call(
         self,
+        entry: _Entry | None,
         name: str,
         arguments: str | Mapping[str, Any],
         ctx: ToolContext,
@@ -141,13 +202,12 @@ class ToolRegistry:
         timeout_s: float,
         max_result_chars: int,
     ) -> tuple[ToolResult, ToolOutcome]:
-        tool = self._tools.get(name)
-        if tool is None or name not in allowed:
-            available = sorted(n for n in allowed if n in self._tools)
-            if tool is None:
-                return ToolResult(
-                    f"unknown tool {name!r}; available tools: {available}", ok=False
-                ), "refused"
+        if entry is None or name not in allowed:
+            index = self._current()
+            available = sorted(n for n in allowed if n in index)
+            if entry is None:
+                text = f"unknown tool {name!r}; available tools: {available}"
+                return ToolResult(text, ok=False), "refused"
             text = f"tool {name!r} is not available here; available tools: {available}"
             return ToolResult(text, ok=False), "refused"
         try:
@@ -157,14 +217,11 @@ class ToolRegistry:
         except ValueError as exc:
             text = f"invalid arguments for {name}: {exc}; send a JSON object matching the schema"
             return ToolResult(text, ok=False), "refused"
-        try:
-            validated = tool.params.model_validate(dict(raw or {}))
-        except ValidationError as exc:
-            return ToolResult(_validation_text(tool, exc), ok=False), "refused"
-        result, outcome = await self._run(tool, validated, ctx, tool.timeout_s or timeout_s)
-        if tool.mask_pii and self.pii is not None:
+        info = entry.info
+        result, outcome = await self._run(entry, raw or {}, ctx, info.timeout_s or timeout_s)
+        if info.mask_pii and self.pii is not None:
             result = dataclasses.replace(result, text=await self._mask(self.pii, result.text))
-        return _truncate(result, tool.max_result_chars or max_result_chars), outcome
+        return _truncate(result, info.max_result_chars or max_result_chars), outcome
 
     @staticmethod
     async def _mask(pii: PiiMasker, text: str) -> str:
@@ -174,22 +231,25 @@ class ToolRegistry:
             return await asyncio.to_thread(pii.mask, text)
         return pii.mask(text)
 
+    @staticmethod
     async def _run(
-        self, tool: Tool, validated: BaseModel, ctx: ToolContext, deadline: float
+        entry: _Entry, arguments: Mapping[str, Any], ctx: ToolContext, deadline: float
     ) -> tuple[ToolResult, ToolOutcome]:
+        name = entry.info.name
         scope = asyncio.timeout(deadline)
         try:
             async with scope:
-                value = await tool.fn(ctx, **tool.bind(validated))
-            result = _to_result(value)
+                result = await entry.source.call(name, arguments, ctx)
             return result, "ok" if result.ok else "error"
+        except ArgumentsRefused as exc:
+            return ToolResult(str(exc), ok=False), "refused"
         except ToolError as exc:
-            return ToolResult(f"{tool.name}: {exc}", ok=False), "error"
+            return ToolResult(f"{name}: {exc}", ok=False), "error"
         except Exception as exc:
             # a TimeoutError of the tool's own (say, a network deadline) is a failure, not ours
             if isinstance(exc, TimeoutError) and scope.expired():
-                text = f"tool {tool.name} timed out after {deadline:g} s"
+                text = f"tool {name} timed out after {deadline:g} s"
                 return ToolResult(text, ok=False), "timeout"
-            log.warning("tool %s failed", tool.name, exc_info=True)
-            text = f"tool {tool.name} failed: {type(exc).__name__}: {exc}"
+            log.warning("tool %s failed", name, exc_info=True)
+            text = f"tool {name} failed: {type(exc).__name__}: {exc}"
             return ToolResult(text, ok=False), "error"

@@ -2,8 +2,9 @@
 
 The name comes from the function, the description from its docstring, the JSON schema from its
 signature through pydantic (never written by hand), each parameter's description from the
-docstring's parameter section. Calling tools (allowed subsets, deadlines, masking, results that
-never crash the turn) is `tools/registry.py`.
+docstring's parameter section. Such tools reach the registry through `tools/function_source.py`;
+calling them (allowed subsets, deadlines, masking, results that never crash the turn) is
+`tools/registry.py`.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ import docstring_parser
 from pydantic import BaseModel, ConfigDict, Field, create_model
 
 from tools.base import ToolContext, ToolSpec
+from tools.source import ToolAnnotations, ToolInfo
 from tools.status import status_from
 
 ToolFn = Callable[..., Awaitable[Any]]
@@ -46,15 +48,27 @@ class Tool:
     max_result_chars: int | None = None
     mask_pii: bool = True
     status: str | None = None  # declared by @tool(status=...); None: made from the description
-    # Safe to run again with the same arguments (it reads, or its write replaces itself): a turn
+    # A read-only or idempotent tool is safe to run again with the same arguments: a turn
     # resumed after a crash re-runs such a call that had started but left no result; any other
     # call in that state makes the turn unresumable (bot/resume.py).
-    idempotent: bool = False
+    annotations: ToolAnnotations = ToolAnnotations()
 
     @property
     def status_text(self) -> str:
         """What a channel shows while this tool runs, e.g. "Getting the current date and time"."""
         return self.status if self.status is not None else status_from(self.description)
+
+    @property
+    def info(self) -> ToolInfo:
+        """The tool as a source lists it."""
+        return ToolInfo(
+            self.spec,
+            self.annotations,
+            self.status_text,
+            self.timeout_s,
+            self.max_result_chars,
+            self.mask_pii,
+        )
 
     def bind(self, validated: BaseModel) -> dict[str, Any]:
         """The keyword arguments for `fn` from validated params."""
@@ -78,6 +92,9 @@ def tool(
     mask_pii: bool = True,
     status: str | None = None,
     idempotent: bool = False,
+    read_only: bool = False,
+    destructive: bool | None = None,
+    open_world: bool = True,
 ) -> Callable[[ToolFn], Tool]: ...
 
 
@@ -90,20 +107,32 @@ def tool(
     mask_pii: bool = True,
     status: str | None = None,
     idempotent: bool = False,
+    read_only: bool = False,
+    destructive: bool | None = None,
+    open_world: bool = True,
 ) -> Tool | Callable[[ToolFn], Tool]:
     """Turn an async function `(ctx, ...)` into a `Tool`; usable as `@tool` and `@tool(...)`.
 
     `mask_pii=False` lets the tool's output reach the model unmasked (see `tools.pii`); a
     parameter named after a Python keyword plus `_` (`from_`) is called `from` in the schema.
     `status` is the line users see while the tool runs ("Checking the time"); by default it is
-    made from the docstring's first clause. `idempotent=True` declares that running the call
-    twice does no harm (a read, or a write that replaces itself): a turn resumed after a crash
-    may then run again a call whose result was never recorded.
+    made from the docstring's first clause. The annotations are MCP's (`ToolAnnotations`):
+    `read_only=True` for a tool that changes nothing; `idempotent=True` when running the call
+    twice does no harm (a write that replaces itself) — a turn resumed after a crash may then run
+    again a call of either kind whose result was never recorded; `destructive` (by default: not
+    read-only) when it may delete or overwrite; `open_world=False` when it reaches nothing
+    outside this gateway.
     """
+    annotations = ToolAnnotations(
+        read_only=read_only,
+        destructive=not read_only if destructive is None else destructive,
+        idempotent=idempotent,
+        open_world=open_world,
+    )
 
     def make(f: ToolFn) -> Tool:
         tool = _build(f, name or f.__name__, timeout_s, max_result_chars)
-        return dataclasses.replace(tool, mask_pii=mask_pii, status=status, idempotent=idempotent)
+        return dataclasses.replace(tool, mask_pii=mask_pii, status=status, annotations=annotations)
 
     return make(fn) if fn is not None else make
 

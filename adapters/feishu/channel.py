@@ -52,12 +52,11 @@ class FeishuLimits(ChannelLimits):
 
 
 class FeishuChannel:
-    name = "feishu"
-
     def __init__(
         self,
         *,
         app_id: str,
+        name: str = "feishu",  # the instance's id: one app of several (channels.feishu[])
         app_secret: str,
         domain: str | None = None,
         mode: Literal["websocket", "webhook"] = "websocket",
@@ -73,6 +72,7 @@ class FeishuChannel:
         calls: PlatformCalls = NO_PLATFORM_CALLS,
         claims: Claims | None = None,
     ) -> None:
+        self.name = name
         if mode == "webhook" and not (encrypt_key and verification_token):
             raise ValueError(
                 "channels.feishu: webhook mode needs encrypt_key and verification_token (set "
@@ -125,7 +125,7 @@ class FeishuChannel:
 
     def health(self) -> Mapping[str, Any]:
         return {
-            "feishu": {
+            self.name: {
                 "mode": self.ingress.mode,
                 "streaming": "card" if self.cards else "text",
                 "connected": self.ingress.connected,

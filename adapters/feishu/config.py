@@ -7,7 +7,7 @@ from typing import Literal
 
 from pydantic import Field, ValidationInfo, field_validator
 
-from adapters.access import AccessConfig, secret, url_path
+from adapters.access import InstanceConfig, secret, url_path
 from adapters.registry import ChannelSpec
 
 DOMAINS = {"feishu": "https://open.feishu.cn", "lark": "https://open.larksuite.com"}
@@ -21,7 +21,7 @@ def base_url(domain: str | None) -> str:
     return DOMAINS.get(domain, domain.rstrip("/"))
 
 
-class FeishuConfig(AccessConfig):
+class FeishuConfig(InstanceConfig):
     enabled: bool = False
     app_id: str = secret(env="FEISHU_APP_ID")
     app_secret: str = secret(env="FEISHU_APP_SECRET")
@@ -35,6 +35,12 @@ class FeishuConfig(AccessConfig):
     text_edit_interval_s: float = Field(1.5, gt=0)
 
     _check_path = field_validator("path")(url_path)
+
+    def credential(self) -> str | None:
+        return f"{base_url(self.domain)} {self.app_id}" if self.app_id else None
+
+    def routes(self) -> tuple[str, ...]:
+        return (self.path,) if self.mode == "webhook" else ()
 
     @field_validator("domain")
     @classmethod

@@ -10,6 +10,7 @@ from adapters.registry import ChannelServices
 def build(section: FeishuConfig, services: ChannelServices) -> FeishuChannel:
     return FeishuChannel(
         app_id=section.app_id,
+        name=section.id or "feishu",
         app_secret=section.app_secret,
         domain=section.domain,
         mode=section.mode,

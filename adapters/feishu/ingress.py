@@ -136,7 +136,7 @@ class Ingress:
 
     async def _feed(self, payload: dict[str, Any]) -> None:
         try:
-            inbound = normalize(payload, self._bot_open_id)
+            inbound = normalize(payload, self._bot_open_id, self.channel.name)
             if isinstance(inbound, Unsupported):
                 await self._decline(inbound)
             elif inbound is not None and self._inbox is not None:

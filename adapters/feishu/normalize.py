@@ -45,19 +45,23 @@ class Unsupported:
     reply: str
 
 
-def normalize(payload: Mapping[str, Any], bot_open_id: str) -> InboundMessage | Unsupported | None:
+def normalize(
+    payload: Mapping[str, Any], bot_open_id: str, channel: str = CHANNEL
+) -> InboundMessage | Unsupported | None:
+    """`channel` is the instance's name (`channels.feishu[].id`): a Feishu and a Lark app side
+    by side keep their conversations and event ids apart."""
     header = payload.get("header") or {}
     event = payload.get("event") or {}
     kind = header.get("event_type")
     if kind == MESSAGE:
-        return _message(event, bot_open_id, payload)
+        return _message(event, bot_open_id, payload, channel)
     if kind == CARD_ACTION:
-        return _action(event, str(header.get("event_id", "")), payload)
+        return _action(event, str(header.get("event_id", "")), payload, channel)
     return None
 
 
 def _message(
-    event: Mapping[str, Any], bot_open_id: str, raw: Mapping[str, Any]
+    event: Mapping[str, Any], bot_open_id: str, raw: Mapping[str, Any], channel: str
 ) -> InboundMessage | Unsupported | None:
     sender = event.get("sender") or {}
     message = event.get("message") or {}
@@ -67,7 +71,7 @@ def _message(
     is_group = message.get("chat_type") != "p2p"
     mentions = message.get("mentions") or []
     ours = [m for m in mentions if _is_bot(m, bot_open_id)]
-    chat = ChatRef(CHANNEL, str(message.get("chat_id", "")), message.get("thread_id") or None)
+    chat = ChatRef(channel, str(message.get("chat_id", "")), message.get("thread_id") or None)
     message_id = str(message["message_id"])
     kind = message.get("message_type")
     text = _text(kind, message.get("content") or "{}")
@@ -75,7 +79,7 @@ def _message(
         chat=chat,
         user_id=user_id,
         text="" if text is None else _resolve(text, mentions, ours),
-        event_id=f"{CHANNEL}:{message_id}",
+        event_id=f"{channel}:{message_id}",
         message_id=message_id,
         is_group=is_group,
         mentioned=not is_group or bool(ours),
@@ -139,7 +143,7 @@ def _resolve(text: str, mentions: list[Mapping[str, Any]], ours: list[Mapping[st
 
 
 def _action(
-    event: Mapping[str, Any], event_id: str, raw: Mapping[str, Any]
+    event: Mapping[str, Any], event_id: str, raw: Mapping[str, Any], channel: str
 ) -> InboundMessage | None:
     action = event.get("action") or {}
     value = action.get("value")
@@ -149,10 +153,10 @@ def _action(
         return None  # not one of our buttons
     message_id = context.get("open_message_id")
     return InboundMessage(
-        chat=ChatRef(CHANNEL, str(chat_id), value.get("thread") or None),
+        chat=ChatRef(channel, str(chat_id), value.get("thread") or None),
         user_id=str((event.get("operator") or {}).get("open_id", "")),
         text="",
-        event_id=f"{CHANNEL}:event:{event_id}",
+        event_id=f"{channel}:event:{event_id}",
         message_id=message_id,
         is_group=value.get("group") == "1",
         mentioned=True,  # pressing the bot's button addresses the bot

@@ -68,12 +68,11 @@ class SlackLimits(ChannelLimits):
 class SlackChannel:
     """DMs, channel mentions and their threads, through one Slack app (one bot token)."""
 
-    name = "slack"
-
     def __init__(
         self,
         *,
         bot_token: str,
+        name: str = "slack",  # the instance's id: one app of several (channels.slack[])
         app_token: str = "",
         signing_secret: str = "",
         mode: Literal["socket", "http"] = "socket",
@@ -88,6 +87,7 @@ class SlackChannel:
         answered: Callable[[str], Awaitable[bool]] | None = None,
         latest_conversation: Callable[[str, str, str], Awaitable[str | None]] | None = None,
     ) -> None:
+        self.name = name
         self.calls = calls  # what each Web API call came to, for /metrics
         if mode == "http" and not signing_secret:
             raise ValueError(
@@ -104,7 +104,7 @@ class SlackChannel:
         self._timeout_s = request_timeout_s
         self.mode = mode
         self.limits = SlackLimits(MAX_TEXT_BYTES, edit_interval_s, final_marker=True)
-        self.slots = WorkspaceSlots(budget or LocalRateBudget(), updates_per_minute)
+        self.slots = WorkspaceSlots(budget or LocalRateBudget(), updates_per_minute, name)
         self.counts: dict[str, int] = {"posts": 0, "updates": 0, "ratelimited": 0}
         self._sent: Recent[tuple[str, str], str] = Recent(REMEMBERED_TEXTS)  # -> text shown
         self.status = AssistantStatus(self.client, self.slots)
@@ -127,7 +127,7 @@ class SlackChannel:
         self.ingress.install(app)
 
     def health(self) -> Mapping[str, Any]:
-        return {"slack": {"mode": self.mode, "connected": self.ingress.connected, **self.counts}}
+        return {self.name: {"mode": self.mode, "connected": self.ingress.connected, **self.counts}}
 
     async def run(self, inbox: Inbox) -> None:
         # The pool stays open: turns still finishing (a stop's last edits) need it. The app

@@ -6,11 +6,11 @@ from typing import Literal
 
 from pydantic import Field, ValidationInfo, field_validator
 
-from adapters.access import AccessConfig, secret, url_path
+from adapters.access import InstanceConfig, secret, url_path
 from adapters.registry import ChannelSpec
 
 
-class SlackConfig(AccessConfig):
+class SlackConfig(InstanceConfig):
     enabled: bool = False
     mode: Literal["socket", "http"] = "socket"
     path: str = "/slack/events"
@@ -23,6 +23,12 @@ class SlackConfig(AccessConfig):
     edit_interval_s: float = Field(3.0, ge=0)
 
     _check_path = field_validator("path")(url_path)
+
+    def credential(self) -> str | None:
+        return self.bot_token or None
+
+    def routes(self) -> tuple[str, ...]:
+        return (self.path,) if self.mode == "http" else ()
 
     @field_validator("bot_token")
     @classmethod

@@ -10,6 +10,7 @@ from adapters.slack.config import SlackConfig
 def build(section: SlackConfig, services: ChannelServices) -> SlackChannel:
     return SlackChannel(
         bot_token=section.bot_token,
+        name=section.id or "slack",
         app_token=section.app_token,
         signing_secret=section.signing_secret,
         mode=section.mode,

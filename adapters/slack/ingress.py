@@ -189,7 +189,9 @@ class Ingress:
         if inbox is None or me is None:
             return
         team = str(body.get("team_id") or me.team_id)
-        message = normalize.message(event, team, me, lambda c, t: (c, t) in self._threads)
+        message = normalize.message(
+            event, team, me, lambda c, t: (c, t) in self._threads, self.channel.name
+        )
         if message is None:
             return
         if message.is_group and not message.mentioned and await self._answered_thread(message):
@@ -226,14 +228,15 @@ class Ingress:
         team = str(body.get("team_id") or me.team_id)
         # A slash command carries no thread: in a channel it means the user's latest thread.
         thread = None if channel.startswith("D") else await self._latest_thread(channel, user)
-        await inbox(normalize.command(body, ChatRef("slack", channel, thread, team_id=team)))
+        chat = ChatRef(self.channel.name, channel, thread, team_id=team)
+        await inbox(normalize.command(body, chat))
 
     async def _latest_thread(self, channel: str, user: str) -> str | None:
         """The user's latest thread with the bot in a channel: the store's (it spans restarts
         and processes), else the one this process saw (its turn may not be stored yet)."""
         if self._latest_conversation is not None:
-            prefix = ChatRef(normalize.CHANNEL, channel).key + ":"
-            key = await self._latest_conversation(normalize.CHANNEL, prefix, user)
+            prefix = ChatRef(self.channel.name, channel).key + ":"
+            key = await self._latest_conversation(self.channel.name, prefix, user)
             if key is not None:
                 return key.removeprefix(prefix)
         return self._last_thread.get((channel, user))
@@ -244,7 +247,7 @@ class Ingress:
         if inbox is None or me is None:
             return
         team = str((body.get("team") or {}).get("id") or me.team_id)
-        message = normalize.action(body, team)
+        message = normalize.action(body, team, self.channel.name)
         if message is not None:
             await inbox(message)
 

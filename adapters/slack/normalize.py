@@ -38,6 +38,7 @@ def message(
     team_id: str,
     me: BotIdentity,
     in_our_thread: Callable[[str, str], bool],
+    channel_name: str = CHANNEL,
 ) -> InboundMessage | None:
     """A `message` or `app_mention` event; None for what is not a user's new message: edits,
     deletions, joins, and anything from a bot (this one included)."""
@@ -54,10 +55,10 @@ def message(
     mention = f"<@{me.user_id}>"
     raw_text = str(event.get("text") or "")
     if direct:
-        chat = ChatRef(CHANNEL, channel, thread_ts, team_id=team_id)
+        chat = ChatRef(channel_name, channel, thread_ts, team_id=team_id)
         addressed = True
     else:
-        chat = ChatRef(CHANNEL, channel, thread_ts or ts, team_id=team_id)
+        chat = ChatRef(channel_name, channel, thread_ts or ts, team_id=team_id)
         addressed = (
             event.get("type") == "app_mention"
             or mention in raw_text
@@ -67,7 +68,7 @@ def message(
         chat=chat,
         user_id=str(user),
         text=_command_form(raw_text.replace(mention, " ").strip()),
-        event_id=f"{CHANNEL}:{team_id}:{channel}:{ts}",
+        event_id=f"{channel_name}:{team_id}:{channel}:{ts}",
         message_id=ts,
         is_group=not direct,
         mentioned=addressed,
@@ -87,7 +88,7 @@ def command(body: Mapping[str, Any], chat: ChatRef) -> InboundMessage:
         chat=chat,
         user_id=str(body.get("user_id", "")),
         text=text,
-        event_id=f"{CHANNEL}:{chat.team_id}:command:{body.get('trigger_id') or body.get('command')}",
+        event_id=f"{chat.channel}:{chat.team_id}:command:{body.get('trigger_id') or body.get('command')}",
         message_id=f"ephemeral:{body.get('user_id', '')}",
         user_name=body.get("user_name"),
         is_group=not chat.chat_id.startswith("D"),
@@ -96,7 +97,9 @@ def command(body: Mapping[str, Any], chat: ChatRef) -> InboundMessage:
     )
 
 
-def action(body: Mapping[str, Any], team_id: str) -> InboundMessage | None:
+def action(
+    body: Mapping[str, Any], team_id: str, channel_name: str = CHANNEL
+) -> InboundMessage | None:
     """A `block_actions` button press, on the conversation of the message that carried it."""
     actions = body.get("actions") or []
     channel = (body.get("channel") or {}).get("id") or (body.get("container") or {}).get(
@@ -110,13 +113,13 @@ def action(body: Mapping[str, Any], team_id: str) -> InboundMessage | None:
     message_ts = carrier.get("ts") or (body.get("container") or {}).get("message_ts")
     thread_ts = carrier.get("thread_ts") or (body.get("container") or {}).get("thread_ts")
     direct = str(channel).startswith("D")
-    chat = ChatRef(CHANNEL, channel, thread_ts if direct else thread_ts or message_ts, team_id)
+    chat = ChatRef(channel_name, channel, thread_ts if direct else thread_ts or message_ts, team_id)
     label = (pressed.get("text") or {}).get("text")
     return InboundMessage(
         chat=chat,
         user_id=str(user),
         text="",
-        event_id=f"{CHANNEL}:{team_id}:action:{channel}:{message_ts}:{pressed.get('action_ts')}",
+        event_id=f"{channel_name}:{team_id}:action:{channel}:{message_ts}:{pressed.get('action_ts')}",
         message_id=message_ts,
         user_name=(body.get("user") or {}).get("username"),
         is_group=not direct,

@@ -27,8 +27,9 @@ STATUS_PER_MINUTE = 45.0  # assistant.threads.setStatus: Tier 3 as well
 class WorkspaceSlots:
     """One Slack app's calls in a `RateBudget`, scoped by workspace (team) and channel."""
 
-    def __init__(self, budget: RateBudget, updates_per_minute: float) -> None:
+    def __init__(self, budget: RateBudget, updates_per_minute: float, app: str = "slack") -> None:
         self._budget = budget
+        self._app = app  # the instance's id: Slack's limits are per app, so two apps' differ
         self._per_second = updates_per_minute / 60.0
         self.home_team = "-"  # the token's own workspace (auth.test), for chats without a team
 
@@ -75,4 +76,4 @@ class WorkspaceSlots:
         )
 
     def _team(self, chat: ChatRef) -> str:
-        return f"slack:{chat.team_id or self.home_team}"
+        return f"{self._app}:{chat.team_id or self.home_team}"

@@ -32,6 +32,7 @@ from aiogram.types import LinkPreviewOptions, ReplyParameters
 from aiogram.utils.token import TokenValidationError
 from aiohttp import web
 
+from adapters.accounts import Accounts
 from adapters.base import (
     ChannelError,
     ChannelLimits,
@@ -70,12 +71,11 @@ class TelegramLimits(ChannelLimits):
 class TelegramChannel:
     """Private chats, groups and forum topics; long polling or a webhook on the gateway's server."""
 
-    name = "telegram"
-
     def __init__(
         self,
         *,
         token: str,
+        name: str = "telegram",  # the instance's id: one bot of several (channels.telegram[])
         mode: Literal["polling", "webhook"] = "polling",
         api_base: str | None = None,
         webhook_secret: str | None = None,
@@ -89,11 +89,13 @@ class TelegramChannel:
         budget: RateBudget | None = None,
         calls: PlatformCalls = NO_PLATFORM_CALLS,
         leader: Leader | None = None,
+        accounts: Accounts | None = None,
     ) -> None:
         """`admits` is the gateway's access policy, for the replies the channel sends itself;
         `budget` paces the calls (one in this process unless given, e.g. shared over Redis);
         `calls` counts every Bot API call for /metrics; `leader` elects the one process that
         long-polls when several serve the bot."""
+        self.name = name
         if mode == "webhook" and not webhook_secret:
             raise ValueError(
                 "channels.telegram.webhook_secret is required in webhook mode (without it anyone "
@@ -130,6 +132,7 @@ class TelegramChannel:
             request_timeout_s=request_timeout_s,
             poll_timeout_s=poll_timeout_s,
             leader=leader,
+            accounts=accounts,
         )
 
     def limits_for(self, chat: ChatRef) -> ChannelLimits:

@@ -6,7 +6,7 @@ from typing import Literal
 
 from pydantic import Field, ValidationInfo, field_validator
 
-from adapters.access import AccessConfig, secret, url_path
+from adapters.access import InstanceConfig, secret, url_path
 from adapters.registry import ChannelSpec
 
 
@@ -16,7 +16,7 @@ def _token_shape_ok(token: str) -> bool:
     return not any(c.isspace() for c in token) and bool(sep) and left.isdigit() and bool(right)
 
 
-class TelegramConfig(AccessConfig):
+class TelegramConfig(InstanceConfig):
     enabled: bool = False
     token: str = secret(env="TELEGRAM_BOT_TOKEN")
     mode: Literal["polling", "webhook"] = "polling"
@@ -45,6 +45,12 @@ class TelegramConfig(AccessConfig):
                 " (like 123456789:AA...), with no spaces"
             )
         return value
+
+    def credential(self) -> str | None:
+        return self.token or None
+
+    def routes(self) -> tuple[str, ...]:
+        return (self.webhook_path,) if self.mode == "webhook" else ()
 
     @field_validator("webhook_secret")
     @classmethod

@@ -10,6 +10,7 @@ from adapters.telegram.config import TelegramConfig
 def build(section: TelegramConfig, services: ChannelServices) -> TelegramChannel:
     return TelegramChannel(
         token=section.token,
+        name=section.id or "telegram",
         mode=section.mode,
         api_base=section.api_base,
         webhook_secret=section.webhook_secret,
@@ -21,4 +22,5 @@ def build(section: TelegramConfig, services: ChannelServices) -> TelegramChannel
         budget=services.rate_budget,
         calls=services.platform_calls,
         leader=services.leader,
+        accounts=services.accounts,
     )

@@ -13,6 +13,7 @@ import asyncio
 import logging
 import secrets
 from collections.abc import Awaitable, Callable
+from contextlib import AbstractAsyncContextManager, nullcontext
 from typing import TYPE_CHECKING, Literal, TypeVar
 
 from aiogram import Dispatcher
@@ -31,6 +32,7 @@ from aiogram.utils.backoff import Backoff, BackoffConfig
 from aiohttp import web
 from pydantic import ValidationError
 
+from adapters.accounts import Accounts, AccountTaken
 from adapters.base import ChannelError, Inbox, Leader, OutboundContent, TryLater
 from adapters.telegram.normalize import BotIdentity, Unsupported, normalize
 from adapters.telegram.recent import Recent
@@ -75,9 +77,11 @@ class Ingress:
         request_timeout_s: float,
         poll_timeout_s: int,
         leader: Leader | None = None,
+        accounts: Accounts | None = None,
     ) -> None:
         self.channel = channel
         self._leader = leader
+        self._accounts = accounts
         self.bot = channel.bot
         self.mode = mode
         self.dp = Dispatcher()
@@ -100,6 +104,21 @@ class Ingress:
         me = await self._retrying("getMe", self.bot.me)
         self._me = BotIdentity(me.id, me.username or "")
         log.info("Telegram: @%s (%s)", me.username, self.mode)
+        account = f"Telegram bot @{me.username} (id {me.id})"
+        try:
+            async with self._hold(f"telegram:{me.id}", account):
+                await self._serve(inbox, me.id)
+        except AccountTaken as exc:
+            raise ChannelError(str(exc)) from None
+
+    def _hold(self, key: str, account: str) -> AbstractAsyncContextManager[None]:
+        """The bot is ours while it runs: a second gateway on its token is refused, not left
+        to take turns with us at Telegram's 409 Conflict (adapters/accounts.py)."""
+        if self._accounts is None:
+            return nullcontext()
+        return self._accounts.hold(key, account, self.channel.name)
+
+    async def _serve(self, inbox: Inbox, bot_id: int) -> None:
         await self._best_effort("setMyCommands", lambda: self.bot.set_my_commands(COMMANDS))
         try:
             async with asyncio.TaskGroup() as group:
@@ -108,7 +127,7 @@ class Ingress:
                     await self._register_webhook()
                     await asyncio.get_running_loop().create_future()
                 elif self._leader is not None:  # Telegram allows one poller per bot
-                    await self._leader.lead(f"telegram:{me.id}:polling", lambda: self._poll(group))
+                    await self._leader.lead(f"telegram:{bot_id}:polling", lambda: self._poll(group))
                 else:
                     await self._poll(group)
         finally:
@@ -178,7 +197,7 @@ class Ingress:
         inbox, me = self._inbox, self._me
         if inbox is None or me is None:
             return
-        inbound = normalize(message, event_update.update_id, me)
+        inbound = normalize(message, event_update.update_id, me, self.channel.name)
         log.debug(
             "Telegram update %s from user %s in chat %s",
             event_update.update_id,

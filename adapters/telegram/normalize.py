@@ -59,16 +59,17 @@ class Unsupported:
 
 
 def normalize(
-    message: Message, update_id: int, me: BotIdentity
+    message: Message, update_id: int, me: BotIdentity, channel: str = CHANNEL
 ) -> InboundMessage | Unsupported | None:
-    """None for what is not for us: service messages, other bots, a channel's own posts, and a
+    """`channel` is the instance's name (`channels.telegram[].id`): it starts the conversation
+    key and the event id, so two bots' chats and update ids never meet. None for what is not for us: service messages, other bots, a channel's own posts, and a
     command addressed to another bot (`/new@other`), even in a reply to us or with
     `group_reply: all`."""
     sender = message.from_user
     if sender is None or (sender.is_bot and message.sender_chat is None):
         return None  # channel posts have no sender; other bots would talk to us in loops
     thread = str(message.message_thread_id) if message.is_topic_message else None
-    chat = ChatRef(CHANNEL, str(message.chat.id), thread)
+    chat = ChatRef(channel, str(message.chat.id), thread)
     is_group = message.chat.type in GROUP_TYPES
     text = message.text if message.text is not None else message.caption or ""
     entities = message.entities or message.caption_entities or []
@@ -89,7 +90,7 @@ def normalize(
         chat=chat,
         user_id=user_id,
         text=_start_is_help(text, me),
-        event_id=f"{CHANNEL}:{update_id}",
+        event_id=f"{channel}:{update_id}",
         message_id=str(message.message_id),
         user_name=user_name,
         is_group=is_group,

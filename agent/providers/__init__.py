@@ -42,9 +42,9 @@ def build_provider(llm: Any, env: Mapping[str, str] | None = None) -> Provider:
     if name == "offline" and llm.provider == "auto":
         log.info("no LLM key found (ANTHROPIC_API_KEY, OPENAI_API_KEY, OPENAI_BASE_URL):"
                  " using the offline demo model, which is not an LLM")  # fmt: skip
-    entries = [(name, llm.model, llm.base_url, _auto_key(llm, name, env), "llm")]
+    entries = [(name, llm.model, llm.base_url, _auto_key(llm, name, env), "llm", llm.media)]
     entries += [
-        (f.provider, f.model, f.base_url, f.api_key, f"llm.fallback[{i}]")
+        (f.provider, f.model, f.base_url, f.api_key, f"llm.fallback[{i}]", f.media)
         for i, f in enumerate(llm.fallback)
     ]
     chain = [_one(*entry, llm=llm, env=env) for entry in entries]
@@ -84,6 +84,7 @@ def _one(
     base_url: str | None,
     api_key: str,
     where: str,
+    media_kinds: list[str] | None,
     *,
     llm: Any,
     env: Mapping[str, str],
@@ -91,6 +92,7 @@ def _one(
     if name == "offline":
         return OfflineProvider()
     from agent.providers.deadline import Timeouts
+    from agent.providers.media import media_for
     from agent.providers.textmode import ToolModeProvider
 
     timeouts = Timeouts(llm.connect_timeout_s, llm.first_token_timeout_s, llm.total_timeout_s)
@@ -106,7 +108,11 @@ def _one(
 
         base_url = base_url or env.get("ANTHROPIC_BASE_URL") or None
         vendor = AnthropicProvider(
-            api_key=key, model=model or DEFAULT_MODEL, base_url=base_url, timeouts=timeouts
+            api_key=key,
+            model=model or DEFAULT_MODEL,
+            base_url=base_url,
+            timeouts=timeouts,
+            media=media_for(name, base_url, media_kinds),
         )
     elif name == "openai":
         base_url = base_url or env.get("OPENAI_BASE_URL") or None
@@ -131,6 +137,7 @@ def _one(
             model=model or OPENAI_MODEL,
             base_url=base_url,
             timeouts=timeouts,
+            media=media_for(name, base_url, media_kinds),
         )
     else:
         raise ProviderConfigError(

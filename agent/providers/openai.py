@@ -39,6 +39,17 @@ from openai._streaming import ServerSentEvent
 from agent.providers.base import ProviderError, ProviderUnavailable
 from agent.providers.classify import MALFORMED, classify, malformed
 from agent.providers.deadline import Deadline, Timeouts
+from agent.providers.media import (
+    ALL_MEDIA,
+    PDF,
+    Media,
+    descriptions,
+    file_text,
+    forget,
+    load,
+    loaded,
+    media_for,
+)
 from agent.providers.prepared import PreparedPost
 from agent.providers.sse import SSELines
 from agent.providers.wire import cached, dumps, extended, json_object, keep, resume
@@ -52,6 +63,7 @@ from agent.types import (
     ToolCallEvent,
     Usage,
 )
+from content.parts import FilePart, Part, TextPart
 from tools.base import ToolSpec
 from tools.redact import redact_credentials, split_credentials
 
@@ -78,6 +90,7 @@ class OpenAIProvider:
         model: str = DEFAULT_MODEL,
         base_url: str | None = None,
         timeouts: Timeouts | None = None,
+        media: Media | None = None,
     ) -> None:
         self.model = model
         self.timeouts = timeouts or Timeouts()
@@ -104,6 +117,8 @@ class OpenAIProvider:
         self.base_url = str(self._client.base_url).rstrip("/")
         # OpenAI's newer models refuse `max_tokens`; compatible servers may not know the new name
         self._max_key = "max_completion_tokens" if OPENAI_HOST in self.base_url else "max_tokens"
+        # what the model takes natively; the rest goes as text (media.py)
+        self.media = media if media is not None else media_for("openai", self.base_url, None)
         self._tools: tuple[tuple[ToolSpec, ...], bytes] = ((), b"[]")
 
     async def aclose(self) -> None:
@@ -112,6 +127,9 @@ class OpenAIProvider:
     async def stream(self, request: ModelRequest) -> ModelStream:
         model = request.model or self.model
         who = f"openai {model} at {self.base_url}"
+        prefix = resume(request.messages, _PREFIX + self.media.key)
+        fresh = request.messages[prefix.count if prefix else 0 :]
+        await load(fresh, self.media, request.blobs, "openai:" + self.media.key)
         deadline = Deadline(self.timeouts, who)
         try:
             response = await deadline.wait(self._post.send(self._body(request, model)))
@@ -160,7 +178,8 @@ class OpenAIProvider:
             self._max_key: request.max_tokens,
         }
         encoded = {"tools": self._tool_params(request.tools)} if request.tools else {}
-        return json_object(fields, encoded, {"messages": [*system, *_items(request.messages)]})
+        items = _items(request.messages, self.media)
+        return json_object(fields, encoded, {"messages": [*system, *items]})
 
     def _tool_params(self, tools: tuple[ToolSpec, ...]) -> bytes:
         # the coordinator hands the same tuple for a persona version: encode once, not per call
@@ -311,44 +330,63 @@ class _State:
         ]
 
 
-def to_openai(system: str, messages: Sequence[Message]) -> list[dict[str, Any]]:
+def to_openai(
+    system: str, messages: Sequence[Message], media: Media = ALL_MEDIA
+) -> list[dict[str, Any]]:
     """Our messages for Chat Completions: `tool_calls` on the assistant, role "tool" for results."""
     out: list[dict[str, Any]] = [{"role": "system", "content": system}] if system else []
-    return out + [item for item in map(_item, messages) if item is not None]
+    return out + [item for item in (_item(m, media) for m in messages) if item is not None]
 
 
-def _items(messages: Sequence[Message]) -> list[bytes]:
+def _items(messages: Sequence[Message], media: Media = ALL_MEDIA) -> list[bytes]:
     """The history's items, encoded once per message and joined with commas (one item of the
     JSON array, or none); like anthropic.py's turns, what the last request of this history made
     of it is kept on its newest message (wire.py), so a request walks only the messages the
     last one did not have."""
-    prefix = resume(messages, _PREFIX)
+    prefix_key = _PREFIX + media.key
+    prefix = resume(messages, prefix_key)
     start = prefix.count if prefix else 0
-    added = [cached(message, "openai", _encode) for message in messages[start:]]
+    added = [
+        _media_item(message, media) if message.parts else cached(message, "openai", _encode)
+        for message in messages[start:]
+    ]
     # an empty assistant message is left out
     items = extended(prefix.made if prefix else b"", [piece for piece in added if piece])
-    keep(messages, _PREFIX, start, items)
+    keep(messages, prefix_key, start, items)
     return [items] if items else []
 
 
-_PREFIX = "openai-prefix"
+_PREFIX = "openai-prefix:"
 
 
-def _encode(message: Message) -> bytes:
-    item = _item(message)
+def _encode(message: Message, media: Media = ALL_MEDIA) -> bytes:
+    item = _item(message, media)
     return b"" if item is None else dumps(item)
 
 
-def _item(message: Message) -> dict[str, Any] | None:
+def _media_item(message: Message, media: Media) -> bytes:
+    """A message with parts: its wire form depends on what the model takes (media.py)."""
+    key = "openai:" + media.key
+    item: bytes | None = message.derived.get(key)
+    if item is None:
+        item = message.derived[key] = _encode(message, media)
+        forget(message)
+    return item
+
+
+def _item(message: Message, media: Media = ALL_MEDIA) -> dict[str, Any] | None:
+    # the API takes media in user messages only: a tool's or the bot's own are described
+    carried, described = _media_parts(message, media) if message.parts else ([], "")
+    content_text = "\n".join(t for t in (message.content, described) if t)
     if message.role == "tool":
-        content = message.content or "(no output)"
+        content = content_text or "(no output)"
         if message.is_error and not content.lower().startswith("error"):
             content = f"Error: {content}"  # the API has no is_error flag
         return {"role": "tool", "tool_call_id": message.tool_call_id or "", "content": content}
     if message.role == "assistant":
-        if not message.content and not message.tool_calls:
+        if not content_text and not message.tool_calls:
             return None
-        item: dict[str, Any] = {"role": "assistant", "content": message.content or None}
+        item: dict[str, Any] = {"role": "assistant", "content": content_text or None}
         if message.tool_calls:
             item["tool_calls"] = [
                 {
@@ -359,7 +397,37 @@ def _item(message: Message) -> dict[str, Any] | None:
                 for c in message.tool_calls
             ]
         return item
-    return {"role": "user", "content": message.content}
+    if not carried:
+        return {"role": "user", "content": content_text}
+    text = [{"type": "text", "text": content_text}] if content_text.strip() else []
+    return {"role": "user", "content": [*text, *carried]}
+
+
+def _media_parts(message: Message, media: Media) -> tuple[list[dict[str, Any]], str]:
+    """A user message's content parts for what the model takes, and the rest described."""
+    carried: list[dict[str, Any]] = []
+    rest: list[Part] = []
+    for part in message.parts:
+        if isinstance(part, TextPart):
+            carried.append({"type": "text", "text": part.text})
+            continue
+        how = media.native(part) if message.role == "user" else None
+        data = loaded(message, part) if how is not None else None
+        if how is None or data is None:
+            rest.append(part)
+        elif how == "text":
+            assert isinstance(part, FilePart)
+            carried.append({"type": "text", "text": file_text(part, data)})
+        elif how == "image":
+            url = f"data:{part.blob.mime_type.lower()};base64,{data}"
+            carried.append({"type": "image_url", "image_url": {"url": url}})
+        else:
+            file = {
+                "filename": part.blob.name or "file.pdf",
+                "file_data": f"data:{PDF};base64,{data}",
+            }
+            carried.append({"type": "file", "file": file})
+    return carried, descriptions(rest)
 
 
 def _object_text(call: ToolCall) -> str:

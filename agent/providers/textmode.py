@@ -212,6 +212,11 @@ def _results_message(results: list[Message]) -> Message:
         ]
         kept = results[0].derived["text"] = (
             group,
-            Message("user", "[tool results]\n\n" + "\n\n".join(texts)),
+            # what the tools made (a chart, a PDF) goes with their text, as a user's would
+            Message(
+                "user",
+                "[tool results]\n\n" + "\n\n".join(texts),
+                parts=tuple(p for m in group for p in m.parts),
+            ),
         )
     return kept[1]

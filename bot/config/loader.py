@@ -13,6 +13,7 @@ from pydantic import BaseModel, ValidationError
 
 from bot.config.env import expand_env
 from bot.config.errors import ConfigError, describe, show
+from bot.config.instances import check_instances, single_instance_loc
 from bot.config.schema import Config, item_model
 from bot.config.server import follow_server, override_server
 
@@ -102,11 +103,13 @@ def _validate(
         expanded = expand_env(data, env)
         override_server(expanded, env, *server)
         config = follow_server(Config.model_validate(expanded))
+        check_instances(config.channels)
         _check_folders(config, folder)
-    except ConfigError as exc:
+    except ValidationError as exc:  # before ValueError, which it is
+        error = single_instance_loc(exc.errors()[0], data.get("channels"))
+        raise ConfigError(f"{source}: {describe(error)}") from exc
+    except (ConfigError, ValueError) as exc:  # ValueError: check_instances
         raise ConfigError(f"{source}: {exc}") from exc
-    except ValidationError as exc:
-        raise ConfigError(f"{source}: {describe(exc.errors()[0])}") from exc
     return config
 
 
@@ -134,6 +137,15 @@ def _check_folders(config: Config, folder: Path) -> None:
             )
 
 
+def _prepare_item(model: type[BaseModel], data: dict[Any, Any], key: str) -> None:
+    """A list item: like a section, but no secret is taken from the environment (two Telegram
+    instances must not both read TELEGRAM_BOT_TOKEN: each names its own `${VAR}`)."""
+    absent = [name for name in model.model_fields if name not in data]
+    _prepare(model, data, key)
+    for name in absent:
+        data.pop(name, None)
+
+
 def _prepare(model: type[BaseModel], data: dict[Any, Any], key: str) -> None:
     """Fill env-sourced secrets the file leaves out, and treat an empty section as defaults."""
     for name in data:
@@ -144,7 +156,9 @@ def _prepare(model: type[BaseModel], data: dict[Any, Any], key: str) -> None:
             )
     for name, field in model.model_fields.items():
         sub = item_model(field.annotation)
-        if sub is not None and field.annotation is sub and data.get(name) is None:
+        extra = field.json_schema_extra if isinstance(field.json_schema_extra, dict) else {}
+        single = field.annotation is sub or extra.get("instances")  # one mapping, by default
+        if sub is not None and single and data.get(name) is None:
             data[name] = {}  # a section whose keys are all commented out parses as null
         value = data.get(name)
         if sub is not None and isinstance(value, dict):
@@ -152,8 +166,7 @@ def _prepare(model: type[BaseModel], data: dict[Any, Any], key: str) -> None:
         elif sub is not None and isinstance(value, list):
             for i, item in enumerate(value):
                 if isinstance(item, dict):
-                    _prepare(sub, item, f"{key}{name}.{i}.")
-        extra = field.json_schema_extra if isinstance(field.json_schema_extra, dict) else {}
+                    _prepare_item(sub, item, f"{key}{name}.{i}.")
         if name not in data and "env" in extra:
             data[name] = f"${{{extra['env']}:-}}"
         elif extra.get("secret") and value not in (None, "") and "${" not in str(value):

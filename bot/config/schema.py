@@ -6,7 +6,7 @@ from collections.abc import Iterator
 from typing import Any, Literal, get_args, get_origin
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
 
 from adapters.access import secret
 from adapters.api.config import ApiConfig
@@ -14,7 +14,8 @@ from adapters.feishu.config import FeishuConfig
 from adapters.slack.config import SlackConfig
 from adapters.telegram.config import TelegramConfig
 from adapters.websocket.config import WebsocketConfig
-from tools.builtin.settings import KnowledgeSettings, ToolsSettings
+from bot.config.instances import INSTANCE_KINDS, INSTANCES, as_instances
+from tools.settings import KnowledgeSettings, ToolsSettings
 
 
 class _Section(BaseModel):
@@ -75,11 +76,16 @@ class LogConfig(_Section):
     format: Literal["text", "json"] = "text"
 
 
+# what a model takes natively besides text; null: known per vendor (agent/providers/media.py)
+MediaKinds = list[Literal["image", "file"]] | None
+
+
 class FallbackProvider(_Section):
     provider: Literal["anthropic", "openai", "offline"]
     model: str | None = None
     base_url: str | None = None
     api_key: str = secret()
+    media: MediaKinds = None
 
 
 class LLMConfig(_Section):
@@ -95,6 +101,7 @@ class LLMConfig(_Section):
     retry_backoff_s: float = Field(0.5, ge=0, le=60)
     circuit_open_s: float = Field(30, gt=0, le=3600)
     tool_mode: Literal["native", "text", "auto"] = "auto"
+    media: MediaKinds = None
 
 
 class AgentConfig(_Section):
@@ -180,13 +187,19 @@ class PersonasConfig(_Section):
 
 
 class ChannelsConfig(_Section):
-    """One section per channel, each defined in its adapter package."""
+    """One section per channel, each defined in its adapter package. Telegram, Slack and Feishu
+    take a list of instances too (bot/config/instances.py): validated, each is a list."""
 
     websocket: WebsocketConfig = WebsocketConfig()
-    telegram: TelegramConfig = TelegramConfig()
-    slack: SlackConfig = SlackConfig()
+    telegram: list[TelegramConfig] = Field([TelegramConfig(id="telegram")], **INSTANCES)
+    slack: list[SlackConfig] = Field([SlackConfig(id="slack")], **INSTANCES)
     api: ApiConfig = ApiConfig()
-    feishu: FeishuConfig = FeishuConfig()
+    feishu: list[FeishuConfig] = Field([FeishuConfig(id="feishu")], **INSTANCES)
+
+    @field_validator(*INSTANCE_KINDS, mode="before")
+    @classmethod
+    def _instances(cls, value: Any, info: ValidationInfo) -> Any:
+        return as_instances(str(info.field_name), value)
 
 
 class Config(_Section):

@@ -9,6 +9,7 @@ from redis.exceptions import RedisError
 from adapters.base import InboundMessage
 from bot.config.schema import RedisConfig
 from bot.readiness import Down
+from bot.redis.accounts import RedisAccounts
 from bot.redis.budget import RedisRateBudget
 from bot.redis.client import RedisHealth, connect, describe
 from bot.redis.conversations import RedisConversations
@@ -56,6 +57,8 @@ class RedisMode:
             self.redis, self.reader, prefix=prefix, replay_events=REPLAY_EVENTS
         )
         self.leader = RedisLeader(self.redis, prefix=prefix, lease_s=config.lease_s)
+        # a bot account outlives a leader's hand-over: a lease of a few leader leases
+        self.accounts = RedisAccounts(self.redis, prefix=prefix, lease_s=3 * config.lease_s)
         self.quotas = RedisQuotaState(self.redis, prefix=prefix)
         self.health = RedisHealth(self.redis)
         self._open = False

@@ -1,8 +1,9 @@
 """Built-in tools, and the registry that holds them.
 
-What they read from `ToolContext.services` (the app fills it; each tool degrades without it):
-`tools_config` (ToolsSettings), `http` (a shared aiohttp session), `knowledge` (a
-KnowledgeBase), `default_timezone`. User data goes through `ctx.storage` (tools.memory).
+What they read from `ToolContext.deps` (the app builds it; each tool degrades without a part):
+`settings` (ToolsSettings), `http` (the shared aiohttp session), `knowledge` (a KnowledgeBase),
+`default_timezone`, `blobs` (where a tool keeps media it makes). User data goes through
+`ctx.storage` (tools.memory).
 """
 
 from __future__ import annotations
@@ -14,8 +15,8 @@ from tools.builtin.news import fetch_news
 from tools.builtin.payment import create_payment
 from tools.builtin.rates import get_exchange_rate
 from tools.builtin.search import web_search
-from tools.builtin.settings import IntakeSettings
 from tools.registry import ToolRegistry
+from tools.settings import IntakeSettings
 
 
 def builtin_registry(intake: IntakeSettings | None = None) -> ToolRegistry:

@@ -33,7 +33,7 @@ def _zone(name: str) -> zoneinfo.ZoneInfo:
         return zoneinfo.ZoneInfo(canonical)
 
 
-@tool(idempotent=True)
+@tool(read_only=True, open_world=False)
 async def get_current_datetime(
     ctx: ToolContext,
     timezone: str | None = None,
@@ -46,7 +46,7 @@ async def get_current_datetime(
             the user's default zone when omitted.
         format: 'full' for date, time, weekday and UTC offset; 'date' or 'time' for less.
     """
-    zone = _zone(timezone or ctx.services.get("default_timezone", "UTC"))
+    zone = _zone(timezone or ctx.deps.default_timezone)
     now = datetime.now(zone)
     offset = now.strftime("%z")
     fields = {

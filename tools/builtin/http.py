@@ -12,7 +12,6 @@ import aiohttp
 from yarl import URL
 
 from tools.base import ToolContext
-from tools.builtin.settings import settings
 
 USER_AGENT = "chat-gateway-tools/0.1"
 MAX_BODY_BYTES = 2_000_000
@@ -24,8 +23,8 @@ class Unreachable(Exception):
 
 @contextlib.asynccontextmanager
 async def _session(ctx: ToolContext) -> AsyncIterator[aiohttp.ClientSession]:
-    shared = ctx.services.get("http")
-    if isinstance(shared, aiohttp.ClientSession) and not shared.closed:
+    shared = ctx.deps.http.current if ctx.deps.http is not None else None
+    if shared is not None:
         yield shared
         return
     async with aiohttp.ClientSession() as own:  # outside the app (tests, scripts)
@@ -40,7 +39,7 @@ async def fetch(
     headers: Mapping[str, str] | None = None,
 ) -> bytes:
     """GET `url` within `tools.http_timeout_s`; any failure raises Unreachable naming the host."""
-    deadline = settings(ctx).http_timeout_s
+    deadline = ctx.deps.settings.http_timeout_s
     sent = {"User-Agent": USER_AGENT, **(headers or {})}
     try:
         async with (

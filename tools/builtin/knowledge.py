@@ -5,7 +5,6 @@ from __future__ import annotations
 from typing import Any
 
 from tools.base import ToolContext
-from tools.builtin.settings import settings
 from tools.knowledge import KnowledgeBase, unique_terms
 from tools.memory import MemoryStore, relevant, user_rows
 from tools.registry import tool
@@ -17,8 +16,8 @@ NO_KNOWLEDGE = (
 
 
 def knowledge_base(ctx: ToolContext) -> KnowledgeBase | None:
-    found = ctx.services.get("knowledge")
-    return found if isinstance(found, KnowledgeBase) and found.documents else None
+    found = ctx.deps.knowledge
+    return found if found is not None and found.documents else None
 
 
 async def _memories(ctx: ToolContext, query: str) -> list[str]:
@@ -27,7 +26,7 @@ async def _memories(ctx: ToolContext, query: str) -> list[str]:
     return [str(row["content"]) for row in relevant(await user_rows(ctx), query)]
 
 
-@tool(idempotent=True)
+@tool(read_only=True, open_world=False)
 async def search_knowledge(
     ctx: ToolContext, query: str, category: str | None = None
 ) -> dict[str, Any]:
@@ -82,14 +81,14 @@ def _overlap(question: list[str], domain: set[str]) -> list[str]:
     ]
 
 
-@tool(idempotent=True)
+@tool(read_only=True, open_world=False)
 async def check_off_topic(ctx: ToolContext, question: str) -> dict[str, Any]:
     """Check whether a question is inside this bot's subject, before answering something unrelated.
 
     Args:
         question: the user's question, as they wrote it.
     """
-    config = settings(ctx).off_topic
+    config = ctx.deps.settings.off_topic
     asked = unique_terms(question)
     domain = set(unique_terms(" ".join([config.topic, *config.keywords])))
     kb = knowledge_base(ctx)

@@ -11,15 +11,15 @@ from collections.abc import Mapping
 from typing import Any
 
 from tools.base import ToolContext, ToolError
-from tools.builtin.settings import IntakeField, IntakeSettings
 from tools.memory import MemoryType, context_for, remember, user_rows
 from tools.registry import Tool, tool
+from tools.settings import IntakeField, IntakeSettings
 
 INTAKE_IMPORTANCE = 80
 _TYPES: dict[str, Any] = {"string": str, "integer": int, "number": float, "boolean": bool}
 
 
-@tool(idempotent=True)  # the same sentence again updates its row
+@tool(idempotent=True, destructive=False, open_world=False)  # the same sentence updates its row
 async def save_user_memory(
     ctx: ToolContext, memory_type: MemoryType, content: str, category: str | None = None
 ) -> dict[str, Any]:
@@ -37,7 +37,7 @@ async def save_user_memory(
     return {"success": True, "memory_id": memory_id, "message": "Saved; I will remember this."}
 
 
-@tool(idempotent=True)
+@tool(read_only=True, open_world=False)
 async def get_user_context(ctx: ToolContext, query: str) -> dict[str, Any]:
     """Recall what is known about this user: memories relevant to the question, then the most
     important ones.
@@ -106,4 +106,5 @@ def intake_tool(settings: IntakeSettings | None = None) -> Tool:
         "Record the user's details for an assessment (only what they told you) and see what is "
         "still missing.\n\nArgs:\n" + "\n".join(docs)
     )
-    return tool(idempotent=True)(collect_info)  # keyed: a value again replaces itself
+    # keyed: a value again replaces itself
+    return tool(idempotent=True, destructive=False, open_world=False)(collect_info)

@@ -15,8 +15,8 @@ import feedparser  # type: ignore[import-untyped]
 
 from tools.base import ToolContext, ToolError
 from tools.builtin.http import Unreachable, fetch
-from tools.builtin.settings import NewsSettings, settings
 from tools.registry import tool
+from tools.settings import NewsSettings
 
 log = logging.getLogger(__name__)
 
@@ -107,7 +107,7 @@ def _static(config: NewsSettings, category: str | None, limit: int) -> list[dict
     return [i.model_dump(exclude_defaults=True) for i in items[:limit]]
 
 
-@tool(idempotent=True)
+@tool(read_only=True)
 async def fetch_news(
     ctx: ToolContext, category: str | None = None, limit: int = 5
 ) -> dict[str, Any]:
@@ -119,7 +119,7 @@ async def fetch_news(
     """
     if not 1 <= limit <= 20:
         raise ToolError(f"limit {limit} is out of range; use 1 to 20")
-    config = settings(ctx).news
+    config = ctx.deps.settings.news
     if category and category.lower() in ("all", "*"):
         category = None
     if category and config.feeds and not any(c.upper() == category.upper() for c in config.feeds):

@@ -17,10 +17,10 @@ from datetime import UTC, datetime, timedelta
 import segno
 
 from tools.base import ToolContext, ToolError, ToolResult
-from tools.builtin.settings import PaymentSettings, settings
 from tools.display import card
 from tools.memory import OrderStore, remember
 from tools.registry import tool
+from tools.settings import PaymentSettings
 
 INTENT_IMPORTANCE = 90
 
@@ -33,11 +33,16 @@ def _pick(value: str, choices: Iterable[str], what: str) -> str:
     raise ToolError(f"unknown {what} {value!r}; choose one of {options}")
 
 
-def qr_data_url(text: str) -> str:
-    """A PNG QR code of `text`, as a data: URL a client can show without fetching anything."""
+def qr_png(text: str) -> bytes:
+    """A PNG QR code of `text`."""
     buffer = io.BytesIO()
     segno.make(text, error="m").save(buffer, kind="png", scale=5, border=2)
-    return "data:image/png;base64," + base64.b64encode(buffer.getvalue()).decode()
+    return buffer.getvalue()
+
+
+def data_url(png: bytes) -> str:
+    """A PNG as a data: URL, which a client can show without fetching anything."""
+    return "data:image/png;base64," + base64.b64encode(png).decode()
 
 
 def _order_id(now: datetime) -> str:
@@ -50,7 +55,7 @@ def _payment_url(config: PaymentSettings, order: dict[str, object]) -> str | Non
     return config.provider_url.format(**{k: str(v) for k, v in order.items()})
 
 
-@tool
+@tool(destructive=False, open_world=False)
 async def create_payment(ctx: ToolContext, service: str, category: str, method: str) -> ToolResult:
     """Create a payment order for a paid service and show the user a QR code to pay it.
 
@@ -62,7 +67,7 @@ async def create_payment(ctx: ToolContext, service: str, category: str, method: 
         category: what the service is for (e.g. a programme code); it sets the price.
         method: how the user wants to pay (e.g. CARD).
     """
-    config = settings(ctx).payment
+    config = ctx.deps.settings.payment
     if not config.prices:
         raise ToolError("no paid services are configured here (tools.payment.prices); say so")
     store = ctx.storage
@@ -129,7 +134,9 @@ async def create_payment(ctx: ToolContext, service: str, category: str, method: 
         "payment_url": url,
         "message": f"Order created; payment has NOT been received. {how}",
     }
-    image = await asyncio.to_thread(qr_data_url, url) if url else None
+    png = await asyncio.to_thread(qr_png, url) if url else None
+    # the QR code as an image part too, for channels that send media (the card stays as it was)
+    qr = await ctx.keep_blob(png, mime_type="image/png", name="payment-qr.png") if png else None
     hint = card(
         "Payment order",
         {
@@ -141,6 +148,7 @@ async def create_payment(ctx: ToolContext, service: str, category: str, method: 
             "Status": "waiting for payment",
         },
         subtitle="Scan the code to pay" if url else "Online payment is not available here",
-        image=image,
+        image=data_url(png) if png else None,
     )
-    return ToolResult(json.dumps(summary, ensure_ascii=False), display=(hint,))
+    parts = (qr,) if qr is not None else ()
+    return ToolResult(json.dumps(summary, ensure_ascii=False), display=(hint,), parts=parts)

@@ -10,13 +10,12 @@ from typing import Any
 
 from tools.base import ToolContext, ToolError
 from tools.builtin.http import Unreachable, fetch_json
-from tools.builtin.settings import ExchangeRateSettings, settings
 from tools.registry import tool
+from tools.settings import ExchangeRateSettings
 
 log = logging.getLogger(__name__)
 
 _CODE = re.compile(r"^[A-Z]{3}$")
-CACHE_KEY = "exchange_rate_cache"  # in ctx.services: base -> (fetched at, rates, updated)
 
 
 def _code(value: str, what: str) -> str:
@@ -49,9 +48,7 @@ def fallback_rate(table: Mapping[str, float], src: str, dst: str) -> float | Non
 async def _live_rates(
     ctx: ToolContext, config: ExchangeRateSettings, base: str
 ) -> tuple[dict[str, float], str | None]:
-    cache: dict[str, tuple[float, dict[str, float], str | None]] = ctx.services.setdefault(
-        CACHE_KEY, {}
-    )
+    cache = ctx.deps.rates
     hit = cache.get(base)
     if hit is not None and time.monotonic() - hit[0] < config.cache_s:
         return hit[1], hit[2]
@@ -70,7 +67,7 @@ async def _live_rates(
     return clean, updated
 
 
-@tool(idempotent=True)
+@tool(read_only=True)
 async def get_exchange_rate(
     ctx: ToolContext, from_: str, to: str, amount: float | None = None
 ) -> dict[str, Any]:
@@ -82,7 +79,7 @@ async def get_exchange_rate(
         amount: how much of the source currency to convert; omit for the rate alone.
     """
     src, dst = _code(from_, "from"), _code(to, "to")
-    config = settings(ctx).exchange_rate
+    config = ctx.deps.settings.exchange_rate
     result: dict[str, Any] = {"success": True, "from": src, "to": dst}
     try:
         rates, updated = await _live_rates(ctx, config, src)

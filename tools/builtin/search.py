@@ -7,8 +7,8 @@ from typing import Any
 
 from tools.base import ToolContext, ToolError
 from tools.builtin.http import Unreachable, fetch_json
-from tools.builtin.settings import WebSearchSettings, settings
 from tools.registry import tool
+from tools.settings import WebSearchSettings
 
 log = logging.getLogger(__name__)
 
@@ -66,7 +66,7 @@ async def _google(ctx: ToolContext, c: WebSearchSettings, q: str, lang: str | No
 BACKENDS = {"searxng": _searxng, "brave": _brave, "google": _google}
 
 
-@tool(idempotent=True)
+@tool(read_only=True)
 async def web_search(
     ctx: ToolContext, query: str, site: str | None = None, language: str | None = None
 ) -> dict[str, Any]:
@@ -79,7 +79,7 @@ async def web_search(
     """
     if not query.strip():
         raise ToolError("query is empty; say what to search for")
-    config = settings(ctx).web_search
+    config = ctx.deps.settings.web_search
     q = f"{query.strip()} site:{site.strip()}" if site and site.strip() else query.strip()
     search = BACKENDS.get(config.backend)
     try:

@@ -1,8 +1,8 @@
 """Settings of the built-in tools: the `tools:` and `knowledge:` sections of config.yaml.
 
-They live here, beside the tools that read them, so `tools` needs nothing from `bot`; the
-config loader mounts them as sections. A tool finds them in `ctx.services["tools_config"]`
-(defaults when absent, as in unit tests).
+They live in `tools`, so `tools` needs nothing from `bot`; the config loader mounts them as
+sections. A tool reads them from `ctx.deps.settings` (the defaults when the app gave none, as in
+unit tests).
 """
 
 from __future__ import annotations
@@ -11,7 +11,6 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from tools.base import ToolContext
 from tools.pii import KINDS, Kind, PiiMasker
 
 
@@ -140,8 +139,3 @@ class KnowledgeSettings(_Section):
 
 
 DEFAULT_TOOLS = ToolsSettings()
-
-
-def settings(ctx: ToolContext) -> ToolsSettings:
-    found = ctx.services.get("tools_config")
-    return found if isinstance(found, ToolsSettings) else DEFAULT_TOOLS

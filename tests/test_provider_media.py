@@ -1,0 +1,191 @@
+"""Media parts through the real SDK clients to the fake vendor APIs: images and PDFs as the
+vendor's own blocks, text files as text, the rest (audio, a text-only model, a blob that is
+gone) as a description; the bytes read from the blob store once per message."""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+from collections.abc import AsyncIterator
+from typing import Any
+
+import pytest
+
+from agent.providers.anthropic import AnthropicProvider
+from agent.providers.media import TEXT_ONLY, Media
+from agent.providers.openai import OpenAIProvider
+from agent.types import Message, ModelRequest, TextDelta, ToolCall
+from content.blobs import BlobNotFound
+from content.parts import AudioPart, BlobRef, FilePart, ImagePart, Part
+from tests.fake_anthropic import FakeAnthropic
+from tests.fake_llm import Reply
+from tests.fake_openai import FakeOpenAI
+
+PNG = b"\x89PNG\r\n\x1a\n" + bytes(range(64))
+PDF = b"%PDF-1.7\n" + b"x" * 100
+CSV = b"city,rain\nLisbon,12\n"
+OGG = b"OggS" + bytes(32)
+
+
+class Blobs:
+    """A blob store held in a dict: the seam's smallest implementation, counting reads."""
+
+    def __init__(self) -> None:
+        self.data: dict[str, tuple[str, bytes]] = {}
+        self.reads: list[str] = []
+
+    def put(self, data: bytes, mime_type: str, name: str | None = None) -> BlobRef:
+        blob_id = hashlib.sha256(data).hexdigest()
+        self.data[blob_id] = (mime_type, data)
+        return BlobRef(blob_id, mime_type, len(data), name, "test")
+
+    async def get(self, blob_id: str) -> tuple[str, bytes]:
+        self.reads.append(blob_id)
+        try:
+            return self.data[blob_id]
+        except KeyError:
+            raise BlobNotFound(blob_id) from None
+
+
+@pytest.fixture
+async def openai_fake() -> AsyncIterator[FakeOpenAI]:
+    async with FakeOpenAI() as fake:
+        yield fake
+
+
+@pytest.fixture
+async def anthropic_fake() -> AsyncIterator[FakeAnthropic]:
+    async with FakeAnthropic() as fake:
+        yield fake
+
+
+def provider(vendor: str, url: str, media: Media) -> OpenAIProvider | AnthropicProvider:
+    cls = OpenAIProvider if vendor == "openai" else AnthropicProvider
+    return cls(api_key="test-key", base_url=url, model="m", media=media)
+
+
+async def send(p: OpenAIProvider | AnthropicProvider, request: ModelRequest) -> str:
+    return "".join([e.text async for e in p.stream(request) if isinstance(e, TextDelta)])
+
+
+def fake_for(vendor: str, o: FakeOpenAI, a: FakeAnthropic) -> FakeOpenAI | FakeAnthropic:
+    return o if vendor == "openai" else a
+
+
+def everything(blobs: Blobs) -> tuple[Part, ...]:
+    return (
+        ImagePart(blobs.put(PNG, "image/png", "chart.png")),
+        FilePart(blobs.put(PDF, "application/pdf", "report.pdf")),
+        FilePart(blobs.put(CSV, "text/csv", "rain.csv")),
+        AudioPart(blobs.put(OGG, "audio/ogg", "voice.ogg")),
+    )
+
+
+@pytest.mark.parametrize("vendor", ["openai", "anthropic"])
+async def test_media_goes_as_the_vendors_own_blocks(
+    vendor: str, openai_fake: FakeOpenAI, anthropic_fake: FakeAnthropic
+) -> None:
+    fake = fake_for(vendor, openai_fake, anthropic_fake)
+    fake.add(Reply(text=["seen"]), Reply(text=["again"]))
+    blobs = Blobs()
+    p = provider(vendor, fake.url, Media())
+    first = Message("user", "what is in these?", parts=everything(blobs))
+    assert await send(p, ModelRequest("", (first,), blobs=blobs)) == "seen"
+    content: list[dict[str, Any]] = fake.requests[0].body["messages"][0]["content"]
+    kinds = [block["type"] for block in content]
+    if vendor == "anthropic":
+        assert kinds == ["image", "document", "text", "text"]
+        image, document, csv, text = content
+        assert image["source"]["media_type"] == "image/png"
+        assert base64.b64decode(image["source"]["data"]) == PNG
+        assert document["source"] == {
+            "type": "base64",
+            "media_type": "application/pdf",
+            "data": base64.b64encode(PDF).decode(),
+        }
+    else:
+        assert kinds == ["text", "image_url", "file", "text"]
+        text, image, document, csv = content
+        assert (
+            image["image_url"]["url"] == "data:image/png;base64," + base64.b64encode(PNG).decode()
+        )
+        assert document["file"]["filename"] == "report.pdf"
+        assert document["file"]["file_data"].endswith(base64.b64encode(PDF).decode())
+    assert "rain.csv" in csv["text"] and "Lisbon,12" in csv["text"]
+    # audio is described (with no transcript yet), next to what the user wrote
+    assert text["text"].startswith("what is in these?\n[audio 'voice.ogg': audio/ogg")
+    # the next call of the conversation sends the same blocks without reading the blobs again
+    reads = len(blobs.reads)
+    assert reads == 3  # image, PDF, CSV: audio is not read at all
+    later = (first, Message("assistant", "seen"), Message("user", "and now?"))
+    assert await send(p, ModelRequest("", later, blobs=blobs)) == "again"
+    assert len(blobs.reads) == reads
+    assert fake.requests[1].body["messages"][0]["content"] == content
+    await p.aclose()
+
+
+@pytest.mark.parametrize("vendor", ["openai", "anthropic"])
+async def test_a_text_only_model_reads_descriptions(
+    vendor: str, openai_fake: FakeOpenAI, anthropic_fake: FakeAnthropic
+) -> None:
+    fake = fake_for(vendor, openai_fake, anthropic_fake)
+    fake.add(Reply(text=["ok"]))
+    blobs = Blobs()
+    p = provider(vendor, fake.url, TEXT_ONLY)
+    message = Message("user", "look", parts=everything(blobs))
+    await send(p, ModelRequest("", (message,), blobs=blobs))
+    sent = str(fake.requests[0].body["messages"])
+    assert "base64" not in sent and not blobs.reads
+    for line in ("[image 'chart.png': image/png", "[file 'report.pdf': application/pdf"):
+        assert line in sent
+    await p.aclose()
+
+
+async def test_an_openai_compatible_server_is_text_only_unless_configured() -> None:
+    assert OpenAIProvider(api_key="k", base_url="http://127.0.0.1:1/v1").media == TEXT_ONLY
+    assert OpenAIProvider(api_key="k").media == Media()
+
+
+@pytest.mark.parametrize("vendor", ["openai", "anthropic"])
+async def test_a_blob_that_is_gone_is_described_not_a_failed_call(
+    vendor: str, openai_fake: FakeOpenAI, anthropic_fake: FakeAnthropic
+) -> None:
+    fake = fake_for(vendor, openai_fake, anthropic_fake)
+    fake.add(Reply(text=["ok"]))
+    blobs = Blobs()
+    image = ImagePart(blobs.put(PNG, "image/png", "old.png"))
+    blobs.data.clear()  # removed by retention since
+    await send(
+        p := provider(vendor, fake.url, Media()),
+        ModelRequest("", (Message("user", "and this?", parts=(image,)),), blobs=blobs),
+    )
+    assert "[image 'old.png': image/png" in str(fake.requests[0].body["messages"])
+    await p.aclose()
+
+
+@pytest.mark.parametrize("vendor", ["openai", "anthropic"])
+async def test_a_tools_image_reaches_the_model_where_the_api_allows(
+    vendor: str, openai_fake: FakeOpenAI, anthropic_fake: FakeAnthropic
+) -> None:
+    """Anthropic takes images in a tool result; Chat Completions takes none in a tool message,
+    so there it is described (the model knows a QR code was made and shown)."""
+    fake = fake_for(vendor, openai_fake, anthropic_fake)
+    fake.add(Reply(text=["done"]))
+    blobs = Blobs()
+    qr = ImagePart(blobs.put(PNG, "image/png", "qr.png"))
+    history = (
+        Message("user", "pay"),
+        Message("assistant", "", tool_calls=(ToolCall("c1", "create_payment", "{}"),)),
+        Message("tool", "payment link made", tool_call_id="c1", name="create_payment", parts=(qr,)),
+    )
+    await send(p := provider(vendor, fake.url, Media()), ModelRequest("", history, blobs=blobs))
+    sent = fake.requests[0].body["messages"]
+    if vendor == "anthropic":
+        [result] = sent[-1]["content"]
+        assert result["type"] == "tool_result"
+        assert [b["type"] for b in result["content"]] == ["text", "image"]
+        assert base64.b64decode(result["content"][1]["source"]["data"]) == PNG
+    else:
+        assert sent[-1]["role"] == "tool"
+        assert sent[-1]["content"].startswith("payment link made\n[image 'qr.png': image/png")
+    await p.aclose()
