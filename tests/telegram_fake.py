@@ -205,9 +205,7 @@ class FakeBotAPI:
     def rate_limited(self) -> list[Call]:
         return [c for c in self.calls if c.status == 429]
 
-    async def wait_for(self, predicate: Callable[[], bool], timeout: float = 30.0) -> None:
-        """Until `predicate()` holds; `timeout` is a hang guard (a first call under `stress --cpu
-        4` has taken over 10 s)."""
+    async def wait_for(self, predicate: Callable[[], bool], timeout: float = 10.0) -> None:
         async with asyncio.timeout(timeout):
             while not predicate():
                 self._changed.clear()
