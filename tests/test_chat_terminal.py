@@ -25,7 +25,8 @@ import pytest
 from tests.fake_llm import Reply, llm_config
 from tests.fake_openai import FakeOpenAI
 
-pytestmark = pytest.mark.process
+# a hang guard per test: its inner waits (a start, then an exit) add up past the default 60 s
+pytestmark = [pytest.mark.process, pytest.mark.timeout(300)]
 
 ROOT = Path(__file__).resolve().parent.parent
 ESCAPE = re.compile(r"\x1b(\[[0-9;?]*[ -/]*[@-~]|[@-Z\\-_])")
