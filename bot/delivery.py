@@ -15,7 +15,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
 from adapters.base import (
@@ -67,7 +67,10 @@ class Delivery:
         recipient: str | None = None,
         limits: ChannelLimits | None = None,
         blobs: BlobStore | None = None,
+        clock: Callable[[], float] = time.monotonic,
+        sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
     ) -> None:
+        """`clock` and `sleep` set the edit cadence and rate-limit pauses (a test moves them)."""
         self.channel = channel
         self.blobs = blobs  # where the answer's media are read from to be sent
         self.chat = chat
@@ -93,6 +96,8 @@ class Delivery:
         self._flusher: asyncio.Task[None] | None = None
         self._done = False
         self._uncertain = False  # a preview's new message may or may not have been posted
+        self._clock = clock
+        self._sleep = sleep
 
     async def start(self, text: str = PLACEHOLDER) -> MessageHandle | None:
         """Post the placeholder; previews flow from here on. A channel that cannot edit gets
@@ -104,7 +109,7 @@ class Delivery:
             self.chat, OutboundContent(text), reply_to=self.reply_to, recipient=self.recipient
         )
         self._add(handle, text)
-        self._last_edit = time.monotonic()
+        self._last_edit = self._clock()
         self._flusher = asyncio.create_task(self._flush_loop(), name=f"delivery:{self.chat.key}")
         return handle
 
@@ -265,9 +270,9 @@ class Delivery:
         while True:
             await self._dirty.wait()
             wait = max(self._last_edit + self.limits.min_edit_interval_s, self._paused_until)
-            delay = wait - time.monotonic()
+            delay = wait - self._clock()
             if delay > 0:
-                await asyncio.sleep(delay)
+                await self._sleep(delay)
             self._dirty.clear()
             async with self._io:
                 if self._done:
@@ -288,7 +293,7 @@ class Delivery:
             try:
                 await self._put(index, OutboundContent(chunk), final=False)
             except RateLimited as exc:
-                self._paused_until = time.monotonic() + exc.retry_after
+                self._paused_until = self._clock() + exc.retry_after
                 self._dirty.set()
                 return
             except ChannelError as exc:
@@ -299,7 +304,7 @@ class Delivery:
                 # an adapter bug must cost a preview, never the turn or the process
                 log.exception("preview edit crashed in %s", self.chat.key)
                 return
-        self._last_edit = time.monotonic()
+        self._last_edit = self._clock()
 
     final_retry_pause_s = 0.25  # before the second try of a refused final edit; then doubled
 
@@ -311,20 +316,20 @@ class Delivery:
         unchanged = index < len(self._sent) and self._sent[index] == content.text
         if unchanged and not (content.display or content.parts) and not self.limits.final_marker:
             return  # already shown exactly so (e.g. the last SendMessage note): never twice
-        deadline = time.monotonic() + FINAL_DEADLINE_S
+        deadline = self._clock() + FINAL_DEADLINE_S
         attempt = 0
         while True:
-            pause = self._paused_until - time.monotonic()
+            pause = self._paused_until - self._clock()
             if pause > 0:
-                if time.monotonic() + pause > deadline:
+                if self._clock() + pause > deadline:
                     raise ChannelError(f"still rate limited after {FINAL_DEADLINE_S:.0f} s")
-                await asyncio.sleep(pause)
+                await self._sleep(pause)
             attempt += 1
             try:
                 await self._put(index, content, final=True)
                 return
             except RateLimited as exc:
-                self._paused_until = time.monotonic() + exc.retry_after
+                self._paused_until = self._clock() + exc.retry_after
             except MessageGone:
                 await self._post_instead(index, content)
                 return
@@ -340,7 +345,7 @@ class Delivery:
                     )
                     await self._post_instead(index, content)
                     return
-                await asyncio.sleep(min(self.final_retry_pause_s * 2.0 ** (attempt - 1), 4.0))
+                await self._sleep(min(self.final_retry_pause_s * 2.0 ** (attempt - 1), 4.0))
 
     async def _post_instead(self, index: int, content: OutboundContent) -> None:
         """A new message takes the place of the one at `index` (gone, or refusing edits)."""

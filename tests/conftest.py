@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 import sqlite3
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterator, Callable, Generator, Iterator
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -17,6 +17,7 @@ from bot.app import App
 from bot.config import Config, load_config
 from bot.storage import SqliteStore
 from tests.network_guard import NetworkGuard
+from tests.process_guard import ProcessGuard
 from tools.registry import ToolRegistry
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -86,6 +87,31 @@ class WsClient:
             frame["client_message_id"] = client_message_id
         await self.ws.send_json(frame)
         return await self.until_type("message.completed")
+
+
+PROCESSES = ProcessGuard()
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.add_cleanup(PROCESSES.install())
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_protocol(
+    item: pytest.Item, nextitem: pytest.Item | None
+) -> Generator[None, object, object]:
+    """Every phase of every test, fixtures of any scope included, runs under the process guard."""
+    with PROCESSES.running(item):
+        return (yield)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(
+    item: pytest.Item,
+) -> Generator[None, pytest.TestReport, pytest.TestReport]:
+    report = yield
+    PROCESSES.fail_if_started(report)
+    return report
 
 
 @pytest.fixture(autouse=True)

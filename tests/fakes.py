@@ -31,7 +31,10 @@ class Call:
 class RecordingChannel:
     name = "fake"
 
-    def __init__(self, limits: ChannelLimits | None = None) -> None:
+    def __init__(
+        self, limits: ChannelLimits | None = None, clock: Callable[[], float] = time.monotonic
+    ) -> None:
+        self.clock = clock  # stamps each call's `at` (a test's FakeClock, with the delivery's)
         self.limits = limits or ChannelLimits(max_text_length=100, min_edit_interval_s=0.05)
         self.calls: list[Call] = []
         self.rate_limit_next: list[float] = []  # retry_after values for the next edits
@@ -63,7 +66,7 @@ class RecordingChannel:
     ) -> MessageHandle:
         self._ids += 1
         handle = MessageHandle(chat, f"m{self._ids}")
-        self._record(Call("send", handle.message_id, content.text, final))
+        self._record(Call("send", handle.message_id, content.text, final, self.clock()))
         if self.uncertain_sends_next:
             self.uncertain_sends_next -= 1
             raise DeliveryUncertain("no answer; the message may have been posted")
@@ -77,7 +80,7 @@ class RecordingChannel:
             self.changed.set()
             await self.edit_gate.wait()
         if self.rate_limit_next:
-            self.rate_limited.append(time.monotonic())
+            self.rate_limited.append(self.clock())
             self.changed.set()
             raise RateLimited(self.rate_limit_next.pop(0))
         if self.refuse_edits_next:
@@ -85,7 +88,7 @@ class RecordingChannel:
             self.refused.append(content.text)
             self.changed.set()
             raise ChannelError("edit refused: 502 Bad Gateway")
-        self._record(Call("edit", handle.message_id, content.text, final))
+        self._record(Call("edit", handle.message_id, content.text, final, self.clock()))
 
     def _record(self, call: Call) -> None:
         self.calls.append(call)

@@ -20,6 +20,7 @@ from tests.conftest import ORIGIN
 
 ROOT = Path(__file__).resolve().parent.parent
 SERVING = re.compile(r"serving http://([\d.]+):(\d+)")
+START_S = 300.0  # until `bot serve` says where it serves
 
 
 @dataclass
@@ -79,7 +80,8 @@ async def one_gateway(
     gateway = Gateway(process)
     reader = asyncio.create_task(_read(gateway, process.stderr))
     try:
-        async with asyncio.timeout(120):  # aiogram alone imports in seconds on a busy machine
+        # a hang guard: a start has taken over 120 s under `stress --cpu 4` on a shared 2-core box
+        async with asyncio.timeout(START_S):
             while not (found := next(filter(None, map(SERVING.search, gateway.log)), None)):
                 assert not reader.done(), "bot serve ended:\n" + "".join(gateway.log)
                 await asyncio.sleep(0.05)

@@ -90,6 +90,7 @@ async def test_a_missing_key_for_a_chosen_provider_is_a_clear_error(
         await _build({}, **llm)
 
 
+@pytest.mark.process
 def test_bot_serve_without_the_key_exits_with_one_line(tmp_path: Path) -> None:
     config = {
         "llm": {"provider": "anthropic"},

@@ -7,6 +7,9 @@ from pathlib import Path
 
 import pytest
 
+# a hang guard per test: a test runs up to four `bot` processes, each importing every SDK
+pytestmark = [pytest.mark.process, pytest.mark.timeout(300)]
+
 ROOT = Path(__file__).resolve().parent.parent
 
 

@@ -13,6 +13,8 @@ from bot.config import ConfigError, load_config
 from tests.conftest import WsClient
 from tests.processes import serving
 
+pytestmark = pytest.mark.process
+
 
 def _free_port() -> int:
     with socket.socket() as probe:

@@ -460,6 +460,7 @@ def test_the_default_personas_folder_may_be_missing(tmp_path: Path) -> None:
     assert load_config(write(tmp_path, "personas: {}\n"), env={}).personas.dirs == ["personas"]
 
 
+@pytest.mark.process
 def test_channel_config_does_not_import_aiogram() -> None:
     check = "import adapters.telegram.config, sys; assert 'aiogram' not in sys.modules"
     result = subprocess.run(

@@ -1,12 +1,14 @@
 """The per-turn placeholder delivery, against a recording fake channel."""
 
 import asyncio
-import itertools
 from dataclasses import dataclass, field
+
+import pytest
 
 from adapters.base import ChannelLimits, ChatRef, MessageHandle, OutboundContent
 from bot.delivery import APOLOGY, PLACEHOLDER, Delivery
 from bot.textsplit import split_text
+from tests.clock import FakeClock
 from tests.conftest import eventually
 from tests.fakes import RecordingChannel
 from tools.events import (
@@ -22,23 +24,25 @@ from tools.events import (
 CHAT = ChatRef("fake", "c1")
 
 
-async def test_placeholder_first_then_few_edits_then_final() -> None:
-    channel = RecordingChannel(ChannelLimits(max_text_length=1000, min_edit_interval_s=0.05))
-    delivery = Delivery(channel, CHAT, reply_to="u1")
+async def test_placeholder_first_then_previews_at_the_channels_cadence_then_final() -> None:
+    clock = FakeClock()
+    channel = RecordingChannel(ChannelLimits(max_text_length=1000, min_edit_interval_s=0.05), clock)
+    delivery = Delivery(channel, CHAT, reply_to="u1", clock=clock, sleep=clock.sleep)
     await delivery.start()
-    for index in range(50):
+    began = clock()
+    for index in range(50):  # the stream: a delta every 2 ms, 100 ms in all
         await delivery.on_event(AnswerDelta(f"w{index} "))
-        await asyncio.sleep(0.002)  # the stream itself: deltas spread over about 100 ms
+        await clock.advance(0.002)
     await delivery.on_event(Final("the answer"))
-    assert channel.calls[0].kind == "send" and channel.calls[0].text == PLACEHOLDER
-    edits = [c for c in channel.calls if c.kind == "edit"]
-    assert edits[-1].text == "the answer" and edits[-1].final
-    assert all(not c.final for c in edits[:-1])
-    assert len(edits) <= 4, [c.text[:20] for c in edits]  # ~100 ms of stream at 50 ms cadence
-    previews = [c for c in edits if not c.final]
-    for before, after in itertools.pairwise(previews):
-        assert after.at - before.at >= 0.045
-    assert len([c for c in channel.calls if c.kind == "send"]) == 1
+    assert [(c.kind, c.text) for c in channel.calls[:1]] == [("send", PLACEHOLDER)]
+    edits = [(round(c.at - began, 6), c.text, c.final) for c in channel.calls if c.kind == "edit"]
+    # one preview per 50 ms, each showing the newest text: the deltas so far, none skipped
+    assert edits == [
+        (0.05, "".join(f"w{index} " for index in range(25)), False),
+        (0.1, "".join(f"w{index} " for index in range(50)), False),
+        (0.1, "the answer", True),
+    ]
+    assert [c.kind for c in channel.calls].count("send") == 1
 
 
 async def test_newest_text_wins_and_stale_edits_are_dropped() -> None:
@@ -72,19 +76,44 @@ async def test_overflow_continues_in_new_messages_in_order() -> None:
     assert all(len(c.text) <= 100 for c in finals)
 
 
-async def test_rate_limit_pauses_previews_and_the_final_still_lands() -> None:
-    channel = RecordingChannel(ChannelLimits(max_text_length=1000, min_edit_interval_s=0.0))
+async def test_rate_limit_pauses_previews_until_it_ends() -> None:
+    clock = FakeClock()
+    channel = RecordingChannel(ChannelLimits(max_text_length=1000, min_edit_interval_s=0.0), clock)
     channel.rate_limit_next = [0.2]
-    delivery = Delivery(channel, CHAT)
+    delivery = Delivery(channel, CHAT, clock=clock, sleep=clock.sleep)
     await delivery.start()
+    began = clock()
     await delivery.on_event(AnswerDelta("partial"))
     await channel.wait_for(lambda: bool(channel.rate_limited))  # the first preview drew a 429
-    limited_at = channel.rate_limited[0]
+    assert await clock.sleeping() == pytest.approx(0.2)  # the flusher waits the pause out
     await delivery.on_event(AnswerDelta(" more"))
+    await clock.advance(0.199)
+    assert [c.kind for c in channel.calls] == ["send"], "an edit went out during the 429 pause"
+    await clock.advance(0.001)
+    await channel.wait_for(lambda: channel.calls[-1].text == "partial more")
     await delivery.on_event(Final("done"))
-    edits = [c for c in channel.calls if c.kind == "edit"]
-    assert edits[-1].text == "done" and edits[-1].final
-    assert all(c.at >= limited_at + 0.15 for c in edits), "an edit went out during the 429 pause"
+    edits = [(round(c.at - began, 6), c.text, c.final) for c in channel.calls if c.kind == "edit"]
+    assert edits == [(0.2, "partial more", False), (0.2, "done", True)]
+
+
+async def test_a_final_during_a_rate_limit_pause_waits_it_out_then_lands() -> None:
+    clock = FakeClock()
+    channel = RecordingChannel(ChannelLimits(max_text_length=1000, min_edit_interval_s=0.0), clock)
+    channel.rate_limit_next = [0.2]
+    delivery = Delivery(channel, CHAT, clock=clock, sleep=clock.sleep)
+    await delivery.start()
+    began = clock()
+    await delivery.on_event(AnswerDelta("partial"))
+    await channel.wait_for(lambda: bool(channel.rate_limited))
+    await clock.sleeping()
+    await clock.advance(0.15)
+    final = asyncio.create_task(delivery.on_event(Final("done")))
+    assert await clock.next_sleep() == pytest.approx(0.05)  # the rest of the pause
+    assert [c.kind for c in channel.calls] == ["send"]
+    await clock.advance(0.05)
+    await final
+    edits = [(round(c.at - began, 6), c.text, c.final) for c in channel.calls if c.kind == "edit"]
+    assert edits == [(0.2, "done", True)]
 
 
 async def test_failure_edits_an_apology_into_the_placeholder() -> None:
@@ -220,3 +249,29 @@ async def test_the_recipient_reaches_the_channel() -> None:
     await delivery.start()
     await delivery.finish("x" * 250)  # continues in two more messages
     assert seen == ["U123", "U123", "U123"]
+
+
+async def test_a_preview_never_edits_a_message_whose_text_is_unchanged() -> None:
+    """Every edit counts against a cap (Feishu: 20 a message): once the first message of a long
+    answer is full, only the one still growing is edited."""
+    limits = ChannelLimits(max_text_length=40, min_edit_interval_s=0.0, max_edits_per_message=20)
+    channel = RecordingChannel(limits)
+    delivery = Delivery(channel, CHAT)
+    first = await delivery.start()
+    assert first is not None
+    full = "The first part is here.\n\n"  # the split is at the paragraph end from here on
+    await delivery.on_event(AnswerDelta(full + "Second part, growing"))
+    await channel.wait_for(lambda: channel.calls[-1].text == "Second part, growing")
+    for more in (" on", " and on", " and on."):
+        await delivery.on_event(AnswerDelta(more))
+        shown = channel.calls[-1].text + more
+        await channel.wait_for(lambda: channel.calls[-1].text == shown)  # noqa: B023
+    await delivery.on_event(Final(full + "Second part, growing on and on and on."))
+    assert channel.texts(first.message_id) == [PLACEHOLDER, "The first part is here."]
+    second = channel.calls[2].message_id
+    assert channel.texts(second) == [
+        "Second part, growing",
+        "Second part, growing on",
+        "Second part, growing on and on",
+        "Second part, growing on and on and on.",
+    ]

@@ -265,6 +265,7 @@ async def test_webhook_mode_answers_on_the_shared_server(tmp_path: Path, fake: F
     assert health["feishu"]["mode"] == "webhook" and health["feishu"]["stopped"] is None
 
 
+@pytest.mark.process
 def test_bot_serve_with_a_bad_feishu_section_exits_2_with_one_line(tmp_path: Path) -> None:
     (tmp_path / "config.yaml").write_text("channels:\n  feishu: {enabled: true}\n")
     result = subprocess.run(

@@ -38,9 +38,11 @@ def _msg(
     )
 
 
-async def _finals(app: App, channel: RecordingChannel) -> list[str]:
+async def _shown(app: App, channel: RecordingChannel) -> list[str]:
+    """Once every turn is over, what each message shows last (not which call carried `final`:
+    a final equal to the preview before it is skipped, and whether a preview came is timing)."""
     await app.gateway.wait_idle()
-    return [c.text for c in channel.calls if c.final]
+    return channel.shown()
 
 
 async def test_allowlist_refuses_politely_and_never_calls_the_model(tmp_path: Path) -> None:
@@ -49,7 +51,7 @@ async def test_allowlist_refuses_politely_and_never_calls_the_model(tmp_path: Pa
     try:
         await app.gateway.handle(_msg("hello", "e1", user="stranger"))
         await app.gateway.handle(_msg("hello", "e2", user="u1"))
-        assert await _finals(app, channel) == [REFUSAL, "hi friend"]
+        assert await _shown(app, channel) == [REFUSAL, "hi friend"]
         assert len(provider.requests) == 1
     finally:
         await app.stop()
@@ -61,7 +63,7 @@ async def test_group_messages_need_a_mention(tmp_path: Path) -> None:
     try:
         await app.gateway.handle(_msg("chatter", "e1", group=True, mentioned=False))
         await app.gateway.handle(_msg("@bot help me", "e2", group=True, mentioned=True))
-        assert await _finals(app, channel) == ["you called?"]
+        assert await _shown(app, channel) == ["you called?"]
         assert provider.requests[0].messages[-1].content == "@bot help me"
     finally:
         await app.stop()
@@ -75,7 +77,7 @@ async def test_a_redelivered_event_is_answered_once(tmp_path: Path) -> None:
         await app.gateway.handle(_msg("hello", "same-event"))
         await app.gateway.wait_idle()
         await app.gateway.handle(_msg("hello", "same-event"))
-        assert await _finals(app, channel) == ["once"]
+        assert await _shown(app, channel) == ["once"]
         assert len([c for c in channel.calls if c.kind == "send"]) == 1
     finally:
         await app.stop()
@@ -86,7 +88,7 @@ async def test_turn_timeout_edits_a_clear_message_into_the_placeholder(tmp_path:
     app, channel = await _app(tmp_path, provider, agent={"turn_timeout_s": 0.1})
     try:
         await app.gateway.handle(_msg("slow please", "e1"))
-        assert await _finals(app, channel) == [TIMED_OUT]
+        assert await _shown(app, channel) == [TIMED_OUT]
         assert channel.calls[-1].message_id == channel.calls[0].message_id
     finally:
         await app.stop()
@@ -98,7 +100,7 @@ async def test_help_and_unknown_commands(tmp_path: Path) -> None:
     try:
         await app.gateway.handle(_msg("/help@somebot", "e1"))
         await app.gateway.handle(_msg("/frobnicate now", "e2"))
-        assert await _finals(app, channel) == [HELP, "a model answer"]
+        assert await _shown(app, channel) == [HELP, "a model answer"]
         assert provider.requests[0].messages[-1].content == "/frobnicate now"
     finally:
         await app.stop()
@@ -111,7 +113,7 @@ async def test_a_provider_failure_shows_its_safe_message(tmp_path: Path) -> None
     app, channel = await _app(tmp_path, provider)
     try:
         await app.gateway.handle(_msg("hi", "e1"))
-        finals = await _finals(app, channel)
+        finals = await _shown(app, channel)
         assert finals == [f"Sorry — {ProviderRejected.user_message}"]
         assert "sk-secret" not in finals[0]
     finally:
@@ -173,7 +175,7 @@ async def test_stop_while_the_answer_is_being_delivered_still_ends_the_placehold
         await provider.wait_requests(1)
         await app.gateway.handle(_msg("/stop", "e2"))
         channel.edit_gate.set()
-        finals = await _finals(app, channel)
+        finals = await _shown(app, channel)
         assert finals == ["the full answer"]  # the answer was ready: it lands, nothing else
     finally:
         await app.stop()

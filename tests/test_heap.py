@@ -10,7 +10,11 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from tests.processes import ROOT, logging_serve
+
+pytestmark = pytest.mark.process
 
 SETTLED = re.compile(r"heap settled: (\d+) start-up objects frozen")
 

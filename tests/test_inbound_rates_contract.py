@@ -1,7 +1,8 @@
 """The `InboundRates` contract (users' message limits), run against every implementation.
 
-Rates are chosen so that no assertion depends on how fast the test runs: a burst is taken at
-once, and a refused message is told how long to wait, which is bounded by the emission interval.
+Each implementation counts on a clock the test moves (`clock=`), so no assertion depends on how
+fast the test runs; the tests of several processes keep the Redis server's own clock, with rates
+slow enough that no refill can come during the test.
 """
 
 from __future__ import annotations
@@ -16,31 +17,37 @@ import pytest
 from adapters.rates import InboundRates, LocalInboundRates, burst
 from bot.redis.client import connect
 from bot.redis.inbound import RedisInboundRates
+from tests.clock import FakeClock
 from tests.redis_kit import URL, redis_prefix
 
 SLOW = 6  # a minute: burst 6, then one every 10 s (a test never waits that out)
 
 
 @asynccontextmanager
-async def local_rates() -> AsyncIterator[InboundRates]:
-    yield LocalInboundRates()
+async def local_rates(clock: FakeClock) -> AsyncIterator[InboundRates]:
+    yield LocalInboundRates(clock=clock)
 
 
 @asynccontextmanager
-async def redis_rates() -> AsyncIterator[InboundRates]:
+async def redis_rates(clock: FakeClock) -> AsyncIterator[InboundRates]:
     async with redis_prefix() as (redis, prefix):
-        yield RedisInboundRates(redis, prefix=prefix)
+        yield RedisInboundRates(redis, prefix=prefix, clock=clock)
 
 
-IMPLEMENTATIONS: list[Callable[[], AbstractAsyncContextManager[InboundRates]]] = [
+IMPLEMENTATIONS: list[Callable[[FakeClock], AbstractAsyncContextManager[InboundRates]]] = [
     local_rates,
     redis_rates,
 ]
 
 
+@pytest.fixture
+def clock() -> FakeClock:
+    return FakeClock()
+
+
 @pytest.fixture(params=IMPLEMENTATIONS, ids=lambda factory: factory.__name__)
-async def rates(request: pytest.FixtureRequest) -> AsyncIterator[InboundRates]:
-    async with request.param() as made:
+async def rates(request: pytest.FixtureRequest, clock: FakeClock) -> AsyncIterator[InboundRates]:
+    async with request.param(clock) as made:
         yield made
 
 
@@ -58,7 +65,7 @@ async def test_a_burst_goes_then_messages_are_refused_with_the_wait(rates: Inbou
 async def test_the_burst_is_at_most_ten(rates: InboundRates) -> None:
     waits = await takes(rates, "ws:a", 600, 11)
     assert waits[:10] == [0.0] * 10
-    assert 0 < waits[10] <= 0.1
+    assert waits[10] == pytest.approx(0.1, abs=0.002)  # one every 100 ms
 
 
 async def test_a_refused_message_is_not_counted(rates: InboundRates) -> None:
@@ -74,10 +81,14 @@ async def test_scopes_are_independent(rates: InboundRates) -> None:
     assert await rates.take("api:a", SLOW) == 0.0
 
 
-async def test_a_message_goes_again_after_the_wait(rates: InboundRates) -> None:
+async def test_a_message_goes_again_after_the_wait_and_not_before(
+    rates: InboundRates, clock: FakeClock
+) -> None:
     waits = await takes(rates, "ws:a", 1200, 11)  # one every 50 ms
-    assert waits[10] > 0
-    await asyncio.sleep(waits[10] + 0.01)
+    assert waits[10] == pytest.approx(0.05, abs=0.002)
+    await clock.advance(waits[10] - 0.01)
+    assert await rates.take("ws:a", 1200) == pytest.approx(0.01, abs=0.002)
+    await clock.advance(0.01 + 1e-6)  # and a rounding error's worth past the wait
     assert await rates.take("ws:a", 1200) == 0.0
 
 

@@ -23,7 +23,7 @@ from tests.processes import one_gateway
 from tests.redis_kit import URL, redis_prefix
 from tests.telegram_fake import FakeBotAPI
 
-pytestmark = pytest.mark.timeout(300)
+pytestmark = [pytest.mark.process, pytest.mark.timeout(600)]  # several `bot serve` starts
 CHAT = 5252
 ANSWER = "One USD is 7.1 CNY today."
 PERSONA = """---

@@ -33,7 +33,7 @@ from tests.redis_kit import URL, redis_prefix
 from tests.redis_proxy import HoldingProxy
 from tests.telegram_fake import Call, FakeBotAPI
 
-pytestmark = pytest.mark.timeout(300)
+pytestmark = [pytest.mark.process, pytest.mark.timeout(600)]  # several `bot serve` starts
 CHAT = 5151
 ANSWER = "An assessment costs 100.00 USD."
 AGAIN = "An assessment costs 100.00 USD (a second answer: the turn ran twice)."

@@ -139,6 +139,7 @@ def test_the_secrets_of_the_config_are_found(tmp_path: Path) -> None:
     assert set(secret_env_values(env)) == {"ak-1", "xapp-2"}
 
 
+@pytest.mark.process
 def test_bot_chat_writes_json_lines_to_its_file_and_only_the_chat_to_the_terminal(
     tmp_path: Path,
 ) -> None:

@@ -43,7 +43,7 @@ from tests.redis_kit import until_queued
 from tests.test_multiprocess import ORIGIN, Visitor
 
 __all__ = ["pg_database"]
-pytestmark = pytest.mark.timeout(300)
+pytestmark = [pytest.mark.process, pytest.mark.timeout(300)]
 
 
 @pytest.fixture

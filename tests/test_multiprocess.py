@@ -27,7 +27,7 @@ ORIGIN = "http://127.0.0.1:8080"
 SECRET = "multi-process-secret"
 
 __all__ = ["prefix"]
-pytestmark = pytest.mark.timeout(240)
+pytestmark = [pytest.mark.process, pytest.mark.timeout(240)]
 MESSAGES = 12  # per visitor in the restart test: enough that some arrive while Redis is down
 
 

@@ -24,7 +24,8 @@ from tests.processes import Gateway, gateways, write_config
 from tests.redis_kit import URL, prefix
 
 __all__ = ["prefix"]
-pytestmark = pytest.mark.timeout(300)  # three `bot serve` starts on a loaded 2-core machine
+# three `bot serve` starts on a loaded 2-core machine
+pytestmark = [pytest.mark.process, pytest.mark.timeout(300)]
 WAIT_S = 60.0
 
 

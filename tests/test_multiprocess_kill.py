@@ -25,7 +25,7 @@ from tests.telegram_fake import FakeBotAPI
 
 __all__ = ["prefix"]
 # Two `bot serve` starts on a loaded 2-core machine (a start alone has taken 20 s and more).
-pytestmark = pytest.mark.timeout(300)
+pytestmark = [pytest.mark.process, pytest.mark.timeout(300)]
 CHAT = 4343
 PAY = Call("create_payment", '{"service": "ASSESSMENT", "category": "GENERAL", "method": "CARD"}')
 ANSWER = "Your order is ready: pay 100.00 USD with the link before it expires."

@@ -19,7 +19,7 @@ from tests.processes import gateways, write_config
 from tests.redis_kit import URL, prefix
 
 __all__ = ["prefix"]
-pytestmark = pytest.mark.timeout(240)
+pytestmark = [pytest.mark.process, pytest.mark.timeout(240)]
 ORIGIN = "http://127.0.0.1:8080"
 PER_MINUTE = 2
 SENT = 8  # alternately to two processes: 2 go, 6 are refused (per process: 4 went)

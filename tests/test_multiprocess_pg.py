@@ -23,7 +23,7 @@ from tests.processes import Gateway, frames_until, gateways, joined_logs, open_t
 from tests.redis_kit import prefix
 
 __all__ = ["pg_database", "pg_url", "prefix"]
-pytestmark = pytest.mark.timeout(300)
+pytestmark = [pytest.mark.process, pytest.mark.timeout(300)]
 Frame = dict[str, Any]
 
 

@@ -17,7 +17,7 @@ from tests.redis_kit import URL, prefix
 from tests.telegram_fake import TOKEN, FakeBotAPI
 
 __all__ = ["prefix"]
-pytestmark = pytest.mark.timeout(300)
+pytestmark = [pytest.mark.process, pytest.mark.timeout(300)]
 LEADING = "leading telegram:"  # RedisLeader's line when this process starts to poll
 LEASE_S = 2
 

@@ -30,7 +30,7 @@ from tests.redis_kit import prefix, until_queued
 from tests.test_multiprocess import Visitor
 
 __all__ = ["prefix"]
-pytestmark = pytest.mark.timeout(300)
+pytestmark = [pytest.mark.process, pytest.mark.timeout(300)]
 
 
 def statuses(folder: Path) -> list[str]:

@@ -21,7 +21,7 @@ from tests.processes import HERE, Gateway, frames_until, joined_logs, one_gatewa
 from tests.redis_kit import prefix, until_queued
 
 __all__ = ["prefix"]
-pytestmark = pytest.mark.timeout(300)
+pytestmark = [pytest.mark.process, pytest.mark.timeout(300)]
 
 
 def turns(folder: Path) -> list[tuple[str, str | None]]:

@@ -39,7 +39,7 @@ from tests.processes import (
 from tests.redis_kit import URL, prefix
 
 __all__ = ["prefix"]
-pytestmark = pytest.mark.timeout(300)
+pytestmark = [pytest.mark.process, pytest.mark.timeout(300)]
 Body = dict[str, Any]
 Step = Reply | Callable[[Body], Reply]
 SPECIALIST = """---

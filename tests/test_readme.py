@@ -5,6 +5,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from bot.config import config_keys
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -22,6 +24,13 @@ def test_the_two_commands_are_there_and_ci_runs_the_test_command() -> None:
     assert run.endswith("bot serve")
     assert "pytest" in test
     assert test in (ROOT / ".ci" / "run").read_text()
+
+
+def test_the_quick_lane_leaves_out_the_process_mark_the_suite_registers() -> None:
+    quick = _code_blocks("Test it")[1].strip()
+    assert quick.endswith('pytest -m "not process"')
+    registered = (ROOT / "pyproject.toml").read_text()
+    assert '\n  "process: ' in registered  # the marker exists (--strict-markers refuses others)
 
 
 def test_every_config_key_in_the_readme_exists() -> None:
@@ -49,6 +58,7 @@ def test_every_config_key_is_documented() -> None:
     assert not undocumented, undocumented
 
 
+@pytest.mark.process
 def test_cli_commands_in_the_readme_exist() -> None:
     for command in (["serve"], ["chat"], ["personas", "check"], ["usage"]):
         assert f"bot {' '.join(command)}" in README

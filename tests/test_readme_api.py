@@ -15,6 +15,8 @@ from agent.providers.scripted import Reply, ScriptedProvider
 from bot.app import App
 from tests.conftest import make_config
 
+pytestmark = pytest.mark.process
+
 ROOT = Path(__file__).resolve().parent.parent
 SECTION = (ROOT / "README.md").read_text().split("## The sessions API\n", 1)[1].split("\n## ", 1)[0]
 

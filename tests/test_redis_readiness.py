@@ -17,6 +17,8 @@ from bot.app import App
 from tests.conftest import make_config
 from tests.test_multiprocess import _free_port, _until_up
 
+pytestmark = pytest.mark.process
+
 
 async def _readyz(session: aiohttp.ClientSession, app: App) -> tuple[int, dict[str, Any]]:
     async with session.get(f"{app.url}/readyz") as response:

@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
 from agent.types import AuditRecord
 from bot.storage import SqliteStore
 from tests.test_cli import _bot
@@ -14,6 +16,7 @@ CLEAR = "\x1b[2J"  # clears the screen
 BIDI = "\u202e"  # right-to-left override: shows text reversed
 
 
+@pytest.mark.process
 async def test_control_characters_in_stored_values_are_printed_escaped(tmp_path: Path) -> None:
     config = {"storage": {"path": str(tmp_path / "chat.db")}}
     (tmp_path / "config.yaml").write_text(json.dumps(config))

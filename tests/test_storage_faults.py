@@ -238,6 +238,7 @@ FAULTS = {
 
 
 @pytest.mark.parametrize("fault", FAULTS)
+@pytest.mark.process
 def test_unusable_storage_stops_the_start_with_one_line_and_exit_2(
     tmp_path: Path, fault: str
 ) -> None:

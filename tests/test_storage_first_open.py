@@ -15,7 +15,7 @@ import pytest
 
 from tests.processes import ROOT
 
-pytestmark = pytest.mark.timeout(300)
+pytestmark = [pytest.mark.process, pytest.mark.timeout(300)]
 PROCESSES = 4
 ROUNDS = 5
 

@@ -122,6 +122,7 @@ def _bot(*args: str, cwd: Path, url: str, stdin: str = "") -> subprocess.Complet
     )
 
 
+@pytest.mark.process
 def test_bot_chat_and_sessions_work_on_postgresql(pg_url: str, tmp_path: Path) -> None:
     # storage.path names a folder that does not exist: with a url it is not used
     config = {"storage": {"url": "${DATABASE_URL}", "path": "nowhere/at/all.db"}}
@@ -141,6 +142,7 @@ def test_bot_chat_and_sessions_work_on_postgresql(pg_url: str, tmp_path: Path) -
     assert "pw@" not in down.stderr
 
 
+@pytest.mark.process
 def test_an_unreachable_storage_url_stops_the_start_with_one_line(tmp_path: Path) -> None:
     config = {
         "storage": {"url": "${DATABASE_URL}"},

@@ -1,4 +1,5 @@
-"""The suite's own guards work: a hung test times out, and a connect off loopback fails."""
+"""The suite's own guards work: a hung test times out, a connect off loopback fails, and a test
+that starts a process without the `process` mark fails."""
 
 from __future__ import annotations
 
@@ -14,8 +15,10 @@ import pytest
 from tests.network_guard import NetworkBlocked, NetworkGuard, outside_loopback
 
 NOT_ROUTABLE = ("192.0.2.1", 9)  # TEST-NET-1 (RFC 5737): never routed anywhere
+ROOT = Path(__file__).resolve().parent.parent
 
 
+@pytest.mark.process
 def test_a_hanging_async_test_fails_with_a_timeout(tmp_path: Path) -> None:
     test_file = tmp_path / "test_hang.py"
     test_file.write_text(
@@ -36,6 +39,59 @@ def test_a_hanging_async_test_fails_with_a_timeout(tmp_path: Path) -> None:
     assert result.returncode == 1, result.stdout + result.stderr
     assert "Failed: Timeout" in result.stdout, result.stdout
     assert "1 failed, 1 passed" in result.stdout, result.stdout
+
+
+@pytest.mark.process
+def test_a_test_starting_a_process_unmarked_fails_even_if_it_catches_the_error(
+    tmp_path: Path,
+) -> None:
+    (tmp_path / "conftest.py").write_text(
+        "from tests.conftest import (  # noqa: F401  (the suite's hooks, registered here)\n"
+        "    pytest_configure, pytest_runtest_makereport, pytest_runtest_protocol,\n"
+        ")\n"
+    )
+    (tmp_path / "test_processes.py").write_text(
+        "import asyncio, subprocess\n"
+        "import pytest\n"
+        "\n"
+        "def test_unmarked() -> None:\n"
+        "    subprocess.run(['true', 'unmarked'])\n"
+        "\n"
+        "async def test_unmarked_and_caught() -> None:\n"
+        "    try:\n"
+        "        await asyncio.create_subprocess_exec('true', 'caught')\n"
+        "    except Exception:\n"
+        "        pass\n"
+        "\n"
+        "@pytest.mark.process\n"
+        "def test_marked() -> None:\n"
+        "    subprocess.run(['true'], check=True)\n"
+        "\n"
+        "def test_no_process() -> None:\n"
+        "    pass\n"
+    )
+    command = [
+        sys.executable,
+        "-m",
+        "pytest",
+        "-q",
+        "-p",
+        "no:cacheprovider",
+        "-o",
+        "asyncio_mode=auto",
+    ]
+    options = ["-o", "markers=process: starts a process", "--rootdir", str(tmp_path)]
+    result = subprocess.run(
+        [*command, *options, str(tmp_path)],
+        cwd=tmp_path,
+        env={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(ROOT)},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert "2 failed, 2 passed" in result.stdout, result.stdout + result.stderr
+    assert "FAILED test_processes.py::test_unmarked " in result.stdout, result.stdout
+    assert "true unmarked" in result.stdout and "true caught" in result.stdout, result.stdout
 
 
 def test_a_blocking_connect_off_loopback_fails_naming_the_address(

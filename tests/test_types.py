@@ -7,6 +7,8 @@ from pathlib import Path
 
 import pytest
 
+pytestmark = pytest.mark.process
+
 ROOT = Path(__file__).resolve().parent.parent
 MYPY = shutil.which("mypy", path=str(Path(sys.executable).parent)) or shutil.which("mypy")
 

@@ -58,6 +58,7 @@ async def folder(tmp_path: Path) -> Path:
     return tmp_path
 
 
+@pytest.mark.process
 def test_usage_by_model_prints_a_table_with_cost_from_the_price_table(folder: Path) -> None:
     result = _bot("usage", cwd=folder)
     assert result.returncode == 0, result.stderr
@@ -71,6 +72,7 @@ def test_usage_by_model_prints_a_table_with_cost_from_the_price_table(folder: Pa
     assert lines[5] == "no price in usage.prices for: free-model"
 
 
+@pytest.mark.process
 def test_usage_json_by_user_since_a_date(folder: Path) -> None:
     result = _bot("usage", "--by", "user", "--since", "2026-03-02", "--json", cwd=folder)
     assert result.returncode == 0, result.stderr
@@ -89,6 +91,7 @@ def test_usage_json_by_user_since_a_date(folder: Path) -> None:
     assert report["total"]["calls"] == 3 and report["unpriced_models"] == ["free-model"]
 
 
+@pytest.mark.process
 def test_usage_by_day_and_by_channel(folder: Path) -> None:
     days = _bot("usage", "--by", "day", cwd=folder)
     assert [line.split()[:2] for line in days.stdout.splitlines()[1:3]] == [
@@ -99,6 +102,7 @@ def test_usage_by_day_and_by_channel(folder: Path) -> None:
     assert {r["channel"]: r["calls"] for r in channels["rows"]} == {"telegram": 3, "web": 1}
 
 
+@pytest.mark.process
 def test_usage_refuses_a_bad_date_and_a_missing_database(folder: Path, tmp_path: Path) -> None:
     bad = _bot("usage", "--since", "yesterday", cwd=folder)
     assert bad.returncode == 2 and "expected a date like 2026-01-31" in bad.stderr

@@ -11,6 +11,9 @@ import sys
 from pathlib import Path
 
 import aiohttp
+import pytest
+
+pytestmark = pytest.mark.process
 
 ROOT = Path(__file__).resolve().parent.parent
 FD_LIMIT = 64

@@ -457,6 +457,7 @@ def test_widget_builds_html_only_from_escaped_text() -> None:
 
 
 @pytest.mark.skipif(shutil.which("node") is None, reason="node is not installed")
+@pytest.mark.process
 def test_widget_markdown_never_renders_markup_or_images() -> None:
     samples = [
         "<img src=x onerror=alert(1)>",

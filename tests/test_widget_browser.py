@@ -16,9 +16,13 @@ from tests.conftest import Running
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 playwright_api = pytest.importorskip("playwright.async_api", reason="playwright is not installed")
-pytestmark = pytest.mark.skipif(
-    CHROMIUM is None, reason="no system Chromium (apt-get install chromium); .ci/run installs it"
-)
+pytestmark = [
+    pytest.mark.process,
+    pytest.mark.skipif(
+        CHROMIUM is None,
+        reason="no system Chromium (apt-get install chromium); .ci/run installs it",
+    ),
+]
 ARGS = [
     "--no-sandbox",
     "--disable-gpu",

@@ -13,9 +13,13 @@ from tests.agents_kit import TASK, Probe, Router, dispatch, registry_with, write
 from tests.widget_kit import BOT, CHROMIUM, CONTRAST_JS, MakeWorld, chromium, say, shot, worlds
 
 pytest.importorskip("playwright.async_api", reason="playwright is not installed")
-pytestmark = pytest.mark.skipif(
-    CHROMIUM is None, reason="no system Chromium (apt-get install chromium); .ci/run installs it"
-)
+pytestmark = [
+    pytest.mark.process,
+    pytest.mark.skipif(
+        CHROMIUM is None,
+        reason="no system Chromium (apt-get install chromium); .ci/run installs it",
+    ),
+]
 DROPPED = ".cgw-row-user[data-state='dropped']"
 
 

@@ -29,9 +29,13 @@ from tools.builtin import builtin_registry
 from tools.registry import ToolRegistry, tool
 
 pytest.importorskip("playwright.async_api", reason="playwright is not installed")
-pytestmark = pytest.mark.skipif(
-    CHROMIUM is None, reason="no system Chromium (apt-get install chromium); .ci/run installs it"
-)
+pytestmark = [
+    pytest.mark.process,
+    pytest.mark.skipif(
+        CHROMIUM is None,
+        reason="no system Chromium (apt-get install chromium); .ci/run installs it",
+    ),
+]
 
 
 @pytest.fixture

@@ -11,7 +11,10 @@ from typing import Any
 import pytest
 
 WIDGET = Path(__file__).resolve().parent.parent / "adapters" / "static" / "widget" / "markdown.js"
-pytestmark = pytest.mark.skipif(shutil.which("node") is None, reason="node is not installed")
+pytestmark = [
+    pytest.mark.process,
+    pytest.mark.skipif(shutil.which("node") is None, reason="node is not installed"),
+]
 
 
 def widget(function: str, *calls: list[Any]) -> list[Any]:

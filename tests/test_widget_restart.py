@@ -17,9 +17,13 @@ from tests.conftest import make_config
 from tests.widget_kit import BOT, CHROMIUM, MakeWorld, World, chromium, open_chat, say, shot, worlds
 
 pytest.importorskip("playwright.async_api", reason="playwright is not installed")
-pytestmark = pytest.mark.skipif(
-    CHROMIUM is None, reason="no system Chromium (apt-get install chromium); .ci/run installs it"
-)
+pytestmark = [
+    pytest.mark.process,
+    pytest.mark.skipif(
+        CHROMIUM is None,
+        reason="no system Chromium (apt-get install chromium); .ci/run installs it",
+    ),
+]
 
 
 @pytest.fixture

@@ -13,9 +13,13 @@ from agent.types import ModelRequest, ModelStream, ToolCallEvent
 from tests.widget_kit import BOT, CHROMIUM, MakeWorld, chromium, open_chat, say, worlds
 
 pytest.importorskip("playwright.async_api", reason="playwright is not installed")
-pytestmark = pytest.mark.skipif(
-    CHROMIUM is None, reason="no system Chromium (apt-get install chromium); .ci/run installs it"
-)
+pytestmark = [
+    pytest.mark.process,
+    pytest.mark.skipif(
+        CHROMIUM is None,
+        reason="no system Chromium (apt-get install chromium); .ci/run installs it",
+    ),
+]
 
 
 @pytest.fixture

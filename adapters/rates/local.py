@@ -91,8 +91,9 @@ class RateLimiter:
 class LocalInboundRates:
     """The `InboundRates` of one process: a bounded `RateLimiter` per configured rate."""
 
-    def __init__(self) -> None:
+    def __init__(self, *, clock: Callable[[], float] = time.monotonic) -> None:
         self._limiters: dict[int, RateLimiter] = {}
+        self._clock = clock
 
     async def take(self, scope: str, per_minute: int) -> float:
         return self.take_now(scope, per_minute)
@@ -100,7 +101,7 @@ class LocalInboundRates:
     def take_now(self, scope: str, per_minute: int) -> float:
         limiter = self._limiters.get(per_minute)
         if limiter is None:
-            limiter = self._limiters[per_minute] = RateLimiter(per_minute)
+            limiter = self._limiters[per_minute] = RateLimiter(per_minute, clock=self._clock)
         if limiter.take(scope):
             return 0.0
         return max(limiter.wait_s(scope), 1e-3)

@@ -17,6 +17,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Final
 
@@ -30,14 +32,18 @@ log = logging.getLogger(__name__)
 
 MAX_TAKES: Final = 100  # per call: a script runs alone on the server, keep each one short
 
-# KEYS: tat per message; ARGV: emission_ms burst per message -> per message: '0' taken, or ms
-# until one would be. Two messages of one scope in a call are counted one after the other.
+# KEYS: tat per message; ARGV: now_ms ('' for the server's clock), then emission_ms burst per
+# message -> per message: '0' taken, or ms until one would be. Two messages of one scope in a
+# call are counted one after the other.
 TAKE: Final = """
-local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000 + tonumber(t[2]) / 1000
+local now = tonumber(ARGV[1])
+if not now then
+  local t = redis.call('TIME')
+  now = tonumber(t[1]) * 1000 + tonumber(t[2]) / 1000
+end
 local out = {}
 for i = 1, #KEYS do
-  local em, burst = tonumber(ARGV[2 * i - 1]), tonumber(ARGV[2 * i])
+  local em, burst = tonumber(ARGV[2 * i]), tonumber(ARGV[2 * i + 1])
   local tat = math.max(tonumber(redis.call('GET', KEYS[i]) or '0') or 0, now)
   local wait = tat - (burst - 1) * em - now
   if wait > 0 then
@@ -62,10 +68,15 @@ class _Take:
 class RedisInboundRates:
     """The `InboundRates` every process sharing `redis` and `prefix` counts in."""
 
-    def __init__(self, redis: Redis, *, prefix: str) -> None:
+    def __init__(
+        self, redis: Redis, *, prefix: str, clock: Callable[[], float] | None = None
+    ) -> None:
+        """`clock`: None counts on the Redis server's clock (one for every process); a test
+        passes its own, in seconds, so no assertion depends on how fast the calls go."""
         self.prefix = f"{prefix}in:"
         self._take = LuaScript(redis, TAKE)
-        self._local = LocalInboundRates()
+        self._clock = clock
+        self._local = LocalInboundRates(clock=clock or time.monotonic)
         self._failing = False
         self._waiting: list[_Take] = []
         self._sender: asyncio.Task[None] | None = None
@@ -98,7 +109,8 @@ class RedisInboundRates:
             self._sender = None
 
     async def _count(self, takes: list[_Take]) -> list[float]:
-        keys, args = [], []
+        keys: list[str] = []
+        args: list[float | str] = ["" if self._clock is None else self._clock() * 1000]
         for take in takes:
             keys.append(f"{self.prefix}{take.scope}")
             args += [60_000 / take.per_minute, burst(take.per_minute)]
