@@ -44,7 +44,7 @@ class InstanceConfig(AccessConfig):
     """A section of a kind that may run several accounts (`channels.telegram` as a list)."""
 
     # The instance's name: it starts the conversation keys and event ids of its chats. The
-    # loader sets it to the kind's name for a single mapping (bot/config/instances.py).
+    # loader sets it to the kind's name for a single mapping (bot/runtime/config/instances.py).
     id: str | None = None
 
     @field_validator("id")

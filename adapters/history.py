@@ -1,6 +1,6 @@
 """The seam through which a channel reads what its conversation said before: the stored
 transcript, for a client that reloads after the server restarted (the app implements it on the
-store: bot/transcript.py), and durable claims, so a resent message id is known after a restart."""
+store: bot/pipeline/transcript.py), and durable claims, so a resent message id is known after a restart."""
 
 from __future__ import annotations
 

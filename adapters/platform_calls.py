@@ -10,7 +10,7 @@ channel reports each API call it made, once it has an answer:
 `im.v1.message.patch`): a fixed set, so metrics stay bounded; never put a chat or user id in
 it. `outcome` is `ok`, `rate_limited` (the platform's 429, with the `retry_after_s` it asked
 for) or `error` (anything else: refused, network, timeout). The app counts them in `/metrics`
-(bot/metrics.py); `NO_PLATFORM_CALLS` counts nothing, for channels built without an app.
+(bot/ops/metrics.py); `NO_PLATFORM_CALLS` counts nothing, for channels built without an app.
 """
 
 from __future__ import annotations

@@ -4,7 +4,7 @@ A channel package `adapters/<name>/` has an import-light `config.py` with its co
 (an `AccessConfig`) and a `SPEC`, and a `factory.py` whose `build(section, services)` returns the
 channel. The factory is imported only when the channel is enabled (aiogram alone takes seconds
 to import). To add a channel: write the package, add its section to `ChannelsConfig`
-(bot/config/schema.py) and its name to `PACKAGES` below.
+(bot/runtime/config/schema.py) and its name to `PACKAGES` below.
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 
 With several processes (`redis.url`) a turn is held on a leased lock. A process that stalls past
 its lease (SIGSTOP, a long GC pause, a paused VM) has its turn taken over by another, which
-resumes it from what was recorded (bot/resume.py). When the stalled one wakes, its heartbeat
+resumes it from what was recorded (bot/pipeline/resume.py). When the stalled one wakes, its heartbeat
 finds the lease gone and marks the turn lost (`TurnSignal.lose`), which cancels its model work;
 the coordinator then closes the calls it left open, writes the usage it buffered, and so on.
 Those writes would land in a turn that is now the other process's: a second result for a call

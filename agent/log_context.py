@@ -1,9 +1,9 @@
 """Which turn a log line belongs to: conversation, turn, channel, persona, specialist task.
 
-The gateway binds the turn's ids when it starts one (bot/turn.py) and a specialist adds its task
+The gateway binds the turn's ids when it starts one (bot/pipeline/turn.py) and a specialist adds its task
 id (agent/workers.py). They live in a context variable, so every task started inside the turn
 (tool calls, a specialist, the channel's edits) carries them, and the JSON log format
-(bot/logs.py) writes them on every line, whoever logs it.
+(bot/runtime/logs.py) writes them on every line, whoever logs it.
 """
 
 from __future__ import annotations

@@ -41,7 +41,7 @@ NO_ANSWER = "I couldn't put an answer together this time. Please try asking agai
 @dataclass(frozen=True, slots=True)
 class LoopSettings:
     """How a tool loop runs, the coordinator's and every specialist's alike: built once from the
-    `agent:` section (bot/wiring.py), a persona's own `max_rounds` put in per persona version."""
+    `agent:` section (bot/runtime/wiring.py), a persona's own `max_rounds` put in per persona version."""
 
     max_rounds: int = 8
     tool_timeout_s: float = 10.0
@@ -51,7 +51,7 @@ class LoopSettings:
 
 @dataclass(frozen=True, slots=True)
 class Resumed:
-    """Where a turn interrupted by a crash stands: the loop goes on from here (bot/resume.py).
+    """Where a turn interrupted by a crash stands: the loop goes on from here (bot/pipeline/resume.py).
 
     `messages` given to `run_loop` already end with the recorded steps; `pending` are the calls
     of the last step that left no result and may run again (idempotent tools).

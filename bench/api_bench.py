@@ -24,7 +24,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from agent.providers.scripted import Reply, ScriptedProvider  # noqa: E402
-from bot.app import App  # noqa: E402
+from bot.runtime.app import App  # noqa: E402
 from tests.api_kit import (  # noqa: E402
     KEY_A,
     ApiClient,

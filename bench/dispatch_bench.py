@@ -25,8 +25,8 @@ sys.path.insert(0, str(ROOT))
 from adapters.base import ChatRef, InboundMessage  # noqa: E402
 from agent.providers.scripted import Reply, ScriptedProvider  # noqa: E402
 from agent.types import ModelRequest  # noqa: E402
-from bot.app import App  # noqa: E402
-from bot.config import load_config  # noqa: E402
+from bot.runtime.app import App  # noqa: E402
+from bot.runtime.config import load_config  # noqa: E402
 from tests.fakes import RecordingChannel  # noqa: E402
 
 TASK = "Find the archived fact about the 1969 moon landing crew and return it in one sentence."

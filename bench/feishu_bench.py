@@ -29,8 +29,8 @@ sys.path.insert(0, str(ROOT))
 from adapters.feishu.render import to_card_markdown
 from agent.providers.scripted import Reply, ScriptedProvider
 from bench.percentiles import ms
-from bot.app import App
-from bot.config import load_config
+from bot.runtime.app import App
+from bot.runtime.config import load_config
 from tests.feishu_events import message_event
 from tests.feishu_fake import APP_ID, APP_SECRET, FakeFeishu
 

@@ -132,7 +132,7 @@ async def history_rows(ports: dict[str, int], calls: int, sizes: list[int]) -> N
     from openai.resources.chat.completions import completions
 
     from agent.providers import build_provider
-    from bot.config import LLMConfig
+    from bot.runtime.config import LLMConfig
 
     transform = _Counted(completions, "async_maybe_transform")
     print(f"\n{'vendor':9} {'history':>7} {'p50 ms':>7} {'p99 ms':>7} {'cpu ms/call':>11}"
@@ -203,7 +203,7 @@ async def bench(ports: dict[str, int], calls: int) -> None:
     import aiohttp
 
     from agent.providers import build_provider
-    from bot.config import LLMConfig
+    from bot.runtime.config import LLMConfig
 
     print(f"{'vendor':9} {'reply':5} {'way':5} {'p50 ms':>7} {'p99 ms':>7} {'cpu ms/call':>11}")
     async with aiohttp.ClientSession() as http:
@@ -258,7 +258,7 @@ async def count(vendor: str, port: int, calls: int, size: int) -> None:
     """The child of `instructions`: warm up, then make `calls` calls with counting switched on;
     `size` 0: the short request, else a history of that many messages."""
     from agent.providers import build_provider
-    from bot.config import LLMConfig
+    from bot.runtime.config import LLMConfig
 
     base = f"http://127.0.0.1:{port}" + ("/v1" if vendor == "openai" else "")
     llm = LLMConfig(provider=vendor, base_url=base, api_key="test-key", model="bench-model")

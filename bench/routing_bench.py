@@ -32,8 +32,8 @@ async def count(mode: str, turns: int, redis_url: str) -> None:
 
     from adapters.base import ChatRef, InboundMessage
     from agent.providers.scripted import Reply, ScriptedProvider
-    from bot.app import App
-    from bot.config import load_config
+    from bot.runtime.app import App
+    from bot.runtime.config import load_config
     from tests.fakes import RecordingChannel
 
     channel = RecordingChannel()

@@ -71,8 +71,8 @@ async def serve(data_dir: str, redis_json: str) -> None:
 
     from agent.providers.scripted import Reply, ScriptedProvider
     from bench.ws_load import _answer_cpu_probes, _Discard
-    from bot.app import App
-    from bot.config import load_config
+    from bot.runtime.app import App
+    from bot.runtime.config import load_config
 
     level = os.environ.get("BENCH_LOG", "WARNING")
     logging.basicConfig(level=level, format="%(asctime)s %(process)d %(name)s: %(message)s")

@@ -26,8 +26,8 @@ sys.path.insert(0, str(ROOT))
 
 from agent.providers.scripted import Reply, ScriptedProvider
 from bench.percentiles import ms
-from bot.app import App
-from bot.config import load_config
+from bot.runtime.app import App
+from bot.runtime.config import load_config
 from tests.telegram_fake import TOKEN, Call, FakeBotAPI
 
 

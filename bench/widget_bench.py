@@ -32,8 +32,8 @@ from aiohttp import web
 
 from adapters.websocket.static import widget_script
 from agent.providers.scripted import ScriptedProvider
-from bot.app import App
-from bot.config import load_config
+from bot.runtime.app import App
+from bot.runtime.config import load_config
 
 ROOT = Path(__file__).resolve().parent.parent
 STATIC = ROOT / "adapters" / "static"

@@ -84,9 +84,9 @@ async def serve_gateway(data_dir: str, llm: dict[str, Any] | None, answer: list[
     resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))  # max_connections follows it
     from agent.providers.base import Provider
     from agent.providers.scripted import Reply, ScriptedProvider
-    from bot.app import App
-    from bot.config import load_config
-    from bot.heap import settle_heap
+    from bot.runtime.app import App
+    from bot.runtime.config import load_config
+    from bot.runtime.heap import settle_heap
 
     # the key comes from the environment, as the config check asks of secrets
     config = load_config(gateway_config(data_dir, llm), env={"BENCH_LLM_KEY": "bench-key"})

@@ -23,7 +23,7 @@ def counting_cost_us(turns: int = 50_000) -> float:
     """In this process: µs for the metric calls one scripted web socket turn makes (its
     placeholder, its one model call, its end), without the gateway around them."""
     from agent.providers.metered import ModelCall
-    from bot.metrics import Metrics
+    from bot.ops.metrics import Metrics
 
     metrics = Metrics()
     call = ModelCall("scripted", "scripted", "ok", 0.001, 0.0005, 10, 5)

@@ -1,1 +1,1 @@
-"""Composition root: CLI, config, app wiring, gateway, delivery, storage."""
+"""The gateway's own code by job: runtime, pipeline, ops, reports; the backends storage, redis."""

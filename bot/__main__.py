@@ -1,5 +1,5 @@
 """`python -m bot` is the `bot` command."""
 
-from bot.cli import main
+from bot.runtime.cli import main
 
 raise SystemExit(main())

@@ -10,7 +10,7 @@ from pathlib import Path
 from aiohttp import ClientSession
 
 from agent.providers.scripted import Reply, ScriptedProvider
-from bot.app import App
+from bot.runtime.app import App
 from tests.agents_kit import TASK, Probe, Router, dispatch, registry_with, write_personas
 from tests.conftest import Running, connect, db_rows, settled
 

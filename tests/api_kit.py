@@ -13,7 +13,7 @@ import pytest
 
 from adapters.api.keys import hash_key
 from agent.providers.base import Provider
-from bot.app import App
+from bot.runtime.app import App
 from tests.conftest import make_config
 
 KEY_A = "gk_test-key-a-0123456789abcdef0123456789abcdef"

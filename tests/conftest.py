@@ -13,8 +13,8 @@ import aiohttp
 import pytest
 
 from agent.providers.base import Provider
-from bot.app import App
-from bot.config import Config, load_config
+from bot.runtime.app import App
+from bot.runtime.config import Config, load_config
 from bot.storage import SqliteStore
 from tests.network_guard import NetworkGuard
 from tests.process_guard import ProcessGuard

@@ -12,7 +12,7 @@ import aiohttp
 import pytest
 
 from agent.providers.scripted import ScriptedProvider
-from bot.app import App
+from bot.runtime.app import App
 from tests.conftest import make_config
 from tests.slack_fake import APP_TOKEN, BOT_TOKEN, FakeSlack
 
@@ -67,9 +67,9 @@ class _Stopped(logging.Handler):
 def stopped() -> Iterator[asyncio.Event]:
     """Set when the app's supervisor logs that the Slack channel stopped."""
     handler = _Stopped()
-    logging.getLogger("bot.app").addHandler(handler)
+    logging.getLogger("bot.runtime.app").addHandler(handler)
     yield handler.event
-    logging.getLogger("bot.app").removeHandler(handler)
+    logging.getLogger("bot.runtime.app").removeHandler(handler)
 
 
 async def failed(app: App, stopped: asyncio.Event) -> None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from adapters.access import AccessConfig
 from adapters.base import ChatRef, InboundMessage
-from bot.access import AccessRules
+from bot.pipeline.access import AccessRules
 
 
 def msg(

@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 from aiohttp import ClientSession, CookieJar, web
 
-from bot.admin import AdminSources, AdminView, Handler
-from bot.admin.throttle import LIMIT, WINDOW_S, SignInThrottle
-from bot.sessions_view import show_session
+from bot.ops.admin import AdminSources, AdminView, Handler
+from bot.ops.admin.throttle import LIMIT, WINDOW_S, SignInThrottle
+from bot.reports.sessions_view import show_session
 from tests.admin_kit import SCRIPT, TOKEN, Scene, admin_scene, tree_in_html, tree_in_text
 from tests.conftest import Running
 

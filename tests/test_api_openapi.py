@@ -24,7 +24,7 @@ from adapters.api.handlers import SESSION_ID
 from adapters.api.keys import KeyRing
 from adapters.api.openapi import document
 from agent.providers.scripted import Reply, ScriptedProvider
-from bot.app import App
+from bot.runtime.app import App
 from tests.api_kit import KEY_A, api_section
 from tests.conftest import make_config
 

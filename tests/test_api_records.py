@@ -11,8 +11,8 @@ import pytest
 
 from adapters.api.keys import KeyRing, hash_key
 from adapters.api.records import ApiMessage, ApiSession, MemorySessionRecords, SessionRecords
-from bot.cli import main
-from bot.config import ConfigError
+from bot.runtime.cli import main
+from bot.runtime.config import ConfigError
 from bot.storage.backends import build_store
 from tests.conftest import make_config
 from tests.pg_kit import pg_database, pg_url

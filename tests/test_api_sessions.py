@@ -8,7 +8,7 @@ import aiohttp
 
 from adapters.api.records import ApiMessage
 from agent.providers.scripted import Reply, ScriptedProvider
-from bot.turn import STOPPED
+from bot.pipeline.turn import STOPPED
 from tests.api_kit import ApiClient, StartApi, start_api_fixture  # noqa: F401
 
 

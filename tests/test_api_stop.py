@@ -14,9 +14,9 @@ from dataclasses import dataclass
 import aiohttp
 
 from agent.providers.scripted import Reply, ScriptedProvider
-from bot.app import App
-from bot.conversations import LocalConversations
-from bot.turn import STOPPED
+from bot.pipeline.conversations import LocalConversations
+from bot.pipeline.turn import STOPPED
+from bot.runtime.app import App
 from tests.api_kit import ApiClient, StartApi, Stream, start_api_fixture  # noqa: F401
 from tests.conftest import eventually
 

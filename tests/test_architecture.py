@@ -47,7 +47,7 @@ def test_every_module_has_a_docstring() -> None:
 
 
 # the modules that build and run the app: channels plug in through adapters.registry
-APP_MODULES = ("bot.app", "bot.wiring", "bot.web_server")
+APP_MODULES = ("bot.runtime.app", "bot.runtime.wiring", "bot.runtime.web_server")
 
 
 def _path(module: str) -> Path:
@@ -74,9 +74,14 @@ def test_the_app_names_no_channel() -> None:
 
 
 # the modules that build the object graph: each part gets its collaborators in its constructor
-COMPOSITION_ROOTS = ("bot.app", "bot.wiring", "bot.gateway", "bot.redis.mode")
+COMPOSITION_ROOTS = (
+    "bot.runtime.app",
+    "bot.runtime.wiring",
+    "bot.pipeline.gateway",
+    "bot.redis.mode",
+)
 # the tool registry's masker (and the tools' `services`): the tools' own wiring, not yet passed in
-STILL_ASSIGNED = {("bot.app", "self.registry.pii")}
+STILL_ASSIGNED = {("bot.runtime.app", "self.registry.pii")}
 
 
 def test_no_wiring_by_assignment_after_construction() -> None:

@@ -17,7 +17,7 @@ from agent.providers.openai import OpenAIProvider
 from agent.providers.resilient import ResilientProvider
 from agent.providers.textmode import ToolModeProvider
 from agent.types import Message, ModelRequest
-from bot.config import LLMConfig
+from bot.runtime.config import LLMConfig
 from tests.fake_anthropic import FakeAnthropic
 from tests.fake_llm import FakeLLM, Reply
 from tests.fake_openai import FakeOpenAI

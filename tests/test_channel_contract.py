@@ -22,8 +22,8 @@ from adapters.base import (
     RateLimited,
     SendsParts,
 )
-from bot.attachments import fetch_files
-from bot.delivery import PLACEHOLDER, Delivery
+from bot.pipeline.attachments import fetch_files
+from bot.pipeline.delivery import PLACEHOLDER, Delivery
 from content.parts import FilePart
 from tests.channel_harness import HARNESSES, ChannelHarness, Fault, Seen, UploadTooLarge
 from tools.events import AnswerDelta, Final

@@ -14,8 +14,8 @@ from adapters.feishu import FeishuChannel
 from adapters.feishu.normalize import normalize as feishu_normalize
 from adapters.slack import SlackChannel
 from adapters.telegram import TelegramChannel
-from bot.attachments import fetch_files, send_parts, tell_refusals
-from bot.delivery import Delivery
+from bot.pipeline.attachments import fetch_files, send_parts, tell_refusals
+from bot.pipeline.delivery import Delivery
 from content.parts import AudioPart, BlobRef, FilePart, ImagePart, MediaPart
 from tests.blob_kit import MemoryBlobs
 from tests.feishu_events import message_event

@@ -14,8 +14,8 @@ from typing import Any
 import pytest
 
 from agent.providers.scripted import Reply, ScriptedProvider
-from bot.app import App
-from bot.config import ConfigError, load_config
+from bot.runtime.app import App
+from bot.runtime.config import ConfigError, load_config
 from tests.conftest import ROOT, make_config
 from tests.telegram_fake import TOKEN, FakeBotAPI
 
@@ -134,7 +134,7 @@ async def test_one_token_for_two_gateways_is_refused_naming_both(
     second = load_config(other / "config.yaml", env={})
     provider = ScriptedProvider([Reply("answered once")])
     refusal = Seen("Telegram bot @test_bot (id 123456) is already run by instance 'telegram'")
-    logging.getLogger("bot.app").addHandler(refusal)
+    logging.getLogger("bot.runtime.app").addHandler(refusal)
     try:
         async with App(first, base_dir=tmp_path, provider=provider) as one:
             await polling(main)
@@ -146,7 +146,7 @@ async def test_one_token_for_two_gateways_is_refused_naming_both(
                 await one.gateway.wait_idle()
             await main.wait_for(lambda: "answered once" in main.messages.values())
     finally:
-        logging.getLogger("bot.app").removeHandler(refusal)
+        logging.getLogger("bot.runtime.app").removeHandler(refusal)
 
 
 @pytest.mark.parametrize(

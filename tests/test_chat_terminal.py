@@ -146,7 +146,7 @@ async def test_stop_typed_while_the_answer_streams_stops_it(chat: Terminal, tmp_
     assert said < text.index("bot> ⏹ Stopped.")
     # the gateway logged the stop mid-stream: into the log file, not into the conversation
     log = (tmp_path / "data" / "chat.log").read_text()
-    assert "bot.commands: stopped terminal:local" in log
+    assert "bot.pipeline.commands: stopped terminal:local" in log
     assert "stopped terminal:local" not in text and " INFO " not in text
     chat.type("\x03")  # Ctrl-C at an idle prompt: quit, no Enter needed
     assert await chat.exit_code(timeout=15) == 0

@@ -9,7 +9,7 @@ from pathlib import Path
 import aiohttp
 import pytest
 
-from bot.config import ConfigError, load_config
+from bot.runtime.config import ConfigError, load_config
 from tests.conftest import WsClient
 from tests.processes import serving
 

@@ -10,7 +10,14 @@ from pathlib import Path
 import pytest
 
 from adapters.access import AccessConfig
-from bot.config import Config, ConfigError, config_folder, config_keys, expand_env, load_config
+from bot.runtime.config import (
+    Config,
+    ConfigError,
+    config_folder,
+    config_keys,
+    expand_env,
+    load_config,
+)
 
 REPO_CONFIG = Path(__file__).resolve().parents[1] / "config.yaml"
 
@@ -158,7 +165,7 @@ def test_env_sourced_secrets_default_from_env_but_file_wins(tmp_path: Path) -> N
 
 
 def test_literal_secret_in_file_is_warned(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
-    with caplog.at_level(logging.WARNING, logger="bot.config"):
+    with caplog.at_level(logging.WARNING, logger="bot.runtime.config"):
         load_config(write(tmp_path, "channels: {telegram: {token: '123:ABC'}}\n"), env={})
         load_config(write(tmp_path, "channels: {telegram: {token: '${T}'}}\n"), env={})
     warned = [r.getMessage() for r in caplog.records]

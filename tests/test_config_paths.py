@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from bot.config import ConfigError, load_config
+from bot.runtime.config import ConfigError, load_config
 
 ROOT = Path(__file__).resolve().parent.parent
 

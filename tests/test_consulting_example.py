@@ -10,7 +10,7 @@ from aiohttp import ClientSession
 
 from agent.personas import PersonaLibrary
 from agent.providers.scripted import Reply, ScriptedProvider
-from bot.config import load_config
+from bot.runtime.config import load_config
 from tests.conftest import Running, connect
 from tools.builtin import builtin_registry
 from tools.control import CONTROL

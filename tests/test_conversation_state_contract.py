@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from bot.conversation_state import (
+from bot.pipeline.conversation_state import (
     DEFAULT,
     ConversationState,
     MemoryConversationState,

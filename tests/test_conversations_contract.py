@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 import pytest
 
 from adapters.base import ChatRef, InboundMessage
-from bot.conversations import (
+from bot.pipeline.conversations import (
     MAX_QUEUED,
     MAX_TURN_CHARS,
     MAX_TURN_MESSAGES,

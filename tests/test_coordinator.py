@@ -10,9 +10,9 @@ from aiohttp import ClientSession
 
 from agent.providers.scripted import Reply, ScriptedProvider
 from agent.types import ModelRequest
-from bot.app import App
-from bot.sessions_view import show_session
-from bot.turn import STOPPED
+from bot.pipeline.turn import STOPPED
+from bot.reports.sessions_view import show_session
+from bot.runtime.app import App
 from tests.agents_kit import (
     SUM,
     TASK,

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from bot.dedup import Dedup, MemoryDedup, StoreDedup
+from bot.pipeline.dedup import Dedup, MemoryDedup, StoreDedup
 from bot.redis.dedup import RedisDedup, once_key
 from bot.storage import SqliteStore
 from tests.redis_kit import redis_prefix

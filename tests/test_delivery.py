@@ -6,8 +6,8 @@ from dataclasses import dataclass, field
 import pytest
 
 from adapters.base import ChannelLimits, ChatRef, MessageHandle, OutboundContent
-from bot.delivery import APOLOGY, PLACEHOLDER, Delivery
-from bot.textsplit import split_text
+from bot.pipeline.delivery import APOLOGY, PLACEHOLDER, Delivery
+from bot.pipeline.textsplit import split_text
 from tests.clock import FakeClock
 from tests.conftest import eventually
 from tests.fakes import RecordingChannel

@@ -8,8 +8,8 @@ import pytest
 
 from agent.providers.offline import OfflineProvider
 from agent.providers.scripted import Reply, ScriptedProvider
-from bot.delivery import APOLOGY
-from bot.turn import STOPPED
+from bot.pipeline.delivery import APOLOGY
+from bot.pipeline.turn import STOPPED
 from tests.conftest import Running, connect, db_rows
 
 

@@ -27,10 +27,10 @@ from adapters.feishu.outbound import clock_sequence
 from adapters.feishu.render import to_card_markdown
 from adapters.markdown import parse
 from agent.providers.scripted import Reply, ScriptedProvider
-from bot.app import App
-from bot.config import ConfigError
-from bot.delivery import Delivery
-from bot.metrics import Metrics
+from bot.ops.metrics import Metrics
+from bot.pipeline.delivery import Delivery
+from bot.runtime.app import App
+from bot.runtime.config import ConfigError
 from tests.conftest import make_config
 from tests.feishu_events import ENCRYPT_KEY, TOKEN, action_event, message_event, signed
 from tests.feishu_fake import APP_ID, APP_SECRET, FakeFeishu

@@ -21,7 +21,7 @@ from adapters.base import InboundMessage, OutboundContent
 from adapters.feishu import FeishuChannel
 from adapters.feishu.longconn import LongConnection
 from adapters.feishu.normalize import UNSUPPORTED
-from bot.dedup import StoreDedup
+from bot.pipeline.dedup import StoreDedup
 from bot.storage import SqliteStore
 from tests.feishu_events import (
     ENCRYPT_KEY,

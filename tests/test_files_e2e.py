@@ -14,7 +14,7 @@ import pytest
 from agent.providers.anthropic import AnthropicProvider
 from agent.providers.base import Provider
 from agent.providers.scripted import Reply, ScriptedProvider
-from bot.app import App
+from bot.runtime.app import App
 from content.parts import ImagePart
 from tests.conftest import make_config
 from tests.fake_anthropic import FakeAnthropic

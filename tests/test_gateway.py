@@ -7,9 +7,9 @@ from typing import Any
 
 from adapters.base import ChatRef, InboundMessage
 from agent.providers.scripted import Reply, ScriptedProvider
-from bot.app import App
-from bot.gateway import HELP, REFUSAL
-from bot.turn import TIMED_OUT
+from bot.pipeline.gateway import HELP, REFUSAL
+from bot.pipeline.turn import TIMED_OUT
+from bot.runtime.app import App
 from tests.conftest import make_config
 from tests.fakes import RecordingChannel
 
@@ -123,7 +123,7 @@ async def test_a_provider_failure_shows_its_safe_message(tmp_path: Path) -> None
 async def test_a_shutdown_mid_turn_tells_the_user_and_the_next_start_closes_the_record(
     tmp_path: Path,
 ) -> None:
-    from bot.turn import INTERRUPTED
+    from bot.pipeline.turn import INTERRUPTED
 
     provider = ScriptedProvider([Reply("never", wait=asyncio.Event())])
     app, channel = await _app(tmp_path, provider)

@@ -12,7 +12,7 @@ import pytest
 from adapters.base import Action, ChatRef, InboundMessage
 from agent.providers.scripted import Reply, ScriptedProvider
 from agent.workers import BackgroundResult
-from bot.app import App
+from bot.runtime.app import App
 from tests.conftest import Running, make_config
 from tests.fakes import RecordingChannel
 
@@ -112,7 +112,7 @@ async def test_a_button_press_is_never_a_command(apps: Callable[..., object]) ->
 async def test_a_message_past_a_full_queue_is_refused_with_a_reply(
     apps: Callable[..., object],
 ) -> None:
-    from bot.gateway import QUEUE_FULL
+    from bot.pipeline.gateway import QUEUE_FULL
 
     gate = asyncio.Event()
     provider = ScriptedProvider([Reply("one", wait=gate), Reply("two")])
@@ -129,7 +129,7 @@ async def test_a_message_past_a_full_queue_is_refused_with_a_reply(
 
 
 async def test_a_silent_tcp_connection_is_closed(running: Running) -> None:
-    from bot import web_server
+    from bot.runtime import web_server
 
     web_server.KEEPALIVE_S, before = 0.5, web_server.KEEPALIVE_S  # the deadline, made short
     try:

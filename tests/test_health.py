@@ -10,8 +10,8 @@ import aiohttp
 import pytest
 
 from agent.providers.scripted import ScriptedProvider
-from bot.app import App
-from bot.health import ChannelStates
+from bot.ops.health import ChannelStates
+from bot.runtime.app import App
 from tests.conftest import make_config
 from tests.telegram_fake import FakeBotAPI
 

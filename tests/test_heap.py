@@ -1,4 +1,4 @@
-"""A serving gateway freezes its start-up heap (bot/heap.py), so full collections stay short.
+"""A serving gateway freezes its start-up heap (bot/runtime/heap.py), so full collections stay short.
 
 Both run in child processes: a frozen object is never freed, which the test process must not do.
 """
@@ -27,7 +27,7 @@ async def test_bot_serve_freezes_its_start_up_heap(tmp_path: Path) -> None:
 
 CHECK = """
 import gc, weakref
-from bot.heap import YOUNG_THRESHOLD, settle_heap
+from bot.runtime.heap import YOUNG_THRESHOLD, settle_heap
 
 class Node:
     pass

@@ -27,7 +27,10 @@ from tests.fake_openai import FakeOpenAI
 from tests.kill_kit import until
 from tests.telegram_fake import TOKEN, FakeBotAPI
 
-pytestmark = [pytest.mark.process, pytest.mark.timeout(240)]  # two `bot serve` starts on a loaded machine
+pytestmark = [
+    pytest.mark.process,
+    pytest.mark.timeout(240),
+]  # two `bot serve` starts on a loaded machine
 START_S = 90.0
 CHAT = 4343
 PAY = Call("create_payment", '{"service": "ASSESSMENT", "category": "GENERAL", "method": "CARD"}')

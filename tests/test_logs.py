@@ -17,8 +17,8 @@ import aiohttp
 import pytest
 
 from agent.providers.scripted import Reply, ScriptedProvider
-from bot.app import App
-from bot.logs import secret_env_values, secret_values, setup_logging
+from bot.runtime.app import App
+from bot.runtime.logs import secret_env_values, secret_values, setup_logging
 from tests.agents_kit import TASK, Probe, Router, dispatch, registry_with, write_personas
 from tests.conftest import ROOT, connect, db_rows, make_config, settled
 
@@ -70,7 +70,7 @@ async def test_one_turn_is_followed_through_a_specialist(
     turn = [line for line in logged if line.get("turn_id") == turn_id]
     assert {line["conversation_key"] for line in turn} == {key}
     assert {line["channel"] for line in turn} == {"websocket"}
-    assert {"bot.turn", "agent.loop", "agent.workers"} <= {line["logger"] for line in turn}
+    assert {"bot.pipeline.turn", "agent.loop", "agent.workers"} <= {line["logger"] for line in turn}
     coordinator = [line for line in turn if "task_id" not in line]
     specialist = [line for line in turn if line.get("task_id") == started["task_id"]]
     assert {line["persona"] for line in coordinator} == {"default"}
@@ -78,7 +78,9 @@ async def test_one_turn_is_followed_through_a_specialist(
     assert any(line["message"].startswith("tool AgentTool ok") for line in coordinator)
     assert any(line["message"].startswith("tool lookup ok") for line in specialist)
     assert any(line["logger"] == "agent.workers" for line in specialist)
-    assert any(line["logger"] == "bot.turn" and "completed" in line["message"] for line in turn)
+    assert any(
+        line["logger"] == "bot.pipeline.turn" and "completed" in line["message"] for line in turn
+    )
     assert not [line for line in turn if "task_id" in line and line not in specialist]
     # lines outside any turn carry no turn's ids
     opened = [line for line in logged if "storage" in line["message"] and "open" in line["message"]]

@@ -15,8 +15,8 @@ import pytest
 from adapters.base import ChannelLimits, ChatRef, DeliveryUncertain, InboundMessage
 from adapters.telegram import TelegramChannel
 from agent.providers.scripted import Reply, ScriptedProvider
-from bot.app import App
-from bot.delivery import FINAL_ATTEMPTS, PLACEHOLDER, Delivery
+from bot.pipeline.delivery import FINAL_ATTEMPTS, PLACEHOLDER, Delivery
+from bot.runtime.app import App
 from tests.channel_harness import TelegramHarness
 from tests.conftest import make_config
 from tests.fakes import RecordingChannel

@@ -5,9 +5,9 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-from bot.config.schema import MediaConfig
 from bot.media.build import DAY_S, build_blobs, retention_pass
 from bot.media.records import RecordBlobStore
+from bot.runtime.config.schema import MediaConfig
 from bot.storage import SqliteStore
 from bot.storage.backends import build_store
 from content.disk import DiskBlobStore

@@ -8,9 +8,9 @@ from pathlib import Path
 
 from aiohttp import ClientSession
 
-from bot.app import App
 from bot.media.build import build_links
 from bot.media.links import SECRET_FILE, HmacBlobLinks, link_secret
+from bot.runtime.app import App
 from content.blobs import blob_id_of
 from tests.conftest import Running
 

@@ -12,7 +12,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from agent.providers.scripted import Reply as Scripted
 from agent.providers.scripted import ScriptedProvider
-from bot.app import App
+from bot.runtime.app import App
 from tests.conftest import Running, connect, make_config
 from tests.fake_anthropic import FakeAnthropic
 from tests.fake_llm import Call, Reply, fail, llm_config

@@ -15,8 +15,8 @@ import aiohttp
 import pytest
 
 from adapters.api.keys import hash_key
+from bot.pipeline.turn import STOPPED
 from bot.redis.client import connect
-from bot.turn import STOPPED
 from tests.api_kit import KEY_A, ApiClient, Event, Stream, read_events
 from tests.fake_llm import Reply, llm_config
 from tests.fake_openai import FakeOpenAI

@@ -16,7 +16,7 @@ import aiohttp
 import asyncpg
 import pytest
 
-from bot.turn import STORAGE_FAILED
+from bot.pipeline.turn import STORAGE_FAILED
 from tests.gated_model import GatedOpenAI, gated_config
 from tests.pg_kit import CuttableLink, pg_database, pg_url
 from tests.processes import Gateway, frames_until, gateways, joined_logs, open_tab
@@ -87,7 +87,7 @@ async def test_postgresql_cut_and_restored_mid_run(
     finally:
         await conn.close()
     # the turn the outage cut short is recorded as ended once the store is back (never left
-    # `running`, which a start in embedded mode would resume: bot/turn_ends.py)
+    # `running`, which a start in embedded mode would resume: bot/pipeline/turn_ends.py)
     assert [r["status"] for r in rows] == ["completed", "failed", "completed"]
     assert [r["final_text"] for r in rows if r["status"] == "completed"] == [
         "answer to before",

@@ -15,7 +15,7 @@ from typing import Any
 import aiohttp
 import pytest
 
-from bot.turn import STOPPED
+from bot.pipeline.turn import STOPPED
 from tests.gated_model import GatedOpenAI, gated_config
 from tests.processes import HERE, Gateway, frames_until, joined_logs, one_gateway, open_tab
 from tests.redis_kit import prefix, until_queued

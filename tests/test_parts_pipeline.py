@@ -23,9 +23,9 @@ from agent.history import IMAGE_TOKENS, estimate_tokens
 from agent.providers.scripted import Reply, ScriptedProvider
 from agent.replay import replay_point
 from agent.types import Message, ToolCall
-from bot.app import App
+from bot.pipeline.transcript import StoreHistory
 from bot.redis import messages
-from bot.transcript import StoreHistory
+from bot.runtime.app import App
 from content.blobs import BlobStore
 from content.parts import AudioPart, BlobRef, FilePart, ImagePart, MediaPart, Part, part_to_json
 from tests.conftest import make_config

@@ -9,7 +9,7 @@ import pytest
 
 from adapters.base import ChatRef, InboundMessage
 from agent.providers.scripted import Reply, ScriptedProvider
-from bot.app import App
+from bot.runtime.app import App
 from tests.conftest import make_config
 from tests.fakes import RecordingChannel
 

@@ -13,7 +13,9 @@ from adapters.websocket.protocol import ErrorCode
 ROOT = Path(__file__).resolve().parent.parent
 DOC = (ROOT / "docs" / "websocket-protocol.md").read_text()
 WEBSOCKET = sorted((ROOT / "adapters" / "websocket").glob("*.py"))
-DELIVERY = ROOT / "bot" / "delivery.py"  # emits the agent.* frames through Channel.emit_event
+DELIVERY = (
+    ROOT / "bot" / "pipeline" / "delivery.py"
+)  # emits the agent.* frames through Channel.emit_event
 
 
 def _section(heading: str, end: str = "\n## ") -> str:

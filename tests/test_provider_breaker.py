@@ -13,7 +13,7 @@ from aiohttp import ClientSession
 from agent.providers.base import ProviderUnavailable
 from agent.providers.breaker import CircuitBreaker
 from agent.providers.resilient import ResilientProvider
-from bot.app import App
+from bot.runtime.app import App
 from tests.conftest import Running, WsClient, ask_once, connect, eventually
 from tests.fake_anthropic import FakeAnthropic
 from tests.fake_llm import Call, FakeLLM, Reply, fail, llm_config

@@ -14,7 +14,7 @@ from agent.providers import anthropic_sdk, build_provider, openai_sdk
 from agent.providers.door import INTERNALS_VARIABLE, PublicPost, internals_allowed
 from agent.providers.prepared import PreparedPost
 from agent.providers.wire import dumps
-from bot.config import LLMConfig
+from bot.runtime.config import LLMConfig
 from tests.fake_anthropic import FakeAnthropic
 from tests.fake_llm import FakeLLM, Reply
 from tests.fake_openai import FakeOpenAI

@@ -270,7 +270,7 @@ def test_a_request_continues_from_the_last_one_and_stays_what_the_conversion_mak
 @pytest.mark.parametrize("vendor", ["openai", "anthropic"])
 def test_what_a_history_keeps_is_not_walked_by_every_full_collection(vendor: str) -> None:
     # Every cached history keeps its messages' pieces; a full collection of the cyclic GC walks
-    # every tracked object and holds the event loop meanwhile (bot/heap.py). The pieces are plain
+    # every tracked object and holds the event loop meanwhile (bot/runtime/heap.py). The pieces are plain
     # bytes and tuples of strings, which the collector stops tracking once it has seen them, so a
     # message's `derived` is not walked again: only the message itself and, on the newest one,
     # what its conversation's last request made of the history.

@@ -13,9 +13,9 @@ import aiohttp
 from adapters.base import ChatRef, InboundMessage
 from adapters.websocket import user_hash
 from agent.providers.scripted import Reply, ScriptedProvider
-from bot.app import App
-from bot.config.schema import QuotaLimits, QuotasConfig
-from bot.quota import MemoryQuotaState, Quotas
+from bot.pipeline.quota import MemoryQuotaState, Quotas
+from bot.runtime.app import App
+from bot.runtime.config.schema import QuotaLimits, QuotasConfig
 from tests.api_kit import KEY_A, KEY_B, ApiClient, api_section
 from tests.conftest import ORIGIN, WsClient, make_config
 

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from bot.quota import Check, MemoryQuotaState, QuotaState, StoreQuotaState
+from bot.pipeline.quota import Check, MemoryQuotaState, QuotaState, StoreQuotaState
 from bot.redis.client import connect
 from bot.redis.quota import RedisQuotaState
 from bot.storage import SqliteStore
@@ -121,7 +121,7 @@ async def test_takes_at_once_admit_exactly_the_limit(make: MakeState) -> None:
 
 async def test_takes_at_once_from_every_process_admit_exactly_the_limit() -> None:
     """The same from processes, each with its own connection: in Redis mode, which is what
-    several processes run (the store's take is one step per process, a lock: see bot/quota.py)."""
+    several processes run (the store's take is one step per process, a lock: see bot/pipeline/quota.py)."""
     async with redis_prefix() as (_, prefix):
         connections = [connect(URL) for _ in range(12)]
         try:

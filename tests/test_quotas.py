@@ -10,10 +10,10 @@ import pytest
 from aiohttp import ClientSession
 
 from adapters.base import ChatRef, InboundMessage
-from bot.app import App
-from bot.config import ConfigError
-from bot.config.schema import QuotaLimits, QuotasConfig
-from bot.quota import MemoryQuotaState, Quotas
+from bot.pipeline.quota import MemoryQuotaState, Quotas
+from bot.runtime.app import App
+from bot.runtime.config import ConfigError
+from bot.runtime.config.schema import QuotaLimits, QuotasConfig
 from tests.conftest import Running, WsClient, connect, db_rows, make_config
 from tests.fake_llm import Reply, llm_config
 from tests.fake_openai import FakeOpenAI

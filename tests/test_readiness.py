@@ -16,9 +16,9 @@ import pytest
 
 from agent.providers.scripted import Reply as Scripted
 from agent.providers.scripted import ScriptedProvider
-from bot import readiness as readiness_module
-from bot.app import App
-from bot.readiness import Down, Readiness
+from bot.ops import readiness as readiness_module
+from bot.ops.readiness import Down, Readiness
+from bot.runtime.app import App
 from bot.storage import SqliteStore
 from tests.conftest import connect, make_config
 from tests.fake_llm import Reply, fail, llm_config
@@ -139,7 +139,7 @@ async def test_a_channel_that_cannot_start_is_named(
     config = make_config(tmp_path, channels={"telegram": telegram})
     app = App(config, base_dir=tmp_path, provider=ScriptedProvider([]))
     app.channel_states.settle_s = 0.2
-    caplog.set_level(logging.INFO, logger="bot.ops")
+    caplog.set_level(logging.INFO, logger="bot.ops.operations")
     try:
         async with app:
             for _ in range(500):  # until the web socket has settled and telegram has failed

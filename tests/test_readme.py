@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from bot.config import config_keys
+from bot.runtime.config import config_keys
 
 ROOT = Path(__file__).resolve().parent.parent
 README = (ROOT / "README.md").read_text()

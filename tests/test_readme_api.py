@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from agent.providers.scripted import Reply, ScriptedProvider
-from bot.app import App
+from bot.runtime.app import App
 from tests.conftest import make_config
 
 pytestmark = pytest.mark.process

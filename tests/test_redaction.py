@@ -8,7 +8,7 @@ from pathlib import Path
 import aiohttp
 import pytest
 
-from bot.config import ConfigError
+from bot.runtime.config import ConfigError
 from tests.conftest import Running, ask_once, db_rows, make_config
 from tests.fake_anthropic import FakeAnthropic
 from tests.fake_llm import fail

@@ -11,7 +11,7 @@ from typing import Any
 import aiohttp
 
 from agent.providers.scripted import Reply, ScriptedProvider
-from bot.app import App
+from bot.runtime.app import App
 from tests.conftest import Running, connect, db_rows, make_config
 from tests.redis_kit import URL, prefix
 from tests.telegram_fake import TOKEN, FakeBotAPI

@@ -15,7 +15,7 @@ from contextlib import AsyncExitStack, asynccontextmanager
 import pytest
 
 from adapters.base import ChatRef, InboundMessage
-from bot.conversations import QueueFull, TurnSignal
+from bot.pipeline.conversations import QueueFull, TurnSignal
 from bot.redis import messages
 from bot.redis.client import connect
 from bot.redis.conversations import RedisConversations

@@ -13,7 +13,7 @@ import aiohttp
 import pytest
 
 from agent.providers.scripted import ScriptedProvider
-from bot.app import App
+from bot.runtime.app import App
 from tests.conftest import make_config
 from tests.test_multiprocess import _free_port, _until_up
 

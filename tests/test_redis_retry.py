@@ -17,7 +17,7 @@ import aiohttp
 import pytest
 
 from agent.providers.scripted import Reply, ScriptedProvider
-from bot.app import App
+from bot.runtime.app import App
 from tests.conftest import make_config
 from tests.redis_kit import URL, prefix
 from tests.telegram_fake import TOKEN, FakeBotAPI

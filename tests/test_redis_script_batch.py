@@ -14,7 +14,7 @@ from collections.abc import AsyncIterator
 import pytest
 
 from adapters.base import ChatRef, InboundMessage
-from bot.conversations import QueueFull, TurnSignal
+from bot.pipeline.conversations import QueueFull, TurnSignal
 from bot.redis import conversations_lua as lua
 from bot.redis.client import LuaScript, RedisUnavailable, connect
 from bot.redis.conversations import RedisConversations

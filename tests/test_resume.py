@@ -20,8 +20,8 @@ from adapters.base import ChatRef, InboundMessage
 from agent.coordinator import NOT_FINISHED
 from agent.providers.scripted import Reply, ScriptedProvider
 from agent.types import AuditRecord, Message, ToolCall
-from bot.app import App
-from bot.resume import GAVE_UP
+from bot.pipeline.resume import GAVE_UP
+from bot.runtime.app import App
 from bot.storage import SqliteStore
 from tests.conftest import make_config
 from tests.fakes import RecordingChannel

@@ -11,14 +11,14 @@ import pytest
 
 from adapters.base import ChatRef, InboundMessage
 from agent.providers.scripted import Reply, ScriptedProvider
-from bot.app import App
-from bot.commands import HELP, NEW_LINE, STOP_LINE
-from bot.conversation_state import Mode
-from bot.gateway import REFUSAL
-from bot.held import WAITING
+from bot.pipeline.commands import HELP, NEW_LINE, STOP_LINE
+from bot.pipeline.conversation_state import Mode
+from bot.pipeline.gateway import REFUSAL
+from bot.pipeline.held import WAITING
+from bot.pipeline.routing import CONVERSATION, IGNORE, REFUSE, CommandTable, DefaultAccess, Router
+from bot.pipeline.routing import Reply as Say
 from bot.redis.states import state_key
-from bot.routing import CONVERSATION, IGNORE, REFUSE, CommandTable, DefaultAccess, Router
-from bot.routing import Reply as Say
+from bot.runtime.app import App
 from tests.conftest import Running, make_config
 from tests.fakes import RecordingChannel
 from tests.redis_kit import URL, prefix

@@ -21,8 +21,8 @@ from adapters.base import (
     RateLimited,
 )
 from adapters.slack import SlackChannel
-from bot.delivery import Delivery
-from bot.metrics import Metrics
+from bot.ops.metrics import Metrics
+from bot.pipeline.delivery import Delivery
 from tests.slack_fake import BOT_TOKEN, MAX_TEXT_BYTES, FakeSlack
 from tools.display import alert, button, card, confirm
 from tools.events import AnswerDelta, Final

@@ -13,7 +13,7 @@ import aiohttp
 import pytest
 
 from agent.providers.scripted import Reply, ScriptedProvider
-from bot.config import ConfigError
+from bot.runtime.config import ConfigError
 from tests.conftest import make_config
 from tests.slack_app import Start, answered, failed, fake, post, slack, stopped
 from tests.slack_events import (

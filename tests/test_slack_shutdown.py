@@ -5,7 +5,7 @@ from __future__ import annotations
 from adapters.slack import SlackChannel
 from adapters.slack.render import to_mrkdwn
 from agent.providers.scripted import Reply, ScriptedProvider
-from bot.turn import INTERRUPTED
+from bot.pipeline.turn import INTERRUPTED
 from tests.slack_app import Start, fake, slack
 from tests.slack_events import envelope, message
 from tests.slack_fake import FakeSlack

@@ -19,9 +19,9 @@ import pytest
 
 from adapters.base import ChannelLimits, ChatRef, InboundMessage
 from agent.providers.scripted import Reply, ScriptedProvider
-from bot.app import App
+from bot.pipeline.turn import STORAGE_FAILED
+from bot.runtime.app import App
 from bot.storage import SqliteStore, StorageError
-from bot.turn import STORAGE_FAILED
 from tests.conftest import Running
 from tests.fakes import RecordingChannel
 
@@ -263,7 +263,7 @@ def test_unusable_storage_stops_the_start_with_one_line_and_exit_2(
 async def test_a_message_that_cannot_even_be_claimed_is_answered_honestly(
     running: Running, caplog: pytest.LogCaptureFixture
 ) -> None:
-    from bot.gateway import NOT_TAKEN
+    from bot.pipeline.gateway import NOT_TAKEN
 
     channel = RecordingChannel(LIMITS)
     provider = ScriptedProvider([])

@@ -5,7 +5,7 @@ shown here in one process each (fixed; these tests keep them fixed).
    failed too, and the row stayed `running`. In embedded mode the next start resumed it as if
    the process had died (the model asked again, the placeholder that asked the user to send the
    message again answered after all): two answers. Now the end is retried until the store
-   answers, and once more at shutdown (bot/turn_ends.py).
+   answers, and once more at shutdown (bot/pipeline/turn_ends.py).
 2. In Redis mode the turn released its messages' claims "so a platform's retry is answered",
    but the queue's once-key (bot/redis/conversations_lua.py ENQUEUE, `q:once:<event>`, 10 min)
    still dropped the redelivery silently. Now the turn reopens them (`Dedup.reopen`: the claim
@@ -23,8 +23,8 @@ import pytest
 
 from adapters.base import ChannelLimits
 from agent.providers.scripted import Reply, ScriptedProvider
-from bot.app import App
-from bot.turn import STORAGE_FAILED
+from bot.pipeline.turn import STORAGE_FAILED
+from bot.runtime.app import App
 from tests.conftest import Running, eventually
 from tests.fakes import RecordingChannel
 from tests.pg_kit import CuttableLink, pg_database, pg_url

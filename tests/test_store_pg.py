@@ -14,7 +14,7 @@ import pytest
 from sqlite_utils import Database
 
 from agent.types import Message
-from bot.config import ConfigError, load_config
+from bot.runtime.config import ConfigError, load_config
 from bot.storage import MIGRATIONS as SQLITE_MIGRATIONS
 from bot.storage import SqliteStore, StorageError
 from bot.storage.pg import MIGRATIONS, PostgresStore, migrate

@@ -16,10 +16,10 @@ import pytest
 from adapters.base import ChannelLimits, ChatRef, InboundMessage
 from agent.providers.scripted import Reply, ScriptedProvider
 from agent.types import Message
-from bot.gateway import NOT_TAKEN
+from bot.pipeline.gateway import NOT_TAKEN
+from bot.pipeline.turn import STORAGE_FAILED
 from bot.storage import StorageError
 from bot.storage.pg import PostgresStore
-from bot.turn import STORAGE_FAILED
 from tests.conftest import Running, eventually
 from tests.fakes import RecordingChannel
 from tests.pg_kit import CuttableLink, pg_database, pg_url

@@ -19,9 +19,9 @@ import pytest
 from adapters.base import ChatRef, DeliveryUncertain, OutboundContent
 from adapters.telegram import TelegramChannel
 from agent.providers.scripted import Reply, ScriptedProvider
-from bot.app import App
-from bot.config import ConfigError
-from bot.gateway import HELP, REFUSAL
+from bot.pipeline.gateway import HELP, REFUSAL
+from bot.runtime.app import App
+from bot.runtime.config import ConfigError
 from tests.conftest import make_config
 from tests.telegram_fake import BOT, TOKEN, FakeBotAPI
 

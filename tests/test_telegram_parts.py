@@ -11,7 +11,7 @@ from aiogram.types import Update
 
 from adapters.telegram.normalize import BotIdentity, Unsupported, normalize
 from adapters.telegram.render import rendered_length, to_html, visible_text
-from bot.textsplit import split_text
+from bot.pipeline.textsplit import split_text
 from tests.telegram_fake import BOT, FakeBotAPI, _HtmlCheck
 
 ME = BotIdentity(BOT["id"], BOT["username"])

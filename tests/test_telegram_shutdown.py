@@ -11,7 +11,7 @@ from aiogram.client.session.aiohttp import AiohttpSession
 from adapters.telegram import TelegramChannel
 from adapters.telegram.render import to_html, visible_text
 from agent.providers.scripted import Reply, ScriptedProvider
-from bot.turn import INTERRUPTED
+from bot.pipeline.turn import INTERRUPTED
 from tests import test_telegram as tg
 from tests.telegram_fake import FakeBotAPI
 

@@ -1,6 +1,6 @@
 """Splitting long answers for channels with a length limit."""
 
-from bot.textsplit import split_text, utf16_length
+from bot.pipeline.textsplit import split_text, utf16_length
 
 
 def test_short_text_is_one_chunk() -> None:

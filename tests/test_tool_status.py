@@ -15,7 +15,7 @@ from aiohttp import ClientSession
 from agent.loop import LoopSettings, run_loop
 from agent.providers.scripted import Reply, ScriptedProvider
 from agent.types import Message
-from bot.app import App
+from bot.runtime.app import App
 from tests.conftest import Running, connect, make_config
 from tests.telegram_fake import TOKEN, FakeBotAPI
 from tools.base import ToolContext

@@ -15,7 +15,7 @@ import pytest
 
 from agent.providers.base import Provider
 from agent.providers.scripted import Reply, ScriptedProvider
-from bot.app import App
+from bot.runtime.app import App
 from tests.conftest import WsClient, connect, make_config
 from tests.processes import serving
 

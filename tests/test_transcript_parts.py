@@ -16,8 +16,8 @@ from adapters.base import ChatRef, OutboundContent
 from adapters.history import StoredMessage
 from adapters.websocket import WebSocketChannel
 from adapters.websocket.transcript import falls_short
+from bot.pipeline.transcript import StoreHistory
 from bot.storage import SqliteStore, migrate
-from bot.transcript import StoreHistory
 from tests.conftest import ORIGIN, WsClient
 
 

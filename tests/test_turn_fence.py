@@ -14,7 +14,7 @@ from agent.personas import PersonaLibrary
 from agent.providers.scripted import Reply, ScriptedProvider
 from agent.types import Usage
 from agent.workers import Workers, WorkerSettings
-from bot.conversations import TurnSignal
+from bot.pipeline.conversations import TurnSignal
 from bot.storage import SqliteStore
 from tests.agents_kit import TASK, Probe, Router, dispatch, registry_with, write_personas
 from tests.slow_turn_kit import ignore, slow_turn
@@ -52,7 +52,7 @@ async def test_a_stopped_turn_closes_the_call_it_left_open(tmp_path: Path) -> No
 
 
 async def test_a_lost_turn_writes_nothing_more(tmp_path: Path) -> None:
-    """The process that took the turn over answers the open call itself (bot/resume.py): a
+    """The process that took the turn over answers the open call itself (bot/pipeline/resume.py): a
     "not finished" from this one would be a second result for one call id, which the vendors
     refuse on the next request."""
     turn_id = await _run(tmp_path, "lose")

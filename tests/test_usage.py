@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
+from bot.reports.usage import format_report, usage_report
 from bot.storage import SqliteStore
-from bot.usage import format_report, usage_report
 from tests.test_cli import _bot
 
 PRICES = {

@@ -12,7 +12,7 @@ from typing import Any
 from aiohttp import ClientSession
 
 from agent.providers.scripted import Reply, ScriptedProvider
-from bot.turn import STOPPED
+from bot.pipeline.turn import STOPPED
 from tests.agents_kit import TASK, Probe, Router, dispatch, registry_with, write_personas
 from tests.conftest import Running, connect
 

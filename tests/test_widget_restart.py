@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from agent.providers.scripted import Reply, ScriptedProvider
-from bot.app import App
+from bot.runtime.app import App
 from tests.conftest import make_config
 from tests.widget_kit import BOT, CHROMIUM, MakeWorld, World, chromium, open_chat, say, shot, worlds
 

@@ -19,7 +19,7 @@ from typing import Any
 from aiohttp import web
 
 from agent.providers.base import Provider
-from bot.app import App
+from bot.runtime.app import App
 from tests.conftest import make_config
 from tools.registry import ToolRegistry
 

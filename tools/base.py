@@ -55,7 +55,7 @@ async def _no_emit(event: TurnEvent) -> None:
 
 
 class Fence(Protocol):
-    """Whether the turn still belongs to this process (`bot.conversations.TurnSignal` is one):
+    """Whether the turn still belongs to this process (`bot.pipeline.conversations.TurnSignal` is one):
     a turn lost to another process writes nothing more (agent/fence.py)."""
 
     @property

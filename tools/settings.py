@@ -15,7 +15,7 @@ from tools.pii import KINDS, Kind, PiiMasker
 
 
 def _secret(env: str) -> Any:
-    # same markers as bot.config: kept out of repr, read from `env` when the key is absent
+    # same markers as bot.runtime.config: kept out of repr, read from `env` when the key is absent
     return Field("", repr=False, json_schema_extra={"secret": True, "env": env})
 
 

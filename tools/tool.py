@@ -50,7 +50,7 @@ class Tool:
     status: str | None = None  # declared by @tool(status=...); None: made from the description
     # A read-only or idempotent tool is safe to run again with the same arguments: a turn
     # resumed after a crash re-runs such a call that had started but left no result; any other
-    # call in that state makes the turn unresumable (bot/resume.py).
+    # call in that state makes the turn unresumable (bot/pipeline/resume.py).
     annotations: ToolAnnotations = ToolAnnotations()
 
     @property

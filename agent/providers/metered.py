@@ -3,7 +3,7 @@
 `meter(provider, observer)` (metering.py) wraps every provider of a chain (the vendors inside a
 `ResilientProvider`, or the one provider) in a `MeteredProvider`, which reports one `ModelCall`
 per attempt, a retry and a fallback included, to the observer (the app's metrics and its
-readiness, bot/metrics.py and bot/readiness.py). The chain's retries and fallbacks are reported
+readiness, bot/ops/metrics.py and bot/ops/readiness.py). The chain's retries and fallbacks are reported
 by `ResilientProvider` through the same observer.
 """
 

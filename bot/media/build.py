@@ -11,9 +11,9 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from bot.config.schema import MediaConfig
 from bot.media.links import HmacBlobLinks, link_secret
 from bot.media.records import RecordBlobStore
+from bot.runtime.config.schema import MediaConfig
 from bot.storage import StorageError
 from bot.storage.roles import BlobRecords
 from content.blobs import BlobError, BlobStore

@@ -29,8 +29,8 @@ from redis.asyncio import Redis
 from redis.exceptions import RedisError, ResponseError
 
 from adapters.base import InboundMessage
-from bot.conversation_state import ConversationState
-from bot.conversations import (
+from bot.pipeline.conversation_state import ConversationState
+from bot.pipeline.conversations import (
     MAX_QUEUED,
     MAX_TURN_CHARS,
     MAX_TURN_MESSAGES,

@@ -11,7 +11,7 @@ from redis.asyncio import Redis
 from redis.exceptions import RedisError
 
 from adapters.base import InboundMessage
-from bot.conversations import RunTurn, TurnSignal
+from bot.pipeline.conversations import RunTurn, TurnSignal
 from bot.redis import messages
 from bot.redis.client import LuaScript, cancelled_meanwhile, describe
 from bot.redis.conversations_lua import GROUP

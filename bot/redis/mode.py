@@ -8,8 +8,7 @@ from collections.abc import Callable
 from redis.exceptions import RedisError
 
 from adapters.base import InboundMessage
-from bot.config.schema import RedisConfig
-from bot.readiness import Down
+from bot.ops.readiness import Down
 from bot.redis.accounts import RedisAccounts
 from bot.redis.budget import RedisRateBudget
 from bot.redis.client import RedisHealth, connect, describe
@@ -20,6 +19,7 @@ from bot.redis.inbound import RedisInboundRates
 from bot.redis.leader import RedisLeader
 from bot.redis.quota import RedisQuotaState
 from bot.redis.states import redis_conversation_state
+from bot.runtime.config.schema import RedisConfig
 from tools.redact import redact_credentials
 
 log = logging.getLogger(__name__)

@@ -19,7 +19,7 @@ from typing import Final
 from redis.asyncio import Redis
 from redis.exceptions import RedisError
 
-from bot.quota import Bucket, Check, Counts
+from bot.pipeline.quota import Bucket, Check, Counts
 from bot.redis.client import describe
 
 log = logging.getLogger(__name__)

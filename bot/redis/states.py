@@ -16,7 +16,7 @@ from typing import Final, cast
 
 from redis.asyncio import Redis
 
-from bot.conversation_state import StoredConversationState
+from bot.pipeline.conversation_state import StoredConversationState
 from bot.redis.client import LuaScript, guarded
 from bot.storage.rows import ConversationStateRow
 

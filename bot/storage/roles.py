@@ -121,7 +121,7 @@ class TurnRecords(Protocol):
 
 
 class QuotaRecords(Protocol):
-    """Quota counters (bot/quota.py `StoreQuotaState`)."""
+    """Quota counters (bot/pipeline/quota.py `StoreQuotaState`)."""
 
     async def quota_counts(self, buckets: Sequence[str]) -> dict[str, tuple[int, int]]:
         """(turns, tokens) of each unexpired bucket that has any."""

@@ -169,7 +169,7 @@ def _v7_turn_inbound_messages(db: Database) -> None:
 
 
 def _v8_quota_counters(db: Database) -> None:
-    # Quota windows (bot/quota.py): one row per scope, window and window start; expired rows
+    # Quota windows (bot/pipeline/quota.py): one row per scope, window and window start; expired rows
     # (expires_at, unix seconds) are pruned now and then.
     db.table("quota_counters").create(
         {"bucket": str, "turns": int, "tokens": int, "expires_at": float},

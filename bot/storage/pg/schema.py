@@ -113,7 +113,7 @@ _V7 = (
     "CREATE INDEX idx_turns_session_id ON turns (session_id, seq)",
 )
 _V8 = (
-    # quota windows (bot/quota.py); expires_at: unix seconds
+    # quota windows (bot/pipeline/quota.py); expires_at: unix seconds
     """CREATE TABLE quota_counters (
         bucket text PRIMARY KEY, turns integer NOT NULL, tokens integer NOT NULL,
         expires_at double precision NOT NULL)""",

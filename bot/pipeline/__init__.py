@@ -1,0 +1,1 @@
+"""A message's way to an answer: dedup, access, quotas, queue, turn, delivery, resumption."""

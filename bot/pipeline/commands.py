@@ -1,0 +1,86 @@
+"""The gateway's own commands: `/new` and `/stop` (`/help` is the table's, bot/pipeline/routing.py)."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Final, Protocol
+
+from adapters.base import Channel, DropNotice, InboundMessage
+from bot.pipeline.conversations import ConversationQueue, Stopped
+from bot.pipeline.routing import HELP_LINE, Reply, help_text
+from bot.pipeline.turn_outcome import STOPPED
+
+log = logging.getLogger(__name__)
+
+NEW_LINE: Final = "start a fresh conversation (the bot forgets this one)"
+STOP_LINE: Final = "stop the answer in progress and drop queued messages"
+STARTED_NEW: Final = "Started a new conversation. What can I do for you?"
+NOTHING_TO_STOP: Final = "Nothing to stop."
+# The default table's `/help` (what `CommandTable((NewCommand…, StopCommand…))` generates).
+HELP: Final = help_text((("new", NEW_LINE), ("stop", STOP_LINE), ("help", HELP_LINE)))
+
+
+class SessionCloser(Protocol):
+    async def close_active_sessions(
+        self, *, channel: str, conversation_key: str, user_id: str, agent_id: str = "default"
+    ) -> int: ...
+
+
+class TaskStopper(Protocol):
+    def stop_conversation(self, conversation_key: str) -> int: ...
+
+
+@dataclass(frozen=True, slots=True)
+class NewCommand:
+    """Close the conversation's active session: the next turn starts a fresh one."""
+
+    sessions: SessionCloser
+    # the name of the persona answering on a channel (instance): its sessions' agent id
+    agent_id: Callable[[str], str]
+    name: str = "new"
+    help: str = NEW_LINE
+
+    async def run(self, message: InboundMessage, reply: Reply) -> None:
+        await self.sessions.close_active_sessions(
+            channel=message.chat.channel,
+            conversation_key=message.conversation_key,
+            user_id=message.user_id,
+            agent_id=self.agent_id(message.chat.channel),
+        )
+        await reply(message, STARTED_NEW)
+
+
+@dataclass(frozen=True, slots=True)
+class StopCommand:
+    """Stop the turn, the conversation's specialists and its queue, together."""
+
+    conversations: ConversationQueue
+    channels: Mapping[str, Channel]
+    tasks: TaskStopper | None = None
+    name: str = "stop"
+    help: str = STOP_LINE
+
+    async def run(self, message: InboundMessage, reply: Reply) -> None:
+        key = message.conversation_key
+        killed = self.tasks.stop_conversation(key) if self.tasks is not None else 0
+        stopped = await self.conversations.stop(key)
+        await self._tell_dropped(message, stopped)
+        if stopped.running:  # its placeholder ends as STOPPED: that is the reply
+            log.info("stopped %s (dropped %d queued)", key, stopped.dropped)
+        elif killed or stopped.dropped:
+            await reply(message, f"{STOPPED} ({killed} specialist(s), {stopped.dropped} queued)")
+        else:
+            await reply(message, NOTHING_TO_STOP)
+
+    async def _tell_dropped(self, message: InboundMessage, stopped: Stopped) -> None:
+        """Each message the stop dropped from the queue, told so where its channel can (the web
+        socket marks it "not sent"); the note above only counts them, and only when no turn ran."""
+        channel = self.channels.get(message.chat.channel)
+        if not stopped.messages or not isinstance(channel, DropNotice):
+            return
+        try:
+            await channel.dropped(stopped.messages, "stopped")
+        except Exception:  # the stop itself holds; the senders just are not told
+            log.exception("could not tell %s which messages were dropped", message.chat.key)

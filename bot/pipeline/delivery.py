@@ -1,0 +1,380 @@
+"""The per-turn placeholder: one message posted before the model runs, edited into the answer.
+
+A delivery turns `TurnEvent`s into edits at the channel's safe cadence. Newest text wins: while an
+edit waits for its slot, later text replaces it, so stale intermediate states are never sent.
+The final edit always goes out (after any rate-limit pause), and text past the channel's length
+limit continues in new messages. A failed preview is logged and skipped; a final edit the
+platform keeps refusing is posted once as a new message instead. A send whose fate is unknown
+(`DeliveryUncertain`) is never sent again. A channel that cannot edit gets only the final, and
+`max_edits_per_message` keeps the last edit of a message for the final. Tool and specialist
+status lines show under the text while they run.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Any
+
+from adapters.base import (
+    Channel,
+    ChannelError,
+    ChannelLimits,
+    ChatRef,
+    DeliveryUncertain,
+    EventSink,
+    MessageGone,
+    MessageHandle,
+    OutboundContent,
+    RateLimited,
+)
+from bot.pipeline.attachments import send_parts
+from bot.pipeline.textsplit import split_text
+from content.blobs import BlobStore
+from content.parts import Part
+from tools.events import (
+    AgentFinished,
+    AgentStarted,
+    AnswerDelta,
+    AnswerReset,
+    Failed,
+    Final,
+    Interim,
+    ToolFinished,
+    ToolStarted,
+    TurnEvent,
+)
+
+log = logging.getLogger(__name__)
+
+PLACEHOLDER = "Thinking…"
+APOLOGY = (
+    "Sorry — something went wrong on my side and I couldn't finish this answer. Please try again."
+)
+FINAL_ATTEMPTS = 5  # for failed edits
+FINAL_DEADLINE_S = 60.0  # for rate limits: the final waits them out, up to this long
+
+
+class Delivery:
+    def __init__(
+        self,
+        channel: Channel,
+        chat: ChatRef,
+        *,
+        reply_to: str | None = None,
+        recipient: str | None = None,
+        limits: ChannelLimits | None = None,
+        blobs: BlobStore | None = None,
+        clock: Callable[[], float] = time.monotonic,
+        sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
+    ) -> None:
+        """`clock` and `sleep` set the edit cadence and rate-limit pauses (a test moves them)."""
+        self.channel = channel
+        self.blobs = blobs  # where the answer's media are read from to be sent
+        self.chat = chat
+        self.reply_to = reply_to
+        self.recipient = recipient  # the user answered (some platforms need it to post)
+        self.limits = limits or channel.limits_for(chat)
+        self.handles: list[MessageHandle] = []
+        self.edits = 0
+        self._sent: list[str] = []  # text last shown in each handle
+        self._edits: list[int] = []  # edits each handle has taken
+        self._interim = PLACEHOLDER
+        self._answer: list[str] = []
+        self._workers: dict[str, str] = {}  # task_id -> status line
+        self._tools: dict[str, str] = {}  # call_id -> status line of a tool call
+        # a quick tool ends before any preview showed its line: it stays for one preview, so
+        # the user sees what the bot did; lines already shown go when their tool ends
+        self._tools_shown: set[str] = set()
+        self._tools_ended: set[str] = set()
+        self._dirty = asyncio.Event()
+        self._io = asyncio.Lock()  # one send/edit in flight; the final waits for it
+        self._last_edit = 0.0
+        self._paused_until = 0.0
+        self._flusher: asyncio.Task[None] | None = None
+        self._done = False
+        self._uncertain = False  # a preview's new message may or may not have been posted
+        self._clock = clock
+        self._sleep = sleep
+
+    async def start(self, text: str = PLACEHOLDER) -> MessageHandle | None:
+        """Post the placeholder; previews flow from here on. A channel that cannot edit gets
+        no placeholder and no previews: only the final, as new message(s)."""
+        self._interim = text
+        if not self.limits.can_edit:
+            return None
+        handle = await self.channel.send(
+            self.chat, OutboundContent(text), reply_to=self.reply_to, recipient=self.recipient
+        )
+        self._add(handle, text)
+        self._last_edit = self._clock()
+        self._flusher = asyncio.create_task(self._flush_loop(), name=f"delivery:{self.chat.key}")
+        return handle
+
+    def adopt(self, handle: MessageHandle) -> None:
+        """Go on with a placeholder posted earlier (by a process that died mid-turn): previews
+        and the final land in it, as if this delivery had posted it. What it shows now is not
+        known, so the first preview and the final are always sent."""
+        self._add(handle, "")
+        self._flusher = asyncio.create_task(self._flush_loop(), name=f"delivery:{self.chat.key}")
+
+    async def on_event(self, event: TurnEvent) -> None:
+        if isinstance(event, AgentStarted | AgentFinished):
+            await self._status_frame(event)  # also after the final: background workers end later
+        if self._done:
+            return
+        if isinstance(event, ToolStarted | ToolFinished):
+            if not event.label:
+                return  # control tools show themselves (AgentTool's own line, SendMessage's note)
+            await self._status_frame(event)
+        match event:
+            case AnswerDelta(text=text):
+                self._answer.append(text)
+            case AnswerReset():
+                self._answer.clear()
+            case Interim(text=text):
+                self._interim = text
+                self._answer.clear()
+            case AgentStarted(task_id=task_id, subagent_type=kind, description=what):
+                self._workers[task_id] = f"⏳ {kind} — {what}"
+                if self._interim == PLACEHOLDER:
+                    self._interim = f"Asking {kind} — one moment"
+            case AgentFinished(task_id=task_id):
+                self._workers.pop(task_id, None)
+            case Final(text=text, display=display, parts=parts):
+                await self.finish(text, display, parts)
+                return
+            case Failed(reason=reason):
+                log.warning("turn failed in %s: %s", self.chat.key, reason)
+                await self.finish(APOLOGY)
+                return
+            case ToolStarted(call_id=call_id, label=label):
+                self._tools[call_id] = f"🔧 {label}…"
+            case ToolFinished(call_id=call_id):
+                if call_id in self._tools_shown:
+                    self._forget_tool(call_id)
+                else:
+                    self._tools_ended.add(call_id)
+        self._dirty.set()
+
+    def _forget_tool(self, call_id: str) -> None:
+        self._tools.pop(call_id, None)
+        self._tools_shown.discard(call_id)
+        self._tools_ended.discard(call_id)
+
+    def _previewed(self, call_ids: set[str]) -> None:
+        """These tools' lines were in a preview: the ended ones may go now."""
+        self._tools_shown |= call_ids
+        ended = self._tools_ended & call_ids
+        for call_id in ended:
+            self._forget_tool(call_id)
+        if ended:
+            self._dirty.set()
+
+    async def _status_frame(
+        self, event: AgentStarted | AgentFinished | ToolStarted | ToolFinished
+    ) -> None:
+        """Channels that show turn status themselves (the web socket) get it as a frame."""
+        if not isinstance(self.channel, EventSink):
+            return
+        fields: dict[str, str]
+        if isinstance(event, AgentStarted | AgentFinished):
+            kind = "agent.started" if isinstance(event, AgentStarted) else "agent.finished"
+            status = "running" if isinstance(event, AgentStarted) else event.status
+            fields = {
+                "task_id": event.task_id,
+                "subagent_type": event.subagent_type,
+                "description": event.description,
+                "status": status,
+            }
+        else:
+            kind = "tool.started" if isinstance(event, ToolStarted) else "tool.finished"
+            status = "running" if isinstance(event, ToolStarted) else "failed"
+            if isinstance(event, ToolFinished) and event.ok:
+                status = "completed"
+            fields = {
+                "call_id": event.call_id,
+                "name": event.name,
+                "label": event.label,
+                "status": status,
+            }
+        if self.handles:  # the bubble whose work this is (a widget shows the line inside it)
+            fields["message_id"] = self.handles[0].message_id
+        try:
+            await self.channel.emit_event(self.chat, kind, fields)
+        except ChannelError as exc:
+            log.info("could not show %s in %s: %s", kind, self.chat.key, exc)
+
+    def preview(self) -> str:
+        body = "".join(self._answer) if self._answer else self._interim
+        lines = [*self._workers.values(), *self._tools.values()]
+        if lines:
+            body = body + "\n\n" + "\n".join(lines)
+        return body
+
+    async def finish(
+        self, text: str, display: tuple[Mapping[str, Any], ...] = (), parts: tuple[Part, ...] = ()
+    ) -> None:
+        """The last word: replaces the placeholder (and continues past the length limit). The
+        display hints and media go with its last message."""
+        if self._done:
+            return
+        self._done = True
+        async with self._io:
+            await self._stop_flusher()
+            chunks = split_text(text or "…", self.limits.max_text_length, self.limits.length)
+            for index, chunk in enumerate(chunks):
+                last = index == len(chunks) - 1
+                content = OutboundContent(chunk, display, parts) if last else OutboundContent(chunk)
+                await self._put_final(index, content)
+            for index in range(len(chunks), len(self.handles)):
+                await self._put_final(index, OutboundContent("⋯"))
+            await self._send_parts(parts)
+
+    async def _send_parts(self, parts: tuple[Part, ...]) -> None:
+        """Where the final message cannot carry them (`parts_inline`), each part follows it; a
+        part that cannot be sent is said in a last message of its own."""
+        failed = await send_parts(
+            self.channel, self.chat, parts, self.blobs, reply_to=self.reply_to
+        )
+        if failed:
+            try:
+                await self.channel.send(
+                    self.chat,
+                    OutboundContent("\n".join(failed)),
+                    reply_to=self.reply_to,
+                    final=True,
+                )
+            except ChannelError as exc:
+                log.warning("files not sent in %s, nor said: %s", self.chat.key, exc)
+
+    async def close(self) -> None:
+        """Stop previews without a final (the caller decides what the user sees)."""
+        self._done = True
+        await self._stop_flusher()
+
+    async def _stop_flusher(self) -> None:
+        flusher, self._flusher = self._flusher, None
+        if flusher is not None:
+            flusher.cancel()
+            # wait() neither raises the flusher's cancellation nor hides our own
+            await asyncio.wait([flusher])
+            if not flusher.cancelled() and flusher.exception() is not None:
+                log.error(
+                    "preview flusher of %s crashed", self.chat.key, exc_info=flusher.exception()
+                )
+
+    async def _flush_loop(self) -> None:
+        while True:
+            await self._dirty.wait()
+            wait = max(self._last_edit + self.limits.min_edit_interval_s, self._paused_until)
+            delay = wait - self._clock()
+            if delay > 0:
+                await self._sleep(delay)
+            self._dirty.clear()
+            async with self._io:
+                if self._done:
+                    return
+                showing = set(self._tools)
+                await self._put_preview(self.preview())
+                self._previewed(showing)
+
+    async def _put_preview(self, text: str) -> None:
+        chunks = split_text(text, self.limits.max_text_length, self.limits.length)
+        for index, chunk in enumerate(chunks):
+            if index < len(self._sent) and self._sent[index] == chunk:
+                continue
+            if index >= len(self.handles) and self._uncertain:
+                break  # a continuation may already be out: only the final adds messages now
+            if index < len(self.handles) and not self._may_preview(index):
+                continue  # this message's last edit is kept for the final
+            try:
+                await self._put(index, OutboundContent(chunk), final=False)
+            except RateLimited as exc:
+                self._paused_until = self._clock() + exc.retry_after
+                self._dirty.set()
+                return
+            except ChannelError as exc:
+                log.info("preview edit failed in %s: %s", self.chat.key, exc)
+                self._uncertain = self._uncertain or isinstance(exc, DeliveryUncertain)
+                return
+            except Exception:
+                # an adapter bug must cost a preview, never the turn or the process
+                log.exception("preview edit crashed in %s", self.chat.key)
+                return
+        self._last_edit = self._clock()
+
+    final_retry_pause_s = 0.25  # before the second try of a refused final edit; then doubled
+
+    async def _put_final(self, index: int, content: OutboundContent) -> None:
+        """Land one part of the final: wait out rate limits (up to FINAL_DEADLINE_S), retry a
+        refused edit (an edit is idempotent) and, after FINAL_ATTEMPTS, post the part as a new
+        message instead, once: a new message whose fate is unknown is never resent, since a
+        duplicate is worse than a gap the log reports."""
+        unchanged = index < len(self._sent) and self._sent[index] == content.text
+        if unchanged and not (content.display or content.parts) and not self.limits.final_marker:
+            return  # already shown exactly so (e.g. the last SendMessage note): never twice
+        deadline = self._clock() + FINAL_DEADLINE_S
+        attempt = 0
+        while True:
+            pause = self._paused_until - self._clock()
+            if pause > 0:
+                if self._clock() + pause > deadline:
+                    raise ChannelError(f"still rate limited after {FINAL_DEADLINE_S:.0f} s")
+                await self._sleep(pause)
+            attempt += 1
+            try:
+                await self._put(index, content, final=True)
+                return
+            except RateLimited as exc:
+                self._paused_until = self._clock() + exc.retry_after
+            except MessageGone:
+                await self._post_instead(index, content)
+                return
+            except ChannelError as exc:
+                is_new_message = index >= len(self.handles)
+                log.warning("final part %d failed in %s: %s", index, self.chat.key, exc)
+                if is_new_message:
+                    raise
+                if attempt >= FINAL_ATTEMPTS:
+                    # the answer must reach the user: no platform redelivers the message
+                    log.warning(
+                        "final part %d in %s goes out as a new message", index, self.chat.key
+                    )
+                    await self._post_instead(index, content)
+                    return
+                await self._sleep(min(self.final_retry_pause_s * 2.0 ** (attempt - 1), 4.0))
+
+    async def _post_instead(self, index: int, content: OutboundContent) -> None:
+        """A new message takes the place of the one at `index` (gone, or refusing edits)."""
+        self.handles[index] = await self._send(content, final=True)
+        self._sent[index] = content.text
+        self._edits[index] = 0
+
+    def _may_preview(self, index: int) -> bool:
+        cap = self.limits.max_edits_per_message
+        return cap is None or self._edits[index] < cap - 1
+
+    async def _put(self, index: int, content: OutboundContent, *, final: bool) -> None:
+        cap = self.limits.max_edits_per_message
+        if index < len(self.handles) and (cap is None or self._edits[index] < cap):
+            await self.channel.edit(self.handles[index], content, final=final)
+            self._sent[index] = content.text
+            self._edits[index] += 1
+            self.edits += 1
+        elif index < len(self.handles):  # out of edits (cannot happen for a final): a new one
+            self.handles[index] = await self._send(content, final=final)
+            self._sent[index] = content.text
+            self._edits[index] = 0
+        else:
+            self._add(await self._send(content, final=final), content.text)
+
+    async def _send(self, content: OutboundContent, *, final: bool) -> MessageHandle:
+        return await self.channel.send(self.chat, content, final=final, recipient=self.recipient)
+
+    def _add(self, handle: MessageHandle, text: str) -> None:
+        self.handles.append(handle)
+        self._sent.append(text)
+        self._edits.append(0)

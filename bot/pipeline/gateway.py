@@ -1,0 +1,313 @@
+"""The gateway: every channel's inbox. The routing step, dedup, then a command or the conversation.
+
+The routing step (bot/pipeline/routing.py: access policy, command table, then the conversation's mode)
+says where a message goes. Messages for the model that arrive while a conversation's turn runs
+wait in the queue (bot/pipeline/conversations.py) and are coalesced into its next turn.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from adapters.base import Channel, ChatRef, InboundMessage, OutboundContent, TryLater
+from agent.coordinator import Coordinator
+from agent.log_context import bound
+from agent.personas import PersonaLibrary
+from agent.workers import Workers
+from bot.ops.metrics import NO_METRICS, GatewayMetrics
+from bot.pipeline.commands import HELP, NewCommand, StopCommand
+from bot.pipeline.conversation_state import ConversationState, MemoryConversationState
+from bot.pipeline.conversations import ClaimingQueue, ConversationQueue, Held, QueueFull, TurnSignal
+from bot.pipeline.dedup import Dedup
+from bot.pipeline.held import HeldMessages
+from bot.pipeline.persona_choice import PersonaChoice
+from bot.pipeline.quota import Quotas
+from bot.pipeline.resume import ResumeSettings, TurnResumer
+from bot.pipeline.routing import (
+    CONVERSATION,
+    Access,
+    AccessPolicy,
+    Command,
+    CommandTable,
+    DefaultAccess,
+    ModeHandler,
+    Router,
+)
+from bot.pipeline.turn import RESUME_EVENT, TurnRunner
+from bot.pipeline.turn_ends import TurnEnds
+from bot.pipeline.turn_input import user_text_masker
+from bot.pipeline.turn_work import TurnWork
+from bot.storage.base import GatewayStore, StorageError
+from content.blobs import BlobStore
+
+log = logging.getLogger(__name__)
+
+__all__ = ["HELP", "Access", "AccessPolicy", "DefaultAccess", "Gateway", "GatewaySettings"]
+
+REFUSAL = "Sorry — this bot isn't available to you here. Ask its admin to add you."
+QUEUE_FULL = (
+    "Too many of your messages are waiting for an answer here, so I dropped this one. "
+    "Wait for the answer, or send /stop to drop the queue."
+)
+UNCLAIM_RETRIES_S = (0.05, 0.1, 0.2, 0.4, 0.8, 1.6)
+NOT_TAKEN = (
+    "Sorry — I can't take messages just now (a storage problem). Please try again in a minute."
+)
+
+
+@dataclass(frozen=True, slots=True)
+class GatewaySettings:
+    turn_timeout_s: float = 120.0
+    persona: PersonaChoice = PersonaChoice()
+    resume: ResumeSettings = ResumeSettings()
+
+
+class Gateway:
+    def __init__(
+        self,
+        *,
+        channels: Mapping[str, Channel],
+        coordinator: Coordinator,
+        store: GatewayStore,
+        personas: PersonaLibrary,
+        dedup: Dedup,
+        conversations: ConversationQueue,
+        settings: GatewaySettings,
+        access: AccessPolicy | None = None,
+        workers: Workers | None = None,
+        metrics: GatewayMetrics = NO_METRICS,
+        quotas: Quotas | None = None,
+        states: ConversationState | None = None,
+        commands: Sequence[Command] = (),
+        modes: Mapping[str, ModeHandler] | None = None,
+        blobs: BlobStore | None = None,
+    ) -> None:
+        """`commands`: more rows of the command table (after /new and /stop; one of the same
+        name replaces it). `modes`: the handlers of the modes other than bot (default: the
+        message recorded and acknowledged, bot/pipeline/held.py)."""
+        self.channels = channels
+        self.metrics = metrics
+        self.coordinator = coordinator
+        self.store = store
+        self.personas = personas
+        self.dedup = dedup
+        self.conversations = conversations
+        self.states = states or MemoryConversationState()
+        # Redis: a plain message's event is claimed, and its conversation's mode read, by the
+        # script that queues it
+        self._claiming = (
+            conversations
+            if isinstance(conversations, ClaimingQueue)
+            and conversations.claims_for(dedup)
+            and conversations.holds_for(self.states)
+            else None
+        )
+        self.settings = settings
+        self.access = access or DefaultAccess()
+        self.router = Router(
+            self.access,
+            CommandTable(
+                (
+                    NewCommand(store, self._persona_name),
+                    StopCommand(conversations, channels, workers),
+                    *commands,
+                )
+            ),
+        )
+        held = HeldMessages(
+            history=store,
+            session_for=self._held_session,
+            masker=lambda: user_text_masker(coordinator),
+        )
+        self.modes: Mapping[str, ModeHandler] = modes or {"waiting": held, "human": held}
+        self.workers = workers
+        work = TurnWork(coordinator, settings.turn_timeout_s)
+        ends = TurnEnds(store)  # an end the store refused is retried (bot/pipeline/turn_ends.py)
+        self.resumer = TurnResumer(
+            channels=channels,
+            coordinator=coordinator,
+            store=store,
+            personas=personas,
+            work=work,
+            ends=ends,
+            settings=settings.resume,
+            blobs=blobs,
+        )
+        self.turns = TurnRunner(
+            channels=channels,
+            coordinator=coordinator,
+            store=store,
+            personas=personas,
+            dedup=dedup,
+            session_for=self._session,
+            persona=settings.persona,
+            work=work,
+            ends=ends,
+            resumer=self.resumer,
+            metrics=metrics,
+            quotas=quotas,
+            blobs=blobs,
+        )
+        # Cleared while interrupted turns are queued at start (bot/pipeline/recovery.py): a new message
+        # waits, so it never runs before the unfinished turn of its conversation.
+        self.accepting = asyncio.Event()
+        self.accepting.set()
+
+    async def run(self) -> None:
+        """Run every conversation's turns until cancelled; the ends of turns the store refused
+        to record are retried meanwhile, and once more after the last turn (bot/pipeline/turn_ends.py)."""
+        try:
+            async with asyncio.TaskGroup() as group:
+                retrying = group.create_task(self.turns.ends.retry(), name="turn ends")
+                try:
+                    await self.conversations.run(self.turns.run)
+                finally:
+                    retrying.cancel()
+        finally:
+            await self.turns.ends.flush()
+
+    async def wait_idle(self) -> None:
+        await self.conversations.wait_idle()
+
+    async def handle(self, message: InboundMessage) -> None:
+        """The inbox every channel calls. Returns at once; the turn runs in its own task."""
+        if not self.accepting.is_set():
+            await self.accepting.wait()
+        # its log lines (a duplicate, a refusal, /stop) name the conversation (JSON log)
+        with bound(conversation_key=message.conversation_key, channel=message.chat.channel):
+            await self._handle(message)
+
+    async def _handle(self, message: InboundMessage) -> None:
+        route = self.router.route(message)  # reads nothing, so it can go before the claim
+        if route is CONVERSATION and self._claiming is not None:
+            await self._enqueue_new(self._claiming, message)
+            return
+        if not await self._claim(message) or route.to == "ignore":
+            return
+        if route.command is not None:
+            await route.command.run(message, self._reply)
+        elif route.to == "refuse":
+            await self._reply(message, REFUSAL)
+        else:
+            await self._converse(message)
+
+    async def _claim(self, message: InboundMessage) -> bool:
+        try:
+            claimed = await self.dedup.claim(message.event_id)
+        except StorageError as exc:  # nothing is recorded: tell the user rather than drop it
+            log.error(
+                "event %s in %s not taken: storage: %s", message.event_id, message.chat.key, exc
+            )
+            await self._reply(message, NOT_TAKEN)
+            return False
+        if not claimed:
+            log.debug("duplicate event %s dropped", message.event_id)
+            self.metrics.dedup_hit(message.chat.channel)
+        return claimed
+
+    async def _converse(self, message: InboundMessage) -> None:
+        """The claimed message to its conversation: a turn, unless the mode says otherwise."""
+        try:
+            mode = await self.states.mode(message.conversation_key)
+            if mode == "bot":
+                await self.conversations.enqueue(message)
+        except QueueFull as exc:
+            log.warning("%s", exc)
+            await self.dedup.release(message.event_id)  # a resend later is a new message
+            await self._reply(message, QUEUE_FULL)
+        except StorageError as exc:
+            log.error("event %s in %s not taken: %s", message.event_id, message.chat.key, exc)
+            await self.dedup.release(message.event_id)
+            await self._reply(message, NOT_TAKEN)
+        except TryLater:
+            await self._unclaim(message.event_id)
+            raise  # the channel has it delivered again
+        else:
+            if mode != "bot":
+                await self._hold(message, mode)
+
+    async def _hold(self, message: InboundMessage, mode: str) -> None:
+        """A message of a conversation not in bot mode (claimed already): its handler's. One
+        that could not be recorded is released, so the platform's retry is taken."""
+        handler = self.modes.get(mode)
+        if handler is None:  # a mode a newer process set: held all the same, never the model's
+            log.warning("no handler for mode %r of %s", mode, message.conversation_key)
+            handler = self.modes.get("waiting") or next(iter(self.modes.values()))
+        try:
+            await handler.take(message, mode, self._reply)
+        except StorageError as exc:
+            log.error("event %s in %s not held: %s", message.event_id, message.chat.key, exc)
+            await self.dedup.release(message.event_id)
+            await self._reply(message, NOT_TAKEN)
+        except TryLater:
+            await self._unclaim(message.event_id)
+            raise
+
+    async def _enqueue_new(self, queue: ClaimingQueue, message: InboundMessage) -> None:
+        """Claim and queue in one step. TryLater: if the step ran after all, the redelivery is
+        a duplicate, and it was queued; if not, nothing was claimed."""
+        try:
+            queued = await queue.enqueue_new(message)
+        except QueueFull as exc:
+            log.warning("%s", exc)
+            await self._reply(message, QUEUE_FULL)
+            return
+        if isinstance(queued, Held):
+            await self._hold(message, queued.mode)
+        elif not queued:
+            log.debug("duplicate event %s dropped", message.event_id)
+            self.metrics.dedup_hit(message.chat.channel)
+
+    async def _unclaim(self, event_id: str) -> None:
+        """The event was claimed but could not be queued (Redis went down in between): release
+        the claim, so the redelivery the channel asks for is answered. Retried for a while: the
+        same outage that refused the queue may refuse this too."""
+        for delay in UNCLAIM_RETRIES_S:
+            try:
+                await self.dedup.release(event_id)
+                return
+            except TryLater:
+                await asyncio.sleep(delay)
+        log.error("event %s was claimed but not queued, and its claim not released", event_id)
+
+    async def resume_turn(self, turn_id: str, control: TurnSignal | None = None) -> str:
+        """Finish a turn whose process died (see bot/pipeline/resume.py); its final status, or "not
+        running". The caller holds the turn's conversation (its lease, or its queue slot) and
+        may pass the `TurnSignal` that `/stop` reaches."""
+        return await self.resumer.resume_turn(turn_id, control)
+
+    async def queue_resume(self, turn_id: str, chat: ChatRef) -> None:
+        """Resume a turn in its conversation's queue, ahead of what arrives after (embedded)."""
+        # an empty user id: no message of a real user is coalesced into this one's batch
+        await self.conversations.enqueue(InboundMessage(chat, "", "", RESUME_EVENT + turn_id))
+
+    async def _session(self, message: InboundMessage, agent_id: str, version: str) -> str:
+        # Asked of the store every turn (one indexed read), never cached here: another process
+        # may have run /new since.
+        return await self.store.active_session(
+            channel=message.chat.channel,
+            conversation_key=message.conversation_key,
+            user_id=message.user_id,
+            agent_id=agent_id,
+            persona_version=version,
+        )
+
+    def _persona_name(self, channel: str) -> str:
+        """The agent id of a conversation's sessions: the persona answering on its channel."""
+        return self.personas.get(self.settings.persona.for_channel(channel)).name
+
+    async def _held_session(self, message: InboundMessage) -> str:
+        persona = self.personas.get(self.settings.persona.for_channel(message.chat.channel))
+        return await self._session(message, persona.name, persona.version)
+
+    async def _reply(self, message: InboundMessage, text: str) -> None:
+        channel = self.channels[message.chat.channel]
+        try:
+            await channel.send(
+                message.chat, OutboundContent(text), reply_to=message.message_id, final=True
+            )
+        except Exception:
+            log.exception("could not reply in %s", message.chat.key)

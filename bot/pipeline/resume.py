@@ -1,0 +1,254 @@
+"""A turn whose process died is finished, not lost: resumed into the same placeholder, or ended
+there with a short apology when it cannot go on safely.
+
+`TurnResumer.resume_turn(turn_id)` is the one entry point: at start in embedded mode (queued on
+the turn's conversation by bot/pipeline/recovery.py), or by whichever process takes over the turn when
+another process's lease on it expires. It reloads what the turn recorded (its user message,
+each model step, each tool result: see agent/replay.py), replays the recorded tool results
+instead of calling those tools again, lets the model go on, and edits the same placeholder into
+the one answer. The inbound events stay claimed, so a platform's redelivery is not answered.
+
+It gives up, with `GAVE_UP` in the placeholder, when the turn is older than `max_age_s`, has
+been taken up `max_attempts` times already (a turn that crashes the process each time must not
+crash-loop it), its persona or channel is gone, or a call that is not idempotent had started
+and left no result (it may have happened once; it must not happen twice).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass
+from datetime import UTC, datetime
+
+from adapters.base import Channel, ChannelError, ChatRef, MessageHandle, OutboundContent
+from agent.coordinator import NOT_FINISHED, Coordinator, TurnInput
+from agent.loop import tool_message
+from agent.personas import Persona, PersonaLibrary
+from agent.replay import ReplayPoint, Unresumable, open_calls, replay_point
+from agent.types import Message
+from bot.pipeline.conversations import TurnSignal
+from bot.pipeline.delivery import Delivery
+from bot.pipeline.turn_ends import TurnEnds, ended_unrecorded
+from bot.pipeline.turn_outcome import INTERRUPTED, STORAGE_FAILED, Outcome
+from bot.pipeline.turn_work import TurnWork
+from bot.storage.base import GatewayStore, StorageError
+from bot.storage.rows import ResumedTurn
+from bot.storage.turns import chat_from_record, handle_from_record, handle_record
+from content.blobs import BlobStore
+from tools.base import ToolResult
+
+log = logging.getLogger(__name__)
+
+GAVE_UP = (
+    "Sorry — the bot restarted while working on this and couldn't safely finish it. "
+    "Please send your message again."
+)
+EDIT_DEADLINE_S = 15.0  # a platform that does not answer must not hold the conversation
+
+
+@dataclass(frozen=True, slots=True)
+class ResumeSettings:
+    max_age_s: float = 900.0
+    max_attempts: int = 2
+
+
+class TurnResumer:
+    def __init__(
+        self,
+        *,
+        channels: Mapping[str, Channel],
+        coordinator: Coordinator,
+        store: GatewayStore,
+        personas: PersonaLibrary,
+        work: TurnWork,
+        ends: TurnEnds,
+        settings: ResumeSettings,
+        blobs: BlobStore | None = None,
+    ) -> None:
+        self.channels = channels
+        self.blobs = blobs  # where the parts a resumed answer sends are read
+        self.coordinator = coordinator
+        self.store = store
+        self.personas = personas
+        self.work = work
+        self.ends = ends
+        self.settings = settings
+
+    async def resume_turn(self, turn_id: str, control: TurnSignal | None = None) -> str:
+        """Finish turn `turn_id` if it is still `running`; its final status, or "not running".
+
+        The caller holds the conversation (its queue slot or its lease): no other turn of the
+        conversation runs meanwhile. `control` lets `/stop` reach the resumed model work.
+        """
+        store = self.store
+        turn = await store.begin_resume(turn_id)
+        if turn is None:
+            return "not running"
+        record = turn.placeholder
+        handle = handle_from_record(record) if record else None
+        chat = chat_from_record(record) if record else None
+        channel = self.channels.get(turn.channel)
+        own: list[Message] = []
+        point: ReplayPoint | None = None
+        try:
+            rows = await store.load_history(turn.session_id)
+            own = [message for owner, message in rows if owner == turn_id]
+            persona, reason = self._persona(turn, channel, chat)
+            if reason is None and await ended_unrecorded(store, turn):
+                persona, reason = None, "it had ended: a later turn of its conversation ran"
+            if persona is not None:
+                calls = await store.turn_tool_calls(turn_id, turn.session_id)
+                allowed = self.coordinator.prepare(persona).allowed
+                try:
+                    audit = [asdict(call) for call in calls]
+                    point = replay_point(own, audit, self.coordinator.registry, allowed)
+                except Unresumable as exc:
+                    reason = str(exc)
+        except StorageError as exc:
+            log.error(
+                "turn %s cannot be resumed now (storage: %s); next start tries again", turn_id, exc
+            )
+            return "running"
+        if reason is not None or point is None or persona is None:
+            await self._give_up(turn, channel, chat, handle, own, reason or "nothing to resume")
+            return "failed"
+        assert channel is not None and chat is not None  # else `_persona` gave a reason
+        log.info(
+            "resuming turn %s in %s (attempt %d)",
+            turn_id,
+            turn.conversation_key,
+            turn.resume_attempts,
+        )
+        signal = control or TurnSignal()
+        return await self._finish(turn, persona, channel, chat, handle, point, signal)
+
+    def _persona(
+        self, turn: ResumedTurn, channel: Channel | None, chat: ChatRef | None
+    ) -> tuple[Persona | None, str | None]:
+        """The turn's persona, or why the turn cannot go on (before anything is read)."""
+        if turn.resume_attempts > self.settings.max_attempts:
+            return None, f"taken up {turn.resume_attempts - 1} times already"
+        started = datetime.fromisoformat(turn.created_at)
+        age = (datetime.now(UTC) - started).total_seconds()
+        if age > self.settings.max_age_s:
+            return (
+                None,
+                f"too old ({age:.0f} s; agent.resume_max_age_s is {self.settings.max_age_s:g})",
+            )
+        if channel is None:
+            return None, f"channel {turn.channel!r} is not running here"
+        if chat is None:
+            return None, "no placeholder was recorded"
+        try:
+            return self.personas.get(turn.agent_id), None
+        except KeyError as exc:
+            return None, f"persona gone: {exc}"
+
+    async def _finish(
+        self,
+        turn: ResumedTurn,
+        persona: Persona,
+        channel: Channel,
+        chat: ChatRef,
+        handle: MessageHandle | None,
+        point: ReplayPoint,
+        control: TurnSignal,
+    ) -> str:
+        delivery = Delivery(channel, chat, recipient=turn.user_id, blobs=self.blobs)
+        outcome = Outcome("completed", point.final or "", point.display, parts=point.parts)
+        try:
+            if handle is not None:
+                delivery.adopt(handle)
+            else:  # its process died before it learned the placeholder's id: a new one
+                await self._new_placeholder(turn.id, delivery)
+            if point.final is None:
+                work = TurnInput(
+                    persona=persona,
+                    session_id=turn.session_id,
+                    turn_id=turn.id,
+                    user_id=turn.user_id,
+                    channel=turn.channel,
+                    conversation_key=turn.conversation_key,
+                    text=point.messages[0].content,
+                    parts=point.messages[0].parts,
+                )
+                outcome = await self.work.run(work, delivery, control, point)
+            if control.lost:  # another process took it over meanwhile: leave it to that one
+                log.warning("turn %s left to the process that took it over", turn.id)
+                return "lost"
+            await delivery.finish(outcome.text, outcome.display, outcome.parts)
+        except ChannelError as exc:
+            log.error("turn %s resumed but its final edit failed: %s", turn.id, exc)
+            outcome.status, outcome.error = "failed", f"delivery: {exc}"
+        except StorageError as exc:
+            outcome = Outcome("failed", STORAGE_FAILED, error=f"storage: {exc}")
+            await _say(delivery, STORAGE_FAILED)
+        except asyncio.CancelledError:
+            outcome = Outcome("failed", INTERRUPTED, error="interrupted by shutdown")
+            await _say(delivery, INTERRUPTED)
+            raise
+        finally:
+            await delivery.close()
+            if not control.lost:
+                final = outcome.text if outcome.status == "completed" else None
+                await self.ends.record(turn.id, outcome.status, final, outcome.error)
+        return outcome.status
+
+    async def _new_placeholder(self, turn_id: str, delivery: Delivery) -> None:
+        """Post a placeholder and record it, as a new turn does (a send of unknown fate
+        leaves none: the answer then comes as a new message)."""
+        try:
+            async with asyncio.timeout(EDIT_DEADLINE_S):
+                handle = await delivery.start()
+        except (ChannelError, TimeoutError) as exc:
+            log.warning("turn %s: no new placeholder (%s); the answer comes alone", turn_id, exc)
+            return
+        if handle is not None:
+            await self.store.update_turn_placeholder(turn_id, handle_record(handle))
+
+    async def _give_up(
+        self,
+        turn: ResumedTurn,
+        channel: Channel | None,
+        chat: ChatRef | None,
+        handle: MessageHandle | None,
+        own: list[Message],
+        reason: str,
+    ) -> None:
+        """The apology in the placeholder; the turn's open calls closed, so the history stays
+        valid for the model; the turn `failed` with the reason."""
+        outcome = "no placeholder to edit"
+        if channel is not None and chat is not None:
+            try:
+                async with asyncio.timeout(EDIT_DEADLINE_S):
+                    if handle is not None:
+                        await channel.edit(handle, OutboundContent(GAVE_UP), final=True)
+                        outcome = "placeholder edited"
+                    else:  # none was posted, or its id never learned: say it anew
+                        await channel.send(
+                            chat, OutboundContent(GAVE_UP), final=True, recipient=turn.user_id
+                        )
+                        outcome = "said in a new message"
+            except (ChannelError, TimeoutError) as exc:
+                outcome = f"apology not delivered: {exc}"
+        store = self.store
+        try:
+            closing = [
+                tool_message(call, ToolResult(NOT_FINISHED, ok=False)) for call in open_calls(own)
+            ]
+            if closing:
+                await store.append_messages(turn.session_id, turn.id, closing)
+            await store.finish_turn(turn.id, status="failed", error=f"not resumed: {reason}")
+        except StorageError as exc:
+            log.error("turn %s given up but not recorded: %s", turn.id, exc)
+        log.warning("turn %s was interrupted and is not resumed (%s): %s", turn.id, reason, outcome)
+
+
+async def _say(delivery: Delivery, text: str) -> None:
+    try:
+        async with asyncio.timeout(3.0):
+            await delivery.finish(text)
+    except (TimeoutError, ChannelError):
+        pass

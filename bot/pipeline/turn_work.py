@@ -1,0 +1,64 @@
+"""The coordinator's part of a turn, new or resumed, within its deadline.
+
+Shared by the runner of new turns (`bot/pipeline/turn.py`) and of resumed ones (`bot/pipeline/resume.py`): a
+stop, a timeout or a failure becomes the `Outcome` its placeholder ends with.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+
+from agent.coordinator import Coordinator, TurnInput
+from agent.providers.base import ProviderError
+from agent.replay import ReplayPoint
+from bot.pipeline.conversations import TurnSignal
+from bot.pipeline.delivery import APOLOGY, Delivery
+from bot.pipeline.turn_outcome import STOPPED, TIMED_OUT, Outcome, describe, storage_fault
+from bot.storage.base import StorageError
+
+log = logging.getLogger(__name__)
+
+
+class TurnWork:
+    def __init__(self, coordinator: Coordinator, timeout_s: float) -> None:
+        self.coordinator = coordinator
+        self.timeout_s = timeout_s
+
+    async def run(
+        self,
+        turn: TurnInput,
+        delivery: Delivery,
+        control: TurnSignal,
+        replay: ReplayPoint | None = None,
+    ) -> Outcome:
+        """The coordinator's part of a turn (new, or resumed from `replay`), within its deadline;
+        a stop, a timeout or a failure becomes what the placeholder says."""
+        if control.stopped:  # a /stop while the placeholder was being posted
+            return Outcome("stopped", STOPPED)
+        control.work = asyncio.create_task(
+            self.coordinator.run_turn(turn, delivery.on_event, replay, control)
+        )
+        try:
+            async with asyncio.timeout(self.timeout_s):
+                result = await control.work
+        except asyncio.CancelledError:
+            if asyncio.current_task().cancelling():  # type: ignore[union-attr]
+                raise  # shutdown (awaiting the work cancelled it too)
+            return Outcome("stopped", STOPPED)
+        except StorageError:
+            raise  # the turn ends with its own note (see `TurnRunner.run`)
+        except TimeoutError:
+            log.warning("turn %s timed out after %ss", turn.turn_id, self.timeout_s)
+            return Outcome("failed", TIMED_OUT, error="turn timeout")
+        except ProviderError as exc:
+            log.error("turn %s failed: model provider: %s", turn.turn_id, exc)
+            return Outcome("failed", f"Sorry — {exc.user_message}", error=describe(exc))
+        except Exception as exc:
+            if (fault := storage_fault(exc)) is not None:
+                raise fault from exc  # a tool's audit row, say, failed inside a task group
+            log.exception("turn %s failed", turn.turn_id)
+            return Outcome("failed", APOLOGY, error=describe(exc))
+        finally:
+            control.work = None
+        return Outcome("completed", result.text, tuple(result.display), parts=tuple(result.parts))

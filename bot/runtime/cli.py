@@ -1,0 +1,257 @@
+"""The `bot` command: serve, chat in a terminal, check personas, read sessions and usage."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import json
+import logging
+import os
+import signal
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+from agent.providers.base import ProviderConfigError
+from bot.runtime.config import Config, ConfigError, config_folder, load_config
+
+log = logging.getLogger("bot")
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = _parser()
+    args = parser.parse_args(argv)
+    if not getattr(args, "command", None):
+        parser.print_help()
+        return 2
+    try:
+        return _run(args)
+    # The one place a config or start error becomes one line: a bad value names its key.
+    except (ConfigError, ProviderConfigError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+
+
+def _run(args: argparse.Namespace) -> int:
+    if args.command == "api-key":  # needs no config
+        return _api_key(args)
+    host, port = getattr(args, "host", None), getattr(args, "port", None)
+    config = load_config(args.config, host=host, port=port)
+    base_dir = config_folder(args.config)
+    if args.command == "personas":
+        return _personas_check(config, base_dir)
+    if args.command == "sessions":
+        return asyncio.run(_sessions(config, base_dir, args))
+    if args.command == "usage":
+        return asyncio.run(_usage(config, base_dir, args))
+    _setup_logging(config, _chat_log(config, base_dir) if args.command == "chat" else None)
+    runner = (
+        _serve(config, base_dir)
+        if args.command == "serve"
+        else _chat(config, base_dir, args.persona)
+    )
+    with contextlib.suppress(KeyboardInterrupt):
+        return asyncio.run(runner)
+    return 0
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="bot", description="Multi-channel chat bot gateway.")
+    commands = parser.add_subparsers(dest="command")
+    serve = commands.add_parser("serve", help="run every enabled channel and the web server")
+    serve.add_argument("--host", help="address to bind (default: server.host, or $BOT_HOST)")
+    serve.add_argument(
+        "--port", type=_port, help="port to bind, 0 for any free one (server.port, or $BOT_PORT)"
+    )
+    chat = commands.add_parser("chat", help="talk to the bot in this terminal")
+    chat.add_argument("--persona", default="default", help="persona to talk to (default: default)")
+    personas = commands.add_parser("personas", help="persona files")
+    personas_commands = personas.add_subparsers(dest="personas_command", required=True)
+    check = personas_commands.add_parser("check", help="validate every persona file")
+    sessions = commands.add_parser("sessions", help="read stored sessions and their tool calls")
+    sessions_commands = sessions.add_subparsers(dest="sessions_command", required=True)
+    listing = sessions_commands.add_parser("list", help="the newest conversations' sessions")
+    listing.add_argument("--limit", type=int, default=20)
+    show = sessions_commands.add_parser("show", help="one session's tree with every tool call")
+    show.add_argument("session_id", help="a session id (or its first characters)")
+    api_key = commands.add_parser("api-key", help="keys for the sessions API (channels.api)")
+    api_key_commands = api_key.add_subparsers(dest="api_key_command", required=True)
+    new_key = api_key_commands.add_parser("new", help="make a key; print it and its config entry")
+    new_key.add_argument("--id", default="default", help="the key's name in channels.api.keys")
+    api_key_commands.add_parser("hash", help="print the sha256 of a key read from stdin")
+    usage = commands.add_parser("usage", help="model calls, tokens and cost from usage.prices")
+    usage.add_argument("--since", help="from this UTC date on (YYYY-MM-DD); default: all")
+    usage.add_argument("--by", choices=["user", "model", "channel", "day"], default="model")
+    usage.add_argument("--json", action="store_true", help="one JSON object, for scripts")
+    for command in (serve, chat, check, listing, show, usage):
+        command.add_argument("--config", help="config file (default: ./config.yaml if present)")
+    return parser
+
+
+def _api_key(args: argparse.Namespace) -> int:
+    from adapters.api.keys import hash_key, new_key
+
+    if args.api_key_command == "hash":
+        key = sys.stdin.readline().strip()
+        if not key:
+            print(
+                'error: give the key on stdin, e.g. echo "$KEY" | bot api-key hash', file=sys.stderr
+            )
+            return 2
+        print(hash_key(key))
+        return 0
+    key = new_key()
+    print(f"key (give it to the client; it is not stored anywhere): {key}")
+    print("for config.yaml, under channels.api.keys:")
+    print(f"  - {{id: {args.id}, sha256: {hash_key(key)}}}")
+    return 0
+
+
+def _port(text: str) -> int:
+    if not text.isdigit() or int(text) > 65535:
+        raise argparse.ArgumentTypeError(f"expected a port number 0..65535, got {text!r}")
+    return int(text)
+
+
+def _setup_logging(config: Config, log_file: Path | None) -> None:
+    """To stderr; for `bot chat` to a file instead, so log lines never cut into the conversation."""
+    from bot.runtime.logs import secret_env_values, secret_values, setup_logging
+
+    secrets = [*secret_values(config), *secret_env_values(os.environ)]
+    setup_logging(config.log.level, config.log.format, secrets=secrets, file=log_file)
+
+
+def _chat_log(config: Config, base_dir: Path) -> Path:
+    """`chat.log` beside the database (in the config's folder for an in-memory or a server one)."""
+    if config.storage.url or config.storage.path == ":memory:":
+        return base_dir / "chat.log"
+    path = Path(config.storage.path)
+    return (path if path.is_absolute() else base_dir / path).parent / "chat.log"
+
+
+async def _serve(config: Config, base_dir: Path) -> int:
+    from bot.runtime.app import App
+    from bot.runtime.heap import settle_heap
+
+    loop = asyncio.get_running_loop()
+    main_task = asyncio.current_task()
+    assert main_task is not None
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, main_task.cancel)
+    try:
+        async with App(config, base_dir=base_dir) as app:
+            settle_heap()
+            await app.wait()
+    except asyncio.CancelledError:
+        log.info("stopped")
+    except OSError as exc:
+        log.error("cannot serve on %s:%s: %s", config.server.host, config.server.port, exc)
+        return 1
+    return 0
+
+
+async def _chat(config: Config, base_dir: Path, persona: str) -> int:
+    from adapters.terminal import TerminalChannel
+    from bot.runtime.app import App
+
+    terminal = TerminalChannel(wait_turn=lambda: app.gateway.wait_idle())
+    app = App(config, base_dir=base_dir, channels=[terminal], persona=persona, web_server=False)
+    keys = "Ctrl-C stops an answer, Ctrl-D quits" if terminal.interactive else "Ctrl-D to quit"
+    terminal.greeting = (
+        f"Chatting with {persona!r} on {app.provider.name} ({app.provider.model}). "
+        f"{keys}, /help for commands. Log: {_chat_log(config, base_dir)}"
+    )
+    async with app:
+        if persona not in app.personas.all():
+            print(
+                f"error: unknown persona {persona!r}; known: {sorted(app.personas.all())}",
+                file=sys.stderr,
+            )
+            return 2
+        await terminal.closed.wait()
+        await app.gateway.wait_idle()
+    return 0
+
+
+def _personas_check(config: Config, base_dir: Path) -> int:
+    from agent.personas import PersonaLibrary
+    from tools.builtin import builtin_registry
+
+    dirs = [base_dir / d for d in config.personas.dirs]
+    library = PersonaLibrary(dirs, known_tools=builtin_registry().names())
+    errors = library.check()
+    for error in errors:
+        print(error)
+    if errors:
+        print(f"{len(errors)} persona file(s) broken", file=sys.stderr)
+        return 1
+    library.load()
+    for persona in library.all().values():
+        for warning in persona.warnings:
+            print(f"warning: {warning}")
+    names = ", ".join(sorted(library.all()))
+    print(f"ok: {len(library.all())} persona(s): {names}")
+    return 0
+
+
+def _database(config: Config, base_dir: Path) -> Path | None:
+    """The config's SQLite file, if it exists (else the error is printed); with `storage.url`
+    the path is not used, and whether the database answers shows when it is opened."""
+    path = Path(config.storage.path)
+    path = path if path.is_absolute() else base_dir / path
+    if config.storage.url is None and not path.exists():
+        print(f"error: no database at {path}; has the bot run with this config?", file=sys.stderr)
+        return None
+    return path
+
+
+async def _usage(config: Config, base_dir: Path, args: argparse.Namespace) -> int:
+    from bot.reports.usage import format_report, parse_since, usage_report
+    from bot.storage import StorageError
+    from bot.storage.backends import build_store
+
+    try:
+        since = parse_since(args.since) if args.since else None
+    except ValueError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    path = _database(config, base_dir)
+    if path is None:
+        return 2
+    store = build_store(path, config.storage.url)
+    try:
+        async with store:
+            report = await usage_report(store, config.usage.prices, by=(args.by,), since=since)
+    except StorageError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    print(json.dumps(report.as_json(), indent=2) if args.json else format_report(report))
+    return 0
+
+
+async def _sessions(config: Config, base_dir: Path, args: argparse.Namespace) -> int:
+    from bot.reports.sessions_view import list_sessions, show_session
+    from bot.storage import StorageError
+    from bot.storage.backends import build_store
+
+    path = _database(config, base_dir)
+    if path is None:
+        return 2
+    store = build_store(path, config.storage.url)
+    try:
+        await store.open()
+    except StorageError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    try:
+        if args.sessions_command == "list":
+            print(await list_sessions(store, args.limit))
+        else:
+            print(await show_session(store, args.session_id))
+    except (LookupError, StorageError) as exc:
+        print(f"error: {exc.args[0]}", file=sys.stderr)
+        return 1
+    finally:
+        await store.close()
+    return 0

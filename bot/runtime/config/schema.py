@@ -1,0 +1,268 @@
+"""The config schema: pydantic section models, `Config`, and the dotted keys they define."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any, Literal, get_args, get_origin
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
+
+from adapters.access import secret
+from adapters.api.config import ApiConfig
+from adapters.feishu.config import FeishuConfig
+from adapters.slack.config import SlackConfig
+from adapters.telegram.config import TelegramConfig
+from adapters.websocket.config import WebsocketConfig
+from bot.runtime.config.instances import INSTANCE_KINDS, INSTANCES, as_instances
+from tools.settings import KnowledgeSettings, ToolsSettings
+
+
+class _Section(BaseModel):
+    # Numbers become strings so an unquoted numeric chat id or password still loads as text.
+    model_config = ConfigDict(extra="forbid", frozen=True, coerce_numbers_to_str=True)
+
+
+class ServerConfig(_Section):
+    host: str = "127.0.0.1"
+    port: int = Field(8080, ge=0, le=65535)  # 0: any free port (tests)
+    public_url: str | None = None
+
+
+class StorageConfig(_Section):
+    path: str = "data/bot.db"  # SQLite, the embedded default; unused when `url` is set
+    # postgresql://user@host:5432/db: PostgreSQL, for processes on several hosts. A secret (it
+    # may hold a password): write `${DATABASE_URL}` and keep the value in the environment.
+    url: str | None = secret(None)
+
+    @field_validator("url")
+    @classmethod
+    def _postgresql_only(cls, value: str | None) -> str | None:
+        if not value:
+            return None  # an unset `${DATABASE_URL}` expands to ""
+        if value.partition("://")[0] not in ("postgresql", "postgres"):
+            raise ValueError(
+                "expected a postgresql:// url such as postgresql://db.internal:5432/bot"
+                " (leave it unset for SQLite at storage.path)"
+            )
+        return value
+
+
+class RedisConfig(_Section):
+    """Set `url` and every `bot serve` pointed at it shares dedup, turns, events and rate budgets."""
+
+    # redis://host:6379/0, rediss:// for TLS; None: one process, embedded. It may hold a password.
+    url: str | None = secret(None)
+    prefix: str = "bot:"  # every key starts with it: several bots may share one Redis
+    lease_s: float = Field(5, ge=1, le=300)  # a dead process's turns and polling move on after it
+
+    @field_validator("url")
+    @classmethod
+    def _redis_url(cls, value: str | None) -> str | None:
+        if not value:
+            return None  # an unset `${REDIS_URL}` expands to ""
+        scheme = value.partition("://")[0].lower()
+        if "://" not in value or scheme not in ("redis", "rediss", "unix"):
+            # the value may hold a password: it is not repeated
+            raise ValueError(
+                "expected a Redis URL such as redis://host:6379/0 (rediss:// for TLS,"
+                " unix:///path/to/redis.sock for a socket)"
+            )
+        return value
+
+
+class LogConfig(_Section):
+    level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
+    format: Literal["text", "json"] = "text"
+
+
+# what a model takes natively besides text; null: known per vendor (agent/providers/media.py)
+MediaKinds = list[Literal["image", "file"]] | None
+
+
+class FallbackProvider(_Section):
+    provider: Literal["anthropic", "openai", "offline"]
+    model: str | None = None
+    base_url: str | None = None
+    api_key: str = secret()
+    media: MediaKinds = None
+
+
+class LLMConfig(_Section):
+    provider: Literal["auto", "anthropic", "openai", "offline"] = "auto"
+    model: str | None = None
+    base_url: str | None = None
+    api_key: str = secret(env="LLM_API_KEY")
+    fallback: list[FallbackProvider] = []
+    connect_timeout_s: float = Field(5, gt=0)
+    first_token_timeout_s: float = Field(30, gt=0)
+    total_timeout_s: float = Field(120, gt=0)
+    max_retries: int = Field(2, ge=0, le=10)
+    retry_backoff_s: float = Field(0.5, ge=0, le=60)
+    circuit_open_s: float = Field(30, gt=0, le=3600)
+    tool_mode: Literal["native", "text", "auto"] = "auto"
+    media: MediaKinds = None
+
+
+class AgentConfig(_Section):
+    max_rounds: int = Field(8, ge=1, le=50)
+    tool_timeout_s: float = Field(10, gt=0)
+    turn_timeout_s: float = Field(120, gt=0)
+    max_workers: int = Field(4, ge=1, le=64)
+    max_workers_total: int = Field(16, ge=1, le=1024)
+    worker_timeout_s: float = Field(90, gt=0)
+    worker_result_chars: int = Field(6000, ge=100)
+    context_budget_tokens: int = Field(24000, ge=1000)
+    default_timezone: str = "UTC"
+    resume_max_age_s: float = Field(900, ge=0)
+    resume_max_attempts: int = Field(2, ge=0, le=10)
+
+    @field_validator("default_timezone")
+    @classmethod
+    def _known_zone(cls, value: str) -> str:
+        try:
+            ZoneInfo(value)
+        except (ZoneInfoNotFoundError, ValueError):
+            expected = "expected an IANA time zone such as 'UTC' or 'Europe/Berlin'"
+            raise ValueError(expected) from None
+        return value
+
+
+class GatewayConfig(_Section):
+    dedup_ttl_s: float = Field(86400, gt=0)
+    coalesce_ms: int = Field(0, ge=0, le=5000)
+    allowed_users: list[str] = []
+    group_reply: Literal["mention", "all"] = "mention"
+
+
+class ModelPrice(_Section):
+    """US dollars (or any one currency) per million tokens."""
+
+    input_per_mtok: float = Field(ge=0)
+    output_per_mtok: float = Field(ge=0)
+
+
+class UsageConfig(_Section):
+    # keyed by the model name as recorded in `usage.model`; a model without a price costs "-"
+    prices: dict[str, ModelPrice] = {}
+
+
+class QuotaLimits(_Section):
+    """Unset (null) limits do not apply; a turn past a reached limit is refused, not the call."""
+
+    turns_per_minute: int | None = Field(None, ge=0)
+    turns_per_day: int | None = Field(None, ge=0)
+    tokens_per_minute: int | None = Field(None, ge=0)
+    tokens_per_day: int | None = Field(None, ge=0)
+
+
+class QuotasConfig(_Section):
+    per_user: QuotaLimits = QuotaLimits()
+    per_conversation: QuotaLimits = QuotaLimits()
+    # every visitor id one network address opens (web socket); every session of one API key
+    per_address: QuotaLimits = QuotaLimits()
+    per_api_key: QuotaLimits = QuotaLimits()
+    exempt_users: list[str] = []  # user ids, or `channel:user_id`
+
+    @field_validator("exempt_users")
+    @classmethod
+    def _no_visitors(cls, users: list[str]) -> list[str]:
+        for user in users:
+            if user.startswith(("v:", "websocket:v:")):
+                raise ValueError(
+                    f"{user!r} is a web visitor id, which the browser chooses: anyone could "
+                    "claim it and skip every quota; exempt a signed web user "
+                    "(websocket:u:<user_id>) instead"
+                )
+        return users
+
+
+class AdminConfig(_Section):
+    token: str = secret(env="BOT_ADMIN_TOKEN")  # empty: no /admin at all
+    allow_remote: bool = False  # true: also from non-loopback addresses (behind your own TLS)
+
+
+class MediaConfig(_Section):
+    """Where the bytes of images, files and voice notes live, and for how long."""
+
+    dir: str = "data/media"  # files on disk (the embedded default); relative to the config file
+    max_bytes: int = Field(20_000_000, ge=1)  # a larger file is refused, nothing of it kept
+    retention_days: float = Field(30, gt=0)  # older blobs are removed (hourly)
+    # auto: the database when storage.url is PostgreSQL (several hosts share it), else disk
+    store: Literal["auto", "disk", "database"] = "auto"
+    # signs the expiring blob links handed to browsers; empty: a random one kept in `dir`
+    # (processes sharing the folder agree). Several hosts: set it, the same on each.
+    url_secret: str = secret(env="BOT_MEDIA_SECRET")
+    url_ttl_s: float = Field(3600, gt=0, le=7 * 86400)  # how long a signed link works
+
+    @field_validator("url_secret")
+    @classmethod
+    def _long_enough(cls, value: str) -> str:
+        if value and len(value) < 16:  # the value is a secret: it is not repeated
+            raise ValueError(
+                "expected at least 16 characters (`openssl rand -hex 32` makes a good one),"
+                " or empty for a random one kept in media.dir"
+            )
+        return value
+
+
+class PersonasConfig(_Section):
+    dirs: list[str] = ["personas"]
+
+
+class ChannelsConfig(_Section):
+    """One section per channel, each defined in its adapter package. Telegram, Slack and Feishu
+    take a list of instances too (bot/runtime/config/instances.py): validated, each is a list."""
+
+    websocket: WebsocketConfig = WebsocketConfig()
+    telegram: list[TelegramConfig] = Field([TelegramConfig(id="telegram")], **INSTANCES)
+    slack: list[SlackConfig] = Field([SlackConfig(id="slack")], **INSTANCES)
+    api: ApiConfig = ApiConfig()
+    feishu: list[FeishuConfig] = Field([FeishuConfig(id="feishu")], **INSTANCES)
+
+    @field_validator(*INSTANCE_KINDS, mode="before")
+    @classmethod
+    def _instances(cls, value: Any, info: ValidationInfo) -> Any:
+        return as_instances(str(info.field_name), value)
+
+
+class Config(_Section):
+    """The whole config. `Config()` is the defaults with every env-sourced secret empty."""
+
+    server: ServerConfig = ServerConfig()
+    storage: StorageConfig = StorageConfig()
+    redis: RedisConfig = RedisConfig()
+    log: LogConfig = LogConfig()
+    llm: LLMConfig = LLMConfig()
+    agent: AgentConfig = AgentConfig()
+    gateway: GatewayConfig = GatewayConfig()
+    personas: PersonasConfig = PersonasConfig()
+    channels: ChannelsConfig = ChannelsConfig()
+    knowledge: KnowledgeSettings = KnowledgeSettings()  # defined beside the tools that read it
+    tools: ToolsSettings = ToolsSettings()
+    usage: UsageConfig = UsageConfig()
+    quotas: QuotasConfig = QuotasConfig()
+    media: MediaConfig = MediaConfig()
+    admin: AdminConfig = AdminConfig()
+
+
+def item_model(annotation: Any) -> type[BaseModel] | None:
+    """The model a field holds, directly or as list items; None for plain values."""
+    if get_origin(annotation) is list:
+        annotation = get_args(annotation)[0]
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return annotation
+    return None
+
+
+def config_keys() -> list[str]:
+    """Every dotted key of the schema, sections included; list items appear without an index."""
+    return list(_keys(Config, ""))
+
+
+def _keys(model: type[BaseModel], prefix: str) -> Iterator[str]:
+    for name, field in model.model_fields.items():
+        yield prefix + name
+        sub = item_model(field.annotation)
+        if sub is not None:
+            yield from _keys(sub, f"{prefix}{name}.")
