@@ -25,8 +25,9 @@ from agent.replay import Unresumable, replay_point
 from agent.types import Message, ToolCall
 from bot.storage import SqliteStore
 from content.parts import ImagePart
+from tests.blob_kit import MemoryBlobs as MemoryBlobStore
 from tests.conftest import Running
-from tests.tool_source_kit import ListedSource, MemoryBlobStore, listed
+from tests.tool_source_kit import ListedSource, listed
 from tools.base import ToolContext, ToolDeps, ToolError, ToolResult
 from tools.events import TurnEvent
 from tools.registry import ToolOutcome, ToolRegistry, tool

@@ -14,7 +14,7 @@ import pytest
 
 from bot.storage import SqliteStore
 from content.parts import ImagePart
-from tests.tool_source_kit import MemoryBlobStore
+from tests.blob_kit import MemoryBlobs as MemoryBlobStore
 from tests.tools_kit import call, call_json, context, settings
 from tools.builtin.memory import intake_tool
 from tools.registry import ToolRegistry

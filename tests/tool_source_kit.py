@@ -7,13 +7,10 @@ sends them), each with a handler; its list can be swapped while it runs, as a se
 
 from __future__ import annotations
 
-import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from content.blobs import BlobNotFound, BlobTooLarge, blob_id_of
-from content.parts import BlobRef
 from tools.base import ToolContext, ToolResult, ToolSpec
 from tools.source import ArgumentsRefused, ToolAnnotations, ToolInfo
 
@@ -79,37 +76,3 @@ class ListedSource:
         if problems:
             raise ArgumentsRefused("\n".join(f"{name}: {p}" for p in problems))
         return await listed.handler(arguments, ctx)
-
-
-class MemoryBlobStore:
-    """The `BlobStore` seam in a dict (content/blobs.py)."""
-
-    def __init__(self, max_bytes: int = 1_000_000) -> None:
-        self._max_bytes = max_bytes
-        self.blobs: dict[str, tuple[str, bytes, float]] = {}
-
-    @property
-    def max_bytes(self) -> int:
-        return self._max_bytes
-
-    async def put(
-        self, data: bytes, *, mime_type: str, name: str | None = None, source: str | None = None
-    ) -> BlobRef:
-        if len(data) > self._max_bytes:
-            raise BlobTooLarge(len(data), self._max_bytes)
-        blob_id = blob_id_of(data)
-        self.blobs.setdefault(blob_id, (mime_type, data, time.monotonic()))
-        return BlobRef(blob_id, mime_type, len(data), name, source)
-
-    async def get(self, blob_id: str) -> tuple[str, bytes]:
-        if blob_id not in self.blobs:
-            raise BlobNotFound(blob_id)
-        mime_type, data, _ = self.blobs[blob_id]
-        return mime_type, data
-
-    async def purge(self, older_than_s: float) -> int:
-        cutoff = time.monotonic() - older_than_s
-        old = [k for k, (_, _, at) in self.blobs.items() if at < cutoff]
-        for key in old:
-            del self.blobs[key]
-        return len(old)
