@@ -200,7 +200,7 @@ async def _finish(
     await update_one(tx, _FINISH, "turn", turn_id, turn_id=turn_id, **changes)
 
 
-async def _turns(tx: Tx, /, query: Query, **values: Any) -> list[TurnRow]:
+async def _turns(tx: Tx, query: Query, /, **values: Any) -> list[TurnRow]:
     return [turn_row(row) for row in await tx.fetch(query, **values)]
 
 

@@ -47,12 +47,17 @@ class Tx(Protocol):
     @property
     def dialect(self) -> Dialect: ...
 
-    async def fetch(self, query: Query, **values: Any) -> list[Row]: ...
+    async def fetch(self, query: Query, /, **values: Any) -> list[Row]: ...
 
-    async def fetchone(self, query: Query, **values: Any) -> Row | None: ...
+    async def fetchone(self, query: Query, /, **values: Any) -> Row | None: ...
 
-    async def execute(self, query: Query, **values: Any) -> int:
+    async def execute(self, query: Query, /, **values: Any) -> int:
         """Runs the statement; how many rows it changed."""
+        ...
+
+    async def insert_ids(self, query: Query, /, **values: Any) -> list[int]:
+        """Runs an INSERT of one or more rows (a `Query` with `new_ids`); their new keys, in
+        VALUES order."""
         ...
 
     def transaction(self) -> Transaction:
@@ -83,13 +88,13 @@ class StoreCalls:
         """Hook for what keeps state beside the connection (the history cache), at close."""
 
 
-async def update_one(tx: Tx, /, query: Query, what: str, ident: str, **values: Any) -> None:
+async def update_one(tx: Tx, query: Query, what: str, ident: str, /, **values: Any) -> None:
     """An UPDATE of the row `ident`; LookupError when there is none."""
     if await tx.execute(query, **values) == 0:
         raise LookupError(f"no {what} with id {ident!r}; create it first")
 
 
-async def fetch_dicts(tx: Tx, /, query: Query, **values: Any) -> list[dict[str, Any]]:
+async def fetch_dicts(tx: Tx, query: Query, /, **values: Any) -> list[dict[str, Any]]:
     """The rows as dicts by column name (the admin views' raw rows)."""
     names = query.columns
     return [dict(zip(names, row, strict=True)) for row in await tx.fetch(query, **values)]
@@ -134,18 +139,27 @@ class SqliteTx:
         self._run = conn.execute
         self._transaction = _SqliteTransaction(conn)  # holds nothing between uses
 
-    async def fetch(self, query: Query, **values: Any) -> list[Row]:
+    async def fetch(self, query: Query, /, **values: Any) -> list[Row]:
         sql = query.sqlite or query.sql("sqlite")
         return self._run(sql.text, sql.bind(values)).fetchall()
 
-    async def fetchone(self, query: Query, **values: Any) -> Row | None:
+    async def fetchone(self, query: Query, /, **values: Any) -> Row | None:
         sql = query.sqlite or query.sql("sqlite")
         row: Row | None = self._run(sql.text, sql.bind(values)).fetchone()
         return row
 
-    async def execute(self, query: Query, **values: Any) -> int:
+    async def execute(self, query: Query, /, **values: Any) -> int:
         sql = query.sqlite or query.sql("sqlite")
         return self._run(sql.text, sql.bind(values)).rowcount
+
+    async def insert_ids(self, query: Query, /, **values: Any) -> list[int]:
+        """The rows of one INSERT take consecutive rowids, in VALUES order: the statement holds
+        the database's one write lock while it runs."""
+        sql = query.sqlite or query.sql("sqlite")
+        cursor = self._run(sql.text, sql.bind(values))
+        last = cursor.lastrowid
+        assert last is not None  # an INSERT sets it
+        return list(range(last - cursor.rowcount + 1, last + 1))
 
     def transaction(self) -> Transaction:
         return self._transaction

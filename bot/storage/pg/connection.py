@@ -233,18 +233,23 @@ class PgTx:
     def __init__(self, conn: Conn) -> None:
         self.conn = conn
 
-    async def fetch(self, query: Query, **values: Any) -> list[Row]:
+    async def fetch(self, query: Query, /, **values: Any) -> list[Row]:
         sql = query.postgresql or query.sql("postgresql")
         return list(await self.conn.fetch(sql.text, *sql.bind(values)))
 
-    async def fetchone(self, query: Query, **values: Any) -> Row | None:
+    async def fetchone(self, query: Query, /, **values: Any) -> Row | None:
         sql = query.postgresql or query.sql("postgresql")
         row: Row | None = await self.conn.fetchrow(sql.text, *sql.bind(values))
         return row
 
-    async def execute(self, query: Query, **values: Any) -> int:
+    async def execute(self, query: Query, /, **values: Any) -> int:
         sql = query.postgresql or query.sql("postgresql")
         return rowcount(await self.conn.execute(sql.text, *sql.bind(values)))
+
+    async def insert_ids(self, query: Query, /, **values: Any) -> list[int]:
+        sql = query.postgresql or query.sql("postgresql")
+        rows = await self.conn.fetch(sql.text, *sql.bind(values))  # RETURNING the new ids
+        return sorted(row[0] for row in rows)  # taken in VALUES order
 
     def transaction(self) -> Transaction:
         return self.conn.transaction()
