@@ -264,16 +264,10 @@ async def _append(
         missed = [] if since is None else await _history_since(tx, session_id, since)
         for start in range(0, len(messages), INSERT_BATCH):
             batch = messages[start : start + INSERT_BATCH]
-            values: dict[str, Any] = {}
+            values = {"session_id": session_id, "turn_id": turn_id, "created_at": stamp}
             for i, m in enumerate(batch):
                 values.update(zip(_KEYS[i], message_fields(m), strict=True))
-            ids += await tx.insert_ids(
-                _insert_messages(len(batch)),
-                session_id=session_id,
-                turn_id=turn_id,
-                created_at=stamp,
-                **values,
-            )
+            ids += await tx.insert_ids(_insert_messages(len(batch)), values)
         if usage:
             await _insert_usage(tx, session_id, turn_id, usage, stamp)
     mine = [(row_id, (turn_id, m)) for row_id, m in zip(ids, messages, strict=True)]

@@ -130,6 +130,14 @@ def _picker(names: tuple[str, ...]) -> Callable[[Mapping[str, Any]], tuple[Any, 
     return operator.itemgetter(*names)  # in C: the cheapest way to line the values up
 
 
+def by_name(values: Mapping[str, Any] | None, named: dict[str, Any]) -> Mapping[str, Any]:
+    """A statement's values by name: a mapping (one built anyway, passed on as it is), keywords,
+    or both (the keywords win)."""
+    if values is None:
+        return named
+    return {**values, **named} if named else values
+
+
 def params(*names: str) -> dict[str, BindParameter[Any]]:
     """`{name: bindparam(name)}`: the values of an INSERT or an UPDATE's SET, by column name."""
     return {name: bindparam(name) for name in names}

@@ -10,14 +10,16 @@ waits for another process's lock, exactly like the plain functions it replaces.
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Awaitable, Callable, Coroutine, Iterator
+from collections.abc import Awaitable, Callable, Coroutine, Iterator, Mapping
 from types import TracebackType
 from typing import Any, Concatenate, ParamSpec, Protocol, TypeVar
 
-from bot.storage.query import Dialect, Query
+from bot.storage.query import Dialect, Query, by_name
 
 T = TypeVar("T")
 P = ParamSpec("P")
+# A statement's values by name: a mapping, or keywords (`tx.execute(query, values, **named)`)
+Values = Mapping[str, Any]
 
 
 class Row(Protocol):
@@ -47,15 +49,21 @@ class Tx(Protocol):
     @property
     def dialect(self) -> Dialect: ...
 
-    async def fetch(self, query: Query, /, **values: Any) -> list[Row]: ...
+    async def fetch(
+        self, query: Query, values: Values | None = None, /, **named: Any
+    ) -> list[Row]: ...
 
-    async def fetchone(self, query: Query, /, **values: Any) -> Row | None: ...
+    async def fetchone(
+        self, query: Query, values: Values | None = None, /, **named: Any
+    ) -> Row | None: ...
 
-    async def execute(self, query: Query, /, **values: Any) -> int:
+    async def execute(self, query: Query, values: Values | None = None, /, **named: Any) -> int:
         """Runs the statement; how many rows it changed."""
         ...
 
-    async def insert_ids(self, query: Query, /, **values: Any) -> list[int]:
+    async def insert_ids(
+        self, query: Query, values: Values | None = None, /, **named: Any
+    ) -> list[int]:
         """Runs an INSERT of one or more rows (a `Query` with `new_ids`); their new keys, in
         VALUES order."""
         ...
@@ -88,9 +96,11 @@ class StoreCalls:
         """Hook for what keeps state beside the connection (the history cache), at close."""
 
 
-async def update_one(tx: Tx, query: Query, what: str, ident: str, /, **values: Any) -> None:
+async def update_one(
+    tx: Tx, query: Query, what: str, ident: str, values: Values | None = None, /, **named: Any
+) -> None:
     """An UPDATE of the row `ident`; LookupError when there is none."""
-    if await tx.execute(query, **values) == 0:
+    if await tx.execute(query, values, **named) == 0:
         raise LookupError(f"no {what} with id {ident!r}; create it first")
 
 
@@ -139,24 +149,28 @@ class SqliteTx:
         self._run = conn.execute
         self._transaction = _SqliteTransaction(conn)  # holds nothing between uses
 
-    async def fetch(self, query: Query, /, **values: Any) -> list[Row]:
+    async def fetch(self, query: Query, values: Values | None = None, /, **named: Any) -> list[Row]:
         sql = query.sqlite or query.sql("sqlite")
-        return self._run(sql.text, sql.bind(values)).fetchall()
+        return self._run(sql.text, sql.bind(by_name(values, named))).fetchall()
 
-    async def fetchone(self, query: Query, /, **values: Any) -> Row | None:
+    async def fetchone(
+        self, query: Query, values: Values | None = None, /, **named: Any
+    ) -> Row | None:
         sql = query.sqlite or query.sql("sqlite")
-        row: Row | None = self._run(sql.text, sql.bind(values)).fetchone()
+        row: Row | None = self._run(sql.text, sql.bind(by_name(values, named))).fetchone()
         return row
 
-    async def execute(self, query: Query, /, **values: Any) -> int:
+    async def execute(self, query: Query, values: Values | None = None, /, **named: Any) -> int:
         sql = query.sqlite or query.sql("sqlite")
-        return self._run(sql.text, sql.bind(values)).rowcount
+        return self._run(sql.text, sql.bind(by_name(values, named))).rowcount
 
-    async def insert_ids(self, query: Query, /, **values: Any) -> list[int]:
+    async def insert_ids(
+        self, query: Query, values: Values | None = None, /, **named: Any
+    ) -> list[int]:
         """The rows of one INSERT take consecutive rowids, in VALUES order: the statement holds
         the database's one write lock while it runs."""
         sql = query.sqlite or query.sql("sqlite")
-        cursor = self._run(sql.text, sql.bind(values))
+        cursor = self._run(sql.text, sql.bind(by_name(values, named)))
         last = cursor.lastrowid
         assert last is not None  # an INSERT sets it
         return list(range(last - cursor.rowcount + 1, last + 1))
