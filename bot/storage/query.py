@@ -59,8 +59,15 @@ class Compiled:
     # the parameters in order, from the values by name (a KeyError for one missing)
     pick: Callable[[Mapping[str, Any]], tuple[Any, ...]]
 
-    def bind(self, values: Mapping[str, Any]) -> tuple[Any, ...]:
-        """The positional parameters for `values` (by name)."""
+    def bind(
+        self, values: Mapping[str, Any] | None, named: Mapping[str, Any] | None = None
+    ) -> tuple[Any, ...]:
+        """The positional parameters for `values` and `named` (by name; `named` wins): a
+        mapping an op built anyway is used as it is, keywords too."""
+        if values is None:
+            values = named or {}
+        elif named:
+            values = {**values, **named}
         try:
             return self.pick(values)
         except KeyError as exc:
@@ -128,14 +135,6 @@ def _picker(names: tuple[str, ...]) -> Callable[[Mapping[str, Any]], tuple[Any, 
         [name] = names
         return lambda values: (values[name],)
     return operator.itemgetter(*names)  # in C: the cheapest way to line the values up
-
-
-def by_name(values: Mapping[str, Any] | None, named: dict[str, Any]) -> Mapping[str, Any]:
-    """A statement's values by name: a mapping (one built anyway, passed on as it is), keywords,
-    or both (the keywords win)."""
-    if values is None:
-        return named
-    return {**values, **named} if named else values
 
 
 def params(*names: str) -> dict[str, BindParameter[Any]]:

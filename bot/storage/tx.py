@@ -14,7 +14,7 @@ from collections.abc import Awaitable, Callable, Coroutine, Iterator, Mapping
 from types import TracebackType
 from typing import Any, Concatenate, ParamSpec, Protocol, TypeVar
 
-from bot.storage.query import Dialect, Query, by_name
+from bot.storage.query import Dialect, Query
 
 T = TypeVar("T")
 P = ParamSpec("P")
@@ -151,18 +151,18 @@ class SqliteTx:
 
     async def fetch(self, query: Query, values: Values | None = None, /, **named: Any) -> list[Row]:
         sql = query.sqlite or query.sql("sqlite")
-        return self._run(sql.text, sql.bind(by_name(values, named))).fetchall()
+        return self._run(sql.text, sql.bind(values, named)).fetchall()
 
     async def fetchone(
         self, query: Query, values: Values | None = None, /, **named: Any
     ) -> Row | None:
         sql = query.sqlite or query.sql("sqlite")
-        row: Row | None = self._run(sql.text, sql.bind(by_name(values, named))).fetchone()
+        row: Row | None = self._run(sql.text, sql.bind(values, named)).fetchone()
         return row
 
     async def execute(self, query: Query, values: Values | None = None, /, **named: Any) -> int:
         sql = query.sqlite or query.sql("sqlite")
-        return self._run(sql.text, sql.bind(by_name(values, named))).rowcount
+        return self._run(sql.text, sql.bind(values, named)).rowcount
 
     async def insert_ids(
         self, query: Query, values: Values | None = None, /, **named: Any
@@ -170,7 +170,7 @@ class SqliteTx:
         """The rows of one INSERT take consecutive rowids, in VALUES order: the statement holds
         the database's one write lock while it runs."""
         sql = query.sqlite or query.sql("sqlite")
-        cursor = self._run(sql.text, sql.bind(by_name(values, named)))
+        cursor = self._run(sql.text, sql.bind(values, named))
         last = cursor.lastrowid
         assert last is not None  # an INSERT sets it
         return list(range(last - cursor.rowcount + 1, last + 1))

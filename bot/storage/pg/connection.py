@@ -33,7 +33,7 @@ from bot.storage.base import StorageError
 from bot.storage.faults import Trouble
 from bot.storage.pg.faults import LINK_FAULTS, describe, is_fault, redacted
 from bot.storage.pg.schema import MIGRATIONS, migrate
-from bot.storage.query import Dialect, Query, by_name
+from bot.storage.query import Dialect, Query
 from bot.storage.tx import Op, Row, StoreCalls, Transaction, Values
 
 if TYPE_CHECKING:
@@ -235,26 +235,24 @@ class PgTx:
 
     async def fetch(self, query: Query, values: Values | None = None, /, **named: Any) -> list[Row]:
         sql = query.postgresql or query.sql("postgresql")
-        return list(await self.conn.fetch(sql.text, *sql.bind(by_name(values, named))))
+        return list(await self.conn.fetch(sql.text, *sql.bind(values, named)))
 
     async def fetchone(
         self, query: Query, values: Values | None = None, /, **named: Any
     ) -> Row | None:
         sql = query.postgresql or query.sql("postgresql")
-        row: Row | None = await self.conn.fetchrow(sql.text, *sql.bind(by_name(values, named)))
+        row: Row | None = await self.conn.fetchrow(sql.text, *sql.bind(values, named))
         return row
 
     async def execute(self, query: Query, values: Values | None = None, /, **named: Any) -> int:
         sql = query.postgresql or query.sql("postgresql")
-        return rowcount(await self.conn.execute(sql.text, *sql.bind(by_name(values, named))))
+        return rowcount(await self.conn.execute(sql.text, *sql.bind(values, named)))
 
     async def insert_ids(
         self, query: Query, values: Values | None = None, /, **named: Any
     ) -> list[int]:
         sql = query.postgresql or query.sql("postgresql")
-        rows = await self.conn.fetch(
-            sql.text, *sql.bind(by_name(values, named))
-        )  # RETURNING the new ids
+        rows = await self.conn.fetch(sql.text, *sql.bind(values, named))  # RETURNING the new ids
         return sorted(row[0] for row in rows)  # taken in VALUES order
 
     def transaction(self) -> Transaction:
