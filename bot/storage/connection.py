@@ -37,7 +37,7 @@ from bot.storage.faults import (
     is_busy,
 )
 from bot.storage.schema import MIGRATIONS, migrate
-from bot.storage.tx import Op, P, SqliteTx, StoreCalls, driver, run_now
+from bot.storage.tx import Op, P, SqliteTx, StoreCalls, driver
 
 log = logging.getLogger(__name__)
 
@@ -144,10 +144,11 @@ class StoreConnection(StoreCalls):
 
     async def _tx(self, op: Op[P, T], *args: P.args, **kwargs: P.kwargs) -> T:
         """`op` (written once for both backends) on this connection, as `_run` runs a call;
-        the usual case inline (the store's every call comes this way: no layer it can spare)."""
+        the usual case inline (the store's every call comes this way: no layer it can spare).
+        Awaited, not `run_now`: it never suspends, and an await returns without an exception."""
         if self._open and self._waiter.idle:
             try:
-                result = run_now(op(self._on_conn, *args, **kwargs))
+                result = await op(self._on_conn, *args, **kwargs)
             except sqlite3.Error as exc:
                 if not is_busy(exc):
                     self._raise(exc, op)
