@@ -110,7 +110,7 @@ def message_fields(m: Message) -> tuple[Any, ...]:
         int(m.is_error),
         None if m.usage is None else m.usage.input_tokens,
         None if m.usage is None else m.usage.output_tokens,
-        parts_to_json(m.parts),
+        parts_to_json(m.parts) if m.parts else None,  # most messages are text only
     )
 
 
