@@ -2,8 +2,8 @@
 
 A store call is an `async def op(tx, ...)` that runs its queries (`bot.storage.query`) through
 `tx`. On PostgreSQL `tx` wraps a pooled asyncpg connection and really awaits. On SQLite it wraps
-the store's one connection and never suspends, so `run_now` drives the call to its end at once,
-synchronously: on the loop (the measured way, `bot.storage.connection`) or on the thread that
+the store's one connection and never suspends, so the call runs to its end at once: awaited on
+the loop (the measured way, `bot.storage.connection`), or driven by `run_now` on the thread that
 waits for another process's lock, exactly like the plain functions it replaces.
 """
 
