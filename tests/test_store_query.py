@@ -11,6 +11,7 @@ import sqlalchemy as sa
 from bot.storage.query import Query
 from bot.storage.tables import chat_sessions as S
 from bot.storage.tables import creation_order
+from bot.storage.tables import messages as M
 from bot.storage.tx import run_now
 
 NEWEST_ACTIVE = Query(
@@ -34,6 +35,19 @@ def test_only_the_callers_values_are_parameters() -> None:
     assert compiled.bind({"user_id": "u1", "unused": 1}) == ("u1",)
     with pytest.raises(TypeError, match="'user_id'"):
         compiled.bind({})
+
+
+def test_values_are_a_mapping_keywords_or_both_the_keywords_winning() -> None:
+    compiled = NEWEST_ACTIVE.sql("sqlite")
+    assert compiled.bind({"user_id": "u1"}) == ("u1",)
+    assert compiled.bind(None, {"user_id": "u2"}) == ("u2",)
+    assert compiled.bind({"user_id": "u1"}, {"user_id": "u2"}) == ("u2",)
+
+
+def test_new_ids_are_returned_on_postgresql_only() -> None:
+    query = Query(sa.insert(M).values(content=sa.bindparam("content")), new_ids=M.c.id)
+    assert "RETURNING messages.id" in query.sql("postgresql").text
+    assert "RETURNING" not in query.sql("sqlite").text  # the cursor's lastrowid instead
 
 
 def test_a_parameter_used_twice_is_given_once() -> None:

@@ -130,10 +130,10 @@ async def _add_message(tx: Tx, /, m: ApiMessage) -> ApiMessage:
     return _message(kept)
 
 
-async def _one(tx: Tx, /, query: Query, **values: str) -> ApiMessage | None:
+async def _one(tx: Tx, query: Query, /, **values: str) -> ApiMessage | None:
     row = await tx.fetchone(query, **values)
     return None if row is None else _message(row)
 
 
-async def _many(tx: Tx, /, query: Query, **values: str | int) -> list[ApiMessage]:
+async def _many(tx: Tx, query: Query, /, **values: str | int) -> list[ApiMessage]:
     return [_message(row) for row in await tx.fetch(query, **values)]

@@ -129,10 +129,7 @@ class StoreConnection(StoreCalls):
     # -- calls ---------------------------------------------------------------------------
     async def _run(self, fn: Callable[..., T], *args: Any) -> T:
         """Run `fn` now, on the loop: each store method is one statement or one transaction."""
-        if not self._open:
-            raise RuntimeError(
-                f"store {str(self.path)!r} is not open; await store.open() or use `async with`"
-            )
+        self._check_open()
         if not self._waiter.idle:
             result = await self._wait_for_lock(fn, args)  # in order, behind the waiting call
         else:
@@ -142,17 +139,38 @@ class StoreConnection(StoreCalls):
                 if not is_busy(exc):
                     self._raise(exc, fn)
                 result = await self._wait_for_lock(fn, args)
+        self._ran(fn)
+        return result
+
+    async def _tx(self, op: Op[P, T], *args: P.args, **kwargs: P.kwargs) -> T:
+        """`op` (written once for both backends) on this connection, as `_run` runs a call;
+        the usual case inline (the store's every call comes this way: no layer it can spare).
+        Awaited, not `run_now`: it never suspends, and an await returns without an exception."""
+        if self._open and self._waiter.idle:
+            try:
+                result = await op(self._on_conn, *args, **kwargs)
+            except sqlite3.Error as exc:
+                if not is_busy(exc):
+                    self._raise(exc, op)
+                result = await self._wait_for_lock(driver(op), (self._on_conn, args, kwargs))
+            self._ran(op)
+            return result
+        self._check_open()
+        return await self._run(driver(op), self._on_conn, args, kwargs)
+
+    def _check_open(self) -> None:
+        if not self._open:
+            raise RuntimeError(
+                f"store {str(self.path)!r} is not open; await store.open() or use `async with`"
+            )
+
+    def _ran(self, fn: Callable[..., Any]) -> None:
+        """After a call that succeeded: its kind is no longer failing; a checkpoint when due."""
         if self._trouble:
             self._trouble.succeeded(fn, self._last_rowid())
         self._writes += 1
         if self._writes >= CHECKPOINT_EVERY:
             self._request_checkpoint()
-        return result
-
-    async def _tx(self, op: Op[P, T], *args: P.args, **kwargs: P.kwargs) -> T:
-        """`op` (written once for both backends) on this connection, as `_run` runs a call."""
-        on_conn = getattr(self, "_on_conn", None)  # None before open: `_run` says so
-        return await self._run(driver(op), on_conn, args, kwargs)
 
     async def _wait_for_lock(self, fn: Callable[..., T], args: tuple[Any, ...]) -> T:
         try:

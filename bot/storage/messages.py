@@ -75,7 +75,7 @@ _USAGE_FIELDS = ["provider", "model", "input_tokens", "output_tokens"]
 _INSERT_USAGE = Query(
     sa.insert(usage).values(params("session_id", "turn_id", "created_at", *_USAGE_FIELDS))
 )
-_INSERTS: dict[int, Query] = {}  # by how many messages: one statement, their ids returned
+_INSERTS: dict[int, Query] = {}  # by how many messages: one statement (ids: `Tx.insert_ids`)
 _KEYS = [tuple(f"{field}_{i}" for field in _FIELDS) for i in range(INSERT_BATCH)]
 
 
@@ -87,7 +87,7 @@ def _insert_messages(n: int) -> Query:
             shared | {f: sa.bindparam(k) for f, k in zip(_FIELDS, _KEYS[i], strict=True)}
             for i in range(n)
         ]
-        query = _INSERTS[n] = Query(sa.insert(M).values(rows).returning(M.c.id))
+        query = _INSERTS[n] = Query(sa.insert(M).values(rows), new_ids=M.c.id)
     return query
 
 
@@ -110,7 +110,7 @@ def message_fields(m: Message) -> tuple[Any, ...]:
         int(m.is_error),
         None if m.usage is None else m.usage.input_tokens,
         None if m.usage is None else m.usage.output_tokens,
-        parts_to_json(m.parts),
+        parts_to_json(m.parts) if m.parts else None,  # most messages are text only
     )
 
 
@@ -164,8 +164,14 @@ class MessageLog(StoreCalls):
             if usage:
                 await self._tx(_usage_only, session_id, turn_id, tuple(usage))
             return
-        if not self.interleaves:
-            await self._append(session_id, turn_id, tuple(messages), tuple(usage))
+        if not self.interleaves:  # the call runs to its end at once: no lock (nor a layer)
+            history = self._histories.get(session_id)
+            since = None if history is None else history.last_id
+            rows = await self._tx(
+                _append, session_id, turn_id, tuple(messages), since, tuple(usage)
+            )
+            if history is not None:
+                self._merge(session_id, rows)
             return
         lock = self._append_locks.setdefault(session_id, asyncio.Lock())
         self._appenders[session_id] += 1
@@ -258,17 +264,10 @@ async def _append(
         missed = [] if since is None else await _history_since(tx, session_id, since)
         for start in range(0, len(messages), INSERT_BATCH):
             batch = messages[start : start + INSERT_BATCH]
-            values: dict[str, Any] = {}
+            values = {"session_id": session_id, "turn_id": turn_id, "created_at": stamp}
             for i, m in enumerate(batch):
                 values.update(zip(_KEYS[i], message_fields(m), strict=True))
-            rows = await tx.fetch(
-                _insert_messages(len(batch)),
-                session_id=session_id,
-                turn_id=turn_id,
-                created_at=stamp,
-                **values,
-            )
-            ids.extend(sorted(row[0] for row in rows))  # ids are taken in VALUES order
+            ids += await tx.insert_ids(_insert_messages(len(batch)), values)
         if usage:
             await _insert_usage(tx, session_id, turn_id, usage, stamp)
     mine = [(row_id, (turn_id, m)) for row_id, m in zip(ids, messages, strict=True)]

@@ -18,7 +18,7 @@ from sqlalchemy.dialects.postgresql.base import PGCompiler, PGDialect
 from sqlalchemy.dialects.sqlite.base import SQLiteCompiler, SQLiteDialect
 from sqlalchemy.engine.interfaces import Dialect as SaDialect
 from sqlalchemy.sql.compiler import SQLCompiler
-from sqlalchemy.sql.expression import BindParameter, Executable
+from sqlalchemy.sql.expression import BindParameter, ColumnElement, Executable
 
 Dialect: TypeAlias = Literal["sqlite", "postgresql"]
 
@@ -59,8 +59,15 @@ class Compiled:
     # the parameters in order, from the values by name (a KeyError for one missing)
     pick: Callable[[Mapping[str, Any]], tuple[Any, ...]]
 
-    def bind(self, values: Mapping[str, Any]) -> tuple[Any, ...]:
-        """The positional parameters for `values` (by name)."""
+    def bind(
+        self, values: Mapping[str, Any] | None, named: Mapping[str, Any] | None = None
+    ) -> tuple[Any, ...]:
+        """The positional parameters for `values` and `named` (by name; `named` wins): a
+        mapping an op built anyway is used as it is, keywords too."""
+        if values is None:
+            values = named or {}
+        elif named:
+            values = {**values, **named}
         try:
             return self.pick(values)
         except KeyError as exc:
@@ -68,13 +75,21 @@ class Compiled:
 
 
 class Query:
-    """A statement, compiled for a dialect the first time it is asked for there."""
+    """A statement, compiled for a dialect the first time it is asked for there.
 
-    __slots__ = ("name", "postgresql", "sqlite", "statement")
+    `new_ids`: an INSERT's key column, whose new values `Tx.insert_ids` gives: PostgreSQL
+    RETURNs it; SQLite reads the cursor's last rowid instead (a RETURNING there goes through a
+    temporary table, which costs an INSERT of one message about as much again).
+    """
 
-    def __init__(self, statement: Executable, name: str = "") -> None:
+    __slots__ = ("name", "new_ids", "postgresql", "sqlite", "statement")
+
+    def __init__(
+        self, statement: Executable, name: str = "", *, new_ids: ColumnElement[int] | None = None
+    ) -> None:
         self.statement = statement
         self.name = name
+        self.new_ids = new_ids
         # each dialect's text once it was asked for (a backend reads its own on every call)
         self.sqlite: Compiled | None = None
         self.postgresql: Compiled | None = None
@@ -82,7 +97,10 @@ class Query:
     def sql(self, dialect: Dialect) -> Compiled:
         compiled: Compiled | None = getattr(self, dialect)
         if compiled is None:  # the first call: compile, once
-            compiled = _compile(self.statement, dialect)
+            statement = self.statement
+            if self.new_ids is not None and dialect == "postgresql":
+                statement = statement.returning(self.new_ids)  # type: ignore[attr-defined]
+            compiled = _compile(statement, dialect)
             setattr(self, dialect, compiled)
         return compiled
 

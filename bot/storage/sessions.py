@@ -149,11 +149,11 @@ async def _active_session(
 ) -> tuple[str, bool]:
     """The session id, and whether it was created now."""
     values = _key(key)
-    found = await tx.fetchone(_FIND_ACTIVE, **values)
+    found = await tx.fetchone(_FIND_ACTIVE, values)
     if found is None:
         async with tx.transaction():  # look again under the lock: other processes
             await tx.lock(*key)
-            found = await tx.fetchone(_FIND_ACTIVE, **values)
+            found = await tx.fetchone(_FIND_ACTIVE, values)
             if found is None:
                 return await _insert(tx, key, None, persona_version), True
     return str(found[0]), False

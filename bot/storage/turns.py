@@ -184,7 +184,7 @@ class TurnLog(StoreCalls):
 
 # -- the calls, written once for both backends -----------------------------------------
 async def _create(tx: Tx, /, row: dict[str, Any]) -> None:
-    await tx.execute(_INSERT, created_at=now(), **row)
+    await tx.execute(_INSERT, row, created_at=now())
 
 
 async def _set_placeholder(tx: Tx, /, turn_id: str, placeholder: str) -> None:
@@ -196,11 +196,17 @@ async def _set_placeholder(tx: Tx, /, turn_id: str, placeholder: str) -> None:
 async def _finish(
     tx: Tx, /, turn_id: str, status: str, final_text: str | None, error: str | None
 ) -> None:
-    changes = {"status": status, "final_text": final_text, "error": error, "finished_at": now()}
-    await update_one(tx, _FINISH, "turn", turn_id, turn_id=turn_id, **changes)
+    values = {
+        "turn_id": turn_id,
+        "status": status,
+        "final_text": final_text,
+        "error": error,
+        "finished_at": now(),
+    }
+    await update_one(tx, _FINISH, "turn", turn_id, values)
 
 
-async def _turns(tx: Tx, /, query: Query, **values: Any) -> list[TurnRow]:
+async def _turns(tx: Tx, query: Query, /, **values: Any) -> list[TurnRow]:
     return [turn_row(row) for row in await tx.fetch(query, **values)]
 
 

@@ -2,15 +2,15 @@
 
 A store call is an `async def op(tx, ...)` that runs its queries (`bot.storage.query`) through
 `tx`. On PostgreSQL `tx` wraps a pooled asyncpg connection and really awaits. On SQLite it wraps
-the store's one connection and never suspends, so `run_now` drives the call to its end at once,
-synchronously: on the loop (the measured way, `bot.storage.connection`) or on the thread that
+the store's one connection and never suspends, so the call runs to its end at once: awaited on
+the loop (the measured way, `bot.storage.connection`), or driven by `run_now` on the thread that
 waits for another process's lock, exactly like the plain functions it replaces.
 """
 
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Awaitable, Callable, Coroutine, Iterator
+from collections.abc import Awaitable, Callable, Coroutine, Iterator, Mapping
 from types import TracebackType
 from typing import Any, Concatenate, ParamSpec, Protocol, TypeVar
 
@@ -18,6 +18,8 @@ from bot.storage.query import Dialect, Query
 
 T = TypeVar("T")
 P = ParamSpec("P")
+# A statement's values by name: a mapping, or keywords (`tx.execute(query, values, **named)`)
+Values = Mapping[str, Any]
 
 
 class Row(Protocol):
@@ -47,12 +49,23 @@ class Tx(Protocol):
     @property
     def dialect(self) -> Dialect: ...
 
-    async def fetch(self, query: Query, **values: Any) -> list[Row]: ...
+    async def fetch(
+        self, query: Query, values: Values | None = None, /, **named: Any
+    ) -> list[Row]: ...
 
-    async def fetchone(self, query: Query, **values: Any) -> Row | None: ...
+    async def fetchone(
+        self, query: Query, values: Values | None = None, /, **named: Any
+    ) -> Row | None: ...
 
-    async def execute(self, query: Query, **values: Any) -> int:
+    async def execute(self, query: Query, values: Values | None = None, /, **named: Any) -> int:
         """Runs the statement; how many rows it changed."""
+        ...
+
+    async def insert_ids(
+        self, query: Query, values: Values | None = None, /, **named: Any
+    ) -> list[int]:
+        """Runs an INSERT of one or more rows (a `Query` with `new_ids`); their new keys, in
+        VALUES order."""
         ...
 
     def transaction(self) -> Transaction:
@@ -83,13 +96,15 @@ class StoreCalls:
         """Hook for what keeps state beside the connection (the history cache), at close."""
 
 
-async def update_one(tx: Tx, /, query: Query, what: str, ident: str, **values: Any) -> None:
+async def update_one(
+    tx: Tx, query: Query, what: str, ident: str, values: Values | None = None, /, **named: Any
+) -> None:
     """An UPDATE of the row `ident`; LookupError when there is none."""
-    if await tx.execute(query, **values) == 0:
+    if await tx.execute(query, values, **named) == 0:
         raise LookupError(f"no {what} with id {ident!r}; create it first")
 
 
-async def fetch_dicts(tx: Tx, /, query: Query, **values: Any) -> list[dict[str, Any]]:
+async def fetch_dicts(tx: Tx, query: Query, /, **values: Any) -> list[dict[str, Any]]:
     """The rows as dicts by column name (the admin views' raw rows)."""
     names = query.columns
     return [dict(zip(names, row, strict=True)) for row in await tx.fetch(query, **values)]
@@ -134,18 +149,31 @@ class SqliteTx:
         self._run = conn.execute
         self._transaction = _SqliteTransaction(conn)  # holds nothing between uses
 
-    async def fetch(self, query: Query, **values: Any) -> list[Row]:
+    async def fetch(self, query: Query, values: Values | None = None, /, **named: Any) -> list[Row]:
         sql = query.sqlite or query.sql("sqlite")
-        return self._run(sql.text, sql.bind(values)).fetchall()
+        return self._run(sql.text, sql.bind(values, named)).fetchall()
 
-    async def fetchone(self, query: Query, **values: Any) -> Row | None:
+    async def fetchone(
+        self, query: Query, values: Values | None = None, /, **named: Any
+    ) -> Row | None:
         sql = query.sqlite or query.sql("sqlite")
-        row: Row | None = self._run(sql.text, sql.bind(values)).fetchone()
+        row: Row | None = self._run(sql.text, sql.bind(values, named)).fetchone()
         return row
 
-    async def execute(self, query: Query, **values: Any) -> int:
+    async def execute(self, query: Query, values: Values | None = None, /, **named: Any) -> int:
         sql = query.sqlite or query.sql("sqlite")
-        return self._run(sql.text, sql.bind(values)).rowcount
+        return self._run(sql.text, sql.bind(values, named)).rowcount
+
+    async def insert_ids(
+        self, query: Query, values: Values | None = None, /, **named: Any
+    ) -> list[int]:
+        """The rows of one INSERT take consecutive rowids, in VALUES order: the statement holds
+        the database's one write lock while it runs."""
+        sql = query.sqlite or query.sql("sqlite")
+        cursor = self._run(sql.text, sql.bind(values, named))
+        last = cursor.lastrowid
+        assert last is not None  # an INSERT sets it
+        return list(range(last - cursor.rowcount + 1, last + 1))
 
     def transaction(self) -> Transaction:
         return self._transaction

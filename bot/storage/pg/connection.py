@@ -34,7 +34,7 @@ from bot.storage.faults import Trouble
 from bot.storage.pg.faults import LINK_FAULTS, describe, is_fault, redacted
 from bot.storage.pg.schema import MIGRATIONS, migrate
 from bot.storage.query import Dialect, Query
-from bot.storage.tx import Op, Row, StoreCalls, Transaction
+from bot.storage.tx import Op, Row, StoreCalls, Transaction, Values
 
 if TYPE_CHECKING:
     from bot.storage.pg.conn import Conn
@@ -233,18 +233,27 @@ class PgTx:
     def __init__(self, conn: Conn) -> None:
         self.conn = conn
 
-    async def fetch(self, query: Query, **values: Any) -> list[Row]:
+    async def fetch(self, query: Query, values: Values | None = None, /, **named: Any) -> list[Row]:
         sql = query.postgresql or query.sql("postgresql")
-        return list(await self.conn.fetch(sql.text, *sql.bind(values)))
+        return list(await self.conn.fetch(sql.text, *sql.bind(values, named)))
 
-    async def fetchone(self, query: Query, **values: Any) -> Row | None:
+    async def fetchone(
+        self, query: Query, values: Values | None = None, /, **named: Any
+    ) -> Row | None:
         sql = query.postgresql or query.sql("postgresql")
-        row: Row | None = await self.conn.fetchrow(sql.text, *sql.bind(values))
+        row: Row | None = await self.conn.fetchrow(sql.text, *sql.bind(values, named))
         return row
 
-    async def execute(self, query: Query, **values: Any) -> int:
+    async def execute(self, query: Query, values: Values | None = None, /, **named: Any) -> int:
         sql = query.postgresql or query.sql("postgresql")
-        return rowcount(await self.conn.execute(sql.text, *sql.bind(values)))
+        return rowcount(await self.conn.execute(sql.text, *sql.bind(values, named)))
+
+    async def insert_ids(
+        self, query: Query, values: Values | None = None, /, **named: Any
+    ) -> list[int]:
+        sql = query.postgresql or query.sql("postgresql")
+        rows = await self.conn.fetch(sql.text, *sql.bind(values, named))  # RETURNING the new ids
+        return sorted(row[0] for row in rows)  # taken in VALUES order
 
     def transaction(self) -> Transaction:
         return self.conn.transaction()
