@@ -6,6 +6,7 @@ recorded tool result replayed, and every part unchanged."""
 from __future__ import annotations
 
 import asyncio
+import base64
 import json
 import os
 import signal
@@ -14,6 +15,7 @@ import subprocess
 import sys
 from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -81,7 +83,9 @@ def _serve(folder: Path, fake: FakeBotAPI, model: FakeOpenAI) -> subprocess.Pope
         "server": {"port": 0},
         "storage": {"path": str(folder / "bot.db")},
         "personas": {"dirs": [str(personas)]},
-        "llm": llm_config("openai", model, max_retries=0, first_token_timeout_s=60),
+        # the images and PDFs go to the model as they are (a local server is text-only else)
+        "llm": llm_config("openai", model, max_retries=0, first_token_timeout_s=60)
+        | {"media": ["image", "file"]},
         "tools": {
             "payment": {
                 "prices": {"ASSESSMENT": {"GENERAL": 100}},
@@ -116,6 +120,14 @@ def _turns(folder: Path) -> list[tuple[str, int]]:
 def _rows(folder: Path, sql: str) -> list[tuple[str, ...]]:
     with sqlite3.connect(folder / "bot.db") as db:
         return db.execute(sql).fetchall()
+
+
+def _shown(content: str | list[dict[str, Any]]) -> tuple[str, list[str]]:
+    """A user message's text and the kinds of its media parts, as Chat Completions got it."""
+    if isinstance(content, str):
+        return content, []
+    text = "\n".join(part["text"] for part in content if part["type"] == "text")
+    return text, [part["type"] for part in content if part["type"] != "text"]
 
 
 def _parts_of(folder: Path, turn_id: str) -> list[str | None]:
@@ -155,15 +167,23 @@ async def test_a_killed_turn_with_media_in_its_history_is_resumed_into_its_place
         await asyncio.to_thread(second.wait, START_S)
 
     assert len(model.requests) == 3
+    receipt_url = "data:image/jpeg;base64," + base64.b64encode(RECEIPT).decode()
     for request in (model.requests[0], model.requests[2]):  # before the kill, and resumed
         users = [m["content"] for m in request.body["messages"] if m["role"] == "user"]
-        assert users[0] == EARLIER and users[-1] == ASK
+        # the media of the history and of the turn go to the model again after the kill
+        assert _shown(users[0]) == (EARLIER, ["image_url", "file"])
+        assert _shown(users[-1]) == (ASK, ["image_url"])
+        assert users[-1][-1]["image_url"]["url"] == receipt_url
     resumed = model.requests[2].body["messages"]
     assert len([m for m in resumed if m["role"] == "tool"]) == 1  # replayed, not paid again
     assert _parts_of(tmp_path, "t-earlier") == [parts_to_json((photo, form)), None]
     [turn_id] = [row[0] for row in _rows(tmp_path, "select id from turns")]
     own = _parts_of(tmp_path, turn_id)
-    assert own[0] is not None and own[1:] == [None] * (len(own) - 1)
+    # the turn's photo on its message, the payment's QR code on the tool's result, once each
+    made = [json.loads(parts) for parts in own[1:] if parts is not None]
+    assert own[0] is not None and [[p["source"] for p in m] for m in made] == [
+        ["tool:create_payment"]
+    ]
     [receipt] = json.loads(own[0])  # the turn's photo, fetched once, kept by reference
     assert (receipt["type"], receipt["blob_id"]) == ("image", blob_id_of(RECEIPT))
     blobs = DiskBlobStore(tmp_path / "data" / "media", max_bytes=20_000_000)
