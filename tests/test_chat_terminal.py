@@ -33,8 +33,12 @@ ESCAPE = re.compile(r"\x1b(\[[0-9;?]*[ -/]*[@-~]|[@-Z\\-_])")
 WORDS = [f"word{i} " for i in range(200)]
 # In its own session, the child takes the pseudo-terminal as its controlling terminal, as a
 # shell would give it: then Ctrl-C typed while the terminal is in cooked mode is a SIGINT.
+# The child takes the pty as its controlling terminal and Ctrl-C's default meaning, as a shell
+# gives a program it starts: a test run started in the background (`.ci/run &`) ignores SIGINT,
+# and an ignored signal stays ignored across exec.
 CONTROLLING_TTY = (
-    "import fcntl, os, sys, termios; fcntl.ioctl(0, termios.TIOCSCTTY, 0);"
+    "import fcntl, os, signal, sys, termios; fcntl.ioctl(0, termios.TIOCSCTTY, 0);"
+    " signal.signal(signal.SIGINT, signal.SIG_DFL);"
     " os.execv(sys.executable, [sys.executable, '-m', 'bot', *sys.argv[1:]])"
 )
 
