@@ -20,6 +20,7 @@ import pytest
 
 from tests.fake_llm import Call, Reply, llm_config
 from tests.fake_openai import FakeOpenAI
+from tests.kill_kit import until
 from tests.telegram_fake import TOKEN, FakeBotAPI
 
 # Two `bot serve` starts, each importing the SDKs: on a loaded 2-core machine a start alone has
@@ -117,6 +118,9 @@ async def test_a_killed_turn_is_resumed_into_its_placeholder_without_paying_twic
     try:
         await fake.wait_for(lambda: fake.messages.get((CHAT, placeholder_id)) == ANSWER, START_S)
         await fake.wait_for(lambda: len(fake.ok(CHAT, "sendMessage")) >= 2, timeout=START_S)
+        # the answer's media (the payment's QR code) go after its text: its end is recorded then
+        status = "select status from turns"
+        await until(lambda: _rows(tmp_path, status) == [("completed",)], START_S)
     finally:
         second.send_signal(signal.SIGINT)
         await asyncio.to_thread(second.wait, START_S)
@@ -132,4 +136,5 @@ async def test_a_killed_turn_is_resumed_into_its_placeholder_without_paying_twic
     sends = [c.params["text"] for c in fake.ok(CHAT, "sendMessage")]
     assert sends[0] == "Thinking…" and "Commands" in sends[1]
     assert len(sends) == 2, sends  # the redelivered question got no second placeholder or answer
+    assert len(fake.ok(CHAT, "sendPhoto")) == 1  # the QR code, once, after the answer
     assert _rows(tmp_path, "select status, resume_attempts from turns") == [("completed", 1)]
