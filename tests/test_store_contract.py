@@ -241,6 +241,30 @@ async def test_a_turns_messages_are_kept_with_its_id(store: AnyStore) -> None:
     assert [(m.role, m.tool_calls) for m in own] == [("user", ()), ("assistant", (call,))]
 
 
+async def test_a_turn_is_written_with_its_first_message(opener: Opener) -> None:
+    """The gateway records a turn and its user's message as one write (one transaction)."""
+    async with opener() as store, opener() as other:
+        session_id = await store.active_session(**SESSION)
+        await store.load_history(session_id)  # cached: the new message must join the cache
+        turn: dict[str, Any] = {
+            "session_id": session_id,
+            "channel": "telegram",
+            "conversation_key": "telegram:42",
+            "inbound_event_ids": ["in:t1"],
+            "placeholder": None,
+        }
+        question = Message("user", "What's the weather in Zürich? 🌦")
+        await store.create_turn(turn_id="t1", **turn, messages=[question])
+        assert (await store.get_turn("t1")) is not None
+        assert await store.load_history(session_id) == [("t1", question)]
+        assert await other.load_history(session_id) == [("t1", question)]
+        # the same turn id again: the turn's INSERT fails, and its message is not written
+        with pytest.raises(Exception):  # noqa: B017,PT011 - each backend's integrity error
+            await store.create_turn(turn_id="t1", **turn, messages=[Message("user", "again")])
+        assert await other.load_history(session_id) == [("t1", question)]
+        assert await store.load_history(session_id) == [("t1", question)]
+
+
 async def test_history_round_trips_and_sees_other_processes(opener: Opener) -> None:
     async with opener() as store, opener() as other:
         session_id = await store.active_session(**SESSION)

@@ -45,7 +45,8 @@ async def test_live_frames_during_the_store_read_come_after_the_stored_transcrip
         await store.create_turn(
             turn_id="t1",
             session_id=session_id,
-            **key,
+            channel=key["channel"],
+            conversation_key=key["conversation_key"],
             inbound_event_ids=["e1"],
             placeholder={"channel": "websocket", "chat_id": identity, "message_id": "m_old"},
             inbound_messages=[{"message_id": "c1", "text": "stored question"}],

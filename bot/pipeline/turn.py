@@ -161,6 +161,10 @@ class TurnRunner:
                 await tell_refusals(channel, fetched.refusals)
                 # recorded BEFORE the placeholder is posted, and its handle right after: a
                 # process killed in between leaves a turn another resumes, never an unknown one
+                text, parts = combine(batch, masker), media(batch)
+                # with the user's message: a restart goes on from it (agent/replay.py)
+                user = Message("user", text, parts=parts)
+                start = ReplayPoint((user,), resumed=Resumed(rounds_done=0))
                 await self.store.create_turn(
                     turn_id=turn_id,
                     session_id=session_id,
@@ -169,13 +173,9 @@ class TurnRunner:
                     inbound_event_ids=[m.event_id for m in batch],
                     placeholder=chat_record(last.chat),
                     inbound_messages=shown(batch, masker),
+                    messages=start.messages,
                 )
                 recorded = True
-                text, parts = combine(batch, masker), media(batch)
-                # the user's message too: a restart goes on from it (agent/replay.py)
-                user = Message("user", text, parts=parts)
-                start = ReplayPoint((user,), resumed=Resumed(rounds_done=0))
-                await self.store.append_messages(session_id, turn_id, list(start.messages))
                 if not await post_placeholder(delivery, batch, self.dedup):
                     outcome = Outcome("undelivered", error="undelivered: no placeholder posted")
                     return

@@ -34,12 +34,14 @@ class LockWaiter:
     def __init__(self) -> None:
         self._thread: ThreadPoolExecutor | None = None
         self._calls: list[Future[Any]] = []  # submitted, not yet done
+        self.waiting = False  # whether `_calls` may hold calls (`idle` looks closer)
 
     @property
     def idle(self) -> bool:
         """No call is waiting on the thread: the loop may use the connection."""
         if self._calls:
             self._calls = [call for call in self._calls if not call.done()]
+        self.waiting = bool(self._calls)
         return not self._calls
 
     async def run(
@@ -50,6 +52,7 @@ class LockWaiter:
         deadline = time.monotonic() + wait_s
         call = self._thread.submit(_call_waiting, conn, deadline, fn, args)
         self._calls.append(call)
+        self.waiting = True
         return await asyncio.wrap_future(call)
 
     async def close(self) -> None:
@@ -77,28 +80,29 @@ class Trouble:
     """
 
     def __init__(self) -> None:
-        self._failing: dict[str, str] = {}  # kind of call -> its failure, newest last
+        # kind of call -> its failure, newest last (empty: no trouble; read on every call)
+        self.failing: dict[str, str] = {}
         self._rowid_at_failure: int | None = None
 
     @property
     def message(self) -> str | None:
-        return next(reversed(self._failing.values()), None)
+        return next(reversed(self.failing.values()), None)
 
     def __bool__(self) -> bool:
-        return bool(self._failing)
+        return bool(self.failing)
 
     def failed(self, fn: Callable[..., Any], exc: Exception, rowid: int | None) -> None:
-        self._failing.pop(_kind(fn), None)
-        self._failing[_kind(fn)] = f"{type(exc).__name__}: {exc}"
+        self.failing.pop(_kind(fn), None)
+        self.failing[_kind(fn)] = f"{type(exc).__name__}: {exc}"
         if rowid is not None:
             self._rowid_at_failure = rowid
 
     def succeeded(self, fn: Callable[..., Any], rowid: int | None) -> None:
         """`rowid`: the connection's last insert rowid now (None when it cannot be read)."""
         if rowid is not None and rowid != self._rowid_at_failure:
-            self._failing.clear()  # an insert succeeded since: there is room again
+            self.failing.clear()  # an insert succeeded since: there is room again
         else:
-            self._failing.pop(_kind(fn), None)
+            self.failing.pop(_kind(fn), None)
 
 
 def _kind(fn: Callable[..., Any]) -> str:

@@ -10,6 +10,7 @@ from collections.abc import Sequence
 from typing import Any, Protocol
 
 from adapters.base import ChatRef
+from agent.types import Message
 from bot.storage.rows import (
     ConversationStateRow,
     ResumedTurn,
@@ -60,9 +61,11 @@ class TurnRecords(Protocol):
         placeholder: dict[str, Any] | None,
         status: str = "running",
         inbound_messages: list[dict[str, str]] | None = None,
+        messages: Sequence[Message] = (),
     ) -> None:
         """`inbound_messages`: the user's messages as the channel showed them, each
-        `{"message_id", "text"}`, kept for `recent_turns` (the transcript a reload shows)."""
+        `{"message_id", "text"}`, kept for `recent_turns` (the transcript a reload shows).
+        `messages`: the turn's first messages for its session's history, written with it."""
         ...
 
     async def finish_turn(

@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from collections.abc import Mapping
+from collections.abc import Callable, Coroutine, Mapping, Sequence
 from typing import Any
 
 import sqlalchemy as sa
 
 from adapters.base import ChatRef, MessageHandle
+from agent.store import UsageRow
+from agent.types import Message
 from bot.storage.query import Query, params
 from bot.storage.rows import ResumedTurn, ToolCallRow, TurnRow
 from bot.storage.schema import TURN_STATUSES, check_status, now
@@ -92,6 +94,13 @@ _RECENT = Query(
 class TurnLog(StoreCalls):
     """Create, update, finish and read turns."""
 
+    # the message log's append (bot.storage.messages), beside this in every store: a turn's
+    # first messages are appended with it, and join the history cache as appends do
+    _append_with: Callable[
+        [str, str, tuple[Message, ...], tuple[UsageRow, ...], dict[str, Any]],
+        Coroutine[Any, Any, None],
+    ]
+
     async def create_turn(
         self,
         *,
@@ -103,7 +112,10 @@ class TurnLog(StoreCalls):
         placeholder: dict[str, Any] | None,
         status: str = "running",
         inbound_messages: list[dict[str, str]] | None = None,
+        messages: Sequence[Message] = (),
     ) -> None:
+        """`messages`: the turn's first messages (the user's), appended in the same transaction:
+        one write where two would be."""
         check_status(status, TURN_STATUSES, "turn")
         row = {
             "id": turn_id,
@@ -115,7 +127,10 @@ class TurnLog(StoreCalls):
             "status": status,
             "inbound_messages": None if inbound_messages is None else json.dumps(inbound_messages),
         }
-        await self._tx(_create, row)
+        if messages:
+            await self._append_with(session_id, turn_id, tuple(messages), (), row)
+        else:
+            await self._tx(insert_turn, row)
 
     async def update_turn_placeholder(self, turn_id: str, placeholder: dict[str, Any]) -> None:
         await self._tx(_set_placeholder, turn_id, json.dumps(placeholder))
@@ -183,7 +198,7 @@ class TurnLog(StoreCalls):
 
 
 # -- the calls, written once for both backends -----------------------------------------
-async def _create(tx: Tx, /, row: dict[str, Any]) -> None:
+async def insert_turn(tx: Tx, /, row: dict[str, Any]) -> None:
     await tx.execute(_INSERT, row, created_at=now())
 
 

@@ -139,7 +139,11 @@ def driver(op: Op[P, T]) -> Callable[[Tx, tuple[Any, ...], dict[str, Any]], T]:
 
 
 class SqliteTx:
-    """`Tx` on the SQLite store's connection (autocommit: a lone statement commits itself)."""
+    """`Tx` on the SQLite store's connection (autocommit: a lone statement commits itself).
+
+    Values given only by keyword (the usual way) go straight to `pick`, not through `bind`: a
+    layer of Python costs each statement ~1k instructions (a missing one is a KeyError then).
+    """
 
     __slots__ = ("_run", "_transaction", "conn")
     dialect: Dialect = "sqlite"
@@ -151,18 +155,24 @@ class SqliteTx:
 
     async def fetch(self, query: Query, values: Values | None = None, /, **named: Any) -> list[Row]:
         sql = query.sqlite or query.sql("sqlite")
-        return self._run(sql.text, sql.bind(values, named)).fetchall()
+        return self._run(
+            sql.text, sql.pick(named) if values is None else sql.bind(values, named)
+        ).fetchall()
 
     async def fetchone(
         self, query: Query, values: Values | None = None, /, **named: Any
     ) -> Row | None:
         sql = query.sqlite or query.sql("sqlite")
-        row: Row | None = self._run(sql.text, sql.bind(values, named)).fetchone()
+        row: Row | None = self._run(
+            sql.text, sql.pick(named) if values is None else sql.bind(values, named)
+        ).fetchone()
         return row
 
     async def execute(self, query: Query, values: Values | None = None, /, **named: Any) -> int:
         sql = query.sqlite or query.sql("sqlite")
-        return self._run(sql.text, sql.bind(values, named)).rowcount
+        return self._run(
+            sql.text, sql.pick(named) if values is None else sql.bind(values, named)
+        ).rowcount
 
     async def insert_ids(
         self, query: Query, values: Values | None = None, /, **named: Any
@@ -170,7 +180,7 @@ class SqliteTx:
         """The rows of one INSERT take consecutive rowids, in VALUES order: the statement holds
         the database's one write lock while it runs."""
         sql = query.sqlite or query.sql("sqlite")
-        cursor = self._run(sql.text, sql.bind(values, named))
+        cursor = self._run(sql.text, sql.pick(named) if values is None else sql.bind(values, named))
         last = cursor.lastrowid
         assert last is not None  # an INSERT sets it
         return list(range(last - cursor.rowcount + 1, last + 1))
