@@ -60,7 +60,8 @@ def _describe(error: Mapping[str, Any]) -> str:
 
 
 def _resolve(loc: tuple[Any, ...]) -> tuple[FieldInfo | None, Any]:
-    """The field named by `loc` and its annotation, unwrapped to the item type at a list index."""
+    """The field named by `loc` and its annotation, unwrapped to the item type at a list index
+    or a mapping's key (`mcp.servers.<name>`)."""
     field: FieldInfo | None = None
     annotation: Any = Config
     for part in loc:
@@ -68,6 +69,9 @@ def _resolve(loc: tuple[Any, ...]) -> tuple[FieldInfo | None, Any]:
             annotation = get_args(annotation)[0]
             if isinstance(part, int):
                 continue
+        if get_origin(annotation) is dict:
+            annotation = get_args(annotation)[1]
+            continue
         model = item_model(annotation)
         if model is None or part not in model.model_fields:
             return None, None

@@ -15,6 +15,7 @@ from adapters.slack.config import SlackConfig
 from adapters.telegram.config import TelegramConfig
 from adapters.websocket.config import WebsocketConfig
 from bot.runtime.config.instances import INSTANCE_KINDS, INSTANCES, as_instances
+from tools.mcp.settings import McpSettings
 from tools.settings import KnowledgeSettings, ToolsSettings
 
 
@@ -243,6 +244,7 @@ class Config(_Section):
     usage: UsageConfig = UsageConfig()
     quotas: QuotasConfig = QuotasConfig()
     media: MediaConfig = MediaConfig()
+    mcp: McpSettings = McpSettings()  # tool servers, defined beside the MCP source
     admin: AdminConfig = AdminConfig()
 
 

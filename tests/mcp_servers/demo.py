@@ -1,0 +1,94 @@
+"""A small MCP server for the tests: `python demo.py [--http PORT] [--log FILE]`.
+
+Over stdio by default, Streamable HTTP on 127.0.0.1:PORT with `--http`. `--log FILE` appends one
+line per event the tests look for (`started <pid>`, `cancelled <tool>`, `env <json>`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import base64
+import json
+import os
+import sys
+
+from mcp.server.mcpserver import MCPServer
+from mcp.types import ImageContent, TextContent, ToolAnnotations
+
+PNG = base64.b64encode(
+    bytes.fromhex(
+        "89504e470d0a1a0a0000000d4948445200000001000000010806000000"
+        "1f15c4890000000d49444154789c6360000002000154a24f5d0000000049454e44ae426082"
+    )
+).decode()
+
+
+def build(log: str | None) -> MCPServer:
+    server = MCPServer("demo")
+
+    def note(line: str) -> None:
+        if log:
+            with open(log, "a") as f:
+                f.write(line + "\n")
+
+    @server.tool(annotations=ToolAnnotations(read_only_hint=True))
+    def add(a: int, b: int) -> int:
+        """Add two whole numbers."""
+        return a + b
+
+    @server.tool(annotations=ToolAnnotations(destructive_hint=True))
+    def delete_file(path: str) -> str:
+        """Delete a file (pretends to)."""
+        return f"deleted {path}"
+
+    @server.tool()
+    async def slow(seconds: float) -> str:
+        """Wait, then answer; says so in the log when cancelled."""
+        note(f"slow started {os.getpid()}")
+        try:
+            await asyncio.sleep(seconds)
+        except asyncio.CancelledError:
+            note("cancelled slow")
+            raise
+        return "done"
+
+    @server.tool()
+    def whoami() -> str:
+        """The server's pid and environment."""
+        return json.dumps({"pid": os.getpid(), "env": dict(os.environ)})
+
+    @server.tool()
+    def picture() -> list[TextContent | ImageContent]:
+        """A one-pixel PNG."""
+        return [
+            TextContent(type="text", text="a pixel"),
+            ImageContent(type="image", data=PNG, mime_type="image/png"),
+        ]
+
+    @server.tool()
+    def fail() -> str:
+        """Always fails."""
+        raise ValueError("the disk is on fire")
+
+    note(f"started {os.getpid()}")
+    return server
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--http", type=int)
+    parser.add_argument("--log")
+    parser.add_argument("--ignore-eof", action="store_true")
+    args = parser.parse_args()
+    server = build(args.log)
+    if args.http is None:
+        server.run("stdio")
+    else:
+        server.settings.log_level = "WARNING"
+        server.run("streamable-http", host="127.0.0.1", port=args.http)
+    sys.exit(0)
+
+
+if __name__ == "__main__":
+    main()

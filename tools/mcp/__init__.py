@@ -1,0 +1,1 @@
+"""MCP tool servers as tool sources: one supervised connection per configured server."""
