@@ -30,6 +30,9 @@ from tools.registry import is_pattern
 
 COORDINATOR = "default"
 MAX_DESCRIPTION = 200
+MAX_TOOLS = 128  # OpenAI refuses a request with more (`array_above_max_length`)
+MANY_TOOLS = 40  # past this, models choose worse: a warning
+MCP_PREFIX = "mcp__"  # an MCP server's tools: unknown while it connects, so a warning
 _FENCE = "---"
 # YAML counts only these as line breaks; str.splitlines() would also split on \f, \v, \x1c...
 _LINE_BREAK = re.compile(r"\r\n|[\r\n]")
@@ -80,8 +83,14 @@ class _FrontMatter(BaseModel):
     def _known(cls, tools: list[str], info: ValidationInfo) -> list[str]:
         known: frozenset[str] | None = (info.context or {}).get("known_tools")
         for tool in tools:
-            # a pattern may match nothing yet (its server is down): a warning, in parse_persona
-            if known is not None and tool not in known and not is_pattern(tool):
+            # a pattern, or an MCP tool, may match nothing yet (its server is down): a warning,
+            # in parse_persona
+            if (
+                known is not None
+                and tool not in known
+                and not is_pattern(tool)
+                and not tool.startswith(MCP_PREFIX)
+            ):
                 close = difflib.get_close_matches(tool, known, n=1)
                 hint = f"; did you mean {close[0]!r}?" if close else ""
                 raise ValueError(f"unknown tool {tool!r}; known: {', '.join(sorted(known))}{hint}")
@@ -193,7 +202,9 @@ def parse_persona(path: Path, text: str, *, known_tools: Collection[str] | None 
     header = lines[1:end]
     known = frozenset(known_tools) if known_tools is not None else None
     front = _validate(path, header, _load_yaml(path, header), known)
-    warnings = _unmatched(path, header, front.tools, known)
+    warnings = _unmatched(path, header, front.tools, known) + _count(
+        path, header, front.tools, known
+    )
     prompt = "\n".join(lines[end + 1 :]).strip()
     if not prompt:
         reason = "the body is empty; write the system prompt after the closing '---'"
@@ -214,16 +225,53 @@ def parse_persona(path: Path, text: str, *, known_tools: Collection[str] | None 
 def _unmatched(
     path: Path, header: Sequence[str], tools: Sequence[str], known: frozenset[str] | None
 ) -> tuple[str, ...]:
-    """A warning for each pattern that matches none of the tools known now."""
+    """A warning for each pattern, or MCP tool name, that matches none of the tools known now."""
     if known is None:
         return ()
     line = _key_line(header, "tools")
-    return tuple(
+    patterns = tuple(
         f"{path}:{line}: tool pattern {pattern!r} matches no tool now; it allows the tools it"
         " matches once they appear (an MCP server that is still connecting, say)"
         for pattern in tools
         if is_pattern(pattern) and not any(fnmatch.fnmatchcase(name, pattern) for name in known)
     )
+    mcp = tuple(
+        f"{path}:{line}: MCP tool {name!r} is not known now; it is allowed once its server"
+        " lists it (is the server configured under mcp.servers, and up?)"
+        for name in tools
+        if name.startswith(MCP_PREFIX) and not is_pattern(name) and name not in known
+    )
+    return patterns + mcp
+
+
+def _count(
+    path: Path, header: Sequence[str], tools: Sequence[str], known: frozenset[str] | None
+) -> tuple[str, ...]:
+    """Refuse a list that resolves to more tools than OpenAI takes; warn past MANY_TOOLS.
+    Counted against the tools known now (an MCP server still connecting counts later)."""
+    if known is None:
+        return ()
+    names = {
+        name
+        for entry in tools
+        for name in (
+            [n for n in known if fnmatch.fnmatchcase(n, entry)] if is_pattern(entry) else [entry]
+        )
+    }
+    line = _key_line(header, "tools")
+    if len(names) > MAX_TOOLS:
+        raise PersonaError(
+            path,
+            line,
+            f"tools: the list allows {len(names)} tools, more than the {MAX_TOOLS} a model API"
+            " takes; narrow its patterns (or a server's include/exclude in config.yaml)",
+        )
+    if len(names) > MANY_TOOLS:
+        return (
+            f"{path}:{line}: tools: {len(names)} tools; past {MANY_TOOLS} models pick worse,"
+            " consider a specialist for some of them",
+        )
+    return ()
 
 
 _BUILTIN_PROMPT = """\

@@ -47,9 +47,20 @@ def _watch_filter(_change: watchfiles.Change, path: str) -> bool:
 class PersonaLibrary:
     """Personas from override dirs, served from memory and reloaded file by file as files change."""
 
-    def __init__(self, dirs: Sequence[Path], *, known_tools: Collection[str] | None = None) -> None:
+    def __init__(
+        self,
+        dirs: Sequence[Path],
+        *,
+        known_tools: Collection[str] | Callable[[], Collection[str]] | None = None,
+    ) -> None:
+        """`known_tools`: the names a persona may list, or how to ask for them at each load
+        (the registry's, which grow as MCP servers connect)."""
         self._dirs = tuple(Path(d) for d in dirs)
-        self._known_tools = frozenset(known_tools) if known_tools is not None else None
+        self._known_tools = (
+            known_tools
+            if known_tools is None or callable(known_tools)
+            else (frozenset(known_tools))
+        )
         self._good: dict[tuple[int, str], Persona] = {}  # (dir index, stem) -> last good version
         self._broken: dict[tuple[int, str], PersonaError] = {}  # the file's error since then
         self._serving: Mapping[str, Persona] = MappingProxyType({COORDINATOR: BUILTIN_DEFAULT})
@@ -134,7 +145,8 @@ class PersonaLibrary:
             line = raw[: exc.start].count(b"\n") + 1
             return PersonaError(path, line, "the file is not UTF-8 text; save it as UTF-8")
         try:
-            return parse_persona(path, text, known_tools=self._known_tools)
+            known = self._known_tools
+            return parse_persona(path, text, known_tools=known() if callable(known) else known)
         except PersonaError as err:
             return err
 

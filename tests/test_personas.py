@@ -140,7 +140,7 @@ def test_unknown_tool_is_fine_without_a_known_list() -> None:
     assert parse_persona(Path("x.md"), persona_text("x")).tools[0] == "web_search"
 
 
-def test_tool_patterns_may_match_nothing_yet_but_names_must_be_known(
+def test_tool_patterns_and_mcp_names_may_match_nothing_yet_but_names_must_be_known(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     known = {*TOOLS, "mcp__files__read", "mcp__files__write"}
@@ -149,8 +149,14 @@ def test_tool_patterns_may_match_nothing_yet_but_names_must_be_known(
     assert persona.tools == ("web_*", "mcp__files__*", "mcp__git__*")  # resolved per turn
     (warning,) = persona.warnings
     assert warning.startswith("x.md:4: tool pattern 'mcp__git__*' matches no tool now")
-    with pytest.raises(PersonaError, match="unknown tool 'mcp__git__log'"):
-        parse_persona(Path("x.md"), text.replace("mcp__git__*", "mcp__git__log"), known_tools=known)
+    # an MCP tool by name: its server may be down or still connecting, so a warning too
+    named = parse_persona(
+        Path("x.md"), text.replace("mcp__git__*", "mcp__git__log"), known_tools=known
+    )
+    assert named.tools[-1] == "mcp__git__log"
+    assert named.warnings[0].startswith("x.md:4: MCP tool 'mcp__git__log' is not known now")
+    with pytest.raises(PersonaError, match="unknown tool 'git_log'"):
+        parse_persona(Path("x.md"), text.replace("mcp__git__*", "git_log"), known_tools=known)
     write(tmp_path / "x.md", text)
     library = PersonaLibrary([tmp_path], known_tools=known)
     with caplog.at_level(logging.WARNING, logger="agent.personas"):
@@ -301,3 +307,18 @@ async def test_watch_reloads_live(tmp_path: Path, caplog: pytest.LogCaptureFixtu
         task.cancel()
         with pytest.raises(asyncio.CancelledError):
             await task
+
+
+def test_a_tool_list_past_what_a_model_api_takes_is_refused_with_the_count() -> None:
+    known = {f"mcp__big__t{i}" for i in range(130)} | {"web_search"}
+    text = "---\nname: x\ndescription: d\ntools: [web_search, mcp__big__*]\n---\nbody\n"
+    with pytest.raises(PersonaError) as info:
+        parse_persona(Path("x.md"), text, known_tools=known)
+    assert info.value.line == 4
+    assert "allows 131 tools, more than the 128" in info.value.reason
+    fewer = {f"mcp__big__t{i}" for i in range(45)}
+    persona = parse_persona(Path("x.md"), text, known_tools=fewer | {"web_search"})
+    assert persona.warnings == (
+        "x.md:4: tools: 46 tools; past 40 models pick worse, consider a specialist for some"
+        " of them",
+    )

@@ -117,6 +117,17 @@ class Metrics:
         self.tool_seconds = Histogram(
             "gateway_tool_call_seconds", "Tool call duration", ["tool"], buckets=SLOW, registry=r
         )
+        # an MCP server's calls, whatever the tool: `server` is a configured name (bounded)
+        self.mcp_calls = Counter(
+            "gateway_mcp_calls", "Calls to an MCP server's tools", ["server", "outcome"], registry=r
+        )
+        self.mcp_seconds = Histogram(
+            "gateway_mcp_call_seconds",
+            "MCP tool call duration",
+            ["server"],
+            buckets=SLOW,
+            registry=r,
+        )
         self.platform_calls = Counter(
             "gateway_platform_calls",
             "Calls to a chat platform's API",
@@ -180,6 +191,10 @@ class Metrics:
     def tool_call(self, tool: str, outcome: ToolOutcome, seconds: float) -> None:
         self._at(self.tool_calls, tool, outcome).inc()
         self._at(self.tool_seconds, tool).observe(seconds)
+        if tool.startswith("mcp__"):  # mcp__<server>__<tool>
+            server = tool[5:].partition("__")[0]
+            self._at(self.mcp_calls, server, outcome).inc()
+            self._at(self.mcp_seconds, server).observe(seconds)
 
     # -- PlatformCalls ---------------------------------------------------------------------------
     def record(

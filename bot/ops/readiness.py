@@ -4,11 +4,14 @@ The app registers its own checks (storage writable, each enabled channel started
 answering: bot/runtime/app.py); anything else the gateway depends on adds one the same way:
 
     app.readiness.add("redis", check)   # check: async () -> Down | None, cheap, bounded
+    app.readiness.add("mcp:files", check, required=False)   # reported, never fatal
 
 A check returns None when its dependency is up, or `Down(reason)` (with `since` if it knows
 when the trouble began; else the first check that saw it down counts). A check that raises or
 takes longer than `CHECK_TIMEOUT_S` is down too. `/readyz` answers 200 with `{"status":
-"ready"}` or 503 with every dependency that is down, why, and since when.
+"ready"}` or 503 with every dependency that is down, why, and since when. A dependency added
+with `required=False` (an optional MCP server) that is down is listed under `degraded` and
+leaves the status ready.
 """
 
 from __future__ import annotations
@@ -43,30 +46,37 @@ Check = Callable[[], Awaitable[Down | None]]
 class Readiness:
     def __init__(self) -> None:
         self._checks: dict[str, Check] = {}
+        self._optional: set[str] = set()
         self._since: dict[str, datetime] = {}
 
-    def add(self, name: str, check: Check) -> None:
+    def add(self, name: str, check: Check, *, required: bool = True) -> None:
         if name in self._checks:
             raise ValueError(
                 f"a readiness check named {name!r} exists; known: {list(self._checks)}"
             )
         self._checks[name] = check
+        if not required:
+            self._optional.add(name)
 
     async def report(self) -> tuple[bool, dict[str, Any]]:
         """(ready, the JSON body of /readyz)."""
         checks = list(self._checks.items())  # one added while these run waits for the next report
         results = await asyncio.gather(*(self._run(check) for _, check in checks))
         down: dict[str, dict[str, Any]] = {}
+        degraded: dict[str, dict[str, Any]] = {}
         for (name, _), result in zip(checks, results, strict=True):
             if result is None:
                 self._since.pop(name, None)
                 continue
             since = result.since or self._since.setdefault(name, datetime.now(UTC))
             reason = redact_credentials(result.reason)[:REASON_CHARS]
-            down[name] = {"reason": reason, "since": iso_utc(since)}
+            where = degraded if name in self._optional else down
+            where[name] = {"reason": reason, "since": iso_utc(since)}
         body: dict[str, Any] = {"status": "not ready" if down else "ready"}
         if down:
             body["down"] = down
+        if degraded:
+            body["degraded"] = degraded
         return not down, body
 
     @staticmethod

@@ -20,6 +20,7 @@ from agent.providers.base import Provider
 from bot.media.build import build_blobs, build_links, keep_retention, upload_secret
 from bot.media.route import MediaRoute
 from bot.ops.health import ChannelStates
+from bot.ops.mcp_status import watch_mcp
 from bot.ops.operations import Operations, metrics_enabled
 from bot.pipeline.background import BackgroundResults
 from bot.pipeline.conversations import ConversationQueue
@@ -35,6 +36,7 @@ from bot.storage.backends import build_store
 from tools.builtin import builtin_registry
 from tools.control import CONTROL, control_source
 from tools.knowledge import KnowledgeBase
+from tools.mcp.servers import McpServers
 from tools.registry import ToolRegistry
 from tools.shared_http import SharedSession
 
@@ -74,6 +76,9 @@ class App:
         missing = [control for control in CONTROL if control.name not in self.registry]
         if missing:
             self.registry.add_source(control_source(missing))
+        self.mcp = McpServers(config.mcp, base_dir=self.base_dir)  # each server one more tool source, kept connected
+        for source in self.mcp.sources:
+            self.registry.add_source(source)
         self.store = build_store(self._path(config.storage.path), config.storage.url)
         self.media_dir = self._path(config.media.dir)
         self.blobs = build_blobs(
@@ -83,7 +88,7 @@ class App:
         self.links = build_links(config.media, self.media_dir) if web_server else None
         uploads = upload_secret(config.media, self.media_dir) if web_server else None
         self.personas = PersonaLibrary(
-            [self._path(d) for d in config.personas.dirs], known_tools=self.registry.names()
+            [self._path(d) for d in config.personas.dirs], known_tools=self.registry.names
         )
         self.channels: dict[str, Channel] = {c.name: c for c in channels or []}
         # A /stop asked on any process stops the specialists running on this one. Late-bound,
@@ -164,6 +169,7 @@ class App:
         )
         if self.redis is not None:  # no message can be taken while it is unreachable
             self.readiness.add("redis", self.redis.ready)
+        watch_mcp(self.readiness, self.mcp)
 
     def _path(self, value: str) -> Path:
         path = Path(value)
@@ -288,6 +294,7 @@ class App:
             group.create_task(self.workers.run(), name="workers")
             group.create_task(self.personas.watch(), name="personas")
             group.create_task(self.knowledge.watch(), name="knowledge")
+            group.create_task(self.mcp.run(), name="mcp")  # the stdio children close with it
             if self.web_server:  # `bot chat` shares a serving bot's folder: that one purges
                 retention = keep_retention(self.blobs, self.config.media.retention_days)
                 group.create_task(retention, name="media-retention")

@@ -45,6 +45,10 @@ def _run(args: argparse.Namespace) -> int:
         return asyncio.run(_sessions(config, base_dir, args))
     if args.command == "usage":
         return asyncio.run(_usage(config, base_dir, args))
+    if args.command == "mcp":
+        from bot.runtime.mcp_cli import mcp_command
+
+        return asyncio.run(mcp_command(config, base_dir, args))
     _setup_logging(config, _chat_log(config, base_dir) if args.command == "chat" else None)
     runner = (
         _serve(config, base_dir)
@@ -75,6 +79,11 @@ def _parser() -> argparse.ArgumentParser:
     listing.add_argument("--limit", type=int, default=20)
     show = sessions_commands.add_parser("show", help="one session's tree with every tool call")
     show.add_argument("session_id", help="a session id (or its first characters)")
+    mcp = commands.add_parser("mcp", help="the MCP tool servers of mcp.servers")
+    mcp_commands = mcp.add_subparsers(dest="mcp_command", required=True)
+    mcp_list = mcp_commands.add_parser("list", help="connect to each server; print its tools")
+    mcp_check = mcp_commands.add_parser("check", help="exit 1 if a server is down, saying why")
+    mcp_check.add_argument("name", nargs="?", help="one server (default: every enabled one)")
     api_key = commands.add_parser("api-key", help="keys for the sessions API (channels.api)")
     api_key_commands = api_key.add_subparsers(dest="api_key_command", required=True)
     new_key = api_key_commands.add_parser("new", help="make a key; print it and its config entry")
@@ -84,7 +93,7 @@ def _parser() -> argparse.ArgumentParser:
     usage.add_argument("--since", help="from this UTC date on (YYYY-MM-DD); default: all")
     usage.add_argument("--by", choices=["user", "model", "channel", "day"], default="model")
     usage.add_argument("--json", action="store_true", help="one JSON object, for scripts")
-    for command in (serve, chat, check, listing, show, usage):
+    for command in (serve, chat, check, listing, show, usage, mcp_list, mcp_check):
         command.add_argument("--config", help="config file (default: ./config.yaml if present)")
     return parser
 

@@ -1,0 +1,26 @@
+"""The MCP servers on `/readyz`: each one's state, fatal only for a server marked `required`."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+from bot.ops.readiness import Check, Down, Readiness
+from tools.mcp.server import McpServer
+from tools.mcp.servers import McpServers
+
+
+def _check(server: McpServer) -> Check:
+    async def check() -> Down | None:
+        state = server.state
+        if state.ready:
+            return None
+        reason = state.reason or "connecting"
+        return Down(f"{state.phase}: {reason}", datetime.fromtimestamp(state.since, UTC))
+
+    return check
+
+
+def watch_mcp(readiness: Readiness, servers: McpServers) -> None:
+    """One check per server, `mcp:<name>`; a down optional server is listed as degraded."""
+    for name, server in servers.servers.items():
+        readiness.add(f"mcp:{name}", _check(server), required=server.config.required)
