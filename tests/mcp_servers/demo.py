@@ -79,9 +79,17 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--http", type=int)
     parser.add_argument("--log")
-    parser.add_argument("--ignore-eof", action="store_true")
+    # a grandchild, as `npx` leaves a `node`: it outlives the server unless the group is ended
+    parser.add_argument("--child", action="store_true")
     args = parser.parse_args()
     server = build(args.log)
+    if args.child:
+        import subprocess
+
+        child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"])
+        if args.log:
+            with open(args.log, "a") as f:
+                f.write(f"child {child.pid}\n")
     if args.http is None:
         server.run("stdio")
     else:

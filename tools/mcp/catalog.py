@@ -53,8 +53,9 @@ class Catalog:
     def names(self) -> tuple[str, ...]:
         return tuple(info.name for info in self.infos)
 
-    def original(self, name: str) -> str:
-        return self._original[name]
+    def original(self, name: str) -> str | None:
+        """The server's own name of tool `name`; None if it is not listed (any more)."""
+        return self._original.get(name)
 
     async def refresh(self, client: Client) -> None:
         tools: list[types.Tool] = []

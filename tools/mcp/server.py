@@ -25,6 +25,7 @@ from typing import Any
 
 import mcp.types as types
 from mcp import Client
+from mcp.client.subscriptions import SubscriptionLost
 from mcp.shared.exceptions import MCPError
 from mcp.types.version import MODERN_PROTOCOL_VERSIONS
 
@@ -79,7 +80,6 @@ class McpServer:
         return self._catalog.infos
 
     async def call(self, name: str, arguments: Mapping[str, Any], ctx: ToolContext) -> ToolResult:
-        tool = self._catalog.original(name)
         client, calls = self._client, self._calls
         if client is None or calls is None:
             state = self._state
@@ -88,6 +88,9 @@ class McpServer:
                 f"MCP server {self.server!r} is {state.phase}{why}; it is retried in the"
                 " background, so try again later or do without it"
             )
+        tool = self._catalog.original(name)
+        if tool is None:  # the list changed since the registry looked
+            raise ToolError(f"MCP server {self.server!r} no longer lists {name!r}")
         task = calls.create_task(self._call(client, tool, dict(arguments)))
         try:
             outcome = await task
@@ -201,7 +204,7 @@ class McpServer:
         """List the tools again whenever the server says they changed."""
         listener = None
         if client.protocol_version in MODERN_PROTOCOL_VERSIONS:  # older ones send a notice
-            listener = asyncio.create_task(self._listen(client, refresh))
+            listener = asyncio.create_task(self._listen(client, refresh, ended))
         try:
             while True:
                 await refresh.wait()
@@ -221,10 +224,14 @@ class McpServer:
                 listener.cancel()
                 await asyncio.wait({listener})  # it leaves its stream in its own task
 
-    async def _listen(self, client: Client, refresh: asyncio.Event) -> None:
+    async def _listen(self, client: Client, refresh: asyncio.Event, ended: asyncio.Event) -> None:
         try:
             async with client.listen(tools_list_changed=True) as subscription:
+                refresh.set()  # a change between the first listing and this stream's start
                 async for _event in subscription:
                     refresh.set()
+        except SubscriptionLost:
+            # the stream broke (a restarted HTTP server): connect again, and list again
+            ended.set()
         except Exception as exc:  # the server offers no listen: calls still work
             log.debug("MCP server %s: no list-changed stream: %s", self.server, describe_error(exc))
