@@ -76,7 +76,9 @@ class App:
         missing = [control for control in CONTROL if control.name not in self.registry]
         if missing:
             self.registry.add_source(control_source(missing))
-        self.mcp = McpServers(config.mcp, base_dir=self.base_dir)  # each server one more tool source, kept connected
+        self.mcp = McpServers(
+            config.mcp, base_dir=self.base_dir
+        )  # each server one more tool source, kept connected
         for source in self.mcp.sources:
             self.registry.add_source(source)
         self.store = build_store(self._path(config.storage.path), config.storage.url)

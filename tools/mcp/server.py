@@ -153,6 +153,11 @@ class McpServer:
             except Exception as exc:  # the server's problem, never the gateway's
                 reason = describe_error(exc)
                 log.debug("MCP server %s: connection failed", self.server, exc_info=True)
+            task = asyncio.current_task()
+            if task is not None and task.cancelling():
+                # our cancellation arrived while the SDK's transport was failing, and its task
+                # group took it for its own: the shutdown still wins
+                raise asyncio.CancelledError
             self._set(phase="down", reason=f"{reason}; retrying in {backoff:g} s")
             if time.monotonic() - started > 60:
                 backoff = first  # it ran well for a while: a new problem
