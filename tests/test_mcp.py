@@ -11,7 +11,6 @@ from typing import Any
 
 import pytest
 from mcp.server.mcpserver import Context, MCPServer
-from mcp.types import ToolAnnotations as Hints
 
 from tests.blob_kit import MemoryBlobs
 from tests.mcp_servers.demo import build
@@ -51,6 +50,13 @@ async def demo(tmp_path: Any) -> AsyncIterator[McpServer]:
     source.log = log  # type: ignore[attr-defined]
     async for s in started(source):
         yield s
+
+
+async def logged(log: Any, text: str) -> None:
+    """Until the server's log (a file it appends to) has `text`."""
+    async with asyncio.timeout(10):
+        while text not in log.read_text():  # noqa: ASYNC110 - a file: nothing to wait on
+            await asyncio.sleep(0.02)
 
 
 def ctx(blobs: MemoryBlobs | None = None) -> ToolContext:
@@ -107,22 +113,17 @@ async def test_the_deadline_cancels_the_call_on_the_server(tmp_path: Any) -> Non
         )
         # call_timeout_s, not the caller's budget, and not the SDK's own timeout
         assert not result.ok and result.text == "tool mcp__demo__slow timed out after 0.3 s"
-        async with asyncio.timeout(10):
-            while "cancelled slow" not in log.read_text():
-                await asyncio.sleep(0.02)
+        await logged(log, "cancelled slow")
 
 
 async def test_a_stopped_turn_cancels_the_call_on_the_server(demo: McpServer) -> None:
     call = asyncio.create_task(demo.call("mcp__demo__slow", {"seconds": 60}, ctx()))
     log = demo.log  # type: ignore[attr-defined]
-    async with asyncio.timeout(10):
-        while "slow started" not in log.read_text():
-            await asyncio.sleep(0.02)
-        call.cancel()  # what /stop and TaskStop do to the turn's tasks
-        with pytest.raises(asyncio.CancelledError):
-            await call
-        while "cancelled slow" not in log.read_text():
-            await asyncio.sleep(0.02)
+    await logged(log, "slow started")
+    call.cancel()  # what /stop and TaskStop do to the turn's tasks
+    with pytest.raises(asyncio.CancelledError):
+        await call
+    await logged(log, "cancelled slow")
     assert (await demo.call("mcp__demo__add", {"a": 1, "b": 1}, ctx())).text == "2"
 
 

@@ -19,7 +19,6 @@ from types import TracebackType
 from typing import Any
 
 import httpx2
-from mcp.client._transport import ReadStream, TransportStreams, WriteStream
 from mcp.client.stdio import StdioServerParameters, stdio_client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.message import SessionMessage
@@ -36,7 +35,7 @@ class ConnectFailed(Exception):
 class _WatchedRead:
     """The transport's read stream, telling `ended` when it ends."""
 
-    def __init__(self, inner: ReadStream[SessionMessage | Exception], ended: asyncio.Event):
+    def __init__(self, inner: Any, ended: asyncio.Event) -> None:
         self._inner = inner
         self._ended = ended
 
@@ -46,7 +45,8 @@ class _WatchedRead:
 
     async def receive(self) -> SessionMessage | Exception:
         try:
-            return await self._inner.receive()
+            item: SessionMessage | Exception = await self._inner.receive()
+            return item
         except Exception:
             self._ended.set()
             raise
@@ -59,8 +59,9 @@ class _WatchedRead:
 
     async def __anext__(self) -> SessionMessage | Exception:
         try:
-            return await self._inner.__anext__()
-        except (StopAsyncIteration, Exception):
+            item: SessionMessage | Exception = await self._inner.__anext__()
+            return item
+        except Exception:  # StopAsyncIteration too: the end of the stream
             self._ended.set()
             raise
 
@@ -77,9 +78,7 @@ class _WatchedRead:
 
 
 @asynccontextmanager
-async def _watched(
-    streams: Any, ended: asyncio.Event
-) -> AsyncIterator[tuple[_WatchedRead, WriteStream[SessionMessage]]]:
+async def _watched(streams: Any, ended: asyncio.Event) -> AsyncIterator[tuple[_WatchedRead, Any]]:
     async with streams as (read, write):
         yield _WatchedRead(read, ended), write
 
@@ -111,7 +110,7 @@ def stdio_parameters(config: McpServerConfig) -> StdioServerParameters:
 
 async def open_transport(
     config: McpServerConfig, stack: AsyncExitStack, ended: asyncio.Event
-) -> TransportStreams | Any:
+) -> Any:
     """The transport for `mcp.Client`, entered on `stack` by the client itself."""
     if config.command is not None:
         return _watched(stdio_client(stdio_parameters(config)), ended)
