@@ -14,8 +14,8 @@ def _check(server: McpServer) -> Check:
         state = server.state
         if state.ready:
             return None
-        reason = state.reason or "connecting"
-        return Down(f"{state.phase}: {reason}", datetime.fromtimestamp(state.since, UTC))
+        reason = f"{state.phase}: {state.reason}" if state.reason else state.phase
+        return Down(reason, datetime.fromtimestamp(state.since, UTC))
 
     return check
 

@@ -4,7 +4,8 @@ Run as `python -I -S guard.py PARENT_PID KEEP -- COMMAND ARGS...` (standard libr
 by path: no import of our packages, a few ms of start-up). It starts the server in its own
 process group (the SDK starts the guard with a new session; the server stays in that group), keeps
 only the environment variables named in KEEP (comma-separated), then waits. When the server
-exits, the guard ends the group's leftovers and exits with the server's status. When the gateway
+exits, the guard ends the group's leftovers (SIGTERM, then SIGKILL) and exits with the server's
+status. When the gateway
 dies (even by SIGKILL: the kernel's parent-death signal, and a check of the parent pid as a
 fallback), the server has already seen its stdin close; the guard gives it a grace period, then
 SIGTERM to the group, then SIGKILL. The guard drops its own copies of stdin and stdout, so the
@@ -18,6 +19,7 @@ import os
 import signal
 import subprocess
 import sys
+import time
 
 GRACE_S = 2.0  # as the SDK: after stdin closes, before SIGTERM; and again before SIGKILL
 _PR_SET_PDEATHSIG = 1
@@ -43,15 +45,41 @@ def _wait(pid: int, seconds: float) -> int | None:
     return None
 
 
-def _end_group(pid: int) -> int:
-    """Grace, SIGTERM to the group, grace, SIGKILL: the server's status (or -9)."""
-    code = _wait(pid, GRACE_S)
+def _others_in_group() -> bool:
+    """Whether a live process other than the guard is in the guard's group (Linux /proc)."""
+    group, me = os.getpgid(0), os.getpid()
+    try:
+        pids = [int(p) for p in os.listdir("/proc") if p.isdigit()]
+    except OSError:
+        return True  # cannot tell: the caller escalates
+    for pid in pids:
+        if pid == me:
+            continue
+        try:
+            with open(f"/proc/{pid}/stat") as f:
+                fields = f.read().rpartition(")")[2].split()
+        except OSError:
+            continue
+        if fields[0] != "Z" and int(fields[2]) == group:
+            return True
+    return False
+
+
+def _end_group(pid: int, code: int | None) -> int:
+    """The server has exited (`code`), or must: grace, SIGTERM, grace; then whatever is left of
+    the group (a wrapper's children) gets SIGTERM, a grace, and SIGKILL. The server's status."""
+    if code is None:
+        code = _wait(pid, GRACE_S)
     if code is None:
         _signal_group(signal.SIGTERM)
         code = _wait(pid, GRACE_S)
-    if code is None:
-        _signal_group(signal.SIGKILL)  # the guard goes too: it is a member of the group
-    return code if code is not None else -9
+    _signal_group(signal.SIGTERM)
+    for _ in range(int(GRACE_S / 0.05)):
+        if not _others_in_group():
+            return code if code is not None else -9
+        time.sleep(0.05)
+    _signal_group(signal.SIGKILL)  # the guard goes too: it is a member of the group
+    return -9
 
 
 def _signal_group(sig: int) -> None:
@@ -87,11 +115,10 @@ def main(argv: list[str]) -> int:
     while True:
         woke = signal.sigtimedwait(_WAKE, 1.0)
         done, status = os.waitpid(child.pid, os.WNOHANG)
-        if done:
-            _signal_group(signal.SIGTERM)  # what the server left behind (a wrapper's children)
-            return os.waitstatus_to_exitcode(status)
+        if done:  # what the server left behind (a wrapper's children) goes too
+            return _end_group(child.pid, os.waitstatus_to_exitcode(status))
         if (woke is not None and woke.si_signo == signal.SIGUSR2) or os.getppid() != parent:
-            return _end_group(child.pid)
+            return _end_group(child.pid, None)
         # SIGTERM/SIGINT/SIGHUP went to the whole group (the SDK's shutdown): the server got it
         # too; the guard stays until the server is gone, so the group ends as one
 
