@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 from mcp.server.mcpserver import Context, MCPServer
 
+from bot.ops.metrics import Metrics
 from tests.blob_kit import MemoryBlobs
 from tests.mcp_servers.demo import build
 from tools.base import ToolContext, ToolDeps
@@ -214,3 +215,16 @@ async def test_a_down_server_is_a_tool_error_at_once() -> None:
         runner.cancel()
         with pytest.raises(asyncio.CancelledError):
             await runner
+
+
+async def test_metrics_count_calls_errors_and_latency_per_server(demo: McpServer) -> None:
+    metrics = Metrics()
+    registry = ToolRegistry(sources=[demo], pii=None)
+    registry.observer = metrics.tool_call
+    names = registry.names()
+    await registry.call("mcp__demo__add", {"a": 1, "b": 2}, ctx(), allowed=names, timeout_s=5)
+    await registry.call("mcp__demo__fail", {}, ctx(), allowed=names, timeout_s=5)
+    text = metrics.render().decode()
+    assert 'gateway_mcp_calls_total{outcome="ok",server="demo"} 1.0' in text
+    assert 'gateway_mcp_calls_total{outcome="error",server="demo"} 1.0' in text
+    assert 'gateway_mcp_call_seconds_count{server="demo"} 2.0' in text

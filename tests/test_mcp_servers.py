@@ -9,6 +9,7 @@ import json
 import os
 import signal
 import socket
+import subprocess
 import sys
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -23,7 +24,8 @@ from tools.mcp.settings import McpServerConfig
 from tools.registry import ToolRegistry
 
 pytestmark = pytest.mark.process
-DEMO = str(Path(__file__).parent / "mcp_servers" / "demo.py")
+ROOT = Path(__file__).resolve().parent.parent
+DEMO = str(ROOT / "tests" / "mcp_servers" / "demo.py")
 WAIT_S = 60  # a hang guard on a loaded machine, never a speed bound
 CTX = ToolContext("u1")
 
@@ -211,3 +213,37 @@ async def test_shutdown_ends_the_child_and_what_it_started(tmp_path: Path) -> No
     async with asyncio.timeout(WAIT_S):
         while pid_alive(server) or pid_alive(grandchild):  # noqa: ASYNC110 - other processes
             await asyncio.sleep(0.05)
+
+
+def test_bot_mcp_list_and_check_say_how_each_server_is(tmp_path: Path) -> None:
+    nowhere = f"http://127.0.0.1:{free_port()}/mcp"
+    config = tmp_path / "config.yaml"
+    servers = {
+        "demo": {"command": sys.executable, "args": [DEMO], "exclude": ["fail", "slow"]},
+        "away": {"url": nowhere, "connect_timeout_s": 1},
+        "off": {"url": nowhere, "enabled": False},
+    }
+    config.write_text(json.dumps({"mcp": {"servers": servers}}))
+
+    def bot(*args: str) -> subprocess.CompletedProcess[str]:
+        command = [sys.executable, "-m", "bot", "mcp", *args, "--config", str(config)]
+        return subprocess.run(command, capture_output=True, text=True, timeout=120, cwd=ROOT)
+
+    listed = bot("list")
+    assert listed.returncode == 0, listed.stderr
+    lines = listed.stdout.splitlines()
+    assert lines[0].startswith("demo (stdio): ready, 4 tools, protocol ")
+    assert lines[1:5] == [
+        "  mcp__demo__add",
+        "  mcp__demo__delete_file",
+        "  mcp__demo__whoami",
+        "  mcp__demo__picture",
+    ]
+    assert lines[5].startswith("away (http): down: cannot connect")
+    assert bot("check", "demo").returncode == 0
+    away = bot("check", "away")
+    assert away.returncode == 1 and "away (http): down: cannot connect" in away.stdout
+    off = bot("check", "off")
+    assert off.returncode == 1 and off.stdout == "off: disabled (enabled: false)\n"
+    unknown = bot("check", "nope")
+    assert unknown.returncode == 2 and "mcp.servers: no server 'nope'" in unknown.stderr
