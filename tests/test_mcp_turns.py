@@ -17,6 +17,7 @@ from agent.providers.scripted import Reply, ScriptedProvider
 from bot.pipeline.turn import STOPPED
 from bot.runtime.app import App
 from content.parts import ImagePart
+from tests.admin_kit import TOKEN
 from tests.agents_kit import Router
 from tests.conftest import Running, connect
 from tests.test_mcp_servers import DEMO, WAIT_S, logged
@@ -42,6 +43,7 @@ async def start(running: Running, tmp_path: Path, router: Router) -> App:
         ScriptedProvider(router),
         personas={"dirs": [str(personas)]},
         mcp={"servers": servers},
+        admin={"token": TOKEN},
     )
     async with asyncio.timeout(WAIT_S):  # the app answers before: the tools come when it is up
         await app.mcp.servers["demo"].wait_for(lambda s: s.ready)
@@ -74,6 +76,12 @@ async def test_a_turn_calls_an_allowed_tool_and_the_model_sees_its_image(
     (part,) = shown.parts
     assert isinstance(part, ImagePart) and part.blob.mime_type == "image/png"
     assert (await app.blobs.get(part.blob.blob_id))[1].startswith(b"\x89PNG")
+    headers = {"Authorization": f"Bearer {TOKEN}"}
+    async with session.get(f"{app.url}/admin", headers=headers) as response:
+        page = await response.text()
+    row = page.split('<tr class="tool-server">', 1)[1].split("</tr>", 1)[0]
+    assert "<td>demo</td><td>stdio</td><td>ready</td>" in row
+    assert '<td class="num">6</td>' in row
 
 
 async def test_stop_cancels_the_call_on_the_server(

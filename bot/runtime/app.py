@@ -238,6 +238,7 @@ class App:
                 ops=self.ops,
                 redis=self.redis,
                 media=MediaRoute(self.blobs, self.links) if self.links is not None else None,
+                tool_servers=self.mcp.states,
             )
             self.port = await self._web.start()
         log.info("model: %s", describe_provider(self.provider))

@@ -6,7 +6,7 @@ One aiohttp server carries them all; this module decides what is installed on it
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from aiohttp import web
@@ -21,6 +21,7 @@ from bot.ops.operations import Operations
 from bot.redis.mode import RedisMode
 from bot.runtime.config import Config
 from bot.storage.backends import AnyStore
+from tools.mcp.state import ServerState
 
 READY = web.AppKey("ready", dict)
 KEEPALIVE_S = 75.0  # aiohttp's default is 3,630 s
@@ -41,7 +42,9 @@ class WebServer:
         ops: Operations,
         redis: RedisMode | None,
         media: MediaRoute | None = None,
+        tool_servers: Callable[[], Mapping[str, ServerState]] = dict,
     ) -> None:
+        """`tool_servers`: the MCP servers' states, for the admin view."""
         self.config = config
         self.provider = provider
         self.store = store
@@ -51,6 +54,7 @@ class WebServer:
         self.ops = ops
         self.redis = redis
         self.media = media  # /media/<blob id>: signed links to stored files
+        self.tool_servers = tool_servers
         self._runner: web.AppRunner | None = None
 
     async def start(self) -> int:
@@ -90,6 +94,7 @@ class WebServer:
             channel_states=self.channel_states,
             channels=lambda: sorted(self.channels),
             prices=self.config.usage.prices,
+            tool_servers=self.tool_servers,
         )
         return AdminView(self.config.admin, sources)
 

@@ -30,6 +30,7 @@ from bot.reports.sessions_view import find_session, session_tree
 from bot.reports.usage import usage_report
 from bot.runtime.config.schema import AdminConfig, ModelPrice
 from bot.storage.backends import AnyStore
+from tools.mcp.state import ServerState
 
 COOKIE = "bot_admin"
 # Set by reverse proxies: a request carrying one came through a proxy, and a proxy on this host
@@ -47,6 +48,10 @@ HEADERS = {
 }
 
 
+def _utc(seconds: float) -> str:
+    return datetime.fromtimestamp(seconds, UTC).strftime("%Y-%m-%d %H:%M:%S")
+
+
 @dataclass
 class AdminSources:
     """What the pages read; all of it is the running app's own state."""
@@ -56,6 +61,7 @@ class AdminSources:
     channel_states: ChannelStates
     channels: Callable[[], list[str]]
     prices: Mapping[str, ModelPrice]
+    tool_servers: Callable[[], Mapping[str, ServerState]] = dict  # the MCP servers, by name
 
 
 class AdminView:
@@ -73,6 +79,7 @@ class AdminView:
             autoescape=True,  # every template, whatever its name
             undefined=jinja2.StrictUndefined,
         )
+        self._templates.filters["utc"] = _utc
 
     def install(self, app: web.Application) -> None:
         app.router.add_get("/admin", self._guard(self._index))
@@ -171,6 +178,7 @@ class AdminView:
             personas=sorted(src.personas.all().values(), key=lambda p: p.name),
             persona_errors=src.personas.errors(),
             channels=channels,
+            tool_servers=src.tool_servers(),
             usage=usage,
         )
 
