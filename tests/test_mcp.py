@@ -166,6 +166,25 @@ async def test_a_list_change_is_picked_up_and_the_version_rises() -> None:
         assert (await s.call("mcp__grow__fresh", {}, ctx())).text == "new"
 
 
+async def test_an_older_server_is_spoken_to_by_handshake_and_its_change_notice_heard() -> None:
+    server = MCPServer("old")
+
+    @server.tool()
+    async def grow(ctx: Context) -> str:
+        """Add a tool."""
+        server.add_tool(lambda: "new", name="fresh", description="A new tool.")
+        await ctx.request_context.session.send_tool_list_changed()  # 2025-11-25's notice
+        return "ok"
+
+    source = McpServer("old", CONFIG, target=in_process(server), mode="legacy")
+    async for s in started(source):
+        assert s.state.protocol == "2025-11-25"
+        await s.call("mcp__old__grow", {}, ctx())
+        async with asyncio.timeout(10):
+            await s.wait_for(lambda st: "mcp__old__fresh" in st.tools)
+        assert (await s.call("mcp__old__fresh", {}, ctx())).text == "new"
+
+
 def test_names_are_sanitised_and_long_ones_cut_with_a_hash() -> None:
     assert tool_name("files", "read.file v2") == "mcp__files__read_file_v2"
     long = tool_name("files", "x" * 80)

@@ -54,12 +54,16 @@ class McpServer:
         *,
         target: Target | None = None,
         backoff_s: tuple[float, float] = (0.5, 30.0),
+        mode: str = "auto",
     ) -> None:
-        """`target`: what to connect to, instead of the configured command or URL (tests)."""
+        """`target`: what to connect to, instead of the configured command or URL (tests);
+        `mode`: the SDK's, "auto" (2026-07-28 when the server speaks it, else the 2025-11-25
+        handshake) or "legacy" (the handshake only)."""
         self.server = name
         self.config = config
         self._target = target
         self._backoff = backoff_s
+        self._mode = mode
         self._catalog = Catalog(name, config)
         self._state = ServerState(name, config.transport, required=config.required)
         self._changed = asyncio.Event()  # set, and replaced, at every change
@@ -182,6 +186,7 @@ class McpServer:
                 # a backstop only: each call's deadline is the registry's (call_timeout_s)
                 read_timeout_seconds=self.config.call_timeout_s + 5,
                 message_handler=on_message,
+                mode=self._mode,
                 cache=None,  # the tool list is ours to keep; calls are never cached
             )
             async with asyncio.timeout(self.config.connect_timeout_s):
