@@ -65,9 +65,11 @@ async def logged(log: Path, text: str) -> None:
 
 
 @asynccontextmanager
-async def http_server(port: int, log: Path) -> AsyncIterator[asyncio.subprocess.Process]:
+async def http_server(
+    port: int, log: Path, transport: str = "--http"
+) -> AsyncIterator[asyncio.subprocess.Process]:
     process = await asyncio.create_subprocess_exec(
-        sys.executable, DEMO, "--http", str(port), "--log", str(log)
+        sys.executable, DEMO, transport, str(port), "--log", str(log)
     )
     try:
         async with asyncio.timeout(WAIT_S):
@@ -189,6 +191,15 @@ async def test_http_call_stopped_mid_way_is_cancelled_on_the_server(tmp_path: Pa
         assert result.text == "tool mcp__web__slow timed out after 0.5 s"
         await logged(log, "cancelled slow")
         assert (await source.call("mcp__web__add", {"a": 5, "b": 5}, CTX)).text == "10"
+
+
+async def test_a_legacy_sse_server_works_too(tmp_path: Path) -> None:
+    port, log = free_port(), tmp_path / "log"
+    config = McpServerConfig(url=f"http://127.0.0.1:{port}/sse", sse=True, headers={"X-A": "b"})
+    async with http_server(port, log, "--sse"), running(McpServer("old", config)) as source:
+        await until(source, "ready")
+        assert source.state.protocol == "2025-11-25" and source.state.transport == "sse"
+        assert (await source.call("mcp__old__add", {"a": 20, "b": 22}, CTX)).text == "42"
 
 
 async def test_stdio_call_stopped_mid_way_is_cancelled_on_the_server(tmp_path: Path) -> None:

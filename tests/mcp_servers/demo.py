@@ -1,6 +1,7 @@
-"""A small MCP server for the tests: `python demo.py [--http PORT] [--log FILE]`.
+"""A small MCP server for the tests: `python demo.py [--http PORT | --sse PORT] [--log FILE]`.
 
-Over stdio by default, Streamable HTTP on 127.0.0.1:PORT with `--http`. `--log FILE` appends one
+Over stdio by default, Streamable HTTP on 127.0.0.1:PORT with `--http` (at /mcp), the legacy
+HTTP+SSE transport with `--sse` (at /sse). `--log FILE` appends one
 line per event the tests look for (`started <pid>`, `cancelled <tool>`, `env <json>`).
 """
 
@@ -78,6 +79,7 @@ def build(log: str | None) -> MCPServer:
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--http", type=int)
+    parser.add_argument("--sse", type=int)  # the legacy HTTP+SSE transport on this port
     parser.add_argument("--log")
     # a grandchild, as `npx` leaves a `node`: it outlives the server unless the group is ended
     parser.add_argument("--child", action="store_true")
@@ -90,7 +92,10 @@ def main() -> None:
         if args.log:
             with open(args.log, "a") as f:
                 f.write(f"child {child.pid}\n")
-    if args.http is None:
+    if args.sse is not None:
+        server.settings.log_level = "WARNING"
+        server.run("sse", host="127.0.0.1", port=args.sse)
+    elif args.http is None:
         server.run("stdio")
     else:
         server.settings.log_level = "WARNING"

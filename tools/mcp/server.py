@@ -186,7 +186,7 @@ class McpServer:
                 # a backstop only: each call's deadline is the registry's (call_timeout_s)
                 read_timeout_seconds=self.config.call_timeout_s + 5,
                 message_handler=on_message,
-                mode=self._mode,
+                mode="legacy" if self.config.sse else self._mode,  # SSE predates 2026-07-28
                 cache=None,  # the tool list is ours to keep; calls are never cached
             )
             async with asyncio.timeout(self.config.connect_timeout_s):

@@ -33,6 +33,7 @@ class McpServerConfig(_Section):
     cwd: str | None = None
     url: str | None = None
     headers: dict[str, str] = Field({}, repr=False)  # `Authorization: Bearer ${TOKEN}`
+    sse: bool = False  # true: `url` speaks only the legacy HTTP+SSE transport (often `.../sse`)
     call_timeout_s: float = Field(30, gt=0, le=3600)
     connect_timeout_s: float = Field(10, gt=0, le=600)
     include: list[str] = ["*"]  # globs over the server's own tool names
@@ -70,13 +71,15 @@ class McpServerConfig(_Section):
             )
         if self.url is not None and (self.args or self.env or self.cwd):
             raise ValueError("args, env and cwd are for `command` servers; remove them for `url`")
-        if self.command is not None and self.headers:
-            raise ValueError("headers are for `url` servers; remove them for `command`")
+        if self.command is not None and (self.headers or self.sse):
+            raise ValueError("headers and sse are for `url` servers; remove them for `command`")
         return self
 
     @property
     def transport(self) -> str:
-        return "stdio" if self.command is not None else "http"
+        if self.command is not None:
+            return "stdio"
+        return "sse" if self.sse else "http"
 
 
 class McpSettings(_Section):

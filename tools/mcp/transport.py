@@ -1,4 +1,5 @@
-"""How the gateway reaches one server: the stdio child (under tools/mcp/guard.py) or HTTP.
+"""How the gateway reaches one server: the stdio child (under tools/mcp/guard.py), Streamable
+HTTP, or the legacy HTTP+SSE transport (`sse: true`).
 
 `open_transport` enters what the connection needs on the caller's exit stack (so the supervisor
 task that owns the connection also closes it) and returns what `mcp.Client` takes. The read
@@ -19,6 +20,7 @@ from types import TracebackType
 from typing import Any
 
 import httpx2
+from mcp.client.sse import sse_client
 from mcp.client.stdio import StdioServerParameters, stdio_client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.message import SessionMessage
@@ -115,6 +117,11 @@ async def open_transport(
     if config.command is not None:
         return _watched(stdio_client(stdio_parameters(config)), ended)
     assert config.url is not None
+    if config.sse:  # the legacy transport: it makes its own HTTP client
+        streams = sse_client(
+            config.url, headers=dict(config.headers), timeout=config.connect_timeout_s
+        )
+        return _watched(streams, ended)
     # the read timeout is the SDK's (an SSE stream stays open); a call's deadline is ours
     timeout = httpx2.Timeout(config.connect_timeout_s, read=300)
     http = await stack.enter_async_context(
