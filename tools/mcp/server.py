@@ -84,8 +84,8 @@ class McpServer:
         return self._catalog.infos
 
     async def call(self, name: str, arguments: Mapping[str, Any], ctx: ToolContext) -> ToolResult:
-        client, calls = self._client, self._calls
-        if client is None or calls is None:
+        client, calls, ended = self._client, self._calls, self._ended
+        if client is None or calls is None or ended is None:
             state = self._state
             why = f": {state.reason}" if state.reason else ""
             raise ToolError(
@@ -95,7 +95,7 @@ class McpServer:
         tool = self._catalog.original(name)
         if tool is None:  # the list changed since the registry looked
             raise ToolError(f"MCP server {self.server!r} no longer lists {name!r}")
-        task = calls.create_task(self._call(client, tool, dict(arguments)))
+        task = calls.create_task(self._call(client, tool, dict(arguments), ended))
         try:
             outcome = await task
         except asyncio.CancelledError:
@@ -109,19 +109,20 @@ class McpServer:
             raise ToolError(f"{self.server}/{tool}: {describe_error(outcome)}")
         return await to_result(outcome, ctx, f"{self.server}/{tool}")
 
+    @staticmethod
     async def _call(
-        self, client: Client, tool: str, arguments: dict[str, Any]
+        client: Client, tool: str, arguments: dict[str, Any], ended: asyncio.Event
     ) -> types.CallToolResult | Exception:
-        # runs in the supervisor's group: an exception is handed back, never left to end it
+        # runs in the supervisor's group: an exception is handed back, never left to end it;
+        # one that says the connection is gone ends this connection (`ended`), not a newer one
         try:
             return await client.call_tool(tool, arguments)
         except MCPError as exc:
-            if exc.code == types.CONNECTION_CLOSED and self._ended is not None:
-                self._ended.set()
+            if exc.code == types.CONNECTION_CLOSED:
+                ended.set()
             return exc
         except Exception as exc:
-            if self._ended is not None:
-                self._ended.set()
+            ended.set()
             return exc
 
     # -- state ----------------------------------------------------------------------------------
@@ -133,7 +134,11 @@ class McpServer:
         state = replace(self._state, **changes)
         if state.phase != self._state.phase:
             state = replace(state, since=time.time())
-            log.info("MCP server %s", state.line())
+            log.log(
+                logging.WARNING if state.phase == "down" else logging.INFO,
+                "MCP server %s",
+                state.line(),
+            )
         self._state = state
         changed, self._changed = self._changed, asyncio.Event()
         changed.set()
