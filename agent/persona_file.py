@@ -26,11 +26,10 @@ from pydantic import (
     field_validator,
 )
 
-from tools.registry import is_pattern
+from tools.registry import MAX_TOOLS, is_pattern
 
 COORDINATOR = "default"
 MAX_DESCRIPTION = 200
-MAX_TOOLS = 128  # OpenAI refuses a request with more (`array_above_max_length`)
 MANY_TOOLS = 40  # past this, models choose worse: a warning
 MCP_PREFIX = "mcp__"  # an MCP server's tools: unknown while it connects, so a warning
 _FENCE = "---"

@@ -247,3 +247,17 @@ async def test_metrics_count_calls_errors_and_latency_per_server(demo: McpServer
     assert 'gateway_mcp_calls_total{outcome="ok",server="demo"} 1.0' in text
     assert 'gateway_mcp_calls_total{outcome="error",server="demo"} 1.0' in text
     assert 'gateway_mcp_call_seconds_count{server="demo"} 2.0' in text
+
+
+async def test_a_pattern_that_grew_past_the_limit_offers_the_first_128(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    server = MCPServer("big")
+    for i in range(130):
+        server.add_tool(lambda: "x", name=f"t{i:03}", description="A tool.")
+    source = McpServer("big", CONFIG, target=in_process(server))
+    async for s in started(source):
+        registry = ToolRegistry(sources=[s], pii=None)
+        names = registry.resolve(["mcp__big__*"])
+        assert len(names) == 128 and names[0] == "mcp__big__t000"
+        assert "match 130 tools, more than the 128" in caplog.text

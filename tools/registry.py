@@ -37,6 +37,7 @@ ToolOutcome = Literal["ok", "error", "timeout", "refused"]
 # (tool name, or "unknown" for a name no tool has; outcome; seconds): for /metrics
 ToolObserver = Callable[[str, ToolOutcome, float], None]
 _GLOB = frozenset("*?[")
+MAX_TOOLS = 128  # OpenAI refuses a request offering more (`array_above_max_length`)
 
 
 def is_pattern(name: str) -> bool:
@@ -165,7 +166,20 @@ class ToolRegistry:
                     found.update((n, None) for n in index if fnmatch.fnmatchcase(n, entry))
                 else:
                     found[entry] = None
-            names = self._resolved[key] = tuple(found)
+            names = tuple(found)
+            if len(names) > MAX_TOOLS:
+                # a pattern grew past the limit after the persona loaded (an MCP server came up
+                # with more tools): the first ones serve, rather than every request failing
+                log.error(
+                    "tools %s match %d tools, more than the %d a model API takes; offering the"
+                    " first %d: narrow the patterns or the server's include/exclude",
+                    list(key),
+                    len(names),
+                    MAX_TOOLS,
+                    MAX_TOOLS,
+                )
+                names = names[:MAX_TOOLS]
+            self._resolved[key] = names
         return names
 
     async def call(
