@@ -252,6 +252,9 @@ def test_bot_mcp_list_and_check_say_how_each_server_is(tmp_path: Path) -> None:
     ]
     assert lines[5].startswith("away (http): down: cannot connect")
     assert bot("check", "demo").returncode == 0
+    one = bot("list", "away")
+    assert one.returncode == 0 and one.stdout.startswith("away (http): down: cannot connect")
+    assert "demo" not in one.stdout
     away = bot("check", "away")
     assert away.returncode == 1 and "away (http): down: cannot connect" in away.stdout
     off = bot("check", "off")

@@ -82,6 +82,7 @@ def _parser() -> argparse.ArgumentParser:
     mcp = commands.add_parser("mcp", help="the MCP tool servers of mcp.servers")
     mcp_commands = mcp.add_subparsers(dest="mcp_command", required=True)
     mcp_list = mcp_commands.add_parser("list", help="connect to each server; print its tools")
+    mcp_list.add_argument("name", nargs="?", help="one server (default: every enabled one)")
     mcp_check = mcp_commands.add_parser("check", help="exit 1 if a server is down, saying why")
     mcp_check.add_argument("name", nargs="?", help="one server (default: every enabled one)")
     api_key = commands.add_parser("api-key", help="keys for the sessions API (channels.api)")
