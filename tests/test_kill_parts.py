@@ -19,6 +19,7 @@ from typing import Any
 
 import pytest
 
+from agent.providers.openai_wire import FOLLOW_UP
 from agent.types import Message
 from bot.storage import SqliteStore
 from content.blobs import blob_id_of
@@ -169,13 +170,22 @@ async def test_a_killed_turn_with_media_in_its_history_is_resumed_into_its_place
     assert len(model.requests) == 3
     receipt_url = "data:image/jpeg;base64," + base64.b64encode(RECEIPT).decode()
     for request in (model.requests[0], model.requests[2]):  # before the kill, and resumed
-        users = [m["content"] for m in request.body["messages"] if m["role"] == "user"]
+        users = [
+            m["content"]
+            for m in request.body["messages"]
+            if m["role"] == "user" and _shown(m["content"])[0] != FOLLOW_UP
+        ]
         # the media of the history and of the turn go to the model again after the kill
         assert _shown(users[0]) == (EARLIER, ["image_url", "file"])
         assert _shown(users[-1]) == (ASK, ["image_url"])
         assert users[-1][-1]["image_url"]["url"] == receipt_url
     resumed = model.requests[2].body["messages"]
     assert len([m for m in resumed if m["role"] == "tool"]) == 1  # replayed, not paid again
+    # the QR code the replayed result carries follows it, as the model takes images
+    assert resumed[-1]["role"] == "user" and _shown(resumed[-1]["content"]) == (
+        FOLLOW_UP,
+        ["image_url"],
+    )
     assert _parts_of(tmp_path, "t-earlier") == [parts_to_json((photo, form)), None]
     [turn_id] = [row[0] for row in _rows(tmp_path, "select id from turns")]
     own = _parts_of(tmp_path, turn_id)

@@ -14,6 +14,7 @@ import pytest
 from agent.providers.anthropic import AnthropicProvider
 from agent.providers.media import TEXT_ONLY, Media
 from agent.providers.openai import OpenAIProvider
+from agent.providers.openai_wire import FOLLOW_UP
 from agent.types import Message, ModelRequest, TextDelta, ToolCall
 from content.blobs import BlobNotFound
 from content.parts import AudioPart, BlobRef, FilePart, ImagePart, Part
@@ -168,7 +169,8 @@ async def test_a_tools_image_reaches_the_model_where_the_api_allows(
     vendor: str, openai_fake: FakeOpenAI, anthropic_fake: FakeAnthropic
 ) -> None:
     """Anthropic takes images in a tool result; Chat Completions takes none in a tool message,
-    so there it is described (the model knows a QR code was made and shown)."""
+    so there it is described, and the image follows the round's tool messages in a user
+    message (a model that takes images sees the QR code too)."""
     fake = fake_for(vendor, openai_fake, anthropic_fake)
     fake.add(Reply(text=["done"]))
     blobs = Blobs()
@@ -186,6 +188,40 @@ async def test_a_tools_image_reaches_the_model_where_the_api_allows(
         assert [b["type"] for b in result["content"]] == ["text", "image"]
         assert base64.b64decode(result["content"][1]["source"]["data"]) == PNG
     else:
-        assert sent[-1]["role"] == "tool"
-        assert sent[-1]["content"].startswith("payment link made\n[image 'qr.png': image/png")
+        assert sent[-2]["role"] == "tool"
+        assert sent[-2]["content"].startswith("payment link made\n[image 'qr.png': image/png")
+        assert sent[-1]["role"] == "user"
+        text, image = sent[-1]["content"]
+        assert text == {"type": "text", "text": FOLLOW_UP}
+        assert (
+            image["image_url"]["url"] == "data:image/png;base64," + base64.b64encode(PNG).decode()
+        )
     await p.aclose()
+
+
+async def test_tool_images_follow_the_whole_round_and_only_where_images_are_taken(
+    openai_fake: FakeOpenAI,
+) -> None:
+    """Chat Completions wants every tool message right after its assistant message: the images
+    of a round's results go after the last of them, then the conversation goes on."""
+    blobs = Blobs()
+    chart = ImagePart(blobs.put(PNG, "image/png", "chart.png"))
+    calls = (ToolCall("c1", "mcp__s__chart", "{}"), ToolCall("c2", "mcp__s__stats", "{}"))
+    history = (
+        Message("user", "how did we do?"),
+        Message("assistant", "", tool_calls=calls),
+        Message("tool", "a chart", tool_call_id="c1", name="mcp__s__chart", parts=(chart,)),
+        Message("tool", "12 sales", tool_call_id="c2", name="mcp__s__stats"),
+        Message("assistant", "Twelve sales."),
+        Message("user", "and the chart again?"),
+    )
+    for media, roles in (
+        (Media(), ["user", "assistant", "tool", "tool", "user", "assistant", "user"]),
+        (TEXT_ONLY, ["user", "assistant", "tool", "tool", "assistant", "user"]),
+    ):
+        openai_fake.add(Reply(text=["ok"]))
+        p = provider("openai", openai_fake.url, media)
+        await send(p, ModelRequest("", history, blobs=blobs))
+        sent = openai_fake.requests[-1].body["messages"]
+        assert [m["role"] for m in sent] == roles
+        await p.aclose()

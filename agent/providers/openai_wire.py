@@ -1,5 +1,9 @@
 """Our messages as Chat Completions items: `tool_calls` on the assistant, role "tool" for results,
-a user's media as content parts (media.py); each message encoded once and kept (wire.py)."""
+a user's media as content parts (media.py); each message encoded once and kept (wire.py).
+
+A tool message takes text only, so the images tool results carry (an MCP server's chart, a
+payment's QR code) follow the round's last tool message as one user message, when the model
+takes images; the tool message describes them in its text as before."""
 
 from __future__ import annotations
 
@@ -17,7 +21,7 @@ from agent.providers.media import (
 )
 from agent.providers.wire import cached, dumps, extended, keep, resume
 from agent.types import Message, ToolCall
-from content.parts import FilePart, Part, TextPart
+from content.parts import FilePart, ImagePart, Part, TextPart
 
 
 def to_openai(
@@ -25,7 +29,19 @@ def to_openai(
 ) -> list[dict[str, Any]]:
     """Our messages for Chat Completions: `tool_calls` on the assistant, role "tool" for results."""
     out: list[dict[str, Any]] = [{"role": "system", "content": system}] if system else []
-    return out + [item for item in (_item(m, media) for m in messages) if item is not None]
+    shown: list[dict[str, Any]] = []
+    for message in messages:
+        if shown and message.role != "tool":
+            out.append(_follow_up(shown))
+            shown = []
+        if message.role == "tool" and message.parts:
+            shown.extend(_tool_images(message, media))
+        item = _item(message, media)
+        if item is not None:
+            out.append(item)
+    if shown:
+        out.append(_follow_up(shown))
+    return out
 
 
 def _items(messages: Sequence[Message], media: Media = ALL_MEDIA) -> list[bytes]:
@@ -36,10 +52,20 @@ def _items(messages: Sequence[Message], media: Media = ALL_MEDIA) -> list[bytes]
     prefix_key = _PREFIX + media.key
     prefix = resume(messages, prefix_key)
     start = prefix.count if prefix else 0
-    added = [
-        _media_item(message, media) if message.parts else cached(message, "openai", _encode)
-        for message in messages[start:]
-    ]
+    added: list[bytes] = []
+    shown: list[bytes] = []  # the images of this round's tool results so far, encoded
+    for message in messages[start:]:
+        if shown and message.role != "tool":
+            added.append(_follow_up_bytes(shown))
+            shown = []
+        if not message.parts:
+            added.append(cached(message, "openai", _encode))
+            continue
+        if message.role == "tool":  # before _media_item: it drops the bytes it read
+            shown.extend(cached(message, _IMAGES + media.key, lambda m: _encoded_images(m, media)))
+        added.append(_media_item(message, media))
+    if shown:
+        added.append(_follow_up_bytes(shown))
     # an empty assistant message is left out
     items = extended(prefix.made if prefix else b"", [piece for piece in added if piece])
     keep(messages, prefix_key, start, items)
@@ -47,6 +73,36 @@ def _items(messages: Sequence[Message], media: Media = ALL_MEDIA) -> list[bytes]
 
 
 _PREFIX = "openai-prefix:"
+_IMAGES = "openai-tool-images:"
+FOLLOW_UP = "[The images the tool results above attached:]"
+
+
+def _tool_images(message: Message, media: Media) -> list[dict[str, Any]]:
+    """The image parts of a tool message the model takes, as user content parts."""
+    images: list[dict[str, Any]] = []
+    for part in message.parts:
+        if isinstance(part, ImagePart) and media.native(part) == "image":
+            data = loaded(message, part)
+            if data is not None:
+                url = f"data:{part.blob.mime_type.lower()};base64,{data}"
+                images.append({"type": "image_url", "image_url": {"url": url}})
+    return images
+
+
+def _encoded_images(message: Message, media: Media) -> tuple[bytes, ...]:
+    # bytes, not dicts: kept on the message, they are nothing the cyclic GC walks (wire.py)
+    return tuple(dumps(image) for image in _tool_images(message, media))
+
+
+def _follow_up(images: list[dict[str, Any]]) -> dict[str, Any]:
+    return {"role": "user", "content": [{"type": "text", "text": FOLLOW_UP}, *images]}
+
+
+_FOLLOW_UP_HEAD = dumps(_follow_up([]))[:-2]  # without the closing "]}"
+
+
+def _follow_up_bytes(images: list[bytes]) -> bytes:
+    return b"".join([_FOLLOW_UP_HEAD, b",", b",".join(images), b"]}"])
 
 
 def _encode(message: Message, media: Media = ALL_MEDIA) -> bytes:
