@@ -14,19 +14,21 @@ from pathlib import Path
 
 from bot.runtime.config import Config, ConfigError
 from tools.mcp.servers import McpServers
+from tools.mcp.settings import McpSettings
 
 
 async def mcp_command(config: Config, base_dir: Path, args: argparse.Namespace) -> int:
-    servers = McpServers(config.mcp, base_dir=base_dir)
+    settings = config.mcp
     name = getattr(args, "name", None)
     if name is not None:
-        if name not in config.mcp.servers:
-            known = sorted(config.mcp.servers)
+        if name not in settings.servers:
+            known = sorted(settings.servers)
             raise ConfigError(f"mcp.servers: no server {name!r}; configured: {known}")
-        if name not in servers.servers:
+        if not settings.servers[name].enabled:
             print(f"{name}: disabled (enabled: false)")
             return 1
-        servers.servers = {name: servers.servers[name]}
+        settings = McpSettings(servers={name: settings.servers[name]})
+    servers = McpServers(settings, base_dir=base_dir)
     if not servers.servers:
         print("no MCP servers are enabled (mcp.servers in config.yaml)")
         return 0
