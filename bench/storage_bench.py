@@ -138,7 +138,9 @@ def instructions(tree: Path, turns: int) -> None:
     if child.returncode or counted is None:
         raise SystemExit(f"callgrind run failed: {child.stderr[-3000:]}")
     thousands = int(counted.group(1)) / turns / 1e3
-    print(f"{tree.name:16} store, 1 conversation + load_history: {thousands:,.0f} k instructions/turn")
+    print(
+        f"{tree.name:16} store, 1 conversation + load_history: {thousands:,.0f} k instructions/turn"
+    )
 
 
 def main() -> None:

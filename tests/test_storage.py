@@ -203,7 +203,7 @@ async def test_audit_truncates_long_results_with_a_marker(tmp_path: Path) -> Non
         )
         long, short = await store.audit_for_session("s")
         assert long.arguments == args and long.ok == 0 and long.duration_ms == 12.5
-        assert len(long.result) == AUDIT_RESULT_LIMIT
+        assert long.result is not None and len(long.result) == AUDIT_RESULT_LIMIT
         assert long.result.startswith("x" * 3000)
         assert long.result.endswith("[truncated: 10000 chars in all]")
         assert (short.result, short.ok, short.turn_id, short.extra) == (

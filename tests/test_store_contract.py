@@ -318,7 +318,7 @@ async def test_audit_and_usage_rows(store: AnyStore) -> None:
     await store.record_tool_call(AuditRecord("s", None, "c2", "clock", "{}", "short", True, 0.1))
     long, short = await store.audit_for_session("s")
     assert long.arguments == args and long.ok == 0 and long.duration_ms == 12.5
-    assert len(long.result) == AUDIT_RESULT_LIMIT
+    assert long.result is not None and len(long.result) == AUDIT_RESULT_LIMIT
     assert long.result.endswith("[truncated: 10000 chars in all]")
     assert (short.result, short.ok, short.turn_id, short.extra) == (
         "short",

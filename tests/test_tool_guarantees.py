@@ -150,7 +150,7 @@ async def test_timeouts_and_crashes_become_results_and_audit_rows(store: SqliteS
         )
         for m in seen
     ] == [(m.name, 0, m.content) for m in seen]
-    assert [json.loads(audit[m.tool_call_id].arguments) for m in seen] == [{}, {}, {"x": 1}]
+    assert [json.loads(audit[m.tool_call_id].arguments or "") for m in seen] == [{}, {}, {"x": 1}]
 
 
 async def test_calls_of_one_round_run_in_parallel_and_answer_in_call_order(

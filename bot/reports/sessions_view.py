@@ -5,8 +5,8 @@ from __future__ import annotations
 import json
 import unicodedata
 from dataclasses import dataclass, field
-from typing import Protocol
 
+from bot.storage.roles import AdminViewRecords
 from bot.storage.rows import AuditRow, MessageRow, SessionRow, TurnRow
 
 PREVIEW = 160
@@ -14,19 +14,7 @@ PREVIEW = 160
 BIDI = frozenset("\u061c\u200e\u200f\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069")
 
 
-class SessionRows(Protocol):
-    """The admin views this reads; SqliteStore and PostgresStore both have them."""
-
-    async def recent_sessions(self, *, limit: int = 20) -> list[SessionRow]: ...
-    async def get_session(self, session_id: str) -> SessionRow | None: ...
-    async def find_sessions(self, prefix: str) -> list[SessionRow]: ...
-    async def messages_for_session(self, session_id: str) -> list[MessageRow]: ...
-    async def turns_for_session(self, session_id: str) -> list[TurnRow]: ...
-    async def child_sessions(self, session_id: str) -> list[SessionRow]: ...
-    async def audit_for_session(self, session_id: str) -> list[AuditRow]: ...
-
-
-async def list_sessions(store: SessionRows, limit: int) -> str:
+async def list_sessions(store: AdminViewRecords, limit: int) -> str:
     rows = await store.recent_sessions(limit=limit)
     if not rows:
         return "no sessions yet"
@@ -63,7 +51,7 @@ class SessionNode:
         return {t.id for t in self.turns if t.status == "failed"}
 
 
-async def find_session(store: SessionRows, session_id: str) -> SessionRow:
+async def find_session(store: AdminViewRecords, session_id: str) -> SessionRow:
     """The session with this id, or the one whose id starts with it; LookupError otherwise."""
     session = await store.get_session(session_id)
     if session is None:
@@ -77,7 +65,7 @@ async def find_session(store: SessionRows, session_id: str) -> SessionRow:
     return session
 
 
-async def session_tree(store: SessionRows, session: SessionRow) -> SessionNode:
+async def session_tree(store: AdminViewRecords, session: SessionRow) -> SessionNode:
     """The tree `bot sessions show` prints and the admin view renders."""
     children = {c.id: c for c in await store.child_sessions(session.id)}
     calls: list[CallNode] = []
@@ -95,7 +83,7 @@ async def session_tree(store: SessionRows, session: SessionRow) -> SessionNode:
     )
 
 
-async def show_session(store: SessionRows, session_id: str) -> str:
+async def show_session(store: AdminViewRecords, session_id: str) -> str:
     """The session, each tool call in order, and each child session nested under it."""
     tree = await session_tree(store, await find_session(store, session_id))
     lines: list[str] = []

@@ -10,6 +10,7 @@ from collections.abc import Sequence
 from typing import Any, Protocol
 
 from adapters.base import ChatRef
+from agent.store import Store as AgentStore
 from agent.types import Message
 from bot.storage.rows import (
     AuditRow,
@@ -24,6 +25,11 @@ from bot.storage.rows import (
     TurnUsage,
     UsageTotalRow,
 )
+
+
+class MessageRecords(AgentStore, Protocol):
+    """The agent runtime's message log (`agent.store.Store`): sessions, their messages, the
+    tool-call audit and usage; the gateway reads and closes histories through it too."""
 
 
 class ClaimRecords(Protocol):
