@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any
 
 from agent.loop import NO_ANSWER, Resumed
 from agent.types import Message, ToolCall
@@ -27,24 +27,6 @@ from tools.registry import ToolRegistry
 
 class Unresumable(Exception):
     """The turn cannot go on safely; the message says why (for the log and `turns.error`)."""
-
-
-class RecordedCall(Protocol):
-    """A finished tool call as the audit log kept it (`bot.storage.rows.ToolCallRow`)."""
-
-    @property
-    def call_id(self) -> str: ...
-
-    @property
-    def result(self) -> str | None: ...
-
-    @property
-    def ok(self) -> bool: ...
-
-    @property
-    def extra(self) -> Mapping[str, Any]:
-        """What the result carried beside its text: `display` hints, media `parts`."""
-        ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,7 +41,7 @@ class ReplayPoint:
 
 def replay_point(
     own: Sequence[Message],
-    audit: Sequence[RecordedCall],
+    audit: Sequence[Mapping[str, Any]],
     registry: ToolRegistry,
     allowed: Collection[str],
 ) -> ReplayPoint:
@@ -86,8 +68,8 @@ def replay_point(
             continue
         row = audit_by_call.get(call.id)
         if row is not None:
-            text, ok = str(row.result), row.ok
-            parts = _parts(row.extra.get("parts"))
+            text, ok = str(row["result"]), bool(row["ok"])
+            parts = _parts((row.get("extra") or {}).get("parts"))
             recovered.append(Message("tool", text, (), call.id, call.name, not ok, parts=parts))
         elif call.name not in allowed or _rerun_safe(registry, call.name):
             pending.append(call)
@@ -134,17 +116,17 @@ def _rerun_safe(registry: ToolRegistry, name: str) -> bool:
 
 
 def _audit_rows(
-    earlier: Sequence[Message], audit: Sequence[RecordedCall]
-) -> dict[str, RecordedCall]:
+    earlier: Sequence[Message], audit: Sequence[Mapping[str, Any]]
+) -> dict[str, Mapping[str, Any]]:
     """The audit row of each call id of the last step. A server that repeats call ids across
     rounds ("call_0_0" each time) gets its earlier rows skipped, one per earlier result."""
     seen: dict[str, int] = {}
     for message in earlier:
         if message.role == "tool" and message.tool_call_id:
             seen[message.tool_call_id] = seen.get(message.tool_call_id, 0) + 1
-    rows: dict[str, RecordedCall] = {}
+    rows: dict[str, Mapping[str, Any]] = {}
     for row in audit:
-        call_id = row.call_id
+        call_id = str(row["call_id"])
         if seen.get(call_id, 0) > 0:
             seen[call_id] -= 1
         else:
@@ -152,17 +134,18 @@ def _audit_rows(
     return rows
 
 
-def _displays(audit: Sequence[RecordedCall]) -> tuple[Mapping[str, Any], ...]:
+def _displays(audit: Sequence[Mapping[str, Any]]) -> tuple[Mapping[str, Any], ...]:
     """What the replayed results showed (a payment card, say), in the order they were made."""
     hints: list[Mapping[str, Any]] = []
     for row in audit:
-        hints.extend(row.extra.get("display") or ())
+        extra = row.get("extra") or {}
+        hints.extend(extra.get("display") or ())
     return tuple(hints)
 
 
-def _made(audit: Sequence[RecordedCall]) -> tuple[Part, ...]:
+def _made(audit: Sequence[Mapping[str, Any]]) -> tuple[Part, ...]:
     """The media the recorded results made, in order (kept in their audit rows' `extra`)."""
-    return tuple(part for row in audit for part in _parts(row.extra.get("parts")))
+    return tuple(part for row in audit for part in _parts((row.get("extra") or {}).get("parts")))
 
 
 def _parts(items: Any) -> tuple[Part, ...]:

@@ -26,7 +26,6 @@ from agent.types import Message, ToolCall
 from bot.pipeline.transcript import StoreHistory
 from bot.redis import messages
 from bot.runtime.app import App
-from bot.storage.rows import ToolCallRow
 from content.blobs import BlobStore
 from content.parts import AudioPart, BlobRef, FilePart, ImagePart, MediaPart, Part, part_to_json
 from tests.conftest import make_config
@@ -249,8 +248,8 @@ def test_a_replayed_turn_keeps_the_media_of_its_results() -> None:
         Message("tool", "drew", tool_call_id="c1", name="chart", parts=(chart,)),
     ]
     audit = [
-        ToolCallRow("c1", "chart", "drew", True, {"parts": [part_to_json(chart)]}),
-        ToolCallRow("c2", "chart", "drew", True, {"parts": [part_to_json(chart)]}),
+        {"call_id": "c1", "result": "drew", "ok": 1, "extra": {"parts": [part_to_json(chart)]}},
+        {"call_id": "c2", "result": "drew", "ok": 1, "extra": {"parts": [part_to_json(chart)]}},
     ]
     point = replay_point(own, audit, ToolRegistry([]), {"chart"})
     assert point.messages[0].parts == (FilePart(PDF),)

@@ -9,7 +9,6 @@ import pytest
 from agent.loop import NO_ANSWER
 from agent.replay import Unresumable, replay_point
 from agent.types import Message, ToolCall
-from bot.storage.rows import ToolCallRow
 from tools.base import ToolContext
 from tools.registry import ToolRegistry, tool
 
@@ -30,8 +29,8 @@ REGISTRY = ToolRegistry([charge, lookup])
 ALLOWED = {"charge", "lookup"}
 
 
-def _audit(call_id: str, result: str, **extra: Any) -> ToolCallRow:
-    return ToolCallRow(call_id, "?", result, True, extra)
+def _audit(call_id: str, result: str, **extra: Any) -> dict[str, Any]:
+    return {"call_id": call_id, "tool_name": "?", "result": result, "ok": 1, "extra": extra}
 
 
 def test_a_server_repeating_call_ids_does_not_get_an_earlier_rounds_result() -> None:

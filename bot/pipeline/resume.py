@@ -19,7 +19,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
 
 from adapters.base import Channel, ChannelError, ChatRef, MessageHandle, OutboundContent
@@ -105,7 +105,8 @@ class TurnResumer:
                 calls = await turns.turn_tool_calls(turn_id, turn.session_id)
                 allowed = self.coordinator.prepare(persona).allowed
                 try:
-                    point = replay_point(own, calls, self.coordinator.registry, allowed)
+                    audit = [asdict(call) for call in calls]
+                    point = replay_point(own, audit, self.coordinator.registry, allowed)
                 except Unresumable as exc:
                     reason = str(exc)
         except StorageError as exc:

@@ -1,4 +1,4 @@
-"""Read-only views for admins and reports: sessions, messages, turns, audit, usage, as records."""
+"""Read-only views for admins and reports: sessions, messages, turns, audit and usage, as records."""
 
 from __future__ import annotations
 
