@@ -13,17 +13,21 @@ import dataclasses
 import sqlite3
 from collections.abc import Awaitable, Callable, Coroutine, Iterator, Mapping
 from types import TracebackType
-from typing import TYPE_CHECKING, Any, Concatenate, Generic, ParamSpec, Protocol, TypeVar
+from typing import Any, ClassVar, Concatenate, Generic, ParamSpec, Protocol, TypeVar
 
 from sqlalchemy.sql.expression import Executable
 
 from bot.storage.query import Dialect, Query
 
-if TYPE_CHECKING:
-    from _typeshed import DataclassInstance
+
+class Record(Protocol):
+    """A dataclass (bot/storage/rows.py): what `RowQuery` makes of each row."""
+
+    __dataclass_fields__: ClassVar[dict[str, Any]]
+
 
 T = TypeVar("T")
-R = TypeVar("R", bound="DataclassInstance")
+R = TypeVar("R", bound=Record)
 P = ParamSpec("P")
 # A statement's values by name: a mapping, or keywords (`tx.execute(query, values, **named)`)
 Values = Mapping[str, Any]
