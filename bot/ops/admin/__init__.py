@@ -29,7 +29,7 @@ from bot.ops.health import ChannelStates
 from bot.reports.sessions_view import find_session, session_tree
 from bot.reports.usage import usage_report
 from bot.runtime.config.schema import AdminConfig, ModelPrice
-from bot.storage.backends import AnyStore
+from bot.storage.roles import AdminViewRecords
 
 COOKIE = "bot_admin"
 # Set by reverse proxies: a request carrying one came through a proxy, and a proxy on this host
@@ -51,7 +51,7 @@ HEADERS = {
 class AdminSources:
     """What the pages read; all of it is the running app's own state."""
 
-    store: AnyStore
+    store: AdminViewRecords
     personas: PersonaLibrary
     channel_states: ChannelStates
     channels: Callable[[], list[str]]
