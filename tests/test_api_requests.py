@@ -51,6 +51,19 @@ async def test_a_bad_message_body_is_refused_with_its_reason(
     assert error["code"] == code and error["message"]
 
 
+@pytest.mark.parametrize(("body", "status"), [(b"", 201), (b"\n", 400), (b"  ", 400)])
+async def test_a_session_takes_no_body_but_a_body_of_blanks_is_not_json(
+    start_api: StartApi, session: aiohttp.ClientSession, body: bytes, status: int
+) -> None:
+    """The body of `POST /sessions` is optional; one sent must be JSON (found by schemathesis)."""
+    app = await start_api()
+    headers = {**AUTH, "Content-Type": "application/json"}
+    async with session.post(f"{app.url}/api/v1/sessions", data=body, headers=headers) as response:
+        assert (response.status, response.content_type) == (status, "application/json")
+        if status == 400:
+            assert (await response.json())["error"]["code"] == "bad_json"
+
+
 def test_a_field_nested_too_deep_to_encode_is_a_bad_field() -> None:
     nested: list[Any] = []
     for _ in range(10_000):  # deeper than any JSON encoder goes; built without a parser

@@ -96,11 +96,11 @@ async def test_a_v1_database_gains_the_later_columns_and_keeps_its_rows(tmp_path
         )
     async with SqliteStore(path) as store:
         session = await store.get_session("s-old")
-        assert session is not None and session["title"] is None
+        assert session is not None and session.title is None
         await store.record_tool_call(
             AuditRecord("s-old", "t", "c", "tool", "{}", "r", True, 1.0, extra={"attempt": 2})
         )
-        assert (await store.audit_for_session("s-old"))[0]["extra"] == '{"attempt": 2}'
+        assert (await store.audit_for_session("s-old"))[0].extra == '{"attempt": 2}'
     assert versions(path) == list(range(1, len(MIGRATIONS) + 1))
 
 
@@ -131,7 +131,7 @@ async def test_sessions_are_found_per_key_and_closed_by_new(tmp_path: Path) -> N
         assert await store.active_session(**KEY, agent_id="specialist-research") != first
         session = await store.get_session(first)
         assert session is not None
-        assert (session["agent_id"], session["status"], session["persona_version"]) == (
+        assert (session.agent_id, session.status, session.persona_version) == (
             "default",
             "active",
             "v1",
@@ -140,13 +140,14 @@ async def test_sessions_are_found_per_key_and_closed_by_new(tmp_path: Path) -> N
         await store.close_session(first)
         second = await store.active_session(**KEY)
         assert second != first
-        assert (await store.get_session(first) or {})["status"] == "closed"
+        closed = await store.get_session(first)
+        assert closed is not None and closed.status == "closed"
 
         child = await store.create_session(
             agent_id="specialist-research", parent_session_id=second, **KEY
         )
         await store.set_session_status(child, "completed")
-        assert [(c["id"], c["status"]) for c in await store.child_sessions(second)] == [
+        assert [(c.id, c.status) for c in await store.child_sessions(second)] == [
             (child, "completed")
         ]
         assert await store.get_session("nope") is None
@@ -162,7 +163,7 @@ async def test_history_round_trips_exactly(tmp_path: Path) -> None:
         await append_all(store, session_id, CONVERSATION)
         assert await store.load_history(session_id) == CONVERSATION
         rows = await store.messages_for_session(session_id)
-        assert [row["is_error"] for row in rows] == [0, 0, 0, 1, 0, 0]
+        assert [row.is_error for row in rows] == [0, 0, 0, 1, 0, 0]
     async with SqliteStore(tmp_path / "bot.db") as reopened:
         assert await reopened.load_history(session_id) == CONVERSATION
 
@@ -201,11 +202,11 @@ async def test_audit_truncates_long_results_with_a_marker(tmp_path: Path) -> Non
             AuditRecord("s", None, "c2", "clock", "{}", "short", True, 0.1)
         )
         long, short = await store.audit_for_session("s")
-        assert long["arguments"] == args and long["ok"] == 0 and long["duration_ms"] == 12.5
-        assert len(long["result"]) == AUDIT_RESULT_LIMIT
-        assert long["result"].startswith("x" * 3000)
-        assert long["result"].endswith("[truncated: 10000 chars in all]")
-        assert (short["result"], short["ok"], short["turn_id"], short["extra"]) == (
+        assert long.arguments == args and long.ok == 0 and long.duration_ms == 12.5
+        assert long.result is not None and len(long.result) == AUDIT_RESULT_LIMIT
+        assert long.result.startswith("x" * 3000)
+        assert long.result.endswith("[truncated: 10000 chars in all]")
+        assert (short.result, short.ok, short.turn_id, short.extra) == (
             "short",
             1,
             None,
@@ -261,7 +262,7 @@ async def test_usage_is_recorded(tmp_path: Path) -> None:
             output_tokens=3,
         )
         [row] = await store.usage_for_session("s")
-        assert (row["provider"], row["model"], row["input_tokens"], row["output_tokens"]) == (
+        assert (row.provider, row.model, row.input_tokens, row.output_tokens) == (
             "offline",
             "echo",
             12,

@@ -281,7 +281,7 @@ async def test_history_round_trips_and_sees_other_processes(opener: Opener) -> N
         assert await store.load_history(session_id) == expected
         assert await other.load_history(session_id) == expected
         rows = await other.messages_for_session(session_id)
-        assert [row["is_error"] for row in rows] == [0, 0, 1, 0, 0, 0]
+        assert [row.is_error for row in rows] == [0, 0, 1, 0, 0, 0]
 
 
 async def test_concurrent_appends_land_once_and_in_order(opener: Opener) -> None:
@@ -317,10 +317,10 @@ async def test_audit_and_usage_rows(store: AnyStore) -> None:
     await store.record_tool_call(record)
     await store.record_tool_call(AuditRecord("s", None, "c2", "clock", "{}", "short", True, 0.1))
     long, short = await store.audit_for_session("s")
-    assert long["arguments"] == args and long["ok"] == 0 and long["duration_ms"] == 12.5
-    assert len(long["result"]) == AUDIT_RESULT_LIMIT
-    assert long["result"].endswith("[truncated: 10000 chars in all]")
-    assert (short["result"], short["ok"], short["turn_id"], short["extra"]) == (
+    assert long.arguments == args and long.ok == 0 and long.duration_ms == 12.5
+    assert long.result is not None and len(long.result) == AUDIT_RESULT_LIMIT
+    assert long.result.endswith("[truncated: 10000 chars in all]")
+    assert (short.result, short.ok, short.turn_id, short.extra) == (
         "short",
         1,
         None,
@@ -332,7 +332,7 @@ async def test_audit_and_usage_rows(store: AnyStore) -> None:
             input_tokens=tokens, output_tokens=3,
         )  # fmt: skip
     assert await store.turn_usage("t") == TurnUsage(2, 42, 6)
-    assert [row["input_tokens"] for row in await store.usage_for_session("s")] == [12, 30]
+    assert [row.input_tokens for row in await store.usage_for_session("s")] == [12, 30]
 
 
 async def test_a_message_and_its_model_calls_usage_are_written_together(store: AnyStore) -> None:
@@ -340,7 +340,7 @@ async def test_a_message_and_its_model_calls_usage_are_written_together(store: A
     await store.append_messages("s", "t", [Message("assistant", "hi")], usage)
     assert await store.turn_usage("t") == TurnUsage(2, 42, 7)
     rows = await store.usage_for_session("s")
-    assert [(row["provider"], row["model"]) for row in rows] == [
+    assert [(row.provider, row.model) for row in rows] == [
         ("offline", "echo"),
         ("backup", "echo-2"),
     ]
@@ -362,14 +362,15 @@ async def test_memories_replace_by_key_and_orders_round_trip(store: AnyStore) ->
     same = await save("pref", "likes TEA")
     assert await save("pref", "Likes tea") == same  # the same words, whatever their case
     rows = await store.list_memories(**user)
-    assert sorted((r["content"], r["key"]) for r in rows) == [
+    assert sorted((r.content, r.key) for r in rows) == [
         ("Age 41", "age"),
         ("Likes tea", None),
     ]
     assert await store.list_memories(tenant="other", user_id="u1") == []
     order = {**user, "id": "o1", "service": "consult", "amount": 9.5, "currency": "EUR"}
     await store.create_order(order | {"status": "pending"})
-    assert (await store.get_order("o1") or {})["amount"] == 9.5
+    stored = await store.get_order("o1")
+    assert stored is not None and stored.amount == 9.5
     assert await store.get_order("o2") is None
     with pytest.raises(ValueError, match="'colour'"):
         await store.create_order(order | {"id": "o3", "status": "new", "colour": "red"})

@@ -44,7 +44,7 @@ async def test_a_text_only_message_stores_no_parts(store: AnyStore) -> None:
     session = await store.active_session(**SESSION)
     await store.append_messages(session, "t1", [Message("user", "hi")])
     rows = await store.messages_for_session(session)
-    assert [row["parts"] for row in rows] == [None]
+    assert [row.parts for row in rows] == [None]
 
 
 async def test_a_blob_is_kept_once_by_its_id(opener: Opener) -> None:

@@ -87,7 +87,7 @@ async def test_a_v1_database_gains_the_later_columns_and_keeps_its_rows(pg_url: 
         await conn.close()
     async with PostgresStore(pg_url) as store:
         [row] = await store.list_memories(tenant="", user_id="u1")
-        assert (row["content"], row["tenant"], row["key"]) == ("likes tea", "", None)
+        assert (row.content, row.tenant, row.key) == ("likes tea", "", None)
     assert await _versions(pg_url) == list(range(1, len(SQLITE_MIGRATIONS) + 1))
 
 

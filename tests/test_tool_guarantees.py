@@ -121,10 +121,8 @@ async def test_pii_is_masked_before_the_model_and_the_audit_log_see_it(store: Sq
     for digits in ("852", "9123", "4567", "4111"):
         assert digits not in seen.content
     (audit,) = await store.audit_for_session(session)
-    assert audit["result"] == seen.content and audit["ok"] == 1
-    stored = [
-        m["content"] for m in await store.messages_for_session(session) if m["role"] == "tool"
-    ]
+    assert audit.result == seen.content and audit.ok == 1
+    stored = [m.content for m in await store.messages_for_session(session) if m.role == "tool"]
     assert stored == [seen.content]
 
 
@@ -143,16 +141,16 @@ async def test_timeouts_and_crashes_become_results_and_audit_rows(store: SqliteS
     assert seen[0].content == "tool stuck timed out after 0.05 s"
     assert seen[1].content == "tool explodes failed: RuntimeError: database on fire"
     assert "argument 'x': Extra inputs are not permitted" in seen[2].content
-    audit = {a["call_id"]: a for a in await store.audit_for_session(session)}  # in finishing order
+    audit = {a.call_id: a for a in await store.audit_for_session(session)}  # in finishing order
     assert [
         (
-            audit[m.tool_call_id]["tool_name"],
-            audit[m.tool_call_id]["ok"],
-            audit[m.tool_call_id]["result"],
+            audit[m.tool_call_id].tool_name,
+            audit[m.tool_call_id].ok,
+            audit[m.tool_call_id].result,
         )
         for m in seen
     ] == [(m.name, 0, m.content) for m in seen]
-    assert [json.loads(audit[m.tool_call_id]["arguments"]) for m in seen] == [{}, {}, {"x": 1}]
+    assert [json.loads(audit[m.tool_call_id].arguments or "") for m in seen] == [{}, {}, {"x": 1}]
 
 
 async def test_calls_of_one_round_run_in_parallel_and_answer_in_call_order(
@@ -247,8 +245,6 @@ async def test_a_payment_card_reaches_the_web_socket_client(
     fields = {f["label"]: f["value"] for f in card["fields"]}
     assert fields["Amount"] == "99.00 CNY" and fields["Status"] == "waiting for payment"
     order = await app.store.get_order(fields["Order"])
-    assert (
-        order is not None and order["user_id"] == "v:visitor-0001" and order["status"] == "pending"
-    )
+    assert order is not None and order.user_id == "v:visitor-0001" and order.status == "pending"
     (tool_message,) = [m for m in provider.requests[1].messages if m.role == "tool"]
     assert "base64" not in tool_message.content and "NOT been received" in tool_message.content

@@ -273,10 +273,11 @@ async def test_every_call_is_audited_with_its_parts_by_reference(
     ]
     (part,) = seen[1].parts
     assert isinstance(part, ImagePart) and part.blob.source == "tool:picture"
-    audit = {a["tool_name"]: a for a in await store.audit_for_session(session)}
-    assert audit["record"]["result"] == seen[0].content
-    extra = audit["picture"]["extra"]
-    parts = (json.loads(extra) if isinstance(extra, str) else extra)["parts"]
+    audit = {a.tool_name: a for a in await store.audit_for_session(session)}
+    assert audit["record"].result == seen[0].content
+    extra = audit["picture"].extra
+    assert extra is not None
+    parts = json.loads(extra)["parts"]
     assert parts == [
         {
             "type": "image",

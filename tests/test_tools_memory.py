@@ -166,7 +166,7 @@ async def test_create_payment_records_a_pending_order_with_a_qr_code(store: Sqli
     )
     assert await blobs.get(qr.blob.blob_id) == ("image/png", png)
     order = await store.get_order(data["order_id"])
-    assert order is not None and (order["user_id"], order["status"], order["amount"]) == (
+    assert order is not None and (order.user_id, order.status, order.amount) == (
         "u1",
         "pending",
         99.0,

@@ -19,6 +19,28 @@ RELEVANT_LIMIT = 3
 IMPORTANT_LIMIT = 5
 
 
+class Memory(Protocol):
+    """A stored memory as the tools read it (the gateway's store: `bot.storage.rows.MemoryRow`)."""
+
+    @property
+    def id(self) -> int: ...
+
+    @property
+    def memory_type(self) -> str | None: ...
+
+    @property
+    def content(self) -> str: ...
+
+    @property
+    def category(self) -> str | None: ...
+
+    @property
+    def importance(self) -> int | None: ...
+
+    @property
+    def key(self) -> str | None: ...
+
+
 @runtime_checkable
 class MemoryStore(Protocol):
     async def save_memory(
@@ -37,7 +59,7 @@ class MemoryStore(Protocol):
 
     async def list_memories(
         self, *, tenant: str, user_id: str, limit: int = 200
-    ) -> list[dict[str, Any]]:
+    ) -> Sequence[Memory]:
         """The user's memories, most important and newest first."""
         ...
 
@@ -74,45 +96,47 @@ async def remember(
     )
 
 
-def _view(row: Mapping[str, Any]) -> dict[str, Any]:
-    view = {"type": row["memory_type"], "content": row["content"], "importance": row["importance"]}
-    if row.get("category"):
-        view["category"] = row["category"]
+def _view(row: Memory) -> dict[str, Any]:
+    view: dict[str, Any] = {
+        "type": row.memory_type,
+        "content": row.content,
+        "importance": row.importance,
+    }
+    if row.category:
+        view["category"] = row.category
     return view
 
 
-def relevant(
-    rows: Iterable[Mapping[str, Any]], query: str, limit: int = RELEVANT_LIMIT
-) -> list[Mapping[str, Any]]:
+def relevant(rows: Iterable[Memory], query: str, limit: int = RELEVANT_LIMIT) -> list[Memory]:
     """Memories that share words with `query`, best first (shared words, then importance)."""
     wanted = set(unique_terms(query))
     if not wanted:
         return []
     scored = []
     for row in rows:
-        have = set(unique_terms(f"{row['content']} {row.get('category') or ''}"))
+        have = set(unique_terms(f"{row.content} {row.category or ''}"))
         shared = len(wanted & have)
         if shared:
-            scored.append((shared / math.sqrt(len(have)), row["importance"] or 0, row))
+            scored.append((shared / math.sqrt(len(have)), row.importance or 0, row))
     scored.sort(key=lambda s: (s[0], s[1]), reverse=True)
     return [row for _, _, row in scored[:limit]]
 
 
-def context_for(rows: Sequence[Mapping[str, Any]], query: str) -> list[dict[str, Any]]:
+def context_for(rows: Sequence[Memory], query: str) -> list[dict[str, Any]]:
     """The relevant memories, then the most important ones, without repeats."""
-    important = sorted(rows, key=lambda r: r["importance"] or 0, reverse=True)[:IMPORTANT_LIMIT]
-    picked: dict[Any, Mapping[str, Any]] = {}
+    important = sorted(rows, key=lambda r: r.importance or 0, reverse=True)[:IMPORTANT_LIMIT]
+    picked: dict[int, Memory] = {}
     for row in [*relevant(rows, query), *important]:
-        picked.setdefault(row["id"], row)
+        picked.setdefault(row.id, row)
     seen: set[str] = set()
     out = []
     for row in picked.values():
-        text = " ".join(str(row["content"]).lower().split())
+        text = " ".join(str(row.content).lower().split())
         if text not in seen:
             seen.add(text)
             out.append(_view(row))
     return out
 
 
-async def user_rows(ctx: ToolContext) -> list[dict[str, Any]]:
+async def user_rows(ctx: ToolContext) -> Sequence[Memory]:
     return await memory_store(ctx).list_memories(tenant=ctx.tenant or "", user_id=ctx.user_id)

@@ -39,9 +39,10 @@ class Page:
 
 
 async def json_object(request: web.Request, *, optional: bool = False) -> dict[str, Any]:
-    """The body as a JSON object; an empty body is `{}` where the body is optional."""
+    """The body as a JSON object; an empty body is `{}` where the body is optional (an empty
+    one: a body of blanks is a body, and not JSON)."""
     raw = await request.read()  # over client_max_size: aiohttp raises 413
-    if not raw.strip() and optional:
+    if not raw and optional:
         return {}
     if request.content_type != "application/json":
         raise ApiError(

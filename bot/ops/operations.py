@@ -25,8 +25,8 @@ from bot.ops.health import ChannelStates
 from bot.ops.metrics import CONTENT_TYPE, NO_METRICS, GatewayMetrics, Metrics
 from bot.ops.readiness import Check, Down, ModelWatch, Readiness
 from bot.pipeline.conversations import ConversationQueue
-from bot.pipeline.dedup import ClaimStore
 from bot.storage.base import StorageError
+from bot.storage.roles import ClaimRecords
 from tools.registry import ToolRegistry
 
 log = logging.getLogger(__name__)
@@ -64,7 +64,7 @@ class Operations:
     def watch(
         self,
         *,
-        store: ClaimStore,
+        store: ClaimRecords,
         channels: Mapping[str, Channel],
         states: ChannelStates,
         workers: Workers,
@@ -120,7 +120,7 @@ class Operations:
         return web.Response(body=self.metrics.render(), headers={"Content-Type": CONTENT_TYPE})
 
 
-def _storage_check(store: ClaimStore) -> Check:
+def _storage_check(store: ClaimRecords) -> Check:
     # /readyz needs no credentials: a flood of it must not become a flood of writes, so the
     # requests that arrive while a probe runs take its answer instead of writing again.
     lock = asyncio.Lock()

@@ -13,14 +13,17 @@ from adapters.base import InboundMessage
 from agent.workers import BackgroundResult
 from bot.pipeline.conversations import ConversationQueue
 from bot.pipeline.dedup import Dedup
-from bot.storage.base import GatewayStore
+from bot.storage.roles import TurnRecords
 
 log = logging.getLogger(__name__)
 
 
 class BackgroundResults:
-    def __init__(self, store: GatewayStore, dedup: Dedup, conversations: ConversationQueue) -> None:
-        self.store = store
+    def __init__(
+        self, turn_log: TurnRecords, dedup: Dedup, conversations: ConversationQueue
+    ) -> None:
+        """`turn_log`: where each conversation was answered last."""
+        self.turn_log = turn_log
         self.dedup = dedup
         self.conversations = conversations
 
@@ -28,7 +31,7 @@ class BackgroundResults:
         """Queue `result` as a message to the coordinator, once however often it is handed in
         (its event is claimed); the gateway merges results that arrive together."""
         event_id = f"task:{result.task_id}"
-        chat = await self.store.conversation_chat(result.conversation_key)
+        chat = await self.turn_log.conversation_chat(result.conversation_key)
         if chat is None or not await self.dedup.claim(event_id):
             log.warning("background result %s not delivered (conversation gone)", result.task_id)
             return

@@ -13,6 +13,8 @@ from collections import OrderedDict
 from collections.abc import Callable
 from typing import Protocol
 
+from bot.storage.roles import ClaimRecords
+
 
 class Dedup(Protocol):
     """`claim(id)` is True exactly once per id within the TTL, across everything sharing it."""
@@ -31,16 +33,10 @@ class Dedup(Protocol):
         ...
 
 
-class ClaimStore(Protocol):
-    async def claim_event(self, event_id: str, ttl_s: float) -> bool: ...
-
-    async def release_event(self, event_id: str) -> None: ...
-
-
 class StoreDedup:
     """Claims kept in the store (SQLite: the `event_claims` table), so a restart remembers them."""
 
-    def __init__(self, store: ClaimStore, *, ttl_s: float = 86400) -> None:
+    def __init__(self, store: ClaimRecords, *, ttl_s: float = 86400) -> None:
         self.store = store
         self.ttl_s = ttl_s
 

@@ -40,7 +40,8 @@ from bot.pipeline.turn import RESUME_EVENT, TurnRunner
 from bot.pipeline.turn_ends import TurnEnds
 from bot.pipeline.turn_input import user_text_masker
 from bot.pipeline.turn_work import TurnWork
-from bot.storage.base import GatewayStore, StorageError
+from bot.storage.base import StorageError
+from bot.storage.roles import MessageRecords, TurnRecords
 from content.blobs import BlobStore
 
 log = logging.getLogger(__name__)
@@ -71,7 +72,8 @@ class Gateway:
         *,
         channels: Mapping[str, Channel],
         coordinator: Coordinator,
-        store: GatewayStore,
+        turn_log: TurnRecords,
+        message_log: MessageRecords,
         personas: PersonaLibrary,
         dedup: Dedup,
         conversations: ConversationQueue,
@@ -87,11 +89,13 @@ class Gateway:
     ) -> None:
         """`commands`: more rows of the command table (after /new and /stop; one of the same
         name replaces it). `modes`: the handlers of the modes other than bot (default: the
-        message recorded and acknowledged, bot/pipeline/held.py)."""
+        message recorded and acknowledged, bot/pipeline/held.py). `turn_log` and
+        `message_log`: the store's roles the gateway's parts use (its turns and sessions; the
+        sessions' messages)."""
         self.channels = channels
         self.metrics = metrics
         self.coordinator = coordinator
-        self.store = store
+        self.turn_log = turn_log
         self.personas = personas
         self.dedup = dedup
         self.conversations = conversations
@@ -111,25 +115,26 @@ class Gateway:
             self.access,
             CommandTable(
                 (
-                    NewCommand(store, self._persona_name),
+                    NewCommand(turn_log, self._persona_name),
                     StopCommand(conversations, channels, workers),
                     *commands,
                 )
             ),
         )
         held = HeldMessages(
-            history=store,
+            history=message_log,
             session_for=self._held_session,
             masker=lambda: user_text_masker(coordinator),
         )
         self.modes: Mapping[str, ModeHandler] = modes or {"waiting": held, "human": held}
         self.workers = workers
         work = TurnWork(coordinator, settings.turn_timeout_s)
-        ends = TurnEnds(store)  # an end the store refused is retried (bot/pipeline/turn_ends.py)
+        ends = TurnEnds(turn_log)  # an end the store refused is retried (bot/pipeline/turn_ends.py)
         self.resumer = TurnResumer(
             channels=channels,
             coordinator=coordinator,
-            store=store,
+            turn_log=turn_log,
+            message_log=message_log,
             personas=personas,
             work=work,
             ends=ends,
@@ -139,7 +144,7 @@ class Gateway:
         self.turns = TurnRunner(
             channels=channels,
             coordinator=coordinator,
-            store=store,
+            turn_log=turn_log,
             personas=personas,
             dedup=dedup,
             session_for=self._session,
@@ -287,7 +292,7 @@ class Gateway:
     async def _session(self, message: InboundMessage, agent_id: str, version: str) -> str:
         # Asked of the store every turn (one indexed read), never cached here: another process
         # may have run /new since.
-        return await self.store.active_session(
+        return await self.turn_log.active_session(
             channel=message.chat.channel,
             conversation_key=message.conversation_key,
             user_id=message.user_id,

@@ -23,6 +23,7 @@ from typing import Protocol
 
 from adapters.base import InboundMessage
 from bot.runtime.config.schema import QuotaLimits, QuotasConfig
+from bot.storage.roles import QuotaRecords
 
 Counts = tuple[int, int]  # turns, tokens
 Bucket = tuple[str, float]  # a bucket and when it may be forgotten (unix seconds)
@@ -67,18 +68,10 @@ class QuotaState(Protocol):
         ...
 
 
-class QuotaCounterStore(Protocol):
-    async def quota_counts(self, buckets: Sequence[str]) -> dict[str, Counts]: ...
-
-    async def quota_add(
-        self, bucket: str, *, turns: int, tokens: int, expires_at: float
-    ) -> None: ...
-
-
 class StoreQuotaState:
     """Counters in the store (SQLite: `quota_counters`), shared by processes on one file."""
 
-    def __init__(self, store: QuotaCounterStore) -> None:
+    def __init__(self, store: QuotaRecords) -> None:
         self.store = store
         self._taking = asyncio.Lock()  # a read and its additions are one step in this process
 

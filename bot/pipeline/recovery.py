@@ -22,7 +22,7 @@ from adapters.base import Channel
 from agent.replay import open_calls
 from agent.workers import BackgroundResult, Deliver
 from bot.pipeline.gateway import Gateway
-from bot.storage.base import GatewayStore
+from bot.storage.roles import MessageRecords, TurnRecords
 from bot.storage.turns import chat_from_record
 
 log = logging.getLogger(__name__)
@@ -34,7 +34,8 @@ WORKER_INTERRUPTED = (
 
 
 async def recover_interrupted_turns(
-    store: GatewayStore,
+    turn_log: TurnRecords,
+    message_log: MessageRecords,
     channels: Mapping[str, Channel],
     gateway: Gateway,
     deliver: Deliver,
@@ -50,10 +51,10 @@ async def recover_interrupted_turns(
     """
     taken = 0
     waited_on: set[str] = set()  # sessions whose unfinished turn was waiting for a specialist
-    for turn in await store.unfinished_turns():
+    for turn in await turn_log.unfinished_turns():
         if turn.channel not in channels and not close_orphans:
             continue
-        history = await store.load_history(turn.session_id)
+        history = await message_log.load_history(turn.session_id)
         own = [message for owner, message in history if owner == turn.id]
         if any(call.name == "AgentTool" for call in open_calls(own)):
             waited_on.add(turn.session_id)
@@ -64,10 +65,10 @@ async def recover_interrupted_turns(
         else:
             await gateway.queue_resume(turn.id, chat)
         taken += 1
-    for session in await store.running_worker_sessions():
+    for session in await turn_log.running_worker_sessions():
         if session.channel not in channels and not close_orphans:
             continue
-        await store.set_session_status(session.id, "failed")
+        await message_log.set_session_status(session.id, "failed")
         log.warning(
             "specialist %s (session %s) was interrupted by the last shutdown",
             session.agent_id,

@@ -33,7 +33,8 @@ from bot.pipeline.delivery import Delivery
 from bot.pipeline.turn_ends import TurnEnds, ended_unrecorded
 from bot.pipeline.turn_outcome import INTERRUPTED, STORAGE_FAILED, Outcome
 from bot.pipeline.turn_work import TurnWork
-from bot.storage.base import GatewayStore, StorageError
+from bot.storage.base import StorageError
+from bot.storage.roles import MessageRecords, TurnRecords
 from bot.storage.rows import ResumedTurn
 from bot.storage.turns import chat_from_record, handle_from_record, handle_record
 from content.blobs import BlobStore
@@ -60,7 +61,8 @@ class TurnResumer:
         *,
         channels: Mapping[str, Channel],
         coordinator: Coordinator,
-        store: GatewayStore,
+        turn_log: TurnRecords,
+        message_log: MessageRecords,
         personas: PersonaLibrary,
         work: TurnWork,
         ends: TurnEnds,
@@ -70,7 +72,8 @@ class TurnResumer:
         self.channels = channels
         self.blobs = blobs  # where the parts a resumed answer sends are read
         self.coordinator = coordinator
-        self.store = store
+        self.turn_log = turn_log
+        self.message_log = message_log
         self.personas = personas
         self.work = work
         self.ends = ends
@@ -82,8 +85,8 @@ class TurnResumer:
         The caller holds the conversation (its queue slot or its lease): no other turn of the
         conversation runs meanwhile. `control` lets `/stop` reach the resumed model work.
         """
-        store = self.store
-        turn = await store.begin_resume(turn_id)
+        turns, messages = self.turn_log, self.message_log
+        turn = await turns.begin_resume(turn_id)
         if turn is None:
             return "not running"
         record = turn.placeholder
@@ -93,13 +96,13 @@ class TurnResumer:
         own: list[Message] = []
         point: ReplayPoint | None = None
         try:
-            rows = await store.load_history(turn.session_id)
+            rows = await messages.load_history(turn.session_id)
             own = [message for owner, message in rows if owner == turn_id]
             persona, reason = self._persona(turn, channel, chat)
-            if reason is None and await ended_unrecorded(store, turn):
+            if reason is None and await ended_unrecorded(turns, turn):
                 persona, reason = None, "it had ended: a later turn of its conversation ran"
             if persona is not None:
-                calls = await store.turn_tool_calls(turn_id, turn.session_id)
+                calls = await turns.turn_tool_calls(turn_id, turn.session_id)
                 allowed = self.coordinator.prepare(persona).allowed
                 try:
                     audit = [asdict(call) for call in calls]
@@ -206,7 +209,7 @@ class TurnResumer:
             log.warning("turn %s: no new placeholder (%s); the answer comes alone", turn_id, exc)
             return
         if handle is not None:
-            await self.store.update_turn_placeholder(turn_id, handle_record(handle))
+            await self.turn_log.update_turn_placeholder(turn_id, handle_record(handle))
 
     async def _give_up(
         self,
@@ -233,14 +236,15 @@ class TurnResumer:
                         outcome = "said in a new message"
             except (ChannelError, TimeoutError) as exc:
                 outcome = f"apology not delivered: {exc}"
-        store = self.store
         try:
             closing = [
                 tool_message(call, ToolResult(NOT_FINISHED, ok=False)) for call in open_calls(own)
             ]
             if closing:
-                await store.append_messages(turn.session_id, turn.id, closing)
-            await store.finish_turn(turn.id, status="failed", error=f"not resumed: {reason}")
+                await self.message_log.append_messages(turn.session_id, turn.id, closing)
+            await self.turn_log.finish_turn(
+                turn.id, status="failed", error=f"not resumed: {reason}"
+            )
         except StorageError as exc:
             log.error("turn %s given up but not recorded: %s", turn.id, exc)
         log.warning("turn %s was interrupted and is not resumed (%s): %s", turn.id, reason, outcome)

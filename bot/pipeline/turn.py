@@ -46,7 +46,8 @@ from bot.pipeline.turn_outcome import (
     storage_failed,
 )
 from bot.pipeline.turn_work import TurnWork
-from bot.storage.base import GatewayStore, StorageError
+from bot.storage.base import StorageError
+from bot.storage.roles import TurnRecords
 from bot.storage.turns import chat_record, handle_record
 from content.blobs import BlobStore
 
@@ -76,7 +77,7 @@ class TurnRunner:
         *,
         channels: Mapping[str, Channel],
         coordinator: Coordinator,
-        store: GatewayStore,
+        turn_log: TurnRecords,
         personas: PersonaLibrary,
         dedup: Dedup,
         session_for: SessionFor,
@@ -94,7 +95,7 @@ class TurnRunner:
         self.blobs = blobs  # where inbound files are fetched to; None: they stay labels
         self.metrics = metrics
         self.coordinator = coordinator
-        self.store = store
+        self.turn_log = turn_log
         self.personas = personas
         self.dedup = dedup
         self.session_for = session_for
@@ -165,7 +166,7 @@ class TurnRunner:
                 # with the user's message: a restart goes on from it (agent/replay.py)
                 user = Message("user", text, parts=parts)
                 start = ReplayPoint((user,), resumed=Resumed(rounds_done=0))
-                await self.store.create_turn(
+                await self.turn_log.create_turn(
                     turn_id=turn_id,
                     session_id=session_id,
                     channel=last.chat.channel,
@@ -181,7 +182,7 @@ class TurnRunner:
                     return
                 if delivery.handles:
                     record = handle_record(delivery.handles[0])
-                    await self.store.update_turn_placeholder(turn_id, record)
+                    await self.turn_log.update_turn_placeholder(turn_id, record)
                 self.metrics.placeholder_shown(last.chat.channel, time.monotonic() - arrived)
                 turn = TurnInput(
                     persona=persona,
@@ -234,7 +235,9 @@ class TurnRunner:
         turn was recorded, so the batch is run as new."""
         assert self.resumer is not None
         last = batch[-1]
-        turn = await self.store.turn_for_events(last.conversation_key, [m.event_id for m in batch])
+        turn = await self.turn_log.turn_for_events(
+            last.conversation_key, [m.event_id for m in batch]
+        )
         if turn is None:
             return False
         if turn.status == "running":
@@ -258,7 +261,7 @@ class TurnRunner:
         if self.quotas is None or not self.quotas.counts_tokens:
             return
         try:
-            used = await self.store.turn_usage(turn_id)
+            used = await self.turn_log.turn_usage(turn_id)
             await self.quotas.spend(message, used.input_tokens + used.output_tokens)
         except StorageError as exc:
             log.error("turn %s: its tokens were not counted against quotas: %s", turn_id, exc)

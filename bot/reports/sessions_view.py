@@ -5,34 +5,24 @@ from __future__ import annotations
 import json
 import unicodedata
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+
+from bot.storage.roles import AdminViewRecords
+from bot.storage.rows import AuditRow, MessageRow, SessionRow, TurnRow
 
 PREVIEW = 160
 # Bidirectional overrides and isolates: they make a terminal show text in another order.
 BIDI = frozenset("\u061c\u200e\u200f\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069")
 
 
-class SessionRows(Protocol):
-    """The admin views this reads; SqliteStore and PostgresStore both have them."""
-
-    async def recent_sessions(self, *, limit: int = 20) -> list[dict[str, Any]]: ...
-    async def get_session(self, session_id: str) -> dict[str, Any] | None: ...
-    async def find_sessions(self, prefix: str) -> list[dict[str, Any]]: ...
-    async def messages_for_session(self, session_id: str) -> list[dict[str, Any]]: ...
-    async def turns_for_session(self, session_id: str) -> list[dict[str, Any]]: ...
-    async def child_sessions(self, session_id: str) -> list[dict[str, Any]]: ...
-    async def audit_for_session(self, session_id: str) -> list[dict[str, Any]]: ...
-
-
-async def list_sessions(store: SessionRows, limit: int) -> str:
+async def list_sessions(store: AdminViewRecords, limit: int) -> str:
     rows = await store.recent_sessions(limit=limit)
     if not rows:
         return "no sessions yet"
     lines = [f"{'id':12}  {'updated (UTC)':19}  {'status':9}  {'agent':10}  conversation"]
     for row in rows:
         lines.append(
-            f"{row['id'][:12]}  {row['updated_at'][:19].replace('T', ' ')}  {row['status']:9}  "
-            f"{row['agent_id']:10}  {row['conversation_key']}  (user {row['user_id']})"
+            f"{row.id[:12]}  {_when(row.updated_at)}  {row.status:9}  "
+            f"{row.agent_id:10}  {row.conversation_key}  (user {row.user_id})"
         )
     return "\n".join(_printable(line) for line in lines)
 
@@ -41,7 +31,7 @@ async def list_sessions(store: SessionRows, limit: int) -> str:
 class CallNode:
     """One tool call (its audit row) and the specialist sessions it started."""
 
-    call: dict[str, Any]
+    call: AuditRow
     children: list[SessionNode] = field(default_factory=list)
 
 
@@ -50,24 +40,24 @@ class SessionNode:
     """A session with its messages, turns and tool calls, each child under the call that
     started it; `orphans` are children no call's result names (a dispatch cut off, say)."""
 
-    session: dict[str, Any]
-    messages: list[dict[str, Any]]
-    turns: list[dict[str, Any]]
+    session: SessionRow
+    messages: list[MessageRow]
+    turns: list[TurnRow]
     calls: list[CallNode]
     orphans: list[SessionNode]
 
     @property
     def failed_turns(self) -> set[str]:
-        return {t["id"] for t in self.turns if t["status"] == "failed"}
+        return {t.id for t in self.turns if t.status == "failed"}
 
 
-async def find_session(store: SessionRows, session_id: str) -> dict[str, Any]:
+async def find_session(store: AdminViewRecords, session_id: str) -> SessionRow:
     """The session with this id, or the one whose id starts with it; LookupError otherwise."""
     session = await store.get_session(session_id)
     if session is None:
         matches = await store.find_sessions(session_id)
         if len(matches) != 1:
-            known = ", ".join(m["id"][:12] for m in matches) or "none"
+            known = ", ".join(m.id[:12] for m in matches) or "none"
             raise LookupError(
                 f"no session {session_id!r} (matches: {known}); see `bot sessions list`"
             )
@@ -75,25 +65,25 @@ async def find_session(store: SessionRows, session_id: str) -> dict[str, Any]:
     return session
 
 
-async def session_tree(store: SessionRows, session: dict[str, Any]) -> SessionNode:
+async def session_tree(store: AdminViewRecords, session: SessionRow) -> SessionNode:
     """The tree `bot sessions show` prints and the admin view renders."""
-    children = {c["id"]: c for c in await store.child_sessions(session["id"])}
+    children = {c.id: c for c in await store.child_sessions(session.id)}
     calls: list[CallNode] = []
-    for call in await store.audit_for_session(session["id"]):
+    for call in await store.audit_for_session(session.id):
         node = CallNode(call)
-        for child_id in [c for c in children if c in (call["result"] or "")]:
+        for child_id in [c for c in children if c in (call.result or "")]:
             node.children.append(await session_tree(store, children.pop(child_id)))
         calls.append(node)
     return SessionNode(
         session,
-        await store.messages_for_session(session["id"]),
-        await store.turns_for_session(session["id"]),
+        await store.messages_for_session(session.id),
+        await store.turns_for_session(session.id),
         calls,
         [await session_tree(store, child) for child in children.values()],
     )
 
 
-async def show_session(store: SessionRows, session_id: str) -> str:
+async def show_session(store: AdminViewRecords, session_id: str) -> str:
     """The session, each tool call in order, and each child session nested under it."""
     tree = await session_tree(store, await find_session(store, session_id))
     lines: list[str] = []
@@ -105,27 +95,32 @@ def _render(node: SessionNode, lines: list[str], depth: int) -> None:
     pad = "    " * depth
     session = node.session
     lines.append(
-        f"{pad}{'└─ ' if depth else ''}session {session['id']}  agent={session['agent_id']}  "
-        f"status={session['status']}  persona={session['persona_version'] or '-'}"
+        f"{pad}{'└─ ' if depth else ''}session {session.id}  agent={session.agent_id}  "
+        f"status={session.status}  persona={session.persona_version or '-'}"
     )
     lines.append(
-        f"{pad}   {session['conversation_key']}  user={session['user_id']}  "
-        f"created={session['created_at'][:19].replace('T', ' ')}  messages={len(node.messages)}"
+        f"{pad}   {session.conversation_key}  user={session.user_id}  "
+        f"created={_when(session.created_at)}  messages={len(node.messages)}"
     )
     if not node.calls:
         lines.append(f"{pad}   (no tool calls)")
     for item in node.calls:
         call = item.call
-        mark = "ok " if call["ok"] else "ERR"
+        mark = "ok " if call.ok else "ERR"
         lines.append(
-            f"{pad}   {call['created_at'][11:23]}  {mark}  {call['tool_name']}({_short(call['arguments'])})"
-            f"  {call['duration_ms']:.0f} ms"
+            f"{pad}   {(call.created_at or '')[11:23]}  {mark}  {call.tool_name}"
+            f"({_short(call.arguments)})  {call.duration_ms or 0:.0f} ms"
         )
-        lines.append(f"{pad}       → {_short(call['result'])}")
+        lines.append(f"{pad}       → {_short(call.result)}")
         for child in item.children:
             _render(child, lines, depth + 1)
     for child in node.orphans:
         _render(child, lines, depth + 1)
+
+
+def _when(stamp: str | None) -> str:
+    """An ISO timestamp to the second, as admins read it."""
+    return (stamp or "")[:19].replace("T", " ")
 
 
 def _printable(line: str) -> str:

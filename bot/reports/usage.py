@@ -14,13 +14,14 @@ from datetime import date
 from typing import Any, Literal, Protocol
 
 from bot.runtime.config.schema import ModelPrice
+from bot.storage.rows import UsageTotalRow
 
 Dimension = Literal["user", "model", "channel", "day"]
 DIMENSIONS: tuple[Dimension, ...] = ("user", "model", "channel", "day")
 
 
 class UsageSource(Protocol):
-    async def usage_totals(self, since: str | None) -> list[dict[str, Any]]: ...
+    async def usage_totals(self, since: str | None) -> list[UsageTotalRow]: ...
 
 
 @dataclass
@@ -31,16 +32,15 @@ class UsageLine:
     output_tokens: int = 0
     cost: float | None = 0.0
 
-    def add(self, row: Mapping[str, Any], price: ModelPrice | None) -> None:
-        self.calls += row["calls"]
-        self.input_tokens += row["input_tokens"]
-        self.output_tokens += row["output_tokens"]
+    def add(self, row: UsageTotalRow, price: ModelPrice | None) -> None:
+        self.calls += row.calls
+        self.input_tokens += row.input_tokens
+        self.output_tokens += row.output_tokens
         if price is None or self.cost is None:
             self.cost = None
         else:
             self.cost += (
-                row["input_tokens"] * price.input_per_mtok
-                + row["output_tokens"] * price.output_per_mtok
+                row.input_tokens * price.input_per_mtok + row.output_tokens * price.output_per_mtok
             ) / 1_000_000
 
 
@@ -89,9 +89,9 @@ async def usage_report(
     total = UsageLine(("total", *[""] * (len(by) - 1)))
     unpriced: set[str] = set()
     for row in await source.usage_totals(since):
-        price = prices.get(row["model"])
+        price = prices.get(row.model)
         if price is None:
-            unpriced.add(row["model"])
+            unpriced.add(row.model)
         key = tuple(_value(row, d) for d in by)
         lines.setdefault(key, UsageLine(key)).add(row, price)
         total.add(row, price)
@@ -136,7 +136,9 @@ def _visible(match: re.Match[str]) -> str:
     return repr(match.group())[1:-1]  # "\x1b" as four characters
 
 
-def _value(row: Mapping[str, Any], dimension: Dimension) -> str:
+def _value(row: UsageTotalRow, dimension: Dimension) -> str:
     if dimension == "user":
-        return f"{row['channel']}:{row['user_id']}"
-    return str(row[dimension])
+        return f"{row.channel}:{row.user_id}"
+    if dimension == "model":
+        return row.model
+    return row.channel if dimension == "channel" else row.day

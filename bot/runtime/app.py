@@ -139,7 +139,8 @@ class App:
         self.gateway = Gateway(
             channels=self.channels,
             coordinator=self.coordinator,
-            store=self.store,
+            turn_log=self.store,
+            message_log=self.store,
             personas=self.personas,
             dedup=dedup,
             conversations=self.conversations,
@@ -220,10 +221,11 @@ class App:
         # through the queue, whose lease says it is dead; at start only embedded mode sweeps.
         if self.redis is None:
             await recover_interrupted_turns(
-                self.store,
-                self.channels,
-                self.gateway,
-                self.background.deliver,
+                turn_log=self.store,
+                message_log=self.store,
+                channels=self.channels,
+                gateway=self.gateway,
+                deliver=self.background.deliver,
                 close_orphans=self.web_server,
             )
         self.gateway.accepting.set()

@@ -1,12 +1,13 @@
 """`Store`: everything the gateway needs from storage, as one protocol made of roles.
 
-The roles (bot/storage/roles.py) are the agent runtime's message log (`agent.store.Store`:
-sessions, messages, audit, usage), the tools' user records (`tools.memory`: memories, orders),
-the sessions API's records (`adapters.api.records.SessionRecords`), and what `bot` itself uses:
-event claims, the turn log, quotas, admin views, blobs and conversation states. Each consumer
-is handed its role. `SqliteStore` is the embedded implementation, `PostgresStore`
-(bot/storage/pg/) the networked one; both pass the same contract test
-(tests/test_store_contract.py) and are handed to the gateway unchanged.
+The roles (bot/storage/roles.py) are the agent runtime's message log (`MessageRecords`, as
+`agent.store.Store`: sessions, messages, audit, usage), the tools' user records
+(`tools.memory`: memories, orders), the sessions API's records
+(`adapters.api.records.SessionRecords`), and what `bot` itself uses: event claims, the turn
+log, quotas, admin views, blobs and conversation states. Each consumer is handed only its
+roles (constructor parameters typed with them, wired in bot/runtime/), never the whole store.
+`SqliteStore` is the embedded implementation, `PostgresStore` (bot/storage/pg/) the networked
+one; both pass the same contract test (tests/test_store_contract.py).
 """
 
 from __future__ import annotations
@@ -14,12 +15,12 @@ from __future__ import annotations
 from typing import Protocol
 
 from adapters.api.records import SessionRecords as ApiRecords
-from agent.store import Store as MessageRecords
 from bot.storage.roles import (
     AdminViewRecords,
     BlobRecords,
     ClaimRecords,
     ConversationStateRecords,
+    MessageRecords,
     QuotaRecords,
     TurnRecords,
 )
@@ -31,12 +32,10 @@ class StorageError(Exception):
     nothing. A store raises it for faults of the storage, not for bad arguments."""
 
 
-class GatewayStore(MessageRecords, ClaimRecords, TurnRecords, Protocol):
-    """What the gateway and the turn runner call."""
-
-
 class Store(
-    GatewayStore,
+    MessageRecords,
+    ClaimRecords,
+    TurnRecords,
     MemoryStore,
     OrderStore,
     QuotaRecords,

@@ -8,20 +8,22 @@ from typing import Any
 import sqlalchemy as sa
 
 from bot.storage.query import Query, params
+from bot.storage.rows import MemoryRow, OrderRow
 from bot.storage.schema import now
 from bot.storage.tables import memories as M
 from bot.storage.tables import orders as O
-from bot.storage.tx import StoreCalls, Tx, fetch_dicts
+from bot.storage.tx import RowQuery, StoreCalls, Tx, fetch_rows
 
 _ORDER_COLUMNS = [c.name for c in O.columns]
 _INSERT_ORDER = Query(sa.insert(O).values(params(*_ORDER_COLUMNS)))
-_GET_ORDER = Query(sa.select(O).where(O.c.id == sa.bindparam("order_id")))
+_GET_ORDER = RowQuery(sa.select(O).where(O.c.id == sa.bindparam("order_id")), OrderRow)
 _USERS = (M.c.tenant == sa.bindparam("tenant"), M.c.user_id == sa.bindparam("user_id"))
-_LIST_MEMORIES = Query(
+_LIST_MEMORIES = RowQuery(
     sa.select(M)
     .where(*_USERS)
     .order_by(M.c.importance.desc(), M.c.updated_at.desc())
-    .limit(sa.bindparam("limit"))
+    .limit(sa.bindparam("limit")),
+    MemoryRow,
 )
 _FIND_BY_KEY = Query(sa.select(M.c.id).where(*_USERS, M.c.key == sa.bindparam("key")))
 _FIND_BY_CONTENT = Query(  # case-insensitive, as SQLite's NOCASE: ASCII letters
@@ -62,9 +64,9 @@ class UserRecords(StoreCalls):
 
     async def list_memories(
         self, *, tenant: str, user_id: str, limit: int = 200
-    ) -> list[dict[str, Any]]:
+    ) -> list[MemoryRow]:
         return await self._tx(
-            fetch_dicts, _LIST_MEMORIES, tenant=tenant, user_id=user_id, limit=limit
+            fetch_rows, _LIST_MEMORIES, tenant=tenant, user_id=user_id, limit=limit
         )
 
     async def create_order(self, order: Mapping[str, Any]) -> None:
@@ -76,8 +78,8 @@ class UserRecords(StoreCalls):
             row["created_at"] = now()
         await self._tx(_create_order, row)
 
-    async def get_order(self, order_id: str) -> dict[str, Any] | None:
-        rows = await self._tx(fetch_dicts, _GET_ORDER, order_id=order_id)
+    async def get_order(self, order_id: str) -> OrderRow | None:
+        rows = await self._tx(fetch_rows, _GET_ORDER, order_id=order_id)
         return rows[0] if rows else None
 
 

@@ -10,15 +10,26 @@ from collections.abc import Sequence
 from typing import Any, Protocol
 
 from adapters.base import ChatRef
+from agent.store import Store as AgentStore
 from agent.types import Message
 from bot.storage.rows import (
+    AuditRow,
+    ConversationRow,
     ConversationStateRow,
+    MessageRow,
+    ModelCallRow,
     ResumedTurn,
     SessionRow,
     ToolCallRow,
     TurnRow,
     TurnUsage,
+    UsageTotalRow,
 )
+
+
+class MessageRecords(AgentStore, Protocol):
+    """The agent runtime's message log (`agent.store.Store`): sessions, their messages, the
+    tool-call audit and usage; the gateway reads and closes histories through it too."""
 
 
 class ClaimRecords(Protocol):
@@ -136,31 +147,31 @@ class QuotaRecords(Protocol):
 
 
 class AdminViewRecords(Protocol):
-    """Raw rows, as dicts, for the sessions view, `bot sessions`, `bot usage` and the admin."""
+    """What the sessions view, `bot sessions`, `bot usage` and the admin read, as records."""
 
-    async def get_session(self, session_id: str) -> dict[str, Any] | None: ...
+    async def get_session(self, session_id: str) -> SessionRow | None: ...
 
-    async def child_sessions(self, session_id: str) -> list[dict[str, Any]]: ...
+    async def child_sessions(self, session_id: str) -> list[SessionRow]: ...
 
-    async def audit_for_session(self, session_id: str) -> list[dict[str, Any]]: ...
+    async def audit_for_session(self, session_id: str) -> list[AuditRow]: ...
 
-    async def messages_for_session(self, session_id: str) -> list[dict[str, Any]]: ...
+    async def messages_for_session(self, session_id: str) -> list[MessageRow]: ...
 
-    async def turns_for_session(self, session_id: str) -> list[dict[str, Any]]: ...
+    async def turns_for_session(self, session_id: str) -> list[TurnRow]: ...
 
     async def conversations(
         self, *, channel: str | None = None, user_id: str | None = None, limit: int = 50
-    ) -> list[dict[str, Any]]: ...
+    ) -> list[ConversationRow]: ...
 
     async def recent_sessions(
         self, *, limit: int = 20, root_only: bool = True
-    ) -> list[dict[str, Any]]: ...
+    ) -> list[SessionRow]: ...
 
-    async def find_sessions(self, prefix: str) -> list[dict[str, Any]]: ...
+    async def find_sessions(self, prefix: str) -> list[SessionRow]: ...
 
-    async def usage_for_session(self, session_id: str) -> list[dict[str, Any]]: ...
+    async def usage_for_session(self, session_id: str) -> list[ModelCallRow]: ...
 
-    async def usage_totals(self, since: str | None = None) -> list[dict[str, Any]]: ...
+    async def usage_totals(self, since: str | None = None) -> list[UsageTotalRow]: ...
 
 
 class BlobRecords(Protocol):

@@ -1,4 +1,10 @@
-"""The store's rows as small frozen records (what a read returns), one a table or view."""
+"""The store's rows as small frozen records (what a read returns), one a table or view.
+
+A record's fields are its table's columns, named and ordered as in bot/storage/tables.py (a
+view's: its query's columns); `bot.storage.tx.RowQuery` checks that once, when a query is made.
+JSON columns are decoded where their reader decodes them (a turn's); the admin views show the
+others as the text they are (a message's `tool_calls`, an audit row's `arguments`).
+"""
 
 from __future__ import annotations
 
@@ -74,6 +80,111 @@ class SessionRow:
     created_at: str | None
     updated_at: str | None
     title: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class ConversationRow(SessionRow):
+    """A coordinator session as the admin's conversation list shows it."""
+
+    failed_turns: int  # how many of its turns failed
+
+
+@dataclass(frozen=True, slots=True)
+class MessageRow:
+    """A stored message (the `messages` table); `tool_calls` and `parts` as their JSON text."""
+
+    id: int
+    session_id: str
+    turn_id: str
+    role: str
+    content: str
+    tool_calls: str | None
+    tool_call_id: str | None
+    name: str | None
+    is_error: int  # 0 or 1
+    tokens_in: int | None
+    tokens_out: int | None
+    created_at: str | None
+    parts: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class AuditRow:
+    """One tool call as the audit kept it (the `audit_logs` table), its JSON as text."""
+
+    id: int
+    session_id: str
+    turn_id: str | None
+    call_id: str
+    tool_name: str
+    arguments: str | None  # as the model sent them
+    result: str | None  # truncated (bot.storage.AUDIT_RESULT_LIMIT)
+    ok: int  # 0 or 1
+    duration_ms: float | None
+    created_at: str | None
+    extra: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class ModelCallRow:
+    """One model call's tokens (the `usage` table)."""
+
+    id: int
+    session_id: str
+    turn_id: str | None
+    provider: str | None
+    model: str | None
+    input_tokens: int | None
+    output_tokens: int | None
+    created_at: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class UsageTotalRow:
+    """Model calls and tokens of one UTC day, channel, user and model (`-` where unknown)."""
+
+    day: str
+    channel: str
+    user_id: str
+    model: str
+    calls: int
+    input_tokens: int
+    output_tokens: int
+
+
+@dataclass(frozen=True, slots=True)
+class MemoryRow:
+    """What a tool remembered for a user (the `memories` table)."""
+
+    id: int
+    user_id: str
+    memory_type: str | None
+    content: str
+    category: str | None
+    importance: int | None
+    created_at: str | None
+    updated_at: str | None
+    tenant: str
+    key: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class OrderRow:
+    """A payment order (the `orders` table)."""
+
+    id: str
+    tenant: str
+    user_id: str
+    session_id: str | None
+    service: str
+    category: str | None
+    method: str | None
+    amount: float
+    currency: str
+    status: str
+    payment_url: str | None
+    created_at: str | None
+    expires_at: str | None
 
 
 @dataclass(frozen=True, slots=True)

@@ -11,7 +11,7 @@ from bot.storage.rows import SessionRow
 from bot.storage.schema import SESSION_STATUSES, check_status, now
 from bot.storage.tables import chat_sessions as S
 from bot.storage.tables import creation_order
-from bot.storage.tx import StoreCalls, Tx, update_one
+from bot.storage.tx import RowQuery, StoreCalls, Tx, fetch_rows, update_one
 
 SessionKey = tuple[str, str, str, str]  # channel, conversation_key, user_id, agent_id
 
@@ -36,10 +36,11 @@ _FIND_ACTIVE = Query(ACTIVE_SESSION)
 _SET_STATUS = Query(
     sa.update(S).values(params("status", "updated_at")).where(S.c.id == sa.bindparam("session"))
 )
-_RUNNING_WORKERS = Query(
+_RUNNING_WORKERS = RowQuery(
     sa.select(S)
     .where(S.c.status == "running", S.c.parent_session_id.is_not(None))
-    .order_by(creation_order(S))
+    .order_by(creation_order(S)),
+    SessionRow,
 )
 _CLOSE_ACTIVE = Query(
     sa.update(S).values(status="closed", updated_at=sa.bindparam("at")).where(*_IS_KEY)
@@ -141,7 +142,7 @@ async def _close_active(tx: Tx, /, key: SessionKey) -> int:
 
 
 async def _running_workers(tx: Tx, /) -> list[SessionRow]:
-    return [SessionRow(*row) for row in await tx.fetch(_RUNNING_WORKERS)]
+    return await fetch_rows(tx, _RUNNING_WORKERS)
 
 
 async def _active_session(

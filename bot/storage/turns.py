@@ -146,13 +146,13 @@ class TurnLog(StoreCalls):
 
         Only meaningful for a store no other live gateway process shares: theirs may be running.
         """
-        return await self._tx(_turns, _UNFINISHED)
+        return await self._tx(fetch_turns, _UNFINISHED)
 
     async def turn_for_events(self, conversation_key: str, event_ids: list[str]) -> TurnRow | None:
         """The newest turn of the conversation that took any of these inbound events, finished
         or not: a batch taken over from a dead process may have been answered already."""
         wanted = set(event_ids)
-        for turn in await self._tx(_turns, _NEWEST, key=conversation_key):
+        for turn in await self._tx(fetch_turns, _NEWEST, key=conversation_key):
             if wanted.intersection(turn.inbound_event_ids):
                 return turn
         return None
@@ -189,11 +189,11 @@ class TurnLog(StoreCalls):
         """The newest `limit` turns of the conversation's active session, oldest first (none
         without one; never creates one)."""
         key = {"channel": channel, "conversation_key": conversation_key, "user_id": user_id}
-        turns = await self._tx(_turns, _RECENT, agent_id=agent_id, limit=limit, **key)
+        turns = await self._tx(fetch_turns, _RECENT, agent_id=agent_id, limit=limit, **key)
         return turns[::-1]
 
     async def get_turn(self, turn_id: str) -> TurnRow | None:
-        found = await self._tx(_turns, _GET, turn_id=turn_id)
+        found = await self._tx(fetch_turns, _GET, turn_id=turn_id)
         return found[0] if found else None
 
 
@@ -221,7 +221,8 @@ async def _finish(
     await update_one(tx, _FINISH, "turn", turn_id, values)
 
 
-async def _turns(tx: Tx, query: Query, /, **values: Any) -> list[TurnRow]:
+async def fetch_turns(tx: Tx, query: Query, /, **values: Any) -> list[TurnRow]:
+    """The rows of a query of whole `turns` rows, as records (their JSON decoded)."""
     return [turn_row(row) for row in await tx.fetch(query, **values)]
 
 

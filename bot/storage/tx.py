@@ -9,14 +9,25 @@ waits for another process's lock, exactly like the plain functions it replaces.
 
 from __future__ import annotations
 
+import dataclasses
 import sqlite3
 from collections.abc import Awaitable, Callable, Coroutine, Iterator, Mapping
 from types import TracebackType
-from typing import Any, Concatenate, ParamSpec, Protocol, TypeVar
+from typing import Any, ClassVar, Concatenate, Generic, ParamSpec, Protocol, TypeVar
+
+from sqlalchemy.sql.expression import Executable
 
 from bot.storage.query import Dialect, Query
 
+
+class Record(Protocol):
+    """A dataclass (bot/storage/rows.py): what `RowQuery` makes of each row."""
+
+    __dataclass_fields__: ClassVar[dict[str, Any]]
+
+
 T = TypeVar("T")
+R = TypeVar("R", bound=Record)
 P = ParamSpec("P")
 # A statement's values by name: a mapping, or keywords (`tx.execute(query, values, **named)`)
 Values = Mapping[str, Any]
@@ -104,10 +115,28 @@ async def update_one(
         raise LookupError(f"no {what} with id {ident!r}; create it first")
 
 
-async def fetch_dicts(tx: Tx, query: Query, /, **values: Any) -> list[dict[str, Any]]:
-    """The rows as dicts by column name (the admin views' raw rows)."""
-    names = query.columns
-    return [dict(zip(names, row, strict=True)) for row in await tx.fetch(query, **values)]
+class RowQuery(Generic[R]):
+    """A SELECT whose rows are `record`s (bot/storage/rows.py): its columns must be the
+    record's fields, in order, which is checked here, once (a column added to a table but not
+    to its record fails at import, not on some later read)."""
+
+    __slots__ = ("query", "record")
+
+    def __init__(self, statement: Executable, record: type[R]) -> None:
+        self.query = Query(statement)
+        fields = tuple(field.name for field in dataclasses.fields(record))
+        if self.query.columns != fields:
+            raise TypeError(
+                f"{record.__name__} has the fields {fields}, its query the columns"
+                f" {self.query.columns}; make them the same (bot/storage/rows.py)"
+            )
+        self.record: Callable[..., R] = record
+
+
+async def fetch_rows(tx: Tx, rows: RowQuery[R], /, **values: Any) -> list[R]:
+    """The rows of `rows.query` as its records."""
+    record = rows.record
+    return [record(*row) for row in await tx.fetch(rows.query, **values)]
 
 
 def run_now(work: Awaitable[T]) -> T:

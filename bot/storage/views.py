@@ -1,37 +1,48 @@
-"""Read-only views for admins and reports: raw rows of sessions, messages, audit and usage."""
+"""Read-only views for admins and reports: sessions, messages, turns, audit and usage, as records."""
 
 from __future__ import annotations
-
-from typing import Any
 
 import sqlalchemy as sa
 from sqlalchemy.sql.expression import BindParameter
 
 from bot.storage.query import Query
-from bot.storage.rows import TurnUsage
+from bot.storage.rows import (
+    AuditRow,
+    ConversationRow,
+    MessageRow,
+    ModelCallRow,
+    SessionRow,
+    TurnRow,
+    TurnUsage,
+    UsageTotalRow,
+)
 from bot.storage.tables import audit_logs, chat_sessions, creation_order, messages, turns, usage
-from bot.storage.tx import StoreCalls, Tx, fetch_dicts
+from bot.storage.turns import fetch_turns
+from bot.storage.tx import RowQuery, StoreCalls, Tx, fetch_rows
 
 S, U = chat_sessions, usage
 _SESSION_ID: BindParameter[str] = sa.bindparam("session_id")
 _ROOT = S.c.parent_session_id.is_(None)
 _NEWEST_FIRST = (S.c.updated_at.desc(), creation_order(S).desc())
-_GET_SESSION = Query(sa.select(S).where(S.c.id == _SESSION_ID))
-_CHILDREN = Query(
-    sa.select(S).where(S.c.parent_session_id == _SESSION_ID).order_by(creation_order(S))
+_GET_SESSION = RowQuery(sa.select(S).where(S.c.id == _SESSION_ID), SessionRow)
+_CHILDREN = RowQuery(
+    sa.select(S).where(S.c.parent_session_id == _SESSION_ID).order_by(creation_order(S)),
+    SessionRow,
 )
-_AUDIT = Query(
-    sa.select(audit_logs).where(audit_logs.c.session_id == _SESSION_ID).order_by(audit_logs.c.id)
+_AUDIT = RowQuery(
+    sa.select(audit_logs).where(audit_logs.c.session_id == _SESSION_ID).order_by(audit_logs.c.id),
+    AuditRow,
 )
-_MESSAGES = Query(
-    sa.select(messages).where(messages.c.session_id == _SESSION_ID).order_by(messages.c.id)
+_MESSAGES = RowQuery(
+    sa.select(messages).where(messages.c.session_id == _SESSION_ID).order_by(messages.c.id),
+    MessageRow,
 )
 _TURNS = Query(
     sa.select(turns)
     .where(turns.c.session_id == _SESSION_ID)
     .order_by(turns.c.created_at, creation_order(turns))
 )
-_USAGE = Query(sa.select(U).where(U.c.session_id == _SESSION_ID).order_by(U.c.id))
+_USAGE = RowQuery(sa.select(U).where(U.c.session_id == _SESSION_ID).order_by(U.c.id), ModelCallRow)
 _FAILED_TURNS = (
     sa.select(sa.func.count())
     .where(turns.c.session_id == S.c.id, turns.c.status == "failed")
@@ -39,16 +50,18 @@ _FAILED_TURNS = (
     .label("failed_turns")
 )
 _RECENT = {
-    root_only: Query(
+    root_only: RowQuery(
         sa.select(S)
         .where(_ROOT if root_only else sa.true())
         .order_by(*_NEWEST_FIRST)
-        .limit(sa.bindparam("limit"))
+        .limit(sa.bindparam("limit")),
+        SessionRow,
     )
     for root_only in (True, False)
 }
-_FIND = Query(
-    sa.select(S).where(S.c.id.like(sa.bindparam("pattern"))).order_by(creation_order(S)).limit(10)
+_FIND = RowQuery(
+    sa.select(S).where(S.c.id.like(sa.bindparam("pattern"))).order_by(creation_order(S)).limit(10),
+    SessionRow,
 )
 _TURN_USAGE = Query(
     sa.select(
@@ -64,7 +77,7 @@ _GROUPS = (
     sa.func.coalesce(S.c.user_id, "-").label("user_id"),
     sa.func.coalesce(U.c.model, "-").label("model"),
 )
-_USAGE_TOTALS = Query(
+_USAGE_TOTALS = RowQuery(
     sa.select(
         *_GROUPS,
         sa.func.count().label("calls"),
@@ -73,12 +86,14 @@ _USAGE_TOTALS = Query(
     )
     .select_from(U.outerjoin(S, S.c.id == U.c.session_id))
     .where(U.c.created_at >= sa.bindparam("since"))
-    .group_by(*(sa.literal_column(str(n)) for n in range(1, len(_GROUPS) + 1)))  # by position
+    .group_by(*(sa.literal_column(str(n)) for n in range(1, len(_GROUPS) + 1))),  # by position
+    UsageTotalRow,
 )
-_CONVERSATIONS: dict[tuple[bool, bool], Query] = {}  # by whether channel, user_id are given
+# by whether channel, user_id are given
+_CONVERSATIONS: dict[tuple[bool, bool], RowQuery[ConversationRow]] = {}
 
 
-def _conversations(by_channel: bool, by_user: bool) -> Query:
+def _conversations(by_channel: bool, by_user: bool) -> RowQuery[ConversationRow]:
     query = _CONVERSATIONS.get((by_channel, by_user))
     if query is None:
         where: list[sa.ColumnElement[bool]] = [_ROOT]
@@ -87,58 +102,56 @@ def _conversations(by_channel: bool, by_user: bool) -> Query:
         if by_user:
             where.append(S.c.user_id == sa.bindparam("user_id"))
         statement = sa.select(S, _FAILED_TURNS).where(*where).order_by(*_NEWEST_FIRST)
-        query = Query(statement.limit(sa.bindparam("limit")))
+        query = RowQuery(statement.limit(sa.bindparam("limit")), ConversationRow)
         _CONVERSATIONS[by_channel, by_user] = query
     return query
 
 
 class AdminViews(StoreCalls):
-    """Raw rows, as dicts, for the sessions view, the CLI and tests."""
+    """The rows the sessions view, the CLI and tests read, as records."""
 
-    async def get_session(self, session_id: str) -> dict[str, Any] | None:
-        rows = await self._tx(fetch_dicts, _GET_SESSION, session_id=session_id)
+    async def get_session(self, session_id: str) -> SessionRow | None:
+        rows = await self._tx(fetch_rows, _GET_SESSION, session_id=session_id)
         return rows[0] if rows else None
 
-    async def child_sessions(self, session_id: str) -> list[dict[str, Any]]:
-        return await self._tx(fetch_dicts, _CHILDREN, session_id=session_id)
+    async def child_sessions(self, session_id: str) -> list[SessionRow]:
+        return await self._tx(fetch_rows, _CHILDREN, session_id=session_id)
 
-    async def audit_for_session(self, session_id: str) -> list[dict[str, Any]]:
-        return await self._tx(fetch_dicts, _AUDIT, session_id=session_id)
+    async def audit_for_session(self, session_id: str) -> list[AuditRow]:
+        return await self._tx(fetch_rows, _AUDIT, session_id=session_id)
 
-    async def messages_for_session(self, session_id: str) -> list[dict[str, Any]]:
-        return await self._tx(fetch_dicts, _MESSAGES, session_id=session_id)
+    async def messages_for_session(self, session_id: str) -> list[MessageRow]:
+        return await self._tx(fetch_rows, _MESSAGES, session_id=session_id)
 
-    async def turns_for_session(self, session_id: str) -> list[dict[str, Any]]:
-        return await self._tx(fetch_dicts, _TURNS, session_id=session_id)
+    async def turns_for_session(self, session_id: str) -> list[TurnRow]:
+        return await self._tx(fetch_turns, _TURNS, session_id=session_id)
 
     async def conversations(
         self, *, channel: str | None = None, user_id: str | None = None, limit: int = 50
-    ) -> list[dict[str, Any]]:
+    ) -> list[ConversationRow]:
         """Coordinator sessions, newest first, with how many of their turns failed."""
         query = _conversations(bool(channel), bool(user_id))
-        return await self._tx(fetch_dicts, query, channel=channel, user_id=user_id, limit=limit)
+        return await self._tx(fetch_rows, query, channel=channel, user_id=user_id, limit=limit)
 
-    async def recent_sessions(
-        self, *, limit: int = 20, root_only: bool = True
-    ) -> list[dict[str, Any]]:
+    async def recent_sessions(self, *, limit: int = 20, root_only: bool = True) -> list[SessionRow]:
         """The newest sessions first (coordinator sessions only, unless `root_only` is False)."""
-        return await self._tx(fetch_dicts, _RECENT[root_only], limit=limit)
+        return await self._tx(fetch_rows, _RECENT[root_only], limit=limit)
 
-    async def find_sessions(self, prefix: str) -> list[dict[str, Any]]:
+    async def find_sessions(self, prefix: str) -> list[SessionRow]:
         """Sessions whose id starts with `prefix` (admins type short ids)."""
         pattern = prefix.replace("%", "").replace("_", "") + "%"
-        return await self._tx(fetch_dicts, _FIND, pattern=pattern)
+        return await self._tx(fetch_rows, _FIND, pattern=pattern)
 
-    async def usage_for_session(self, session_id: str) -> list[dict[str, Any]]:
-        return await self._tx(fetch_dicts, _USAGE, session_id=session_id)
+    async def usage_for_session(self, session_id: str) -> list[ModelCallRow]:
+        return await self._tx(fetch_rows, _USAGE, session_id=session_id)
 
     async def turn_usage(self, turn_id: str) -> TurnUsage:
         """A turn's totals: model calls, input and output tokens (all providers of a fallback)."""
         return await self._tx(_turn_usage, turn_id)
 
-    async def usage_totals(self, since: str | None = None) -> list[dict[str, Any]]:
+    async def usage_totals(self, since: str | None = None) -> list[UsageTotalRow]:
         """Model calls and tokens per day (UTC), channel, user and model, since a date or ever."""
-        return await self._tx(fetch_dicts, _USAGE_TOTALS, since=since or "")
+        return await self._tx(fetch_rows, _USAGE_TOTALS, since=since or "")
 
 
 async def _turn_usage(tx: Tx, /, turn_id: str) -> TurnUsage:

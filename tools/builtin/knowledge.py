@@ -23,7 +23,7 @@ def knowledge_base(ctx: ToolContext) -> KnowledgeBase | None:
 async def _memories(ctx: ToolContext, query: str) -> list[str]:
     if not isinstance(ctx.storage, MemoryStore):
         return []
-    return [str(row["content"]) for row in relevant(await user_rows(ctx), query)]
+    return [row.content for row in relevant(await user_rows(ctx), query)]
 
 
 @tool(read_only=True, open_world=False)

@@ -72,9 +72,7 @@ def intake_tool(settings: IntakeSettings | None = None) -> Tool:
                 importance=INTAKE_IMPORTANCE,
                 key=f"intake:{name}",
             )
-        known = {
-            row["key"].removeprefix("intake:") for row in await user_rows(ctx) if row.get("key")
-        }
+        known = {row.key.removeprefix("intake:") for row in await user_rows(ctx) if row.key}
         missing = [n for n, f in fields.items() if f.required and n not in known]
         message = (
             f"Recorded {', '.join(given) or 'nothing new'}. Still missing: {', '.join(missing)}."

@@ -29,7 +29,7 @@ from bot.ops.health import ChannelStates
 from bot.reports.sessions_view import find_session, session_tree
 from bot.reports.usage import usage_report
 from bot.runtime.config.schema import AdminConfig, ModelPrice
-from bot.storage.backends import AnyStore
+from bot.storage.roles import AdminViewRecords
 from tools.mcp.state import ServerState
 
 COOKIE = "bot_admin"
@@ -56,7 +56,7 @@ def _utc(seconds: float) -> str:
 class AdminSources:
     """What the pages read; all of it is the running app's own state."""
 
-    store: AnyStore
+    store: AdminViewRecords
     personas: PersonaLibrary
     channel_states: ChannelStates
     channels: Callable[[], list[str]]
