@@ -10,6 +10,7 @@ import pytest
 
 from agent.providers.scripted import Reply, ScriptedProvider
 from tests.agents_kit import TASK, Probe, Router, dispatch, registry_with, write_personas
+from tests.clock import FakeClock
 from tests.widget_kit import BOT, CHROMIUM, SHADOW, MakeWorld, chromium, say, shot, worlds
 
 pytest.importorskip("playwright.async_api", reason="playwright is not installed")
@@ -121,7 +122,8 @@ async def test_the_tags_options_and_a_signed_user(world: MakeWorld) -> None:
 
 async def test_a_retry_after_too_fast_is_sent_once_with_its_id(world: MakeWorld) -> None:
     provider = ScriptedProvider(lambda request: Reply("ok"))
-    w = await world(provider, websocket={"rate_limit_per_minute": 60})  # bursts of 10, 1 a second
+    clock = FakeClock()  # the rate limit's time stands still while the browser types
+    w = await world(provider, websocket={"rate_limit_per_minute": 60}, clock=clock)  # 10, 1 a s
     async with chromium() as browser:
         page = await browser.new_page()
         sent: list[str | bytes] = []
@@ -134,7 +136,8 @@ async def test_a_retry_after_too_fast_is_sent_once_with_its_id(world: MakeWorld)
         failed = page.locator(".cgw-row-user[data-state='failed']")
         await failed.wait_for()
         assert await failed.locator(".cgw-text").inner_text() == "message 10"
-        await page.wait_for_timeout(1500)  # the limit lets one more through each second
+        clock.now += 1.5  # the limit lets one more through each second
+        await page.wait_for_timeout(1500)  # and the widget waits out the retry-after it was told
         await failed.locator(".cgw-retry").click()
         await page.wait_for_selector(".cgw-row-user[data-state='failed']", state="detached")
         await page.wait_for_function(

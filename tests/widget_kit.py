@@ -12,6 +12,7 @@ import asyncio
 import contextlib
 import html
 import shutil
+import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 from typing import Any
@@ -162,6 +163,7 @@ class World:
         registry: ToolRegistry | None = None,
         personas: dict[str, Any] | None = None,
         websocket: dict[str, Any] | None = None,
+        clock: Callable[[], float] = time.monotonic,
         **data: str,
     ) -> World:
         await self.site.start()
@@ -172,7 +174,9 @@ class World:
         if personas:
             sections["personas"] = personas
         config = make_config(self.tmp_path, **sections)
-        self.app = App(config, base_dir=self.tmp_path, provider=provider, registry=registry)
+        self.app = App(
+            config, base_dir=self.tmp_path, provider=provider, registry=registry, clock=clock
+        )
         await self.app.__aenter__()
         bot_url = self.app.url
         if link:

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
+from collections.abc import Callable
 from pathlib import Path
 from types import TracebackType
 
@@ -57,8 +59,10 @@ class App:
         persona: str = "default",
         web_server: bool = True,
         metrics: bool | None = None,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
-        """`metrics`: count for /metrics (None: unless the environment says BOT_METRICS=off)."""
+        """`metrics`: count for /metrics (None: unless the environment says BOT_METRICS=off);
+        `clock`: what the channels' inbound rate limits count time by (a test's own clock)."""
         self.config = config
         self.base_dir = base_dir or Path.cwd()
         self.ops = Operations(metrics=metrics_enabled() if metrics is None else metrics)
@@ -116,6 +120,7 @@ class App:
                 if config.storage.path == ":memory:"
                 else self._path(config.storage.path).parent,
                 media=(self.blobs, self.links, uploads),
+                clock=clock,
             )
             for channel in build_enabled(config.channels, services):
                 self.channels[channel.name] = channel

@@ -8,11 +8,13 @@ own, and so that the app names no channel: channels plug in through `adapters.re
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 from adapters.accounts import Accounts, FileAccounts
 from adapters.base import BlobLinks, InboundMessage
+from adapters.rates import LocalInboundRates
 from adapters.registry import ChannelServices, instance_name, sections
 from agent.coordinator import AgentSettings, Coordinator
 from agent.loop import LoopSettings
@@ -73,6 +75,7 @@ def channel_services(
     persona_name: Callable[[], str],
     data_dir: Path | None,
     media: tuple[BlobStore, BlobLinks | None, bytes | None] | None = None,
+    clock: Callable[[], float] = time.monotonic,
 ) -> ChannelServices:
     """What every channel factory is handed: the server's facts and the shared seams.
     `data_dir`: the database's folder (None: in memory), where this process's account locks go
@@ -94,7 +97,8 @@ def channel_services(
         answered=_answered(store),
         event_hub=redis.hub if redis else None,
         rate_budget=redis.budget if redis else None,
-        inbound_rates=redis.inbound_rates if redis else None,
+        # in this process's memory unless Redis spans the processes; one for every channel
+        inbound_rates=redis.inbound_rates if redis else LocalInboundRates(clock=clock),
         leader=redis.leader if redis else None,
         accounts=accounts,
         latest_conversation=_latest_conversation(store),
