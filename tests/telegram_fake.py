@@ -19,6 +19,7 @@ import asyncio
 import itertools
 import json
 import math
+import os
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -27,8 +28,11 @@ from typing import Any, Self
 
 from aiohttp import web
 
-TOKEN = "123456:TEST"
-BOT: dict[str, Any] = {"id": 123456, "is_bot": True, "first_name": "Bot", "username": "test_bot"}
+# A bot id of this test process's own: who polls a bot is held in Redis by the bot's id, across
+# `redis.prefix`es (bot/redis/accounts.py), so two test runs sharing one Redis must not share it.
+BOT_ID = 100_000 + os.getpid() % 800_000
+TOKEN = f"{BOT_ID}:TEST"
+BOT: dict[str, Any] = {"id": BOT_ID, "is_bot": True, "first_name": "Bot", "username": "test_bot"}
 UPLOADS = {
     "sendphoto": "photo",
     "senddocument": "document",

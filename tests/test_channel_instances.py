@@ -17,7 +17,7 @@ from agent.providers.scripted import Reply, ScriptedProvider
 from bot.runtime.app import App
 from bot.runtime.config import ConfigError, load_config
 from tests.conftest import ROOT, make_config
-from tests.telegram_fake import TOKEN, FakeBotAPI
+from tests.telegram_fake import BOT_ID, TOKEN, FakeBotAPI
 
 SUPPORT_TOKEN = "654321:SUPPORT"
 SUPPORT_BOT = {"id": 654321, "is_bot": True, "first_name": "Help", "username": "help_bot"}
@@ -133,7 +133,7 @@ async def test_one_token_for_two_gateways_is_refused_naming_both(
     (other / "config.yaml").write_text(json.dumps(data))
     second = load_config(other / "config.yaml", env={})
     provider = ScriptedProvider([Reply("answered once")])
-    refusal = Seen("Telegram bot @test_bot (id 123456) is already run by instance 'telegram'")
+    refusal = Seen(f"Telegram bot @test_bot (id {BOT_ID}) is already run by instance 'telegram'")
     logging.getLogger("bot.runtime.app").addHandler(refusal)
     try:
         async with App(first, base_dir=tmp_path, provider=provider) as one:
