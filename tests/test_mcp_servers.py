@@ -66,10 +66,10 @@ async def logged(log: Path, text: str) -> None:
 
 @asynccontextmanager
 async def http_server(
-    port: int, log: Path, transport: str = "--http"
+    port: int, log: Path, transport: str = "--http", *extra: str
 ) -> AsyncIterator[asyncio.subprocess.Process]:
     process = await asyncio.create_subprocess_exec(
-        sys.executable, DEMO, transport, str(port), "--log", str(log)
+        sys.executable, DEMO, transport, str(port), "--log", str(log), *extra
     )
     try:
         async with asyncio.timeout(WAIT_S):

@@ -1,7 +1,8 @@
 """A small MCP server for the tests: `python demo.py [--http PORT | --sse PORT] [--log FILE]`.
 
 Over stdio by default, Streamable HTTP on 127.0.0.1:PORT with `--http` (at /mcp), the legacy
-HTTP+SSE transport with `--sse` (at /sse). `--log FILE` appends one
+HTTP+SSE transport with `--sse` (at /sse). `--oauth-issuer URL --oauth-token T` lets only
+`Bearer T` in (401 and the protected-resource metadata otherwise). `--log FILE` appends one
 line per event the tests look for (`started <pid>`, `cancelled <tool>`, `env <json>`).
 """
 
@@ -14,6 +15,8 @@ import json
 import os
 import sys
 
+from mcp.server.auth.provider import AccessToken
+from mcp.server.auth.settings import AuthSettings
 from mcp.server.mcpserver import MCPServer
 from mcp.types import ImageContent, TextContent, ToolAnnotations
 
@@ -25,8 +28,32 @@ PNG = base64.b64encode(
 ).decode()
 
 
-def build(log: str | None) -> MCPServer:
-    server = MCPServer("demo")
+class OneToken:
+    """Accepts the one token the test's authorization server hands out."""
+
+    def __init__(self, token: str) -> None:
+        self.token = token
+
+    async def verify_token(self, token: str) -> AccessToken | None:
+        if token != self.token:
+            return None
+        return AccessToken(token=token, client_id="gateway", scopes=["tools"])
+
+
+def build(log: str | None, issuer: str | None = None, token: str = "", port: int = 0) -> MCPServer:
+    if issuer is None:
+        server = MCPServer("demo")
+    else:  # a protected resource: 401 + WWW-Authenticate without the token, as the spec says
+        # from strings: the settings keep a path-less issuer without a trailing slash
+        auth = AuthSettings.model_validate(
+            {
+                "issuer_url": issuer,
+                "resource_server_url": f"http://127.0.0.1:{port}/mcp",
+                "required_scopes": ["tools"],
+                "validate_token_resource": False,
+            }
+        )
+        server = MCPServer("demo", token_verifier=OneToken(token), auth=auth)
 
     def note(line: str) -> None:
         if log:
@@ -81,10 +108,13 @@ def main() -> None:
     parser.add_argument("--http", type=int)
     parser.add_argument("--sse", type=int)  # the legacy HTTP+SSE transport on this port
     parser.add_argument("--log")
+    # with --http: only a bearer token from this authorization server (issuer URL) is let in
+    parser.add_argument("--oauth-issuer")
+    parser.add_argument("--oauth-token", default="")
     # a grandchild, as `npx` leaves a `node`: it outlives the server unless the group is ended
     parser.add_argument("--child", action="store_true")
     args = parser.parse_args()
-    server = build(args.log)
+    server = build(args.log, args.oauth_issuer, args.oauth_token, args.http or 0)
     if args.child:
         import subprocess
 

@@ -21,6 +21,33 @@ class _Section(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True, coerce_numbers_to_str=True)
 
 
+class McpOAuthConfig(_Section):
+    """The client-credentials grant: the gateway's own identity at the server's authorization
+    server (`issuer`, so the secret is only ever sent there)."""
+
+    client_id: str
+    client_secret: str = Field(repr=False)  # `${MCP_TICKETS_SECRET}`, from the environment
+    issuer: str
+    scope: str | None = None
+
+    @field_validator("client_id", "client_secret")
+    @classmethod
+    def _given(cls, value: str) -> str:
+        if not value.strip():
+            raise ValueError("is empty; set it (the secret from the environment: ${MY_SECRET})")
+        return value
+
+    @field_validator("issuer")
+    @classmethod
+    def _issuer(cls, value: str) -> str:
+        if not re.match(r"^https?://[^/\s]+", value):
+            raise ValueError(
+                "expected the authorization server's http(s) issuer URL, e.g."
+                " https://auth.example.com"
+            )
+        return value
+
+
 class McpServerConfig(_Section):
     """One server: `command` (+ `args`, `env`, `cwd`) starts it as a child over stdio; `url`
     (+ `headers`) reaches it over Streamable HTTP. Exactly one of `command` and `url`."""
@@ -33,6 +60,7 @@ class McpServerConfig(_Section):
     cwd: str | None = None
     url: str | None = None
     headers: dict[str, str] = Field({}, repr=False)  # `Authorization: Bearer ${TOKEN}`
+    oauth: McpOAuthConfig | None = None  # client credentials, for `url` servers
     sse: bool = False  # true: `url` speaks only the legacy HTTP+SSE transport (often `.../sse`)
     call_timeout_s: float = Field(30, gt=0, le=3600)
     connect_timeout_s: float = Field(10, gt=0, le=600)
@@ -71,8 +99,10 @@ class McpServerConfig(_Section):
             )
         if self.url is not None and (self.args or self.env or self.cwd):
             raise ValueError("args, env and cwd are for `command` servers; remove them for `url`")
-        if self.command is not None and (self.headers or self.sse):
-            raise ValueError("headers and sse are for `url` servers; remove them for `command`")
+        if self.command is not None and (self.headers or self.sse or self.oauth):
+            raise ValueError(
+                "headers, oauth and sse are for `url` servers; remove them for `command`"
+            )
         return self
 
     @property

@@ -25,6 +25,7 @@ from mcp.client.stdio import StdioServerParameters, stdio_client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.message import SessionMessage
 
+from tools.mcp.oauth import client_credentials
 from tools.mcp.settings import McpServerConfig
 
 GUARD = str(Path(__file__).with_name("guard.py"))
@@ -117,14 +118,16 @@ async def open_transport(
     if config.command is not None:
         return _watched(stdio_client(stdio_parameters(config)), ended)
     assert config.url is not None
+    # a fresh provider per connection: its tokens last as long as the connection's client
+    auth = client_credentials(config.url, config.oauth) if config.oauth else None
     if config.sse:  # the legacy transport: it makes its own HTTP client
         streams = sse_client(
-            config.url, headers=dict(config.headers), timeout=config.connect_timeout_s
+            config.url, headers=dict(config.headers), timeout=config.connect_timeout_s, auth=auth
         )
         return _watched(streams, ended)
     # the read timeout is the SDK's (an SSE stream stays open); a call's deadline is ours
     timeout = httpx2.Timeout(config.connect_timeout_s, read=300)
     http = await stack.enter_async_context(
-        httpx2.AsyncClient(headers=dict(config.headers), timeout=timeout)
+        httpx2.AsyncClient(headers=dict(config.headers), timeout=timeout, auth=auth)
     )
     return _watched(streamable_http_client(config.url, http_client=http), ended)
