@@ -1,5 +1,6 @@
-"""OAuth client credentials: the real SDK provider against a protected demo server (a child)
-and a small authorization server on loopback that records every token request."""
+"""OAuth client credentials: the config's checks, and the real SDK provider against a protected
+demo server (a child) and a small authorization server on loopback that records every token
+request."""
 
 from __future__ import annotations
 
@@ -12,18 +13,17 @@ from urllib.parse import unquote
 import pytest
 from aiohttp import web
 
+from tests.test_config import error_of, write
 from tests.test_mcp_servers import CTX, free_port, http_server, running, until
+from bot.runtime.config import load_config
 from tools.mcp.server import McpServer
 from tools.mcp.settings import McpOAuthConfig, McpServerConfig
 
-pytestmark = pytest.mark.process
 TOKEN = "tok-4f1c"  # what the authorization server issues and the demo server accepts
 
 
 @asynccontextmanager
-async def authorization_server(
-    secret: str, seen: list[dict[str, str]]
-) -> AsyncIterator[str]:
+async def authorization_server(secret: str, seen: list[dict[str, str]]) -> AsyncIterator[str]:
     """RFC 8414 metadata and a token endpoint taking client_secret_basic for `gateway`."""
     port = free_port()
     issuer = f"http://127.0.0.1:{port}"
@@ -47,7 +47,9 @@ async def authorization_server(
         seen.append({**form, "client_id": unquote(client_id), "scheme": scheme})
         if (unquote(client_id), unquote(client_secret)) != ("gateway", secret):
             return web.json_response({"error": "invalid_client"}, status=401)
-        return web.json_response({"access_token": TOKEN, "token_type": "Bearer", "expires_in": 3600})
+        return web.json_response(
+            {"access_token": TOKEN, "token_type": "Bearer", "expires_in": 3600}
+        )
 
     app = web.Application()
     app.router.add_get("/.well-known/oauth-authorization-server", metadata)
@@ -68,6 +70,7 @@ def oauth_server(port: int, issuer: str, secret: str, **oauth: str) -> McpServer
     )
 
 
+@pytest.mark.process
 async def test_client_credentials_get_a_token_and_the_tools_work(tmp_path: Path) -> None:
     seen: list[dict[str, str]] = []
     port = free_port()
@@ -93,6 +96,7 @@ async def test_client_credentials_get_a_token_and_the_tools_work(tmp_path: Path)
     ]
 
 
+@pytest.mark.process
 async def test_a_wrong_secret_leaves_the_server_down_with_the_reason(tmp_path: Path) -> None:
     seen: list[dict[str, str]] = []
     port = free_port()
@@ -108,3 +112,56 @@ async def test_a_wrong_secret_leaves_the_server_down_with_the_reason(tmp_path: P
     assert "Token exchange failed (401)" in reason and "invalid_client" in reason
     assert "wrong" not in reason  # the secret never shows
     assert seen and seen[0]["client_id"] == "gateway"
+
+
+OAUTH_YAML = """
+mcp:
+  servers:
+    tickets:
+      %s
+      oauth: {%s}
+"""
+GOOD = "client_id: gw, client_secret: '${TICKETS_SECRET}', issuer: 'https://auth.example.com'"
+
+
+def test_the_secret_comes_from_the_environment_and_never_shows(tmp_path: Path) -> None:
+    text = OAUTH_YAML % ("url: https://mcp.example.com/mcp", GOOD + ", scope: tickets.read")
+    config = load_config(write(tmp_path, text), env={"TICKETS_SECRET": "hush-123"})
+    oauth = config.mcp.servers["tickets"].oauth
+    assert oauth is not None and oauth.client_secret == "hush-123" and oauth.scope == "tickets.read"
+    assert "hush-123" not in repr(config)
+
+
+@pytest.mark.parametrize(
+    ("transport", "oauth", "expected"),
+    [
+        (
+            "url: https://mcp.example.com/mcp",
+            "client_id: gw, issuer: 'https://a.example.com'",
+            "client_secret",
+        ),
+        (
+            "url: https://mcp.example.com/mcp",
+            "client_secret: x, issuer: 'https://a.example.com'",
+            "client_id",
+        ),
+        (
+            "url: https://mcp.example.com/mcp",
+            "client_id: gw, client_secret: '', issuer: 'https://a.example.com'",
+            "is empty",
+        ),
+        (
+            "url: https://mcp.example.com/mcp",
+            "client_id: gw, client_secret: x, issuer: auth.example.com",
+            "issuer URL",
+        ),
+        ("url: https://mcp.example.com/mcp", "client_id: gw, client_secret: x", "issuer"),
+        ("command: npx", GOOD, "headers, oauth and sse are for `url` servers"),
+    ],
+)
+def test_a_wrong_oauth_block_says_what_to_fix(
+    tmp_path: Path, transport: str, oauth: str, expected: str
+) -> None:
+    message = error_of(tmp_path, OAUTH_YAML % (transport, oauth), {"TICKETS_SECRET": "hush"})
+    assert "mcp.servers.tickets" in message and expected in message
+    assert "hush" not in message
