@@ -13,9 +13,9 @@ from urllib.parse import unquote
 import pytest
 from aiohttp import web
 
+from bot.runtime.config import load_config
 from tests.test_config import error_of, write
 from tests.test_mcp_servers import CTX, free_port, http_server, running, until
-from bot.runtime.config import load_config
 from tools.mcp.server import McpServer
 from tools.mcp.settings import McpOAuthConfig, McpServerConfig
 
