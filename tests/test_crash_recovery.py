@@ -56,7 +56,16 @@ def _serve(tmp_path: Path, fake: FakeBotAPI, model: FakeOpenAI) -> subprocess.Po
         "server": {"port": 0},
         "storage": {"path": str(tmp_path / "bot.db")},
         "personas": {"dirs": [str(personas)]},
-        "llm": llm_config("openai", model, max_retries=0, first_token_timeout_s=60),
+        # the model's deadlines as hang guards only: three test runs beside `stress --cpu 4` on
+        # two cores once took the resumed turn's connection past the usual 2 s
+        "llm": llm_config(
+            "openai",
+            model,
+            max_retries=0,
+            connect_timeout_s=60,
+            first_token_timeout_s=60,
+            total_timeout_s=120,
+        ),
         "tools": {
             "payment": {
                 "prices": {"ASSESSMENT": {"GENERAL": 100}},
