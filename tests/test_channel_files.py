@@ -4,26 +4,31 @@ photo or document by size and type, the refusal the user is told, and `send_part
 
 from __future__ import annotations
 
+import io
 from collections.abc import AsyncIterator
 from dataclasses import replace
 
 import pytest
+from aiogram.types import Message as TelegramMessage
+from PIL import Image
 
 from adapters.base import Attachment, ChannelError, ChatRef, InboundMessage
 from adapters.feishu import FeishuChannel
 from adapters.feishu.normalize import normalize as feishu_normalize
 from adapters.slack import SlackChannel
 from adapters.telegram import TelegramChannel
+from adapters.telegram.normalize import BotIdentity
+from adapters.telegram.normalize import normalize as telegram_normalize
 from bot.pipeline.attachments import fetch_files, send_parts, tell_refusals
 from bot.pipeline.delivery import Delivery
 from content.parts import AudioPart, BlobRef, FilePart, ImagePart, MediaPart
-from tests.blob_kit import MemoryBlobs
+from tests.blob_kit import MemoryBlobs, png
 from tests.feishu_events import message_event
 from tests.feishu_fake import APP_ID, APP_SECRET, BOT_OPEN_ID, FakeFeishu
 from tests.slack_fake import BOT_TOKEN, FakeSlack
 from tests.telegram_fake import TOKEN, FakeBotAPI
 
-PNG = b"\x89PNG\r\n\x1a\n" + bytes(300)
+PNG = png(20, 10)
 CHAT = 42
 
 
@@ -104,6 +109,77 @@ async def test_telegram_sends_each_part_the_way_telegram_shows_it(
         PNG,
         "Here",
     )
+
+
+def wide(width: int, height: int) -> bytes:
+    """A real PNG of one bit per pixel: big dimensions, few bytes."""
+    buffer = io.BytesIO()
+    Image.new("1", (width, height)).save(buffer, "PNG")
+    return buffer.getvalue()
+
+
+@pytest.mark.parametrize(
+    ("data", "method"),
+    [
+        (wide(2000, 50), "senddocument"),  # one side 40 times the other
+        (wide(9000, 1500), "senddocument"),  # width + height over 10000
+        (wide(4000, 4000), "sendphoto"),  # large, within every limit
+        (b"\x89PNG\r\n\x1a\n but no image", "senddocument"),  # not readable as an image
+    ],
+)
+async def test_an_image_goes_as_a_photo_only_within_telegrams_photo_limits(
+    telegram: tuple[FakeBotAPI, TelegramChannel], data: bytes, method: str
+) -> None:
+    """The fake refuses a photo out of limits as Telegram does, so a wrong choice fails here."""
+    fake, channel = telegram
+    blobs = MemoryBlobs()
+    part = ImagePart(await blobs.put(data, mime_type="image/png", name="chart.png"))
+    await channel.send_part(ChatRef("telegram", str(CHAT)), part, blobs)
+    [upload] = fake.uploads
+    assert (upload.method, upload.data) == (method, data)
+
+
+def photo_update(fake: FakeBotAPI, *sizes: tuple[str, int, int | None]) -> TelegramMessage:
+    offered = [
+        {"file_id": fid, "file_unique_id": fid, "width": side, "height": side}
+        | ({"file_size": size} if size is not None else {})
+        for fid, side, size in sizes
+    ]
+    update = fake.message(CHAT, None, photo=offered, caption="look")
+    return TelegramMessage.model_validate(update["message"])
+
+
+def normalized(message: TelegramMessage) -> InboundMessage:
+    made = telegram_normalize(message, 1, BotIdentity(1, "bot"))
+    assert isinstance(made, InboundMessage)
+    return made
+
+
+async def test_a_photo_is_its_largest_size_that_telegram_lets_us_download(
+    telegram: tuple[FakeBotAPI, TelegramChannel],
+) -> None:
+    fake, channel = telegram
+    big = 25 * 1024 * 1024  # over getFile's 20 MB
+    message = photo_update(fake, ("s", 90, 900), ("m", 800, 90_000), ("x", 5000, big))
+    [photo] = normalized(message).attachments
+    assert (photo.platform_id, photo.size) == ("m", 90_000)
+    none_fits = photo_update(fake, ("m", 800, big + 1), ("x", 5000, big))
+    [refused] = normalized(none_fits).attachments
+    assert refused.platform_id == "x"  # the smallest: refused from its size, named to the user
+
+
+async def test_a_photo_over_the_stores_cap_is_read_in_a_smaller_size(
+    telegram: tuple[FakeBotAPI, TelegramChannel],
+) -> None:
+    fake, channel = telegram
+    small = fake.add_file(PNG, "photos/small.png")
+    large = fake.add_file(bytes(5000), "photos/large.png")
+    message = normalized(photo_update(fake, (small, 90, len(PNG)), (large, 800, 5000)))
+    fetched = await fetch_files(channel, MemoryBlobs(max_bytes=1000), [message])
+    assert not fetched.refusals
+    [part] = fetched.batch[0].parts
+    assert isinstance(part, ImagePart) and part.blob.size == len(PNG)
+    assert fake.downloads == ["photos/small.png"]  # the large one was never asked for
 
 
 async def test_send_parts_tells_what_could_not_be_sent(

@@ -5,6 +5,7 @@ limit while the rest of the message is answered."""
 
 from __future__ import annotations
 
+import asyncio
 import base64
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -16,6 +17,7 @@ from agent.providers.base import Provider
 from agent.providers.scripted import Reply, ScriptedProvider
 from bot.runtime.app import App
 from content.parts import ImagePart
+from tests.blob_kit import png
 from tests.conftest import make_config
 from tests.fake_anthropic import FakeAnthropic
 from tests.fake_llm import Reply as FakeReply
@@ -26,7 +28,7 @@ from tools.tool import tool
 
 CHAT = 42
 PHOTO = b"\xff\xd8\xff\xe0" + bytes(range(256)) * 8  # a JPEG's first bytes
-CHART = b"\x89PNG\r\n\x1a\n chart"
+CHART = png(30, 20)
 PERSONA = "---\nname: default\ndescription: draws charts\ntools: [chart]\n---\nYou draw.\n"
 
 
@@ -89,6 +91,30 @@ async def test_a_photo_reaches_the_model_and_a_chart_comes_back_as_a_photo(
     assert "Here." in [call.text for call in fake.ok(CHAT, "sendMessage", "editMessageText")]
 
 
+async def test_the_placeholder_shows_before_the_download_ends(
+    tmp_path: Path, fake: FakeBotAPI
+) -> None:
+    """A big file must not hold "Thinking…" back: the placeholder is up while the download
+    still runs, and the answer, which read the file, lands in it."""
+    fake.downloads_held = asyncio.Event()
+    provider = ScriptedProvider([Reply("A photo.")])
+    async with app_on(tmp_path, fake, provider) as app:
+        file_id = fake.add_file(PHOTO, "photos/file_3.jpg")
+        size = {"file_id": file_id, "file_unique_id": "u3", "width": 9, "height": 9}
+        fake.push(fake.message(CHAT, None, photo=[size | {"file_size": len(PHOTO)}]))
+        await fake.wait_for(lambda: bool(fake.downloads) and bool(fake.ok(CHAT, "sendMessage")))
+        [placeholder] = fake.ok(CHAT, "sendMessage")
+        assert not provider.requests  # the file is not in yet
+        fake.downloads_held.set()
+        await fake.wait_for(lambda: bool(provider.requests))
+        await app.gateway.wait_idle()
+        [photo] = provider.requests[0].messages[-1].parts
+        assert (await app.blobs.get(photo.blob.blob_id))[1] == PHOTO
+    edits = fake.ok(CHAT, "editMessageText")
+    assert edits[-1].text == "A photo."
+    assert int(edits[-1].params["message_id"]) == placeholder.message_id
+
+
 async def test_a_file_over_the_limit_is_refused_with_a_reply_and_the_text_answered(
     tmp_path: Path, fake: FakeBotAPI
 ) -> None:
@@ -110,6 +136,27 @@ async def test_a_file_over_the_limit_is_refused_with_a_reply_and_the_text_answer
     assert fake.downloads == []  # refused from its declared size
     user = provider.requests[0].messages[-1]
     assert user.parts == () and "and a question" in user.content
+
+
+async def test_a_file_over_telegrams_20_mb_is_refused_and_polling_goes_on(
+    tmp_path: Path, fake: FakeBotAPI
+) -> None:
+    """Over getFile's own cap (the store would take it): refused without a call, and the next
+    message is read and answered (a peer's polling died on this file)."""
+    provider = ScriptedProvider([Reply("Answered without it."), Reply("Still here.")])
+    async with app_on(tmp_path, fake, provider, max_bytes=100_000_000) as app:
+        file_id = fake.add_file(b"never fetched", "videos/huge.mp4")
+        document = {"file_id": file_id, "file_unique_id": "u9", "file_name": "huge.mp4"}
+        fake.push(fake.message(CHAT, None, document=document | {"file_size": 25_000_000}))
+        await fake.wait_for(lambda: len(provider.requests) == 1)
+        await app.gateway.wait_idle()
+        fake.push(fake.message(CHAT, "are you there?"))
+        await fake.wait_for(lambda: len(provider.requests) == 2)
+        await app.gateway.wait_idle()
+    texts = [call.text or "" for call in fake.ok(CHAT, "sendMessage", "editMessageText")]
+    assert any("“huge.mp4” (25.0 MB) is too large" in t and "21.0 MB" in t for t in texts)
+    assert "Still here." in texts
+    assert fake.downloads == [] and not [c for c in fake.calls if c.method == "getfile"]
 
 
 async def test_the_photo_goes_to_a_real_vendor_api_as_an_image_block(

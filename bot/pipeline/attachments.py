@@ -42,14 +42,21 @@ class Fetched:
     refusals: tuple[Refusal, ...] = ()
 
 
+def to_fetch(channel: Channel, blobs: BlobStore | None, batch: Sequence[InboundMessage]) -> bool:
+    """Whether `fetch_files` would download anything: the batch announced files, the gateway
+    keeps files and the channel fetches them. A text-only batch costs nothing more (a runtime
+    Protocol check is not free)."""
+    if blobs is None or not any(m.attachments for m in batch):
+        return False
+    return isinstance(channel, FetchesFiles)
+
+
 async def fetch_files(
     channel: Channel, blobs: BlobStore | None, batch: Sequence[InboundMessage]
 ) -> Fetched:
-    # a text-only batch costs nothing more (a runtime Protocol check is not free)
-    if blobs is None or not any(m.attachments for m in batch):
+    if not to_fetch(channel, blobs, batch):
         return Fetched(list(batch))
-    if not isinstance(channel, FetchesFiles):
-        return Fetched(list(batch))
+    assert isinstance(channel, FetchesFiles) and blobs is not None  # what to_fetch checked
     fetched, refusals = [], []
     for message in batch:
         parts, left = list(message.parts), []

@@ -27,7 +27,7 @@ from agent.personas import PersonaLibrary
 from agent.replay import ReplayPoint
 from agent.types import Message
 from bot.ops.metrics import NO_METRICS, GatewayMetrics
-from bot.pipeline.attachments import fetch_files, tell_refusals
+from bot.pipeline.attachments import fetch_files, tell_refusals, to_fetch
 from bot.pipeline.conversations import TurnSignal
 from bot.pipeline.dedup import Dedup
 from bot.pipeline.delivery import Delivery
@@ -157,15 +157,18 @@ class TurnRunner:
                 persona = self.personas.get(self.persona.for_channel(last.chat.channel))
                 session_id = await self.session_for(last, persona.name, persona.version)
                 masker = user_text_masker(self.coordinator)
-                fetched = await fetch_files(channel, self.blobs, batch)  # before it is recorded
-                batch = fetched.batch
-                await tell_refusals(channel, fetched.refusals)
+                # Files to download first: the placeholder goes up before them (a big file
+                # must not hold "Thinking…" back), so the user's message, which carries them,
+                # is recorded by the coordinator once they are in (a process killed during the
+                # download leaves a turn with no user message: the resumer apologises in its
+                # placeholder). Otherwise the turn is recorded with its user's message: a
+                # restart goes on from it (agent/replay.py).
+                downloads = to_fetch(channel, self.blobs, batch)
+                text, parts = combine(batch, masker), media(batch)
+                user = Message("user", text, parts=parts)
+                start = None if downloads else ReplayPoint((user,), resumed=Resumed(rounds_done=0))
                 # recorded BEFORE the placeholder is posted, and its handle right after: a
                 # process killed in between leaves a turn another resumes, never an unknown one
-                text, parts = combine(batch, masker), media(batch)
-                # with the user's message: a restart goes on from it (agent/replay.py)
-                user = Message("user", text, parts=parts)
-                start = ReplayPoint((user,), resumed=Resumed(rounds_done=0))
                 await self.turn_log.create_turn(
                     turn_id=turn_id,
                     session_id=session_id,
@@ -174,7 +177,7 @@ class TurnRunner:
                     inbound_event_ids=[m.event_id for m in batch],
                     placeholder=chat_record(last.chat),
                     inbound_messages=shown(batch, masker),
-                    messages=start.messages,
+                    messages=start.messages if start is not None else (),
                 )
                 recorded = True
                 if not await post_placeholder(delivery, batch, self.dedup):
@@ -184,6 +187,11 @@ class TurnRunner:
                     record = handle_record(delivery.handles[0])
                     await self.turn_log.update_turn_placeholder(turn_id, record)
                 self.metrics.placeholder_shown(last.chat.channel, time.monotonic() - arrived)
+                if downloads:
+                    fetched = await fetch_files(channel, self.blobs, batch)
+                    batch = fetched.batch
+                    await tell_refusals(channel, fetched.refusals)
+                    text, parts = combine(batch, masker), media(batch)
                 turn = TurnInput(
                     persona=persona,
                     session_id=session_id,
