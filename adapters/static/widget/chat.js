@@ -32,7 +32,10 @@ function createChat(ui, o) {
     connect();
     return false;
   } };
-  var outbox = createOutbox(ui, t, log, link);
+  var outbox = createOutbox(ui, t, log, link, o.probeUrl);
+  var composer = createComposer(ui, o, function () {  // a voice clip goes as soon as it is in
+    composer.take().then(function (files) { if (files.length) outbox.submit("", files); });
+  });
   var answers = createAnswers(ui, o, log, sendFrame);
 
   function sendFrame(frame) {  // stop and button presses: sent when connected
@@ -60,6 +63,7 @@ function createChat(ui, o) {
       ui.state.textContent = t.online;
       ui.panel.parentNode.classList.remove("cgw-offline");
       outbox.ready(frame.max_text_chars);
+      composer.ready(frame.upload);
       waiting.splice(0).forEach(sendFrame);
       return;
     }
@@ -143,9 +147,12 @@ function createChat(ui, o) {
   ui.form.addEventListener("submit", function (event) {
     event.preventDefault();
     var text = ui.input.value;
-    if (!text.trim() || refused) return;
+    if ((!text.trim() && !composer.has()) || refused) return;
     ui.input.value = "";
-    outbox.submit(text);
+    if (!composer.has()) return outbox.submit(text);
+    composer.take().then(function (files) {  // sent once its files are uploaded
+      if (files.length || text.trim()) outbox.submit(text, files);
+    });
   });
   ui.input.addEventListener("keydown", function (event) {
     if (event.key === "Enter" && !event.shiftKey && !event.isComposing) {
