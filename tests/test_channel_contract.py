@@ -24,7 +24,8 @@ from adapters.base import (
 )
 from bot.pipeline.attachments import fetch_files
 from bot.pipeline.delivery import PLACEHOLDER, Delivery
-from content.parts import FilePart
+from content.parts import FilePart, ImagePart
+from tests.blob_kit import png
 from tests.channel_harness import HARNESSES, ChannelHarness, Fault, Seen, UploadTooLarge
 from tools.events import AnswerDelta, Final
 
@@ -301,6 +302,8 @@ async def test_delivery_fills_one_placeholder_that_ends_holding_the_final(
 # 9. files
 
 
+PICTURE = png(24, 16, "orange")
+COLORS = ("red", "green", "blue")
 PDF = b"%PDF-1.4\n" + bytes(range(256)) * 40 + b"\n%%EOF\n"  # not text: every byte value
 
 
@@ -353,3 +356,27 @@ async def test_a_file_that_declared_a_wrong_size_is_cut_off_at_the_cap(
     [refusal] = fetched.refusals
     assert "liar.pdf" in refusal.reply
     assert not harness.blobs.blobs
+
+
+async def test_a_photo_comes_in_and_an_image_goes_out_as_one(harness: ChannelHarness) -> None:
+    """The platform's way of sending a picture is read as an image (its type from its bytes);
+    an image the answer carries is shown as a picture, not as a file to download."""
+    message = await harness.user_sends_photo(PICTURE)
+    fetched = await fetch_files(harness.channel, harness.blobs, [message])
+    assert not fetched.refusals
+    [part] = fetched.batch[0].parts
+    assert isinstance(part, ImagePart) and part.blob.mime_type == "image/png"
+    assert await harness.blobs.get(part.blob.blob_id) == ("image/png", PICTURE)
+    assert isinstance(harness.channel, SendsParts)
+    await harness.channel.send_part(harness.chat, part, harness.blobs, reply_to=harness.reply_to)
+    assert await harness.images_shown() == [PICTURE]
+
+
+async def test_several_files_sent_at_once_are_all_read(harness: ChannelHarness) -> None:
+    """Every file, not the first only (a peer read only Slack's first)."""
+    files = [(png(8 + i, 8, color), f"p{i}.png", "image/png") for i, color in enumerate(COLORS)]
+    messages = await harness.user_sends_files(files)
+    fetched = await fetch_files(harness.channel, harness.blobs, messages)
+    assert not fetched.refusals
+    parts = [part for message in fetched.batch for part in message.parts]
+    assert [(await harness.blobs.get(p.blob.blob_id))[1] for p in parts] == [f[0] for f in files]
