@@ -79,6 +79,7 @@ class UploadTooLarge(Exception):
 
 Fault = Literal["rate_limited", "message_gone", "not_modified", "send_timeout", "send_garbled"]
 ORIGIN = "http://127.0.0.1:8080"
+MEDIA_MESSAGES = frozenset({"image", "file", "audio"})  # Feishu's message types that show a file
 
 
 @dataclass(frozen=True)
@@ -619,6 +620,7 @@ class FeishuHarness(ChannelHarness):
         return [
             Seen(fake.text_of(m), m.parent_id or None, ended=not fake.streaming(m))
             for m in fake.bot_messages(self.CHAT_ID)
+            if m.msg_type not in MEDIA_MESSAGES  # files: `uploads()`, not text
         ]
 
     async def wait_until(
@@ -733,7 +735,11 @@ class FeishuTextHarness(FeishuHarness):
 
     def _view(self) -> list[Seen]:
         fake = self.fake
-        return [Seen(fake.text_of(m), m.parent_id or None) for m in fake.bot_messages(self.CHAT_ID)]
+        return [
+            Seen(fake.text_of(m), m.parent_id or None)
+            for m in fake.bot_messages(self.CHAT_ID)
+            if m.msg_type not in MEDIA_MESSAGES
+        ]
 
 
 class Screen(io.StringIO):

@@ -27,6 +27,7 @@ from bot.pipeline.delivery import PLACEHOLDER, Delivery
 from content.parts import FilePart, ImagePart
 from tests.blob_kit import png
 from tests.channel_harness import HARNESSES, ChannelHarness, Fault, Seen, UploadTooLarge
+from tools.builtin.payment import qr_png
 from tools.events import AnswerDelta, Final
 
 ANSWER = "Once upon a time, the end."
@@ -380,3 +381,19 @@ async def test_several_files_sent_at_once_are_all_read(harness: ChannelHarness) 
     assert not fetched.refusals
     parts = [part for message in fetched.batch for part in message.parts]
     assert [(await harness.blobs.get(p.blob.blob_id))[1] for p in parts] == [f[0] for f in files]
+
+
+async def test_a_payments_qr_code_reaches_the_user_as_an_image(harness: ChannelHarness) -> None:
+    """`create_payment`'s QR code (an image part of its result) follows the answer's text and
+    is shown as a picture on every platform, not only in the widget's card."""
+    qr = ImagePart(
+        await harness.blobs.put(
+            qr_png("https://pay.example/o/ORD-1"), mime_type="image/png", name="payment-qr.png"
+        )
+    )
+    turn = Delivery(harness.channel, harness.chat, reply_to=harness.reply_to, blobs=harness.blobs)
+    await turn.start()
+    await turn.finish("Scan the code to pay.", parts=(qr,))
+    [png_bytes] = await harness.images_shown()
+    assert png_bytes == (await harness.blobs.get(qr.blob.blob_id))[1]
+    assert "Scan the code to pay." in texts(await harness.what_the_user_sees())

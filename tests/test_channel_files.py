@@ -16,6 +16,8 @@ from adapters.base import Attachment, ChannelError, ChatRef, InboundMessage
 from adapters.feishu import FeishuChannel
 from adapters.feishu.normalize import normalize as feishu_normalize
 from adapters.slack import SlackChannel
+from adapters.slack.normalize import BotIdentity as SlackIdentity
+from adapters.slack.normalize import message as slack_normalize
 from adapters.telegram import TelegramChannel
 from adapters.telegram.normalize import BotIdentity
 from adapters.telegram.normalize import normalize as telegram_normalize
@@ -25,6 +27,8 @@ from content.parts import AudioPart, BlobRef, FilePart, ImagePart, MediaPart
 from tests.blob_kit import MemoryBlobs, png
 from tests.feishu_events import message_event
 from tests.feishu_fake import APP_ID, APP_SECRET, BOT_OPEN_ID, FakeFeishu
+from tests.slack_events import BOT_ID, BOT_USER, TEAM
+from tests.slack_events import message as slack_event
 from tests.slack_fake import BOT_TOKEN, FakeSlack
 from tests.telegram_fake import TOKEN, FakeBotAPI
 
@@ -241,6 +245,34 @@ async def test_a_slack_connect_file_is_found_through_files_info(
     assert [c.method for c in fake.calls] == ["files.info"]
 
 
+async def test_a_slack_connect_share_of_several_files_is_read_through_files_info(
+    slack: tuple[FakeSlack, SlackChannel],
+) -> None:
+    """A Slack Connect event names its files by id only (`file_access: check_file_info`): each
+    is found through `files.info`, kept under its own name, and one over the cap is refused from
+    the size `files.info` tells, before any download."""
+    fake, channel = slack
+    shared = [
+        fake.add_file(PNG, "chart.png", "image/png"),
+        fake.add_file(b"%PDF-1.4 notes", "notes.pdf", "application/pdf"),
+        fake.add_file(bytes(5000), "big.zip", "application/zip"),
+    ]
+    connect = [{"id": f["id"], "file_access": "check_file_info"} for f in shared]
+    event = slack_event("three", subtype="file_share", files=connect)
+    message = slack_normalize(event, TEAM, SlackIdentity(BOT_USER, BOT_ID, TEAM), lambda c, t: True)
+    assert message is not None and len(message.attachments) == 3
+    fetched = await fetch_files(channel, MemoryBlobs(max_bytes=1000), [message])
+    [read] = fetched.batch
+    assert [(type(p), p.blob.name) for p in read.parts] == [
+        (ImagePart, "chart.png"),
+        (FilePart, "notes.pdf"),
+    ]
+    [refusal] = fetched.refusals
+    assert "“big.zip”" in refusal.reply and "1 KB" in refusal.reply
+    assert [c.method for c in fake.calls if c.method == "files.info"] == ["files.info"] * 3
+    assert len(fake.downloads) == 2
+
+
 async def test_the_bot_token_goes_to_slack_only(slack: tuple[FakeSlack, SlackChannel]) -> None:
     fake, channel = slack
     attachment = Attachment("file", "x.bin", size=3, url="https://attacker.example/x.bin")
@@ -292,3 +324,33 @@ async def test_an_answers_media_follow_its_final_text_and_a_lost_one_is_said(
     assert texts == ["Your chart", "(The file “gone.pdf” could not be sent.)"]
     [upload] = fake.uploads
     assert (upload.method, upload.name, upload.data) == ("sendphoto", "chart.png", PNG)
+
+
+async def test_a_file_the_platform_refuses_is_said_in_the_answer(
+    telegram: tuple[FakeBotAPI, TelegramChannel],
+) -> None:
+    fake, channel = telegram
+    fake.refuse["senddocument"] = (400, "Bad Request: file must be non-empty")
+    blobs = MemoryBlobs()
+    chart = ImagePart(await blobs.put(PNG, mime_type="image/png", name="chart.png"))
+    report = FilePart(await blobs.put(b"%PDF-1.4 x", mime_type="application/pdf", name="r.pdf"))
+    delivery = Delivery(channel, ChatRef("telegram", str(CHAT)), reply_to="500", blobs=blobs)
+    await delivery.finish("Both files", parts=(chart, report))
+    texts = [call.text for call in fake.ok(CHAT, "sendMessage")]
+    assert texts == ["Both files", "(The file “r.pdf” could not be sent.)"]
+    assert [u.name for u in fake.uploads] == ["chart.png"]
+
+
+async def test_a_file_waits_out_the_chats_rate_limit_like_a_message(
+    telegram: tuple[FakeBotAPI, TelegramChannel],
+) -> None:
+    """Files go through the chat's budget: a 429 on the photo is waited out and the photo
+    sent once, not reported lost; the budget then holds the next call for the ban."""
+    fake, channel = telegram
+    blobs = MemoryBlobs()
+    chart = ImagePart(await blobs.put(PNG, mime_type="image/png", name="chart.png"))
+    fake.force_429(CHAT, 1)
+    failed = await send_parts(channel, ChatRef("telegram", str(CHAT)), [chart], blobs)
+    assert failed == []
+    assert [c.method for c in fake.rate_limited] == ["sendphoto"]
+    assert [u.name for u in fake.uploads] == ["chart.png"]

@@ -10,8 +10,9 @@ platform announced them (the turn reads their labels).
 
 from __future__ import annotations
 
+import asyncio
 import logging
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, replace
 
 from adapters.base import (
@@ -22,12 +23,15 @@ from adapters.base import (
     FileTooLarge,
     InboundMessage,
     OutboundContent,
+    RateLimited,
     SendsParts,
 )
 from content.blobs import BlobError, BlobStore
-from content.parts import Part, TextPart, media_part
+from content.parts import MediaPart, Part, TextPart, media_part
 
 log = logging.getLogger(__name__)
+
+PART_WAIT_S = 30.0  # the most a file waits out rate limits before it is said to be unsent
 
 
 @dataclass(frozen=True, slots=True)
@@ -97,10 +101,13 @@ async def send_parts(
     blobs: BlobStore | None,
     *,
     reply_to: str | None = None,
+    sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
 ) -> list[str]:
     """An answer's media parts, sent after its final text where the channel sends them one by
     one (`SendsParts`, and `ChannelLimits.parts_inline` false); what could not be sent, as lines
-    to tell the user. A channel of neither kind has them on its final content only."""
+    to tell the user. A channel of neither kind has them on its final content only. Each goes
+    through the channel's rate budget as a message does: a rate limit is waited out (a while),
+    not reported as a failure."""
     media = [part for part in parts if not isinstance(part, TextPart)]
     inline = channel.limits_for(chat).parts_inline
     if not media or inline or blobs is None or not isinstance(channel, SendsParts):
@@ -108,8 +115,33 @@ async def send_parts(
     failed = []
     for part in media:
         try:
-            await channel.send_part(chat, part, blobs, reply_to=reply_to)
+            await _send_part(channel, chat, part, blobs, reply_to, sleep)
         except (ChannelError, BlobError) as exc:
             log.warning("%s not sent in %s: %s", part.type, chat.key, exc)
             failed.append(f"(The {part.type} “{part.blob.name or part.type}” could not be sent.)")
     return failed
+
+
+async def _send_part(
+    channel: SendsParts,
+    chat: ChatRef,
+    part: MediaPart,
+    blobs: BlobStore,
+    reply_to: str | None,
+    sleep: Callable[[float], Awaitable[None]],
+) -> None:
+    """A `RateLimited` send was not made (the budget refused it, or the platform's 429), so it
+    is tried again after the wait, while the waits stay under PART_WAIT_S in all."""
+    waited = 0.0
+    while True:
+        try:
+            await channel.send_part(chat, part, blobs, reply_to=reply_to)
+            return
+        except RateLimited as exc:
+            waited += exc.retry_after
+            if waited > PART_WAIT_S:
+                raise
+            log.info(
+                "%s in %s waits %.1f s for the rate limit", part.type, chat.key, exc.retry_after
+            )
+            await sleep(exc.retry_after)

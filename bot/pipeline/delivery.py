@@ -237,7 +237,7 @@ class Delivery:
         """Where the final message cannot carry them (`parts_inline`), each part follows it; a
         part that cannot be sent is said in a last message of its own."""
         failed = await send_parts(
-            self.channel, self.chat, parts, self.blobs, reply_to=self.reply_to
+            self.channel, self.chat, parts, self.blobs, reply_to=self.reply_to, sleep=self._sleep
         )
         if failed:
             try:
