@@ -109,6 +109,7 @@ async def test_the_placeholder_shows_before_the_download_ends(
         await fake.wait_for(lambda: bool(provider.requests))
         await app.gateway.wait_idle()
         [photo] = provider.requests[0].messages[-1].parts
+        assert isinstance(photo, ImagePart)
         assert (await app.blobs.get(photo.blob.blob_id))[1] == PHOTO
     edits = fake.ok(CHAT, "editMessageText")
     assert edits[-1].text == "A photo."

@@ -1,8 +1,8 @@
 """The widget's files in a real browser (headless Chromium, a fake microphone): the labelled
 attach and mic buttons, an image pasted from the clipboard and a PDF from the file picker shown
 as chips (one removed again), a file over the cap refused on the spot with the limit named,
-the message arriving with its files as parts, and a voice clip recorded with MediaRecorder
-going out as an audio attachment through the same upload route.
+the message arriving with its files as parts, then an image dropped on the panel and a voice
+clip recorded with MediaRecorder going out as attachments through the same upload route.
 
 The screenshot of the panel with its buttons and chips is the README's (docs/widget-files.png is
 a copy of artifacts/widget/files.png).
@@ -40,6 +40,11 @@ PASTE_JS = """([name, b64]) => {
   const input = document.querySelector("chat-gateway-widget").shadowRoot.querySelector(".cgw-input");
   input.dispatchEvent(new ClipboardEvent("paste", { clipboardData: data, bubbles: true, cancelable: true }));
 }"""
+
+DROP_JS = PASTE_JS.replace(".cgw-input", ".cgw-panel").replace(
+    'new ClipboardEvent("paste", { clipboardData: data,',
+    'new DragEvent("drop", { dataTransfer: data,',
+)
 
 
 async def label(page: Any, selector: str) -> tuple[str | None, str | None]:
@@ -80,7 +85,6 @@ async def test_files_and_a_voice_clip_go_from_the_widget(running: Running) -> No
             assert await chips.count() == 2
             assert await page.locator(".cgw-chip img").count() == 1  # the image's preview
             await page.wait_for_selector(".cgw-chip-state:has-text('KB')")  # uploaded
-            await shot(page, "files")
 
             await page.fill(".cgw-input", "what are these?")
             await page.press(".cgw-input", "Enter")
@@ -89,23 +93,28 @@ async def test_files_and_a_voice_clip_go_from_the_widget(running: Running) -> No
             user = page.locator(".cgw-msg.cgw-user").first
             await user.locator("a.cgw-file").nth(1).wait_for()  # the echo's signed links
             assert await user.locator("img.cgw-file-image").count() == 1
-            await shot(page, "files-sent")
             asked = provider.requests[0].messages[-1]
             assert "what are these?" in asked.content
-            assert [type(p) for p in asked.parts] == [ImagePart, FilePart]
-            assert (await app.blobs.get(asked.parts[0].blob.blob_id))[1] == PICTURE
-            assert asked.parts[1].blob.name == "report.pdf"
+            image, pdf = asked.parts
+            assert isinstance(image, ImagePart) and isinstance(pdf, FilePart)
+            assert (await app.blobs.get(image.blob.blob_id))[1] == PICTURE
+            assert pdf.blob.name == "report.pdf"
 
+            await page.evaluate(DROP_JS, ["dropped.png", base64.b64encode(PICTURE).decode()])
+            await page.wait_for_selector(
+                ".cgw-chip:has-text('dropped.png') .cgw-chip-state:has-text('KB')"
+            )
             await page.click(".cgw-mic")
             await page.wait_for_selector(".cgw-mic.cgw-recording[aria-pressed='true']")
             assert await label(page, ".cgw-mic") == ("Stop recording and send",) * 2
             await page.wait_for_selector(".cgw-mic-state:has-text('0:01')")  # a second of tone
+            await shot(page, "files")  # the README's: a conversation, a chip, the mic recording
             await page.click(".cgw-mic")
-            await page.wait_for_selector(".cgw-msg.cgw-user >> nth=1")
-            clip = page.locator(".cgw-msg.cgw-user").nth(1).locator("a.cgw-file")
-            await clip.wait_for()
-            assert (await clip.get_attribute("download") or "").startswith("voice-note.")
-            served = await page.request.get(await clip.get_attribute("href"))  # the signed link
+            second = page.locator(".cgw-msg.cgw-user").nth(1)
+            clip = second.locator("a.cgw-file[download^='voice-note.']")
+            await clip.wait_for()  # the echo: the clip and the dropped image, as signed links
+            assert await second.locator("img.cgw-file-image[alt='dropped.png']").count() == 1
+            served = await page.request.get(await clip.get_attribute("href"))
             assert served.headers["content-type"].split(";")[0] in ("audio/webm", "audio/ogg")
             assert len(await served.body()) > 0
         finally:
