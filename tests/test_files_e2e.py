@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import contextlib
+import sqlite3
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -15,6 +17,7 @@ import pytest
 from agent.providers.anthropic import AnthropicProvider
 from agent.providers.base import Provider
 from agent.providers.scripted import Reply, ScriptedProvider
+from bot.pipeline.resume import GAVE_UP
 from bot.runtime.app import App
 from content.parts import ImagePart
 from tests.blob_kit import png
@@ -40,7 +43,7 @@ async def fake() -> AsyncIterator[FakeBotAPI]:
 
 def app_on(tmp_path: Path, fake: FakeBotAPI, provider: Provider, **media: object) -> App:
     folder = tmp_path / "personas"
-    folder.mkdir(exist_ok=True)
+    folder.mkdir(parents=True, exist_ok=True)
     (folder / "default.md").write_text(PERSONA)
     holder: list[App] = []
 
@@ -114,6 +117,47 @@ async def test_the_placeholder_shows_before_the_download_ends(
     edits = fake.ok(CHAT, "editMessageText")
     assert edits[-1].text == "A photo."
     assert int(edits[-1].params["message_id"]) == placeholder.message_id
+
+
+async def test_a_crash_during_the_download_ends_the_turn_with_an_apology(
+    tmp_path: Path, fake: FakeBotAPI
+) -> None:
+    """The placeholder is up before the file is in, and the user's message is recorded with
+    it: a process killed in between leaves a turn with no user message, which the next start
+    cannot resume. It says so in the same placeholder, once, and calls no model."""
+    fake.downloads_held = asyncio.Event()
+    first = ScriptedProvider([Reply("never")])
+    async with app_on(tmp_path / "a", fake, first) as app:
+        file_id = fake.add_file(PHOTO, "photos/file_4.jpg")
+        size = {"file_id": file_id, "file_unique_id": "u4", "width": 9, "height": 9}
+        fake.push(fake.message(CHAT, None, photo=[size | {"file_size": len(PHOTO)}]))
+        await fake.wait_for(lambda: bool(fake.downloads) and bool(fake.ok(CHAT, "sendMessage")))
+        killed(tmp_path / "a", tmp_path / "b")  # the database as a kill -9 would leave it
+    fake.downloads_held.set()
+    [placeholder] = fake.ok(CHAT, "sendMessage")
+    second = ScriptedProvider([])
+    async with app_on(tmp_path / "b", fake, second) as app:
+        await fake.wait_for(
+            lambda: GAVE_UP in [e.text for e in fake.ok(CHAT, "editMessageText")], timeout=30
+        )
+        await app.gateway.wait_idle()
+    assert first.requests == [] and second.requests == []
+    last = fake.ok(CHAT, "editMessageText")[-1]
+    assert last.text == GAVE_UP and int(last.params["message_id"]) == placeholder.message_id
+    assert len(fake.ok(CHAT, "sendMessage")) == 1  # no second placeholder, no second answer
+    with contextlib.closing(sqlite3.connect(tmp_path / "b" / "bot.db")) as db:
+        [(status, error)] = db.execute("select status, error from turns").fetchall()
+    assert status == "failed" and "no user message" in error
+
+
+def killed(source: Path, target: Path) -> None:
+    """What was committed in `source`'s database, copied to `target` (as after a kill -9)."""
+    target.mkdir(exist_ok=True)
+    with (
+        contextlib.closing(sqlite3.connect(source / "bot.db")) as src,
+        contextlib.closing(sqlite3.connect(target / "bot.db")) as dst,
+    ):
+        src.backup(dst)
 
 
 async def test_a_file_over_the_limit_is_refused_with_a_reply_and_the_text_answered(
