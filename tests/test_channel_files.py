@@ -354,3 +354,38 @@ async def test_a_file_waits_out_the_chats_rate_limit_like_a_message(
     assert failed == []
     assert [c.method for c in fake.rate_limited] == ["sendphoto"]
     assert [u.name for u in fake.uploads] == ["chart.png"]
+
+
+async def test_telegram_sends_a_file_into_the_answers_topic_as_a_reply(
+    telegram: tuple[FakeBotAPI, TelegramChannel],
+) -> None:
+    fake, channel = telegram
+    blobs = MemoryBlobs()
+    part = ImagePart(await blobs.put(PNG, mime_type="image/png", name="chart.png"))
+    await channel.send_part(ChatRef("telegram", "-100777", "55"), part, blobs, reply_to="600")
+    [call] = [c for c in fake.calls if c.method == "sendphoto"]
+    assert int(call.params["message_thread_id"]) == 55
+    assert call.params["reply_parameters"]["message_id"] == 600
+
+
+async def test_feishu_sends_an_image_and_a_file_into_the_answers_thread() -> None:
+    fake = FakeFeishu()
+    await fake.start()
+    try:
+        channel = FeishuChannel(
+            app_id=APP_ID, app_secret=APP_SECRET, domain=fake.url, request_timeout_s=2
+        )
+        asked = fake.user_message("oc_g", "draw it")
+        chat = ChatRef("feishu", "oc_g", "omt_1")
+        blobs = MemoryBlobs()
+        chart = ImagePart(await blobs.put(PNG, mime_type="image/png", name="chart.png"))
+        report = FilePart(await blobs.put(b"%PDF-1.4 r", mime_type="application/pdf", name="r.pdf"))
+        for part in (chart, report):
+            await channel.send_part(chat, part, blobs, reply_to=asked)
+        posted = fake.of("message")
+        assert [c.path for c in posted] == [f"/open-apis/im/v1/messages/{asked}/reply"] * 2
+        assert [c.body["msg_type"] for c in posted] == ["image", "file"]
+        assert all(c.body["reply_in_thread"] is True for c in posted)
+        assert [data for _, data in fake.uploads("oc_g")] == [PNG, b"%PDF-1.4 r"]
+    finally:
+        await fake.close()
