@@ -49,7 +49,7 @@ function createChat(ui, o) {
     ui.banner.replaceChildren(icon("alert"), el("span", "", banner));
     ui.banner.hidden = false;
     console.error("chat-gateway: " + consoleLine);
-    ui.input.disabled = ui.send.disabled = true;
+    ui.input.disabled = ui.send.disabled = ui.attach.disabled = ui.mic.disabled = true;
     outbox.refuse(reason);
   }
 

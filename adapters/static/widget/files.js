@@ -1,7 +1,8 @@
 /* Files: what the user attaches (the attach button, a paste, a drop on the panel, a voice clip
  * from the mic) uploaded at once through `ready.upload`, shown as chips until the message goes,
  * and the files a message carries shown as links. A file is never rendered as HTML: a link to
- * download it, or an <img> for the raster types the server stored as such (never an SVG). */
+ * download it, or an image element for the raster types the server stored as such (never an
+ * SVG). */
 
 var IMAGE_TYPES = ["image/png", "image/jpeg", "image/gif", "image/webp"];
 var CLIP_TYPES = ["audio/webm;codecs=opus", "audio/ogg;codecs=opus", "audio/webm", "audio/ogg"];
@@ -59,7 +60,7 @@ function createComposer(ui, o, onClip) {
     if (IMAGE_TYPES.indexOf(file.type) !== -1) {  // a preview from the user's own bytes
       var preview = el("img", "cgw-chip-image");
       preview.alt = "";
-      preview.src = URL.createObjectURL(file);
+      preview.src = item.preview = URL.createObjectURL(file);
       item.chip.append(preview);
     } else item.chip.append(icon(file.type.indexOf("audio/") === 0 ? "mic" : "file"));
     item.chip.append(el("span", "cgw-chip-name", file.name || t.file));
@@ -104,6 +105,7 @@ function createComposer(ui, o, onClip) {
   function drop(item) {
     pending = pending.filter(function (x) { return x !== item; });
     item.chip.remove();
+    if (item.preview) URL.revokeObjectURL(item.preview);
     ui.chips.hidden = pending.length === 0;
     if (!pending.some(function (x) { return x.failed; })) error("");
   }
@@ -122,7 +124,8 @@ function createComposer(ui, o, onClip) {
         var mime = (recorder.mimeType || type || "audio/webm").split(";")[0];
         recorder = null;
         recording(false);
-        var clip = new File(chunks, "voice-note." + (mime === "audio/ogg" ? "ogg" : "webm"), { type: mime });
+        var ext = { "audio/ogg": "ogg", "audio/mp4": "m4a", "audio/mpeg": "mp3" }[mime] || "webm";
+        var clip = new File(chunks, "voice-note." + ext, { type: mime });
         var item = clip.size ? add(clip) : null;
         if (item) item.done.then(function () { if (item.attachment) onClip(); });
       };
@@ -177,7 +180,8 @@ function createComposer(ui, o, onClip) {
   return {
     ready: function (offer) {  // ready.upload, absent when the server keeps no files
       upload = offer && typeof offer.url === "string" ? offer : null;
-      ui.attach.hidden = ui.mic.hidden = !upload;
+      ui.attach.hidden = !upload;
+      ui.mic.hidden = !upload || !navigator.mediaDevices || typeof MediaRecorder === "undefined";
     },
     has: function () { return pending.length > 0; },
     // the uploaded files' attachments, once every pending upload is done (failed ones stay)
