@@ -141,6 +141,7 @@ class App:
             config, served, self.registry, self.store, self.personas, deps
         )
         agent = config.agent
+        self.hearing = wiring.hearing(config, self.blobs)  # voice notes' speech to text
         self.gateway = Gateway(
             channels=self.channels,
             coordinator=self.coordinator,
@@ -160,6 +161,7 @@ class App:
             quotas=Quotas(config.quotas, wiring.quota_state(self.store, self.redis)),
             states=wiring.conversation_states(self.store, self.redis),
             blobs=self.blobs,
+            hearing=self.hearing,
         )
         self.gateway.accepting.clear()  # until interrupted turns are queued (see `_start`)
         self.web_server = web_server
@@ -289,6 +291,7 @@ class App:
         close_provider = getattr(self.provider, "aclose", None)
         if self._own_provider and close_provider is not None:
             await close_provider()  # the SDKs' HTTP connection pools
+        await self.hearing.aclose()
         if self.redis is not None:
             await self.redis.close()
         await self.store.close()
