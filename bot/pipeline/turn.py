@@ -185,7 +185,8 @@ class TurnRunner:
                 )
                 recorded = True
                 # what the voice notes said shows while the model works
-                if not await post_placeholder(delivery, batch, self.dedup, heard.placeholder):
+                shows = heard.placeholder(delivery.limits)
+                if not await post_placeholder(delivery, batch, self.dedup, shows):
                     outcome = Outcome("undelivered", error="undelivered: no placeholder posted")
                     return
                 if delivery.handles:

@@ -20,7 +20,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
-from adapters.base import InboundMessage
+from adapters.base import ChannelLimits, InboundMessage
 from bot.pipeline.attachments import Refusal
 from bot.pipeline.delivery import PLACEHOLDER
 from bot.speech import texts
@@ -41,10 +41,16 @@ class Heard:
     notes: tuple[Refusal, ...] = ()  # voice notes not heard: why, to their senders
     nothing_else: bool = False  # the batch held only voice notes not heard: no model call
 
-    @property
-    def placeholder(self) -> str:
-        """The live message's first text: what was heard, then the usual placeholder."""
-        return "\n".join(self.lines) + f"\n\n{PLACEHOLDER}" if self.lines else PLACEHOLDER
+    def placeholder(self, limits: ChannelLimits) -> str:
+        """The live message's first text: what was heard, then the usual placeholder; the
+        last lines left out where the channel's message would be too long for them all."""
+        for count in range(len(self.lines), 0, -1):
+            more = len(self.lines) - count
+            lines = [*self.lines[:count], *([texts.HEARD_MORE.format(count=more)] if more else [])]
+            text = "\n".join(lines) + f"\n\n{PLACEHOLDER}"
+            if limits.length(text) <= limits.max_text_length:
+                return text
+        return PLACEHOLDER
 
     @property
     def reply(self) -> str:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 # the live message while the model works: one line per voice note heard
 HEARD = "🎙 heard: {transcript}"
+HEARD_MORE = "🎙 … and {count} more"  # the lines a short message has no room for
 # to the sender of a voice note, once per message, when `stt` is not configured
 VOICE_OFF = (
     "🎙 Voice notes are not turned on here (no speech-to-text is set up), so I can't listen to"
