@@ -49,7 +49,7 @@ class ChatRef:
 
 
 # the kinds whose recording is speech to transcribe, whatever media type it came in (a Telegram
-# video note is an MP4, a Slack audio clip may be labelled video/webm)
+# video note is an MP4 video)
 VOICE_KINDS = frozenset({"voice", "audio", "video note"})
 
 

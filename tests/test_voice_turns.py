@@ -19,6 +19,7 @@ import pytest
 from adapters.base import ChannelLimits, ChatRef, InboundMessage
 from agent.providers.scripted import Reply, ScriptedProvider
 from bot.pipeline.transcript import StoreHistory
+from bot.pipeline.voice import Heard, shortened
 from bot.runtime.app import App
 from bot.speech import texts
 from content.parts import AudioPart, Part, describe
@@ -41,13 +42,17 @@ async def stt() -> AsyncIterator[FakeSTT]:
 
 @contextlib.asynccontextmanager
 async def running(
-    folder: Path, provider: ScriptedProvider, stt: FakeSTT | None, **settings: Any
+    folder: Path,
+    provider: ScriptedProvider,
+    stt: FakeSTT | None,
+    tools: dict[str, Any] | None = None,
+    **settings: Any,
 ) -> AsyncIterator[tuple[App, RecordingChannel]]:
     folder.mkdir(exist_ok=True)
     personas = folder / "personas"
     personas.mkdir(exist_ok=True)
     (personas / "default.md").write_text(PERSONA)
-    sections: dict[str, Any] = {"personas": {"dirs": [str(personas)]}}
+    sections: dict[str, Any] = {"personas": {"dirs": [str(personas)]}, "tools": tools or {}}
     if stt is not None:
         sections["stt"] = {"base_url": stt.url, **settings}
     channel = RecordingChannel(ChannelLimits(max_text_length=2000, min_edit_interval_s=0.05))
@@ -227,3 +232,35 @@ async def test_a_resumed_turn_does_not_transcribe_again(tmp_path: Path, stt: Fak
     [part] = user.parts
     assert isinstance(part, AudioPart) and part.transcript == "cancel my order"
     assert "Order cancelled." in [call.text for call in channel.calls]
+
+
+async def test_with_mask_user_text_the_model_and_the_history_read_the_transcript_masked(
+    tmp_path: Path, stt: FakeSTT
+) -> None:
+    """Spoken personal data is masked like typed data; the speaker sees their own words."""
+    stt.says(OGG, "write to ann@example.com please")
+    provider = ScriptedProvider([Reply("Done.")])
+    async with running(tmp_path, provider, stt, tools={"pii": {"mask_user_text": True}}) as (
+        app,
+        channel,
+    ):
+        [note] = await voice(app, OGG)
+        await app.gateway.handle(message("", "e1", (note,)))
+        await app.gateway.wait_idle()
+        stored = await StoreHistory(app.store, lambda: "default").recent(CHAT, "u1")
+    [part] = provider.requests[0].messages[-1].parts
+    assert isinstance(part, AudioPart) and part.transcript == "write to [email] please"
+    assert stored[0].parts == (part,)
+    assert sent(channel)[0].startswith("🎙 heard: write to ann@example.com please")
+
+
+def test_the_live_message_shortens_long_transcripts_and_fits_the_channel() -> None:
+    long = "word " * 200
+    heard = Heard([], (texts.HEARD.format(transcript=shortened(long)),) * 3)
+    line = heard.lines[0]
+    assert len(line) < 300 and line.endswith("word…")
+    roomy = ChannelLimits(max_text_length=4096)
+    assert heard.placeholder(roomy) == "\n".join(heard.lines) + "\n\nThinking…"
+    tight = ChannelLimits(max_text_length=700)
+    assert heard.placeholder(tight) == f"{line}\n{line}\n🎙 … and 1 more\n\nThinking…"
+    assert heard.placeholder(ChannelLimits(max_text_length=100)) == "Thinking…"

@@ -153,8 +153,8 @@ def _files(files: Any) -> tuple[Attachment, ...]:
 
 
 def _kind(mime: str, subtype: object) -> str:
-    """An audio clip recorded in Slack (`subtype: slack_audio`, sent as audio/webm or audio/mp4,
-    sometimes labelled video/…) is a voice note; any other audio file is audio: both are
+    """An audio clip recorded in Slack (`subtype: slack_audio`, audio/webm or audio/mp4) is a
+    voice note, whatever type it is labelled with; any other audio file is audio: both are
     transcribed. A video clip (`slack_video`) stays a file."""
     if subtype == "slack_audio":
         return "voice"

@@ -75,7 +75,7 @@ async def fetch_files(
 
 def _part(attachment: Attachment, blob: BlobRef) -> MediaPart:
     """The part a fetched file makes: by its media type, but a voice kind (a Telegram video
-    note, a Slack clip labelled video/webm) is audio whatever its type, to be transcribed."""
+    note, a Slack audio clip) is audio whatever its type, to be transcribed."""
     return AudioPart(blob) if attachment.spoken else media_part(blob)
 
 

@@ -100,7 +100,7 @@ class Hearing:
             if said is None:
                 reasons.setdefault(index, []).append(why)
                 continue
-            lines.append(texts.HEARD.format(transcript=_short(said)))
+            lines.append(texts.HEARD.format(transcript=shortened(said)))
             heard[part.blob.blob_id] = masker.mask(said) if masker is not None else said
         done = [_with_transcripts(message, heard) for message in batch]
         notes = tuple(
@@ -157,7 +157,7 @@ def _answerable(message: InboundMessage) -> bool:
     return any(not isinstance(p, AudioPart) or p.transcript is not None for p in message.parts)
 
 
-def _short(transcript: str) -> str:
+def shortened(transcript: str) -> str:
     """One line, cut at a word near `HEARD_MAX_CHARS`."""
     text = " ".join(transcript.split())
     if len(text) <= HEARD_MAX_CHARS:
