@@ -9,6 +9,7 @@ line here names it, nor the URL's credentials (`user:password@` is sent as a hea
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from typing import Any
 
@@ -61,10 +62,12 @@ class OpenAITranscriber:
         extra: dict[str, Any] = {"language": self.language} if self.language else {}
         for attempt in (1, 2):
             try:
-                answer = await self._client.audio.transcriptions.create(
-                    file=(name, data, content_type), model=self.model, **extra
-                )
-            except openai.APITimeoutError:
+                # the SDK's timeout is per read; a server trickling bytes is cut off here
+                async with asyncio.timeout(self.timeout_s):
+                    answer = await self._client.audio.transcriptions.create(
+                        file=(name, data, content_type), model=self.model, **extra
+                    )
+            except (openai.APITimeoutError, TimeoutError):
                 raise TranscriptionError(
                     f"{SERVICE} did not answer within {self.timeout_s:g} s"
                 ) from None
