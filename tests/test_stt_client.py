@@ -153,6 +153,7 @@ async def test_no_key_and_no_password_reach_the_log(
             with pytest.raises(TranscriptionError) as failed:
                 await transcriber.transcribe(OGG, mime_type="audio/ogg")
             assert KEY not in str(failed.value) and "url-password-9" not in str(failed.value)
+        assert transcriber.describe() == f"whisper-1 at {stt.url.replace('http://', 'http://***@')}"
     finally:
         await transcriber.aclose()
     assert stt.requests[0].authorization is not None  # the URL's user:password as a header

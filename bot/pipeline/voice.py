@@ -68,6 +68,12 @@ class Hearing:
         self.blobs = blobs
         self._slots = asyncio.Semaphore(concurrency)  # transcriptions at once, every turn's
 
+    def describe(self) -> str:
+        """For the start-up log: who transcribes, or that no one does."""
+        if self.transcriber is None:
+            return "not transcribed (stt.base_url is not set; senders are told voice is off)"
+        return f"transcribed by {self.transcriber.describe()}"
+
     async def aclose(self) -> None:
         if self.transcriber is not None:
             await self.transcriber.aclose()

@@ -251,6 +251,7 @@ class App:
             )
             self.port = await self._web.start()
         log.info("model: %s", describe_provider(self.provider))
+        log.info("voice notes: %s", self.hearing.describe())
         if self.port is not None:
             log.info("serving %s  (web widget demo at /, health at /healthz)", self.url)
 

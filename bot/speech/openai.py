@@ -95,6 +95,9 @@ class OpenAITranscriber:
             return text.strip()
         raise AssertionError("unreachable")
 
+    def describe(self) -> str:
+        return f"{self.model} at {self.where}"
+
     async def aclose(self) -> None:
         await self._client.close()
 
