@@ -194,7 +194,12 @@ async def test_a_failed_transcription_is_told_and_the_rest_is_answered(
         assert channel.shown()[-1] == texts.NOT_TRANSCRIBED.format(reason=texts.NOTHING_HEARD)
         await app.gateway.handle(message("hello?", "e3"))  # nothing crashed
         await app.gateway.wait_idle()
+        assert app.ops.metrics is not None
+        counted = app.ops.metrics.render().decode()
     assert channel.shown()[-1] == "Hello again."
+    assert 'gateway_transcriptions_total{outcome="failed"} 1.0' in counted
+    assert 'gateway_transcriptions_total{outcome="silent"} 1.0' in counted
+    assert "gateway_transcription_seconds_count 2.0" in counted
 
 
 async def test_a_voice_note_over_the_cap_is_not_sent(tmp_path: Path, stt: FakeSTT) -> None:

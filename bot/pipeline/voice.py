@@ -24,7 +24,13 @@ from adapters.base import ChannelLimits, InboundMessage
 from bot.pipeline.attachments import Refusal
 from bot.pipeline.delivery import PLACEHOLDER
 from bot.speech import texts
-from bot.speech.base import Transcriber, TranscriptionError, too_large
+from bot.speech.base import (
+    UNOBSERVED,
+    SpeechObserver,
+    Transcriber,
+    TranscriptionError,
+    too_large,
+)
 from content.blobs import BlobError, BlobStore
 from content.parts import AudioPart, Part
 from tools.pii import PiiMasker
@@ -62,10 +68,16 @@ class Hearing:
     """The turn's step; `transcriber` None when `stt` is off (the senders are told)."""
 
     def __init__(
-        self, transcriber: Transcriber | None, blobs: BlobStore | None, *, concurrency: int = 4
+        self,
+        transcriber: Transcriber | None,
+        blobs: BlobStore | None,
+        *,
+        concurrency: int = 4,
+        observer: SpeechObserver = UNOBSERVED,
     ) -> None:
         self.transcriber = transcriber
         self.blobs = blobs
+        self.observer = observer  # counts each voice note's outcome (metrics)
         self._slots = asyncio.Semaphore(concurrency)  # transcriptions at once, every turn's
 
     def describe(self) -> str:
@@ -91,6 +103,8 @@ class Hearing:
         if not waiting:
             return Heard(list(batch))
         if self.transcriber is None or self.blobs is None:
+            for _ in waiting:
+                self.observer.transcription("off", 0.0)
             told = dict.fromkeys(index for index, _ in waiting)
             notes = tuple(Refusal(batch[index], texts.VOICE_OFF) for index in told)
             return _heard(list(batch), (), notes)
@@ -118,23 +132,29 @@ class Hearing:
     async def _one(self, part: AudioPart) -> tuple[str | None, str]:
         """(transcript, "") or (None, why not)."""
         assert self.transcriber is not None and self.blobs is not None
-        blob = part.blob
+        blob, limit = part.blob, self.transcriber.max_bytes
+        if blob.size > limit:  # its size is known: not even read
+            self.observer.transcription("too_large", 0.0)
+            return None, str(too_large(blob.size, limit))
         async with self._slots:
             started = time.monotonic()
             try:
-                if blob.size > self.transcriber.max_bytes:  # its size is known: not read at all
-                    raise too_large(blob.size, self.transcriber.max_bytes)
                 mime, data = await self.blobs.get(blob.blob_id)
+            except BlobError as exc:
+                log.warning("voice note %s not read: %s", blob.blob_id[:12], exc)
+                self.observer.transcription("unread", 0.0)
+                return None, texts.NOT_READ
+            try:
                 said = await self.transcriber.transcribe(data, mime_type=blob.mime_type or mime)
             except TranscriptionError as exc:
                 log.warning("voice note %s not transcribed: %s", blob.blob_id[:12], exc)
+                self.observer.transcription("failed", time.monotonic() - started)
                 return None, str(exc)
-            except BlobError as exc:
-                log.warning("voice note %s not read: %s", blob.blob_id[:12], exc)
-                return None, texts.NOT_READ
+        elapsed = time.monotonic() - started
+        self.observer.transcription("ok" if said else "silent", elapsed)
         log.info(
             "voice note %s (%d bytes) transcribed in %.2f s: %d characters",
-            blob.blob_id[:12], blob.size, time.monotonic() - started, len(said),
+            blob.blob_id[:12], blob.size, elapsed, len(said),
         )  # fmt: skip
         return (said, "") if said else (None, texts.NOTHING_HEARD)
 

@@ -141,7 +141,8 @@ class App:
             config, served, self.registry, self.store, self.personas, deps
         )
         agent = config.agent
-        self.hearing = wiring.hearing(config, self.blobs)  # voice notes' speech to text
+        # voice notes' speech to text
+        self.hearing = wiring.hearing(config, self.blobs, self.ops.speech)
         self.gateway = Gateway(
             channels=self.channels,
             coordinator=self.coordinator,

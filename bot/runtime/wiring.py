@@ -32,6 +32,7 @@ from bot.pipeline.transcript import StoreHistory
 from bot.pipeline.voice import Hearing
 from bot.redis.mode import RedisMode
 from bot.runtime.config import Config, ConfigError
+from bot.speech.base import SpeechObserver
 from bot.speech.openai import OpenAITranscriber
 from bot.storage import StorageError
 from bot.storage.backends import AnyStore
@@ -270,7 +271,7 @@ def check_personas(choice: PersonaChoice, personas: PersonaLibrary) -> None:
             raise ConfigError(f"channels ({channel}): persona: {exc.args[0]}") from None
 
 
-def hearing(config: Config, blobs: BlobStore | None) -> Hearing:
+def hearing(config: Config, blobs: BlobStore | None, observer: SpeechObserver) -> Hearing:
     """Voice notes' speech to text: `stt`'s endpoint, or none while `stt.base_url` is null
     (their senders are told voice is not on)."""
     stt = config.stt
@@ -284,4 +285,4 @@ def hearing(config: Config, blobs: BlobStore | None) -> Hearing:
             timeout_s=stt.timeout_s,
             max_bytes=stt.max_bytes,
         )
-    return Hearing(transcriber, blobs, concurrency=stt.concurrency)
+    return Hearing(transcriber, blobs, concurrency=stt.concurrency, observer=observer)

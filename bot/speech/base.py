@@ -7,7 +7,11 @@ LocalAI …). No model runs in this process: no weights are downloaded at run ti
 
 from __future__ import annotations
 
-from typing import Protocol
+from typing import Final, Literal, Protocol
+
+# how a voice note's transcription ended: `silent` (no words heard), `failed` (the service),
+# `too_large` (over stt.max_bytes, never sent), `unread` (its blob is gone), `off` (no stt)
+SpeechOutcome = Literal["ok", "silent", "failed", "too_large", "unread", "off"]
 
 
 class TranscriptionError(Exception):
@@ -40,3 +44,17 @@ class Transcriber(Protocol):
         ...
 
     async def aclose(self) -> None: ...
+
+
+class SpeechObserver(Protocol):
+    """Told of every voice note heard or not (the app's metrics)."""
+
+    def transcription(self, outcome: SpeechOutcome, seconds: float) -> None: ...
+
+
+class _Unobserved:
+    def transcription(self, outcome: SpeechOutcome, seconds: float) -> None:
+        pass
+
+
+UNOBSERVED: Final[SpeechObserver] = _Unobserved()
