@@ -48,14 +48,24 @@ class ChatRef:
         return f"{self.channel}:{self.chat_id}"
 
 
+# the kinds whose recording is speech to transcribe, whatever media type it came in (a Telegram
+# video note is an MP4 video)
+VOICE_KINDS = frozenset({"voice", "audio", "video note"})
+
+
 @dataclass(frozen=True, slots=True)
 class Attachment:
-    kind: str  # photo | document | voice | audio | video | file
+    kind: str  # photo | document | voice | audio | video | video note | file
     name: str | None = None
     mime_type: str | None = None
     size: int | None = None
     url: str | None = None
     platform_id: str | None = None
+
+    @property
+    def spoken(self) -> bool:
+        """A voice note (or any recording sent as audio): fetched, it becomes an audio part."""
+        return self.kind in VOICE_KINDS
 
 
 @dataclass(frozen=True, slots=True)

@@ -28,6 +28,7 @@ from aiohttp.http_exceptions import HttpProcessingError
 from adapters.base import BlobLinks
 from content.blobs import BlobStore, BlobTooLarge
 from content.parts import (
+    AudioPart,
     BlobRef,
     MediaPart,
     Part,
@@ -107,6 +108,9 @@ class UploadSigner:
             )
         if isinstance(part, TextPart):
             raise UploadRefused(400, "an attachment is a file the upload answered, not text")
+        if isinstance(part, AudioPart) and part.transcript is not None:
+            # what speech to text heard is the server's to say: heard again, never taken as sent
+            return AudioPart(part.blob)
         return part
 
     def _sign(self, kind: str, scope: str, *fields: str) -> str:

@@ -159,7 +159,8 @@ def describe(part: Part) -> str:
     label = {"image": "image", "file": "file", "audio": "audio"}[part.type]
     text = f"[{label}{name}: {blob.mime_type}, {_size(blob.size)}]"
     if isinstance(part, AudioPart) and part.transcript:
-        text += f" Transcript: {part.transcript}"
+        # the model reads a voice note's words as the user's own, knowing they were spoken
+        text += f" (spoken; transcribed by speech-to-text:) {part.transcript}"
     return text
 
 

@@ -132,7 +132,11 @@ def _attachments(kind: Any, body: Mapping[str, Any] | None) -> tuple[Attachment,
         name = body.get("file_name")
         return (
             Attachment(
-                FILE_KINDS[kind], name=name if isinstance(name, str) else None, platform_id=key
+                FILE_KINDS[kind],
+                name=name if isinstance(name, str) else None,
+                # Feishu records voice as Opus and serves it as octet-stream: say what it is
+                mime_type="audio/opus" if kind == "audio" else None,
+                platform_id=key,
             ),
         )
     if kind == "post":

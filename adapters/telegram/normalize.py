@@ -143,9 +143,11 @@ def _attachments(message: Message) -> tuple[Attachment, ...]:
         if media is not None:
             return (
                 Attachment(
-                    "video" if kind == "video_note" else kind,
+                    "video note" if kind == "video_note" else kind,  # spoken: transcribed
                     name=getattr(media, "file_name", None) or getattr(media, "title", None),
-                    mime_type=getattr(media, "mime_type", None),
+                    # a video note declares no type: it is always an MP4
+                    mime_type=getattr(media, "mime_type", None)
+                    or ("video/mp4" if kind == "video_note" else None),
                     size=media.file_size,
                     platform_id=media.file_id,
                 ),

@@ -25,6 +25,7 @@ from bot.ops.health import ChannelStates
 from bot.ops.metrics import CONTENT_TYPE, NO_METRICS, GatewayMetrics, Metrics
 from bot.ops.readiness import Check, Down, ModelWatch, Readiness
 from bot.pipeline.conversations import ConversationQueue
+from bot.speech.base import UNOBSERVED, SpeechObserver
 from bot.storage.base import StorageError
 from bot.storage.roles import ClaimRecords
 from tools.registry import ToolRegistry
@@ -47,6 +48,10 @@ class Operations:
     @property
     def gateway_metrics(self) -> GatewayMetrics:
         return self.metrics or NO_METRICS
+
+    @property
+    def speech(self) -> SpeechObserver:
+        return self.metrics or UNOBSERVED
 
     @property
     def platform_calls(self) -> PlatformCalls:

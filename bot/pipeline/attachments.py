@@ -15,6 +15,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
 from adapters.base import (
+    Attachment,
     Channel,
     ChannelError,
     ChatRef,
@@ -25,7 +26,7 @@ from adapters.base import (
     SendsParts,
 )
 from content.blobs import BlobError, BlobStore
-from content.parts import Part, TextPart, media_part
+from content.parts import AudioPart, BlobRef, MediaPart, Part, TextPart, media_part
 
 log = logging.getLogger(__name__)
 
@@ -55,7 +56,7 @@ async def fetch_files(
         parts, left = list(message.parts), []
         for attachment in message.attachments:
             try:
-                parts.append(media_part(await channel.fetch(message, attachment, blobs)))
+                parts.append(_part(attachment, await channel.fetch(message, attachment, blobs)))
                 continue
             except FileTooLarge as exc:
                 log.info("%s in %s refused: %s", attachment.kind, message.chat.key, exc)
@@ -70,6 +71,12 @@ async def fetch_files(
             message = replace(message, parts=tuple(parts), attachments=tuple(left))
         fetched.append(message)
     return Fetched(fetched, tuple(refusals))
+
+
+def _part(attachment: Attachment, blob: BlobRef) -> MediaPart:
+    """The part a fetched file makes: by its media type, but a voice kind (a Telegram video
+    note, a Slack audio clip) is audio whatever its type, to be transcribed."""
+    return AudioPart(blob) if attachment.spoken else media_part(blob)
 
 
 async def tell_refusals(channel: Channel, refusals: Sequence[Refusal]) -> None:

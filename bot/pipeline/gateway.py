@@ -40,6 +40,7 @@ from bot.pipeline.turn import RESUME_EVENT, TurnRunner
 from bot.pipeline.turn_ends import TurnEnds
 from bot.pipeline.turn_input import user_text_masker
 from bot.pipeline.turn_work import TurnWork
+from bot.pipeline.voice import Hearing
 from bot.storage.base import StorageError
 from bot.storage.roles import MessageRecords, TurnRecords
 from content.blobs import BlobStore
@@ -86,12 +87,13 @@ class Gateway:
         commands: Sequence[Command] = (),
         modes: Mapping[str, ModeHandler] | None = None,
         blobs: BlobStore | None = None,
+        hearing: Hearing | None = None,
     ) -> None:
         """`commands`: more rows of the command table (after /new and /stop; one of the same
         name replaces it). `modes`: the handlers of the modes other than bot (default: the
         message recorded and acknowledged, bot/pipeline/held.py). `turn_log` and
         `message_log`: the store's roles the gateway's parts use (its turns and sessions; the
-        sessions' messages)."""
+        sessions' messages). `hearing`: voice notes transcribed before their turn (None: not)."""
         self.channels = channels
         self.metrics = metrics
         self.coordinator = coordinator
@@ -155,6 +157,7 @@ class Gateway:
             metrics=metrics,
             quotas=quotas,
             blobs=blobs,
+            hearing=hearing,
         )
         # Cleared while interrupted turns are queued at start (bot/pipeline/recovery.py): a new message
         # waits, so it never runs before the unfinished turn of its conversation.

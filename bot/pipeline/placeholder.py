@@ -11,15 +11,18 @@ import logging
 
 from adapters.base import ChannelError, DeliveryUncertain, InboundMessage, RateLimited
 from bot.pipeline.dedup import Dedup
-from bot.pipeline.delivery import Delivery
+from bot.pipeline.delivery import PLACEHOLDER, Delivery
 
 log = logging.getLogger(__name__)
 
 PLACEHOLDER_ATTEMPTS = 3
 
 
-async def post_placeholder(delivery: Delivery, batch: list[InboundMessage], dedup: Dedup) -> bool:
-    """Post it, waiting out rate limits; if it cannot be posted, let a redelivery try again.
+async def post_placeholder(
+    delivery: Delivery, batch: list[InboundMessage], dedup: Dedup, text: str = PLACEHOLDER
+) -> bool:
+    """Post it (`text`: what it says until the model's words come), waiting out rate limits;
+    if it cannot be posted, let a redelivery try again.
 
     A send of unknown fate may be showing: no second placeholder then, and no previews (the
     delivery has nothing to edit); the final comes as one new message. Neither Telegram's
@@ -27,7 +30,7 @@ async def post_placeholder(delivery: Delivery, batch: list[InboundMessage], dedu
     """
     for attempt in range(1, PLACEHOLDER_ATTEMPTS + 1):
         try:
-            await delivery.start()
+            await delivery.start(text)
             return True
         except DeliveryUncertain as exc:
             log.warning("placeholder in %s unconfirmed (%s)", batch[-1].chat.key, exc)

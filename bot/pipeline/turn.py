@@ -46,10 +46,12 @@ from bot.pipeline.turn_outcome import (
     storage_failed,
 )
 from bot.pipeline.turn_work import TurnWork
+from bot.pipeline.voice import Heard, Hearing
 from bot.storage.base import StorageError
 from bot.storage.roles import TurnRecords
 from bot.storage.turns import chat_record, handle_record
 from content.blobs import BlobStore
+from tools.pii import PiiMasker
 
 log = logging.getLogger(__name__)
 
@@ -88,11 +90,14 @@ class TurnRunner:
         metrics: GatewayMetrics = NO_METRICS,
         quotas: Quotas | None = None,
         blobs: BlobStore | None = None,
+        hearing: Hearing | None = None,
     ) -> None:
         """`work` runs the coordinator; `ends` records how turns ended (retrying what the store
-        refused); `resumer` finishes the turns a dead process left (None: they are not)."""
+        refused); `resumer` finishes the turns a dead process left (None: they are not);
+        `hearing` transcribes voice notes (None: they stay audio parts, unheard)."""
         self.channels = channels
         self.blobs = blobs  # where inbound files are fetched to; None: they stay labels
+        self.hearing = hearing
         self.metrics = metrics
         self.coordinator = coordinator
         self.turn_log = turn_log
@@ -147,19 +152,21 @@ class TurnRunner:
             elif (refusal := await self._over_quota(last)) is not None:  # no model call
                 log.info("over quota in %s: %s", last.conversation_key, refusal)
                 outcome = Outcome("refused", refusal)
-            if outcome.status in ("stopped", "refused"):
-                if not await post_placeholder(delivery, batch, self.dedup):
-                    outcome.status = "undelivered"
-                    return
-                self.metrics.placeholder_shown(last.chat.channel, time.monotonic() - arrived)
             else:
                 # pinned for the whole turn
                 persona = self.personas.get(self.persona.for_channel(last.chat.channel))
                 session_id = await self.session_for(last, persona.name, persona.version)
                 masker = user_text_masker(self.coordinator)
-                fetched = await fetch_files(channel, self.blobs, batch)  # before it is recorded
-                batch = fetched.batch
-                await tell_refusals(channel, fetched.refusals)
+                heard = await self._inputs(channel, batch, masker)  # before it is recorded
+                batch = heard.batch
+                if heard.nothing_else:  # only voice notes, none heard: the reason is the reply
+                    outcome = Outcome("refused", heard.reply)
+            if outcome.status in ("stopped", "refused"):
+                if not await post_placeholder(delivery, batch, self.dedup):
+                    outcome.status = "undelivered"
+                    return
+                self.metrics.placeholder_shown(last.chat.channel, time.monotonic() - arrived)
+            else:  # the persona, session and inputs above are set: nothing stopped the turn
                 # recorded BEFORE the placeholder is posted, and its handle right after: a
                 # process killed in between leaves a turn another resumes, never an unknown one
                 text, parts = combine(batch, masker), media(batch)
@@ -177,7 +184,9 @@ class TurnRunner:
                     messages=start.messages,
                 )
                 recorded = True
-                if not await post_placeholder(delivery, batch, self.dedup):
+                # what the voice notes said shows while the model works
+                shows = heard.placeholder(delivery.limits)
+                if not await post_placeholder(delivery, batch, self.dedup, shows):
                     outcome = Outcome("undelivered", error="undelivered: no placeholder posted")
                     return
                 if delivery.handles:
@@ -227,6 +236,21 @@ class TurnRunner:
             if recorded:
                 await self._record_end(turn_id, outcome)
                 await self._spend(last, turn_id)
+
+    async def _inputs(
+        self, channel: Channel, batch: list[InboundMessage], masker: PiiMasker | None
+    ) -> Heard:
+        """The batch's files fetched into the blob store and its voice notes heard. A file
+        refused, or a voice note not heard, is told to its sender in a reply of its own, unless
+        the batch has nothing else: then that is the turn's whole answer."""
+        fetched = await fetch_files(channel, self.blobs, batch)
+        await tell_refusals(channel, fetched.refusals)
+        if self.hearing is None:
+            return Heard(fetched.batch)
+        heard = await self.hearing.hear(fetched.batch, masker)
+        if not heard.nothing_else:
+            await tell_refusals(channel, heard.notes)
+        return heard
 
     async def _taken_over(self, batch: list[InboundMessage], control: TurnSignal) -> bool:
         """A batch taken over from a process that died running it (several processes): if a

@@ -141,6 +141,8 @@ class App:
             config, served, self.registry, self.store, self.personas, deps
         )
         agent = config.agent
+        # voice notes' speech to text
+        self.hearing = wiring.hearing(config, self.blobs, self.ops.speech)
         self.gateway = Gateway(
             channels=self.channels,
             coordinator=self.coordinator,
@@ -160,6 +162,7 @@ class App:
             quotas=Quotas(config.quotas, wiring.quota_state(self.store, self.redis)),
             states=wiring.conversation_states(self.store, self.redis),
             blobs=self.blobs,
+            hearing=self.hearing,
         )
         self.gateway.accepting.clear()  # until interrupted turns are queued (see `_start`)
         self.web_server = web_server
@@ -249,6 +252,7 @@ class App:
             )
             self.port = await self._web.start()
         log.info("model: %s", describe_provider(self.provider))
+        log.info("voice notes: %s", self.hearing.describe())
         if self.port is not None:
             log.info("serving %s  (web widget demo at /, health at /healthz)", self.url)
 
@@ -289,6 +293,7 @@ class App:
         close_provider = getattr(self.provider, "aclose", None)
         if self._own_provider and close_provider is not None:
             await close_provider()  # the SDKs' HTTP connection pools
+        await self.hearing.aclose()
         if self.redis is not None:
             await self.redis.close()
         await self.store.close()

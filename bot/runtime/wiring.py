@@ -29,8 +29,11 @@ from bot.pipeline.dedup import Dedup, StoreDedup
 from bot.pipeline.persona_choice import PersonaChoice
 from bot.pipeline.quota import QuotaState, StoreQuotaState
 from bot.pipeline.transcript import StoreHistory
+from bot.pipeline.voice import Hearing
 from bot.redis.mode import RedisMode
 from bot.runtime.config import Config, ConfigError
+from bot.speech.base import SpeechObserver
+from bot.speech.openai import OpenAITranscriber
 from bot.storage import StorageError
 from bot.storage.backends import AnyStore
 from content.blobs import BlobStore
@@ -266,3 +269,20 @@ def check_personas(choice: PersonaChoice, personas: PersonaLibrary) -> None:
             personas.get(name)
         except KeyError as exc:
             raise ConfigError(f"channels ({channel}): persona: {exc.args[0]}") from None
+
+
+def hearing(config: Config, blobs: BlobStore | None, observer: SpeechObserver) -> Hearing:
+    """Voice notes' speech to text: `stt`'s endpoint, or none while `stt.base_url` is null
+    (their senders are told voice is not on)."""
+    stt = config.stt
+    transcriber = None
+    if stt.base_url:
+        transcriber = OpenAITranscriber(
+            base_url=stt.base_url,
+            model=stt.model,
+            api_key=stt.api_key,
+            language=stt.language,
+            timeout_s=stt.timeout_s,
+            max_bytes=stt.max_bytes,
+        )
+    return Hearing(transcriber, blobs, concurrency=stt.concurrency, observer=observer)

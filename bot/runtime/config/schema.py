@@ -207,6 +207,32 @@ class MediaConfig(_Section):
         return value
 
 
+class SttConfig(_Section):
+    """Speech to text for voice notes: an OpenAI-compatible `POST {base_url}/audio/transcriptions`
+    (OpenAI's own, or a Whisper server run anywhere). Off while `base_url` is null: a voice note
+    then gets its sender told that voice is not on."""
+
+    base_url: str | None = None  # e.g. https://api.openai.com/v1 or http://127.0.0.1:8000/v1
+    model: str = "whisper-1"
+    api_key: str = secret(env="STT_API_KEY")
+    language: str | None = None  # an ISO-639-1 hint such as "en"; null: the server detects it
+    timeout_s: float = Field(30, gt=0, le=600)  # each request's deadline (one retry on a 5xx)
+    max_bytes: int = Field(25_000_000, ge=1)  # OpenAI's limit: a larger voice note is not sent
+    concurrency: int = Field(4, ge=1, le=64)  # transcriptions at once, in this process
+
+    @field_validator("base_url")
+    @classmethod
+    def _http_url(cls, value: str | None) -> str | None:
+        if not value:
+            return None  # an unset `${STT_BASE_URL:-}` expands to ""
+        if value.partition("://")[0].lower() not in ("http", "https"):
+            raise ValueError(
+                "expected an http(s) URL of an OpenAI-compatible API, such as"
+                " https://api.openai.com/v1 (null: voice notes are not transcribed)"
+            )
+        return value
+
+
 class PersonasConfig(_Section):
     dirs: list[str] = ["personas"]
 
@@ -244,6 +270,7 @@ class Config(_Section):
     usage: UsageConfig = UsageConfig()
     quotas: QuotasConfig = QuotasConfig()
     media: MediaConfig = MediaConfig()
+    stt: SttConfig = SttConfig()  # speech to text (voice notes); off while stt.base_url is null
     mcp: McpSettings = McpSettings()  # tool servers, defined beside the MCP source
     admin: AdminConfig = AdminConfig()
 
