@@ -1,0 +1,118 @@
+"""Which images of a request go to the model as images: the newest few, none it refused.
+
+An image costs a model call ~1,600 tokens and megabytes of body every time the history is sent
+again, so only the last `llm.media_history_images` (Media.history_images) images the model
+takes go as images; older ones go as their one-line description, and so do images a vendor
+refused or that cannot be decoded (media_load.py marks them), so one bad file never breaks the
+conversation.
+
+A request's wire form is built from pieces kept per message (wire.py) and continues from what
+the conversation's last request made of its history (`Prefix`). Both depend on this choice: a
+message's piece is kept under a key naming which of its images are live (`Plan.key`), and a
+prefix keeps the images it holds (`Seen`), so that when a newer image pushes one out, or one is
+refused, the prefix is no longer used and the messages are walked again (their pieces are
+still kept: only the changed message is encoded anew). Everything kept is tuples of strings and
+numbers, which the cyclic collector stops walking (wire.py).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from agent.providers.media import Media
+from agent.providers.wire import Prefix, resume
+from agent.types import Message
+from content.parts import ImagePart
+
+Slot = tuple[int, int, str]  # (message index, part index, blob id) of an image the model takes
+Seen = tuple[tuple[Slot, ...], tuple[Slot, ...]]  # a prefix's images (newest KEEP), the live ones
+KEEP = 64
+
+
+@dataclass(frozen=True, slots=True)
+class Plan:
+    """One request's choice: `live` images go as images; messages before `start` are the kept
+    prefix's (`prefix`, None: walk them all); `seen` is what the next request's prefix keeps."""
+
+    start: int
+    prefix: Prefix[Any] | None
+    live: frozenset[tuple[int, int]]
+    seen: Seen
+
+    def key(self, base: str, index: int, message: Message) -> str:
+        """The key a message's piece is kept under: `base` and which of its images are live."""
+        marks = "".join(
+            "1" if (index, n) in self.live else "0"
+            for n, part in enumerate(message.parts)
+            if isinstance(part, ImagePart)
+        )
+        return f"{base}:{marks}" if marks else base
+
+    def blob_ids(self, messages: Sequence[Message], since: int = 0) -> list[str]:
+        """The live images' blobs, of the messages from `since` on."""
+        ids = []
+        for index, number in sorted(self.live):
+            if index >= since:
+                part = messages[index].parts[number]
+                assert isinstance(part, ImagePart)
+                ids.append(part.blob.blob_id)
+        return ids
+
+
+def candidate(message: Message, part: object, media: Media) -> bool:
+    """An image the model may be sent: not in the bot's own messages (no API takes them)."""
+    return (
+        isinstance(part, ImagePart)
+        and message.role != "assistant"
+        and media.native(part) == "image"
+    )
+
+
+def plan_images(
+    messages: Sequence[Message], media: Media, prefix_key: str, dropped: Collection[str]
+) -> Plan:
+    """The plan for this history; `dropped`: blobs not to send (refused, undecodable)."""
+    prefix = resume(messages, prefix_key)
+    if prefix is not None:
+        made, seen = prefix.made
+        plan = _planned(messages, media, dropped, prefix, made, seen)
+        if plan is not None:
+            return plan
+    plan = _planned(messages, media, dropped, None, None, ((), ()))
+    assert plan is not None  # without a prefix there is nothing to disagree with
+    return plan
+
+
+def _planned(
+    messages: Sequence[Message],
+    media: Media,
+    dropped: Collection[str],
+    prefix: Prefix[Any] | None,
+    made: Any,
+    seen: Seen,
+) -> Plan | None:
+    start = prefix.count if prefix is not None else 0
+    kept, was_live = seen
+    images = [slot for slot in kept if slot[2] not in dropped]
+    if len(images) != len(kept):
+        return None  # one of the prefix's images was dropped since: its piece changes
+    for index in range(start, len(messages)):
+        message = messages[index]
+        for number, part in enumerate(message.parts):
+            if candidate(message, part, media):
+                assert isinstance(part, ImagePart)
+                if part.blob.blob_id not in dropped:
+                    images.append((index, number, part.blob.blob_id))
+    count = media.history_images
+    live = tuple(images[-count:]) if count > 0 else ()
+    if tuple(slot for slot in live if slot[0] < start) != was_live:
+        return None  # a newer image pushed one of the prefix's out
+    kept_prefix = None if prefix is None else Prefix(prefix.first, prefix.count, made)
+    return Plan(
+        start,
+        kept_prefix,
+        frozenset((slot[0], slot[1]) for slot in live),
+        (tuple(images[-KEEP:]), live),
+    )
