@@ -130,9 +130,8 @@ async def load(
                 settled &= await _image(message, part, media, reader, live, shelf)
                 continue
             how = media.native(part) if isinstance(part, FilePart) else None
-            if isinstance(part, FilePart) and how is not None:
-                if blob_key(part) not in message.derived:
-                    await _file(message, part, how, reader)
+            if isinstance(part, FilePart) and how and blob_key(part) not in message.derived:
+                await _file(message, part, how, reader)
     return settled
 
 
