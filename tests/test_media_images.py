@@ -5,6 +5,8 @@ the call made again without it; a model without vision told the image's size in 
 
 from __future__ import annotations
 
+import base64
+
 from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
@@ -17,12 +19,12 @@ from agent.providers.media import TEXT_ONLY, Media, media_for
 from agent.providers.media_load import SHELF
 from agent.providers.openai import OpenAIProvider
 from agent.types import Message, ModelRequest, TextDelta
-from content.parts import BlobRef, ImagePart
+from content.parts import BlobRef, FilePart, ImagePart
 from tests.blob_kit import MemoryBlobs
 from tests.fake_anthropic import FakeAnthropic
 from tests.fake_llm import Reply, fail
 from tests.fake_openai import FakeOpenAI
-from tests.image_kit import animated_gif, encoded, opened, photo, sideways_jpeg
+from tests.image_kit import animated_gif, encoded, opened, photo, sideways_jpeg, text_pdf
 
 Vendor = OpenAIProvider | AnthropicProvider
 VENDORS = ["openai", "anthropic"]
@@ -267,4 +269,28 @@ async def test_a_model_without_vision_reads_the_image_in_words(
     assert not images_sent(vendor, body) and "base64" not in str(body)
     size = BlobRef("x", "image/jpeg", len(data)).size / 1024
     assert f"[image 'photo.jpg': image/jpeg, 1600×1200, {size:.0f} KB]" in text_sent(body)
+    await p.aclose()
+
+
+@pytest.mark.parametrize("vendor", VENDORS)
+async def test_a_pdf_goes_as_its_text_where_the_model_takes_no_documents(
+    vendor: str, fakes: dict[str, Any]
+) -> None:
+    fake = fakes[vendor]
+    fake.add(Reply(text=["ok"]), Reply(text=["ok"]))
+    blobs = MemoryBlobs()
+    data = text_pdf("Quarterly revenue rose 12 percent", "Costs fell in March")
+    report = FilePart(await blobs.put(data, mime_type="application/pdf", name="report.pdf"))
+    p = provider(vendor, fake.url, media_for(vendor, None, ["image"]))
+    await send(p, (Message("user", "summarise", parts=(report,)),), blobs)
+    text = text_sent(fake.requests[0].body)
+    assert "[The file 'report.pdf' (application/pdf) reads:]\n(2 pages, as text)" in text
+    assert "[page 1]\nQuarterly revenue rose 12 percent" in text
+    assert "[page 2]\nCosts fell in March" in text
+    await p.aclose()
+    # a model that takes documents gets the PDF itself
+    p = provider(vendor, fake.url)
+    await send(p, (Message("user", "summarise", parts=(report,)),), blobs)
+    assert "Quarterly" not in text_sent(fake.requests[1].body)
+    assert base64.b64encode(data).decode() in str(fake.requests[1].body)
     await p.aclose()
