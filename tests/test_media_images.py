@@ -6,7 +6,6 @@ the call made again without it; a model without vision told the image's size in 
 from __future__ import annotations
 
 import base64
-
 from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
