@@ -2,14 +2,19 @@
 
 A user's image or PDF goes to the model as the vendor's own block (Anthropic `image` /
 `document`, OpenAI `image_url` / `file`, both as base64: the vendor need not reach our server);
-a text file (CSV, JSON, Markdown …) goes as its text. What a model does not take — audio, a
-Word file, any media on a model configured text-only (`llm.media: []`, the default for an
-OpenAI-compatible server that is not OpenAI's), a blob retention removed — becomes the part's
-description (content/parts.py `describe`), so the request is one the model accepts and it still
-knows that something was sent.
+a text file (CSV, JSON, Markdown …) goes as its text, and so does a PDF's text for a model that
+takes no documents. An image goes as the vendor takes it best (`ImageLimits` per vendor here:
+scaled, converted, upright; content/images.py), and only the newest few of a history do
+(`history_images`, image_plan.py). What a model does not take — audio, a Word file, an image on
+a model configured without them (`llm.media`; an OpenAI-compatible server that is not OpenAI's
+takes none by default), an image past the newest few, refused by the vendor or undecodable, a
+blob retention removed — becomes a line of text (content/parts.py `describe`, with what
+media_load.py noted: an image's size in pixels, why it is not shown), so the request is one the
+model accepts and it still knows that something was sent.
 
-The bytes are read from the blob store once per message, before the synchronous encoders run
-(`load`), and kept on the message (`Message.derived`) only until its wire form is cached.
+The bytes are read from the blob store and made ready once per message, before the synchronous
+encoders run (media_load.py), and kept on the message (`Message.derived`) only until its wire
+form is cached.
 """
 
 from __future__ import annotations

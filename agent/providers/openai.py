@@ -122,7 +122,7 @@ class OpenAIProvider:
             except (openai.OpenAIError, httpx2.HTTPError) as exc:
                 error = self._error(exc, who, bool(request.tools))
                 # an image it refused: once more without it (and never again: media_call.py)
-                if attempt or not await media.refused(error, plan):
+                if not await media.refused(error, plan) or attempt:
                     deadline.close()
                     raise error from exc
                 plan = await media.ready()
