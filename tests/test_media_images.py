@@ -293,3 +293,35 @@ async def test_a_pdf_goes_as_its_text_where_the_model_takes_no_documents(
     assert "Quarterly" not in text_sent(fake.requests[1].body)
     assert base64.b64encode(data).decode() in str(fake.requests[1].body)
     await p.aclose()
+
+
+class CountingBlobs(MemoryBlobs):
+    def __init__(self) -> None:
+        super().__init__()
+        self.reads: list[str] = []
+
+    async def get(self, blob_id: str) -> tuple[str, bytes]:
+        self.reads.append(blob_id)
+        return await super().get(blob_id)
+
+
+@pytest.mark.parametrize("vendor", VENDORS)
+async def test_a_photo_is_prepared_once_even_when_the_history_is_built_again(
+    vendor: str, fakes: dict[str, Any]
+) -> None:
+    """The store's history cache may hand out new message objects (after eviction): the
+    prepared image is kept by blob and target in the process, not read and scaled again."""
+    fake = fakes[vendor]
+    fake.add(Reply(text=["a"]), Reply(text=["b"]))
+    blobs = CountingBlobs()
+    part = await image(blobs, photo(2000, 1500), "image/jpeg", "big.jpg")
+    p = provider(vendor, fake.url)
+    await send(p, (Message("user", "one", parts=(part,)),), blobs)
+    assert part.blob.blob_id in blobs.reads
+    blobs.reads.clear()
+    again = (Message("user", "one", parts=(part,)), Message("assistant", "a"), Message("user", "?"))
+    await send(p, again, blobs)
+    assert blobs.reads == []
+    first, second = (images_sent(vendor, r.body) for r in fake.requests)
+    assert first == second
+    await p.aclose()
