@@ -325,3 +325,22 @@ async def test_a_photo_is_prepared_once_even_when_the_history_is_built_again(
     first, second = (images_sent(vendor, r.body) for r in fake.requests)
     assert first == second
     await p.aclose()
+
+
+@pytest.mark.parametrize("vendor", VENDORS)
+async def test_every_image_of_the_current_turn_goes_then_only_the_last_few(
+    vendor: str, fakes: dict[str, Any]
+) -> None:
+    fake = fakes[vendor]
+    fake.add(Reply(text=["six photos"]), Reply(text=["ok"]))
+    blobs = MemoryBlobs()
+    parts = tuple(
+        [await image(blobs, photo(20 + n, 10), "image/jpeg", f"{n}.jpg") for n in range(6)]
+    )
+    p = provider(vendor, fake.url, history=2)
+    history = (Message("user", "all of these", parts=parts),)
+    reply = await send(p, history, blobs)
+    await send(p, (*history, Message("assistant", reply), Message("user", "thanks")), blobs)
+    widths = [[opened(d).width for _, d in images_sent(vendor, r.body)] for r in fake.requests]
+    assert widths == [[20, 21, 22, 23, 24, 25], [24, 25]]
+    await p.aclose()

@@ -2,7 +2,8 @@
 
 An image costs a model call ~1,600 tokens and megabytes of body every time the history is sent
 again, so only the last `llm.media_history_images` (Media.history_images) images the model
-takes go as images; older ones go as their one-line description, and so do images a vendor
+takes go as images, and every image of the current turn (at most MAX_IMAGES in all); older
+ones go as their one-line description, and so do images a vendor
 refused or that cannot be decoded (media_load.py marks them), so one bad file never breaks the
 conversation.
 
@@ -29,6 +30,9 @@ from content.parts import ImagePart
 Slot = tuple[int, int, str]  # (message index, part index, blob id) of an image the model takes
 Seen = tuple[tuple[Slot, ...], tuple[Slot, ...]]  # a prefix's images (newest KEEP), the live ones
 KEEP = 64
+# the current turn's images all go (a user who sends six photos means all six), up to this many:
+# past 20 in a request Anthropic takes smaller ones only, and each is ~1,600 tokens
+MAX_IMAGES = 20
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,6 +74,14 @@ def candidate(message: Message, part: object, media: Media) -> bool:
     )
 
 
+def _turn_start(messages: Sequence[Message]) -> int:
+    """Where the current turn starts: the newest user message (tool results are role "tool")."""
+    for index in range(len(messages) - 1, -1, -1):
+        if messages[index].role == "user":
+            return index
+    return len(messages)
+
+
 def plan_images(
     messages: Sequence[Message], media: Media, prefix_key: str, dropped: Collection[str]
 ) -> Plan:
@@ -105,8 +117,9 @@ def _planned(
                 assert isinstance(part, ImagePart)
                 if part.blob.blob_id not in dropped:
                     images.append((index, number, part.blob.blob_id))
-    count = media.history_images
-    live = tuple(images[-count:]) if count > 0 else ()
+    newest = set(images[-media.history_images :]) if media.history_images > 0 else set()
+    turn = _turn_start(messages)
+    live = tuple(s for s in images if s in newest or s[0] >= turn)[-MAX_IMAGES:]
     if tuple(slot for slot in live if slot[0] < start) != was_live:
         return None  # a newer image pushed one of the prefix's out
     kept_prefix = None if prefix is None else Prefix(prefix.first, prefix.count, made)
