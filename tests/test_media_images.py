@@ -194,7 +194,7 @@ async def test_only_the_last_images_of_a_history_go_again(
     last = text_sent(fake.requests[-1].body)
     for n in (0, 1):
         assert f"[image 'p{n}.jpg': image/jpeg, {30 + n}×20," in last
-        assert "shown earlier in the conversation, not sent again" in last
+        assert "an earlier image: only the newest are sent again" in last
     await p.aclose()
 
 

@@ -27,6 +27,7 @@ from collections.abc import Sequence
 from agent.providers.image_plan import Plan, candidate
 from agent.providers.media import (
     MAX_TEXT_CHARS,
+    NOT_IMAGES,
     PDF,
     Media,
     blob_key,
@@ -77,7 +78,10 @@ class ImageShelf:
 
     def clear(self) -> None:
         """Forget everything (a test's fresh start; the store's marks stay)."""
-        self.__init__(self.budget)  # type: ignore[misc]
+        self._prepared.clear()
+        self._held = 0
+        for known in (self.sizes, self.dropped, self.accepted, self.checked):
+            known.clear()
 
     def prepared(self, blob_id: str, target: str) -> Prepared | None:
         found = self._prepared.get((blob_id, target))
@@ -158,7 +162,8 @@ async def _image(
     if not candidate(message, part, media):  # the model takes no images: their size, in words
         known = shelf.sizes.get(blob_id)
         info = known if isinstance(known, ImageInfo) else None
-        if info is None and reader is not None:
+        svg = part.blob.mime_type.lower().split(";")[0] in NOT_IMAGES
+        if info is None and reader is not None and not svg:
             info = await _inspected(part, reader, shelf)
         message.derived[note_key(part)] = image_line(part, info, None)
         return True
@@ -174,7 +179,7 @@ def image_line(part: ImagePart, info: ImageInfo | None, why: str | None) -> str:
     """`[image 'photo.jpg': image/jpeg, 4032×3024, 2.1 MB]`, and why it is not shown."""
     line = describe(part, f"{info.width}×{info.height}" if info is not None else None)
     if why == "earlier":
-        line += " (shown earlier in the conversation, not sent again)"
+        line += " (an earlier image: only the newest are sent again)"
     elif why == "refused":
         line += " (the AI model refused this image, so it is left out)"
     elif why:
@@ -209,7 +214,7 @@ async def _inspected(part: ImagePart, reader: BlobReader, shelf: ImageShelf) -> 
     try:
         _, data = await reader.get(part.blob.blob_id)
         info = await asyncio.to_thread(inspect, data)
-    except (ImageUnreadable, BlobError) as exc:
+    except Exception as exc:  # gone, the store failed, or no image: described without a size
         log.info("image %s: no size to describe: %s", part.blob.blob_id, exc)
         return None
     shelf.sizes.keep(part.blob.blob_id, info)
