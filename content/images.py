@@ -174,7 +174,7 @@ def _convert(
     turned = orientation in (5, 6, 7, 8)
     width, height = (original[1], original[0]) if turned else original  # as stored
     target = (max(1, int(width * factor)), max(1, int(height * factor)))  # never over a bound
-    if image.format == "JPEG":
+    if image.format in ("JPEG", "MPO"):  # MPO: a camera's JPEG with more pictures after it
         # the decoder scales by 1/2..1/8 in the DCT: never more than the target needs
         image.draft("RGB" if image.mode not in ("L", "CMYK") else image.mode, target)
     frame = image.convert("RGBA") if image.mode in ("P", "PA") else image

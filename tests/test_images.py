@@ -58,3 +58,10 @@ def test_a_palette_gif_with_transparency_goes_as_a_png_where_gifs_are_not_taken(
 def test_what_is_no_image_raises_unreadable(data: bytes) -> None:
     with pytest.raises(ImageUnreadable):
         prepare(data, WIDE)
+
+
+def test_a_cameras_multi_picture_jpeg_goes_as_its_first_picture() -> None:
+    data = encoded(picture(3000, 2000), "MPO", save_all=True, append_images=[picture(30, 20)])
+    made = prepare(data, WIDE)
+    assert made.mime_type == "image/jpeg" and opened(made.data).format == "JPEG"
+    assert made.width <= 1568 and made.width * made.height <= 1_200_000
