@@ -344,3 +344,31 @@ async def test_every_image_of_the_current_turn_goes_then_only_the_last_few(
     widths = [[opened(d).width for _, d in images_sent(vendor, r.body)] for r in fake.requests]
     assert widths == [[20, 21, 22, 23, 24, 25], [24, 25]]
     await p.aclose()
+
+
+@pytest.mark.parametrize("vendor", VENDORS)
+async def test_a_pdf_refused_as_a_document_goes_as_its_text_from_then_on(
+    vendor: str, fakes: dict[str, Any]
+) -> None:
+    fake = fakes[vendor]
+    refusal = (
+        "messages.0.content.0.document.source.base64.data: The PDF specified was not valid."
+        if vendor == "anthropic"
+        else "Invalid file data: the PDF could not be read."
+    )
+    fake.add(fail(400, "invalid_request_error", refusal), Reply(text=["read"]), Reply(text=["ok"]))
+    blobs = MemoryBlobs()
+    data = text_pdf("Order 7731 shipped on Monday")
+    order = FilePart(await blobs.put(data, mime_type="application/pdf", name="order.pdf"))
+    p = provider(vendor, fake.url)
+    history = (Message("user", "where is it?", parts=(order,)),)
+    assert await send(p, history, blobs) == "read"
+    refused, retried = fake.requests[0].body, fake.requests[1].body
+    assert base64.b64encode(data).decode() in str(refused)
+    assert base64.b64encode(data).decode() not in str(retried)
+    assert "(1 page, as text: the AI model refused it as a document)" in text_sent(retried)
+    assert "Order 7731 shipped on Monday" in text_sent(retried)
+    await send(p, (*history, Message("assistant", "read"), Message("user", "and?")), blobs)
+    assert "Order 7731" in text_sent(fake.requests[2].body)
+    assert base64.b64encode(data).decode() not in str(fake.requests[2].body)
+    await p.aclose()

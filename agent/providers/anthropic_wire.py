@@ -12,7 +12,15 @@ from collections.abc import Sequence
 from typing import Any
 
 from agent.providers.image_plan import Plan, plan_images
-from agent.providers.media import ALL_MEDIA, Media, descriptions, file_text, forget, loaded
+from agent.providers.media import (
+    ALL_MEDIA,
+    Media,
+    as_text,
+    descriptions,
+    file_text,
+    forget,
+    loaded,
+)
 from agent.providers.wire import cached, dumps, extended, keep
 from agent.types import Message
 from content.parts import FilePart, Part, TextPart
@@ -148,7 +156,7 @@ def _media_blocks(message: Message, media: Media) -> tuple[list[dict[str, Any]],
         data = loaded(message, part) if how is not None else None
         if how is None or data is None:
             rest.append(part)
-        elif how in ("text", "pdf_text"):
+        elif as_text(how, data):
             assert isinstance(part, FilePart)
             blocks.append({"type": "text", "text": file_text(part, data[1])})
         else:

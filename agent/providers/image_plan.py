@@ -22,13 +22,14 @@ from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from agent.providers.media import Media
+from agent.providers.media import PDF, Media
 from agent.providers.wire import Prefix, resume
 from agent.types import Message
-from content.parts import ImagePart
+from content.parts import FilePart, ImagePart
 
 Slot = tuple[int, int, str]  # (message index, part index, blob id) of an image the model takes
-Seen = tuple[tuple[Slot, ...], tuple[Slot, ...]]  # a prefix's images (newest KEEP), the live ones
+# a prefix's images (newest KEEP), the live ones, and the PDFs it sent as documents
+Seen = tuple[tuple[Slot, ...], tuple[Slot, ...], tuple[Slot, ...]]
 KEEP = 64
 # the current turn's images all go (a user who sends six photos means all six), up to this many:
 # past 20 in a request Anthropic takes smaller ones only, and each is ~1,600 tokens
@@ -44,25 +45,30 @@ class Plan:
     prefix: Prefix[Any] | None
     live: frozenset[tuple[int, int]]
     seen: Seen
+    documents: frozenset[tuple[int, int]] = frozenset()  # PDFs that go as documents
 
     def key(self, base: str, index: int, message: Message) -> str:
-        """The key a message's piece is kept under: `base` and which of its images are live."""
+        """The key a message's piece is kept under: `base` and which of its images are live
+        (1, else 0) and PDFs go as documents (d, else t: their text)."""
         marks = "".join(
-            "1" if (index, n) in self.live else "0"
-            for n, part in enumerate(message.parts)
+            ("1" if (index, n) in self.live else "0")
             if isinstance(part, ImagePart)
+            else ("d" if (index, n) in self.documents else "t")
+            for n, part in enumerate(message.parts)
+            if isinstance(part, ImagePart) or _pdf(part)
         )
         return f"{base}:{marks}" if marks else base
 
-    def blob_ids(self, messages: Sequence[Message], since: int = 0) -> list[str]:
-        """The live images' blobs, of the messages from `since` on."""
-        ids = []
-        for index, number in sorted(self.live):
-            if index >= since:
-                part = messages[index].parts[number]
-                assert isinstance(part, ImagePart)
-                ids.append(part.blob.blob_id)
-        return ids
+    def blob_ids(self, messages: Sequence[Message], documents: bool = False) -> list[str]:
+        """The blobs of the live images (or of the PDFs sent as documents)."""
+        return [
+            messages[index].parts[number].blob.blob_id  # type: ignore[union-attr]
+            for index, number in sorted(self.documents if documents else self.live)
+        ]
+
+
+def _pdf(part: object) -> bool:
+    return isinstance(part, FilePart) and part.blob.mime_type.lower().split(";")[0] == PDF
 
 
 def candidate(message: Message, part: object, media: Media) -> bool:
@@ -92,7 +98,7 @@ def plan_images(
         plan = _planned(messages, media, dropped, prefix, made, seen)
         if plan is not None:
             return plan
-    plan = _planned(messages, media, dropped, None, None, ((), ()))
+    plan = _planned(messages, media, dropped, None, None, ((), (), ()))
     assert plan is not None  # without a prefix there is nothing to disagree with
     return plan
 
@@ -106,10 +112,11 @@ def _planned(
     seen: Seen,
 ) -> Plan | None:
     start = prefix.count if prefix is not None else 0
-    kept, was_live = seen
+    kept, was_live, was_sent = seen
     images = [slot for slot in kept if slot[2] not in dropped]
-    if len(images) != len(kept):
-        return None  # one of the prefix's images was dropped since: its piece changes
+    documents = list(was_sent)
+    if len(images) != len(kept) or any(slot[2] in dropped for slot in documents):
+        return None  # one of the prefix's images or PDFs was dropped since: its piece changes
     for index in range(start, len(messages)):
         message = messages[index]
         for number, part in enumerate(message.parts):
@@ -117,6 +124,10 @@ def _planned(
                 assert isinstance(part, ImagePart)
                 if part.blob.blob_id not in dropped:
                     images.append((index, number, part.blob.blob_id))
+            elif _pdf(part) and message.role != "assistant" and media.native(part) == "pdf":
+                assert isinstance(part, FilePart)
+                if part.blob.blob_id not in dropped:
+                    documents.append((index, number, part.blob.blob_id))
     newest = set(images[-media.history_images :]) if media.history_images > 0 else set()
     turn = _turn_start(messages)
     live = tuple(s for s in images if s in newest or s[0] >= turn)[-MAX_IMAGES:]
@@ -127,5 +138,6 @@ def _planned(
         start,
         kept_prefix,
         frozenset((slot[0], slot[1]) for slot in live),
-        (tuple(images[-KEEP:]), live),
+        (tuple(images[-KEEP:]), live, tuple(documents)),
+        frozenset((slot[0], slot[1]) for slot in documents),
     )

@@ -107,6 +107,11 @@ def loaded(message: Message, part: ImagePart | FilePart | AudioPart) -> tuple[st
     return value if isinstance(value, tuple) else None
 
 
+def as_text(how: Native, data: tuple[str, str]) -> bool:
+    """What was loaded is text (a text file, a PDF's text: one refused as a document, too)."""
+    return how in ("text", "pdf_text") or (how == "pdf" and data[0] != PDF)
+
+
 def note_key(part: ImagePart | FilePart | AudioPart) -> str:
     return "note:" + part.blob.blob_id
 

@@ -11,6 +11,9 @@ got through with yet (the one just sent, usually); when there are none, every im
 A model that takes no images at all ("image_url is only supported by certain models") is
 answered the same way for this process, without marks: a configuration fix (`llm.media`) is
 what it needs, not a forgotten photo.
+
+A PDF the vendor refuses as a document (over its page cap, not a valid PDF: a 400 naming a PDF
+or a document) is handled the same way, and goes as its text from then on (content/pdf_text.py).
 """
 
 from __future__ import annotations
@@ -27,6 +30,7 @@ from agent.types import ModelRequest
 log = logging.getLogger(__name__)
 
 _IMAGE = re.compile(r"\bimages?\b|image_url|invalid_image|image_parse_error", re.IGNORECASE)
+_DOCUMENT = re.compile(r"\bpdfs?\b|\bdocuments?\b|file_data|invalid_file", re.IGNORECASE)
 _NO_VISION = re.compile(
     r"only supported by certain models|does not support (image|vision)|not a multimodal"
     r"|image input is not supported|vision is not supported",
@@ -38,6 +42,11 @@ ATTEMPTS = 4  # plan, load, and plan again when a loaded image turned out refuse
 def refuses_images(error: ProviderError) -> bool:
     """The vendor refused the request for an image in it (a 400 that names one)."""
     return isinstance(error, ProviderRejected) and bool(_IMAGE.search(str(error)))
+
+
+def refuses_documents(error: ProviderError) -> bool:
+    """The vendor refused the request for a PDF in it (too many pages, not a valid PDF …)."""
+    return isinstance(error, ProviderRejected) and bool(_DOCUMENT.search(str(error)))
 
 
 class MediaCall:
@@ -68,8 +77,16 @@ class MediaCall:
         return plan_images(messages, self.media, self.prefix_key, self.shelf.dropped)
 
     async def refused(self, error: ProviderError, plan: Plan) -> bool:
-        """True: images the error may mean are dropped from now on; call again without them."""
-        if not plan.live or not refuses_images(error):
+        """True: images (or PDFs) the error may mean are dropped from now on; call again
+        without them (a PDF then goes as its text)."""
+        images = bool(plan.live) and refuses_images(error)
+        if plan.documents and refuses_documents(error) and not images:
+            sent = plan.blob_ids(self.request.messages, documents=True)
+            suspects = [b for b in sent if b not in self.shelf.accepted] or sent
+            log.warning("the model refused %d PDF(s); sent again as text: %s", len(suspects), error)
+            await self.shelf.refuse(suspects, self.request.blobs)
+            return True
+        if not images:
             return False
         sent = plan.blob_ids(self.request.messages)
         if _NO_VISION.search(str(error)):
@@ -87,5 +104,6 @@ class MediaCall:
 
     def sent(self, plan: Plan) -> None:
         """The vendor took the request: its images are no suspects of a later refusal."""
-        for blob_id in plan.blob_ids(self.request.messages):
+        messages = self.request.messages
+        for blob_id in plan.blob_ids(messages) + plan.blob_ids(messages, documents=True):
             self.shelf.accepted.keep(blob_id, True)

@@ -134,8 +134,15 @@ async def load(
                 settled &= await _image(message, part, media, reader, live, shelf)
                 continue
             how = media.native(part) if isinstance(part, FilePart) else None
-            if isinstance(part, FilePart) and how and blob_key(part) not in message.derived:
-                await _file(message, part, how, reader)
+            if not isinstance(part, FilePart) or not how or blob_key(part) in message.derived:
+                continue
+            refused = how == "pdf" and (index, number) not in plan.documents
+            if refused:
+                how = "pdf_text"  # the model refused it as a document: its text instead
+            elif how == "pdf" and await _refused(part.blob.blob_id, reader, shelf):
+                settled = False
+                continue
+            await _file(message, part, how, reader, refused=refused)
     return settled
 
 
@@ -149,11 +156,8 @@ async def _image(
 ) -> bool:
     blob_id = part.blob.blob_id
     if live:
-        if blob_id not in shelf.checked and reader is not None:
-            shelf.checked.keep(blob_id, True)
-            if await _marked(reader, blob_id):
-                shelf.dropped.keep(blob_id, "refused")
-                return False
+        if await _refused(blob_id, reader, shelf):
+            return False
         found = await _prepared(part, media, reader, shelf)
         if found is None:
             return blob_id not in shelf.dropped  # unreadable: plan without it
@@ -221,6 +225,18 @@ async def _inspected(part: ImagePart, reader: BlobReader, shelf: ImageShelf) -> 
     return info
 
 
+async def _refused(blob_id: str, reader: BlobReader | None, shelf: ImageShelf) -> bool:
+    """A model refused the blob before (in another process, or before a restart): its mark
+    is looked for once per process."""
+    if blob_id in shelf.checked or reader is None:
+        return False
+    shelf.checked.keep(blob_id, True)
+    if await _marked(reader, blob_id):
+        shelf.dropped.keep(blob_id, "refused")
+        return True
+    return False
+
+
 async def _marked(reader: BlobReader, blob_id: str) -> bool:
     try:
         await reader.get(blob_id_of(refusal_mark(blob_id)))
@@ -232,7 +248,9 @@ async def _marked(reader: BlobReader, blob_id: str) -> bool:
     return True
 
 
-async def _file(message: Message, part: FilePart, how: str, reader: BlobReader | None) -> None:
+async def _file(
+    message: Message, part: FilePart, how: str, reader: BlobReader | None, *, refused: bool
+) -> None:
     if reader is None:
         return
     try:
@@ -249,7 +267,9 @@ async def _file(message: Message, part: FilePart, how: str, reader: BlobReader |
             message.derived[note_key(part)] = f"{describe(part)} (its text could not be read)"
             log.info("PDF %s: no text: %s", part.blob.blob_id, exc)
             return
-        message.derived[blob_key(part)] = (PDF, f"({pages} pages, as text)\n{text}")
+        why = ": the AI model refused it as a document" if refused else ""
+        count = f"{pages} page" + ("s" if pages != 1 else "")
+        message.derived[blob_key(part)] = ("text/plain", f"({count}, as text{why})\n{text}")
     else:
         text = data.decode("utf-8", errors="replace")
         if len(text) > MAX_TEXT_CHARS:

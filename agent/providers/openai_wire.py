@@ -14,6 +14,7 @@ from agent.providers.image_plan import Plan, plan_images
 from agent.providers.media import (
     ALL_MEDIA,
     Media,
+    as_text,
     descriptions,
     file_text,
     forget,
@@ -175,7 +176,7 @@ def _media_parts(message: Message, media: Media) -> tuple[list[dict[str, Any]], 
         data = loaded(message, part) if how is not None else None
         if how is None or data is None:
             rest.append(part)
-        elif how in ("text", "pdf_text"):
+        elif as_text(how, data):
             assert isinstance(part, FilePart)
             carried.append({"type": "text", "text": file_text(part, data[1])})
         elif how == "image":
