@@ -3,9 +3,9 @@
 An image costs a model call ~1,600 tokens and megabytes of body every time the history is sent
 again, so only the last `llm.media_history_images` (Media.history_images) images the model
 takes go as images, and every image of the current turn (at most MAX_IMAGES in all); older
-ones go as their one-line description, and so do images a vendor
-refused or that cannot be decoded (media_load.py marks them), so one bad file never breaks the
-conversation.
+ones go as their one-line description, and so do images a vendor refused or that cannot be
+decoded (media_load.py marks them), so one bad file never breaks the conversation. A PDF goes
+as a document unless a vendor refused it as one: then as its text (`Plan.documents`).
 
 A request's wire form is built from pieces kept per message (wire.py) and continues from what
 the conversation's last request made of its history (`Prefix`). Both depend on this choice: a
