@@ -19,14 +19,15 @@ from content.parts import ImagePart
 from tests.conftest import make_config
 from tests.fake_anthropic import FakeAnthropic
 from tests.fake_llm import Reply as FakeReply
+from tests.image_kit import photo
 from tests.telegram_fake import TOKEN, FakeBotAPI
 from tools.base import ToolContext, ToolResult
 from tools.registry import ToolRegistry
 from tools.tool import tool
 
 CHAT = 42
-PHOTO = b"\xff\xd8\xff\xe0" + bytes(range(256)) * 8  # a JPEG's first bytes
-CHART = b"\x89PNG\r\n\x1a\n chart"
+PHOTO = photo(64, 48)  # small enough to go to the model as it is
+CHART = photo(20, 10, "PNG")
 PERSONA = "---\nname: default\ndescription: draws charts\ntools: [chart]\n---\nYou draw.\n"
 
 

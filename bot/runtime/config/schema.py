@@ -103,6 +103,9 @@ class LLMConfig(_Section):
     circuit_open_s: float = Field(30, gt=0, le=3600)
     tool_mode: Literal["native", "text", "auto"] = "auto"
     media: MediaKinds = None
+    # how many of a history's newest images go to the model again as images; older ones go as
+    # their description (agent/providers/image_plan.py)
+    media_history_images: int = Field(4, ge=0, le=100)
 
 
 class AgentConfig(_Section):
