@@ -31,6 +31,7 @@ from bot.pipeline.attachments import fetch_files, tell_refusals
 from bot.pipeline.conversations import TurnSignal
 from bot.pipeline.dedup import Dedup
 from bot.pipeline.delivery import Delivery
+from bot.pipeline.language import ConversationLanguage
 from bot.pipeline.persona_choice import PersonaChoice
 from bot.pipeline.placeholder import post_placeholder
 from bot.pipeline.quota import Quotas
@@ -50,6 +51,7 @@ from bot.storage.base import StorageError
 from bot.storage.roles import TurnRecords
 from bot.storage.turns import chat_record, handle_record
 from content.blobs import BlobStore
+from content.texts import DEFAULT_LANGUAGE, t
 
 log = logging.getLogger(__name__)
 
@@ -88,9 +90,12 @@ class TurnRunner:
         metrics: GatewayMetrics = NO_METRICS,
         quotas: Quotas | None = None,
         blobs: BlobStore | None = None,
+        languages: ConversationLanguage | None = None,
     ) -> None:
         """`work` runs the coordinator; `ends` records how turns ended (retrying what the store
-        refused); `resumer` finishes the turns a dead process left (None: they are not)."""
+        refused); `resumer` finishes the turns a dead process left (None: they are not);
+        `languages` says which language the turn's own texts are in (None: English)."""
+        self.languages = languages
         self.channels = channels
         self.blobs = blobs  # where inbound files are fetched to; None: they stay labels
         self.metrics = metrics
@@ -130,12 +135,14 @@ class TurnRunner:
         channel = self.channels[last.chat.channel]
         if control.resumed and self.resumer is not None and await self._taken_over(batch, control):
             return
+        language = DEFAULT_LANGUAGE if self.languages is None else await self.languages.of(last)
         delivery = Delivery(
             channel,
             last.chat,
             reply_to=last.message_id,
             recipient=last.user_id,
             blobs=self.blobs,
+            language=language,
         )
         arrived = min(message.received_at for message in batch)
         outcome = Outcome()
@@ -143,8 +150,8 @@ class TurnRunner:
         log.debug("turn of %d message(s) starts", len(batch))
         try:
             if control.stopped:
-                outcome = Outcome("stopped", STOPPED)
-            elif (refusal := await self._over_quota(last)) is not None:  # no model call
+                outcome = Outcome("stopped", t(language, "turn.stopped"))
+            elif (refusal := await self._over_quota(last, language)) is not None:  # no model call
                 log.info("over quota in %s: %s", last.conversation_key, refusal)
                 outcome = Outcome("refused", refusal)
             if outcome.status in ("stopped", "refused"):
@@ -157,7 +164,8 @@ class TurnRunner:
                 persona = self.personas.get(self.persona.for_channel(last.chat.channel))
                 session_id = await self.session_for(last, persona.name, persona.version)
                 masker = user_text_masker(self.coordinator)
-                fetched = await fetch_files(channel, self.blobs, batch)  # before it is recorded
+                # before it is recorded
+                fetched = await fetch_files(channel, self.blobs, batch, language)
                 batch = fetched.batch
                 await tell_refusals(channel, fetched.refusals)
                 # recorded BEFORE the placeholder is posted, and its handle right after: a
@@ -205,16 +213,18 @@ class TurnRunner:
                 log.error("turn %s ended but its final edit failed: %s", turn_id, exc)
                 outcome.status, outcome.error = "failed", f"delivery: {exc}"
         except asyncio.CancelledError:
-            outcome = Outcome("failed", INTERRUPTED, error="interrupted by shutdown")
+            outcome = Outcome(
+                "failed", t(language, "turn.interrupted"), error="interrupted by shutdown"
+            )
             if delivery.handles:
                 try:
                     async with asyncio.timeout(SHUTDOWN_GRACE_S):
-                        await delivery.finish(INTERRUPTED)
+                        await delivery.finish(outcome.text)
                 except (TimeoutError, ChannelError):
                     pass
             raise
         except StorageError as exc:
-            outcome = await storage_failed(batch, exc, self.dedup)
+            outcome = await storage_failed(batch, exc, self.dedup, language)
             try:
                 await delivery.finish(outcome.text)
             except ChannelError as error:
@@ -251,10 +261,10 @@ class TurnRunner:
         status = "failed" if outcome.status == "undelivered" else outcome.status
         await self.ends.record(turn_id, status, final, outcome.error)  # kept and retried if refused
 
-    async def _over_quota(self, message: InboundMessage) -> str | None:
+    async def _over_quota(self, message: InboundMessage, language: str) -> str | None:
         """What the placeholder says instead of an answer, if a quota is reached; else None and
         the turn is counted."""
-        return None if self.quotas is None else await self.quotas.admit(message)
+        return None if self.quotas is None else await self.quotas.admit(message, language)
 
     async def _spend(self, message: InboundMessage, turn_id: str) -> None:
         """The turn's tokens (its specialists' so far included) count against its quotas."""
