@@ -97,6 +97,8 @@ def normalize(
         mentioned=addressed,
         attachments=attachments,
         bot_name=me.username,
+        # the sender's app language (an IETF tag, `de`, `pt-br`); none for an anonymous admin
+        language=sender.language_code if message.sender_chat is None else None,
         raw={"update_id": update_id, "message": message.model_dump(mode="json", exclude_none=True)},
     )
     return Unsupported(inbound, UNSUPPORTED[kind]) if unreadable else inbound
