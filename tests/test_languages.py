@@ -185,3 +185,17 @@ async def test_a_telegram_language_we_lack_gets_the_default(
     await fake.wait_for(lambda: len(_said(fake, 7)) == 1 and len(_said(fake, 8)) == 1)
     assert _said(fake, 7) == [t("de", "command.started_new")]
     assert _said(fake, 8) == ["Started a new conversation. What can I do for you?"]
+
+
+async def test_a_sticker_from_a_german_telegram_user_is_declined_in_german(
+    tmp_path: Path, fake: FakeBotAPI, apps: list[App]
+) -> None:
+    sticker = {"file_id": "st", "file_unique_id": "st", "type": "regular", "width": 512}
+    sticker |= {"height": 512, "is_animated": False, "is_video": False}
+    await _telegram(tmp_path, fake, apps)
+    fake.push(fake.message(42, None, language_code="de", sticker=sticker))
+    await fake.wait_for(lambda: len(_said(fake, 42)) == 1)
+    assert _said(fake, 42) == [
+        "Entschuldigung — Sticker kann ich noch nicht lesen. Senden Sie mir Text, ein Foto, "
+        "ein Dokument oder eine Sprachnachricht."
+    ]
