@@ -5,9 +5,12 @@ from __future__ import annotations
 import string
 import tomllib
 from collections.abc import Mapping
+from typing import Any
 
 import pytest
 
+from agent.providers.base import ProviderError, ProviderRejected, ProviderUnavailable
+from agent.providers.classify import classify
 from content.texts import DEFAULT_LANGUAGE, LANGUAGES, LOCALES, Text, catalogue, negotiate, t
 
 OTHERS = [lang for lang in LANGUAGES if lang != DEFAULT_LANGUAGE]
@@ -127,3 +130,23 @@ def test_plurals_and_numbers_follow_the_language() -> None:
         "1\u202f000\u202f000 de messages par minute"
     )
     assert t("zh", "quota.messages.day", count=1) == "每天 1 条消息"
+
+
+def test_a_model_failure_says_its_own_text_in_every_language() -> None:
+    """Each `user_key` a provider error carries is a text, and in English it is what the error
+    says (`Sorry — ` and its `user_message`), so the log and the chat agree."""
+    unavailable, rejected = ProviderUnavailable("down"), ProviderRejected("refused")
+    fields: dict[str, Any] = {"who": "m", "key_hint": "K", "kind": None, "code": None}
+    errors = [unavailable, rejected, classify(status=401, message="bad key", **fields)]
+    errors.append(classify(status=402, message="no credit", **fields))
+    assert [e.user_key for e in errors] == [
+        "provider.unavailable",
+        "provider.rejected",
+        "provider.key_refused",
+        "provider.out_of_credit",
+    ]
+    for error in errors:
+        assert error.user_key is not None
+        assert t("en", error.user_key) == f"Sorry — {error.user_message}"
+        assert t("de", error.user_key).startswith("Entschuldigung — ")
+    assert ProviderError("x", user_message="custom").user_key is None  # said as it is
