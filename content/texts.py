@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import tomllib
 from collections.abc import Mapping
-from functools import cache
+from functools import cache, lru_cache
 from pathlib import Path
 from typing import Final
 
@@ -60,16 +60,23 @@ def _flatten(table: Mapping[str, object], prefix: str = "") -> dict[str, Text]:
     return flat
 
 
-@cache
+NO_PREFERENCE: Final = frozenset({"c", "posix", "und"})  # Babel reads these as English
+
+
+@lru_cache(maxsize=512)  # the tags come from clients: a bounded cache
 def negotiate(tag: str | None) -> str | None:
-    """The language of ours a tag asks for (`de-AT` → `de`), or None: none asked, or one we do
-    not speak (the caller falls back to the next choice)."""
+    """The language of ours a tag asks for (`de-AT` → `de`; of a list, `de,en;q=0.5`, the
+    first), or None: none asked, or one we do not speak (the caller falls back to the next
+    choice)."""
     if not tag or len(tag) > 64:
         return None
+    first = tag.split(",")[0].split(";")[0].strip()
+    if first.lower() in NO_PREFERENCE:
+        return None
     try:
-        language = Locale.parse(tag.strip().replace("-", "_")).language
+        language = Locale.parse(first.replace("-", "_")).language
     except (ValueError, TypeError, UnknownLocaleError):
-        language = tag.strip().replace("_", "-").partition("-")[0].lower()
+        language = first.replace("_", "-").partition("-")[0].lower()
     return language if language in LANGUAGES else None
 
 

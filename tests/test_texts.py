@@ -104,6 +104,12 @@ def test_the_files_are_plain_toml_tables() -> None:
         (None, None),
         ("not a language tag at all", None),
         ("de-" + "x" * 100, None),
+        ("de,en;q=0.5", "de"),
+        ("de_DE.UTF-8", "de"),
+        ("und", None),
+        ("C", None),
+        ("i-klingon", None),
+        ("\x00", None),
     ],
 )
 def test_a_tag_negotiates_to_one_of_ours_or_none(tag: str | None, language: str | None) -> None:
