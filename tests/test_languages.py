@@ -39,8 +39,12 @@ async def test_the_told_language_wins_is_kept_and_outlives_a_message_without_one
     assert await languages.of(_message("hi", "e4", "pt-BR")) == "de"  # no texts: not told
     assert await languages.of_conversation("websocket:v:1", "websocket") == "de"
     assert await languages.of_conversation("websocket:v:other", "websocket") == "zh"
-    plain = ConversationLanguage(MemoryConversationState(), default="fr")
+    plain_states = MemoryConversationState()
+    plain = ConversationLanguage(plain_states, default="fr")
     assert await plain.of(_message("hi", "e5", "xx")) == "fr"  # unknown → gateway.language
+    assert await plain.of(_message("hi", "e6", "fr-BE")) == "fr"
+    # told what it would get anyway: nothing kept (a state is a row or a Redis hash for good)
+    assert (await plain_states.get("websocket:v:1")).version == 0
 
 
 def test_gateway_language_must_be_one_we_have_texts_for(tmp_path: Path) -> None:

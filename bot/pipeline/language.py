@@ -4,8 +4,10 @@ In order: the language its newest message came with (the widget's `hello.languag
 `language_code`, a platform's user locale), else the one an earlier message came with (kept in
 the conversation's state, `settings["language"]`, so every process sharing the state sees it),
 else the answering persona's `language:`, else `gateway.language`. A tag we have no catalogue
-for counts as none told. Texts are never worth failing a message for: a state that cannot be
-read or written leaves the choice to what is known without it.
+for counts as none told. A told language is kept only where it differs from what the
+conversation would get anyway, so a conversation in the default language leaves no state (a
+state is a row, or a Redis hash, kept for good). Texts are never worth failing a message for: a
+state that cannot be read or written leaves the choice to what is known without it.
 """
 
 from __future__ import annotations
@@ -42,15 +44,15 @@ class ConversationLanguage:
         """The language of the conversation `message` belongs to; the one it came with is kept
         for the conversation when it is new there."""
         told = negotiate(message.language)
-        key = message.conversation_key
+        key, fallback = message.conversation_key, self._fallback(message.chat.channel)
         try:
             kept = negotiate((await self.states.get(key)).settings.get(SETTING))
-            if told is not None and told != kept:
+            if told is not None and told != kept and (kept is not None or told != fallback):
                 await self.states.update(key, lambda state: state.with_setting(SETTING, told))
         except (StorageError, TryLater, StateConflict) as exc:
             log.warning("language of %s not read or kept: %s", key, exc)
             kept = None
-        return told or kept or self._fallback(message.chat.channel)
+        return told or kept or fallback
 
     async def of_conversation(self, key: str, channel: str) -> str:
         """The language kept for a conversation, with no message at hand (a resumed turn)."""
