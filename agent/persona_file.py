@@ -26,6 +26,7 @@ from pydantic import (
     field_validator,
 )
 
+from content.texts import LANGUAGES, negotiate
 from tools.registry import MAX_TOOLS, is_pattern
 
 COORDINATOR = "default"
@@ -41,6 +42,7 @@ _EXPECTED = {
     "tools": "a list of tool names or patterns, e.g. tools: [get_current_datetime, mcp__files__*]",
     "model": "a model name, or null for the configured model",
     "max_rounds": "a whole number from 1 to 50",
+    "language": f"the language of the gateway's own texts, one of {', '.join(LANGUAGES)}",
 }
 
 
@@ -53,6 +55,17 @@ class _FrontMatter(BaseModel):
     tools: list[str]
     model: str | None = None
     max_rounds: int | None = Field(default=None, ge=1, le=50)
+    # the gateway's own texts in its conversations, where the user's language is not known
+    language: str | None = None
+
+    @field_validator("language")
+    @classmethod
+    def _spoken(cls, language: str | None) -> str | None:
+        if language is None:
+            return None
+        if (ours := negotiate(language)) is None:
+            raise ValueError(f"language {language!r} has no texts; known: {', '.join(LANGUAGES)}")
+        return ours
 
     @field_validator("name")
     @classmethod
@@ -113,6 +126,7 @@ class Persona:
     version: str
     # `path:line: reason` of what serves but deserves a look (a pattern that matches no tool)
     warnings: tuple[str, ...] = ()
+    language: str | None = None  # the gateway's texts where the user's language is not known
 
     @property
     def is_coordinator(self) -> bool:
@@ -218,6 +232,7 @@ def parse_persona(path: Path, text: str, *, known_tools: Collection[str] | None 
         path=path,
         version=_version(text),
         warnings=warnings,
+        language=front.language,
     )
 
 

@@ -72,7 +72,7 @@ BAD = {
     "unknown_key": (
         "---\nname: bar\ndescription: d\ntools: []\ntool: [x]\n---\nbody\n",
         5,
-        "unknown key 'tool'; allowed: description, max_rounds, model, name, tools",
+        "unknown key 'tool'; allowed: description, language, max_rounds, model, name, tools",
     ),
     "wrong_type": (
         "---\nname: bar\ndescription: d\ntools: []\nmax_rounds: lots\n---\nbody\n",
@@ -116,6 +116,11 @@ BAD = {
         "unknown tool 'web_serch'; known: get_current_datetime, web_search; "
         "did you mean 'web_search'?",
     ),
+    "unknown_language": (
+        "---\nname: bar\ndescription: d\ntools: []\nlanguage: klingon\n---\nbody\n",
+        5,
+        "language 'klingon' has no texts; known: en, de, fr, zh",
+    ),
     "not_a_mapping": (
         "---\n- a\n- b\n---\nbody\n",
         2,
@@ -134,6 +139,12 @@ def test_parse_errors_point_at_file_and_line(case: str) -> None:
     assert (err.path, err.line) == (path, line)
     assert err.reason.startswith(reason), err.reason
     assert str(err) == f"{path}:{line}: {err.reason}"
+
+
+def test_a_persona_may_set_the_language_of_the_gateways_texts() -> None:
+    text = "---\nname: x\ndescription: d\ntools: []\nlanguage: de-CH\n---\nbody\n"
+    assert parse_persona(Path("x.md"), text).language == "de"  # the tag, as one of ours
+    assert parse_persona(Path("x.md"), persona_text("x")).language is None
 
 
 def test_unknown_tool_is_fine_without_a_known_list() -> None:
@@ -199,7 +210,7 @@ def test_broken_override_falls_back_and_check_reports_every_dir(tmp_path: Path) 
     assert [str(e) for e in errors] == [
         f"{base / 'old.md'}:1: " + errors[0].reason,
         f"{site / 'research.md'}:4: unknown key 'tool'; "
-        "allowed: description, max_rounds, model, name, tools",
+        "allowed: description, language, max_rounds, model, name, tools",
     ]
     assert library.get("research").description == "Base research."
     # an overridden base file is still checked

@@ -156,6 +156,8 @@ class SocketEndpoint:
             message = inbound_message(self.name, conn.identity, frame, raw, parts)
             if conn.identity.startswith("v:"):  # a visitor id is the browser's to choose
                 message = dataclasses.replace(message, client=f"address:{conn.address}")
+            if conn.language is not None:
+                message = dataclasses.replace(message, language=conn.language)
             if not isinstance(frame, Stop):
                 await self._echo.accepted(conn, message, frame)
             await self._deliver(message)
@@ -197,6 +199,7 @@ class SocketEndpoint:
         identity = resolve_identity(hello, visitor_id, self._identity_secret)
         # Set before attach, so that the handler detaches the socket even if attach is cut short.
         conn.identity = identity
+        conn.language = hello.language
         if conn.deadline is not None:
             conn.deadline.cancel()
             conn.deadline = None

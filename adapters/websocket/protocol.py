@@ -40,6 +40,7 @@ VISITOR_ID_PATTERN: Final = re.compile(r"[A-Za-z0-9_-]{8,64}")
 MAX_ID_CHARS: Final = 128
 MAX_USER_ID_CHARS: Final = 256
 MAX_ATTACHMENTS: Final = 10
+MAX_LANGUAGE_CHARS: Final = 35  # the longest BCP 47 tag worth reading (RFC 5646 §4.4.1)
 
 
 class ProtocolError(Exception):
@@ -57,6 +58,8 @@ class Hello:
     user_id: str | None
     user_hash: str | None
     resume_after: int | None
+    # the page's language (a BCP 47 tag): the gateway's own texts follow it where it has them
+    language: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -155,7 +158,20 @@ def _parse_hello(frame: dict[str, Any], max_text_chars: int) -> Hello:
         user_id=_optional_str(frame, "user_id", "identity_invalid", MAX_USER_ID_CHARS),
         user_hash=_optional_str(frame, "user_hash", "identity_invalid", MAX_ID_CHARS),
         resume_after=resume_after,
+        language=_language(frame.get("language")),
     )
+
+
+def _language(value: object) -> str | None:
+    """A page's `lang` is the site's to write: a string of any shape is taken (one we have no
+    texts for counts as none), only another type is refused."""
+    if value is None:
+        return None
+    if not isinstance(value, str):
+        raise ProtocolError(
+            "bad_field", f'language must be a string such as "de-DE", not {_preview(value)}'
+        )
+    return value.strip()[:MAX_LANGUAGE_CHARS] or None
 
 
 def _parse_message(frame: dict[str, Any], max_text_chars: int) -> UserText:

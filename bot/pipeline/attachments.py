@@ -24,9 +24,11 @@ from adapters.base import (
     InboundMessage,
     OutboundContent,
     SendsParts,
+    megabytes,
 )
 from content.blobs import BlobError, BlobStore
 from content.parts import AudioPart, BlobRef, MediaPart, Part, TextPart, media_part
+from content.texts import DEFAULT_LANGUAGE, has, t
 
 log = logging.getLogger(__name__)
 
@@ -44,8 +46,12 @@ class Fetched:
 
 
 async def fetch_files(
-    channel: Channel, blobs: BlobStore | None, batch: Sequence[InboundMessage]
+    channel: Channel,
+    blobs: BlobStore | None,
+    batch: Sequence[InboundMessage],
+    language: str = DEFAULT_LANGUAGE,
 ) -> Fetched:
+    """`language`: the conversation's, for the replies that say why a file was left out."""
     # a text-only batch costs nothing more (a runtime Protocol check is not free)
     if blobs is None or not any(m.attachments for m in batch):
         return Fetched(list(batch))
@@ -60,11 +66,15 @@ async def fetch_files(
                 continue
             except FileTooLarge as exc:
                 log.info("%s in %s refused: %s", attachment.kind, message.chat.key, exc)
-                refusals.append(Refusal(message, exc.reply))
+                size = f" ({megabytes(exc.size)})" if exc.size is not None else ""
+                what = file_label(language, attachment.kind, attachment.name)
+                limit = megabytes(exc.limit)
+                reply = t(language, "file.too_large", what=what, size=size, limit=limit)
+                refusals.append(Refusal(message, reply))
             except (ChannelError, BlobError) as exc:
                 log.warning("%s in %s not fetched: %s", attachment.kind, message.chat.key, exc)
-                name = f" “{attachment.name}”" if attachment.name else ""
-                reply = f"I could not read the {attachment.kind}{name}: the download failed."
+                what = file_label(language, attachment.kind, attachment.name)
+                reply = t(language, "file.not_fetched", what=what)
                 refusals.append(Refusal(message, reply))
             left.append(attachment)  # named to the model as a file it could not read
         if message.attachments:
@@ -97,6 +107,7 @@ async def send_parts(
     blobs: BlobStore | None,
     *,
     reply_to: str | None = None,
+    language: str = DEFAULT_LANGUAGE,
 ) -> list[str]:
     """An answer's media parts, sent after its final text where the channel sends them one by
     one (`SendsParts`, and `ChannelLimits.parts_inline` false); what could not be sent, as lines
@@ -111,5 +122,12 @@ async def send_parts(
             await channel.send_part(chat, part, blobs, reply_to=reply_to)
         except (ChannelError, BlobError) as exc:
             log.warning("%s not sent in %s: %s", part.type, chat.key, exc)
-            failed.append(f"(The {part.type} “{part.blob.name or part.type}” could not be sent.)")
+            what = file_label(language, part.type, part.blob.name or part.type)
+            failed.append(t(language, "file.not_sent", what=what))
     return failed
+
+
+def file_label(language: str, kind: str, name: str | None) -> str:
+    """`document “report.pdf”`, in the language: what a file is, and its name if it has one."""
+    label = t(language, f"file.kind.{kind}") if has(f"file.kind.{kind}") else kind
+    return t(language, "file.named", kind=label, name=name) if name else label

@@ -31,6 +31,7 @@ from bot.pipeline.attachments import fetch_files, tell_refusals
 from bot.pipeline.conversations import TurnSignal
 from bot.pipeline.dedup import Dedup
 from bot.pipeline.delivery import Delivery
+from bot.pipeline.language import ConversationLanguage
 from bot.pipeline.persona_choice import PersonaChoice
 from bot.pipeline.placeholder import post_placeholder
 from bot.pipeline.quota import Quotas
@@ -51,6 +52,7 @@ from bot.storage.base import StorageError
 from bot.storage.roles import TurnRecords
 from bot.storage.turns import chat_record, handle_record
 from content.blobs import BlobStore
+from content.texts import DEFAULT_LANGUAGE, t
 from tools.pii import PiiMasker
 
 log = logging.getLogger(__name__)
@@ -91,10 +93,13 @@ class TurnRunner:
         quotas: Quotas | None = None,
         blobs: BlobStore | None = None,
         hearing: Hearing | None = None,
+        languages: ConversationLanguage | None = None,
     ) -> None:
         """`work` runs the coordinator; `ends` records how turns ended (retrying what the store
         refused); `resumer` finishes the turns a dead process left (None: they are not);
-        `hearing` transcribes voice notes (None: they stay audio parts, unheard)."""
+        `hearing` transcribes voice notes (None: they stay audio parts, unheard); `languages`
+        says which language the turn's own texts are in (None: English)."""
+        self.languages = languages
         self.channels = channels
         self.blobs = blobs  # where inbound files are fetched to; None: they stay labels
         self.hearing = hearing
@@ -135,12 +140,14 @@ class TurnRunner:
         channel = self.channels[last.chat.channel]
         if control.resumed and self.resumer is not None and await self._taken_over(batch, control):
             return
+        language = DEFAULT_LANGUAGE if self.languages is None else await self.languages.of(last)
         delivery = Delivery(
             channel,
             last.chat,
             reply_to=last.message_id,
             recipient=last.user_id,
             blobs=self.blobs,
+            language=language,
         )
         arrived = min(message.received_at for message in batch)
         outcome = Outcome()
@@ -148,8 +155,8 @@ class TurnRunner:
         log.debug("turn of %d message(s) starts", len(batch))
         try:
             if control.stopped:
-                outcome = Outcome("stopped", STOPPED)
-            elif (refusal := await self._over_quota(last)) is not None:  # no model call
+                outcome = Outcome("stopped", t(language, "turn.stopped"))
+            elif (refusal := await self._over_quota(last, language)) is not None:  # no model call
                 log.info("over quota in %s: %s", last.conversation_key, refusal)
                 outcome = Outcome("refused", refusal)
             else:
@@ -157,7 +164,7 @@ class TurnRunner:
                 persona = self.personas.get(self.persona.for_channel(last.chat.channel))
                 session_id = await self.session_for(last, persona.name, persona.version)
                 masker = user_text_masker(self.coordinator)
-                heard = await self._inputs(channel, batch, masker)  # before it is recorded
+                heard = await self._inputs(channel, batch, masker, language)  # before it is recorded
                 batch = heard.batch
                 if heard.nothing_else:  # only voice notes, none heard: the reason is the reply
                     outcome = Outcome("refused", heard.reply)
@@ -214,16 +221,18 @@ class TurnRunner:
                 log.error("turn %s ended but its final edit failed: %s", turn_id, exc)
                 outcome.status, outcome.error = "failed", f"delivery: {exc}"
         except asyncio.CancelledError:
-            outcome = Outcome("failed", INTERRUPTED, error="interrupted by shutdown")
+            outcome = Outcome(
+                "failed", t(language, "turn.interrupted"), error="interrupted by shutdown"
+            )
             if delivery.handles:
                 try:
                     async with asyncio.timeout(SHUTDOWN_GRACE_S):
-                        await delivery.finish(INTERRUPTED)
+                        await delivery.finish(outcome.text)
                 except (TimeoutError, ChannelError):
                     pass
             raise
         except StorageError as exc:
-            outcome = await storage_failed(batch, exc, self.dedup)
+            outcome = await storage_failed(batch, exc, self.dedup, language)
             try:
                 await delivery.finish(outcome.text)
             except ChannelError as error:
@@ -238,12 +247,16 @@ class TurnRunner:
                 await self._spend(last, turn_id)
 
     async def _inputs(
-        self, channel: Channel, batch: list[InboundMessage], masker: PiiMasker | None
+        self,
+        channel: Channel,
+        batch: list[InboundMessage],
+        masker: PiiMasker | None,
+        language: str,
     ) -> Heard:
         """The batch's files fetched into the blob store and its voice notes heard. A file
         refused, or a voice note not heard, is told to its sender in a reply of its own, unless
         the batch has nothing else: then that is the turn's whole answer."""
-        fetched = await fetch_files(channel, self.blobs, batch)
+        fetched = await fetch_files(channel, self.blobs, batch, language)
         await tell_refusals(channel, fetched.refusals)
         if self.hearing is None:
             return Heard(fetched.batch)
@@ -275,10 +288,10 @@ class TurnRunner:
         status = "failed" if outcome.status == "undelivered" else outcome.status
         await self.ends.record(turn_id, status, final, outcome.error)  # kept and retried if refused
 
-    async def _over_quota(self, message: InboundMessage) -> str | None:
+    async def _over_quota(self, message: InboundMessage, language: str) -> str | None:
         """What the placeholder says instead of an answer, if a quota is reached; else None and
         the turn is counted."""
-        return None if self.quotas is None else await self.quotas.admit(message)
+        return None if self.quotas is None else await self.quotas.admit(message, language)
 
     async def _spend(self, message: InboundMessage, turn_id: str) -> None:
         """The turn's tokens (its specialists' so far included) count against its quotas."""

@@ -155,6 +155,7 @@ class App:
                 turn_timeout_s=agent.turn_timeout_s,
                 persona=wiring.persona_choice(config, persona),
                 resume=ResumeSettings(agent.resume_max_age_s, agent.resume_max_attempts),
+                language=config.gateway.language,
             ),
             access=access,
             workers=self.workers,

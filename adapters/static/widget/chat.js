@@ -103,6 +103,7 @@ function createChat(ui, o) {
       var visitorId = stored("localStorage", VISITOR_KEY);
       if (visitorId && VISITOR_RE.test(visitorId)) hello.visitor_id = visitorId;
       if (o.userId) { hello.user_id = o.userId; hello.user_hash = o.userHash; }
+      if (o.pageLang) hello.language = o.pageLang;  // the gateway's own texts follow the page
       ws.send(JSON.stringify(hello));
     };
     ws.onmessage = function (event) {

@@ -13,6 +13,7 @@ function readOptions(tag) {
   var target = validSelector(d.target || "");
   return {
     t: strings, lang: STRINGS[lang] ? lang : "en",
+    pageLang: d.lang || document.documentElement.lang || navigator.language || "",
     title: d.title || strings.title, greeting: d.greeting || "",
     accent: accent, onAccent: onAccent, position: d.position === "left" ? "left" : "right",
     avatar: /^(https?:|data:image\/)/.test(d.avatar || "") ? d.avatar : "",

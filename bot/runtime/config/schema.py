@@ -15,6 +15,7 @@ from adapters.slack.config import SlackConfig
 from adapters.telegram.config import TelegramConfig
 from adapters.websocket.config import WebsocketConfig
 from bot.runtime.config.instances import INSTANCE_KINDS, INSTANCES, as_instances
+from content.texts import LANGUAGES, negotiate
 from tools.mcp.settings import McpSettings
 from tools.settings import KnowledgeSettings, ToolsSettings
 
@@ -137,6 +138,15 @@ class GatewayConfig(_Section):
     coalesce_ms: int = Field(0, ge=0, le=5000)
     allowed_users: list[str] = []
     group_reply: Literal["mention", "all"] = "mention"
+    # the gateway's own texts where neither the user's nor the persona's language is known
+    language: str = "en"
+
+    @field_validator("language")
+    @classmethod
+    def _spoken(cls, language: str) -> str:
+        if (ours := negotiate(language)) is None:
+            raise ValueError(f"no texts in {language!r}; one of {', '.join(LANGUAGES)}")
+        return ours
 
 
 class ModelPrice(_Section):
