@@ -14,8 +14,8 @@ from agent.providers.anthropic import AnthropicProvider
 from agent.providers.base import Provider
 from agent.providers.scripted import Reply, ScriptedProvider
 from bot.runtime.app import App
-from bot.speech import texts
 from content.parts import AudioPart
+from content.texts import t
 from tests.conftest import make_config
 from tests.fake_anthropic import FakeAnthropic
 from tests.fake_llm import Reply as VendorReply
@@ -114,10 +114,10 @@ async def test_without_stt_a_voice_note_is_told_and_not_answered(
     provider = ScriptedProvider([])
     async with app_on(tmp_path, fake, provider, None) as app:
         fake.push(fake.message(CHAT, None, voice=voice_note(fake, OGG, "v2.oga")))
-        await fake.wait_for(lambda: texts.VOICE_OFF in texts_in(fake))
+        await fake.wait_for(lambda: t("en", "voice.off") in texts_in(fake))
         await app.gateway.wait_idle()
     assert provider.requests == []
-    assert texts_in(fake)[-1] == texts.VOICE_OFF
+    assert texts_in(fake)[-1] == t("en", "voice.off")
 
 
 async def test_a_failing_service_is_told_and_the_caption_answered(
@@ -132,5 +132,5 @@ async def test_a_failing_service_is_told_and_the_caption_answered(
         await app.gateway.wait_idle()
     assert len(stt.requests) == 2  # one retry
     reason = "the speech-to-text service failed (HTTP 503); try again later"
-    assert texts.NOT_TRANSCRIBED.format(reason=reason) in texts_in(fake)
+    assert t("en", "voice.not_transcribed", reason=reason) in texts_in(fake)
     assert provider.requests[0].messages[-1].content == "and the menu please"

@@ -21,8 +21,8 @@ from agent.providers.scripted import Reply, ScriptedProvider
 from bot.pipeline.transcript import StoreHistory
 from bot.pipeline.voice import Heard, shortened
 from bot.runtime.app import App
-from bot.speech import texts
 from content.parts import AudioPart, Part, describe
+from content.texts import t
 from tests.conftest import make_config
 from tests.fake_stt import FakeSTT
 from tests.fakes import RecordingChannel
@@ -161,10 +161,10 @@ async def test_without_stt_the_user_is_told_once_per_message_and_voice_alone_is_
         await app.gateway.handle(message("", "e1", notes))
         await app.gateway.wait_idle()
         assert provider.requests == []  # voice alone: no model call
-        assert channel.shown() == [texts.VOICE_OFF]
+        assert channel.shown() == [t("en", "voice.off")]
         await app.gateway.handle(message("and the weather?", "e2", notes[:1]))
         await app.gateway.wait_idle()
-    assert channel.shown().count(texts.VOICE_OFF) == 2  # once per message, not per note
+    assert channel.shown().count(t("en", "voice.off")) == 2  # once per message, not per note
     assert channel.shown()[-1] == "Here is the forecast."
     user = provider.requests[0].messages[-1]
     assert user.content == "and the weather?"
@@ -180,8 +180,10 @@ async def test_a_failed_transcription_is_told_and_the_rest_is_answered(
         [note] = await voice(app, OGG)
         await app.gateway.handle(message("when does the shop open?", "e1", (note,)))
         await app.gateway.wait_idle()
-        told = texts.NOT_TRANSCRIBED.format(
-            reason="the speech-to-text service failed (HTTP 500); try again later"
+        told = t(
+            "en",
+            "voice.not_transcribed",
+            reason="the speech-to-text service failed (HTTP 500); try again later",
         )
         assert channel.shown() == [told, "The shop opens at nine."]
         assert provider.requests[0].messages[-1].content == "when does the shop open?"
@@ -191,7 +193,9 @@ async def test_a_failed_transcription_is_told_and_the_rest_is_answered(
         await app.gateway.handle(message("", "e2", (silent,)))
         await app.gateway.wait_idle()
         assert len(provider.requests) == 1
-        assert channel.shown()[-1] == texts.NOT_TRANSCRIBED.format(reason=texts.NOTHING_HEARD)
+        assert channel.shown()[-1] == t(
+            "en", "voice.not_transcribed", reason=t("en", "voice.nothing_heard")
+        )
         await app.gateway.handle(message("hello?", "e3"))  # nothing crashed
         await app.gateway.wait_idle()
         assert app.ops.metrics is not None
@@ -210,7 +214,7 @@ async def test_a_voice_note_over_the_cap_is_not_sent(tmp_path: Path, stt: FakeST
         await app.gateway.wait_idle()
     assert stt.requests == [] and provider.requests == []
     reason = "it is 0 KB, over the 0 KB speech-to-text takes"
-    assert channel.shown() == [texts.NOT_TRANSCRIBED.format(reason=reason)]
+    assert channel.shown() == [t("en", "voice.not_transcribed", reason=reason)]
 
 
 async def test_a_resumed_turn_does_not_transcribe_again(tmp_path: Path, stt: FakeSTT) -> None:
@@ -261,7 +265,7 @@ async def test_with_mask_user_text_the_model_and_the_history_read_the_transcript
 
 def test_the_live_message_shortens_long_transcripts_and_fits_the_channel() -> None:
     long = "word " * 200
-    heard = Heard([], (texts.HEARD.format(transcript=shortened(long)),) * 3)
+    heard = Heard([], (t("en", "voice.heard", transcript=shortened(long)),) * 3)
     line = heard.lines[0]
     assert len(line) < 300 and line.endswith("word…")
     roomy = ChannelLimits(max_text_length=4096)

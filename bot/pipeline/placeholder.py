@@ -11,7 +11,7 @@ import logging
 
 from adapters.base import ChannelError, DeliveryUncertain, InboundMessage, RateLimited
 from bot.pipeline.dedup import Dedup
-from bot.pipeline.delivery import PLACEHOLDER, Delivery
+from bot.pipeline.delivery import Delivery
 
 log = logging.getLogger(__name__)
 
@@ -19,9 +19,10 @@ PLACEHOLDER_ATTEMPTS = 3
 
 
 async def post_placeholder(
-    delivery: Delivery, batch: list[InboundMessage], dedup: Dedup, text: str = PLACEHOLDER
+    delivery: Delivery, batch: list[InboundMessage], dedup: Dedup, text: str | None = None
 ) -> bool:
-    """Post it (`text`: what it says until the model's words come), waiting out rate limits;
+    """Post it (`text`: what it says until the model's words come, else "Thinking…" in the
+    delivery's language), waiting out rate limits;
     if it cannot be posted, let a redelivery try again.
 
     A send of unknown fate may be showing: no second placeholder then, and no previews (the

@@ -164,7 +164,9 @@ class TurnRunner:
                 persona = self.personas.get(self.persona.for_channel(last.chat.channel))
                 session_id = await self.session_for(last, persona.name, persona.version)
                 masker = user_text_masker(self.coordinator)
-                heard = await self._inputs(channel, batch, masker, language)  # before it is recorded
+                heard = await self._inputs(
+                    channel, batch, masker, language
+                )  # before it is recorded
                 batch = heard.batch
                 if heard.nothing_else:  # only voice notes, none heard: the reason is the reply
                     outcome = Outcome("refused", heard.reply)
@@ -192,7 +194,7 @@ class TurnRunner:
                 )
                 recorded = True
                 # what the voice notes said shows while the model works
-                shows = heard.placeholder(delivery.limits)
+                shows = heard.placeholder(delivery.limits, delivery.language)
                 if not await post_placeholder(delivery, batch, self.dedup, shows):
                     outcome = Outcome("undelivered", error="undelivered: no placeholder posted")
                     return
@@ -260,7 +262,7 @@ class TurnRunner:
         await tell_refusals(channel, fetched.refusals)
         if self.hearing is None:
             return Heard(fetched.batch)
-        heard = await self.hearing.hear(fetched.batch, masker)
+        heard = await self.hearing.hear(fetched.batch, masker, language)
         if not heard.nothing_else:
             await tell_refusals(channel, heard.notes)
         return heard

@@ -22,8 +22,6 @@ from dataclasses import dataclass, replace
 
 from adapters.base import ChannelLimits, InboundMessage
 from bot.pipeline.attachments import Refusal
-from bot.pipeline.delivery import PLACEHOLDER
-from bot.speech import texts
 from bot.speech.base import (
     UNOBSERVED,
     SpeechObserver,
@@ -33,6 +31,7 @@ from bot.speech.base import (
 )
 from content.blobs import BlobError, BlobStore
 from content.parts import AudioPart, Part
+from content.texts import DEFAULT_LANGUAGE, t
 from tools.pii import PiiMasker
 
 log = logging.getLogger(__name__)
@@ -47,16 +46,17 @@ class Heard:
     notes: tuple[Refusal, ...] = ()  # voice notes not heard: why, to their senders
     nothing_else: bool = False  # the batch held only voice notes not heard: no model call
 
-    def placeholder(self, limits: ChannelLimits) -> str:
+    def placeholder(self, limits: ChannelLimits, language: str = DEFAULT_LANGUAGE) -> str:
         """The live message's first text: what was heard, then the usual placeholder; the
         last lines left out where the channel's message would be too long for them all."""
+        thinking = t(language, "turn.placeholder")
         for count in range(len(self.lines), 0, -1):
             more = len(self.lines) - count
-            lines = [*self.lines[:count], *([texts.HEARD_MORE.format(count=more)] if more else [])]
-            text = "\n".join(lines) + f"\n\n{PLACEHOLDER}"
+            extra = [t(language, "voice.heard_more", count=more)] if more else []
+            text = "\n".join([*self.lines[:count], *extra]) + f"\n\n{thinking}"
             if limits.length(text) <= limits.max_text_length:
                 return text
-        return PLACEHOLDER
+        return thinking
 
     @property
     def reply(self) -> str:
@@ -90,7 +90,12 @@ class Hearing:
         if self.transcriber is not None:
             await self.transcriber.aclose()
 
-    async def hear(self, batch: Sequence[InboundMessage], masker: PiiMasker | None = None) -> Heard:
+    async def hear(
+        self,
+        batch: Sequence[InboundMessage],
+        masker: PiiMasker | None = None,
+        language: str = DEFAULT_LANGUAGE,
+    ) -> Heard:
         """The batch with its voice notes transcribed. `masker` (`tools.pii.mask_user_text`)
         masks what is kept and what the model reads, as it does typed text; the live message
         shows the sender's own words unmasked."""
@@ -106,7 +111,7 @@ class Hearing:
             for _ in waiting:
                 self.observer.transcription("off", 0.0)
             told = dict.fromkeys(index for index, _ in waiting)
-            notes = tuple(Refusal(batch[index], texts.VOICE_OFF) for index in told)
+            notes = tuple(Refusal(batch[index], t(language, "voice.off")) for index in told)
             return _heard(list(batch), (), notes)
         # one request per recording (the same one forwarded twice is heard once)
         recordings = {part.blob.blob_id: part for _, part in waiting}
@@ -120,11 +125,13 @@ class Hearing:
             if said is None:
                 reasons.setdefault(index, []).append(why)
                 continue
-            lines.append(texts.HEARD.format(transcript=shortened(said)))
+            lines.append(t(language, "voice.heard", transcript=shortened(said)))
             heard[part.blob.blob_id] = masker.mask(said) if masker is not None else said
         done = [_with_transcripts(message, heard) for message in batch]
         notes = tuple(
-            Refusal(done[index], texts.NOT_TRANSCRIBED.format(reason="; ".join(dict.fromkeys(why))))
+            Refusal(
+                done[index], t(language, "voice.not_transcribed", reason=_reasons(language, why))
+            )
             for index, why in reasons.items()
         )
         return _heard(done, tuple(lines), notes)
@@ -143,7 +150,7 @@ class Hearing:
             except BlobError as exc:
                 log.warning("voice note %s not read: %s", blob.blob_id[:12], exc)
                 self.observer.transcription("unread", 0.0)
-                return None, texts.NOT_READ
+                return None, _NOT_READ
             try:
                 said = await self.transcriber.transcribe(data, mime_type=blob.mime_type or mime)
             except TranscriptionError as exc:
@@ -156,7 +163,16 @@ class Hearing:
             "voice note %s (%d bytes) transcribed in %.2f s: %d characters",
             blob.blob_id[:12], blob.size, elapsed, len(said),
         )  # fmt: skip
-        return (said, "") if said else (None, texts.NOTHING_HEARD)
+        return (said, "") if said else (None, _NOTHING_HEARD)
+
+
+# reasons of our own, told in the conversation's language (the transcriber's are its own words)
+_NOT_READ, _NOTHING_HEARD = "voice.not_read", "voice.nothing_heard"
+
+
+def _reasons(language: str, why: list[str]) -> str:
+    own = (_NOT_READ, _NOTHING_HEARD)
+    return "; ".join(t(language, w) if w in own else w for w in dict.fromkeys(why))
 
 
 def _with_transcripts(message: InboundMessage, heard: dict[str, str]) -> InboundMessage:
