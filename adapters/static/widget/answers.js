@@ -29,14 +29,16 @@ function createAnswers(ui, o, log, sendFrame) {
   function statusLine(frame) {
     var bot = frame.message_id && bots.get(frame.message_id) || current;
     var key = frame.call_id || frame.task_id;
+    // a specialist by its display name: its internal name is for logs
+    var who = frame.display_name || frame.subagent_type || "specialist";
     var text = frame.call_id ? frame.label || frame.name
-      : (frame.subagent_type || "specialist") + (frame.description ? ": " + frame.description : "");
+      : who + (frame.description ? ": " + frame.description : "");
     if (!bot) return log.note(text + " (" + frame.status + ")");
     var line = bot.lines.get(key);
     if (!line) {
       line = el("li", "cgw-line");
       bot.lines.set(key, line);
-      line.label = frame.call_id ? frame.label || frame.name : frame.subagent_type || "specialist";
+      line.label = frame.call_id ? frame.label || frame.name : who;
       bot.work.append(line);
     }
     line.setAttribute("data-status", frame.status);
