@@ -148,9 +148,13 @@ async def stored_frames(
 
 
 def user_fields(message: InboundMessage, frame: UserText | ActionFrame) -> dict[str, Any]:
-    """`message.user`'s fields: the id, the text, and for a button press which button."""
+    """`message.user`'s fields: the id, the text, for a command its name (clients show it as a
+    line of the conversation, not as something said to the bot), for a button press which one."""
     if isinstance(frame, UserText):
-        return {"message_id": message.message_id, "text": frame.text}
+        fields: dict[str, Any] = {"message_id": message.message_id, "text": frame.text}
+        if message.command:
+            fields["command"] = message.command
+        return fields
     shown = frame.label or frame.value or frame.action_id
     return {
         "message_id": message.message_id,
