@@ -31,7 +31,7 @@ from adapters.history import Claims, ConversationHistory
 from adapters.hub import EventHub
 from adapters.hub.base import CLEARING_TYPE
 from adapters.websocket.connection import Connection
-from adapters.websocket.protocol import ActionFrame, UserText
+from adapters.websocket.protocol import ActionFrame, UserText, now_stamp
 from content.parts import Part
 
 Render = Callable[[Sequence[Part]], list[dict[str, Any]]]  # parts as frames carry them
@@ -78,7 +78,7 @@ class UserEcho:
         if message.command == "new":
             await self._hub.publish(identity, "conversation.cleared", {"reason": "new"})
         else:
-            fields = user_fields(message, frame)
+            fields = user_fields(message, frame) | {"at": now_stamp()}
             if message.parts and self._render is not None:
                 fields["attachments"] = self._render(message.parts)
             await self._hub.publish(identity, "message.user", fields)

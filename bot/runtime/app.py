@@ -116,6 +116,7 @@ class App:
                 admits=lambda message: access.check(message) == "allow",
                 # the agent id of the conversations' sessions (the gateway's persona)
                 persona_name=lambda: self.personas.get(persona).name,
+                introduction=lambda: wiring.introduction(self.personas.get(persona)),
                 data_dir=None
                 if config.storage.path == ":memory:"
                 else self._path(config.storage.path).parent,

@@ -6,13 +6,13 @@ function createAnswers(ui, o, log, sendFrame) {
   // Keyed by ids from the server and the model: Maps, so an id like "__proto__" is just a key.
   var bots = new Map(), current = null, actions = [];
 
-  function message(id) {
+  function message(id, at) {
     var bot = bots.get(id);
     if (bot) return bot;
     var node = el("div", "cgw-msg cgw-bot cgw-pending");
     var body = el("div", "cgw-body");
     var work = el("ul", "cgw-work");
-    node.append(body, work);
+    node.append(botHeader(o, at), body, work);
     bot = { id: id, node: node, body: body, work: work, lines: new Map(), done: false };
     bots.set(id, bot);
     log.show(node);
@@ -135,7 +135,7 @@ function createAnswers(ui, o, log, sendFrame) {
     // message.created / .updated / .completed, tool.* and agent.*
     handle: function (frame, replayed) {
       if (/^(tool|agent)\./.test(frame.type)) return statusLine(frame);
-      var bot = message(frame.message_id);
+      var bot = message(frame.message_id, frame.at);
       if (bot.done) return;
       if (frame.type === "message.completed") return complete(bot, frame, replayed);
       current = bot;

@@ -27,6 +27,8 @@ function createOutbox(ui, t, log, link) {
     item.row.setAttribute("data-state", state);
     item.meta.replaceChildren();
     if (state === "sent") {
+      var time = timeOf(item.at);
+      if (time) item.meta.append(time);
       item.meta.append(icon("check"), el("span", "", t.sent));
     } else if (state === "dropped") {  // taken, then a stop dropped it: never answered
       item.meta.append(icon("alert"), el("span", "", t.dropped));
@@ -68,6 +70,7 @@ function createOutbox(ui, t, log, link) {
       if (frame.duplicate && !users[frame.message_id]) return;  // another page's resend
       var item = users[frame.message_id] || bubble(frame.message_id, frame.text, frame.action, frame.command);
       inflight = inflight.filter(function (x) { return x !== item; });
+      item.at = frame.at || item.at;  // when the server took it
       setState(item, "sent");
     },
     // message.dropped: a stop dropped it from the queue; `live`: not from the replay
