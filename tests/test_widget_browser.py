@@ -120,7 +120,7 @@ async def test_widget_renders_a_card_and_its_buttons_answer_back(
         """Show the order card."""
         hint = card(
             "Order 7",
-            {"Amount": "120 HKD", "Expires": "in 30 minutes"},
+            {"Amount": "120 HKD", "Pay before": "2026-12-02 13:30 UTC"},
             image=PIXEL,
             buttons=[
                 button("Confirm", "confirm_order", value="yes, confirm order 7", style="primary")
@@ -146,6 +146,8 @@ async def test_widget_renders_a_card_and_its_buttons_answer_back(
             await page.wait_for_selector(".cgw-card")
             assert await page.inner_text(".cgw-card .cgw-hint-title") == "Order 7"
             assert "120 HKD" in await page.inner_text(".cgw-fields")
+            # a date in a field is kept whole: it never wraps at its "-"
+            assert await page.inner_text(".cgw-fields dd .cgw-nowrap") == "2026-12-02"
             assert await page.locator(".cgw-card img").get_attribute("src") == PIXEL
             await page.click(".cgw-card button:has-text('Confirm')")
             # the press shows what it sent: the button stays marked, and a bubble says it

@@ -90,7 +90,7 @@ function createAnswers(ui, o, log, sendFrame) {
     var box = hintBox("cgw-card", hint.title, hint.subtitle);
     var rows = el("dl", "cgw-fields");
     (hint.fields || []).forEach(function (field) {
-      rows.append(el("dt", "", field.label), el("dd", "", String(field.value)));
+      rows.append(el("dt", "", field.label), withWholeDates(el("dd"), String(field.value)));
     });
     box.append(rows);
     // Only images the server generated (data: URLs); a URL a model wrote could leak the chat.

@@ -127,3 +127,11 @@ function botHeader(o, at) {
   if (time) head.append(time);
   return head;
 }
+
+// `text` into `node` as text, each date ("2026-12-02") in a span that does not wrap at its "-"
+function withWholeDates(node, text) {
+  String(text).split(/(\b\d{4}-\d{2}-\d{2}\b)/).forEach(function (piece, i) {
+    if (piece) node.append(i % 2 ? el("span", "cgw-nowrap", piece) : document.createTextNode(piece));
+  });
+  return node;
+}
