@@ -81,11 +81,29 @@ class JsonFormatter(logging.Formatter):
             "message": record.getMessage(),
         }
         entry.update(current())
+        extra = getattr(record, "fields", None)  # a line's own facts (bot/ops/turn_log.py)
+        if isinstance(extra, dict):
+            entry.update(extra)
         if record.exc_info and not record.exc_text:
             record.exc_text = self.formatException(record.exc_info)
         if record.exc_text:
             entry["exc"] = record.exc_text
         return json.dumps(entry, ensure_ascii=False, default=str)
+
+
+# Libraries that log every request at INFO: one line per platform call drowns the turn lines
+# (lark-oapi calls Feishu through httpx, and httpx writes "HTTP Request: POST …" at INFO).
+CHATTY_LOGGERS = ("httpx",)
+
+
+class DemoteInfo(logging.Filter):
+    """A chatty library's INFO lines become DEBUG: shown only when the log level is DEBUG."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.levelno == logging.INFO:
+            record.levelno, record.levelname = logging.DEBUG, "DEBUG"
+            return logging.getLogger().isEnabledFor(logging.DEBUG)
+        return True
 
 
 def setup_logging(
@@ -113,6 +131,10 @@ def setup_logging(
             old.close()
     root.addHandler(handler)
     root.setLevel(getattr(logging, level))
+    for name in CHATTY_LOGGERS:
+        chatty = logging.getLogger(name)
+        if not any(isinstance(f, DemoteInfo) for f in chatty.filters):
+            chatty.addFilter(DemoteInfo())
     return handler
 
 
