@@ -359,3 +359,33 @@ def test_bad_display_keys_point_at_their_line(line: str, reason: str) -> None:
     with pytest.raises(PersonaError) as info:
         parse_persona(Path("m.md"), text)
     assert info.value.line == 7 and info.value.reason.startswith(reason), info.value.reason
+
+
+def test_a_broken_file_is_logged_once_saying_what_serves_instead(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    write(tmp_path / "default.md", persona_text("default", "Good."))
+    library = PersonaLibrary([tmp_path])
+    library.load()
+    write(tmp_path / "default.md", persona_text("default").replace("name:", "nme:"))
+    write(tmp_path / "writer.md", persona_text("writer").replace("name:", "nme:"))
+    with caplog.at_level(logging.WARNING, logger="agent.personas"):
+        library.load()
+    lines = [(r.levelname, r.getMessage()) for r in caplog.records]
+    assert [level for level, _ in lines] == ["ERROR", "ERROR"], lines
+    assert lines[0][1].endswith("its last good version stays in service until the file is fixed")
+    assert lines[1][1].endswith(
+        "writer.md:2: unknown key 'nme'; allowed: " + lines[1][1].split("allowed: ")[1]
+    )
+    assert lines[1][1].endswith("it is not served until it is fixed")
+
+
+def test_a_broken_default_at_start_is_one_error_not_a_missing_file_warning(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    write(tmp_path / "default.md", persona_text("default").replace("name:", "nme:"))
+    with caplog.at_level(logging.WARNING, logger="agent.personas"):
+        PersonaLibrary([tmp_path]).load()
+    [(level, message)] = [(r.levelname, r.getMessage()) for r in caplog.records]
+    assert level == "ERROR" and "no default.md" not in message
+    assert message.endswith("the built-in coordinator persona serves until it is fixed")

@@ -213,8 +213,7 @@ class App:
         if self.redis is not None:
             await self.redis.open()
         await self.http.open()
-        for error in self.personas.load():
-            log.error("%s", error)
+        self.personas.load()  # logs each broken file, saying what serves instead
         wiring.check_personas(self.gateway.settings.persona, self.personas)
         self._supervisor = asyncio.create_task(self._supervise(), name="app")
         started = asyncio.create_task(self.conversations.started.wait())
