@@ -374,9 +374,7 @@ def test_a_broken_file_is_logged_once_saying_what_serves_instead(
     lines = [(r.levelname, r.getMessage()) for r in caplog.records]
     assert [level for level, _ in lines] == ["ERROR", "ERROR"], lines
     assert lines[0][1].endswith("its last good version stays in service until the file is fixed")
-    assert lines[1][1].endswith(
-        "writer.md:2: unknown key 'nme'; allowed: " + lines[1][1].split("allowed: ")[1]
-    )
+    assert "writer.md:2: unknown key 'nme'" in lines[1][1]
     assert lines[1][1].endswith("it is not served until it is fixed")
 
 
