@@ -142,6 +142,30 @@ def test_the_secrets_of_the_config_are_found(tmp_path: Path) -> None:
     assert set(secret_env_values(env)) == {"ak-1", "xapp-2"}
 
 
+def test_a_urls_password_is_masked_not_the_whole_url(tmp_path: Path) -> None:
+    """An operator must read which Redis it is; only a password is a secret."""
+    plain = make_config(tmp_path, redis={"url": "redis://cache.internal:6379/0"})
+    assert "redis://cache.internal:6379/0" not in set(secret_values(plain))
+    with_password = make_config(
+        tmp_path, storage={"url": "postgresql://bot:s%40cret-pw@db.internal:5432/bot"}
+    )
+    assert {"s%40cret-pw", "s@cret-pw"} <= set(secret_values(with_password))
+    buffer = io.StringIO()
+    root = logging.getLogger()
+    before = root.level
+    secrets = [*secret_values(plain), *secret_values(with_password)]
+    handler = setup_logging("INFO", "json", secrets=secrets, stream=buffer)
+    try:
+        logging.getLogger("bot.redis.mode").info("Redis at %s", "redis://cache.internal:6379/0")
+        logging.getLogger("x").info("the password is s@cret-pw")
+    finally:
+        root.removeHandler(handler)
+        handler.close()
+        root.setLevel(before)
+    said = [line["message"] for line in lines(buffer)]
+    assert said == ["Redis at redis://cache.internal:6379/0", "the password is [redacted]"]
+
+
 @pytest.mark.process
 def test_bot_chat_writes_json_lines_to_its_file_and_only_the_chat_to_the_terminal(
     tmp_path: Path,

@@ -17,6 +17,7 @@ from collections.abc import Iterable, Iterator, Mapping
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Literal, TextIO
+from urllib.parse import unquote, urlsplit
 
 from pydantic import BaseModel
 
@@ -146,7 +147,24 @@ def secret_values(section: BaseModel) -> Iterator[str]:
         extra = info.json_schema_extra
         marked = isinstance(extra, dict) and bool(extra.get("secret"))
         if (marked or _SECRET_NAME.search(name)) and isinstance(value, str) and value:
-            yield value
+            yield from _secret_part(value)
         for item in value if isinstance(value, list | tuple) else [value]:
             if isinstance(item, BaseModel):
                 yield from secret_values(item)
+
+
+def _secret_part(value: str) -> Iterator[str]:
+    """What to mask of a secret: a URL's password alone (`redis://host:6379/0` has none, and
+    an operator needs to read which server it is), anything else whole."""
+    if "://" not in value:
+        yield value
+        return
+    try:
+        password = urlsplit(value).password
+    except ValueError:  # not a URL after all (a bad port, say)
+        yield value
+        return
+    if password:
+        yield password
+        if unquote(password) != password:
+            yield unquote(password)
