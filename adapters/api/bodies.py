@@ -101,8 +101,6 @@ def page(request: web.Request) -> Page:
             400, "bad_field", f"unknown query parameter {unknown[0]!r}; use limit, before, after"
         )
     before, after = _cursor(query.get("before"), "before"), _cursor(query.get("after"), "after")
-    if before is not None and after is not None:
-        raise ApiError(400, "bad_field", "give before or after, not both")
     limit = _cursor(query.get("limit"), "limit")
     if limit is not None and not 1 <= limit <= MAX_PAGE:
         raise ApiError(400, "bad_field", f"limit must be 1 to {MAX_PAGE}, not {limit}")
