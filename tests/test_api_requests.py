@@ -83,6 +83,7 @@ def test_a_field_nested_too_deep_to_encode_is_a_bad_field() -> None:
         ("GET", "/api/v1/sessions/{sid}/messages?limit=101", 400, "bad_field"),
         ("GET", "/api/v1/sessions/{sid}/messages?before=x", 400, "bad_field"),
         ("GET", "/api/v1/sessions/{sid}/messages?page=2", 400, "bad_field"),
+        ("GET", "/api/v1/sessions/{sid}/messages?before=1&before=2", 400, "bad_field"),
         ("POST", "/api/v1/sessions/{sid}/actions", 400, "bad_field"),  # no action_id
     ],
 )
