@@ -198,11 +198,16 @@ class PersonaLibrary:
         broken = any(stem == COORDINATOR for (_i, stem) in self._broken)
         if builtin and not broken and (first or old[COORDINATOR] is not BUILTIN_DEFAULT):
             # (a broken default.md was reported with its error, which says the same)
+            existing = [str(folder) for folder in self._dirs if folder.is_dir()]
+            where = (
+                f"no {COORDINATOR}.md in {existing}"
+                if existing
+                else f"no persona folder exists (personas.dirs: {[str(d) for d in self._dirs]})"
+            )
             log.warning(
-                "no %s.md in %s; serving the built-in coordinator persona (a general"
-                " assistant with the clock tool); add %s.md there to give it your own prompt",
-                COORDINATOR,
-                [str(folder) for folder in self._dirs],
+                "%s; serving the built-in coordinator persona (a general assistant with the"
+                " clock tool); add %s.md there to give it your own prompt",
+                where,
                 COORDINATOR,
             )
         for callback in tuple(self._subscribers):

@@ -387,3 +387,13 @@ def test_a_broken_default_at_start_is_one_error_not_a_missing_file_warning(
     [(level, message)] = [(r.levelname, r.getMessage()) for r in caplog.records]
     assert level == "ERROR" and "no default.md" not in message
     assert message.endswith("the built-in coordinator persona serves until it is fixed")
+
+
+def test_no_persona_folder_at_all_is_said_as_such(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    with caplog.at_level(logging.WARNING, logger="agent.personas"):
+        PersonaLibrary([tmp_path / "personas"]).load()
+    [message] = [r.getMessage() for r in caplog.records]
+    assert message.startswith("no persona folder exists (personas.dirs: [")
+    assert "serving the built-in coordinator persona" in message
