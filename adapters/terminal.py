@@ -187,8 +187,10 @@ class TerminalChannel:
         if self._repl is not None:
             self._repl.show(handle.message_id, self._plain.render(content.text), final=final)
             return handle
-        if not final and not self._out.isatty():
-            return handle  # a pipe gets the final answer only
+        if not self._out.isatty():  # a pipe gets the final answer only
+            if final:
+                self._write(f"bot> {self._plain.render(content.text)}\n")
+            return handle
         self._write("bot> ")
         self._shown[handle.message_id] = ""
         await self.edit(handle, content, final=final)

@@ -136,6 +136,7 @@ def test_chat_answers_in_the_terminal(tmp_path: Path) -> None:
     assert "not an LLM" in result.stdout
     assert "It is " in result.stdout and "**" not in result.stdout  # markdown shown as text
     assert "/stop" in result.stdout
+    assert "bot> bot>" not in result.stdout and result.stdout.count("bot> ") == 3
     assert "Traceback" not in result.stderr
 
 
