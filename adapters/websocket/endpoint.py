@@ -14,7 +14,8 @@ import json
 import logging
 import math
 import uuid
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Any
 
 from aiohttp import WSCloseCode, WSMsgType, web
 
@@ -65,8 +66,10 @@ class SocketEndpoint:
         max_text_chars: int,
         identity_secret: str | None,
         files: WidgetFiles | None = None,
+        introduction: Callable[[], Mapping[str, Any]] = dict,
     ) -> None:
         self.name = name
+        self._introduction = introduction  # read per hello: a persona edit shows at once
         self._files = files  # uploads and attachments; None: this server takes no files
         self._admission = admission
         self._hub = hub
@@ -223,6 +226,7 @@ class SocketEndpoint:
             "conversation_id": identity,
             "seq": seq,
             "max_text_chars": self._max_text_chars,  # to refuse before sending
+            **self._introduction(),
         }
         if self._files is not None:
             ready["upload"] = self._files.ready_fields(identity)

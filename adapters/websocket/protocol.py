@@ -13,6 +13,7 @@ import re
 import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import Any, Final, Literal
 
 from adapters.base import Action, ChatRef, InboundMessage
@@ -272,6 +273,12 @@ def _preview(value: object) -> str:
 def new_id(prefix: str) -> str:
     """A short unique id for a message: `m_` ours, `c_` the client's when it sent none."""
     return prefix + uuid.uuid4().hex[:12]
+
+
+def now_stamp() -> str:
+    """A message's `at`: UTC to the second, ISO 8601 (`2026-12-02T06:05:09Z`), for the client
+    to show in its own time zone; the replay keeps it, so a reload shows when it was said."""
+    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def inbound_message(

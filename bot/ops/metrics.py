@@ -18,7 +18,14 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any, Final, Protocol, TypeVar
 
-from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
+from prometheus_client import (
+    CollectorRegistry,
+    Counter,
+    Histogram,
+    ProcessCollector,
+    disable_created_metrics,
+    generate_latest,
+)
 from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
@@ -67,7 +74,12 @@ class Metrics:
     def __init__(self) -> None:
         # labelled children by (metric, labels): `labels()` costs more than the count itself
         self._children: dict[tuple[Any, tuple[str, ...]], Any] = {}
+        # No `*_created` series: a second series per counter and histogram child, holding only
+        # its start time, which no dashboard uses (a process-wide switch of prometheus-client).
+        disable_created_metrics()
         r = self.registry = CollectorRegistry()
+        # process_cpu_seconds_total, process_resident_memory_bytes, open fds, start time...
+        ProcessCollector(registry=r)
         ch = ["channel"]
         pm = ["provider", "model"]
         self.turns = Counter("gateway_turns", "Turns finished", [*ch, "outcome"], registry=r)

@@ -30,6 +30,7 @@ from adapters.base import (
     OutboundContent,
     RateLimited,
 )
+from agent.persona_file import display_name_of
 from bot.pipeline.attachments import send_parts
 from bot.pipeline.textsplit import split_text
 from content.blobs import BlobStore
@@ -143,7 +144,9 @@ class Delivery:
             case Interim(text=text):
                 self._interim = text
                 self._answer.clear()
-            case AgentStarted(task_id=task_id, subagent_type=kind, description=what):
+            case AgentStarted(task_id=task_id):
+                # users see the persona's display name, never its internal name or the prompt
+                kind, what = shown_name(event), event.shown_description
                 self._workers[task_id] = f"⏳ {kind} — {what}"
                 if self._interim == self.placeholder:
                     self._interim = t(self.language, "turn.asking", name=kind)
@@ -192,7 +195,8 @@ class Delivery:
             fields = {
                 "task_id": event.task_id,
                 "subagent_type": event.subagent_type,
-                "description": event.description,
+                "display_name": shown_name(event),
+                "description": event.shown_description,
                 "status": status,
             }
         else:
@@ -389,3 +393,8 @@ class Delivery:
         self.handles.append(handle)
         self._sent.append(text)
         self._edits.append(0)
+
+
+def shown_name(event: AgentStarted | AgentFinished) -> str:
+    """The specialist's name as users see it (an event made without one: from its file name)."""
+    return event.display_name or display_name_of(event.subagent_type)

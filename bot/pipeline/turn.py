@@ -38,6 +38,7 @@ from bot.pipeline.quota import Quotas
 from bot.pipeline.resume import TurnResumer
 from bot.pipeline.turn_ends import TurnEnds
 from bot.pipeline.turn_input import combine, media, shown, user_text_masker
+from bot.pipeline.turn_line import log_turn, tallying
 from bot.pipeline.turn_outcome import (
     INTERRUPTED,
     STOPPED,
@@ -126,12 +127,15 @@ class TurnRunner:
         turn_id = uuid.uuid4().hex
         # every log line of the turn, its tools and specialists included, names it (JSON log);
         # fresh: a background result's turn runs in a task its specialist started
-        with bound(
-            fresh=True,
-            conversation_key=last.conversation_key,
-            turn_id=turn_id,
-            channel=last.chat.channel,
-            persona=self.persona.for_channel(last.chat.channel),
+        with (
+            bound(
+                fresh=True,
+                conversation_key=last.conversation_key,
+                turn_id=turn_id,
+                channel=last.chat.channel,
+                persona=self.persona.for_channel(last.chat.channel),
+            ),
+            tallying(),
         ):
             await self._run(batch, control, turn_id)
 
@@ -243,7 +247,7 @@ class TurnRunner:
             await delivery.close()
             elapsed = time.monotonic() - arrived
             self.metrics.turn_finished(last.chat.channel, outcome.status, elapsed)
-            log.debug("turn %s in %.1f ms", outcome.status, elapsed * 1000)
+            log_turn(outcome=outcome.status, seconds=elapsed, user_id=last.user_id)
             if recorded:
                 await self._record_end(turn_id, outcome)
                 await self._spend(last, turn_id)

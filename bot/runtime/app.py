@@ -116,6 +116,7 @@ class App:
                 admits=lambda message: access.check(message) == "allow",
                 # the agent id of the conversations' sessions (the gateway's persona)
                 persona_name=lambda: self.personas.get(persona).name,
+                introduction=lambda: wiring.introduction(self.personas.get(persona)),
                 data_dir=None
                 if config.storage.path == ":memory:"
                 else self._path(config.storage.path).parent,
@@ -216,8 +217,7 @@ class App:
         if self.redis is not None:
             await self.redis.open()
         await self.http.open()
-        for error in self.personas.load():
-            log.error("%s", error)
+        self.personas.load()  # logs each broken file, saying what serves instead
         wiring.check_personas(self.gateway.settings.persona, self.personas)
         self._supervisor = asyncio.create_task(self._supervise(), name="app")
         started = asyncio.create_task(self.conversations.started.wait())

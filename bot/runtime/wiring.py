@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from pathlib import Path
+from typing import Any
 
 from adapters.accounts import Accounts, FileAccounts
 from adapters.base import BlobLinks, InboundMessage
@@ -18,7 +19,7 @@ from adapters.rates import LocalInboundRates
 from adapters.registry import ChannelServices, instance_name, sections
 from agent.coordinator import AgentSettings, Coordinator
 from agent.loop import LoopSettings
-from agent.personas import PersonaLibrary
+from agent.personas import Persona, PersonaLibrary
 from agent.providers.base import Provider
 from agent.workers import Deliver, Workers, WorkerSettings
 from bot.ops.operations import Operations
@@ -79,6 +80,7 @@ def channel_services(
     data_dir: Path | None,
     media: tuple[BlobStore, BlobLinks | None, bytes | None] | None = None,
     clock: Callable[[], float] = time.monotonic,
+    introduction: Callable[[], Mapping[str, Any]] = dict,
 ) -> ChannelServices:
     """What every channel factory is handed: the server's facts and the shared seams.
     `data_dir`: the database's folder (None: in memory), where this process's account locks go
@@ -108,7 +110,18 @@ def channel_services(
         blobs=blobs,
         blob_links=links,
         upload_secret=uploads,
+        introduction=introduction,
     )
+
+
+def introduction(persona: Persona) -> dict[str, Any]:
+    """What an empty conversation shows of the coordinator: the keys its persona file sets."""
+    fields: dict[str, Any] = {
+        "bot_name": persona.display_name,
+        "welcome": persona.welcome,
+        "suggestions": list(persona.suggestions),
+    }
+    return {key: value for key, value in fields.items() if value}
 
 
 def _answered(store: AnyStore) -> Callable[[str], Awaitable[bool]]:

@@ -6,15 +6,18 @@ function createOutbox(ui, t, log, link) {
   var users = {}, order = [], inflight = [];
   var maxChars = 0, quietUntil = 0, refused = "";
 
-  function bubble(id, text, action) {
-    var node = el("div", "cgw-msg cgw-user" + (action ? " cgw-action" : ""));
+  // A command ("/stop", "/help") is a line of the conversation, not a bubble said to the bot; a
+  // stop goes above the answer it stops, which then ends "Stopped." below it, in reading order.
+  function bubble(id, text, action, command) {
+    var node = el("div", command ? "cgw-msg cgw-command" : "cgw-msg cgw-user" + (action ? " cgw-action" : ""));
     if (action) node.append(icon("check"), el("span", "cgw-sr", t.pressed + ": "));
     node.append(el("span", "cgw-text", text));
     var meta = el("div", "cgw-meta");
     var item = { id: id, node: node, meta: meta, state: "sent", frame: null };
-    var row = el("div", "cgw-row cgw-row-user");
+    var row = el("div", "cgw-row cgw-row-user" + (command ? " cgw-row-command" : ""));
     row.append(node, meta);
-    item.row = log.show(row);
+    var stopped = command === "stop" && ui.log.querySelector(".cgw-bot.cgw-pending:not(.cgw-greeting)");
+    item.row = stopped ? ui.log.insertBefore(row, stopped) : log.show(row);
     users[id] = item;
     return item;
   }
@@ -24,6 +27,8 @@ function createOutbox(ui, t, log, link) {
     item.row.setAttribute("data-state", state);
     item.meta.replaceChildren();
     if (state === "sent") {
+      var time = timeOf(item.at);
+      if (time) item.meta.append(time);
       item.meta.append(icon("check"), el("span", "", t.sent));
     } else if (state === "dropped") {  // taken, then a stop dropped it: never answered
       item.meta.append(icon("alert"), el("span", "", t.dropped));
@@ -53,7 +58,7 @@ function createOutbox(ui, t, log, link) {
   return {
     submit: function (text) {
       var id = randomId("c_");
-      var item = bubble(id, text);
+      var item = bubble(id, text, null, commandOf(text));
       item.frame = { type: "message", text: text, client_message_id: id };
       order.push(item);
       attempt(item);
@@ -63,8 +68,9 @@ function createOutbox(ui, t, log, link) {
     // message.user: the server took it (ours, or another tab's, or one from the replay)
     taken: function (frame) {
       if (frame.duplicate && !users[frame.message_id]) return;  // another page's resend
-      var item = users[frame.message_id] || bubble(frame.message_id, frame.text, frame.action);
+      var item = users[frame.message_id] || bubble(frame.message_id, frame.text, frame.action, frame.command);
       inflight = inflight.filter(function (x) { return x !== item; });
+      item.at = frame.at || item.at;  // when the server took it
       setState(item, "sent");
     },
     // message.dropped: a stop dropped it from the queue; `live`: not from the replay
@@ -111,4 +117,9 @@ function createOutbox(ui, t, log, link) {
       order.forEach(function (item) { log.show(item.row); });
     }
   };
+}
+
+function commandOf(text) {  // as the gateway reads one: "/stop" or "/stop@bot" -> "stop"
+  var match = /^\s*\/([A-Za-z]\w*)(@\S*)?(\s|$)/.exec(text);
+  return match ? match[1].toLowerCase() : "";
 }
