@@ -48,14 +48,24 @@ class ChatRef:
         return f"{self.channel}:{self.chat_id}"
 
 
+# the kinds whose recording is speech to transcribe, whatever media type it came in (a Telegram
+# video note is an MP4 video)
+VOICE_KINDS = frozenset({"voice", "audio", "video note"})
+
+
 @dataclass(frozen=True, slots=True)
 class Attachment:
-    kind: str  # photo | document | voice | audio | video | file
+    kind: str  # photo | document | voice | audio | video | video note | file
     name: str | None = None
     mime_type: str | None = None
     size: int | None = None
     url: str | None = None
     platform_id: str | None = None
+
+    @property
+    def spoken(self) -> bool:
+        """A voice note (or any recording sent as audio): fetched, it becomes an audio part."""
+        return self.kind in VOICE_KINDS
 
 
 @dataclass(frozen=True, slots=True)
@@ -95,6 +105,11 @@ class InboundMessage:
     # Who is behind the user where users are free to mint new ids: a web visitor's network
     # address (`address:<ip>`), a sessions API key (`key:<id>`). Quotas per client count it.
     client: str | None = None
+    # The sender's language as the platform or the widget tells it (a BCP 47 tag such as
+    # `de-AT`; None: not told). The gateway keeps it for the conversation and writes its own
+    # texts in it (content/texts.py); before a command or a held message's handler sees the
+    # message, it holds the conversation's language (bot/pipeline/language.py).
+    language: str | None = None
     raw: Mapping[str, Any] = field(default_factory=dict, compare=False, repr=False)
     # When it reached us (time.monotonic()): time to placeholder and turn latency count from here.
     received_at: float = field(default_factory=time.monotonic, compare=False, repr=False)
@@ -195,14 +210,14 @@ class FileTooLarge(ChannelError):
     @property
     def reply(self) -> str:
         name = f" “{self.attachment.name}”" if self.attachment.name else ""
-        size = f" ({_megabytes(self.size)})" if self.size is not None else ""
+        size = f" ({megabytes(self.size)})" if self.size is not None else ""
         return (
             f"The {self.attachment.kind}{name}{size} is too large: I can read files of up to "
-            f"{_megabytes(self.limit)}. The rest of your message is answered without it."
+            f"{megabytes(self.limit)}. The rest of your message is answered without it."
         )
 
 
-def _megabytes(size: int) -> str:
+def megabytes(size: int) -> str:
     return f"{size / 1_000_000:.1f} MB" if size >= 100_000 else f"{size / 1000:.0f} KB"
 
 

@@ -10,7 +10,7 @@ to import). To add a channel: write the package, add its section to `ChannelsCon
 from __future__ import annotations
 
 import importlib
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Awaitable, Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -65,6 +65,9 @@ class ChannelServices:
     blobs: BlobStore | None = None
     blob_links: BlobLinks | None = None
     upload_secret: bytes | None = None
+    # How the bot introduces itself in an empty conversation, from the coordinator persona:
+    # `bot_name`, `welcome`, `suggestions` (those it sets). The web socket's `ready` carries them.
+    introduction: Callable[[], Mapping[str, Any]] = dict
 
 
 @dataclass(frozen=True, slots=True)

@@ -2,7 +2,10 @@
 
 On a terminal it is a REPL (prompt_toolkit, see `adapters/terminal_prompt.py`): the prompt stays
 open while the answer streams, so `/stop` and Ctrl-C reach the bot mid-answer. With piped input
-it reads plain lines and answers each before reading the next, so scripts get one answer a line.
+it reads plain lines and answers each before reading the next, so scripts get one answer a line;
+into a pipe or a file only the final answer is written (a preview edit could only be written
+again below the last, doubling what was said). Markdown is shown as plain text (bullets, table
+grids, a link's address after its label), as adapters/markdown.py renders it for every channel.
 """
 
 from __future__ import annotations
@@ -28,11 +31,19 @@ from adapters.base import (
     MessageHandle,
     OutboundContent,
 )
+from adapters.markdown import Renderer
 from content.blobs import BlobStore
 from content.parts import BlobRef, MediaPart
 
 if TYPE_CHECKING:
     from adapters.terminal_prompt import Repl
+
+
+class PlainText(Renderer):
+    """Markdown as a terminal shows it: the plain text, with each link's address."""
+
+    def link(self, inner: str, url: str) -> str:
+        return inner if inner == url else f"{inner} ({url})"
 
 
 class TerminalChannel:
@@ -60,6 +71,7 @@ class TerminalChannel:
         self._prompt = prompt
         self._wait_turn = wait_turn  # until the answer is complete
         self._shown: dict[str, str] = {}  # message id -> text already printed
+        self._plain = PlainText()
         self.closed = asyncio.Event()  # set when the user quits (or stdin ends)
         self.greeting = ""  # printed once before the first prompt
         self.files_dir = files_dir or Path(tempfile.gettempdir()) / "bot-files"
@@ -173,7 +185,11 @@ class TerminalChannel:
     ) -> MessageHandle:
         handle = MessageHandle(chat, uuid.uuid4().hex[:12])
         if self._repl is not None:
-            self._repl.show(handle.message_id, content.text, final=final)
+            self._repl.show(handle.message_id, self._plain.render(content.text), final=final)
+            return handle
+        if not self._out.isatty():  # a pipe gets the final answer only
+            if final:
+                self._write(f"bot> {self._plain.render(content.text)}\n")
             return handle
         self._write("bot> ")
         self._shown[handle.message_id] = ""
@@ -183,11 +199,15 @@ class TerminalChannel:
     async def edit(
         self, handle: MessageHandle, content: OutboundContent, *, final: bool = False
     ) -> None:
+        text = self._plain.render(content.text)
         if self._repl is not None:
-            self._repl.show(handle.message_id, content.text, final=final)
+            self._repl.show(handle.message_id, text, final=final)
+            return
+        if not self._out.isatty():
+            if final:
+                self._write(f"bot> {text}\n")
             return
         shown = self._shown.get(handle.message_id, "")
-        text = content.text
         if not final and text.startswith(shown) or final and text.startswith(shown) and shown:
             self._write(text[len(shown) :])
         elif shown and "\n" not in shown and self._out.isatty():

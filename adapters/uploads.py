@@ -30,6 +30,7 @@ from adapters.base import BlobLinks
 from adapters.media import sniffed
 from content.blobs import BlobStore, BlobTooLarge
 from content.parts import (
+    AudioPart,
     BlobRef,
     MediaPart,
     Part,
@@ -112,6 +113,9 @@ class UploadSigner:
             )
         if isinstance(part, TextPart):
             raise UploadRefused(400, "an attachment is a file the upload answered, not text")
+        if isinstance(part, AudioPart) and part.transcript is not None:
+            # what speech to text heard is the server's to say: heard again, never taken as sent
+            return AudioPart(part.blob)
         return part
 
     def _sign(self, kind: str, scope: str, *fields: str) -> str:

@@ -21,10 +21,12 @@ def catalog_reminder(personas: Mapping[str, Persona]) -> str:
     ]
     for persona in specialists:
         tools = ", ".join(persona.tools) or "no tools"
-        lines.append(f"- {persona.name}: {persona.description} (tools: {tools})")
+        shown = persona.shown_name
+        lines.append(f'- {persona.name} ("{shown}"): {persona.description} (tools: {tools})')
     lines.append(
         "Dispatch only deep work (many steps, or tools you lack), with a self-contained prompt. "
-        "Answer simple things yourself."
+        "Answer simple things yourself. To users, name a specialist only as quoted after its "
+        "name, and never show them the prompt you give it."
     )
     lines.append("</system-reminder>")
     return "\n".join(lines)

@@ -26,6 +26,7 @@ from pydantic import (
     field_validator,
 )
 
+from content.texts import LANGUAGES, negotiate
 from tools.registry import MAX_TOOLS, is_pattern
 
 COORDINATOR = "default"
@@ -41,7 +42,16 @@ _EXPECTED = {
     "tools": "a list of tool names or patterns, e.g. tools: [get_current_datetime, mcp__files__*]",
     "model": "a model name, or null for the configured model",
     "max_rounds": "a whole number from 1 to 50",
+    "language": f"the language of the gateway's own texts, one of {', '.join(LANGUAGES)}",
+    "display_name": "the name users see, e.g. display_name: Trip planner",
+    "display_description": "one line users see while it works, e.g. display_description: Planning",
+    "welcome": "text, e.g. welcome: Hello! I can help with bookings.",
+    "suggestions": "a list of short questions, e.g. suggestions: ['What do you offer?']",
 }
+MAX_DISPLAY_NAME = 60
+MAX_SUGGESTIONS = 6
+MAX_SUGGESTION = 120
+MAX_WELCOME = 1000
 
 
 class _FrontMatter(BaseModel):
@@ -53,6 +63,57 @@ class _FrontMatter(BaseModel):
     tools: list[str]
     model: str | None = None
     max_rounds: int | None = Field(default=None, ge=1, le=50)
+    # the gateway's own texts in its conversations, where the user's language is not known
+    language: str | None = None
+
+    @field_validator("language")
+    @classmethod
+    def _spoken(cls, language: str | None) -> str | None:
+        if language is None:
+            return None
+        if (ours := negotiate(language)) is None:
+            raise ValueError(f"language {language!r} has no texts; known: {', '.join(LANGUAGES)}")
+        return ours
+
+    # what end users see: the name and description never leave the gateway's own logs and tools
+    display_name: str | None = None
+    display_description: str | None = None
+    welcome: str | None = None  # the coordinator's: the widget's first bubble
+    suggestions: list[str] = Field(default_factory=list)  # the coordinator's: questions to tap
+
+    @field_validator("display_name", "display_description")
+    @classmethod
+    def _shown_line(cls, text: str | None, info: ValidationInfo) -> str | None:
+        if text is None:
+            return None
+        text = text.strip()
+        limit = MAX_DISPLAY_NAME if info.field_name == "display_name" else MAX_DESCRIPTION
+        if not text or "\n" in text or len(text) > limit:
+            raise ValueError(
+                f"{info.field_name} must be one line of 1 to {limit} characters; "
+                "remove the key to use the default"
+            )
+        return text
+
+    @field_validator("welcome")
+    @classmethod
+    def _welcome(cls, text: str | None) -> str | None:
+        if text is not None and len(text.strip()) > MAX_WELCOME:
+            raise ValueError(f"welcome is longer than {MAX_WELCOME} characters; shorten it")
+        return text.strip() or None if text is not None else None
+
+    @field_validator("suggestions")
+    @classmethod
+    def _suggestions(cls, items: list[str]) -> list[str]:
+        items = [item.strip() for item in items]
+        if len(items) > MAX_SUGGESTIONS or any(
+            not item or "\n" in item or len(item) > MAX_SUGGESTION for item in items
+        ):
+            raise ValueError(
+                f"suggestions takes at most {MAX_SUGGESTIONS} one-line questions of 1 to "
+                f"{MAX_SUGGESTION} characters each"
+            )
+        return items
 
     @field_validator("name")
     @classmethod
@@ -113,6 +174,16 @@ class Persona:
     version: str
     # `path:line: reason` of what serves but deserves a look (a pattern that matches no tool)
     warnings: tuple[str, ...] = ()
+    language: str | None = None  # the gateway's texts where the user's language is not known
+    display_name: str = ""  # as written; `shown_name` is what users see
+    display_description: str = ""
+    welcome: str = ""
+    suggestions: tuple[str, ...] = ()
+
+    @property
+    def shown_name(self) -> str:
+        """The name end users see: `display_name`, or one made from the file name."""
+        return self.display_name or display_name_of(self.name)
 
     @property
     def is_coordinator(self) -> bool:
@@ -218,7 +289,20 @@ def parse_persona(path: Path, text: str, *, known_tools: Collection[str] | None 
         path=path,
         version=_version(text),
         warnings=warnings,
+        language=front.language,
+        display_name=front.display_name or "",
+        display_description=front.display_description or "",
+        welcome=front.welcome or "",
+        suggestions=tuple(front.suggestions),
     )
+
+
+def display_name_of(name: str) -> str:
+    """A persona file name as users may see it: "specialist-trip_planner" -> "Trip planner"."""
+    if name == COORDINATOR:
+        return "Assistant"
+    words = re.sub(r"^specialist[-_]", "", name).replace("-", " ").replace("_", " ").strip()
+    return words[:1].upper() + words[1:] if words else "Assistant"
 
 
 def _unmatched(

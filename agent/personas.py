@@ -124,8 +124,7 @@ class PersonaLibrary:
                 parent = os.path.realpath(changed.parent)
                 hits = [i for i, root in enumerate(roots) if root == parent]
                 targets.update((i, changed.stem) for i in hits or range(len(roots)))
-            for error in self._refresh(targets):
-                log.error("%s", error)
+            self._refresh(targets)  # it logs each broken file, and what serves instead
 
     @staticmethod
     def _files(folder: Path) -> list[Path]:
@@ -151,6 +150,8 @@ class PersonaLibrary:
             return err
 
     def _refresh(self, targets: Iterable[tuple[int, str]]) -> list[PersonaError]:
+        """Read `targets` again; each broken file is logged (before what changes is), saying
+        what serves in its place, and returned."""
         errors: list[PersonaError] = []
         for index, stem in sorted(targets):
             result = self._read(index, stem)
@@ -160,6 +161,7 @@ class PersonaLibrary:
             elif isinstance(result, PersonaError):
                 errors.append(result)
                 self._broken[(index, stem)] = result
+                log.error("%s; %s", result, self._instead(index, stem))
             else:
                 old = self._good.get((index, stem))
                 if old is None or old.version != result.version:
@@ -168,6 +170,16 @@ class PersonaLibrary:
                         log.warning("%s", warning)
         self._publish()
         return errors
+
+    def _instead(self, index: int, stem: str) -> str:
+        """What serves while the file at (index, stem) is broken."""
+        if (index, stem) in self._good:
+            return "its last good version stays in service until the file is fixed"
+        if any(name == stem for (_i, name) in self._good):
+            return "the same persona from another persona dir serves until it is fixed"
+        if stem == COORDINATOR:
+            return "the built-in coordinator persona serves until it is fixed"
+        return "it is not served until it is fixed"
 
     def _publish(self) -> None:
         serving: dict[str, Persona] = {}
@@ -183,11 +195,20 @@ class PersonaLibrary:
         self._generation += 1
         log.info("personas generation %d; changed: %s", self._generation, changed or "none")
         builtin = serving[COORDINATOR] is BUILTIN_DEFAULT
-        if builtin and (first or old[COORDINATOR] is not BUILTIN_DEFAULT):
+        broken = any(stem == COORDINATOR for (_i, stem) in self._broken)
+        if builtin and not broken and (first or old[COORDINATOR] is not BUILTIN_DEFAULT):
+            # (a broken default.md was reported with its error, which says the same)
+            existing = [str(folder) for folder in self._dirs if folder.is_dir()]
+            where = (
+                f"no {COORDINATOR}.md in {existing}"
+                if existing
+                else f"no persona folder exists (personas.dirs: {[str(d) for d in self._dirs]})"
+            )
             log.warning(
-                "no %s.md in %s; serving the built-in coordinator persona",
+                "%s; serving the built-in coordinator persona (a general assistant with the"
+                " clock tool); add %s.md there to give it your own prompt",
+                where,
                 COORDINATOR,
-                [str(folder) for folder in self._dirs],
             )
         for callback in tuple(self._subscribers):
             try:

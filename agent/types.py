@@ -7,7 +7,7 @@ from collections.abc import AsyncGenerator
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
-from content.parts import Part
+from content.parts import BlobRef, Part
 from tools.base import ToolSpec
 
 Role = Literal["user", "assistant", "tool"]
@@ -48,9 +48,14 @@ class Message:
 
 
 class BlobReader(Protocol):
-    """Reads a blob's media type and bytes (`content.blobs.BlobStore` is one)."""
+    """Reads a blob's media type and bytes (`content.blobs.BlobStore` is one), and keeps the
+    small marks the providers leave (an image a model refused: media_load.py)."""
 
     async def get(self, blob_id: str) -> tuple[str, bytes]: ...
+
+    async def put(
+        self, data: bytes, *, mime_type: str, name: str | None = None, source: str | None = None
+    ) -> BlobRef: ...
 
 
 @dataclass(frozen=True, slots=True)

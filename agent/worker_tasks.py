@@ -52,6 +52,8 @@ class WorkerTask:
     background: bool
     parent: ToolContext
     session_id: str | None = None
+    display_name: str = ""  # what users see of the persona (its slug never)
+    display_description: str = ""
     status: str = "running"  # running | completed | failed | killed | timeout
     result: str = ""
     display: tuple[Mapping[str, Any], ...] = ()  # e.g. a payment card made by the specialist
@@ -66,6 +68,7 @@ class WorkerTask:
         summary = {
             "task_id": self.task_id,
             "subagent_type": self.subagent_type,
+            "display_name": self.display_name,  # so the coordinator names it as users see it
             "status": self.status,
         }
         if self.session_id:

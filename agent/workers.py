@@ -139,9 +139,21 @@ class Workers:
         task = WorkerTask(
             uuid.uuid4().hex[:12], subagent_type, description.strip(), prompt, background, ctx
         )
+        persona = self.personas.get(subagent_type)
+        task.display_name, task.display_description = (
+            persona.shown_name,
+            persona.display_description,
+        )
         task.deliver_later = background
         self.tasks[task.task_id] = task
-        await ctx.emit(AgentStarted(task.task_id, subagent_type, task.description))
+        started = AgentStarted(
+            task.task_id,
+            subagent_type,
+            task.description,
+            task.display_name,
+            task.display_description,
+        )
+        await ctx.emit(started)
         task.task = self._group.create_task(self._work(task), name=f"worker:{task.task_id}")
         return task
 
@@ -269,7 +281,12 @@ class Workers:
             if task.session_id is not None:
                 await self.store.set_session_status(task.session_id, task.status)
             finished = AgentFinished(
-                task.task_id, task.subagent_type, task.description, task.status
+                task.task_id,
+                task.subagent_type,
+                task.description,
+                task.status,
+                task.display_name,
+                task.display_description,
             )
             await task.parent.emit(finished)
         except Exception:

@@ -167,7 +167,7 @@ async def _measure(fn: Callable[[], Awaitable[None]], calls: int) -> tuple[float
 
 def _body(vendor: str, request: Any) -> dict[str, Any]:
     """The JSON body our provider sends for `request` (tools included), for the raw and SDK rows."""
-    from agent.providers.anthropic import to_anthropic
+    from agent.providers.anthropic_wire import to_anthropic
     from agent.providers.openai_wire import to_openai
 
     specs = request.tools

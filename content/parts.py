@@ -150,16 +150,19 @@ def parts_from_json(text: str | None) -> tuple[Part, ...]:
     return tuple(part_from_json(item) for item in items)
 
 
-def describe(part: Part) -> str:
-    """How a model that cannot see the part reads it (a text-only model, a transcript line)."""
+def describe(part: Part, detail: str | None = None) -> str:
+    """How a model that cannot see the part reads it (a text-only model, a transcript line);
+    `detail` goes before the size (an image's `4032×3024`)."""
     if isinstance(part, TextPart):
         return part.text
     blob = part.blob
     name = f" {blob.name!r}" if blob.name else ""
     label = {"image": "image", "file": "file", "audio": "audio"}[part.type]
-    text = f"[{label}{name}: {blob.mime_type}, {_size(blob.size)}]"
+    more = f"{detail}, " if detail else ""
+    text = f"[{label}{name}: {blob.mime_type}, {more}{_size(blob.size)}]"
     if isinstance(part, AudioPart) and part.transcript:
-        text += f" Transcript: {part.transcript}"
+        # the model reads a voice note's words as the user's own, knowing they were spoken
+        text += f" (spoken; transcribed by speech-to-text:) {part.transcript}"
     return text
 
 

@@ -24,6 +24,7 @@ SPECIALISTS = {
     ),
     "specialist-b": ("Does arithmetic.", ["calc", "make_card"], "You are SPECIALIST-B."),
 }
+DISPLAY_NAMES = {"specialist-a": "Fact finder"}  # what users see; specialist-b's is made: "B"
 
 
 def write_personas(folder: Path) -> Path:
@@ -31,7 +32,9 @@ def write_personas(folder: Path) -> Path:
     (folder / "default.md").write_text((ROOT / "personas" / "default.md").read_text())
     for name, (description, tools, body) in SPECIALISTS.items():
         (folder / f"{name}.md").write_text(
-            f"---\nname: {name}\ndescription: {description}\ntools: {json.dumps(tools)}\n---\n{body}\n"
+            f"---\nname: {name}\ndescription: {description}\ntools: {json.dumps(tools)}\n"
+            + (f"display_name: {DISPLAY_NAMES[name]}\n" if name in DISPLAY_NAMES else "")
+            + f"---\n{body}\n"
         )
     return folder
 

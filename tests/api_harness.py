@@ -142,6 +142,9 @@ class ApiHarness(ChannelHarness):
         async with asyncio.timeout(5):
             return await self._inbound.get()
 
+    async def user_sends_voice(self, data: bytes) -> InboundMessage:
+        return await self.user_sends_file(data, "voice-memo.ogg", self.voice_type)
+
     async def uploads(self) -> list[tuple[str, bytes]]:
         await self.what_the_user_sees()
         return await fetched_attachments(self._http, self._origin, self.frames)

@@ -147,6 +147,14 @@ class ChannelHarness(ABC):
         """A user message with one file, as the channel made it; `declared_size`: what the
         platform's event says the file's size is, where that differs from `len(data)`."""
 
+    voice_type = "audio/ogg"  # what the platform records voice notes in
+
+    @abstractmethod
+    async def user_sends_voice(self, data: bytes) -> InboundMessage:
+        """A user message that is one voice note (`data`, in `voice_type`), sent the platform's
+        own way: Telegram's `voice`, a Slack audio clip, a Feishu `audio` message, the widget's
+        or the API's upload of a recording."""
+
     @abstractmethod
     async def uploads(self) -> list[tuple[str, bytes]]:
         """The files the platform received from the bot, oldest first: (name, bytes)."""
@@ -327,6 +335,11 @@ class WebSocketHarness(ChannelHarness):
         ]
         return [data for _, data in await fetched_attachments(self._session, self._base, images)]
 
+    voice_type = "audio/webm"  # what a browser's MediaRecorder makes (the widget's mic)
+
+    async def user_sends_voice(self, data: bytes) -> InboundMessage:
+        return await self.user_sends_file(data, "recording.webm", self.voice_type)
+
     async def uploads(self) -> list[tuple[str, bytes]]:
         await self.what_the_user_sees()
         return await fetched_attachments(self._session, self._base, self.frames)
@@ -422,6 +435,17 @@ class TelegramHarness(ChannelHarness):
             | {"file_size": len(data)}
         ]
         update = self.fake.message(self.CHAT_ID, None, photo=sizes, caption="a photo")
+        message = TelegramMessage.model_validate(update["message"])
+        me = BotIdentity(TELEGRAM_BOT["id"], TELEGRAM_BOT["username"])
+        made = telegram_normalize(message, update["update_id"], me)
+        assert isinstance(made, InboundMessage), made
+        return made
+
+    async def user_sends_voice(self, data: bytes) -> InboundMessage:
+        file_id = self.fake.add_file(data, "voice/file_7.oga")
+        voice = {"file_id": file_id, "file_unique_id": file_id, "duration": 2}
+        voice |= {"mime_type": self.voice_type, "file_size": len(data)}
+        update = self.fake.message(self.CHAT_ID, None, voice=voice)
         message = TelegramMessage.model_validate(update["message"])
         me = BotIdentity(TELEGRAM_BOT["id"], TELEGRAM_BOT["username"])
         made = telegram_normalize(message, update["update_id"], me)
@@ -542,6 +566,17 @@ class SlackHarness(ChannelHarness):
         assert made is not None
         return [made]
 
+    voice_type = "audio/webm"  # a clip recorded in Slack's composer
+
+    async def user_sends_voice(self, data: bytes) -> InboundMessage:
+        clip = self.fake.add_file(data, "audio_message.webm", self.voice_type)
+        clip |= {"subtype": "slack_audio", "filetype": "webm"}
+        event = slack_event("", thread_ts=self.THREAD, subtype="file_share", files=[clip])
+        me = SlackIdentity(BOT_USER, BOT_ID, TEAM)
+        made = slack_message(event, TEAM, me, lambda channel, thread: True)
+        assert made is not None
+        return made
+
     async def uploads(self) -> list[tuple[str, bytes]]:
         return [
             (u.name, u.data)
@@ -658,6 +693,17 @@ class FeishuHarness(ChannelHarness):
         content = {"image_key": f"img_{message_id}"}
         event = feishu_event(
             chat_id=self.CHAT_ID, message_id=message_id, kind="image", content=content
+        )
+        made = feishu_normalize(event, BOT_OPEN_ID)
+        assert isinstance(made, InboundMessage), made
+        return made
+
+    async def user_sends_voice(self, data: bytes) -> InboundMessage:
+        """An `audio` message: its content names the file and its length, not a name or type."""
+        message_id = self.fake.user_file(self.CHAT_ID, data, "", kind="audio")
+        content = {"file_key": f"file_{message_id}", "duration": 2000}
+        event = feishu_event(
+            chat_id=self.CHAT_ID, message_id=message_id, kind="audio", content=content
         )
         made = feishu_normalize(event, BOT_OPEN_ID)
         assert isinstance(made, InboundMessage), made
@@ -808,6 +854,9 @@ class TerminalHarness(ChannelHarness):
         path.parent.mkdir(exist_ok=True)
         path.write_bytes(data)
         return self.terminal.typed(f"/file {path}")
+
+    async def user_sends_voice(self, data: bytes) -> InboundMessage:
+        return await self.user_sends_file(data, "memo.ogg", self.voice_type)
 
     async def uploads(self) -> list[tuple[str, bytes]]:
         received = self._folder / "received"

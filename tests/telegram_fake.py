@@ -189,9 +189,11 @@ class FakeBotAPI:
         entities: list[dict[str, Any]] | None = None,
         thread_id: int | None = None,
         reply_to: dict[str, Any] | None = None,
+        language_code: str | None = None,
         **extra: Any,
     ) -> dict[str, Any]:
-        """An Update carrying one user message (not queued: pass it to `push`)."""
+        """An Update carrying one user message (not queued: pass it to `push`); `language_code`:
+        the sender's app language, as Telegram tells it."""
         user = user_id if user_id is not None else (chat_id if chat_id > 0 else 42)
         chat = (
             {"id": chat_id, "type": "private", "first_name": "U"}
@@ -209,6 +211,8 @@ class FakeBotAPI:
             "chat": chat,
             "from": {"id": user, "is_bot": False, "first_name": "Alice", "username": f"u{user}"},
         }
+        if language_code is not None:
+            message["from"]["language_code"] = language_code
         if text is not None:
             message["text"] = text
         if entities:

@@ -106,6 +106,14 @@ async def test_pages_are_in_order_and_per_session(records: SessionRecords) -> No
     assert texts(await records.api_messages("s_1", limit=100, after=0)) == [
         str(n) for n in range(7)
     ]
+    between = await records.api_messages(
+        "s_1", limit=2, after=added[1].position, before=added[5].position
+    )
+    assert texts(between) == ["2", "3"]
+    between = await records.api_messages(
+        "s_1", limit=9, after=added[1].position, before=added[5].position
+    )
+    assert texts(between) == ["2", "3", "4"]
     assert await records.api_messages("s_3", limit=5) == []
 
 

@@ -82,8 +82,8 @@ def test_a_field_nested_too_deep_to_encode_is_a_bad_field() -> None:
         ("GET", "/api/v1/sessions/{sid}/messages?limit=0", 400, "bad_field"),
         ("GET", "/api/v1/sessions/{sid}/messages?limit=101", 400, "bad_field"),
         ("GET", "/api/v1/sessions/{sid}/messages?before=x", 400, "bad_field"),
-        ("GET", "/api/v1/sessions/{sid}/messages?before=1&after=2", 400, "bad_field"),
         ("GET", "/api/v1/sessions/{sid}/messages?page=2", 400, "bad_field"),
+        ("GET", "/api/v1/sessions/{sid}/messages?before=1&before=2", 400, "bad_field"),
         ("POST", "/api/v1/sessions/{sid}/actions", 400, "bad_field"),  # no action_id
     ],
 )
@@ -145,6 +145,13 @@ async def test_history_pages_backwards_and_forwards(
     assert [m["text"] for m in first["messages"]] == everything[:5] and first["has_more"]
     rest = await page(f"limit=5&after={first['messages'][-1]['position']}")
     assert [m["text"] for m in rest["messages"]] == everything[5:] and not rest["has_more"]
+    # both: the messages between, paged forward from `after` (the document allows it)
+    positions = [m["position"] for m in seen]
+    window = await page(f"limit=2&after={positions[1]}&before={positions[6]}")
+    assert [m["text"] for m in window["messages"]] == everything[2:4] and window["has_more"]
+    window = await page(f"limit=9&after={positions[1]}&before={positions[6]}")
+    assert [m["text"] for m in window["messages"]] == everything[2:6]
+    assert not window["has_more"]
 
 
 async def test_too_many_messages_get_429_with_retry_after(

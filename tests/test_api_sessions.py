@@ -113,6 +113,7 @@ async def test_an_action_reaches_the_model_as_a_button_press(
     _, page = await api.call("GET", f"/sessions/{sid}/messages")
     user = page["messages"][0]
     assert user["role"] == "user" and user["action"] == pressed
+    assert user["text"] == "Confirm"  # the label, as the web socket's transcript shows it
 
 
 async def test_a_message_coalesced_into_the_next_turn_streams_until_that_turn_answers(

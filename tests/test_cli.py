@@ -134,8 +134,9 @@ def test_chat_answers_in_the_terminal(tmp_path: Path) -> None:
     result = _bot("chat", cwd=tmp_path, stdin="hello there\nwhat time is it in UTC?\n/help\n")
     assert result.returncode == 0, result.stderr
     assert "not an LLM" in result.stdout
-    assert "It is **" in result.stdout
+    assert "It is " in result.stdout and "**" not in result.stdout  # markdown shown as text
     assert "/stop" in result.stdout
+    assert "bot> bot>" not in result.stdout and result.stdout.count("bot> ") == 3
     assert "Traceback" not in result.stderr
 
 
@@ -162,7 +163,9 @@ def test_sessions_show_prints_the_tree_an_admin_reads(tmp_path: Path) -> None:
         "---\nname: specialist-clock\ndescription: Tells the time.\ntools: [get_current_datetime]\n---\nClock.\n"
     )
     result = _bot("chat", cwd=tmp_path, stdin="@specialist-clock what time is it in Asia/Tokyo?\n")
-    assert "specialist-clock** reports" in result.stdout, result.stdout + result.stderr
+    # one answer, its markdown shown as plain text, the specialist by its display name
+    assert result.stdout.count("bot> ") == 1, result.stdout
+    assert "bot> Clock reports:" in result.stdout and "**" not in result.stdout, result.stdout
     listing = _bot("sessions", "list", cwd=tmp_path)
     assert listing.returncode == 0 and "terminal:local" in listing.stdout
     session_id = listing.stdout.splitlines()[1].split()[0]
@@ -175,5 +178,18 @@ def test_sessions_show_prints_the_tree_an_admin_reads(tmp_path: Path) -> None:
         line.startswith("    └─ session ") and "agent=specialist-clock" in line for line in lines
     )
     assert any("get_current_datetime(" in line and "Asia/Tokyo" in line for line in lines)
+    # the messages too, in order with the calls
+    said = [line.split("  ", 2)[-1] for line in lines if ": " in line and "  user: " in line]
+    assert said and said[0].startswith("user: @specialist-clock what time"), lines
+    assert any("  assistant: " in line and "Clock** reports" in line for line in lines)
     missing = _bot("sessions", "show", "nope", cwd=tmp_path)
     assert missing.returncode == 1 and "no session 'nope'" in missing.stderr
+
+
+def test_version_and_a_limit_below_one_are_answered_plainly(tmp_path: Path) -> None:
+    version = _bot("--version", cwd=tmp_path)
+    assert version.returncode == 0 and version.stdout.startswith("bot "), version.stderr
+    assert version.stdout.split()[1][0].isdigit() or "not installed" in version.stdout
+    zero = _bot("sessions", "list", "--limit", "0", cwd=tmp_path)
+    assert zero.returncode == 2 and "Traceback" not in zero.stderr
+    assert "--limit: must be 1 or more, not 0" in zero.stderr

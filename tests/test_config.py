@@ -186,7 +186,7 @@ def test_unknown_top_level_key(tmp_path: Path) -> None:
     assert error_of(tmp_path, "servr: {}\n") == (
         "config.yaml: servr: unknown key; expected one of: "
         "admin, agent, channels, gateway, knowledge, llm, log, mcp, media, personas, quotas, redis,"
-        " server, storage, tools, usage"
+        " server, storage, stt, tools, usage"
     ).replace("config.yaml", str(tmp_path / "config.yaml"))
 
 
@@ -474,3 +474,13 @@ def test_channel_config_does_not_import_aiogram() -> None:
         [sys.executable, "-c", check], capture_output=True, text=True, cwd=REPO_CONFIG.parent
     )
     assert result.returncode == 0, result.stderr
+
+
+def test_an_empty_value_is_named_once_not_echoed_as_quotes(tmp_path: Path) -> None:
+    telegram = error_of(tmp_path, "channels:\n  telegram: {enabled: true}\n")
+    assert telegram.endswith("set TELEGRAM_BOT_TOKEN to the token @BotFather gave you")
+    command = error_of(tmp_path, "mcp:\n  servers:\n    x: {command: ''}\n")
+    assert command.endswith("command is empty; name the program, e.g. command: npx")
+    path = error_of(tmp_path, "channels:\n  websocket: {path: ''}\n")
+    assert path.endswith("expected a URL path starting with '/', got an empty value")
+    assert "got ''" not in telegram + command + path

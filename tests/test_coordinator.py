@@ -83,7 +83,8 @@ async def test_dispatch_result_is_synthesized_into_the_final_answer(
     worker_request = router.seen["specialist-a"][0]
     assert [m.content for m in worker_request.messages] == [TASK]
     assert [s.name for s in worker_request.tools] == ["lookup", "slow_tool"]
-    assert "specialist-a: Finds facts" in router.seen["default"][0].system  # the catalog
+    catalog = router.seen["default"][0].system
+    assert 'specialist-a ("Fact finder"): Finds facts' in catalog  # the catalog
     assert "default:" not in router.seen["default"][0].system.split("<system-reminder>")[1]
     # session tree and audit rows
     (parent_id, worker_id) = db_rows(
@@ -115,10 +116,15 @@ async def test_placeholder_says_who_is_asked_and_shows_a_status_line(
     await client.hello()
     await client.send(type="message", text="go")
     update = await client.until(lambda f: f["type"] == "message.updated" and "⏳" in f["text"])
-    assert update["text"].startswith("Asking specialist-a — one moment")
-    assert "⏳ specialist-a — moon crew" in update["text"]
+    # users see the persona's display name, never its internal name or the prompt
+    assert update["text"].startswith("Asking Fact finder — one moment")
+    assert "⏳ Fact finder — moon crew" in update["text"]
     probe.release.set()
     assert (await client.until_type("message.completed"))["text"] == "done"
+    started = next(f for f in client.frames if f["type"] == "agent.started")
+    assert started["display_name"] == "Fact finder" and started["description"] == "moon crew"
+    shown = [f.get("text", "") + f.get("display_name", "") for f in client.frames]
+    assert not [text for text in shown if "specialist-a" in text or TASK in text]
 
 
 async def test_two_dispatches_in_one_round_run_in_parallel(

@@ -132,14 +132,12 @@ async def test_interim_text_and_worker_status_lines_then_final_replaces_them() -
     delivery = Delivery(channel, CHAT)
     handle = await delivery.start()
     assert handle is not None
-    await delivery.on_event(Interim("Asking specialist-research — one moment"))
-    await delivery.on_event(AgentStarted("t1", "specialist-research", "find flights"))
+    await delivery.on_event(AgentStarted("t1", "specialist-research", "find flights", "Scout"))
     await channel.wait_for(lambda: "⏳" in channel.texts(handle.message_id)[-1])
     shown = channel.texts(handle.message_id)[-1]
-    assert (
-        shown.startswith("Asking specialist-research")
-        and "specialist-research — find flights" in shown
-    )
+    # the display name, never the internal one
+    assert shown.startswith("Asking Scout — one moment") and "⏳ Scout — find flights" in shown
+    assert "specialist-research" not in shown
     await delivery.on_event(AgentFinished("t1", "specialist-research", "find flights", "completed"))
     await delivery.on_event(Final("Here is what I found."))
     assert channel.texts(handle.message_id)[-1] == "Here is what I found."

@@ -202,5 +202,6 @@ async def test_offline_model_dispatches_a_specialist(
     client = await connect(session, app)
     await client.hello()
     reply = await client.ask("@specialist-clock what time is it in Europe/Paris?")
-    assert "**specialist-clock** reports" in reply["text"] and "Europe/Paris" in reply["text"]
+    assert "**Clock** reports" in reply["text"] and "Europe/Paris" in reply["text"]
+    assert "specialist-clock" not in reply["text"]  # users see the display name
     assert any(f["type"] == "agent.started" for f in client.frames)

@@ -286,11 +286,11 @@ async def test_specialists_at_work_show_in_the_card_while_it_streams(fake: FakeF
     turn = Delivery(channel, CHAT)
     await turn.start()
     await turn.on_event(AgentStarted("t1", "researcher", "looks up prices"))
-    await fake.wait_for(lambda: any("researcher" in c.body["content"] for c in fake.of("content")))
+    await fake.wait_for(lambda: any("Researcher" in c.body["content"] for c in fake.of("content")))
     await turn.on_event(AgentFinished("t1", "researcher", "looks up prices", "completed"))
     await turn.on_event(Final("Prices found"))
     shown = [c.body["content"] for c in fake.of("content")]
-    assert any("⏳ researcher — looks up prices" in text for text in shown), shown
+    assert any("⏳ Researcher — looks up prices" in text for text in shown), shown
     assert shown[-1] == "Prices found"
     assert not fake.streaming(fake.bot_messages("oc_chat")[0])
 

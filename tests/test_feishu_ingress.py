@@ -23,6 +23,7 @@ from adapters.feishu.longconn import LongConnection
 from adapters.feishu.normalize import UNSUPPORTED
 from bot.pipeline.dedup import StoreDedup
 from bot.storage import SqliteStore
+from content.texts import t
 from tests.feishu_events import (
     ENCRYPT_KEY,
     TOKEN,
@@ -148,7 +149,8 @@ async def test_post_messages_are_read_and_other_kinds_get_one_honest_reply(
     assert rich.text == "Report\nsee [this](https://x.io)\nthanks"
     [reply] = fake.of("message")
     assert reply.path.endswith("/om_img/reply")
-    assert UNSUPPORTED.format(kind="stickers") in fake.text_of(fake.bot_messages("oc_p2p")[0])
+    said = t("en", UNSUPPORTED, what="stickers")
+    assert said in fake.text_of(fake.bot_messages("oc_p2p")[0])
     assert got.empty()
 
 

@@ -20,18 +20,18 @@ from agent.providers.scripted import Reply, ScriptedProvider
 from bot.pipeline.resume import GAVE_UP
 from bot.runtime.app import App
 from content.parts import ImagePart
-from tests.blob_kit import png
 from tests.conftest import make_config
 from tests.fake_anthropic import FakeAnthropic
 from tests.fake_llm import Reply as FakeReply
+from tests.image_kit import photo
 from tests.telegram_fake import TOKEN, FakeBotAPI
 from tools.base import ToolContext, ToolResult
 from tools.registry import ToolRegistry
 from tools.tool import tool
 
 CHAT = 42
-PHOTO = b"\xff\xd8\xff\xe0" + bytes(range(256)) * 8  # a JPEG's first bytes
-CHART = png(30, 20)
+PHOTO = photo(64, 48)  # small enough to go to the model as it is
+CHART = photo(20, 10, "PNG")
 PERSONA = "---\nname: default\ndescription: draws charts\ntools: [chart]\n---\nYou draw.\n"
 
 

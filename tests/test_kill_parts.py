@@ -25,6 +25,7 @@ from bot.storage import SqliteStore
 from content.blobs import blob_id_of
 from content.disk import DiskBlobStore
 from content.parts import FilePart, ImagePart, parts_to_json
+from tests import image_kit
 from tests.fake_llm import Call, Reply, llm_config
 from tests.fake_openai import FakeOpenAI
 from tests.kill_kit import until
@@ -39,7 +40,7 @@ CHAT = 4343
 PAY = Call("create_payment", '{"service": "ASSESSMENT", "category": "GENERAL", "method": "CARD"}')
 EARLIER = "Here is my passport photo and the signed form."
 ASK = "I want to pay for the assessment by card; my last receipt is attached"
-RECEIPT = b"\xff\xd8\xff\xe0 receipt photo"
+RECEIPT = image_kit.photo(24, 16)  # a real JPEG: one that is not decoded is described instead
 ANSWER = "Your order is ready: pay 100.00 USD with the link before it expires."
 PERSONA = """---
 name: default
@@ -62,7 +63,9 @@ async def servers() -> AsyncIterator[tuple[FakeBotAPI, FakeOpenAI]]:
 async def _earlier_turn(folder: Path) -> tuple[ImagePart, FilePart]:
     """What the conversation said before: a photo and a PDF the user sent, kept on disk."""
     blobs = DiskBlobStore(folder / "data" / "media", max_bytes=20_000_000)
-    photo = ImagePart(await blobs.put(b"\xff\xd8\xff jpeg", mime_type="image/jpeg", name="p.jpg"))
+    photo = ImagePart(
+        await blobs.put(image_kit.photo(20, 12), mime_type="image/jpeg", name="p.jpg")
+    )
     form = FilePart(await blobs.put(b"%PDF-1.7 form", mime_type="application/pdf", name="f.pdf"))
     async with SqliteStore(folder / "bot.db") as store:
         session = await store.active_session(

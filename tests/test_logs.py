@@ -79,7 +79,8 @@ async def test_one_turn_is_followed_through_a_specialist(
     assert any(line["message"].startswith("tool lookup ok") for line in specialist)
     assert any(line["logger"] == "agent.workers" for line in specialist)
     assert any(
-        line["logger"] == "bot.pipeline.turn" and "completed" in line["message"] for line in turn
+        line["logger"] == "bot.pipeline.turn_line" and line["outcome"] == "completed"
+        for line in turn
     )
     assert not [line for line in turn if "task_id" in line and line not in specialist]
     # lines outside any turn carry no turn's ids
@@ -141,6 +142,30 @@ def test_the_secrets_of_the_config_are_found(tmp_path: Path) -> None:
     assert set(secret_env_values(env)) == {"ak-1", "xapp-2"}
 
 
+def test_a_urls_password_is_masked_not_the_whole_url(tmp_path: Path) -> None:
+    """An operator must read which Redis it is; only a password is a secret."""
+    plain = make_config(tmp_path, redis={"url": "redis://cache.internal:6379/0"})
+    assert "redis://cache.internal:6379/0" not in set(secret_values(plain))
+    with_password = make_config(
+        tmp_path, storage={"url": "postgresql://bot:s%40cret-pw@db.internal:5432/bot"}
+    )
+    assert {"s%40cret-pw", "s@cret-pw"} <= set(secret_values(with_password))
+    buffer = io.StringIO()
+    root = logging.getLogger()
+    before = root.level
+    secrets = [*secret_values(plain), *secret_values(with_password)]
+    handler = setup_logging("INFO", "json", secrets=secrets, stream=buffer)
+    try:
+        logging.getLogger("bot.redis.mode").info("Redis at %s", "redis://cache.internal:6379/0")
+        logging.getLogger("x").info("the password is s@cret-pw")
+    finally:
+        root.removeHandler(handler)
+        handler.close()
+        root.setLevel(before)
+    said = [line["message"] for line in lines(buffer)]
+    assert said == ["Redis at redis://cache.internal:6379/0", "the password is [redacted]"]
+
+
 @pytest.mark.process
 def test_bot_chat_writes_json_lines_to_its_file_and_only_the_chat_to_the_terminal(
     tmp_path: Path,
@@ -197,3 +222,57 @@ async def test_the_turn_a_background_result_starts_has_its_own_ids(
     logged = [line for line in lines(json_log) if line.get("turn_id") == result_turn]
     assert logged and all("task_id" not in line for line in logged)
     assert {line["persona"] for line in logged} == {"default"}
+
+
+async def test_every_turn_writes_one_info_line_that_jq_finds_by_turn_id(
+    tmp_path: Path, session: aiohttp.ClientSession, json_log: io.StringIO
+) -> None:
+    logging.getLogger().setLevel(logging.INFO)
+    router = Router(
+        default=[Reply(calls=[dispatch("specialist-a", TASK)]), Reply("Armstrong and Aldrin.")],
+        specialist_a=[Reply(calls=[("lookup", {"query": "crew"})]), Reply("Armstrong, Aldrin.")],
+    )
+    personas = write_personas(tmp_path / "personas")
+    config = make_config(tmp_path, personas={"dirs": [str(personas)]})
+    async with App(
+        config,
+        base_dir=tmp_path,
+        provider=ScriptedProvider(router),
+        registry=registry_with(Probe()),
+    ) as app:
+        client = await connect(session, app)
+        await client.hello(visitor_id="visitor-0042")
+        await client.ask("who walked on the moon?", "m1")
+        await settled(app)
+    [(turn_id, key)] = db_rows(app, "SELECT id, conversation_key FROM turns")
+    [(calls, tokens_in, tokens_out)] = db_rows(
+        app, "SELECT count(*), sum(input_tokens), sum(output_tokens) FROM usage"
+    )
+    [line] = [
+        line for line in lines(json_log) if line.get("turn_id") == turn_id and "outcome" in line
+    ]
+    assert line["level"] == "INFO" and line["conversation_key"] == key
+    assert line["channel"] == "websocket" and line["outcome"] == "completed"
+    assert line["model_calls"] == calls == 4  # the specialist's two calls counted too
+    assert (line["input_tokens"], line["output_tokens"]) == (tokens_in, tokens_out)
+    assert line["model"].startswith("scripted:") and line["duration_ms"] >= 0
+    assert len(line["user"]) == 16 and "visitor" not in line["user"]  # hashed
+
+
+@pytest.mark.parametrize("level", ["INFO", "DEBUG"])
+def test_httpx_request_lines_are_debug_lines(level: str) -> None:
+    """lark-oapi calls Feishu through httpx, which logs each request at INFO."""
+    buffer = io.StringIO()
+    root = logging.getLogger()
+    before = root.level
+    handler = setup_logging(level, "json", stream=buffer)
+    try:
+        logging.getLogger("httpx").info('HTTP Request: POST https://open.feishu.cn/x "200 OK"')
+        logging.getLogger("httpx").warning("a warning stays a warning")
+    finally:
+        root.removeHandler(handler)
+        handler.close()
+        root.setLevel(before)
+    shown = [(line["level"], line["message"][:13]) for line in lines(buffer)]
+    request = [("DEBUG", "HTTP Request:")] if level == "DEBUG" else []
+    assert shown == [*request, ("WARNING", "a warning sta")]

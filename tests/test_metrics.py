@@ -175,6 +175,9 @@ async def test_each_app_counts_its_own_and_metrics_can_be_off(
     for app in (first, second):
         samples = await scrape(session, app)
         assert value(samples, "gateway_turns_total", channel="websocket", outcome="completed") == 1
+        names = {name for name, _ in samples}
+        assert not {name for name in names if name.endswith("_created")}  # no start-time series
+        assert {"process_cpu_seconds_total", "process_resident_memory_bytes"} <= names
     monkeypatch.setenv("BOT_METRICS", "off")
     off = await running(ScriptedProvider([Scripted("three")]))
     client = await connect(session, off)

@@ -64,4 +64,7 @@ def test_media_part_follows_the_media_type() -> None:
 def test_a_text_only_model_reads_a_description() -> None:
     assert describe(ImagePart(BLOB)) == "[image 'chart.png': image/png, 2 KB]"
     voice = AudioPart(BlobRef("x", "audio/ogg", 3 * 1024 * 1024), "call me")
-    assert describe(voice) == "[audio: audio/ogg, 3.0 MB] Transcript: call me"
+    assert (
+        describe(voice)
+        == "[audio: audio/ogg, 3.0 MB] (spoken; transcribed by speech-to-text:) call me"
+    )

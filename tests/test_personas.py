@@ -72,7 +72,7 @@ BAD = {
     "unknown_key": (
         "---\nname: bar\ndescription: d\ntools: []\ntool: [x]\n---\nbody\n",
         5,
-        "unknown key 'tool'; allowed: description, max_rounds, model, name, tools",
+        "unknown key 'tool'; allowed: description, display_description, display_name, language, max_rounds, model, name, suggestions, tools, welcome",
     ),
     "wrong_type": (
         "---\nname: bar\ndescription: d\ntools: []\nmax_rounds: lots\n---\nbody\n",
@@ -116,6 +116,11 @@ BAD = {
         "unknown tool 'web_serch'; known: get_current_datetime, web_search; "
         "did you mean 'web_search'?",
     ),
+    "unknown_language": (
+        "---\nname: bar\ndescription: d\ntools: []\nlanguage: klingon\n---\nbody\n",
+        5,
+        "language 'klingon' has no texts; known: en, de, fr, zh",
+    ),
     "not_a_mapping": (
         "---\n- a\n- b\n---\nbody\n",
         2,
@@ -134,6 +139,12 @@ def test_parse_errors_point_at_file_and_line(case: str) -> None:
     assert (err.path, err.line) == (path, line)
     assert err.reason.startswith(reason), err.reason
     assert str(err) == f"{path}:{line}: {err.reason}"
+
+
+def test_a_persona_may_set_the_language_of_the_gateways_texts() -> None:
+    text = "---\nname: x\ndescription: d\ntools: []\nlanguage: de-CH\n---\nbody\n"
+    assert parse_persona(Path("x.md"), text).language == "de"  # the tag, as one of ours
+    assert parse_persona(Path("x.md"), persona_text("x")).language is None
 
 
 def test_unknown_tool_is_fine_without_a_known_list() -> None:
@@ -199,7 +210,7 @@ def test_broken_override_falls_back_and_check_reports_every_dir(tmp_path: Path) 
     assert [str(e) for e in errors] == [
         f"{base / 'old.md'}:1: " + errors[0].reason,
         f"{site / 'research.md'}:4: unknown key 'tool'; "
-        "allowed: description, max_rounds, model, name, tools",
+        "allowed: description, display_description, display_name, language, max_rounds, model, name, suggestions, tools, welcome",
     ]
     assert library.get("research").description == "Base research."
     # an overridden base file is still checked
@@ -322,3 +333,78 @@ def test_a_tool_list_past_what_a_model_api_takes_is_refused_with_the_count() -> 
         "x.md:4: tools: 46 tools; past 40 models pick worse, consider a specialist for some"
         " of them",
     )
+
+
+def test_what_users_see_of_a_persona_comes_from_its_display_keys() -> None:
+    text = persona_text("specialist-trip_planner").replace(
+        "max_rounds: 8\n",
+        "max_rounds: 8\ndisplay_name: Trip planner\ndisplay_description: Planning your trip\n",
+    )
+    persona = parse_persona(Path("specialist-trip_planner.md"), text)
+    assert (persona.shown_name, persona.display_description) == (
+        "Trip planner",
+        "Planning your trip",
+    )
+    made = parse_persona(
+        Path("specialist-trip_planner.md"), persona_text("specialist-trip_planner")
+    )
+    assert made.shown_name == "Trip planner"  # made from the file name, without "specialist-"
+    assert BUILTIN_DEFAULT.shown_name == "Assistant"
+    welcome = persona_text("default").replace(
+        "max_rounds: 8\n", "max_rounds: 8\nwelcome: Hi!\nsuggestions: ['What do you offer?']\n"
+    )
+    coordinator = parse_persona(Path("default.md"), welcome)
+    assert (coordinator.welcome, coordinator.suggestions) == ("Hi!", ("What do you offer?",))
+
+
+@pytest.mark.parametrize(
+    ("line", "reason"),
+    [
+        ("display_name: ''", "display_name must be one line of 1 to 60 characters"),
+        ("suggestions: [a, '']", "suggestions takes at most 6 one-line questions"),
+        ("suggestions: [a, b, c, d, e, f, g]", "suggestions takes at most 6"),
+    ],
+)
+def test_bad_display_keys_point_at_their_line(line: str, reason: str) -> None:
+    text = persona_text("m").replace("max_rounds: 8\n", f"max_rounds: 8\n{line}\n")
+    with pytest.raises(PersonaError) as info:
+        parse_persona(Path("m.md"), text)
+    assert info.value.line == 7 and info.value.reason.startswith(reason), info.value.reason
+
+
+def test_a_broken_file_is_logged_once_saying_what_serves_instead(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    write(tmp_path / "default.md", persona_text("default", "Good."))
+    library = PersonaLibrary([tmp_path])
+    library.load()
+    write(tmp_path / "default.md", persona_text("default").replace("name:", "nme:"))
+    write(tmp_path / "writer.md", persona_text("writer").replace("name:", "nme:"))
+    with caplog.at_level(logging.WARNING, logger="agent.personas"):
+        library.load()
+    lines = [(r.levelname, r.getMessage()) for r in caplog.records]
+    assert [level for level, _ in lines] == ["ERROR", "ERROR"], lines
+    assert lines[0][1].endswith("its last good version stays in service until the file is fixed")
+    assert "writer.md:2: unknown key 'nme'" in lines[1][1]
+    assert lines[1][1].endswith("it is not served until it is fixed")
+
+
+def test_a_broken_default_at_start_is_one_error_not_a_missing_file_warning(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    write(tmp_path / "default.md", persona_text("default").replace("name:", "nme:"))
+    with caplog.at_level(logging.WARNING, logger="agent.personas"):
+        PersonaLibrary([tmp_path]).load()
+    [(level, message)] = [(r.levelname, r.getMessage()) for r in caplog.records]
+    assert level == "ERROR" and "no default.md" not in message
+    assert message.endswith("the built-in coordinator persona serves until it is fixed")
+
+
+def test_no_persona_folder_at_all_is_said_as_such(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    with caplog.at_level(logging.WARNING, logger="agent.personas"):
+        PersonaLibrary([tmp_path / "personas"]).load()
+    [message] = [r.getMessage() for r in caplog.records]
+    assert message.startswith("no persona folder exists (personas.dirs: [")
+    assert "serving the built-in coordinator persona" in message

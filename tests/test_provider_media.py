@@ -5,47 +5,59 @@ gone) as a description; the bytes read from the blob store once per message."""
 from __future__ import annotations
 
 import base64
-import hashlib
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
 import pytest
 
 from agent.providers.anthropic import AnthropicProvider
 from agent.providers.media import TEXT_ONLY, Media
+from agent.providers.media_load import SHELF
 from agent.providers.openai import OpenAIProvider
 from agent.providers.openai_wire import FOLLOW_UP
 from agent.types import Message, ModelRequest, TextDelta, ToolCall
-from content.blobs import BlobNotFound
+from content.blobs import blob_id_of
 from content.parts import AudioPart, BlobRef, FilePart, ImagePart, Part
+from tests.blob_kit import MemoryBlobs
 from tests.fake_anthropic import FakeAnthropic
 from tests.fake_llm import Reply
 from tests.fake_openai import FakeOpenAI
+from tests.image_kit import photo
 
-PNG = b"\x89PNG\r\n\x1a\n" + bytes(range(64))
+PNG = photo(40, 30, "PNG")  # small enough to go as it is
 PDF = b"%PDF-1.7\n" + b"x" * 100
 CSV = b"city,rain\nLisbon,12\n"
 OGG = b"OggS" + bytes(32)
 
 
-class Blobs:
-    """A blob store held in a dict: the seam's smallest implementation, counting reads."""
+class Blobs(MemoryBlobs):
+    """The blob store held in a dict, counting reads of what was stored (not of the marks the
+    providers look for), with a synchronous `keep` for building parts."""
 
     def __init__(self) -> None:
-        self.data: dict[str, tuple[str, bytes]] = {}
+        super().__init__()
+        self.data = self.blobs
         self.reads: list[str] = []
+        self.kept: set[str] = set()
 
-    def put(self, data: bytes, mime_type: str, name: str | None = None) -> BlobRef:
-        blob_id = hashlib.sha256(data).hexdigest()
+    def keep(self, data: bytes, mime_type: str, name: str | None = None) -> BlobRef:
+        blob_id = blob_id_of(data)
         self.data[blob_id] = (mime_type, data)
+        self.kept.add(blob_id)
         return BlobRef(blob_id, mime_type, len(data), name, "test")
 
     async def get(self, blob_id: str) -> tuple[str, bytes]:
-        self.reads.append(blob_id)
-        try:
-            return self.data[blob_id]
-        except KeyError:
-            raise BlobNotFound(blob_id) from None
+        if blob_id in self.kept:
+            self.reads.append(blob_id)
+        return await super().get(blob_id)
+
+
+@pytest.fixture(autouse=True)
+def fresh_shelf() -> Iterator[None]:
+    """Each test starts with nothing prepared or marked in this process."""
+    SHELF.clear()
+    yield
+    SHELF.clear()
 
 
 @pytest.fixture
@@ -75,10 +87,10 @@ def fake_for(vendor: str, o: FakeOpenAI, a: FakeAnthropic) -> FakeOpenAI | FakeA
 
 def everything(blobs: Blobs) -> tuple[Part, ...]:
     return (
-        ImagePart(blobs.put(PNG, "image/png", "chart.png")),
-        FilePart(blobs.put(PDF, "application/pdf", "report.pdf")),
-        FilePart(blobs.put(CSV, "text/csv", "rain.csv")),
-        AudioPart(blobs.put(OGG, "audio/ogg", "voice.ogg")),
+        ImagePart(blobs.keep(PNG, "image/png", "chart.png")),
+        FilePart(blobs.keep(PDF, "application/pdf", "report.pdf")),
+        FilePart(blobs.keep(CSV, "text/csv", "rain.csv")),
+        AudioPart(blobs.keep(OGG, "audio/ogg", "voice.ogg")),
     )
 
 
@@ -136,9 +148,11 @@ async def test_a_text_only_model_reads_descriptions(
     message = Message("user", "look", parts=everything(blobs))
     await send(p, ModelRequest("", (message,), blobs=blobs))
     sent = str(fake.requests[0].body["messages"])
-    assert "base64" not in sent and not blobs.reads
-    for line in ("[image 'chart.png': image/png", "[file 'report.pdf': application/pdf"):
-        assert line in sent
+    assert "base64" not in sent
+    # the image in words with its size in pixels; a PDF that is not one, described; a CSV's text
+    assert "[image 'chart.png': image/png, 40×30, 1 KB]" in sent
+    assert "[file 'report.pdf': application/pdf, 109 B] (its text could not be read)" in sent
+    assert "Lisbon,12" in sent
     await p.aclose()
 
 
@@ -154,7 +168,7 @@ async def test_a_blob_that_is_gone_is_described_not_a_failed_call(
     fake = fake_for(vendor, openai_fake, anthropic_fake)
     fake.add(Reply(text=["ok"]))
     blobs = Blobs()
-    image = ImagePart(blobs.put(PNG, "image/png", "old.png"))
+    image = ImagePart(blobs.keep(PNG, "image/png", "old.png"))
     blobs.data.clear()  # removed by retention since
     await send(
         p := provider(vendor, fake.url, Media()),
@@ -174,7 +188,7 @@ async def test_a_tools_image_reaches_the_model_where_the_api_allows(
     fake = fake_for(vendor, openai_fake, anthropic_fake)
     fake.add(Reply(text=["done"]))
     blobs = Blobs()
-    qr = ImagePart(blobs.put(PNG, "image/png", "qr.png"))
+    qr = ImagePart(blobs.keep(PNG, "image/png", "qr.png"))
     history = (
         Message("user", "pay"),
         Message("assistant", "", tool_calls=(ToolCall("c1", "create_payment", "{}"),)),
@@ -205,7 +219,7 @@ async def test_tool_images_follow_the_whole_round_and_only_where_images_are_take
     """Chat Completions wants every tool message right after its assistant message: the images
     of a round's results go after the last of them, then the conversation goes on."""
     blobs = Blobs()
-    chart = ImagePart(blobs.put(PNG, "image/png", "chart.png"))
+    chart = ImagePart(blobs.keep(PNG, "image/png", "chart.png"))
     calls = (ToolCall("c1", "mcp__s__chart", "{}"), ToolCall("c2", "mcp__s__stats", "{}"))
     history = (
         Message("user", "how did we do?"),

@@ -10,9 +10,10 @@ from typing import Any
 import pytest
 
 from agent.history import HistoryWindow
-from agent.providers import anthropic as anthropic_module
+from agent.providers import anthropic_wire as anthropic_module
 from agent.providers import openai_wire as openai_module
-from agent.providers.anthropic import AnthropicProvider, _turns, to_anthropic
+from agent.providers.anthropic import AnthropicProvider
+from agent.providers.anthropic_wire import _turns, to_anthropic
 from agent.providers.door import PublicPost
 from agent.providers.media import ALL_MEDIA
 from agent.providers.openai import OpenAIProvider

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import logging
 from collections.abc import AsyncIterator, Iterator
 
 import pytest
@@ -280,3 +281,14 @@ def _texts(value: object) -> Iterator[object]:
     elif isinstance(value, list):
         for item in value:
             yield from _texts(item)
+
+
+async def test_no_start_up_warning_about_a_token_we_never_passed(
+    fake: FakeSlack, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Deployments keep SLACK_BOT_TOKEN in the environment, which bolt reads by itself."""
+    monkeypatch.setenv("SLACK_BOT_TOKEN", BOT_TOKEN)
+    with caplog.at_level(logging.WARNING):
+        made = SlackChannel(bot_token=BOT_TOKEN, api_base=fake.url, request_timeout_s=1)
+    assert made is not None
+    assert not [r for r in caplog.records if "will be unused" in r.getMessage()], caplog.text

@@ -277,9 +277,14 @@ async def test_commands_also_as_cmd_at_botname(telegram: Start, fake: FakeBotAPI
     help_text = HELP.replace("**", "")
     await fake.wait_for(lambda: shown(fake, 42) == [help_text])
     assert shown(fake, -100) == [help_text]
-    assert [
-        c.params["commands"][0]["command"] for c in fake.calls if c.method == "setmycommands"
-    ] == ["new"]
+    menus = [c.params for c in fake.calls if c.method == "setmycommands"]
+    assert [(m["commands"][0]["command"], m.get("language_code")) for m in menus] == [
+        ("new", None),
+        ("new", "de"),
+        ("new", "fr"),
+        ("new", "zh"),
+    ]
+    assert menus[1]["commands"][2]["description"] == "was dieser Bot kann"
 
 
 async def test_photos_documents_voice_and_unsupported_kinds(

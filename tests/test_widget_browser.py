@@ -120,7 +120,7 @@ async def test_widget_renders_a_card_and_its_buttons_answer_back(
         """Show the order card."""
         hint = card(
             "Order 7",
-            {"Amount": "120 HKD", "Expires": "in 30 minutes"},
+            {"Amount": "120 HKD", "Pay before": "2026-12-02 13:30 UTC"},
             image=PIXEL,
             buttons=[
                 button("Confirm", "confirm_order", value="yes, confirm order 7", style="primary")
@@ -146,6 +146,8 @@ async def test_widget_renders_a_card_and_its_buttons_answer_back(
             await page.wait_for_selector(".cgw-card")
             assert await page.inner_text(".cgw-card .cgw-hint-title") == "Order 7"
             assert "120 HKD" in await page.inner_text(".cgw-fields")
+            # a date in a field is kept whole: it never wraps at its "-"
+            assert await page.inner_text(".cgw-fields dd .cgw-nowrap") == "2026-12-02"
             assert await page.locator(".cgw-card img").get_attribute("src") == PIXEL
             await page.click(".cgw-card button:has-text('Confirm')")
             # the press shows what it sent: the button stays marked, and a bubble says it
@@ -167,5 +169,47 @@ async def test_widget_renders_a_card_and_its_buttons_answer_back(
                 pressed
                 == "[The user pressed the button “Confirm” (value: 'yes, confirm order 7').]"
             )
+        finally:
+            await browser.close()
+
+
+TABLE_ANSWER = (
+    "## Plans\n\n- **Basic**: email\n- Pro\n\n"
+    "| Plan | Note |\n|---|--:|\n"
+    '| <script>window.pwned = 1</script> | <img src=x onerror="window.pwned = 2"> |\n'
+    "| Pro | 2026-12-02 |"
+)
+
+
+async def test_widget_renders_headings_lists_and_tables_and_runs_no_markup_from_a_cell(
+    running: Running,
+) -> None:
+    app = await running(ScriptedProvider([Reply(TABLE_ANSWER, chunks=6)]))
+    async with playwright_api.async_playwright() as playwright:
+        browser = await playwright.chromium.launch(executable_path=CHROMIUM, args=ARGS)
+        try:
+            dialogs: list[str] = []
+            page = await say_in_widget(browser, app.url, "your plans?")
+            page.on("dialog", lambda dialog: dialogs.append(dialog.message))
+            await page.wait_for_selector(
+                ".cgw-msg.cgw-bot:not(.cgw-greeting):not(.cgw-pending)", timeout=10_000
+            )
+            bot = page.locator(".cgw-msg.cgw-bot:not(.cgw-greeting)")
+            assert await bot.locator("h2").inner_text() == "Plans"
+            assert await bot.locator("ul > li").count() == 2
+            assert await bot.locator("table th").all_inner_texts() == ["Plan", "Note"]
+            cells = await bot.locator("table td").all_inner_texts()
+            assert cells[0] == "<script>window.pwned = 1</script>"  # shown as text
+            assert cells[1] == '<img src=x onerror="window.pwned = 2">'
+            assert cells[2:] == ["Pro", "2026-12-02"]
+            assert await bot.locator("img, script").count() == 0
+            assert await page.evaluate("() => window.pwned") is None
+            assert dialogs == []
+            # the date is one line, though its column is as narrow as the text allows
+            box = await bot.locator("td .cgw-nowrap").bounding_box()
+            line = await bot.locator("td .cgw-nowrap").evaluate(
+                "(el) => parseFloat(getComputedStyle(el).lineHeight)"
+            )
+            assert box is not None and box["height"] < line * 1.5
         finally:
             await browser.close()

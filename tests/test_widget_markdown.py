@@ -94,3 +94,42 @@ def test_every_part_of_the_widget_is_served_and_the_whole_parses() -> None:
         ["node", "--check", "-"], input=widget_script().decode(), capture_output=True, text=True
     )
     assert done.returncode == 0, done.stderr
+
+
+def test_headings_lists_tables_and_quotes_render_as_blocks() -> None:
+    answer = (
+        "## Our plans\n\nWe offer:\n\n- **Basic**: email\n- Pro\n  - nested\n- Max\n\n"
+        "3. third\n4. fourth\n\n| Plan | Price |\n|:--|--:|\n| Basic | 10 |\n| A \\| B | 2026-12-02 |\n\n"
+        "> quoted *x*\n\n---\nend ~~old~~"
+    )
+    [html] = widget("renderMarkdown", [answer])
+    assert html.startswith("<h2>Our plans</h2>We offer:<ul><li><strong>Basic</strong>: email</li>")
+    assert "<li>Pro<ul><li>nested</li></ul></li><li>Max</li></ul>" in html
+    assert '<ol start="3"><li>third</li><li>fourth</li></ol>' in html
+    assert '<th style="text-align: left">Plan</th><th style="text-align: right">Price</th>' in html
+    assert '<td style="text-align: left">A | B</td>' in html  # an escaped pipe stays in its cell
+    assert '<span class="cgw-nowrap">2026-12-02</span>' in html  # a date does not wrap at "-"
+    assert "<blockquote>quoted <em>x</em></blockquote><hr>end <del>old</del>" in html
+    assert "#" not in html and "|--" not in html
+
+
+def test_markup_inside_a_table_cell_or_heading_stays_text() -> None:
+    attempts = [
+        "| a | b |\n|---|---|\n| <script>alert(1)</script> | <img src=x onerror=alert(1)> |",
+        '# <img src=x onerror="alert(1)">',
+        '- <a href="javascript:alert(1)">x</a>\n- [y](javascript:alert(1))',
+        '| x" style="color:red | y |\n|---|---|',
+    ]
+    rendered = widget("renderMarkdown", *[[text] for text in attempts])
+    for html in rendered:
+        assert "<script" not in html and "<img" not in html and '<a href="javascript' not in html
+    assert "<td>&lt;script&gt;alert(1)&lt;/script&gt;</td>" in rendered[0]
+    assert "<td>&lt;img src=x onerror=alert(1)&gt;</td>" in rendered[0]
+    assert rendered[1] == "<h1>&lt;img src=x onerror=&quot;alert(1)&quot;&gt;</h1>"
+    assert "<th>x&quot; style=&quot;color:red</th>" in rendered[3]
+
+
+def test_text_that_only_looks_like_blocks_stays_a_paragraph() -> None:
+    texts = ["5 * 3 = 15\n2 - 1 = 1", "#hashtag and a | pipe", "*not a list*"]
+    rendered = widget("renderMarkdown", *[[text] for text in texts])
+    assert rendered == ["5 * 3 = 15<br>2 - 1 = 1", "#hashtag and a | pipe", "<em>not a list</em>"]

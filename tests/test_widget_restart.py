@@ -66,7 +66,10 @@ async def test_after_a_restart_a_reload_shows_the_whole_conversation(world: Make
             "question one",
             "question two",
         ]
-        assert await page.locator(BOT).all_inner_texts() == ["Answer one.", "Answer two."]
+        assert await page.locator(f"{BOT} .cgw-body").all_inner_texts() == [
+            "Answer one.",
+            "Answer two.",
+        ]
         assert await page.locator(".cgw-row-user[data-state='sent']").count() == 2
         live = page.locator(".cgw-sr[aria-live='polite']")
         assert await live.text_content() == ""  # shown again, not announced again

@@ -60,7 +60,7 @@ async def test_a_specialists_line_is_in_the_bubble_and_folds_under_the_answer(
         await say(page, "Who flew on Apollo 11?")
         running = page.locator(f"{BOT} .cgw-line[data-status='running']", has_text="moon crew")
         await running.wait_for()
-        assert "specialist-a" in await running.inner_text()
+        assert (await running.inner_text()).startswith("Fact finder: moon crew")
         await shot(page, "10-specialist-inline")
         probe.release.set()
         await page.wait_for_selector(f"{BOT}:not(.cgw-pending)", timeout=15_000)
@@ -68,7 +68,7 @@ async def test_a_specialists_line_is_in_the_bubble_and_folds_under_the_answer(
         body = await bot.locator(".cgw-body").inner_text()
         assert body == "Armstrong, Aldrin and Collins."  # no status line under the answer
         summary = await bot.locator("details.cgw-used summary").inner_text()
-        assert summary.startswith("used: ") and "specialist-a" in summary
+        assert summary == "used: Fact finder"  # its display name, never "specialist-a"
         line = bot.locator("details.cgw-used .cgw-line", has_text="moon crew")
         await page.wait_for_selector(
             f"{BOT} details .cgw-line[data-status='completed']", state="attached"

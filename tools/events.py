@@ -54,9 +54,19 @@ class ToolFinished:
 
 @dataclass(frozen=True, slots=True)
 class AgentStarted:
+    """A specialist started. `subagent_type` is its internal name (logs, the model); users see
+    `display_name` and `shown_description` (the persona's display_description, else the
+    model's short `description` of the task), never the slug or the prompt."""
+
     task_id: str
     subagent_type: str
     description: str
+    display_name: str = ""
+    display_description: str = ""
+
+    @property
+    def shown_description(self) -> str:
+        return self.display_description or self.description
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,6 +75,12 @@ class AgentFinished:
     subagent_type: str
     description: str
     status: str  # completed | failed | killed | timeout
+    display_name: str = ""  # as AgentStarted's
+    display_description: str = ""
+
+    @property
+    def shown_description(self) -> str:
+        return self.display_description or self.description
 
 
 @dataclass(frozen=True, slots=True)

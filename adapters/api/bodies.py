@@ -100,9 +100,10 @@ def page(request: web.Request) -> Page:
         raise ApiError(
             400, "bad_field", f"unknown query parameter {unknown[0]!r}; use limit, before, after"
         )
+    repeated = sorted(name for name in set(query) if len(query.getall(name)) > 1)
+    if repeated:  # which one was meant? (a client that sends an array, say)
+        raise ApiError(400, "bad_field", f"query parameter {repeated[0]!r} is given twice")
     before, after = _cursor(query.get("before"), "before"), _cursor(query.get("after"), "after")
-    if before is not None and after is not None:
-        raise ApiError(400, "bad_field", "give before or after, not both")
     limit = _cursor(query.get("limit"), "limit")
     if limit is not None and not 1 <= limit <= MAX_PAGE:
         raise ApiError(400, "bad_field", f"limit must be 1 to {MAX_PAGE}, not {limit}")

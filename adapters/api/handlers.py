@@ -102,7 +102,9 @@ class SessionsApi:
         inbound = self._inbound(session, message_id, event_id, action=pressed)
         shown = {"action_id": frame.action_id, "value": frame.value, "label": frame.label}
         shown["message_id"] = frame.message_id
-        record = ApiMessage(session.id, message_id, "user", "", "received", action=shown)
+        # its text is what the user saw and pressed, as the web socket's transcript shows it
+        said = frame.label or frame.value or frame.action_id
+        record = ApiMessage(session.id, message_id, "user", said, "received", action=shown)
         await self._take_rate(session)
         return await self.streams.turn(request, inbound, record, resume)
 

@@ -8,27 +8,17 @@ from __future__ import annotations
 
 from typing import Any, Final
 
+from adapters.api.openapi_events import (
+    ATTACHMENT_FIELDS,
+    EVENTS_RESPONSE,
+    JSON,
+    MESSAGE_COMPLETED,
+    STREAM_EVENT,
+    STREAM_RESPONSE,
+)
 from adapters.websocket.protocol import MAX_ATTACHMENTS, MAX_ID_CHARS, MAX_USER_ID_CHARS
 
-JSON: Final = "application/json"
-SSE: Final = "text/event-stream"
 MULTIPART: Final = "multipart/form-data"
-_ATTACHMENT_FIELDS: dict[str, Any] = {
-    "type": {"enum": ["image", "file", "audio"]},
-    "blob_id": {"type": "string", "minLength": 1},
-    "mime_type": {"type": "string", "pattern": "/"},
-    "size": {"type": "integer", "minimum": 0},
-    "name": {"type": "string"},
-}
-_ATTACHMENTS_OUT = {
-    "type": "array",
-    "description": "The answer's files: each with a signed `url` that expires (fetch it soon).",
-    "items": {
-        "type": "object",
-        "required": ["type", "blob_id", "mime_type", "size", "url"],
-        "properties": {**_ATTACHMENT_FIELDS, "url": {"type": "string"}},
-    },
-}
 
 
 def _ref(name: str) -> dict[str, str]:
@@ -43,40 +33,14 @@ def _errors(*statuses: int) -> dict[str, Any]:
     return {str(status): {"$ref": f"#/components/responses/E{status}"} for status in statuses}
 
 
-_STREAM: dict[str, Any] = {
-    "description": (
-        "Server-Sent Events: the session's events (the web socket protocol's server frames: "
-        "message.created, message.updated, message.completed, agent.started, agent.finished, "
-        "tool.started, tool.finished), each `id: <seq>`, `event: <type>`, `data: <the frame as "
-        "JSON>`, until the answer's message.completed. A message that a stop dropped from the "
-        "queue before the bot took it ends instead with `message.dropped` ({type, message_id: "
-        "the client's id, reason: 'stopped', seq}); a resend of it (same client_message_id) gets "
-        "that event again at once and is not answered: send it with a new id to have it "
-        "answered. An `error` event (no id) ends a stream that timed out or fell behind."
-    ),
-    "content": {SSE: {"schema": {"type": "string"}}},
-}
 _ANSWER = {
     "description": (
         "The answer's events as a stream; or, when the request's Accept names "
         "application/json and not text/event-stream, just the answer's message.completed frame."
     ),
     "content": {
-        **_STREAM["content"],
-        JSON: {
-            "schema": {
-                "type": "object",
-                "required": ["type", "message_id", "text", "display", "seq"],
-                "properties": {
-                    "type": {"const": "message.completed"},
-                    "message_id": {"type": "string"},
-                    "text": {"type": "string"},
-                    "display": {"type": "array", "items": {"type": "object"}},
-                    "attachments": _ATTACHMENTS_OUT,
-                    "seq": {"type": "integer"},
-                },
-            }
-        },
+        **STREAM_RESPONSE["content"],
+        JSON: {"schema": {"$ref": "#/components/schemas/MessageCompleted"}},
     },
 }
 _SESSION_ID = {
@@ -174,6 +138,8 @@ def document(max_text_chars: int = 8000) -> dict[str, Any]:
         413: "Body too large",
         415: "Body is not JSON",
         429: "Rate limited (see Retry-After)",
+        405: "The path does not take this method (Allow names those it takes)",
+        500: "The server failed on this request (it is logged); try again",
         503: "The server is stopping (JSON answers only)",
         504: "No answer within stream_timeout_s (JSON answers only)",
     }
@@ -221,7 +187,7 @@ def document(max_text_chars: int = 8000) -> dict[str, Any]:
             "get": {
                 "summary": "Follow the session's events (EventSource-compatible)",
                 "parameters": [_LAST_EVENT_ID],
-                "responses": {"200": _STREAM, **_errors(400, 401, 404)},
+                "responses": {"200": EVENTS_RESPONSE, **_errors(400, 401, 404)},
             },
         },
         f"{one}/stop": {
@@ -271,6 +237,10 @@ def document(max_text_chars: int = 8000) -> dict[str, Any]:
             ),
         },
     }
+    for item in paths.values():  # any request may meet these
+        for method, operation in item.items():
+            if method != "parameters":
+                operation["responses"].update(_errors(405, 500))
     return {
         "openapi": "3.1.0",
         "info": {"title": "Chat gateway sessions API", "version": "1"},
@@ -311,7 +281,7 @@ def document(max_text_chars: int = 8000) -> dict[str, Any]:
                     "type": "object",
                     "description": "A file as the upload answered it, sent back unchanged",
                     "required": ["type", "blob_id", "mime_type", "size", "ref"],
-                    "properties": {**_ATTACHMENT_FIELDS, "ref": {"type": "string"}},
+                    "properties": {**ATTACHMENT_FIELDS, "ref": {"type": "string"}},
                 },
                 "Uploaded": {
                     "type": "object",
@@ -340,6 +310,8 @@ def document(max_text_chars: int = 8000) -> dict[str, Any]:
                     },
                 },
                 "Error": error,
+                "MessageCompleted": MESSAGE_COMPLETED,
+                "StreamEvent": STREAM_EVENT,
             },
         },
     }

@@ -66,8 +66,9 @@ class SessionRecords(Protocol):
     - `add_api_message` of a new (session, message_id) appends it with the next `position`;
       of a known one it updates `text`, `status` and `display` and keeps the position.
     - `api_reply` is the newest assistant message with that `reply_to`, or None.
-    - `api_messages` returns at most `limit` messages in position order: those after `after`,
-      else those before `before` (the newest of them), else the newest `limit`.
+    - `api_messages` returns at most `limit` messages in position order: those after `after`
+      (the oldest of them; with `before` too, only those between), else those before `before`
+      (the newest of them), else the newest `limit`.
     """
 
     async def create_api_session(self, session: ApiSession) -> None: ...
@@ -129,8 +130,8 @@ class MemorySessionRecords:
         self, session_id: str, *, limit: int, before: int | None = None, after: int | None = None
     ) -> list[ApiMessage]:
         ordered = sorted(self._messages.get(session_id, {}).values(), key=lambda m: m.position)
-        if after is not None:
-            return [m for m in ordered if m.position > after][:limit]
         if before is not None:
             ordered = [m for m in ordered if m.position < before]
+        if after is not None:
+            return [m for m in ordered if m.position > after][:limit]
         return ordered[-limit:] if limit else []

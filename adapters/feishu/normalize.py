@@ -22,19 +22,18 @@ from dataclasses import dataclass
 from typing import Any
 
 from adapters.base import Action, Attachment, ChatRef, InboundMessage
+from content.texts import t
 
 CHANNEL = "feishu"
 MESSAGE = "im.message.receive_v1"
 CARD_ACTION = "card.action.trigger"
-UNSUPPORTED = (
-    "Sorry — I can only read text messages here, not {kind}. Please write your question as text."
-)
+UNSUPPORTED = "unsupported.text_only"  # the reply's text key (content/locales/)
 # message type -> the attachment kind it carries (its key: `image_key`, else `file_key`)
 FILE_KINDS = {"image": "photo", "file": "file", "audio": "audio", "media": "video"}
 _KINDS = {
-    "sticker": "stickers",
-    "interactive": "cards",
-    "share_chat": "shared chats",
+    "sticker": "unsupported.kind.sticker",
+    "interactive": "unsupported.kind.card",
+    "share_chat": "unsupported.kind.shared_chat",
 }
 _SPACES = re.compile(r"[ \t]{2,}")
 
@@ -91,8 +90,11 @@ def _message(
         raw=raw,
     )
     if text is None:
-        reply = UNSUPPORTED.format(kind=_KINDS.get(str(kind), f"{kind} messages"))
-        return Unsupported(inbound, reply)
+        # Feishu's message events tell no user locale: in English until one is known
+        language = inbound.language
+        key = _KINDS.get(str(kind))
+        what = t(language, key) if key else t(language, "unsupported.any_kind", kind=kind)
+        return Unsupported(inbound, t(language, UNSUPPORTED, what=what))
     return inbound
 
 
@@ -132,7 +134,11 @@ def _attachments(kind: Any, body: Mapping[str, Any] | None) -> tuple[Attachment,
         name = body.get("file_name")
         return (
             Attachment(
-                FILE_KINDS[kind], name=name if isinstance(name, str) else None, platform_id=key
+                FILE_KINDS[kind],
+                name=name if isinstance(name, str) else None,
+                # Feishu records voice as Opus and serves it as octet-stream: say what it is
+                mime_type="audio/opus" if kind == "audio" else None,
+                platform_id=key,
             ),
         )
     if kind == "post":

@@ -23,6 +23,7 @@ import aiohttp
 from aiohttp import web
 from slack_bolt.adapter.socket_mode.async_handler import AsyncSocketModeHandler
 from slack_bolt.async_app import AsyncApp
+from slack_bolt.logger.messages import warning_client_prioritized_and_token_skipped
 from slack_bolt.request.async_request import AsyncBoltRequest
 from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
@@ -44,6 +45,20 @@ SUGGESTED_PROMPTS = [
     {"title": "What can you do?", "message": "What can you do?"},
     {"title": "Start over", "message": "new"},
 ]
+
+
+class _TokenSkipped(logging.Filter):
+    """Drops bolt's start-up warning that `token` will be unused. We hand `AsyncApp` our own
+    client (its token, base URL and timeouts); bolt also reads SLACK_BOT_TOKEN from the
+    environment, where deployments keep it, and then warns about a token we never passed."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return record.getMessage() != warning_client_prioritized_and_token_skipped()
+
+
+_BOLT_LOG = logging.getLogger(f"slack_bolt.{AsyncApp.__name__}")
+if not any(isinstance(f, _TokenSkipped) for f in _BOLT_LOG.filters):
+    _BOLT_LOG.addFilter(_TokenSkipped())
 
 
 class Ingress:

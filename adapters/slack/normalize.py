@@ -138,7 +138,7 @@ def _files(files: Any) -> tuple[Attachment, ...]:
     made = []
     for file in files:
         mime = file.get("mimetype")
-        kind = "photo" if str(mime or "").startswith("image/") else "file"
+        kind = _kind(str(mime or ""), file.get("subtype"))
         made.append(
             Attachment(
                 kind,
@@ -150,3 +150,14 @@ def _files(files: Any) -> tuple[Attachment, ...]:
             )
         )
     return tuple(made)
+
+
+def _kind(mime: str, subtype: object) -> str:
+    """An audio clip recorded in Slack (`subtype: slack_audio`, audio/webm or audio/mp4) is a
+    voice note, whatever type it is labelled with; any other audio file is audio: both are
+    transcribed. A video clip (`slack_video`) stays a file."""
+    if subtype == "slack_audio":
+        return "voice"
+    if mime.startswith("audio/"):
+        return "audio"
+    return "photo" if mime.startswith("image/") else "file"

@@ -14,6 +14,7 @@ import logging
 import secrets
 from collections.abc import Awaitable, Callable
 from contextlib import AbstractAsyncContextManager, nullcontext
+from functools import partial
 from typing import Literal, TypeVar
 
 from aiogram import Bot, Dispatcher
@@ -36,6 +37,7 @@ from adapters.accounts import Accounts, AccountTaken
 from adapters.base import ChannelError, InboundMessage, Inbox, Leader, OutboundContent, TryLater
 from adapters.telegram.normalize import BotIdentity, Unsupported, normalize
 from adapters.telegram.recent import Recent
+from content.texts import DEFAULT_LANGUAGE, LANGUAGES, t
 
 log = logging.getLogger(__name__)
 
@@ -55,11 +57,17 @@ RETRYABLE = (
     TelegramConflictError,
     ClientDecodeError,
 )
-COMMANDS = [
-    BotCommand(command="new", description="start a fresh conversation"),
-    BotCommand(command="stop", description="stop the answer in progress"),
-    BotCommand(command="help", description="what this bot can do"),
-]
+MENU = ("new", "stop", "help")
+
+
+def commands(language: str) -> list[BotCommand]:
+    """The command menu in `language` (one of content/texts.py's)."""
+    return [
+        BotCommand(command=name, description=t(language, f"command.menu_{name}")) for name in MENU
+    ]
+
+
+COMMANDS = commands(DEFAULT_LANGUAGE)
 
 
 # the channel's answer to one message (a reply of its own, sent final)
@@ -125,7 +133,7 @@ class Ingress:
         return self._accounts.hold(key, account, self.name)
 
     async def _serve(self, inbox: Inbox, bot_id: int) -> None:
-        await self._best_effort("setMyCommands", lambda: self.bot.set_my_commands(COMMANDS))
+        await self._set_menus()
         try:
             async with asyncio.TaskGroup() as group:
                 self.group, self._inbox = group, inbox
@@ -280,10 +288,24 @@ class Ingress:
                 await asyncio.sleep(delay)
                 next(backoff)
 
-    async def _best_effort(self, what: str, call: Callable[[], Awaitable[object]]) -> None:
+    async def _best_effort(self, what: str, call: Callable[[], Awaitable[object]]) -> bool:
         """A call we can do without: whatever Telegram answers (a 404 from an old server or a
-        proxy, say), log it and go on rather than restart the channel over it."""
+        proxy, say), log it and go on rather than restart the channel over it. Whether it went."""
         try:
             await call()
         except (TelegramAPIError, ClientDecodeError) as exc:
             log.warning("Telegram %s failed (%s); carrying on", what, exc.message)
+            return False
+        return True
+
+    async def _set_menus(self) -> None:
+        """The command menu, and one per language of ours: Telegram shows each user the menu of
+        their app's language. A server that refuses the first is not asked for the others."""
+        if not await self._best_effort(
+            "setMyCommands", partial(self.bot.set_my_commands, COMMANDS)
+        ):
+            return
+        for language in LANGUAGES:
+            if language != DEFAULT_LANGUAGE:
+                menu = partial(self.bot.set_my_commands, commands(language), language_code=language)
+                await self._best_effort("setMyCommands", menu)

@@ -9,6 +9,7 @@ from aiogram.types import Message, MessageEntity
 
 from adapters.base import Attachment, ChatRef, InboundMessage
 from adapters.telegram.media import GET_FILE_LIMIT, photo_within
+from content.texts import t
 
 log = logging.getLogger(__name__)
 
@@ -16,23 +17,25 @@ CHANNEL = "telegram"
 GROUP_TYPES = frozenset({"group", "supergroup"})
 OWN_COMMANDS = frozenset({"new", "stop", "help", "start"})  # a bare /new in a group is for us
 
-# What people send that we cannot read yet, as the reply names it. Service messages (joins,
-# pins, topic edits ...) are not in here: they are ignored without a word.
+# What people send that we cannot read yet, and the text key of how the reply names it.
+# Service messages (joins, pins, topic edits ...) are not in here: they are ignored without a word.
 UNSUPPORTED = {
-    "sticker": "stickers",
-    "animation": "GIFs",
-    "location": "locations",
-    "venue": "locations",
-    "contact": "contacts",
-    "poll": "polls",
-    "dice": "dice",
-    "game": "games",
-    "story": "stories",
-    "live_photo": "live photos",
-    "paid_media": "paid media",
-    "checklist": "checklists",
-    "invoice": "invoices",
-}
+    kind: f"unsupported.kind.{kind}"
+    for kind in (
+        "sticker",
+        "animation",
+        "location",
+        "contact",
+        "poll",
+        "dice",
+        "game",
+        "story",
+        "live_photo",
+        "paid_media",
+        "checklist",
+        "invoice",
+    )
+} | {"venue": "unsupported.kind.location"}
 
 
 @dataclass(frozen=True, slots=True)
@@ -49,14 +52,14 @@ class Unsupported:
     """
 
     message: InboundMessage
-    what: str
+    what: str  # the text key naming it (`unsupported.kind.sticker`)
 
     @property
     def reply(self) -> str:
-        return (
-            f"Sorry — I can't read {self.what} yet. "
-            "Send me text, a photo, a document or a voice message."
-        )
+        """In the sender's language where Telegram tells one we have texts for, else English
+        (the gateway's own choice is not known here)."""
+        language = self.message.language
+        return t(language, "unsupported.telegram", what=t(language, self.what))
 
 
 def normalize(
@@ -98,6 +101,8 @@ def normalize(
         mentioned=addressed,
         attachments=attachments,
         bot_name=me.username,
+        # the sender's app language (an IETF tag, `de`, `pt-br`); none for an anonymous admin
+        language=sender.language_code if message.sender_chat is None else None,
         raw={"update_id": update_id, "message": message.model_dump(mode="json", exclude_none=True)},
     )
     return Unsupported(inbound, UNSUPPORTED[kind]) if unreadable else inbound
@@ -140,9 +145,11 @@ def _attachments(message: Message) -> tuple[Attachment, ...]:
         if media is not None:
             return (
                 Attachment(
-                    "video" if kind == "video_note" else kind,
+                    "video note" if kind == "video_note" else kind,  # spoken: transcribed
                     name=getattr(media, "file_name", None) or getattr(media, "title", None),
-                    mime_type=getattr(media, "mime_type", None),
+                    # a video note declares no type: it is always an MP4
+                    mime_type=getattr(media, "mime_type", None)
+                    or ("video/mp4" if kind == "video_note" else None),
                     size=media.file_size,
                     platform_id=media.file_id,
                 ),

@@ -8,7 +8,7 @@ frame, is `endpoint.py`.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from aiohttp import web
@@ -31,7 +31,7 @@ from adapters.websocket import accept_errors
 from adapters.websocket.admission import Admission
 from adapters.websocket.endpoint import SocketEndpoint
 from adapters.websocket.files import WidgetFiles
-from adapters.websocket.protocol import new_id
+from adapters.websocket.protocol import new_id, now_stamp
 from adapters.websocket.static import add_page_routes
 from adapters.websocket.transcript import UserEcho
 from content.blobs import BlobStore
@@ -74,9 +74,11 @@ class WebSocketChannel:
         blobs: BlobStore | None = None,
         links: BlobLinks | None = None,
         uploads: UploadSigner | None = None,
+        introduction: Callable[[], Mapping[str, Any]] = dict,
     ) -> None:
         """With `blobs` and `links`, clients may upload files and attach them, and parts go out
-        as signed links; `uploads` signs upload tokens (give every process the same secret)."""
+        as signed links; `uploads` signs upload tokens (give every process the same secret).
+        `introduction`: the fields `ready` adds for an empty conversation (bot name, welcome)."""
         if not path.startswith("/"):
             raise ValueError(f"websocket path {path!r} must start with '/', e.g. '/ws'")
         for name, value in (
@@ -124,6 +126,7 @@ class WebSocketChannel:
                 self._hub, claims=claims, render=self.files.attachments if self.files else None
             ),
             history=history,
+            introduction=introduction,
             # Per conversation, not per socket: more sockets must not buy a visitor more
             # messages; nor more processes (a networked `rates` counts every process's).
             rates=rates,
@@ -181,7 +184,12 @@ class WebSocketChannel:
         await self._hub.publish(
             chat.chat_id,
             "message.created",
-            {"message_id": message_id, "reply_to": reply_to, "text": content.text},
+            {
+                "message_id": message_id,
+                "reply_to": reply_to,
+                "text": content.text,
+                "at": now_stamp(),
+            },
         )
         if final:
             await self._complete(chat.chat_id, message_id, content)
@@ -233,6 +241,7 @@ class WebSocketChannel:
     async def _complete(self, identity: str, message_id: str, content: OutboundContent) -> None:
         display = [dict(hint) for hint in content.display]
         fields = {"message_id": message_id, "text": content.text, "display": display}
+        fields["at"] = now_stamp()
         if content.parts and self.files is not None:
             fields["attachments"] = self.files.attachments(content.parts)
         await self._hub.publish(identity, "message.completed", fields)

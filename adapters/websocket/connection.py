@@ -48,6 +48,7 @@ class Connection:
         "closing",
         "deadline",
         "identity",
+        "language",
         "ws",
     )
 
@@ -55,6 +56,7 @@ class Connection:
         self.ws = ws
         self.address = address
         self.identity: str | None = None
+        self.language: str | None = None  # the hello's: every message of the socket carries it
         self.deadline: asyncio.TimerHandle | None = None  # closes the socket if hello is late
         self.closing = False  # a close is queued: ignore whatever the client still sends
         self._pending: list[str | _Close] = []

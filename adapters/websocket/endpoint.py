@@ -14,7 +14,8 @@ import json
 import logging
 import math
 import uuid
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Any
 
 from aiohttp import WSCloseCode, WSMsgType, web
 
@@ -65,8 +66,10 @@ class SocketEndpoint:
         max_text_chars: int,
         identity_secret: str | None,
         files: WidgetFiles | None = None,
+        introduction: Callable[[], Mapping[str, Any]] = dict,
     ) -> None:
         self.name = name
+        self._introduction = introduction  # read per hello: a persona edit shows at once
         self._files = files  # uploads and attachments; None: this server takes no files
         self._admission = admission
         self._hub = hub
@@ -156,6 +159,8 @@ class SocketEndpoint:
             message = inbound_message(self.name, conn.identity, frame, raw, parts)
             if conn.identity.startswith("v:"):  # a visitor id is the browser's to choose
                 message = dataclasses.replace(message, client=f"address:{conn.address}")
+            if conn.language is not None:
+                message = dataclasses.replace(message, language=conn.language)
             if not isinstance(frame, Stop):
                 await self._echo.accepted(conn, message, frame)
             await self._deliver(message)
@@ -197,6 +202,7 @@ class SocketEndpoint:
         identity = resolve_identity(hello, visitor_id, self._identity_secret)
         # Set before attach, so that the handler detaches the socket even if attach is cut short.
         conn.identity = identity
+        conn.language = hello.language
         if conn.deadline is not None:
             conn.deadline.cancel()
             conn.deadline = None
@@ -220,6 +226,7 @@ class SocketEndpoint:
             "conversation_id": identity,
             "seq": seq,
             "max_text_chars": self._max_text_chars,  # to refuse before sending
+            **self._introduction(),
         }
         if self._files is not None:
             ready["upload"] = self._files.ready_fields(identity)

@@ -30,4 +30,5 @@ def build(section: WebsocketConfig, services: ChannelServices) -> WebSocketChann
         blobs=services.blobs,
         links=services.blob_links,
         uploads=UploadSigner(services.upload_secret),
+        introduction=services.introduction,
     )

@@ -13,6 +13,7 @@ import re
 import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import Any, Final, Literal
 
 from adapters.base import Action, ChatRef, InboundMessage
@@ -40,6 +41,7 @@ VISITOR_ID_PATTERN: Final = re.compile(r"[A-Za-z0-9_-]{8,64}")
 MAX_ID_CHARS: Final = 128
 MAX_USER_ID_CHARS: Final = 256
 MAX_ATTACHMENTS: Final = 10
+MAX_LANGUAGE_CHARS: Final = 35  # the longest BCP 47 tag worth reading (RFC 5646 §4.4.1)
 
 
 class ProtocolError(Exception):
@@ -57,6 +59,8 @@ class Hello:
     user_id: str | None
     user_hash: str | None
     resume_after: int | None
+    # the page's language (a BCP 47 tag): the gateway's own texts follow it where it has them
+    language: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -155,7 +159,20 @@ def _parse_hello(frame: dict[str, Any], max_text_chars: int) -> Hello:
         user_id=_optional_str(frame, "user_id", "identity_invalid", MAX_USER_ID_CHARS),
         user_hash=_optional_str(frame, "user_hash", "identity_invalid", MAX_ID_CHARS),
         resume_after=resume_after,
+        language=_language(frame.get("language")),
     )
+
+
+def _language(value: object) -> str | None:
+    """A page's `lang` is the site's to write: a string of any shape is taken (one we have no
+    texts for counts as none), only another type is refused."""
+    if value is None:
+        return None
+    if not isinstance(value, str):
+        raise ProtocolError(
+            "bad_field", f'language must be a string such as "de-DE", not {_preview(value)}'
+        )
+    return value.strip()[:MAX_LANGUAGE_CHARS] or None
 
 
 def _parse_message(frame: dict[str, Any], max_text_chars: int) -> UserText:
@@ -256,6 +273,12 @@ def _preview(value: object) -> str:
 def new_id(prefix: str) -> str:
     """A short unique id for a message: `m_` ours, `c_` the client's when it sent none."""
     return prefix + uuid.uuid4().hex[:12]
+
+
+def now_stamp() -> str:
+    """A message's `at`: UTC to the second, ISO 8601 (`2026-12-02T06:05:09Z`), for the client
+    to show in its own time zone; the replay keeps it, so a reload shows when it was said."""
+    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def inbound_message(

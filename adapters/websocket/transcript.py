@@ -31,7 +31,7 @@ from adapters.history import Claims, ConversationHistory
 from adapters.hub import EventHub
 from adapters.hub.base import CLEARING_TYPE
 from adapters.websocket.connection import Connection
-from adapters.websocket.protocol import ActionFrame, UserText
+from adapters.websocket.protocol import ActionFrame, UserText, now_stamp
 from content.parts import Part
 
 Render = Callable[[Sequence[Part]], list[dict[str, Any]]]  # parts as frames carry them
@@ -78,7 +78,7 @@ class UserEcho:
         if message.command == "new":
             await self._hub.publish(identity, "conversation.cleared", {"reason": "new"})
         else:
-            fields = user_fields(message, frame)
+            fields = user_fields(message, frame) | {"at": now_stamp()}
             if message.parts and self._render is not None:
                 fields["attachments"] = self._render(message.parts)
             await self._hub.publish(identity, "message.user", fields)
@@ -148,9 +148,13 @@ async def stored_frames(
 
 
 def user_fields(message: InboundMessage, frame: UserText | ActionFrame) -> dict[str, Any]:
-    """`message.user`'s fields: the id, the text, and for a button press which button."""
+    """`message.user`'s fields: the id, the text, for a command its name (clients show it as a
+    line of the conversation, not as something said to the bot), for a button press which one."""
     if isinstance(frame, UserText):
-        return {"message_id": message.message_id, "text": frame.text}
+        fields: dict[str, Any] = {"message_id": message.message_id, "text": frame.text}
+        if message.command:
+            fields["command"] = message.command
+        return fields
     shown = frame.label or frame.value or frame.action_id
     return {
         "message_id": message.message_id,

@@ -114,7 +114,7 @@ def _one(
             model=model or DEFAULT_MODEL,
             base_url=base_url,
             timeouts=timeouts,
-            media=media_for(name, base_url, media_kinds),
+            media=media_for(name, base_url, media_kinds, llm.media_history_images),
             sdk_internals=internals,
         )
     elif name == "openai":
@@ -140,7 +140,7 @@ def _one(
             model=model or OPENAI_MODEL,
             base_url=base_url,
             timeouts=timeouts,
-            media=media_for(name, base_url, media_kinds),
+            media=media_for(name, base_url, media_kinds, llm.media_history_images),
             sdk_internals=internals,
         )
     else:

@@ -30,13 +30,15 @@ import anthropic
 import httpx2
 
 from agent.providers.anthropic_sdk import door
+from agent.providers.anthropic_wire import _PREFIX, BASE, _turns
 from agent.providers.base import ProviderError, ProviderUnavailable
 from agent.providers.classify import MALFORMED, classify, malformed
 from agent.providers.deadline import Deadline, Timeouts
-from agent.providers.media import ALL_MEDIA, Media, descriptions, file_text, forget, load, loaded
-from agent.providers.wire import cached, dumps, extended, json_object, keep, resume
+from agent.providers.image_plan import Plan
+from agent.providers.media import ALL_MEDIA, Media
+from agent.providers.media_call import MediaCall
+from agent.providers.wire import dumps, json_object
 from agent.types import (
-    Message,
     ModelEvent,
     ModelRequest,
     ModelStream,
@@ -46,7 +48,6 @@ from agent.types import (
     ToolCallEvent,
     Usage,
 )
-from content.parts import FilePart, Part, TextPart
 from tools.base import ToolSpec
 from tools.redact import split_credentials
 
@@ -98,13 +99,21 @@ class AnthropicProvider:
     async def stream(self, request: ModelRequest) -> ModelStream:
         model = request.model or self.model
         who = f"anthropic {model} at {self.base_url}"
-        await self._load(request)
+        media = MediaCall(request, self.media, _PREFIX + self.media.key, BASE + self.media.key)
+        plan = await media.ready()
         deadline = Deadline(self.timeouts, who)
-        try:
-            stream = await deadline.wait(self._door.open(self._body(request, model)))
-        except (anthropic.APIError, httpx2.HTTPError) as exc:
-            deadline.close()
-            raise self._error(exc, who, bool(request.tools)) from exc
+        for attempt in range(2):
+            try:
+                stream = await deadline.wait(self._door.open(self._body(request, model, plan)))
+                break
+            except (anthropic.APIError, httpx2.HTTPError) as exc:
+                error = self._error(exc, who, bool(request.tools))
+                # an image it refused: once more without it (and never again: media_call.py)
+                if not await media.refused(error, plan) or attempt:
+                    deadline.close()
+                    raise error from exc
+                plan = await media.ready()
+        media.sent(plan)
         state = _State()
         # an async generator (closed below), though the SDK types it as an iterator
         events = cast(AsyncGenerator[Any, None], aiter(stream))
@@ -133,21 +142,14 @@ class AnthropicProvider:
         yield Usage(state.input_tokens, state.output_tokens, self.name, model)
         yield Stop(_STOPS.get(state.stop or "", "other"))  # type: ignore[arg-type]
 
-    async def _load(self, request: ModelRequest) -> None:
-        """The bytes of the parts the messages not yet encoded carry (images, PDFs)."""
-        prefix = resume(request.messages, _PREFIX + self.media.key)
-        start = prefix.count if prefix else 0
-        await load(
-            request.messages[start:], self.media, request.blobs, "anthropic:" + self.media.key
-        )
-
-    def _body(self, request: ModelRequest, model: str) -> bytes:
+    def _body(self, request: ModelRequest, model: str, plan: Plan) -> bytes:
         """The Messages API request as JSON: the history's pieces are encoded once each."""
         fields: dict[str, Any] = {"model": model, "max_tokens": request.max_tokens, "stream": True}
         if request.system:
             fields["system"] = request.system
         encoded = {"tools": self._tool_params(request.tools)} if request.tools else {}
-        return json_object(fields, encoded, {"messages": _turns(request.messages, self.media)})
+        messages = _turns(request.messages, self.media, plan)
+        return json_object(fields, encoded, {"messages": messages})
 
     def _tool_params(self, tools: tuple[ToolSpec, ...]) -> bytes:
         # the coordinator hands the same tuple for a persona version: encode once, not per call
@@ -247,132 +249,3 @@ class _State:
             )
             self.input_tokens = max(self.input_tokens, fresh + cached)
         self.output_tokens = max(self.output_tokens, usage.get("output_tokens") or 0)
-
-
-def to_anthropic(messages: Sequence[Message], media: Media = ALL_MEDIA) -> list[dict[str, Any]]:
-    """Our messages as Messages API turns: tool results are `tool_result` blocks in a user turn,
-    tool calls `tool_use` blocks; consecutive same-role turns merge (the API wants alternation)."""
-    out: list[dict[str, Any]] = []
-    for message in messages:
-        role, blocks = _blocks(message, media)
-        if not blocks:
-            continue  # an empty text block is refused
-        if out and out[-1]["role"] == role:
-            out[-1]["content"].extend(blocks)
-        else:
-            out.append({"role": role, "content": blocks})
-    return out
-
-
-def _turns(messages: Sequence[Message], media: Media = ALL_MEDIA) -> list[bytes]:
-    """`to_anthropic` as encoded turns, from pieces encoded once per message: at most two items
-    of the JSON array, the closed turns (joined with commas) and the last turn.
-
-    A conversation's next request starts with the same messages as its last one, so what this
-    made of them (the closed turns, and the pieces of the last turn, which the next message may
-    still join) is kept on the newest message (wire.py) and only the messages after it are
-    walked: a call costs the same at turn 1,000 as at turn 1, but for copying the bytes."""
-    prefix_key = _PREFIX + media.key
-    prefix = resume(messages, prefix_key)
-    start = prefix.count if prefix else 0
-    closed: bytes = prefix.made[0] if prefix else b""
-    group: list[_Piece] = list(prefix.made[1]) if prefix else []
-    added: list[bytes] = []
-    for message in messages[start:]:
-        piece = (
-            _media_piece(message, media) if message.parts else cached(message, "anthropic", _encode)
-        )
-        if not piece[1]:
-            continue  # an empty text block is refused
-        if group and piece[0] != group[0][0]:
-            added.append(_merged(group))
-            group = []
-        group.append(piece)
-    closed = extended(closed, added)
-    keep(messages, prefix_key, start, (closed, tuple(group)))
-    return [turns for turns in (closed, _merged(group) if group else b"") if turns]
-
-
-_PREFIX = "anthropic-prefix:"
-
-
-# A message's piece: (role, its content blocks encoded and comma-separated, the message as a turn
-# of its own, which most are). A plain tuple, not a class: every message of every cached history
-# keeps one, and the cyclic collector stops walking a tuple of strings once it has seen it (an
-# instance of a class, and the `derived` dict holding it, it walks in every full collection).
-_Piece = tuple[str, bytes, bytes]
-
-
-def _encode(message: Message, media: Media = ALL_MEDIA) -> _Piece:
-    role, blocks = _blocks(message, media)
-    encoded = b",".join(dumps(block) for block in blocks)
-    return (role, encoded, _turn(role, [encoded]))
-
-
-def _media_piece(message: Message, media: Media) -> _Piece:
-    """A message with parts: its wire form depends on what the model takes (media.py)."""
-    key = "anthropic:" + media.key
-    piece: _Piece | None = message.derived.get(key)
-    if piece is None:
-        piece = message.derived[key] = _encode(message, media)
-        forget(message)
-    return piece
-
-
-def _merged(group: list[_Piece]) -> bytes:
-    return group[0][2] if len(group) == 1 else _turn(group[0][0], [p[1] for p in group])
-
-
-def _turn(role: str, blocks: list[bytes]) -> bytes:
-    return b'{"role":"' + role.encode() + b'","content":[' + b",".join(blocks) + b"]}"
-
-
-def _blocks(message: Message, media: Media = ALL_MEDIA) -> tuple[str, list[dict[str, Any]]]:
-    carried, described = _media_blocks(message, media) if message.parts else ([], "")
-    if message.role == "tool":
-        text = "\n".join(t for t in (message.content, described) if t) or "(no output)"
-        content: str | list[dict[str, Any]] = (
-            [{"type": "text", "text": text}, *carried] if carried else text
-        )
-        result = {
-            "type": "tool_result",
-            "tool_use_id": message.tool_call_id or "",
-            "content": content,
-            "is_error": message.is_error,
-        }
-        return "user", [result]
-    blocks: list[dict[str, Any]] = list(carried)  # media first, as the API's guide advises
-    text = "\n".join(t for t in (message.content, described) if t.strip())
-    if text.strip():
-        blocks.append({"type": "text", "text": text})
-    for call in message.tool_calls:
-        use = {
-            "type": "tool_use",
-            "id": call.id,
-            "name": call.name,
-            "input": call.arguments_object(),
-        }
-        blocks.append(use)
-    return message.role, blocks
-
-
-def _media_blocks(message: Message, media: Media) -> tuple[list[dict[str, Any]], str]:
-    """The blocks of the parts the model takes (a user's, or a tool's), and the rest described."""
-    blocks: list[dict[str, Any]] = []
-    rest: list[Part] = []
-    for part in message.parts:
-        if isinstance(part, TextPart):
-            blocks.append({"type": "text", "text": part.text})
-            continue
-        how = media.native(part) if message.role != "assistant" else None
-        data = loaded(message, part) if how is not None else None
-        if how is None or data is None:
-            rest.append(part)
-        elif how == "text":
-            assert isinstance(part, FilePart)
-            blocks.append({"type": "text", "text": file_text(part, data)})
-        else:
-            kind = "image" if how == "image" else "document"
-            source = {"type": "base64", "media_type": part.blob.mime_type.lower(), "data": data}
-            blocks.append({"type": kind, "source": source})
-    return blocks, descriptions(rest)

@@ -19,21 +19,32 @@ from agent.types import ModelRequest, ModelStream
 
 class ProviderError(Exception):
     """A model call failed. `user_message` is safe to show in the chat (no secrets, no internals);
-    str() is for the log: what failed and what to fix, never the key."""
+    `user_key` is that text's key in the gateway's catalogues (content/locales/: "Sorry — " and
+    it, in each language; None: the message has no translation, show it as it is). str() is for
+    the log: what failed and what to fix, never the key."""
 
     user_message = "the AI model is not reachable right now. Please try again in a minute."
+    user_key: str | None = "provider.unavailable"
 
-    def __init__(self, message: str, *, user_message: str | None = None) -> None:
+    def __init__(
+        self, message: str, *, user_message: str | None = None, user_key: str | None = None
+    ) -> None:
         super().__init__(message)
         if user_message is not None:
             self.user_message = user_message
+            self.user_key = user_key
 
 
 class ProviderUnavailable(ProviderError):
     def __init__(
-        self, message: str, *, retry_after: float | None = None, user_message: str | None = None
+        self,
+        message: str,
+        *,
+        retry_after: float | None = None,
+        user_message: str | None = None,
+        user_key: str | None = None,
     ) -> None:
-        super().__init__(message, user_message=user_message)
+        super().__init__(message, user_message=user_message, user_key=user_key)
         self.retry_after = retry_after
 
 
@@ -43,6 +54,7 @@ class ProviderRejected(ProviderError):
     user_message = (
         "the AI model refused the request (the bot's admin should check its API key and model)."
     )
+    user_key = "provider.rejected"
 
 
 class ToolsUnsupported(ProviderRejected):

@@ -83,11 +83,13 @@ def classify(
             f"{who}: {detail} — the account is out of credit or over its spending limit;"
             " check billing, or add a provider to llm.fallback",
             user_message=OUT_OF_CREDIT,
+            user_key="provider.out_of_credit",
         )
     if status == 401 or kind == "authentication_error" or code == "invalid_api_key":
         return ProviderRejected(
             f"{who}: the API key was refused ({detail}); set a valid {key_hint}",
             user_message=KEY_REFUSED,
+            user_key="provider.key_refused",
         )
     if status == 403 or kind == "permission_error":
         return ProviderRejected(

@@ -1,8 +1,12 @@
 """The offline model: deterministic, no network, says plainly it is not an LLM, shows the mechanics.
 
-It answers from simple rules so that `bot serve` with no keys shows the whole flow: a placeholder
-edited live as text streams in, a tool call (`get_current_datetime` when asked the time), and a
-specialist dispatch (`AgentTool`, when a message starts with `@<specialist>` and the tool exists).
+It answers from simple rules so that `bot serve` with no keys shows the whole flow, with each
+tool its persona offers: a placeholder edited live as text streams in, the time
+(`get_current_datetime`), a knowledge search (`search_knowledge`, for a question), a payment card
+and link (`create_payment`, when asked to pay; a refused argument is corrected from the tool's
+error, as a model would), and a specialist dispatch (`AgentTool`, for `@<specialist> <task>`, the
+specialist named by its display name or file name). What users read never holds the dispatch
+prompt or a specialist's internal name (offline_answers).
 """
 
 from __future__ import annotations
@@ -11,6 +15,13 @@ import asyncio
 import json
 import re
 
+from agent.providers.offline_answers import (
+    DISPATCH,
+    answer_text,
+    answer_tools,
+    specialists,
+    task_of,
+)
 from agent.types import (
     Message,
     ModelRequest,
@@ -22,20 +33,17 @@ from agent.types import (
     Usage,
 )
 
-INTRO = (
-    "I'm the built-in **offline demo model** — not an LLM, just a few fixed rules, so you can see "
-    "the gateway work without an API key."
-)
-HINT = (
-    "Try asking *what time is it?* to see a tool call, or *@specialist-planner what day is it?* "
-    "to see a specialist dispatched. To talk to a real model, set "
-    "`ANTHROPIC_API_KEY`, `OPENAI_API_KEY` or `OPENAI_BASE_URL` and restart."
-)
-FOOTNOTE = "\n\n_(Answered by the offline demo model from the tool's result.)_"
 _TIME = re.compile(r"\b(time|clock|date|day is it|today|what day)\b", re.I)
 _ZONE = re.compile(r"\b([A-Z][a-z]+(?:/[A-Z][A-Za-z_]+)+|UTC|GMT)\b")
-_MENTION = re.compile(r"^@([a-z0-9][a-z0-9_-]*)\s+(.+)$", re.I | re.S)
-_GREETING = re.compile(r"^\s*(hi|hello|hey|hallo|hola|bonjour|你好|こんにちは)\b", re.I)
+_MENTION = re.compile(r"^@([\w-]+)\s+(.+)$", re.S)
+_PAY = re.compile(r"\b(pay|payment|buy|checkout|order)\b", re.I)
+_QUESTION = re.compile(
+    r"\?\s*$|^\s*(what|how|who|when|where|which|why|can|could|do|does|is|are|tell me)\b", re.I
+)
+_CHOICES = re.compile(
+    r"unknown (service|category|payment method)\b[^;]*; choose one of \[([^\]]*)\]"
+)
+_PAY_ARGS = ("service", "category", "method")
 
 
 class OfflineProvider:
@@ -48,15 +56,19 @@ class OfflineProvider:
     async def stream(self, request: ModelRequest) -> ModelStream:
         last = request.messages[-1] if request.messages else Message("user", "")
         tools = {spec.name for spec in request.tools}
-        call = None if last.role == "tool" else _choose_call(last.content, tools)
+        if last.role == "tool":
+            call = _retry(request.messages)
+        else:
+            call = _choose_call(last.content, tools, request.system)
         if call is not None:
             yield ToolCallEvent(call)
             yield Usage(_tokens(request), 8)
             yield Stop("tool_use")
             return
-        answer = (
-            _answer_tools(request.messages) if last.role == "tool" else _answer_text(last.content)
-        )
+        if last.role == "tool":
+            answer = answer_tools(request.messages)
+        else:
+            answer = answer_text(last.content, tools, request.system)
         for word in re.findall(r"\S+\s*|\s+", answer):
             if self.word_delay_s:
                 await asyncio.sleep(self.word_delay_s)
@@ -65,75 +77,68 @@ class OfflineProvider:
         yield Stop("end_turn")
 
 
-def _choose_call(text: str, tools: set[str]) -> ToolCall | None:
+def _call(name: str, args: dict[str, str], seed: str) -> ToolCall:
+    return ToolCall(
+        id=f"offline_{abs(hash((seed, name, str(args)))) % 10**8}",
+        name=name,
+        arguments=json.dumps(args),
+    )
+
+
+def _choose_call(text: str, tools: set[str], system: str) -> ToolCall | None:
     if text.startswith("<task-notification"):
         return None
+    text = task_of(text)  # a specialist reads its task, not the dispatch wrapper around it
     mention = _MENTION.match(text.strip())
     if mention and "AgentTool" in tools:
-        name, task = mention.group(1), mention.group(2).strip()
-        prompt = (
-            f'A user asked the coordinator: "{task}". Work on this with your tools and reply with '
-            "a short, factual answer the coordinator can pass on."
-        )
-        args = {"description": task[:60], "subagent_type": name, "prompt": prompt}
-        return ToolCall(
-            id=f"offline_{abs(hash(text)) % 10**8}", name="AgentTool", arguments=json.dumps(args)
-        )
+        wanted, task = mention.group(1).lower(), mention.group(2).strip()
+        known = specialists(system)
+        name = next((slug for slug, handles in known.items() if wanted in handles), wanted)
+        args = {
+            "description": task[:60],
+            "subagent_type": name,
+            "prompt": DISPATCH.format(task=task),
+        }
+        return _call("AgentTool", args, text)
     if _TIME.search(text) and "get_current_datetime" in tools:
         zone = _ZONE.search(text)
-        args = {"timezone": zone.group(1)} if zone else {}
-        return ToolCall(
-            id=f"offline_{abs(hash(text)) % 10**8}",
-            name="get_current_datetime",
-            arguments=json.dumps(args),
-        )
+        return _call("get_current_datetime", {"timezone": zone.group(1)} if zone else {}, text)
+    if _PAY.search(text) and "create_payment" in tools:
+        # the words in capitals are its choices ("pay for the TALENT ASSESSMENT by CARD");
+        # what is missing the tool's error names, and the retry picks from it
+        words = re.findall(r"\b[A-Z][A-Z_]{2,}\b", text)
+        args = {name: words[i] if i < len(words) else "" for i, name in enumerate(_PAY_ARGS)}
+        return _call("create_payment", args, text)
+    if _QUESTION.search(text) and "search_knowledge" in tools:
+        return _call("search_knowledge", {"query": text.strip()[:200]}, text)
     return None
 
 
-def _answer_text(text: str) -> str:
-    if text.startswith("<task-notification"):
-        body = text.split(">", 1)[1].split("</task-notification>", 1)[0].strip()
-        return f"A background task finished.\n\n{body}"
-    said = text.strip().replace("\n", " ")
-    if len(said) > 200:
-        said = said[:200] + "…"
-    if _GREETING.match(said):
-        return f"Hello! {INTRO}\n\n{HINT}"
-    return f"{INTRO} You said: “{said}”.\n\n{HINT}"
-
-
-def _answer_tools(messages: tuple[Message, ...]) -> str:
-    results: list[Message] = []
-    for message in reversed(messages):
-        if message.role != "tool":
-            break
-        results.append(message)
-    lines = [_describe(result) for result in reversed(results)]
-    return "\n\n".join(lines) + FOOTNOTE
-
-
-def _describe(result: Message) -> str:
-    if result.is_error:
-        return f"The tool `{result.name}` reported a problem: {result.content}"
-    if result.name == "AgentTool":
-        try:
-            data = json.loads(result.content)
-        except ValueError:
-            data = {}
-        if "result" in data:
-            report = str(data["result"]).replace(FOOTNOTE, "").strip()
-            return f"**{data.get('subagent_type')}** reports:\n\n{report}"
-    if result.name == "get_current_datetime":
-        try:
-            data = json.loads(result.content)
-        except ValueError:
-            data = {}
-        if "datetime" in data:
-            return (
-                f"It is **{data.get('time')}** on {data.get('weekday')}, {data.get('date')} "
-                f"in {data.get('timezone')} (UTC{data.get('utc_offset')})."
-            )
-    return f"The tool `{result.name}` returned:\n\n{result.content}"
+def _retry(messages: tuple[Message, ...]) -> ToolCall | None:
+    """A payment refused for one argument ("choose one of [...]"): the same call, corrected."""
+    result = messages[-1]
+    if result.name != "create_payment" or not result.is_error or len(messages) < 2:
+        return None
+    choice = _CHOICES.search(result.content)
+    asked = next(
+        (
+            call
+            for message in reversed(messages)
+            for call in message.tool_calls
+            if call.id == result.tool_call_id
+        ),
+        None,
+    )
+    if choice is None or asked is None:
+        return None
+    args = json.loads(asked.arguments)
+    options = [o.strip().strip("'\"") for o in choice.group(2).split(",") if o.strip()]
+    key = choice.group(1).removeprefix("payment ")
+    if key not in args or not options or args[key] in options:
+        return None
+    said = next((m.content for m in reversed(messages) if m.role == "user"), "").upper()
+    args[key] = next((o for o in options if re.search(rf"\b{re.escape(o)}\b", said)), options[0])
+    return _call("create_payment", args, asked.id)
 
 
 def _tokens(request: ModelRequest) -> int:

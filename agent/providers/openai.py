@@ -38,14 +38,12 @@ import openai
 from agent.providers.base import ProviderError, ProviderUnavailable
 from agent.providers.classify import MALFORMED, classify, malformed
 from agent.providers.deadline import Deadline, Timeouts
-from agent.providers.media import (
-    Media,
-    load,
-    media_for,
-)
+from agent.providers.image_plan import Plan
+from agent.providers.media import Media, media_for
+from agent.providers.media_call import MediaCall
 from agent.providers.openai_sdk import door
-from agent.providers.openai_wire import _PREFIX, _items
-from agent.providers.wire import dumps, json_object, resume
+from agent.providers.openai_wire import _PREFIX, BASE, _items
+from agent.providers.wire import dumps, json_object
 from agent.types import (
     ModelRequest,
     ModelStream,
@@ -114,15 +112,21 @@ class OpenAIProvider:
     async def stream(self, request: ModelRequest) -> ModelStream:
         model = request.model or self.model
         who = f"openai {model} at {self.base_url}"
-        prefix = resume(request.messages, _PREFIX + self.media.key)
-        fresh = request.messages[prefix.count if prefix else 0 :]
-        await load(fresh, self.media, request.blobs, "openai:" + self.media.key)
+        media = MediaCall(request, self.media, _PREFIX + self.media.key, BASE + self.media.key)
+        plan = await media.ready()
         deadline = Deadline(self.timeouts, who)
-        try:
-            stream = await deadline.wait(self._door.open(self._body(request, model)))
-        except (openai.OpenAIError, httpx2.HTTPError) as exc:
-            deadline.close()
-            raise self._error(exc, who, bool(request.tools)) from exc
+        for attempt in range(2):
+            try:
+                stream = await deadline.wait(self._door.open(self._body(request, model, plan)))
+                break
+            except (openai.OpenAIError, httpx2.HTTPError) as exc:
+                error = self._error(exc, who, bool(request.tools))
+                # an image it refused: once more without it (and never again: media_call.py)
+                if not await media.refused(error, plan) or attempt:
+                    deadline.close()
+                    raise error from exc
+                plan = await media.ready()
+        media.sent(plan)
         state = _State()
         # an async generator (closed below), though the SDK types it as an iterator
         chunks = cast(AsyncGenerator[Any, None], aiter(stream))
@@ -154,7 +158,7 @@ class OpenAIProvider:
         stop = "tool_use" if state.calls else _STOPS.get(state.finish or "", "other")
         yield Stop(stop)  # type: ignore[arg-type]
 
-    def _body(self, request: ModelRequest, model: str) -> bytes:
+    def _body(self, request: ModelRequest, model: str, plan: Plan) -> bytes:
         """The Chat Completions request as JSON: the history's pieces are encoded once each."""
         system = [dumps({"role": "system", "content": request.system})] if request.system else []
         fields: dict[str, Any] = {
@@ -164,7 +168,7 @@ class OpenAIProvider:
             self._max_key: request.max_tokens,
         }
         encoded = {"tools": self._tool_params(request.tools)} if request.tools else {}
-        items = _items(request.messages, self.media)
+        items = _items(request.messages, self.media, plan)
         return json_object(fields, encoded, {"messages": [*system, *items]})
 
     def _tool_params(self, tools: tuple[ToolSpec, ...]) -> bytes:

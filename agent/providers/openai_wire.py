@@ -10,16 +10,17 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from agent.providers.image_plan import Plan, plan_images
 from agent.providers.media import (
     ALL_MEDIA,
-    PDF,
     Media,
+    as_text,
     descriptions,
     file_text,
     forget,
     loaded,
 )
-from agent.providers.wire import cached, dumps, extended, keep, resume
+from agent.providers.wire import cached, dumps, extended, keep
 from agent.types import Message, ToolCall
 from content.parts import FilePart, ImagePart, Part, TextPart
 
@@ -44,35 +45,41 @@ def to_openai(
     return out
 
 
-def _items(messages: Sequence[Message], media: Media = ALL_MEDIA) -> list[bytes]:
+def _items(
+    messages: Sequence[Message], media: Media = ALL_MEDIA, plan: Plan | None = None
+) -> list[bytes]:
     """The history's items, encoded once per message and joined with commas (one item of the
     JSON array, or none); like anthropic.py's turns, what the last request of this history made
     of it is kept on its newest message (wire.py), so a request walks only the messages the
     last one did not have."""
     prefix_key = _PREFIX + media.key
-    prefix = resume(messages, prefix_key)
-    start = prefix.count if prefix else 0
+    plan = plan or plan_images(messages, media, prefix_key, ())
+    prefix, start = plan.prefix, plan.start
     added: list[bytes] = []
     shown: list[bytes] = []  # the images of this round's tool results so far, encoded
-    for message in messages[start:]:
+    for index in range(start, len(messages)):
+        message = messages[index]
         if shown and message.role != "tool":
             added.append(_follow_up_bytes(shown))
             shown = []
         if not message.parts:
             added.append(cached(message, "openai", _encode))
             continue
+        key = plan.key(BASE + media.key, index, message)
         if message.role == "tool":  # before _media_item: it drops the bytes it read
-            shown.extend(cached(message, _IMAGES + media.key, lambda m: _encoded_images(m, media)))
-        added.append(_media_item(message, media))
+            images = key.replace(BASE, _IMAGES, 1)
+            shown.extend(cached(message, images, lambda m: _encoded_images(m, media)))
+        added.append(_media_item(message, media, key))
     if shown:
         added.append(_follow_up_bytes(shown))
     # an empty assistant message is left out
     items = extended(prefix.made if prefix else b"", [piece for piece in added if piece])
-    keep(messages, prefix_key, start, items)
+    keep(messages, prefix_key, start, (items, plan.seen))
     return [items] if items else []
 
 
 _PREFIX = "openai-prefix:"
+BASE = "openai:"  # a message with parts: its item is kept under BASE, media key, plan marks
 _IMAGES = "openai-tool-images:"
 FOLLOW_UP = "[The images the tool results above attached:]"
 
@@ -84,7 +91,7 @@ def _tool_images(message: Message, media: Media) -> list[dict[str, Any]]:
         if isinstance(part, ImagePart) and media.native(part) == "image":
             data = loaded(message, part)
             if data is not None:
-                url = f"data:{part.blob.mime_type.lower()};base64,{data}"
+                url = f"data:{data[0]};base64,{data[1]}"
                 images.append({"type": "image_url", "image_url": {"url": url}})
     return images
 
@@ -110,14 +117,22 @@ def _encode(message: Message, media: Media = ALL_MEDIA) -> bytes:
     return b"" if item is None else dumps(item)
 
 
-def _media_item(message: Message, media: Media) -> bytes:
-    """A message with parts: its wire form depends on what the model takes (media.py)."""
-    key = "openai:" + media.key
+def _media_item(message: Message, media: Media, key: str) -> bytes:
+    """A message with parts: its wire form depends on what the model takes (media.py) and on
+    which of its images are live (image_plan.py); the form kept for another plan goes."""
     item: bytes | None = message.derived.get(key)
     if item is None:
+        for family in (BASE + media.key, _IMAGES + media.key):
+            for old in [k for k in message.derived if _of(k, family) and k != key]:
+                if old != key.replace(BASE, _IMAGES, 1):
+                    del message.derived[old]
         item = message.derived[key] = _encode(message, media)
         forget(message)
     return item
+
+
+def _of(key: str, family: str) -> bool:
+    return key == family or key.startswith(family + ":")
 
 
 def _item(message: Message, media: Media = ALL_MEDIA) -> dict[str, Any] | None:
@@ -161,19 +176,19 @@ def _media_parts(message: Message, media: Media) -> tuple[list[dict[str, Any]], 
         data = loaded(message, part) if how is not None else None
         if how is None or data is None:
             rest.append(part)
-        elif how == "text":
+        elif as_text(how, data):
             assert isinstance(part, FilePart)
-            carried.append({"type": "text", "text": file_text(part, data)})
+            carried.append({"type": "text", "text": file_text(part, data[1])})
         elif how == "image":
-            url = f"data:{part.blob.mime_type.lower()};base64,{data}"
+            url = f"data:{data[0]};base64,{data[1]}"
             carried.append({"type": "image_url", "image_url": {"url": url}})
         else:
             file = {
                 "filename": part.blob.name or "file.pdf",
-                "file_data": f"data:{PDF};base64,{data}",
+                "file_data": f"data:{data[0]};base64,{data[1]}",
             }
             carried.append({"type": "file", "file": file})
-    return carried, descriptions(rest)
+    return carried, descriptions(message, rest)
 
 
 def _object_text(call: ToolCall) -> str:

@@ -4,7 +4,8 @@ One `Metrics` per app, with a registry of its own (never prometheus-client's glo
 two apps in one process (tests) count apart. The parts report through small seams, not through
 prometheus: the turn runner and the gateway (`GatewayMetrics`, below), the model providers
 (`ModelObserver`, agent/providers/metered.py), the tool registry (`ToolObserver`), each channel
-(`PlatformCalls`, adapters/platform_calls.py). Gauges (specialists running, conversations
+(`PlatformCalls`, adapters/platform_calls.py), speech to text (`SpeechObserver`,
+bot/speech/base.py). Gauges (specialists running, conversations
 waiting, open connections) are read when scraped, never kept up to date on the hot path.
 
 Labels are bounded: channel, outcome, provider, model (from config), tool (registered names;
@@ -17,12 +18,20 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any, Final, Protocol, TypeVar
 
-from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
+from prometheus_client import (
+    CollectorRegistry,
+    Counter,
+    Histogram,
+    ProcessCollector,
+    disable_created_metrics,
+    generate_latest,
+)
 from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
 from adapters.platform_calls import Outcome
 from agent.providers.metered import ModelCall
+from bot.speech.base import SpeechOutcome
 from tools.registry import ToolOutcome
 
 CONTENT_TYPE: Final = "text/plain; version=0.0.4; charset=utf-8"
@@ -65,7 +74,12 @@ class Metrics:
     def __init__(self) -> None:
         # labelled children by (metric, labels): `labels()` costs more than the count itself
         self._children: dict[tuple[Any, tuple[str, ...]], Any] = {}
+        # No `*_created` series: a second series per counter and histogram child, holding only
+        # its start time, which no dashboard uses (a process-wide switch of prometheus-client).
+        disable_created_metrics()
         r = self.registry = CollectorRegistry()
+        # process_cpu_seconds_total, process_resident_memory_bytes, open fds, start time...
+        ProcessCollector(registry=r)
         ch = ["channel"]
         pm = ["provider", "model"]
         self.turns = Counter("gateway_turns", "Turns finished", [*ch, "outcome"], registry=r)
@@ -144,6 +158,16 @@ class Metrics:
             registry=r,
         )
 
+        self.transcriptions = Counter(
+            "gateway_transcriptions", "Voice notes sent to speech to text", ["outcome"], registry=r
+        )
+        self.transcription_seconds = Histogram(
+            "gateway_transcription_seconds",
+            "Speech to text of one voice note (the retry included)",
+            buckets=SLOW,
+            registry=r,
+        )
+
     def gauges(self, read: Gauges, **help_texts: str) -> None:
         """Gauges read at scrape time: `read()` yields (name, labels, value); every name it may
         yield is given with its help text."""
@@ -168,6 +192,12 @@ class Metrics:
     def turn_finished(self, channel: str, outcome: str, seconds: float) -> None:
         self._at(self.turns, channel, outcome).inc()
         self._at(self.turn_seconds, channel, outcome).observe(seconds)
+
+    # -- SpeechObserver --------------------------------------------------------------------------
+    def transcription(self, outcome: SpeechOutcome, seconds: float) -> None:
+        self._at(self.transcriptions, outcome).inc()
+        if outcome in ("ok", "silent", "failed"):  # the service was asked
+            self.transcription_seconds.observe(seconds)
 
     # -- ModelObserver ---------------------------------------------------------------------------
     def model_call(self, call: ModelCall) -> None:

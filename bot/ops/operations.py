@@ -25,6 +25,8 @@ from bot.ops.health import ChannelStates
 from bot.ops.metrics import CONTENT_TYPE, NO_METRICS, GatewayMetrics, Metrics
 from bot.ops.readiness import Check, Down, ModelWatch, Readiness
 from bot.pipeline.conversations import ConversationQueue
+from bot.pipeline.turn_line import TALLIES
+from bot.speech.base import UNOBSERVED, SpeechObserver
 from bot.storage.base import StorageError
 from bot.storage.roles import ClaimRecords
 from tools.registry import ToolRegistry
@@ -49,6 +51,10 @@ class Operations:
         return self.metrics or NO_METRICS
 
     @property
+    def speech(self) -> SpeechObserver:
+        return self.metrics or UNOBSERVED
+
+    @property
     def platform_calls(self) -> PlatformCalls:
         return self.metrics or NO_PLATFORM_CALLS
 
@@ -56,7 +62,7 @@ class Operations:
         """The provider the agent should call: every call measured (metrics and readiness)."""
         if self.metrics is not None:
             registry.observer = self.metrics.tool_call
-        observers: list[ModelObserver] = [self.model]
+        observers: list[ModelObserver] = [self.model, TALLIES]  # TALLIES: the turn's log line
         if self.metrics is not None:
             observers.append(self.metrics)
         return meter(provider, _Fanout(observers))

@@ -16,6 +16,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, replace
 
 from adapters.base import (
+    Attachment,
     Channel,
     ChannelError,
     ChatRef,
@@ -25,9 +26,11 @@ from adapters.base import (
     OutboundContent,
     RateLimited,
     SendsParts,
+    megabytes,
 )
 from content.blobs import BlobError, BlobStore
-from content.parts import MediaPart, Part, TextPart, media_part
+from content.parts import AudioPart, BlobRef, MediaPart, Part, TextPart, media_part
+from content.texts import DEFAULT_LANGUAGE, has, t
 
 log = logging.getLogger(__name__)
 
@@ -56,8 +59,12 @@ def to_fetch(channel: Channel, blobs: BlobStore | None, batch: Sequence[InboundM
 
 
 async def fetch_files(
-    channel: Channel, blobs: BlobStore | None, batch: Sequence[InboundMessage]
+    channel: Channel,
+    blobs: BlobStore | None,
+    batch: Sequence[InboundMessage],
+    language: str = DEFAULT_LANGUAGE,
 ) -> Fetched:
+    """`language`: the conversation's, for the replies that say why a file was left out."""
     if not to_fetch(channel, blobs, batch):
         return Fetched(list(batch))
     assert isinstance(channel, FetchesFiles) and blobs is not None  # what to_fetch checked
@@ -66,21 +73,32 @@ async def fetch_files(
         parts, left = list(message.parts), []
         for attachment in message.attachments:
             try:
-                parts.append(media_part(await channel.fetch(message, attachment, blobs)))
+                parts.append(_part(attachment, await channel.fetch(message, attachment, blobs)))
                 continue
             except FileTooLarge as exc:
                 log.info("%s in %s refused: %s", attachment.kind, message.chat.key, exc)
-                refusals.append(Refusal(message, exc.reply))
+                size = f" ({megabytes(exc.size)})" if exc.size is not None else ""
+                known = exc.attachment  # as the channel learnt it (a Slack Connect file's name)
+                what = file_label(language, known.kind, known.name)
+                limit = megabytes(exc.limit)
+                reply = t(language, "file.too_large", what=what, size=size, limit=limit)
+                refusals.append(Refusal(message, reply))
             except (ChannelError, BlobError) as exc:
                 log.warning("%s in %s not fetched: %s", attachment.kind, message.chat.key, exc)
-                name = f" “{attachment.name}”" if attachment.name else ""
-                reply = f"I could not read the {attachment.kind}{name}: the download failed."
+                what = file_label(language, attachment.kind, attachment.name)
+                reply = t(language, "file.not_fetched", what=what)
                 refusals.append(Refusal(message, reply))
             left.append(attachment)  # named to the model as a file it could not read
         if message.attachments:
             message = replace(message, parts=tuple(parts), attachments=tuple(left))
         fetched.append(message)
     return Fetched(fetched, tuple(refusals))
+
+
+def _part(attachment: Attachment, blob: BlobRef) -> MediaPart:
+    """The part a fetched file makes: by its media type, but a voice kind (a Telegram video
+    note, a Slack audio clip) is audio whatever its type, to be transcribed."""
+    return AudioPart(blob) if attachment.spoken else media_part(blob)
 
 
 async def tell_refusals(channel: Channel, refusals: Sequence[Refusal]) -> None:
@@ -101,6 +119,7 @@ async def send_parts(
     blobs: BlobStore | None,
     *,
     reply_to: str | None = None,
+    language: str = DEFAULT_LANGUAGE,
     sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
 ) -> list[str]:
     """An answer's media parts, sent after its final text where the channel sends them one by
@@ -118,7 +137,8 @@ async def send_parts(
             await _send_part(channel, chat, part, blobs, reply_to, sleep)
         except (ChannelError, BlobError) as exc:
             log.warning("%s not sent in %s: %s", part.type, chat.key, exc)
-            failed.append(f"(The {part.type} “{part.blob.name or part.type}” could not be sent.)")
+            what = file_label(language, part.type, part.blob.name or part.type)
+            failed.append(t(language, "file.not_sent", what=what))
     return failed
 
 
@@ -145,3 +165,9 @@ async def _send_part(
                 "%s in %s waits %.1f s for the rate limit", part.type, chat.key, exc.retry_after
             )
             await sleep(exc.retry_after)
+
+
+def file_label(language: str, kind: str, name: str | None) -> str:
+    """`document “report.pdf”`, in the language: what a file is, and its name if it has one."""
+    label = t(language, f"file.kind.{kind}") if has(f"file.kind.{kind}") else kind
+    return t(language, "file.named", kind=label, name=name) if name else label

@@ -10,14 +10,15 @@ from typing import Final, Protocol
 from adapters.base import Channel, DropNotice, InboundMessage
 from bot.pipeline.conversations import ConversationQueue, Stopped
 from bot.pipeline.routing import HELP_LINE, Reply, help_text
-from bot.pipeline.turn_outcome import STOPPED
+from content.texts import DEFAULT_LANGUAGE, t
 
 log = logging.getLogger(__name__)
 
-NEW_LINE: Final = "start a fresh conversation (the bot forgets this one)"
-STOP_LINE: Final = "stop the answer in progress and drop queued messages"
-STARTED_NEW: Final = "Started a new conversation. What can I do for you?"
-NOTHING_TO_STOP: Final = "Nothing to stop."
+# the texts in English (tests); each command says them in the conversation's language
+NEW_LINE: Final = t(DEFAULT_LANGUAGE, "command.new_help")
+STOP_LINE: Final = t(DEFAULT_LANGUAGE, "command.stop_help")
+STARTED_NEW: Final = t(DEFAULT_LANGUAGE, "command.started_new")
+NOTHING_TO_STOP: Final = t(DEFAULT_LANGUAGE, "command.nothing_to_stop")
 # The default table's `/help` (what `CommandTable((NewCommand…, StopCommand…))` generates).
 HELP: Final = help_text((("new", NEW_LINE), ("stop", STOP_LINE), ("help", HELP_LINE)))
 
@@ -40,7 +41,7 @@ class NewCommand:
     # the name of the persona answering on a channel (instance): its sessions' agent id
     agent_id: Callable[[str], str]
     name: str = "new"
-    help: str = NEW_LINE
+    help: str = "command.new_help"
 
     async def run(self, message: InboundMessage, reply: Reply) -> None:
         await self.sessions.close_active_sessions(
@@ -49,7 +50,7 @@ class NewCommand:
             user_id=message.user_id,
             agent_id=self.agent_id(message.chat.channel),
         )
-        await reply(message, STARTED_NEW)
+        await reply(message, t(message.language, "command.started_new"))
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,7 +61,7 @@ class StopCommand:
     channels: Mapping[str, Channel]
     tasks: TaskStopper | None = None
     name: str = "stop"
-    help: str = STOP_LINE
+    help: str = "command.stop_help"
 
     async def run(self, message: InboundMessage, reply: Reply) -> None:
         key = message.conversation_key
@@ -70,9 +71,10 @@ class StopCommand:
         if stopped.running:  # its placeholder ends as STOPPED: that is the reply
             log.info("stopped %s (dropped %d queued)", key, stopped.dropped)
         elif killed or stopped.dropped:
-            await reply(message, f"{STOPPED} ({killed} specialist(s), {stopped.dropped} queued)")
+            counts = {"specialists": killed, "queued": stopped.dropped}
+            await reply(message, t(message.language, "turn.stopped_counts", **counts))
         else:
-            await reply(message, NOTHING_TO_STOP)
+            await reply(message, t(message.language, "command.nothing_to_stop"))
 
     async def _tell_dropped(self, message: InboundMessage, stopped: Stopped) -> None:
         """Each message the stop dropped from the queue, told so where its channel can (the web

@@ -30,10 +30,12 @@ from adapters.base import (
     OutboundContent,
     RateLimited,
 )
+from agent.persona_file import display_name_of
 from bot.pipeline.attachments import send_parts
 from bot.pipeline.textsplit import split_text
 from content.blobs import BlobStore
 from content.parts import Part
+from content.texts import DEFAULT_LANGUAGE, t
 from tools.events import (
     AgentFinished,
     AgentStarted,
@@ -49,10 +51,8 @@ from tools.events import (
 
 log = logging.getLogger(__name__)
 
-PLACEHOLDER = "Thinking…"
-APOLOGY = (
-    "Sorry — something went wrong on my side and I couldn't finish this answer. Please try again."
-)
+PLACEHOLDER = t(DEFAULT_LANGUAGE, "turn.placeholder")  # in English; a delivery's own: `language`
+APOLOGY = t(DEFAULT_LANGUAGE, "turn.apology")
 FINAL_ATTEMPTS = 5  # for failed edits
 FINAL_DEADLINE_S = 60.0  # for rate limits: the final waits them out, up to this long
 
@@ -67,11 +67,16 @@ class Delivery:
         recipient: str | None = None,
         limits: ChannelLimits | None = None,
         blobs: BlobStore | None = None,
+        language: str = DEFAULT_LANGUAGE,
         clock: Callable[[], float] = time.monotonic,
         sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
     ) -> None:
-        """`clock` and `sleep` set the edit cadence and rate-limit pauses (a test moves them)."""
+        """`language`: the conversation's, for the texts the delivery writes itself (the
+        placeholder, status lines, the apology). `clock` and `sleep` set the edit cadence and
+        rate-limit pauses (a test moves them)."""
         self.channel = channel
+        self.language = language
+        self.placeholder = t(language, "turn.placeholder")
         self.blobs = blobs  # where the answer's media are read from to be sent
         self.chat = chat
         self.reply_to = reply_to
@@ -81,7 +86,7 @@ class Delivery:
         self.edits = 0
         self._sent: list[str] = []  # text last shown in each handle
         self._edits: list[int] = []  # edits each handle has taken
-        self._interim = PLACEHOLDER
+        self._interim = self.placeholder
         self._answer: list[str] = []
         self._workers: dict[str, str] = {}  # task_id -> status line
         self._tools: dict[str, str] = {}  # call_id -> status line of a tool call
@@ -99,9 +104,11 @@ class Delivery:
         self._clock = clock
         self._sleep = sleep
 
-    async def start(self, text: str = PLACEHOLDER) -> MessageHandle | None:
-        """Post the placeholder; previews flow from here on. A channel that cannot edit gets
-        no placeholder and no previews: only the final, as new message(s)."""
+    async def start(self, text: str | None = None) -> MessageHandle | None:
+        """Post the placeholder (`text`, else "Thinking…" in the delivery's language); previews
+        flow from here on. A channel that cannot edit gets no placeholder and no previews: only
+        the final, as new message(s)."""
+        text = self.placeholder if text is None else text
         self._interim = text
         if not self.limits.can_edit:
             return None
@@ -137,10 +144,12 @@ class Delivery:
             case Interim(text=text):
                 self._interim = text
                 self._answer.clear()
-            case AgentStarted(task_id=task_id, subagent_type=kind, description=what):
+            case AgentStarted(task_id=task_id):
+                # users see the persona's display name, never its internal name or the prompt
+                kind, what = shown_name(event), event.shown_description
                 self._workers[task_id] = f"⏳ {kind} — {what}"
-                if self._interim == PLACEHOLDER:
-                    self._interim = f"Asking {kind} — one moment"
+                if self._interim == self.placeholder:
+                    self._interim = t(self.language, "turn.asking", name=kind)
             case AgentFinished(task_id=task_id):
                 self._workers.pop(task_id, None)
             case Final(text=text, display=display, parts=parts):
@@ -148,7 +157,7 @@ class Delivery:
                 return
             case Failed(reason=reason):
                 log.warning("turn failed in %s: %s", self.chat.key, reason)
-                await self.finish(APOLOGY)
+                await self.finish(t(self.language, "turn.apology"))
                 return
             case ToolStarted(call_id=call_id, label=label):
                 self._tools[call_id] = f"🔧 {label}…"
@@ -186,7 +195,8 @@ class Delivery:
             fields = {
                 "task_id": event.task_id,
                 "subagent_type": event.subagent_type,
-                "description": event.description,
+                "display_name": shown_name(event),
+                "description": event.shown_description,
                 "status": status,
             }
         else:
@@ -237,7 +247,13 @@ class Delivery:
         """Where the final message cannot carry them (`parts_inline`), each part follows it; a
         part that cannot be sent is said in a last message of its own."""
         failed = await send_parts(
-            self.channel, self.chat, parts, self.blobs, reply_to=self.reply_to, sleep=self._sleep
+            self.channel,
+            self.chat,
+            parts,
+            self.blobs,
+            reply_to=self.reply_to,
+            language=self.language,
+            sleep=self._sleep,
         )
         if failed:
             try:
@@ -378,3 +394,8 @@ class Delivery:
         self.handles.append(handle)
         self._sent.append(text)
         self._edits.append(0)
+
+
+def shown_name(event: AgentStarted | AgentFinished) -> str:
+    """The specialist's name as users see it (an event made without one: from its file name)."""
+    return event.display_name or display_name_of(event.subagent_type)

@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from adapters.base import Channel, ChatRef, InboundMessage, OutboundContent, TryLater
 from agent.coordinator import Coordinator
@@ -23,6 +23,7 @@ from bot.pipeline.conversation_state import ConversationState, MemoryConversatio
 from bot.pipeline.conversations import ClaimingQueue, ConversationQueue, Held, QueueFull, TurnSignal
 from bot.pipeline.dedup import Dedup
 from bot.pipeline.held import HeldMessages
+from bot.pipeline.language import ConversationLanguage
 from bot.pipeline.persona_choice import PersonaChoice
 from bot.pipeline.quota import Quotas
 from bot.pipeline.resume import ResumeSettings, TurnResumer
@@ -40,23 +41,21 @@ from bot.pipeline.turn import RESUME_EVENT, TurnRunner
 from bot.pipeline.turn_ends import TurnEnds
 from bot.pipeline.turn_input import user_text_masker
 from bot.pipeline.turn_work import TurnWork
+from bot.pipeline.voice import Hearing
 from bot.storage.base import StorageError
 from bot.storage.roles import MessageRecords, TurnRecords
 from content.blobs import BlobStore
+from content.texts import DEFAULT_LANGUAGE, t
 
 log = logging.getLogger(__name__)
 
 __all__ = ["HELP", "Access", "AccessPolicy", "DefaultAccess", "Gateway", "GatewaySettings"]
 
-REFUSAL = "Sorry — this bot isn't available to you here. Ask its admin to add you."
-QUEUE_FULL = (
-    "Too many of your messages are waiting for an answer here, so I dropped this one. "
-    "Wait for the answer, or send /stop to drop the queue."
-)
+# in English (tests); said in the conversation's language (bot/pipeline/language.py)
+REFUSAL = t(DEFAULT_LANGUAGE, "gateway.refused")
+QUEUE_FULL = t(DEFAULT_LANGUAGE, "gateway.queue_full")
 UNCLAIM_RETRIES_S = (0.05, 0.1, 0.2, 0.4, 0.8, 1.6)
-NOT_TAKEN = (
-    "Sorry — I can't take messages just now (a storage problem). Please try again in a minute."
-)
+NOT_TAKEN = t(DEFAULT_LANGUAGE, "gateway.not_taken")
 
 
 @dataclass(frozen=True, slots=True)
@@ -64,6 +63,7 @@ class GatewaySettings:
     turn_timeout_s: float = 120.0
     persona: PersonaChoice = PersonaChoice()
     resume: ResumeSettings = ResumeSettings()
+    language: str = DEFAULT_LANGUAGE  # `gateway.language`: texts where no other is known
 
 
 class Gateway:
@@ -86,12 +86,13 @@ class Gateway:
         commands: Sequence[Command] = (),
         modes: Mapping[str, ModeHandler] | None = None,
         blobs: BlobStore | None = None,
+        hearing: Hearing | None = None,
     ) -> None:
         """`commands`: more rows of the command table (after /new and /stop; one of the same
         name replaces it). `modes`: the handlers of the modes other than bot (default: the
         message recorded and acknowledged, bot/pipeline/held.py). `turn_log` and
         `message_log`: the store's roles the gateway's parts use (its turns and sessions; the
-        sessions' messages)."""
+        sessions' messages). `hearing`: voice notes transcribed before their turn (None: not)."""
         self.channels = channels
         self.metrics = metrics
         self.coordinator = coordinator
@@ -111,6 +112,9 @@ class Gateway:
         )
         self.settings = settings
         self.access = access or DefaultAccess()
+        self.languages = ConversationLanguage(
+            self.states, default=settings.language, persona_language=self._persona_language
+        )
         self.router = Router(
             self.access,
             CommandTable(
@@ -140,6 +144,7 @@ class Gateway:
             ends=ends,
             settings=settings.resume,
             blobs=blobs,
+            languages=self.languages,
         )
         self.turns = TurnRunner(
             channels=channels,
@@ -155,6 +160,8 @@ class Gateway:
             metrics=metrics,
             quotas=quotas,
             blobs=blobs,
+            hearing=hearing,
+            languages=self.languages,
         )
         # Cleared while interrupted turns are queued at start (bot/pipeline/recovery.py): a new message
         # waits, so it never runs before the unfinished turn of its conversation.
@@ -193,9 +200,9 @@ class Gateway:
         if not await self._claim(message) or route.to == "ignore":
             return
         if route.command is not None:
-            await route.command.run(message, self._reply)
+            await route.command.run(await self._in_language(message), self._reply)
         elif route.to == "refuse":
-            await self._reply(message, REFUSAL)
+            await self._say(message, "gateway.refused")
         else:
             await self._converse(message)
 
@@ -206,7 +213,7 @@ class Gateway:
             log.error(
                 "event %s in %s not taken: storage: %s", message.event_id, message.chat.key, exc
             )
-            await self._reply(message, NOT_TAKEN)
+            await self._say(message, "gateway.not_taken")
             return False
         if not claimed:
             log.debug("duplicate event %s dropped", message.event_id)
@@ -222,11 +229,11 @@ class Gateway:
         except QueueFull as exc:
             log.warning("%s", exc)
             await self.dedup.release(message.event_id)  # a resend later is a new message
-            await self._reply(message, QUEUE_FULL)
+            await self._say(message, "gateway.queue_full")
         except StorageError as exc:
             log.error("event %s in %s not taken: %s", message.event_id, message.chat.key, exc)
             await self.dedup.release(message.event_id)
-            await self._reply(message, NOT_TAKEN)
+            await self._say(message, "gateway.not_taken")
         except TryLater:
             await self._unclaim(message.event_id)
             raise  # the channel has it delivered again
@@ -242,11 +249,11 @@ class Gateway:
             log.warning("no handler for mode %r of %s", mode, message.conversation_key)
             handler = self.modes.get("waiting") or next(iter(self.modes.values()))
         try:
-            await handler.take(message, mode, self._reply)
+            await handler.take(await self._in_language(message), mode, self._reply)
         except StorageError as exc:
             log.error("event %s in %s not held: %s", message.event_id, message.chat.key, exc)
             await self.dedup.release(message.event_id)
-            await self._reply(message, NOT_TAKEN)
+            await self._say(message, "gateway.not_taken")
         except TryLater:
             await self._unclaim(message.event_id)
             raise
@@ -258,7 +265,7 @@ class Gateway:
             queued = await queue.enqueue_new(message)
         except QueueFull as exc:
             log.warning("%s", exc)
-            await self._reply(message, QUEUE_FULL)
+            await self._say(message, "gateway.queue_full")
             return
         if isinstance(queued, Held):
             await self._hold(message, queued.mode)
@@ -307,6 +314,18 @@ class Gateway:
     async def _held_session(self, message: InboundMessage) -> str:
         persona = self.personas.get(self.settings.persona.for_channel(message.chat.channel))
         return await self._session(message, persona.name, persona.version)
+
+    def _persona_language(self, channel: str) -> str | None:
+        """The `language:` of the persona answering on a channel, if it sets one."""
+        return self.personas.get(self.settings.persona.for_channel(channel)).language
+
+    async def _in_language(self, message: InboundMessage) -> InboundMessage:
+        """The message as a command or a mode handler sees it: with its conversation's language."""
+        return replace(message, language=await self.languages.of(message))
+
+    async def _say(self, message: InboundMessage, key: str) -> None:
+        """The gateway's text `key` in the chat, in the conversation's language."""
+        await self._reply(message, t(await self.languages.of(message), key))
 
     async def _reply(self, message: InboundMessage, text: str) -> None:
         channel = self.channels[message.chat.channel]

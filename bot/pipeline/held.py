@@ -16,12 +16,14 @@ from adapters.base import InboundMessage
 from agent.types import Message
 from bot.pipeline.routing import Reply
 from bot.pipeline.turn_input import combine
+from content.texts import DEFAULT_LANGUAGE, has, t
 from tools.pii import PiiMasker
 
 log = logging.getLogger(__name__)
 
-WAITING: Final = "Thanks — a person will answer you here soon."
-NOTICES: Final[Mapping[str, str | None]] = {"waiting": WAITING, "human": None}
+WAITING: Final = t(DEFAULT_LANGUAGE, "gateway.waiting")  # in English (tests)
+# per mode: a text key (said in the conversation's language), a text of its own, or None
+NOTICES: Final[Mapping[str, str | None]] = {"waiting": "gateway.waiting", "human": None}
 HELD_TURN: Final = "held:"  # the turn id of a held message's history entry: held:<event id>
 
 SessionFor = Callable[[InboundMessage], Awaitable[str]]
@@ -57,4 +59,4 @@ class HeldMessages:
         log.info("message %s held (%s mode)", message.event_id, mode)
         notice = self.notices.get(mode)
         if notice:
-            await reply(message, notice)
+            await reply(message, t(message.language, notice) if has(notice) else notice)

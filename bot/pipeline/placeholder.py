@@ -18,8 +18,12 @@ log = logging.getLogger(__name__)
 PLACEHOLDER_ATTEMPTS = 3
 
 
-async def post_placeholder(delivery: Delivery, batch: list[InboundMessage], dedup: Dedup) -> bool:
-    """Post it, waiting out rate limits; if it cannot be posted, let a redelivery try again.
+async def post_placeholder(
+    delivery: Delivery, batch: list[InboundMessage], dedup: Dedup, text: str | None = None
+) -> bool:
+    """Post it (`text`: what it says until the model's words come, else "Thinking…" in the
+    delivery's language), waiting out rate limits;
+    if it cannot be posted, let a redelivery try again.
 
     A send of unknown fate may be showing: no second placeholder then, and no previews (the
     delivery has nothing to edit); the final comes as one new message. Neither Telegram's
@@ -27,7 +31,7 @@ async def post_placeholder(delivery: Delivery, batch: list[InboundMessage], dedu
     """
     for attempt in range(1, PLACEHOLDER_ATTEMPTS + 1):
         try:
-            await delivery.start()
+            await delivery.start(text)
             return True
         except DeliveryUncertain as exc:
             log.warning("placeholder in %s unconfirmed (%s)", batch[-1].chat.key, exc)

@@ -24,6 +24,7 @@ from typing import Protocol
 from adapters.base import InboundMessage
 from bot.runtime.config.schema import QuotaLimits, QuotasConfig
 from bot.storage.roles import QuotaRecords
+from content.texts import DEFAULT_LANGUAGE, t
 
 Counts = tuple[int, int]  # turns, tokens
 Bucket = tuple[str, float]  # a bucket and when it may be forgotten (unix seconds)
@@ -136,7 +137,7 @@ class MemoryQuotaState:
 class _Scope:
     key: str  # "user:telegram:42", "conversation:telegram:-100:7"
     limits: QuotaLimits
-    whose: str  # for the reply: "you've", "this conversation has"
+    whose: str  # for the reply: `quota.who.<whose>` (user, conversation, address, key)
 
 
 @dataclass(frozen=True, slots=True)
@@ -170,8 +171,9 @@ class Quotas:
             x.tokens_per_day is not None or x.tokens_per_minute is not None for x in self._all
         )
 
-    async def admit(self, message: InboundMessage) -> str | None:
-        """None, and the turn is counted; or the reply that says which limit was reached."""
+    async def admit(self, message: InboundMessage, language: str = DEFAULT_LANGUAGE) -> str | None:
+        """None, and the turn is counted; or the reply that says which limit was reached (in
+        `language`)."""
         if message.event_id.startswith(SYSTEM_EVENTS):
             return None  # work the user was admitted for already
         pairs = self._limited(message)
@@ -188,7 +190,7 @@ class Quotas:
         refusals: list[tuple[int, str]] = []
         for scope, window in pairs:
             turns, tokens = counts.get(window.bucket(scope), (0, 0))
-            reply = _over(scope, window, turns, tokens, now)
+            reply = _over(scope, window, turns, tokens, now, language)
             if reply is not None:
                 refusals.append((window.end, reply))
         # the limit that lasts longest is the one worth telling
@@ -219,21 +221,18 @@ class Quotas:
         if {message.user_id, user} & self._exempt:
             return []
         scopes = [
-            _Scope(f"user:{user}", self.config.per_user, "you've"),
+            _Scope(f"user:{user}", self.config.per_user, "user"),
             _Scope(
                 f"conversation:{message.conversation_key}",
                 self.config.per_conversation,
-                "this conversation has",
+                "conversation",
             ),
         ]
         kind = (message.client or "").partition(":")[0]
         if kind in self._per_client:  # a new visitor id or API session is the same client
             key = f"client:{message.chat.channel}:{message.client}"
-            scopes.append(_Scope(key, self._per_client[kind], _CLIENT_WHOSE[kind]))
+            scopes.append(_Scope(key, self._per_client[kind], kind))
         return scopes
-
-
-_CLIENT_WHOSE = {"address": "your network has", "key": "this app has"}
 
 
 def _limits(limits: QuotaLimits, window: str) -> tuple[int | None, int | None]:
@@ -243,22 +242,19 @@ def _limits(limits: QuotaLimits, window: str) -> tuple[int | None, int | None]:
     return limits.turns_per_minute, limits.tokens_per_minute
 
 
-def _over(scope: _Scope, window: _Window, turns: int, tokens: int, now: float) -> str | None:
+def _over(
+    scope: _Scope, window: _Window, turns: int, tokens: int, now: float, language: str
+) -> str | None:
     turn_limit, token_limit = _limits(scope.limits, window.name)
     if turn_limit is not None and turns >= turn_limit:
-        what = f"{turn_limit} message{'s' if turn_limit != 1 else ''} a {window.name}"
+        what = t(language, f"quota.messages.{window.name}", count=turn_limit)
     elif token_limit is not None and tokens >= token_limit:
-        what = f"{token_limit:,} tokens a {window.name}"
+        what = t(language, f"quota.tokens.{window.name}", count=token_limit)
     else:
         return None
+    who = t(language, f"quota.who.{scope.whose}")
     if window.name == "day":
-        return (
-            f"Sorry — {scope.whose} reached today's limit ({what}); it resets at 00:00 UTC. "
-            "Please send your message again after that."
-        )
+        return t(language, "quota.day", who=who, what=what)
     at = datetime.fromtimestamp(window.end, UTC).strftime("%H:%M:%S")
     wait = max(1, round(window.end - now))
-    return (
-        f"Sorry — {scope.whose} reached the limit of {what}; it resets at {at} UTC "
-        f"(in {wait} s). Please send your message again then."
-    )
+    return t(language, "quota.minute", who=who, what=what, at=at, wait=wait)

@@ -30,22 +30,21 @@ from agent.replay import ReplayPoint, Unresumable, open_calls, replay_point
 from agent.types import Message
 from bot.pipeline.conversations import TurnSignal
 from bot.pipeline.delivery import Delivery
+from bot.pipeline.language import ConversationLanguage
 from bot.pipeline.turn_ends import TurnEnds, ended_unrecorded
-from bot.pipeline.turn_outcome import INTERRUPTED, STORAGE_FAILED, Outcome
+from bot.pipeline.turn_outcome import Outcome
 from bot.pipeline.turn_work import TurnWork
 from bot.storage.base import StorageError
 from bot.storage.roles import MessageRecords, TurnRecords
 from bot.storage.rows import ResumedTurn
 from bot.storage.turns import chat_from_record, handle_from_record, handle_record
 from content.blobs import BlobStore
+from content.texts import DEFAULT_LANGUAGE, t
 from tools.base import ToolResult
 
 log = logging.getLogger(__name__)
 
-GAVE_UP = (
-    "Sorry — the bot restarted while working on this and couldn't safely finish it. "
-    "Please send your message again."
-)
+GAVE_UP = t(DEFAULT_LANGUAGE, "turn.gave_up")  # in English; a turn's own: its conversation's
 EDIT_DEADLINE_S = 15.0  # a platform that does not answer must not hold the conversation
 
 
@@ -68,7 +67,10 @@ class TurnResumer:
         ends: TurnEnds,
         settings: ResumeSettings,
         blobs: BlobStore | None = None,
+        languages: ConversationLanguage | None = None,
     ) -> None:
+        """`languages`: which language a conversation's texts are in (None: English)."""
+        self.languages = languages
         self.channels = channels
         self.blobs = blobs  # where the parts a resumed answer sends are read
         self.coordinator = coordinator
@@ -159,7 +161,10 @@ class TurnResumer:
         point: ReplayPoint,
         control: TurnSignal,
     ) -> str:
-        delivery = Delivery(channel, chat, recipient=turn.user_id, blobs=self.blobs)
+        language = await self._language(turn)
+        delivery = Delivery(
+            channel, chat, recipient=turn.user_id, blobs=self.blobs, language=language
+        )
         outcome = Outcome("completed", point.final or "", point.display, parts=point.parts)
         try:
             if handle is not None:
@@ -186,11 +191,13 @@ class TurnResumer:
             log.error("turn %s resumed but its final edit failed: %s", turn.id, exc)
             outcome.status, outcome.error = "failed", f"delivery: {exc}"
         except StorageError as exc:
-            outcome = Outcome("failed", STORAGE_FAILED, error=f"storage: {exc}")
-            await _say(delivery, STORAGE_FAILED)
+            sorry = t(language, "turn.storage_failed")
+            outcome = Outcome("failed", sorry, error=f"storage: {exc}")
+            await _say(delivery, sorry)
         except asyncio.CancelledError:
-            outcome = Outcome("failed", INTERRUPTED, error="interrupted by shutdown")
-            await _say(delivery, INTERRUPTED)
+            sorry = t(language, "turn.interrupted")
+            outcome = Outcome("failed", sorry, error="interrupted by shutdown")
+            await _say(delivery, sorry)
             raise
         finally:
             await delivery.close()
@@ -224,15 +231,14 @@ class TurnResumer:
         valid for the model; the turn `failed` with the reason."""
         outcome = "no placeholder to edit"
         if channel is not None and chat is not None:
+            gave_up = OutboundContent(t(await self._language(turn), "turn.gave_up"))
             try:
                 async with asyncio.timeout(EDIT_DEADLINE_S):
                     if handle is not None:
-                        await channel.edit(handle, OutboundContent(GAVE_UP), final=True)
+                        await channel.edit(handle, gave_up, final=True)
                         outcome = "placeholder edited"
                     else:  # none was posted, or its id never learned: say it anew
-                        await channel.send(
-                            chat, OutboundContent(GAVE_UP), final=True, recipient=turn.user_id
-                        )
+                        await channel.send(chat, gave_up, final=True, recipient=turn.user_id)
                         outcome = "said in a new message"
             except (ChannelError, TimeoutError) as exc:
                 outcome = f"apology not delivered: {exc}"
@@ -248,6 +254,11 @@ class TurnResumer:
         except StorageError as exc:
             log.error("turn %s given up but not recorded: %s", turn.id, exc)
         log.warning("turn %s was interrupted and is not resumed (%s): %s", turn.id, reason, outcome)
+
+    async def _language(self, turn: ResumedTurn) -> str:
+        if self.languages is None:
+            return DEFAULT_LANGUAGE
+        return await self.languages.of_conversation(turn.conversation_key, turn.channel)
 
 
 async def _say(delivery: Delivery, text: str) -> None:

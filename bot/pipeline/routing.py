@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Final, Literal, Protocol
 
 from adapters.base import InboundMessage
+from content.texts import DEFAULT_LANGUAGE, has, t
 
 Access = Literal["allow", "ignore", "refuse"]
 Reply = Callable[[InboundMessage, str], Awaitable[None]]  # the gateway's answer in the chat
@@ -48,10 +49,13 @@ class Command(Protocol):
 
     @property
     def help(self) -> str:
-        """What it does, in a few words (after "/name — " in the list)."""
+        """What it does, in a few words (after "/name — " in the list): a key of the text
+        catalogues (content/locales/), said in the conversation's language, or plain text."""
         ...
 
-    async def run(self, message: InboundMessage, reply: Reply) -> None: ...
+    async def run(self, message: InboundMessage, reply: Reply) -> None:
+        """`message.language` is the conversation's language here (the gateway sets it)."""
+        ...
 
 
 class ModeHandler(Protocol):
@@ -61,24 +65,27 @@ class ModeHandler(Protocol):
     async def take(self, message: InboundMessage, mode: str, reply: Reply) -> None: ...
 
 
-HELP_HEAD: Final = "**Commands**\n"
-HELP_FOOT: Final = "\n\nAnything else goes to the assistant."
-HELP_LINE: Final = "this list"
+HELP_LINE: Final = "command.help_help"  # a text key (content/locales/)
 
 
-def help_text(lines: Iterable[tuple[str, str]]) -> str:
-    """`/help`'s answer, from (name, line) pairs in the table's order."""
-    return HELP_HEAD + "\n".join(f"/{name} — {line}" for name, line in lines) + HELP_FOOT
+def help_text(lines: Iterable[tuple[str, str]], language: str | None = DEFAULT_LANGUAGE) -> str:
+    """`/help`'s answer, from (name, line) pairs in the table's order; a line that is a text
+    key is said in `language`."""
+    shown = "\n".join(
+        f"/{name} — {t(language, line) if has(line) else line}" for name, line in lines
+    )
+    head, foot = t(language, "command.help_head"), t(language, "command.help_foot")
+    return f"{head}\n{shown}\n\n{foot}"
 
 
 @dataclass(frozen=True, slots=True)
 class HelpCommand:
-    text: str
+    lines: tuple[tuple[str, str], ...]  # (name, line) of each command, in the table's order
     name: str = "help"
     help: str = HELP_LINE
 
     async def run(self, message: InboundMessage, reply: Reply) -> None:
-        await reply(message, self.text)
+        await reply(message, help_text(self.lines, message.language))
 
 
 class CommandTable:
@@ -90,7 +97,7 @@ class CommandTable:
         for command in commands:
             by_name[command.name] = command
         lines = [(c.name, c.help) for c in by_name.values()] + [("help", HELP_LINE)]
-        by_name["help"] = HelpCommand(help_text(lines))
+        by_name["help"] = HelpCommand(tuple(lines))
         self._by_name = by_name
 
     def get(self, name: str | None) -> Command | None:

@@ -31,12 +31,14 @@ from bot.pipeline.attachments import fetch_files, tell_refusals, to_fetch
 from bot.pipeline.conversations import TurnSignal
 from bot.pipeline.dedup import Dedup
 from bot.pipeline.delivery import Delivery
+from bot.pipeline.language import ConversationLanguage
 from bot.pipeline.persona_choice import PersonaChoice
 from bot.pipeline.placeholder import post_placeholder
 from bot.pipeline.quota import Quotas
 from bot.pipeline.resume import TurnResumer
 from bot.pipeline.turn_ends import TurnEnds
 from bot.pipeline.turn_input import combine, media, shown, user_text_masker
+from bot.pipeline.turn_line import log_turn, tallying
 from bot.pipeline.turn_outcome import (
     INTERRUPTED,
     STOPPED,
@@ -46,10 +48,14 @@ from bot.pipeline.turn_outcome import (
     storage_failed,
 )
 from bot.pipeline.turn_work import TurnWork
+from bot.pipeline.voice import Heard, Hearing
 from bot.storage.base import StorageError
 from bot.storage.roles import TurnRecords
 from bot.storage.turns import chat_record, handle_record
 from content.blobs import BlobStore
+from content.texts import DEFAULT_LANGUAGE, t
+from tools.events import Interim
+from tools.pii import PiiMasker
 
 log = logging.getLogger(__name__)
 
@@ -88,11 +94,17 @@ class TurnRunner:
         metrics: GatewayMetrics = NO_METRICS,
         quotas: Quotas | None = None,
         blobs: BlobStore | None = None,
+        hearing: Hearing | None = None,
+        languages: ConversationLanguage | None = None,
     ) -> None:
         """`work` runs the coordinator; `ends` records how turns ended (retrying what the store
-        refused); `resumer` finishes the turns a dead process left (None: they are not)."""
+        refused); `resumer` finishes the turns a dead process left (None: they are not);
+        `hearing` transcribes voice notes (None: they stay audio parts, unheard); `languages`
+        says which language the turn's own texts are in (None: English)."""
+        self.languages = languages
         self.channels = channels
         self.blobs = blobs  # where inbound files are fetched to; None: they stay labels
+        self.hearing = hearing
         self.metrics = metrics
         self.coordinator = coordinator
         self.turn_log = turn_log
@@ -116,12 +128,15 @@ class TurnRunner:
         turn_id = uuid.uuid4().hex
         # every log line of the turn, its tools and specialists included, names it (JSON log);
         # fresh: a background result's turn runs in a task its specialist started
-        with bound(
-            fresh=True,
-            conversation_key=last.conversation_key,
-            turn_id=turn_id,
-            channel=last.chat.channel,
-            persona=self.persona.for_channel(last.chat.channel),
+        with (
+            bound(
+                fresh=True,
+                conversation_key=last.conversation_key,
+                turn_id=turn_id,
+                channel=last.chat.channel,
+                persona=self.persona.for_channel(last.chat.channel),
+            ),
+            tallying(),
         ):
             await self._run(batch, control, turn_id)
 
@@ -130,12 +145,14 @@ class TurnRunner:
         channel = self.channels[last.chat.channel]
         if control.resumed and self.resumer is not None and await self._taken_over(batch, control):
             return
+        language = DEFAULT_LANGUAGE if self.languages is None else await self.languages.of(last)
         delivery = Delivery(
             channel,
             last.chat,
             reply_to=last.message_id,
             recipient=last.user_id,
             blobs=self.blobs,
+            language=language,
         )
         arrived = min(message.received_at for message in batch)
         outcome = Outcome()
@@ -143,28 +160,36 @@ class TurnRunner:
         log.debug("turn of %d message(s) starts", len(batch))
         try:
             if control.stopped:
-                outcome = Outcome("stopped", STOPPED)
-            elif (refusal := await self._over_quota(last)) is not None:  # no model call
+                outcome = Outcome("stopped", t(language, "turn.stopped"))
+            elif (refusal := await self._over_quota(last, language)) is not None:  # no model call
                 log.info("over quota in %s: %s", last.conversation_key, refusal)
                 outcome = Outcome("refused", refusal)
-            if outcome.status in ("stopped", "refused"):
-                if not await post_placeholder(delivery, batch, self.dedup):
-                    outcome.status = "undelivered"
-                    return
-                self.metrics.placeholder_shown(last.chat.channel, time.monotonic() - arrived)
             else:
                 # pinned for the whole turn
                 persona = self.personas.get(self.persona.for_channel(last.chat.channel))
                 session_id = await self.session_for(last, persona.name, persona.version)
                 masker = user_text_masker(self.coordinator)
-                # Files to download first: the placeholder goes up before them (a big file
-                # must not hold "Thinking…" back), so the user's message, which carries them,
-                # is recorded by the coordinator once they are in (a process killed during the
-                # download leaves a turn with no user message: the resumer apologises in its
-                # placeholder). Otherwise the turn is recorded with its user's message: a
-                # restart goes on from it (agent/replay.py).
-                downloads = to_fetch(channel, self.blobs, batch)
+                # Files to download and no voice notes among them: the placeholder goes up
+                # before the download (a big file must not hold "Thinking…" back), so the
+                # user's message, which carries the files, is recorded by the coordinator once
+                # they are in (a process killed during the download leaves a turn with no user
+                # message: the resumer apologises in its placeholder). Voice notes are heard
+                # first: what they said is the placeholder's first text (bot/pipeline/voice.py).
+                downloads = to_fetch(channel, self.blobs, batch) and not _spoken(batch)
+                heard = None
+                if not downloads:
+                    heard = await self._inputs(channel, batch, masker, language)  # recorded next
+                    batch = heard.batch
+                    if heard.nothing_else:  # only voice notes, none heard: the reason is the reply
+                        outcome = Outcome("refused", heard.reply)
+            if outcome.status in ("stopped", "refused"):
+                if not await post_placeholder(delivery, batch, self.dedup):
+                    outcome.status = "undelivered"
+                    return
+                self.metrics.placeholder_shown(last.chat.channel, time.monotonic() - arrived)
+            else:  # the persona, session and inputs above are set: nothing stopped the turn
                 text, parts = combine(batch, masker), media(batch)
+                # with the user's message: a restart goes on from it (agent/replay.py)
                 user = Message("user", text, parts=parts)
                 start = None if downloads else ReplayPoint((user,), resumed=Resumed(rounds_done=0))
                 # recorded BEFORE the placeholder is posted, and its handle right after: a
@@ -180,7 +205,9 @@ class TurnRunner:
                     messages=start.messages if start is not None else (),
                 )
                 recorded = True
-                if not await post_placeholder(delivery, batch, self.dedup):
+                # what the voice notes said shows while the model works
+                shows = None if heard is None else heard.placeholder(delivery.limits, language)
+                if not await post_placeholder(delivery, batch, self.dedup, shows):
                     outcome = Outcome("undelivered", error="undelivered: no placeholder posted")
                     return
                 if delivery.handles:
@@ -188,10 +215,13 @@ class TurnRunner:
                     await self.turn_log.update_turn_placeholder(turn_id, record)
                 self.metrics.placeholder_shown(last.chat.channel, time.monotonic() - arrived)
                 if downloads:
-                    fetched = await fetch_files(channel, self.blobs, batch)
-                    batch = fetched.batch
-                    await tell_refusals(channel, fetched.refusals)
+                    heard = await self._inputs(channel, batch, masker, language)
+                    batch = heard.batch
                     text, parts = combine(batch, masker), media(batch)
+                    if heard.lines:  # an audio file heard: shown as a voice note's would be
+                        await delivery.on_event(
+                            Interim(heard.placeholder(delivery.limits, language))
+                        )
                 turn = TurnInput(
                     persona=persona,
                     session_id=session_id,
@@ -202,7 +232,10 @@ class TurnRunner:
                     text=text,
                     parts=parts,
                 )
-                outcome = await self.work.run(turn, delivery, control, start)
+                if heard is not None and heard.nothing_else:
+                    outcome = Outcome("refused", heard.reply)
+                else:
+                    outcome = await self.work.run(turn, delivery, control, start)
             if control.lost:
                 outcome, recorded = Outcome("lost"), False  # the new holder's now: hands off
                 log.warning("turn %s left to the process that took it over", turn_id)
@@ -213,16 +246,18 @@ class TurnRunner:
                 log.error("turn %s ended but its final edit failed: %s", turn_id, exc)
                 outcome.status, outcome.error = "failed", f"delivery: {exc}"
         except asyncio.CancelledError:
-            outcome = Outcome("failed", INTERRUPTED, error="interrupted by shutdown")
+            outcome = Outcome(
+                "failed", t(language, "turn.interrupted"), error="interrupted by shutdown"
+            )
             if delivery.handles:
                 try:
                     async with asyncio.timeout(SHUTDOWN_GRACE_S):
-                        await delivery.finish(INTERRUPTED)
+                        await delivery.finish(outcome.text)
                 except (TimeoutError, ChannelError):
                     pass
             raise
         except StorageError as exc:
-            outcome = await storage_failed(batch, exc, self.dedup)
+            outcome = await storage_failed(batch, exc, self.dedup, language)
             try:
                 await delivery.finish(outcome.text)
             except ChannelError as error:
@@ -231,10 +266,29 @@ class TurnRunner:
             await delivery.close()
             elapsed = time.monotonic() - arrived
             self.metrics.turn_finished(last.chat.channel, outcome.status, elapsed)
-            log.debug("turn %s in %.1f ms", outcome.status, elapsed * 1000)
+            log_turn(outcome=outcome.status, seconds=elapsed, user_id=last.user_id)
             if recorded:
                 await self._record_end(turn_id, outcome)
                 await self._spend(last, turn_id)
+
+    async def _inputs(
+        self,
+        channel: Channel,
+        batch: list[InboundMessage],
+        masker: PiiMasker | None,
+        language: str,
+    ) -> Heard:
+        """The batch's files fetched into the blob store and its voice notes heard. A file
+        refused, or a voice note not heard, is told to its sender in a reply of its own, unless
+        the batch has nothing else: then that is the turn's whole answer."""
+        fetched = await fetch_files(channel, self.blobs, batch, language)
+        await tell_refusals(channel, fetched.refusals)
+        if self.hearing is None:
+            return Heard(fetched.batch)
+        heard = await self.hearing.hear(fetched.batch, masker, language)
+        if not heard.nothing_else:
+            await tell_refusals(channel, heard.notes)
+        return heard
 
     async def _taken_over(self, batch: list[InboundMessage], control: TurnSignal) -> bool:
         """A batch taken over from a process that died running it (several processes): if a
@@ -259,10 +313,10 @@ class TurnRunner:
         status = "failed" if outcome.status == "undelivered" else outcome.status
         await self.ends.record(turn_id, status, final, outcome.error)  # kept and retried if refused
 
-    async def _over_quota(self, message: InboundMessage) -> str | None:
+    async def _over_quota(self, message: InboundMessage, language: str) -> str | None:
         """What the placeholder says instead of an answer, if a quota is reached; else None and
         the turn is counted."""
-        return None if self.quotas is None else await self.quotas.admit(message)
+        return None if self.quotas is None else await self.quotas.admit(message, language)
 
     async def _spend(self, message: InboundMessage, turn_id: str) -> None:
         """The turn's tokens (its specialists' so far included) count against its quotas."""
@@ -273,3 +327,8 @@ class TurnRunner:
             await self.quotas.spend(message, used.input_tokens + used.output_tokens)
         except StorageError as exc:
             log.error("turn %s: its tokens were not counted against quotas: %s", turn_id, exc)
+
+
+def _spoken(batch: list[InboundMessage]) -> bool:
+    """Whether the batch brings a voice note to hear (a Telegram voice or audio, a Slack clip)."""
+    return any(attachment.spoken for message in batch for attachment in message.attachments)

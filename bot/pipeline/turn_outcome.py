@@ -17,21 +17,16 @@ from bot.pipeline.dedup import Dedup
 from bot.pipeline.delivery import APOLOGY
 from bot.storage.base import StorageError
 from content.parts import Part
+from content.texts import DEFAULT_LANGUAGE, t
 from tools.redact import redact_credentials
 
 log = logging.getLogger(__name__)
 
-STOPPED = "⏹ Stopped."
-TIMED_OUT = (
-    "Sorry — this took too long, so I stopped. Please try again, perhaps with a smaller request."
-)
-INTERRUPTED = (
-    "Sorry — the bot restarted before finishing this answer. Please send your message again."
-)
-STORAGE_FAILED = (
-    "Sorry — I couldn't save this conversation just now, so I stopped. "
-    "Please send your message again in a minute."
-)
+# in English (tests and logs); a turn says them in its conversation's language: t(language, key)
+STOPPED = t(DEFAULT_LANGUAGE, "turn.stopped")
+TIMED_OUT = t(DEFAULT_LANGUAGE, "turn.timed_out")
+INTERRUPTED = t(DEFAULT_LANGUAGE, "turn.interrupted")
+STORAGE_FAILED = t(DEFAULT_LANGUAGE, "turn.storage_failed")
 
 
 @dataclass(slots=True)
@@ -46,7 +41,9 @@ class Outcome:
     parts: tuple[Part, ...] = ()  # media the answer carries
 
 
-async def storage_failed(batch: list[InboundMessage], exc: StorageError, dedup: Dedup) -> Outcome:
+async def storage_failed(
+    batch: list[InboundMessage], exc: StorageError, dedup: Dedup, language: str = DEFAULT_LANGUAGE
+) -> Outcome:
     """The messages are in no store: say so in the log, ask the user to send them again, and
     reopen their events so a platform's retry is answered (`Dedup.reopen`)."""
     log.error(
@@ -60,7 +57,7 @@ async def storage_failed(batch: list[InboundMessage], exc: StorageError, dedup: 
             await dedup.reopen(message.event_id)
     except StorageError:
         pass  # the same failure, logged above; the claims expire with their TTL
-    return Outcome("failed", STORAGE_FAILED, error=f"storage: {exc}")
+    return Outcome("failed", t(language, "turn.storage_failed"), error=f"storage: {exc}")
 
 
 def storage_fault(exc: BaseException) -> StorageError | None:

@@ -13,9 +13,10 @@ from agent.coordinator import Coordinator, TurnInput
 from agent.providers.base import ProviderError
 from agent.replay import ReplayPoint
 from bot.pipeline.conversations import TurnSignal
-from bot.pipeline.delivery import APOLOGY, Delivery
-from bot.pipeline.turn_outcome import STOPPED, TIMED_OUT, Outcome, describe, storage_fault
+from bot.pipeline.delivery import Delivery
+from bot.pipeline.turn_outcome import Outcome, describe, storage_fault
 from bot.storage.base import StorageError
+from content.texts import t
 
 log = logging.getLogger(__name__)
 
@@ -33,9 +34,11 @@ class TurnWork:
         replay: ReplayPoint | None = None,
     ) -> Outcome:
         """The coordinator's part of a turn (new, or resumed from `replay`), within its deadline;
-        a stop, a timeout or a failure becomes what the placeholder says."""
+        a stop, a timeout or a failure becomes what the placeholder says (in the delivery's
+        language)."""
+        language = delivery.language
         if control.stopped:  # a /stop while the placeholder was being posted
-            return Outcome("stopped", STOPPED)
+            return Outcome("stopped", t(language, "turn.stopped"))
         control.work = asyncio.create_task(
             self.coordinator.run_turn(turn, delivery.on_event, replay, control)
         )
@@ -45,20 +48,21 @@ class TurnWork:
         except asyncio.CancelledError:
             if asyncio.current_task().cancelling():  # type: ignore[union-attr]
                 raise  # shutdown (awaiting the work cancelled it too)
-            return Outcome("stopped", STOPPED)
+            return Outcome("stopped", t(language, "turn.stopped"))
         except StorageError:
             raise  # the turn ends with its own note (see `TurnRunner.run`)
         except TimeoutError:
             log.warning("turn %s timed out after %ss", turn.turn_id, self.timeout_s)
-            return Outcome("failed", TIMED_OUT, error="turn timeout")
+            return Outcome("failed", t(language, "turn.timed_out"), error="turn timeout")
         except ProviderError as exc:
             log.error("turn %s failed: model provider: %s", turn.turn_id, exc)
-            return Outcome("failed", f"Sorry — {exc.user_message}", error=describe(exc))
+            sorry = t(language, exc.user_key) if exc.user_key else f"Sorry — {exc.user_message}"
+            return Outcome("failed", sorry, error=describe(exc))
         except Exception as exc:
             if (fault := storage_fault(exc)) is not None:
                 raise fault from exc  # a tool's audit row, say, failed inside a task group
             log.exception("turn %s failed", turn.turn_id)
-            return Outcome("failed", APOLOGY, error=describe(exc))
+            return Outcome("failed", t(language, "turn.apology"), error=describe(exc))
         finally:
             control.work = None
         return Outcome("completed", result.text, tuple(result.display), parts=tuple(result.parts))

@@ -104,17 +104,31 @@ def _render(node: SessionNode, lines: list[str], depth: int) -> None:
     )
     if not node.calls:
         lines.append(f"{pad}   (no tool calls)")
-    for item in node.calls:
-        call = item.call
-        mark = "ok " if call.ok else "ERR"
-        lines.append(
-            f"{pad}   {(call.created_at or '')[11:23]}  {mark}  {call.tool_name}"
-            f"({_short(call.arguments)})  {call.duration_ms or 0:.0f} ms"
-        )
-        lines.append(f"{pad}       → {_short(call.result)}")
-        for child in item.children:
-            _render(child, lines, depth + 1)
+    # the conversation and the tool calls, in the order they happened; a tool message is its
+    # call's result, shown under the call
+    said: list[tuple[str, MessageRow | CallNode]] = [
+        (m.created_at or "", m) for m in node.messages if m.role != "tool"
+    ]
+    said += [(c.call.created_at or "", c) for c in node.calls]
+    for _, item in sorted(said, key=lambda pair: pair[0]):
+        if isinstance(item, CallNode):
+            _render_call(item, lines, pad, depth)
+        else:
+            text = item.content or ("(tool calls)" if item.tool_calls else "")
+            lines.append(f"{pad}   {(item.created_at or '')[11:23]}  {item.role}: {_short(text)}")
     for child in node.orphans:
+        _render(child, lines, depth + 1)
+
+
+def _render_call(item: CallNode, lines: list[str], pad: str, depth: int) -> None:
+    call = item.call
+    mark = "ok " if call.ok else "ERR"
+    lines.append(
+        f"{pad}   {(call.created_at or '')[11:23]}  {mark}  {call.tool_name}"
+        f"({_short(call.arguments)})  {call.duration_ms or 0:.0f} ms"
+    )
+    lines.append(f"{pad}       → {_short(call.result)}")
+    for child in item.children:
         _render(child, lines, depth + 1)
 
 

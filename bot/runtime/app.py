@@ -116,6 +116,7 @@ class App:
                 admits=lambda message: access.check(message) == "allow",
                 # the agent id of the conversations' sessions (the gateway's persona)
                 persona_name=lambda: self.personas.get(persona).name,
+                introduction=lambda: wiring.introduction(self.personas.get(persona)),
                 data_dir=None
                 if config.storage.path == ":memory:"
                 else self._path(config.storage.path).parent,
@@ -141,6 +142,8 @@ class App:
             config, served, self.registry, self.store, self.personas, deps
         )
         agent = config.agent
+        # voice notes' speech to text
+        self.hearing = wiring.hearing(config, self.blobs, self.ops.speech)
         self.gateway = Gateway(
             channels=self.channels,
             coordinator=self.coordinator,
@@ -153,6 +156,7 @@ class App:
                 turn_timeout_s=agent.turn_timeout_s,
                 persona=wiring.persona_choice(config, persona),
                 resume=ResumeSettings(agent.resume_max_age_s, agent.resume_max_attempts),
+                language=config.gateway.language,
             ),
             access=access,
             workers=self.workers,
@@ -160,6 +164,7 @@ class App:
             quotas=Quotas(config.quotas, wiring.quota_state(self.store, self.redis)),
             states=wiring.conversation_states(self.store, self.redis),
             blobs=self.blobs,
+            hearing=self.hearing,
         )
         self.gateway.accepting.clear()  # until interrupted turns are queued (see `_start`)
         self.web_server = web_server
@@ -212,8 +217,7 @@ class App:
         if self.redis is not None:
             await self.redis.open()
         await self.http.open()
-        for error in self.personas.load():
-            log.error("%s", error)
+        self.personas.load()  # logs each broken file, saying what serves instead
         wiring.check_personas(self.gateway.settings.persona, self.personas)
         self._supervisor = asyncio.create_task(self._supervise(), name="app")
         started = asyncio.create_task(self.conversations.started.wait())
@@ -249,6 +253,7 @@ class App:
             )
             self.port = await self._web.start()
         log.info("model: %s", describe_provider(self.provider))
+        log.info("voice notes: %s", self.hearing.describe())
         if self.port is not None:
             log.info("serving %s  (web widget demo at /, health at /healthz)", self.url)
 
@@ -289,6 +294,7 @@ class App:
         close_provider = getattr(self.provider, "aclose", None)
         if self._own_provider and close_provider is not None:
             await close_provider()  # the SDKs' HTTP connection pools
+        await self.hearing.aclose()
         if self.redis is not None:
             await self.redis.close()
         await self.store.close()

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import importlib.metadata
 import json
 import logging
 import os
@@ -62,6 +63,7 @@ def _run(args: argparse.Namespace) -> int:
 
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="bot", description="Multi-channel chat bot gateway.")
+    parser.add_argument("--version", action="version", version=f"%(prog)s {_version()}")
     commands = parser.add_subparsers(dest="command")
     serve = commands.add_parser("serve", help="run every enabled channel and the web server")
     serve.add_argument("--host", help="address to bind (default: server.host, or $BOT_HOST)")
@@ -76,7 +78,9 @@ def _parser() -> argparse.ArgumentParser:
     sessions = commands.add_parser("sessions", help="read stored sessions and their tool calls")
     sessions_commands = sessions.add_subparsers(dest="sessions_command", required=True)
     listing = sessions_commands.add_parser("list", help="the newest conversations' sessions")
-    listing.add_argument("--limit", type=int, default=20)
+    listing.add_argument(
+        "--limit", type=_at_least_one, default=20, help="how many sessions (default: 20)"
+    )
     show = sessions_commands.add_parser("show", help="one session's tree with every tool call")
     show.add_argument("session_id", help="a session id (or its first characters)")
     mcp = commands.add_parser("mcp", help="the MCP tool servers of mcp.servers")
@@ -116,6 +120,23 @@ def _api_key(args: argparse.Namespace) -> int:
     print("for config.yaml, under channels.api.keys:")
     print(f"  - {{id: {args.id}, sha256: {hash_key(key)}}}")
     return 0
+
+
+def _version() -> str:
+    try:
+        return importlib.metadata.version("chat-gateway")
+    except importlib.metadata.PackageNotFoundError:  # run from a checkout that is not installed
+        return "(not installed)"
+
+
+def _at_least_one(text: str) -> int:
+    try:
+        number = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number, not {text!r}") from None
+    if number < 1:
+        raise argparse.ArgumentTypeError(f"must be 1 or more, not {number}")
+    return number
 
 
 def _port(text: str) -> int:

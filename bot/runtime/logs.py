@@ -17,6 +17,7 @@ from collections.abc import Iterable, Iterator, Mapping
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Literal, TextIO
+from urllib.parse import unquote, urlsplit
 
 from pydantic import BaseModel
 
@@ -81,11 +82,29 @@ class JsonFormatter(logging.Formatter):
             "message": record.getMessage(),
         }
         entry.update(current())
+        extra = getattr(record, "fields", None)  # a line's own facts (bot/ops/turn_log.py)
+        if isinstance(extra, dict):
+            entry.update(extra)
         if record.exc_info and not record.exc_text:
             record.exc_text = self.formatException(record.exc_info)
         if record.exc_text:
             entry["exc"] = record.exc_text
         return json.dumps(entry, ensure_ascii=False, default=str)
+
+
+# Libraries that log every request at INFO: one line per platform call drowns the turn lines
+# (lark-oapi calls Feishu through httpx, and httpx writes "HTTP Request: POST …" at INFO).
+CHATTY_LOGGERS = ("httpx",)
+
+
+class DemoteInfo(logging.Filter):
+    """A chatty library's INFO lines become DEBUG: shown only when the log level is DEBUG."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.levelno == logging.INFO:
+            record.levelno, record.levelname = logging.DEBUG, "DEBUG"
+            return logging.getLogger().isEnabledFor(logging.DEBUG)
+        return True
 
 
 def setup_logging(
@@ -113,6 +132,10 @@ def setup_logging(
             old.close()
     root.addHandler(handler)
     root.setLevel(getattr(logging, level))
+    for name in CHATTY_LOGGERS:
+        chatty = logging.getLogger(name)
+        if not any(isinstance(f, DemoteInfo) for f in chatty.filters):
+            chatty.addFilter(DemoteInfo())
     return handler
 
 
@@ -124,7 +147,24 @@ def secret_values(section: BaseModel) -> Iterator[str]:
         extra = info.json_schema_extra
         marked = isinstance(extra, dict) and bool(extra.get("secret"))
         if (marked or _SECRET_NAME.search(name)) and isinstance(value, str) and value:
-            yield value
+            yield from _secret_part(value)
         for item in value if isinstance(value, list | tuple) else [value]:
             if isinstance(item, BaseModel):
                 yield from secret_values(item)
+
+
+def _secret_part(value: str) -> Iterator[str]:
+    """What to mask of a secret: a URL's password alone (`redis://host:6379/0` has none, and
+    an operator needs to read which server it is), anything else whole."""
+    if "://" not in value:
+        yield value
+        return
+    try:
+        password = urlsplit(value).password
+    except ValueError:  # not a URL after all (a bad port, say)
+        yield value
+        return
+    if password:
+        yield password
+        if unquote(password) != password:
+            yield unquote(password)

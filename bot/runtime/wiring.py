@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from pathlib import Path
+from typing import Any
 
 from adapters.accounts import Accounts, FileAccounts
 from adapters.base import BlobLinks, InboundMessage
@@ -18,7 +19,7 @@ from adapters.rates import LocalInboundRates
 from adapters.registry import ChannelServices, instance_name, sections
 from agent.coordinator import AgentSettings, Coordinator
 from agent.loop import LoopSettings
-from agent.personas import PersonaLibrary
+from agent.personas import Persona, PersonaLibrary
 from agent.providers.base import Provider
 from agent.workers import Deliver, Workers, WorkerSettings
 from bot.ops.operations import Operations
@@ -29,8 +30,11 @@ from bot.pipeline.dedup import Dedup, StoreDedup
 from bot.pipeline.persona_choice import PersonaChoice
 from bot.pipeline.quota import QuotaState, StoreQuotaState
 from bot.pipeline.transcript import StoreHistory
+from bot.pipeline.voice import Hearing
 from bot.redis.mode import RedisMode
 from bot.runtime.config import Config, ConfigError
+from bot.speech.base import SpeechObserver
+from bot.speech.openai import OpenAITranscriber
 from bot.storage import StorageError
 from bot.storage.backends import AnyStore
 from content.blobs import BlobStore
@@ -76,6 +80,7 @@ def channel_services(
     data_dir: Path | None,
     media: tuple[BlobStore, BlobLinks | None, bytes | None] | None = None,
     clock: Callable[[], float] = time.monotonic,
+    introduction: Callable[[], Mapping[str, Any]] = dict,
 ) -> ChannelServices:
     """What every channel factory is handed: the server's facts and the shared seams.
     `data_dir`: the database's folder (None: in memory), where this process's account locks go
@@ -105,7 +110,18 @@ def channel_services(
         blobs=blobs,
         blob_links=links,
         upload_secret=uploads,
+        introduction=introduction,
     )
+
+
+def introduction(persona: Persona) -> dict[str, Any]:
+    """What an empty conversation shows of the coordinator: the keys its persona file sets."""
+    fields: dict[str, Any] = {
+        "bot_name": persona.display_name,
+        "welcome": persona.welcome,
+        "suggestions": list(persona.suggestions),
+    }
+    return {key: value for key, value in fields.items() if value}
 
 
 def _answered(store: AnyStore) -> Callable[[str], Awaitable[bool]]:
@@ -266,3 +282,20 @@ def check_personas(choice: PersonaChoice, personas: PersonaLibrary) -> None:
             personas.get(name)
         except KeyError as exc:
             raise ConfigError(f"channels ({channel}): persona: {exc.args[0]}") from None
+
+
+def hearing(config: Config, blobs: BlobStore | None, observer: SpeechObserver) -> Hearing:
+    """Voice notes' speech to text: `stt`'s endpoint, or none while `stt.base_url` is null
+    (their senders are told voice is not on)."""
+    stt = config.stt
+    transcriber = None
+    if stt.base_url:
+        transcriber = OpenAITranscriber(
+            base_url=stt.base_url,
+            model=stt.model,
+            api_key=stt.api_key,
+            language=stt.language,
+            timeout_s=stt.timeout_s,
+            max_bytes=stt.max_bytes,
+        )
+    return Hearing(transcriber, blobs, concurrency=stt.concurrency, observer=observer)

@@ -39,7 +39,11 @@ _REPLY = Query(
 )
 _AFTER = Query(
     sa.select(*_ROW)
-    .where(_SESSION, AM.c.position > sa.bindparam("position"))
+    .where(
+        _SESSION,
+        AM.c.position > sa.bindparam("position"),
+        AM.c.position < sa.bindparam("upto"),  # `before`, when both are given
+    )
     .order_by(AM.c.position)
     .limit(sa.bindparam("limit"))
 )
@@ -92,9 +96,11 @@ class ApiRecords(StoreCalls):
     async def api_messages(
         self, session_id: str, *, limit: int, before: int | None = None, after: int | None = None
     ) -> list[ApiMessage]:
-        if after is not None:
-            return await self._tx(_many, _AFTER, session_id=session_id, position=after, limit=limit)
         newest = before if before is not None else 2**63 - 1
+        if after is not None:
+            return await self._tx(
+                _many, _AFTER, session_id=session_id, position=after, upto=newest, limit=limit
+            )
         rows = await self._tx(_many, _BEFORE, session_id=session_id, position=newest, limit=limit)
         return rows[::-1]
 

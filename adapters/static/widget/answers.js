@@ -6,13 +6,13 @@ function createAnswers(ui, o, log, sendFrame) {
   // Keyed by ids from the server and the model: Maps, so an id like "__proto__" is just a key.
   var bots = new Map(), current = null, actions = [];
 
-  function message(id) {
+  function message(id, at) {
     var bot = bots.get(id);
     if (bot) return bot;
     var node = el("div", "cgw-msg cgw-bot cgw-pending");
     var body = el("div", "cgw-body");
     var work = el("ul", "cgw-work");
-    node.append(body, work);
+    node.append(botHeader(o, at), body, work);
     bot = { id: id, node: node, body: body, work: work, lines: new Map(), done: false };
     bots.set(id, bot);
     log.show(node);
@@ -29,14 +29,16 @@ function createAnswers(ui, o, log, sendFrame) {
   function statusLine(frame) {
     var bot = frame.message_id && bots.get(frame.message_id) || current;
     var key = frame.call_id || frame.task_id;
+    // a specialist by its display name: its internal name is for logs
+    var who = frame.display_name || frame.subagent_type || "specialist";
     var text = frame.call_id ? frame.label || frame.name
-      : (frame.subagent_type || "specialist") + (frame.description ? ": " + frame.description : "");
+      : who + (frame.description ? ": " + frame.description : "");
     if (!bot) return log.note(text + " (" + frame.status + ")");
     var line = bot.lines.get(key);
     if (!line) {
       line = el("li", "cgw-line");
       bot.lines.set(key, line);
-      line.label = frame.call_id ? frame.label || frame.name : frame.subagent_type || "specialist";
+      line.label = frame.call_id ? frame.label || frame.name : who;
       bot.work.append(line);
     }
     line.setAttribute("data-status", frame.status);
@@ -90,7 +92,7 @@ function createAnswers(ui, o, log, sendFrame) {
     var box = hintBox("cgw-card", hint.title, hint.subtitle);
     var rows = el("dl", "cgw-fields");
     (hint.fields || []).forEach(function (field) {
-      rows.append(el("dt", "", field.label), el("dd", "", String(field.value)));
+      rows.append(el("dt", "", field.label), withWholeDates(el("dd"), String(field.value)));
     });
     box.append(rows);
     // Only images the server generated (data: URLs); a URL a model wrote could leak the chat.
@@ -135,7 +137,7 @@ function createAnswers(ui, o, log, sendFrame) {
     // message.created / .updated / .completed, tool.* and agent.*
     handle: function (frame, replayed) {
       if (/^(tool|agent)\./.test(frame.type)) return statusLine(frame);
-      var bot = message(frame.message_id);
+      var bot = message(frame.message_id, frame.at);
       if (bot.done) return;
       if (frame.type === "message.completed") return complete(bot, frame, replayed);
       current = bot;

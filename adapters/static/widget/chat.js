@@ -1,7 +1,8 @@
 /* The conversation: the socket (hello with resume_after, backoff, the refusals that end it) and
  * the server's frames handed to the outbox (the user's side) and the answers (the bot's). */
 
-function createLog(ui, o) {
+function createLog(ui, o, suggest) {
+  var greeted = false;
   var log = {
     nearBottom: function () { return ui.log.scrollHeight - ui.log.scrollTop - ui.log.clientHeight < 80; },
     scrollDown: function () { ui.log.scrollTop = ui.log.scrollHeight; },
@@ -12,11 +13,39 @@ function createLog(ui, o) {
       return node;
     },
     note: function (text) { return log.show(el("div", "cgw-note", text)); },
-    greet: function () {  // the site's greeting, the widget's own: not part of the transcript
-      if (!o.greeting) return;
+    // The first bubble, the widget's own (not part of the transcript): the site's greeting,
+    // else the persona's welcome, else a plain one; and the persona's suggested questions,
+    // which go once the conversation has a message.
+    greet: function () {
+      if (greeted) return;
+      greeted = true;
       var node = el("div", "cgw-msg cgw-bot cgw-greeting");
-      node.append(el("div", "cgw-body", o.greeting));
-      log.show(node);
+      node.append(botHeader(o), el("div", "cgw-body", o.greeting || o.intro.welcome || o.t.welcome));
+      var questions = Array.isArray(o.intro.suggestions) ? o.intro.suggestions : [];
+      if (questions.length && !ui.log.querySelector(".cgw-row-user")) {
+        var row = el("div", "cgw-suggestions");
+        row.setAttribute("role", "group");
+        row.setAttribute("aria-label", o.t.suggested);
+        questions.forEach(function (text) {
+          var button = el("button", "cgw-button cgw-suggestion", String(text));
+          button.type = "button";
+          button.addEventListener("click", function () { suggest(String(text)); });
+          row.append(button);
+        });
+        node.append(row);
+      }
+      ui.log.prepend(node);
+    },
+    regreet: function () {  // the server's introduction came: the first bubble may change
+      var old = ui.log.querySelector(".cgw-greeting");
+      if (old) old.remove();
+      greeted = false;
+      log.greet();
+    },
+    cleared: function () { greeted = false; log.greet(); },
+    talked: function () {  // a message: the suggestions have done their job
+      var row = ui.log.querySelector(".cgw-suggestions");
+      if (row) row.remove();
     }
   };
   return log;
@@ -26,7 +55,7 @@ function createChat(ui, o) {
   var t = o.t;
   var ws = null, ready = false, started = false, refused = false, lastSeq = null, readySeq = 0;
   var backoff = 500, timer = null, waiting = [];
-  var log = createLog(ui, o);
+  var log = createLog(ui, o, function (text) { log.talked(); outbox.submit(text); });
   var link = { send: function (frame) {  // false: not connected now (it is being connected)
     if (ws && ready) { ws.send(JSON.stringify(frame)); return true; }
     connect();
@@ -59,6 +88,8 @@ function createChat(ui, o) {
       backoff = 500;
       stored("localStorage", VISITOR_KEY, frame.visitor_id);
       readySeq = frame.seq;
+      var intro = { bot_name: frame.bot_name, welcome: frame.welcome, suggestions: frame.suggestions };
+      if (JSON.stringify(intro) !== JSON.stringify(o.intro)) { o.intro = intro; log.regreet(); }
       if (lastSeq === null || frame.seq < lastSeq) lastSeq = Math.min(frame.seq, lastSeq || 0);
       ui.state.textContent = t.online;
       ui.panel.parentNode.classList.remove("cgw-offline");
@@ -72,6 +103,7 @@ function createChat(ui, o) {
       lastSeq = frame.seq;
     }
     if (frame.type === "message.user") {
+      log.talked();
       outbox.taken(frame);
       if (frame.action) answers.pressed(frame.action);
     } else if (frame.type === "message.dropped") {
@@ -79,7 +111,7 @@ function createChat(ui, o) {
     } else if (frame.type === "conversation.cleared") {
       ui.log.replaceChildren();
       answers.clear();
-      log.greet();
+      log.cleared();
       outbox.cleared();
     } else if (/^(message\.(created|updated|completed)|(tool|agent)\.(started|finished))$/.test(frame.type)) {
       // replayed (the buffer, or the stored transcript after a restart): shown, not announced
@@ -107,6 +139,7 @@ function createChat(ui, o) {
       var visitorId = stored("localStorage", VISITOR_KEY);
       if (visitorId && VISITOR_RE.test(visitorId)) hello.visitor_id = visitorId;
       if (o.userId) { hello.user_id = o.userId; hello.user_hash = o.userHash; }
+      if (o.pageLang) hello.language = o.pageLang;  // the gateway's own texts follow the page
       ws.send(JSON.stringify(hello));
     };
     ws.onmessage = function (event) {
@@ -149,6 +182,7 @@ function createChat(ui, o) {
     var text = ui.input.value;
     if ((!text.trim() && !composer.has()) || refused) return;
     ui.input.value = "";
+    log.talked();
     if (!composer.has()) return outbox.submit(text);
     composer.take().then(function (files) {  // sent once its files are uploaded
       if (files.length || text.trim()) outbox.submit(text, files);

@@ -11,7 +11,9 @@ var STRINGS = {
     noIdentity: "sign-in not accepted", serverError: "the server failed",
     refusedOrigin: "This chat is not enabled on this site.",
     refusedIdentity: "Your sign-in could not be verified, so the chat is off.",
-    used: "used", working: "Working…", pressed: "Pressed", newMessage: "New message", attach: "Attach a file", attached: "Files to send", file: "file",
+    used: "used", working: "Working…", pressed: "Pressed", newMessage: "New message",
+    welcome: "Hello! How can I help you?", suggested: "Suggested questions",
+    attach: "Attach a file", attached: "Files to send", file: "file",
     uploading: "Uploading…", removeFile: "Remove {name}", fileTooLarge: "“{name}” is too large (at most {max})",
     record: "Record a voice message", stopRecording: "Stop recording and send", recording: "Recording",
     micUnavailable: "This browser cannot record audio", micDenied: "The microphone is not allowed" },
@@ -26,7 +28,9 @@ var STRINGS = {
     notAllowed: "auf dieser Website nicht erlaubt", noIdentity: "Anmeldung nicht akzeptiert",
     serverError: "Serverfehler", refusedOrigin: "Dieser Chat ist auf dieser Website nicht freigeschaltet.",
     refusedIdentity: "Ihre Anmeldung konnte nicht geprüft werden; der Chat ist aus.",
-    used: "genutzt", working: "Arbeite…", pressed: "Gedrückt", newMessage: "Neue Nachricht", attach: "Datei anhängen", attached: "Zu sendende Dateien", file: "Datei",
+    used: "genutzt", working: "Arbeite…", pressed: "Gedrückt", newMessage: "Neue Nachricht",
+    welcome: "Hallo! Wie kann ich helfen?", suggested: "Vorgeschlagene Fragen",
+    attach: "Datei anhängen", attached: "Zu sendende Dateien", file: "Datei",
     uploading: "Wird hochgeladen…", removeFile: "{name} entfernen", fileTooLarge: "„{name}“ ist zu groß (höchstens {max})",
     record: "Sprachnachricht aufnehmen", stopRecording: "Aufnahme beenden und senden", recording: "Aufnahme",
     micUnavailable: "Dieser Browser kann keinen Ton aufnehmen", micDenied: "Das Mikrofon ist nicht erlaubt" },
@@ -41,7 +45,9 @@ var STRINGS = {
     notAllowed: "non autorisé sur ce site", noIdentity: "connexion refusée",
     serverError: "erreur du serveur", refusedOrigin: "Cette discussion n'est pas activée sur ce site.",
     refusedIdentity: "Votre connexion n'a pas pu être vérifiée ; la discussion est coupée.",
-    used: "utilisé", working: "En cours…", pressed: "Appuyé", newMessage: "Nouveau message", attach: "Joindre un fichier", attached: "Fichiers à envoyer", file: "fichier",
+    used: "utilisé", working: "En cours…", pressed: "Appuyé", newMessage: "Nouveau message",
+    welcome: "Bonjour ! Comment puis-je vous aider ?", suggested: "Questions suggérées",
+    attach: "Joindre un fichier", attached: "Fichiers à envoyer", file: "fichier",
     uploading: "Envoi du fichier…", removeFile: "Retirer {name}", fileTooLarge: "« {name} » est trop volumineux ({max} au plus)",
     record: "Enregistrer un message vocal", stopRecording: "Arrêter et envoyer", recording: "Enregistrement",
     micUnavailable: "Ce navigateur ne peut pas enregistrer de son", micDenied: "Le microphone n'est pas autorisé" }
@@ -101,4 +107,43 @@ function iconButton(className, name, label) {
   button.title = label;
   button.append(icon(name));
   return button;
+}
+
+// A message's time, in the visitor's own time zone; `at` is the server's ISO time (UTC), or
+// absent (a message of the stored transcript): no time then, rather than a wrong one.
+function timeOf(at) {
+  var when = at ? new Date(at) : null;
+  if (!when || isNaN(when.getTime())) return null;
+  var node = el("time", "cgw-time", when.toLocaleTimeString([], { hour: "2-digit", minute: "2-digit" }));
+  node.dateTime = when.toISOString();
+  node.title = when.toLocaleString();
+  return node;
+}
+
+// Who is speaking, above each of the bot's bubbles: its avatar (the site's data-avatar, else an
+// icon), its name and the time.
+function botHeader(o, at) {
+  var head = el("div", "cgw-from");
+  if (o.avatar) {
+    var image = el("img", "cgw-from-avatar");
+    image.src = o.avatar;  // the site's own choice, not a model's: safe to load
+    image.alt = "";
+    head.append(image);
+  } else {
+    var badge = el("span", "cgw-from-avatar");
+    badge.append(icon("chat"));
+    head.append(badge);
+  }
+  head.append(el("span", "cgw-from-name", o.botName || o.intro.bot_name || o.title));
+  var time = timeOf(at);
+  if (time) head.append(time);
+  return head;
+}
+
+// `text` into `node` as text, each date ("2026-12-02") in a span that does not wrap at its "-"
+function withWholeDates(node, text) {
+  String(text).split(/(\b\d{4}-\d{2}-\d{2}\b)/).forEach(function (piece, i) {
+    if (piece) node.append(i % 2 ? el("span", "cgw-nowrap", piece) : document.createTextNode(piece));
+  });
+  return node;
 }

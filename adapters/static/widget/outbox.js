@@ -6,17 +6,20 @@ function createOutbox(ui, t, log, link, base) {
   var users = {}, order = [], inflight = [];
   var maxChars = 0, quietUntil = 0, refused = "";
 
-  function bubble(id, text, action, files) {
-    var node = el("div", "cgw-msg cgw-user" + (action ? " cgw-action" : ""));
+  // A command ("/stop", "/help") is a line of the conversation, not a bubble said to the bot; a
+  // stop goes above the answer it stops, which then ends "Stopped." below it, in reading order.
+  function bubble(id, text, action, command, files) {
+    var node = el("div", command ? "cgw-msg cgw-command" : "cgw-msg cgw-user" + (action ? " cgw-action" : ""));
     if (action) node.append(icon("check"), el("span", "cgw-sr", t.pressed + ": "));
     if (text) node.append(el("span", "cgw-text", text));
     var shown = files && attachmentList(files, base);
     if (shown) node.append(shown);
     var meta = el("div", "cgw-meta");
     var item = { id: id, node: node, meta: meta, state: "sent", frame: null };
-    var row = el("div", "cgw-row cgw-row-user");
+    var row = el("div", "cgw-row cgw-row-user" + (command ? " cgw-row-command" : ""));
     row.append(node, meta);
-    item.row = log.show(row);
+    var stopped = command === "stop" && ui.log.querySelector(".cgw-bot.cgw-pending:not(.cgw-greeting)");
+    item.row = stopped ? ui.log.insertBefore(row, stopped) : log.show(row);
     users[id] = item;
     return item;
   }
@@ -26,6 +29,8 @@ function createOutbox(ui, t, log, link, base) {
     item.row.setAttribute("data-state", state);
     item.meta.replaceChildren();
     if (state === "sent") {
+      var time = timeOf(item.at);
+      if (time) item.meta.append(time);
       item.meta.append(icon("check"), el("span", "", t.sent));
     } else if (state === "dropped") {  // taken, then a stop dropped it: never answered
       item.meta.append(icon("alert"), el("span", "", t.dropped));
@@ -55,7 +60,7 @@ function createOutbox(ui, t, log, link, base) {
   return {
     submit: function (text, attachments) {  // attachments: the objects the uploads answered
       var id = randomId("c_");
-      var item = bubble(id, text);
+      var item = bubble(id, text, null, commandOf(text));
       item.frame = { type: "message", text: text, client_message_id: id };
       if (attachments && attachments.length) {
         item.frame.attachments = attachments;
@@ -75,10 +80,11 @@ function createOutbox(ui, t, log, link, base) {
     // message.user: the server took it (ours, or another tab's, or one from the replay)
     taken: function (frame) {
       if (frame.duplicate && !users[frame.message_id]) return;  // another page's resend
-      var item = users[frame.message_id] || bubble(frame.message_id, frame.text, frame.action, frame.attachments);
+      var item = users[frame.message_id] || bubble(frame.message_id, frame.text, frame.action, frame.command, frame.attachments);
       inflight = inflight.filter(function (x) { return x !== item; });
       var files = item.frame && item.frame.attachments && attachmentList(frame.attachments, base);
       if (files) item.node.querySelector(".cgw-files").replaceWith(files);  // now as links
+      item.at = frame.at || item.at;  // when the server took it
       setState(item, "sent");
     },
     // message.dropped: a stop dropped it from the queue; `live`: not from the replay
@@ -125,4 +131,9 @@ function createOutbox(ui, t, log, link, base) {
       order.forEach(function (item) { log.show(item.row); });
     }
   };
+}
+
+function commandOf(text) {  // as the gateway reads one: "/stop" or "/stop@bot" -> "stop"
+  var match = /^\s*\/([A-Za-z]\w*)(@\S*)?(\s|$)/.exec(text);
+  return match ? match[1].toLowerCase() : "";
 }

@@ -13,7 +13,9 @@ function readOptions(tag) {
   var target = validSelector(d.target || "");
   return {
     t: strings, lang: STRINGS[lang] ? lang : "en",
-    title: d.title || strings.title, greeting: d.greeting || "",
+    pageLang: d.lang || document.documentElement.lang || navigator.language || "",
+    title: d.title || strings.title, greeting: d.greeting || "", botName: d.botName || "",
+    intro: {},  // the server's: the persona's bot_name, welcome and suggestions (on ready)
     accent: accent, onAccent: onAccent, position: d.position === "left" ? "left" : "right",
     avatar: /^(https?:|data:image\/)/.test(d.avatar || "") ? d.avatar : "",
     inline: target !== null && (d.mode === "inline" || !!target), target: target || "",
@@ -112,7 +114,8 @@ function buildPanel(root, o) {
   titles.append(ui.state);
   ui.stopButton = iconButton("cgw-stop", "stop", t.stop);
   ui.stopButton.hidden = true;
-  ui.newButton = iconButton("cgw-new", "plus", t.newChat);
+  // a pen, not a "+": a "+" reads as "add" or "attach", not "start a new conversation"
+  ui.newButton = iconButton("cgw-new", "compose", t.newChat);
   ui.closeButton = iconButton("cgw-close", "close", t.close);
   head.append(titles, ui.stopButton, ui.newButton);
   if (!o.inline) head.append(ui.closeButton);

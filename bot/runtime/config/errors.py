@@ -50,13 +50,22 @@ def _describe(error: Mapping[str, Any]) -> str:
         extra = field.json_schema_extra if field is not None else None
         if isinstance(extra, dict) and extra.get("secret") and error["input"]:
             return f"{key}: {error['ctx']['error']}"  # never repeat a secret
-        return f"{key}: {error['ctx']['error']}, got {show(error['input'])}"
+        reason = str(error["ctx"]["error"])
+        return f"{key}: {reason}{_got(reason, error['input'])}"
     else:
         msg = str(error["msg"])
         expected = _EXPECTED.get(error["type"], f"a valid value ({msg[:1].lower()}{msg[1:]})")
     if error["type"] == "missing":
         return f"{key}: required; expected {expected}"
-    return f"{key}: expected {expected}, got {show(error['input'])}"
+    return f"{key}: expected {expected}{_got(expected, error['input'])}"
+
+
+def _got(reason: str, value: object) -> str:
+    """`, got X` after a reason; nothing where the reason already says the value is empty."""
+    if value == "":
+        said = any(word in reason for word in ("empty", "required", "missing"))
+        return "" if said else ", got an empty value"
+    return f", got {show(value)}"
 
 
 def _resolve(loc: tuple[Any, ...]) -> tuple[FieldInfo | None, Any]:

@@ -15,6 +15,7 @@ from adapters.slack.config import SlackConfig
 from adapters.telegram.config import TelegramConfig
 from adapters.websocket.config import WebsocketConfig
 from bot.runtime.config.instances import INSTANCE_KINDS, INSTANCES, as_instances
+from content.texts import LANGUAGES, negotiate
 from tools.mcp.settings import McpSettings
 from tools.settings import KnowledgeSettings, ToolsSettings
 
@@ -103,6 +104,9 @@ class LLMConfig(_Section):
     circuit_open_s: float = Field(30, gt=0, le=3600)
     tool_mode: Literal["native", "text", "auto"] = "auto"
     media: MediaKinds = None
+    # how many of a history's newest images go to the model again as images; older ones go as
+    # their description (agent/providers/image_plan.py)
+    media_history_images: int = Field(4, ge=0, le=100)
 
 
 class AgentConfig(_Section):
@@ -134,6 +138,15 @@ class GatewayConfig(_Section):
     coalesce_ms: int = Field(0, ge=0, le=5000)
     allowed_users: list[str] = []
     group_reply: Literal["mention", "all"] = "mention"
+    # the gateway's own texts where neither the user's nor the persona's language is known
+    language: str = "en"
+
+    @field_validator("language")
+    @classmethod
+    def _spoken(cls, language: str) -> str:
+        if (ours := negotiate(language)) is None:
+            raise ValueError(f"no texts in {language!r}; one of {', '.join(LANGUAGES)}")
+        return ours
 
 
 class ModelPrice(_Section):
@@ -207,6 +220,32 @@ class MediaConfig(_Section):
         return value
 
 
+class SttConfig(_Section):
+    """Speech to text for voice notes: an OpenAI-compatible `POST {base_url}/audio/transcriptions`
+    (OpenAI's own, or a Whisper server run anywhere). Off while `base_url` is null: a voice note
+    then gets its sender told that voice is not on."""
+
+    base_url: str | None = None  # e.g. https://api.openai.com/v1 or http://127.0.0.1:8000/v1
+    model: str = "whisper-1"
+    api_key: str = secret(env="STT_API_KEY")
+    language: str | None = None  # an ISO-639-1 hint such as "en"; null: the server detects it
+    timeout_s: float = Field(30, gt=0, le=600)  # each request's deadline (one retry on a 5xx)
+    max_bytes: int = Field(25_000_000, ge=1)  # OpenAI's limit: a larger voice note is not sent
+    concurrency: int = Field(4, ge=1, le=64)  # transcriptions at once, in this process
+
+    @field_validator("base_url")
+    @classmethod
+    def _http_url(cls, value: str | None) -> str | None:
+        if not value:
+            return None  # an unset `${STT_BASE_URL:-}` expands to ""
+        if value.partition("://")[0].lower() not in ("http", "https"):
+            raise ValueError(
+                "expected an http(s) URL of an OpenAI-compatible API, such as"
+                " https://api.openai.com/v1 (null: voice notes are not transcribed)"
+            )
+        return value
+
+
 class PersonasConfig(_Section):
     dirs: list[str] = ["personas"]
 
@@ -244,6 +283,7 @@ class Config(_Section):
     usage: UsageConfig = UsageConfig()
     quotas: QuotasConfig = QuotasConfig()
     media: MediaConfig = MediaConfig()
+    stt: SttConfig = SttConfig()  # speech to text (voice notes); off while stt.base_url is null
     mcp: McpSettings = McpSettings()  # tool servers, defined beside the MCP source
     admin: AdminConfig = AdminConfig()
 
