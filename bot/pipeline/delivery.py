@@ -244,8 +244,7 @@ class Delivery:
             await self._send_parts(parts)
 
     async def _send_parts(self, parts: tuple[Part, ...]) -> None:
-        """Where the final message cannot carry them (`parts_inline`), each part follows it; a
-        part that cannot be sent is said in a last message of its own."""
+        """Parts the final cannot carry follow it; those not sent are said in a last message."""
         failed = await send_parts(
             self.channel,
             self.chat,
