@@ -127,6 +127,25 @@ async def send_parts(
     return failed
 
 
+async def send_parts_or_say(
+    channel: Channel,
+    chat: ChatRef,
+    parts: Sequence[Part],
+    blobs: BlobStore | None,
+    *,
+    reply_to: str | None,
+    language: str,
+) -> None:
+    """`send_parts`, and a part that could not be sent said in a last message of its own."""
+    failed = await send_parts(channel, chat, parts, blobs, reply_to=reply_to, language=language)
+    if not failed:
+        return
+    try:
+        await channel.send(chat, OutboundContent("\n".join(failed)), reply_to=reply_to, final=True)
+    except ChannelError as exc:
+        log.warning("files not sent in %s, nor said: %s", chat.key, exc)
+
+
 def file_label(language: str, kind: str, name: str | None) -> str:
     """`document “report.pdf”`, in the language: what a file is, and its name if it has one."""
     label = t(language, f"file.kind.{kind}") if has(f"file.kind.{kind}") else kind
