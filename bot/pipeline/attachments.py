@@ -142,6 +142,28 @@ async def send_parts(
     return failed
 
 
+async def send_parts_or_say(
+    channel: Channel,
+    chat: ChatRef,
+    parts: Sequence[Part],
+    blobs: BlobStore | None,
+    *,
+    reply_to: str | None,
+    language: str,
+    sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
+) -> None:
+    """`send_parts`, and a part that could not be sent said in a last message of its own."""
+    failed = await send_parts(
+        channel, chat, parts, blobs, reply_to=reply_to, language=language, sleep=sleep
+    )
+    if not failed:
+        return
+    try:
+        await channel.send(chat, OutboundContent("\n".join(failed)), reply_to=reply_to, final=True)
+    except ChannelError as exc:
+        log.warning("files not sent in %s, nor said: %s", chat.key, exc)
+
+
 async def _send_part(
     channel: SendsParts,
     chat: ChatRef,

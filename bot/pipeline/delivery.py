@@ -1,13 +1,13 @@
 """The per-turn placeholder: one message posted before the model runs, edited into the answer.
 
 A delivery turns `TurnEvent`s into edits at the channel's safe cadence. Newest text wins: while an
-edit waits for its slot, later text replaces it, so stale intermediate states are never sent.
-The final edit always goes out (after any rate-limit pause), and text past the channel's length
-limit continues in new messages. A failed preview is logged and skipped; a final edit the
-platform keeps refusing is posted once as a new message instead. A send whose fate is unknown
+edit waits for its slot, later text replaces it, so stale intermediate states are never sent. The
+final edit always goes out (after any rate-limit pause), and text past the channel's length limit
+continues in new messages. A failed preview is logged and skipped; a final edit the platform keeps
+refusing is posted once as a new message instead. A send whose fate is unknown
 (`DeliveryUncertain`) is never sent again. A channel that cannot edit gets only the final, and
-`max_edits_per_message` keeps the last edit of a message for the final. Tool and specialist
-status lines show under the text while they run.
+`max_edits_per_message` keeps the last edit of a message for the final. Tool and specialist status
+lines show under the text while they run.
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ from adapters.base import (
     RateLimited,
 )
 from agent.persona_file import display_name_of
-from bot.pipeline.attachments import send_parts
+from bot.pipeline.attachments import send_parts_or_say
 from bot.pipeline.textsplit import split_text
 from content.blobs import BlobStore
 from content.parts import Part
@@ -244,8 +244,8 @@ class Delivery:
             await self._send_parts(parts)
 
     async def _send_parts(self, parts: tuple[Part, ...]) -> None:
-        """Parts the final cannot carry follow it; those not sent are said in a last message."""
-        failed = await send_parts(
+        """Where the final message cannot carry them (`parts_inline`), each part follows it."""
+        await send_parts_or_say(
             self.channel,
             self.chat,
             parts,
@@ -254,16 +254,6 @@ class Delivery:
             language=self.language,
             sleep=self._sleep,
         )
-        if failed:
-            try:
-                await self.channel.send(
-                    self.chat,
-                    OutboundContent("\n".join(failed)),
-                    reply_to=self.reply_to,
-                    final=True,
-                )
-            except ChannelError as exc:
-                log.warning("files not sent in %s, nor said: %s", self.chat.key, exc)
 
     async def close(self) -> None:
         """Stop previews without a final (the caller decides what the user sees)."""
