@@ -1,5 +1,6 @@
-"""Files clients upload (the widget, the sessions API): read capped into the blob store, and the
-signed references a later message uses to attach them.
+"""Files clients upload (the widget, the sessions API): read capped into the blob store (typed
+by their bytes where these tell, not by the client's word), and the signed references a later
+message uses to attach them.
 
 An upload answers with the blob's part (`{"type", "blob_id", "mime_type", "size", "name"}`) and
 a `ref`: an HMAC over the conversation it was uploaded for and those fields. A message's
@@ -26,6 +27,7 @@ from aiohttp import BodyPartReader, web
 from aiohttp.http_exceptions import HttpProcessingError
 
 from adapters.base import BlobLinks
+from adapters.media import sniffed
 from content.blobs import BlobStore, BlobTooLarge
 from content.parts import (
     AudioPart,
@@ -42,15 +44,18 @@ from content.parts import (
 OCTET_STREAM = "application/octet-stream"
 CHUNK = 65536
 MAX_NAME_CHARS = 255
+# image types whose bytes `sniffed` knows: one of these whose bytes say otherwise is not one
+SNIFFED_IMAGES = frozenset({"image/png", "image/jpeg", "image/gif", "image/webp"})
 MAX_FIELDS = 8  # multipart fields read looking for `file`
 
 
 class UploadRefused(Exception):
     """An upload or an attachment reference we refuse; `status` is the HTTP answer's."""
 
-    def __init__(self, status: int, message: str) -> None:
+    def __init__(self, status: int, message: str, *, retry_after: int | None = None) -> None:
         super().__init__(message)
         self.status = status
+        self.retry_after = retry_after  # seconds, for a 429
 
 
 class UploadSigner:
@@ -161,7 +166,9 @@ async def receive(request: web.Request, blobs: BlobStore, *, source: str) -> Blo
         raise UploadRefused(400, "the file is empty")
     name = (name or "").replace("/", "_").replace("\\", "_")[:MAX_NAME_CHARS] or None
     try:
-        return await blobs.put(data, mime_type=_media_type(mime, name), name=name, source=source)
+        return await blobs.put(
+            data, mime_type=_media_type(mime, name, data), name=name, source=source
+        )
     except BlobTooLarge:
         raise UploadRefused(413, _too_large(limit)) from None
 
@@ -189,12 +196,17 @@ async def _read(read: Callable[[int], Any], limit: int) -> bytes:
     return bytes(buffer)
 
 
-def _media_type(declared: str | None, name: str | None) -> str:
-    mime = (declared or "").split(";", 1)[0].strip().lower()
+def _media_type(declared: str | None, name: str | None, data: bytes) -> str:
+    """The bytes' type where they tell (a `.png` that is a PDF is a PDF), else the declared
+    one, else the name's; an SVG is a file, never an image (it runs scripts)."""
+    found = sniffed(data)
+    mime = (found or declared or "").split(";", 1)[0].strip().lower()
+    if found is None and mime in SNIFFED_IMAGES:
+        return OCTET_STREAM  # called an image, but its bytes are none we know: a file
     if (not mime or mime == OCTET_STREAM) and name:
         mime = mimetypes.guess_type(name, strict=False)[0] or ""
     if mime == "image/svg+xml":
-        return "application/octet-stream"  # an SVG is a file, never an image (it runs scripts)
+        return OCTET_STREAM
     return mime or OCTET_STREAM
 
 

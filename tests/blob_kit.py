@@ -2,14 +2,23 @@
 
 from __future__ import annotations
 
+import io
 from typing import Any
 from urllib.parse import quote
 
 import aiohttp
 from aiohttp import web
+from PIL import Image
 
 from content.blobs import BlobNotFound, BlobTooLarge, blob_id_of
 from content.parts import BlobRef
+
+
+def png(width: int = 8, height: int = 8, color: str = "teal") -> bytes:
+    """A real PNG of that size (platforms that read an image's dimensions read these)."""
+    buffer = io.BytesIO()
+    Image.new("RGB", (width, height), color).save(buffer, "PNG")
+    return buffer.getvalue()
 
 
 class MemoryBlobs:

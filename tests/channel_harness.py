@@ -41,7 +41,7 @@ import shutil
 import tempfile
 import uuid
 from abc import ABC, abstractmethod
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager, suppress
 from dataclasses import dataclass
 from pathlib import Path
@@ -79,6 +79,7 @@ class UploadTooLarge(Exception):
 
 Fault = Literal["rate_limited", "message_gone", "not_modified", "send_timeout", "send_garbled"]
 ORIGIN = "http://127.0.0.1:8080"
+MEDIA_MESSAGES = frozenset({"image", "file", "audio"})  # Feishu's message types that show a file
 
 
 @dataclass(frozen=True)
@@ -161,6 +162,25 @@ class ChannelHarness(ABC):
     @abstractmethod
     def downloads(self) -> int:
         """How many files the bot fetched from the platform."""
+
+    async def user_sends_photo(self, data: bytes) -> InboundMessage:
+        """A user message with one photo, the platform's way of sending a picture."""
+        return await self.user_sends_file(data, "photo.png", "image/png")
+
+    async def user_sends_files(
+        self, files: Sequence[tuple[bytes, str, str]]
+    ) -> list[InboundMessage]:
+        """Several files sent at once (bytes, name, media type), as the channel made them: one
+        message where the platform carries several files in one (Slack's `files[]`, the widget's
+        attachments, a Feishu post's images), else one message each, as the platform sends them
+        (a Telegram album is an update per file)."""
+        return [await self.user_sends_file(*file) for file in files]
+
+    async def images_shown(self) -> list[bytes]:
+        """The files the bot sent that the platform shows as pictures (a photo, an image
+        message, an image attachment), oldest first. Where the platform shows every file by its
+        own type (Slack, a terminal's folder), every upload."""
+        return [data for _, data in await self.uploads()]
 
 
 class WebSocketHarness(ChannelHarness):
@@ -279,11 +299,41 @@ class WebSocketHarness(ChannelHarness):
                 raise UploadTooLarge(await response.text())
             assert response.status == 201, await response.text()
             attachment = (await response.json())["attachment"]
+        return await self._send_attachments([attachment])
+
+    async def _upload(self, data: bytes, name: str, mime_type: str) -> dict[str, Any]:
+        upload = self._ready["upload"]
+        form = aiohttp.FormData()
+        form.add_field("file", data, filename=name, content_type=mime_type)
+        headers = {"Authorization": f"Bearer {upload['token']}", "Origin": ORIGIN}
+        async with self._session.post(self._base + upload["url"], data=form, headers=headers) as r:
+            assert r.status == 201, await r.text()
+            attachment: dict[str, Any] = (await r.json())["attachment"]
+            return attachment
+
+    async def _send_attachments(self, attachments: list[dict[str, Any]]) -> InboundMessage:
         cmid = f"file-{next(self._sent_files)}"
-        frame = {"type": "message", "attachments": [attachment], "client_message_id": cmid}
+        frame = {"type": "message", "attachments": attachments, "client_message_id": cmid}
         await self._ws.send_json(frame)
         async with asyncio.timeout(5):
             return await self._inbound.get()
+
+    async def user_sends_files(
+        self, files: Sequence[tuple[bytes, str, str]]
+    ) -> list[InboundMessage]:
+        attachments = [await self._upload(*file) for file in files]
+        return [await self._send_attachments(attachments)]
+
+    async def images_shown(self) -> list[bytes]:
+        await self.what_the_user_sees()
+        images = [
+            {
+                **frame,
+                "attachments": [a for a in frame.get("attachments", []) if a["type"] == "image"],
+            }
+            for frame in self.frames
+        ]
+        return [data for _, data in await fetched_attachments(self._session, self._base, images)]
 
     voice_type = "audio/webm"  # what a browser's MediaRecorder makes (the widget's mic)
 
@@ -378,6 +428,19 @@ class TelegramHarness(ChannelHarness):
         assert isinstance(made, InboundMessage), made
         return made
 
+    async def user_sends_photo(self, data: bytes) -> InboundMessage:
+        file_id = self.fake.add_file(data, "photos/file_1.jpg")
+        sizes = [
+            {"file_id": file_id, "file_unique_id": file_id, "width": 8, "height": 8}
+            | {"file_size": len(data)}
+        ]
+        update = self.fake.message(self.CHAT_ID, None, photo=sizes, caption="a photo")
+        message = TelegramMessage.model_validate(update["message"])
+        me = BotIdentity(TELEGRAM_BOT["id"], TELEGRAM_BOT["username"])
+        made = telegram_normalize(message, update["update_id"], me)
+        assert isinstance(made, InboundMessage), made
+        return made
+
     async def user_sends_voice(self, data: bytes) -> InboundMessage:
         file_id = self.fake.add_file(data, "voice/file_7.oga")
         voice = {"file_id": file_id, "file_unique_id": file_id, "duration": 2}
@@ -388,6 +451,13 @@ class TelegramHarness(ChannelHarness):
         made = telegram_normalize(message, update["update_id"], me)
         assert isinstance(made, InboundMessage), made
         return made
+
+    async def images_shown(self) -> list[bytes]:
+        return [
+            u.data
+            for u in self.fake.uploads
+            if u.chat_id == self.CHAT_ID and u.method == "sendphoto"
+        ]
 
     async def uploads(self) -> list[tuple[str, bytes]]:
         return [(u.name, u.data) for u in self.fake.uploads if u.chat_id == self.CHAT_ID]
@@ -486,6 +556,16 @@ class SlackHarness(ChannelHarness):
         assert made is not None
         return made
 
+    async def user_sends_files(
+        self, files: Sequence[tuple[bytes, str, str]]
+    ) -> list[InboundMessage]:
+        shared = [self.fake.add_file(*file) for file in files]
+        event = slack_event("files", thread_ts=self.THREAD, subtype="file_share", files=shared)
+        me = SlackIdentity(BOT_USER, BOT_ID, TEAM)
+        made = slack_message(event, TEAM, me, lambda channel, thread: True)
+        assert made is not None
+        return [made]
+
     voice_type = "audio/webm"  # a clip recorded in Slack's composer
 
     async def user_sends_voice(self, data: bytes) -> InboundMessage:
@@ -575,6 +655,7 @@ class FeishuHarness(ChannelHarness):
         return [
             Seen(fake.text_of(m), m.parent_id or None, ended=not fake.streaming(m))
             for m in fake.bot_messages(self.CHAT_ID)
+            if m.msg_type not in MEDIA_MESSAGES  # files: `uploads()`, not text
         ]
 
     async def wait_until(
@@ -607,6 +688,16 @@ class FeishuHarness(ChannelHarness):
         assert isinstance(made, InboundMessage), made
         return made
 
+    async def user_sends_photo(self, data: bytes) -> InboundMessage:
+        message_id = self.fake.user_file(self.CHAT_ID, data, "photo.png", kind="image")
+        content = {"image_key": f"img_{message_id}"}
+        event = feishu_event(
+            chat_id=self.CHAT_ID, message_id=message_id, kind="image", content=content
+        )
+        made = feishu_normalize(event, BOT_OPEN_ID)
+        assert isinstance(made, InboundMessage), made
+        return made
+
     async def user_sends_voice(self, data: bytes) -> InboundMessage:
         """An `audio` message: its content names the file and its length, not a name or type."""
         message_id = self.fake.user_file(self.CHAT_ID, data, "", kind="audio")
@@ -617,6 +708,37 @@ class FeishuHarness(ChannelHarness):
         made = feishu_normalize(event, BOT_OPEN_ID)
         assert isinstance(made, InboundMessage), made
         return made
+
+    async def user_sends_files(
+        self, files: Sequence[tuple[bytes, str, str]]
+    ) -> list[InboundMessage]:
+        """Images: one post that shows them all (a file cannot go in a post: one message each)."""
+        if not all(mime.startswith("image/") for _, _, mime in files):
+            return await super().user_sends_files(files)
+        message_id = self.fake.user_file(self.CHAT_ID, files[0][0], files[0][1], kind="image")
+        keys = [f"img_{message_id}"]
+        for number, (data, name, _) in enumerate(files[1:], 1):
+            keys.append(f"img_{message_id}_{number}")
+            self.fake.resources[(message_id, keys[-1])] = (name, data)
+        rows = [[{"tag": "text", "text": "these"}]] + [
+            [{"tag": "img", "image_key": key}] for key in keys
+        ]
+        event = feishu_event(
+            chat_id=self.CHAT_ID,
+            message_id=message_id,
+            kind="post",
+            content={"title": "", "content": rows},
+        )
+        made = feishu_normalize(event, BOT_OPEN_ID)
+        assert isinstance(made, InboundMessage), made
+        return [made]
+
+    async def images_shown(self) -> list[bytes]:
+        shown = []
+        for message in self.fake.bot_messages(self.CHAT_ID):
+            if message.msg_type == "image":
+                shown.append(self.fake.uploaded[json.loads(message.content)["image_key"]][1])
+        return shown
 
     async def uploads(self) -> list[tuple[str, bytes]]:
         return self.fake.uploads(self.CHAT_ID)
@@ -659,7 +781,11 @@ class FeishuTextHarness(FeishuHarness):
 
     def _view(self) -> list[Seen]:
         fake = self.fake
-        return [Seen(fake.text_of(m), m.parent_id or None) for m in fake.bot_messages(self.CHAT_ID)]
+        return [
+            Seen(fake.text_of(m), m.parent_id or None)
+            for m in fake.bot_messages(self.CHAT_ID)
+            if m.msg_type not in MEDIA_MESSAGES
+        ]
 
 
 class Screen(io.StringIO):

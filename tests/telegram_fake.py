@@ -16,6 +16,7 @@ every time (`refuse`), and a getUpdates that answers an empty poll at once (`pol
 from __future__ import annotations
 
 import asyncio
+import io
 import itertools
 import json
 import math
@@ -27,6 +28,7 @@ from html.parser import HTMLParser
 from typing import Any, Self
 
 from aiohttp import web
+from PIL import Image
 
 # A bot id of this test process's own: who polls a bot is held in Redis by the bot's id, across
 # `redis.prefix`es (bot/redis/accounts.py), so two test runs sharing one Redis must not share it.
@@ -133,6 +135,8 @@ class FakeBotAPI:
         self.uploads: list[Upload] = []
         self.downloads: list[str] = []  # file paths fetched from /file/bot<token>/
         self.files_gone = False  # downloads answer 404 (the file expired from Telegram's cache)
+        # set: each download waits for it (a download in progress, as long as a test needs)
+        self.downloads_held: asyncio.Event | None = None
         self._forced: dict[int, int] = {}  # chat -> retry_after for its next rated call
         self._last: dict[int, float] = {}
         self._banned_until: dict[int, float] = {}
@@ -361,8 +365,8 @@ class FakeBotAPI:
         if not isinstance(field, web.FileField):
             raise ApiError(400, "Bad Request: there is no file in the request")
         data = field.file.read()
-        if call.method == "sendphoto" and len(data) > 10 * 1024 * 1024:
-            raise ApiError(400, "Bad Request: PHOTO_INVALID_DIMENSIONS")
+        if call.method == "sendphoto":
+            _check_photo(data)
         message_id = call.message_id = next(self._message_ids)
         caption = p.get("caption")
         self.uploads.append(
@@ -389,6 +393,8 @@ class FakeBotAPI:
             return web.json_response({"ok": False, "error_code": 404}, status=404)
         self.downloads.append(path)
         self._notify()
+        if self.downloads_held is not None:
+            await self.downloads_held.wait()
         for file_path, data in self.files.values():
             if file_path == path:
                 return web.Response(body=data, content_type="application/octet-stream")
@@ -514,3 +520,17 @@ def _decode(name: str, value: Any) -> Any:
     if name in JSON_FIELDS:
         return json.loads(value)
     return value
+
+
+def _check_photo(data: bytes) -> None:
+    """What Telegram refuses as a photo: over 10 MB, not an image it reads, width + height over
+    10000, or one side over 20 times the other."""
+    if len(data) > 10 * 1024 * 1024:
+        raise ApiError(400, "Bad Request: PHOTO_INVALID_DIMENSIONS")
+    try:
+        with Image.open(io.BytesIO(data)) as image:
+            width, height = image.size
+    except OSError:
+        raise ApiError(400, "Bad Request: IMAGE_PROCESS_FAILED") from None
+    if width + height > 10_000 or max(width, height) > 20 * min(width, height):
+        raise ApiError(400, "Bad Request: PHOTO_INVALID_DIMENSIONS")

@@ -24,8 +24,10 @@ from adapters.base import (
 )
 from bot.pipeline.attachments import fetch_files
 from bot.pipeline.delivery import PLACEHOLDER, Delivery
-from content.parts import FilePart
+from content.parts import FilePart, ImagePart
+from tests.blob_kit import png
 from tests.channel_harness import HARNESSES, ChannelHarness, Fault, Seen, UploadTooLarge
+from tools.builtin.payment import qr_png
 from tools.events import AnswerDelta, Final
 
 ANSWER = "Once upon a time, the end."
@@ -301,6 +303,8 @@ async def test_delivery_fills_one_placeholder_that_ends_holding_the_final(
 # 9. files
 
 
+PICTURE = png(24, 16, "orange")
+COLORS = ("red", "green", "blue")
 PDF = b"%PDF-1.4\n" + bytes(range(256)) * 40 + b"\n%%EOF\n"  # not text: every byte value
 
 
@@ -353,3 +357,44 @@ async def test_a_file_that_declared_a_wrong_size_is_cut_off_at_the_cap(
     [refusal] = fetched.refusals
     assert "liar.pdf" in refusal.reply
     assert not harness.blobs.blobs
+
+
+async def test_a_photo_comes_in_and_an_image_goes_out_as_one(harness: ChannelHarness) -> None:
+    """The platform's way of sending a picture is read as an image (its type from its bytes);
+    an image the answer carries is shown as a picture, not as a file to download."""
+    message = await harness.user_sends_photo(PICTURE)
+    fetched = await fetch_files(harness.channel, harness.blobs, [message])
+    assert not fetched.refusals
+    [part] = fetched.batch[0].parts
+    assert isinstance(part, ImagePart) and part.blob.mime_type == "image/png"
+    assert await harness.blobs.get(part.blob.blob_id) == ("image/png", PICTURE)
+    assert isinstance(harness.channel, SendsParts)
+    await harness.channel.send_part(harness.chat, part, harness.blobs, reply_to=harness.reply_to)
+    assert await harness.images_shown() == [PICTURE]
+
+
+async def test_several_files_sent_at_once_are_all_read(harness: ChannelHarness) -> None:
+    """Every file, not the first only (a peer read only Slack's first)."""
+    files = [(png(8 + i, 8, color), f"p{i}.png", "image/png") for i, color in enumerate(COLORS)]
+    messages = await harness.user_sends_files(files)
+    fetched = await fetch_files(harness.channel, harness.blobs, messages)
+    assert not fetched.refusals
+    parts = [p for m in fetched.batch for p in m.parts if isinstance(p, ImagePart)]
+    assert len(parts) == len(files)
+    assert [(await harness.blobs.get(p.blob.blob_id))[1] for p in parts] == [f[0] for f in files]
+
+
+async def test_a_payments_qr_code_reaches_the_user_as_an_image(harness: ChannelHarness) -> None:
+    """`create_payment`'s QR code (an image part of its result) follows the answer's text and
+    is shown as a picture on every platform, not only in the widget's card."""
+    qr = ImagePart(
+        await harness.blobs.put(
+            qr_png("https://pay.example/o/ORD-1"), mime_type="image/png", name="payment-qr.png"
+        )
+    )
+    turn = Delivery(harness.channel, harness.chat, reply_to=harness.reply_to, blobs=harness.blobs)
+    await turn.start()
+    await turn.finish("Scan the code to pay.", parts=(qr,))
+    [png_bytes] = await harness.images_shown()
+    assert png_bytes == (await harness.blobs.get(qr.blob.blob_id))[1]
+    assert "Scan the code to pay." in texts(await harness.what_the_user_sees())

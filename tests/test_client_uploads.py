@@ -17,6 +17,7 @@ from adapters.api.channel import ApiChannel
 from adapters.api.keys import KeyRing, hash_key
 from adapters.base import ChatRef, InboundMessage, OutboundContent
 from adapters.history import StoredMessage
+from adapters.rates import LocalInboundRates
 from adapters.uploads import UploadRefused, UploadSigner
 from adapters.websocket import WebSocketChannel
 from content.parts import FilePart
@@ -133,6 +134,52 @@ async def test_uploads_need_a_live_token_an_allowed_origin_and_a_small_file(site
     assert (await upload(site, token)).status == 401
     assert not site.blobs.blobs
     await ws.close()
+
+
+async def test_an_uploads_type_is_its_bytes_not_its_label(site: Site) -> None:
+    ws, ready = await hello(site, "visitor-sniff")
+    token = ready["upload"]["token"]
+    cases = [  # (bytes, declared type, name) -> stored type
+        (PDF, "image/png", "a.png", "application/pdf"),
+        (b"<html><script>x</script>", "image/png", "a.png", "application/octet-stream"),
+        (b"<svg onload='x'/>", "image/svg+xml", "a.svg", "application/octet-stream"),
+        (b"\x89PNG\r\n\x1a\n....", "application/octet-stream", "a.bin", "image/png"),
+        (b"\x1aE\xdf\xa3 a clip", "audio/webm", "clip.webm", "audio/webm"),
+    ]
+    for data, declared, name, stored in cases:
+        form = aiohttp.FormData()
+        form.add_field("file", data, filename=name, content_type=declared)
+        headers = {"Origin": ORIGIN, "Authorization": f"Bearer {token}"}
+        async with site.http.post(f"{site.base}/ws/files", data=form, headers=headers) as answer:
+            assert answer.status == 201
+            assert (await answer.json())["attachment"]["mime_type"] == stored, name
+    await ws.close()
+
+
+async def test_uploads_count_against_the_conversations_rate() -> None:
+    """Uploads take from the same budget as messages, before the body is read: more tokens
+    or sockets buy no more."""
+    blobs = MemoryBlobs(max_bytes=1000)
+    channel = WebSocketChannel(
+        allowed_origins=[ORIGIN],
+        blobs=blobs,
+        links=PlainLinks(),
+        rate_limit_per_minute=2,
+        rates=LocalInboundRates(clock=lambda: 100.0),  # time stands still: no refill
+    )
+    async for site in served(channel, blobs):
+        ws, ready = await hello(site, "visitor-fast")
+        _, again = await hello(site, "visitor-fast")  # a second socket, a second token
+        assert (await upload(site, ready["upload"]["token"])).status == 201
+        assert (await upload(site, again["upload"]["token"])).status == 201
+        refused = await upload(site, ready["upload"]["token"])
+        assert refused.status == 429 and int(refused.headers["Retry-After"]) > 0
+        assert "a minute" in (await refused.json())["error"]
+        assert len(blobs.blobs) == 1  # the same small file twice: one blob, nothing more
+        other, ready_other = await hello(site, "visitor-slow")
+        assert (await upload(site, ready_other["upload"]["token"])).status == 201
+        await ws.close()
+        await other.close()
 
 
 async def test_a_page_of_an_allowed_origin_may_upload_across_origins(site: Site) -> None:

@@ -10,6 +10,7 @@ URL it gives, then `files.completeUploadExternal` into the channel and thread.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from urllib.parse import urlsplit
 
 import aiohttp
@@ -38,9 +39,8 @@ async def fetch(
     check_declared(attachment, limit)
     url = attachment.url
     if url is None:
-        url, size = await _file_info(client, attachment)
-        if size is not None and size > limit:
-            raise FileTooLarge(attachment, limit, size)
+        url, attachment = await _file_info(client, attachment)
+        check_declared(attachment, limit)
     if not _ours(url, client.base_url):
         raise ChannelError(f"a Slack file in {message.chat.key} points off Slack; not fetched")
     headers = {"Authorization": f"Bearer {client.token}"}
@@ -61,8 +61,9 @@ async def fetch(
     return await keep(blobs, data, attachment, source="slack")
 
 
-async def _file_info(client: AsyncWebClient, attachment: Attachment) -> tuple[str, int | None]:
-    """A Slack Connect file's URL and size, which its event leaves out."""
+async def _file_info(client: AsyncWebClient, attachment: Attachment) -> tuple[str, Attachment]:
+    """A Slack Connect file's URL, and its name, type and size where the event left them out
+    (its `files[]` entry may say no more than the id and `file_access: check_file_info`)."""
     if not attachment.platform_id:
         raise ChannelError("a Slack file with neither a URL nor an id")
     try:
@@ -76,7 +77,14 @@ async def _file_info(client: AsyncWebClient, attachment: Attachment) -> tuple[st
     url = file.get("url_private_download") or file.get("url_private")
     if not isinstance(url, str):
         raise ChannelError("Slack files.info gave no URL for the file")
-    return url, size if isinstance(size, int) else None
+    name, mime = file.get("name"), file.get("mimetype")
+    known = replace(
+        attachment,
+        name=attachment.name or (name if isinstance(name, str) else None),
+        mime_type=attachment.mime_type or (mime if isinstance(mime, str) else None),
+        size=size if isinstance(size, int) else attachment.size,
+    )
+    return url, known
 
 
 def _ours(url: str, api_base: str) -> bool:

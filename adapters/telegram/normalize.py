@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from aiogram.types import Message, MessageEntity
 
 from adapters.base import Attachment, ChatRef, InboundMessage
+from adapters.telegram.media import GET_FILE_LIMIT, photo_within
 from content.texts import t
 
 log = logging.getLogger(__name__)
@@ -137,12 +138,8 @@ def _leading_command(text: str, entities: list[MessageEntity]) -> tuple[str, str
 
 def _attachments(message: Message) -> tuple[Attachment, ...]:
     if message.photo:
-        largest = message.photo[-1]
-        return (
-            Attachment(
-                "photo", mime_type="image/jpeg", size=largest.file_size, platform_id=largest.file_id
-            ),
-        )
+        sizes = [(s.file_id, s.width, s.height, s.file_size) for s in message.photo]
+        return (photo_within(sizes, GET_FILE_LIMIT),)
     for kind in ("document", "voice", "audio", "video", "video_note"):
         media = getattr(message, kind)
         if media is not None:

@@ -103,6 +103,7 @@ class WebSocketChannel:
             max_per_address=max_connections_per_address,
             address_header=client_address_header,
         )
+        rates = rates if rates is not None else LocalInboundRates()
         self.files = (
             WidgetFiles(
                 blobs,
@@ -111,6 +112,8 @@ class WebSocketChannel:
                 admission,
                 path=path,
                 public_url=public_url,
+                rates=rates,
+                per_minute=rate_limit_per_minute,
             )
             if blobs is not None and links is not None
             else None
@@ -126,7 +129,7 @@ class WebSocketChannel:
             introduction=introduction,
             # Per conversation, not per socket: more sockets must not buy a visitor more
             # messages; nor more processes (a networked `rates` counts every process's).
-            rates=rates if rates is not None else LocalInboundRates(),
+            rates=rates,
             per_minute=rate_limit_per_minute,
             deliver=self._deliver,
             max_frame_bytes=max_frame_bytes,

@@ -10,12 +10,14 @@ becomes its JSON plus `url`: a signed, expiring link to the blob store's route.
 from __future__ import annotations
 
 import logging
+import math
 from collections.abc import Sequence
 from typing import Any
 
 from aiohttp import hdrs, web
 
 from adapters.base import BlobLinks
+from adapters.rates import InboundRates
 from adapters.uploads import UploadRefused, UploadSigner, receive, rendered
 from adapters.websocket.admission import Admission
 from content.blobs import BlobStore
@@ -36,7 +38,14 @@ class WidgetFiles:
         *,
         path: str,
         public_url: str | None,
+        rates: InboundRates | None = None,
+        per_minute: int = 30,
     ) -> None:
+        """`rates`: uploads count against the conversation's messages a minute (`per_minute`,
+        the socket's `rate_limit_per_minute`), as the sessions API's do: more tokens or more
+        sockets buy no more."""
+        self.rates = rates
+        self.per_minute = per_minute
         self.blobs = blobs
         self.links = links
         self.signer = signer
@@ -72,9 +81,12 @@ class WidgetFiles:
                     "upload needs `Authorization: Bearer <ready.upload.token>`, unexpired"
                     " (a new socket's ready gives a new one)",
                 )
+            await self._take_rate(scope)
             blob = await receive(request, self.blobs, source="upload")
         except UploadRefused as exc:
             log.info("websocket upload refused (%d): %s", exc.status, exc)
+            if exc.retry_after is not None:
+                headers |= {hdrs.RETRY_AFTER: str(exc.retry_after)}
             return web.json_response({"error": str(exc)}, status=exc.status, headers=headers)
         except web.HTTPForbidden as exc:
             return web.json_response({"error": exc.text}, status=403, headers=headers)
@@ -82,11 +94,27 @@ class WidgetFiles:
             {"attachment": self.signer.reference(scope, blob)}, status=201, headers=headers
         )
 
+    async def _take_rate(self, scope: str) -> None:
+        """Before the body is read: a refused upload costs a few bytes, not the file."""
+        if self.rates is None:
+            return
+        waited = await self.rates.take(f"websocket:{scope}", self.per_minute)
+        if waited > 0:
+            wait_s = math.ceil(waited)
+            raise UploadRefused(
+                429,
+                f"more than {self.per_minute} messages and uploads a minute in this conversation;"
+                f" upload again in {wait_s} s",
+                retry_after=wait_s,
+            )
+
     def _cors(self, request: web.Request, *, preflight: bool = False) -> dict[str, str]:
         origin = request.headers.get(hdrs.ORIGIN)
         if origin is None or not self.admission.allows_origin(request, origin):
             return {}
         headers = {"Access-Control-Allow-Origin": origin, "Vary": "Origin"}
+        if not preflight:  # the page's script may read how long a 429 asks it to wait
+            headers["Access-Control-Expose-Headers"] = "Retry-After"
         if preflight:
             headers |= {
                 "Access-Control-Allow-Methods": "POST",

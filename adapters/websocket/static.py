@@ -17,7 +17,15 @@ from aiohttp import web
 
 STATIC_DIR: Final = Path(__file__).resolve().parent.parent / "static"
 # Pure helpers first (node loads markdown.js alone in the tests); the boot call goes last.
-WIDGET_PARTS: Final = ("markdown.js", "dom.js", "panel.js", "outbox.js", "answers.js", "chat.js")
+WIDGET_PARTS: Final = (
+    "markdown.js",
+    "dom.js",
+    "panel.js",
+    "files.js",
+    "outbox.js",
+    "answers.js",
+    "chat.js",
+)
 WIDGET_HEAD: Final = """/* Chat gateway web widget: one <script> tag, plain JavaScript, no framework.
  *   <script src="https://bot.example.com/static/widget.js" data-title="Help" defer></script>
  * Options: the README ("The web widget"); protocol: docs/websocket-protocol.md.

@@ -10,8 +10,9 @@ platform announced them (the turn reads their labels).
 
 from __future__ import annotations
 
+import asyncio
 import logging
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, replace
 
 from adapters.base import (
@@ -23,6 +24,7 @@ from adapters.base import (
     FileTooLarge,
     InboundMessage,
     OutboundContent,
+    RateLimited,
     SendsParts,
     megabytes,
 )
@@ -31,6 +33,8 @@ from content.parts import AudioPart, BlobRef, MediaPart, Part, TextPart, media_p
 from content.texts import DEFAULT_LANGUAGE, has, t
 
 log = logging.getLogger(__name__)
+
+PART_WAIT_S = 30.0  # the most a file waits out rate limits before it is said to be unsent
 
 
 @dataclass(frozen=True, slots=True)
@@ -45,6 +49,15 @@ class Fetched:
     refusals: tuple[Refusal, ...] = ()
 
 
+def to_fetch(channel: Channel, blobs: BlobStore | None, batch: Sequence[InboundMessage]) -> bool:
+    """Whether `fetch_files` would download anything: the batch announced files, the gateway
+    keeps files and the channel fetches them. A text-only batch costs nothing more (a runtime
+    Protocol check is not free)."""
+    if blobs is None or not any(m.attachments for m in batch):
+        return False
+    return isinstance(channel, FetchesFiles)
+
+
 async def fetch_files(
     channel: Channel,
     blobs: BlobStore | None,
@@ -52,11 +65,9 @@ async def fetch_files(
     language: str = DEFAULT_LANGUAGE,
 ) -> Fetched:
     """`language`: the conversation's, for the replies that say why a file was left out."""
-    # a text-only batch costs nothing more (a runtime Protocol check is not free)
-    if blobs is None or not any(m.attachments for m in batch):
+    if not to_fetch(channel, blobs, batch):
         return Fetched(list(batch))
-    if not isinstance(channel, FetchesFiles):
-        return Fetched(list(batch))
+    assert isinstance(channel, FetchesFiles) and blobs is not None  # what to_fetch checked
     fetched, refusals = [], []
     for message in batch:
         parts, left = list(message.parts), []
@@ -67,7 +78,8 @@ async def fetch_files(
             except FileTooLarge as exc:
                 log.info("%s in %s refused: %s", attachment.kind, message.chat.key, exc)
                 size = f" ({megabytes(exc.size)})" if exc.size is not None else ""
-                what = file_label(language, attachment.kind, attachment.name)
+                known = exc.attachment  # as the channel learnt it (a Slack Connect file's name)
+                what = file_label(language, known.kind, known.name)
                 limit = megabytes(exc.limit)
                 reply = t(language, "file.too_large", what=what, size=size, limit=limit)
                 refusals.append(Refusal(message, reply))
@@ -108,10 +120,13 @@ async def send_parts(
     *,
     reply_to: str | None = None,
     language: str = DEFAULT_LANGUAGE,
+    sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
 ) -> list[str]:
     """An answer's media parts, sent after its final text where the channel sends them one by
     one (`SendsParts`, and `ChannelLimits.parts_inline` false); what could not be sent, as lines
-    to tell the user. A channel of neither kind has them on its final content only."""
+    to tell the user. A channel of neither kind has them on its final content only. Each goes
+    through the channel's rate budget as a message does: a rate limit is waited out (a while),
+    not reported as a failure."""
     media = [part for part in parts if not isinstance(part, TextPart)]
     inline = channel.limits_for(chat).parts_inline
     if not media or inline or blobs is None or not isinstance(channel, SendsParts):
@@ -119,7 +134,7 @@ async def send_parts(
     failed = []
     for part in media:
         try:
-            await channel.send_part(chat, part, blobs, reply_to=reply_to)
+            await _send_part(channel, chat, part, blobs, reply_to, sleep)
         except (ChannelError, BlobError) as exc:
             log.warning("%s not sent in %s: %s", part.type, chat.key, exc)
             what = file_label(language, part.type, part.blob.name or part.type)
@@ -135,15 +150,43 @@ async def send_parts_or_say(
     *,
     reply_to: str | None,
     language: str,
+    sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
 ) -> None:
     """`send_parts`, and a part that could not be sent said in a last message of its own."""
-    failed = await send_parts(channel, chat, parts, blobs, reply_to=reply_to, language=language)
+    failed = await send_parts(
+        channel, chat, parts, blobs, reply_to=reply_to, language=language, sleep=sleep
+    )
     if not failed:
         return
     try:
         await channel.send(chat, OutboundContent("\n".join(failed)), reply_to=reply_to, final=True)
     except ChannelError as exc:
         log.warning("files not sent in %s, nor said: %s", chat.key, exc)
+
+
+async def _send_part(
+    channel: SendsParts,
+    chat: ChatRef,
+    part: MediaPart,
+    blobs: BlobStore,
+    reply_to: str | None,
+    sleep: Callable[[float], Awaitable[None]],
+) -> None:
+    """A `RateLimited` send was not made (the budget refused it, or the platform's 429), so it
+    is tried again after the wait, while the waits stay under PART_WAIT_S in all."""
+    waited = 0.0
+    while True:
+        try:
+            await channel.send_part(chat, part, blobs, reply_to=reply_to)
+            return
+        except RateLimited as exc:
+            waited += exc.retry_after
+            if waited > PART_WAIT_S:
+                raise
+            log.info(
+                "%s in %s waits %.1f s for the rate limit", part.type, chat.key, exc.retry_after
+            )
+            await sleep(exc.retry_after)
 
 
 def file_label(language: str, kind: str, name: str | None) -> str:

@@ -252,6 +252,7 @@ class Delivery:
             self.blobs,
             reply_to=self.reply_to,
             language=self.language,
+            sleep=self._sleep,
         )
 
     async def close(self) -> None:

@@ -27,7 +27,7 @@ from agent.personas import PersonaLibrary
 from agent.replay import ReplayPoint
 from agent.types import Message
 from bot.ops.metrics import NO_METRICS, GatewayMetrics
-from bot.pipeline.attachments import fetch_files, tell_refusals
+from bot.pipeline.attachments import fetch_files, tell_refusals, to_fetch
 from bot.pipeline.conversations import TurnSignal
 from bot.pipeline.dedup import Dedup
 from bot.pipeline.delivery import Delivery
@@ -54,6 +54,7 @@ from bot.storage.roles import TurnRecords
 from bot.storage.turns import chat_record, handle_record
 from content.blobs import BlobStore
 from content.texts import DEFAULT_LANGUAGE, t
+from tools.events import Interim
 from tools.pii import PiiMasker
 
 log = logging.getLogger(__name__)
@@ -168,24 +169,31 @@ class TurnRunner:
                 persona = self.personas.get(self.persona.for_channel(last.chat.channel))
                 session_id = await self.session_for(last, persona.name, persona.version)
                 masker = user_text_masker(self.coordinator)
-                heard = await self._inputs(
-                    channel, batch, masker, language
-                )  # before it is recorded
-                batch = heard.batch
-                if heard.nothing_else:  # only voice notes, none heard: the reason is the reply
-                    outcome = Outcome("refused", heard.reply)
+                # Files to download and no voice notes among them: the placeholder goes up
+                # before the download (a big file must not hold "Thinking…" back), so the
+                # user's message, which carries the files, is recorded by the coordinator once
+                # they are in (a process killed during the download leaves a turn with no user
+                # message: the resumer apologises in its placeholder). Voice notes are heard
+                # first: what they said is the placeholder's first text (bot/pipeline/voice.py).
+                downloads = to_fetch(channel, self.blobs, batch) and not _spoken(batch)
+                heard = None
+                if not downloads:
+                    heard = await self._inputs(channel, batch, masker, language)  # recorded next
+                    batch = heard.batch
+                    if heard.nothing_else:  # only voice notes, none heard: the reason is the reply
+                        outcome = Outcome("refused", heard.reply)
             if outcome.status in ("stopped", "refused"):
                 if not await post_placeholder(delivery, batch, self.dedup):
                     outcome.status = "undelivered"
                     return
                 self.metrics.placeholder_shown(last.chat.channel, time.monotonic() - arrived)
             else:  # the persona, session and inputs above are set: nothing stopped the turn
-                # recorded BEFORE the placeholder is posted, and its handle right after: a
-                # process killed in between leaves a turn another resumes, never an unknown one
                 text, parts = combine(batch, masker), media(batch)
                 # with the user's message: a restart goes on from it (agent/replay.py)
                 user = Message("user", text, parts=parts)
-                start = ReplayPoint((user,), resumed=Resumed(rounds_done=0))
+                start = None if downloads else ReplayPoint((user,), resumed=Resumed(rounds_done=0))
+                # recorded BEFORE the placeholder is posted, and its handle right after: a
+                # process killed in between leaves a turn another resumes, never an unknown one
                 await self.turn_log.create_turn(
                     turn_id=turn_id,
                     session_id=session_id,
@@ -194,11 +202,11 @@ class TurnRunner:
                     inbound_event_ids=[m.event_id for m in batch],
                     placeholder=chat_record(last.chat),
                     inbound_messages=shown(batch, masker),
-                    messages=start.messages,
+                    messages=start.messages if start is not None else (),
                 )
                 recorded = True
                 # what the voice notes said shows while the model works
-                shows = heard.placeholder(delivery.limits, delivery.language)
+                shows = None if heard is None else heard.placeholder(delivery.limits, language)
                 if not await post_placeholder(delivery, batch, self.dedup, shows):
                     outcome = Outcome("undelivered", error="undelivered: no placeholder posted")
                     return
@@ -206,6 +214,14 @@ class TurnRunner:
                     record = handle_record(delivery.handles[0])
                     await self.turn_log.update_turn_placeholder(turn_id, record)
                 self.metrics.placeholder_shown(last.chat.channel, time.monotonic() - arrived)
+                if downloads:
+                    heard = await self._inputs(channel, batch, masker, language)
+                    batch = heard.batch
+                    text, parts = combine(batch, masker), media(batch)
+                    if heard.lines:  # an audio file heard: shown as a voice note's would be
+                        await delivery.on_event(
+                            Interim(heard.placeholder(delivery.limits, language))
+                        )
                 turn = TurnInput(
                     persona=persona,
                     session_id=session_id,
@@ -216,7 +232,10 @@ class TurnRunner:
                     text=text,
                     parts=parts,
                 )
-                outcome = await self.work.run(turn, delivery, control, start)
+                if heard is not None and heard.nothing_else:
+                    outcome = Outcome("refused", heard.reply)
+                else:
+                    outcome = await self.work.run(turn, delivery, control, start)
             if control.lost:
                 outcome, recorded = Outcome("lost"), False  # the new holder's now: hands off
                 log.warning("turn %s left to the process that took it over", turn_id)
@@ -308,3 +327,8 @@ class TurnRunner:
             await self.quotas.spend(message, used.input_tokens + used.output_tokens)
         except StorageError as exc:
             log.error("turn %s: its tokens were not counted against quotas: %s", turn_id, exc)
+
+
+def _spoken(batch: list[InboundMessage]) -> bool:
+    """Whether the batch brings a voice note to hear (a Telegram voice or audio, a Slack clip)."""
+    return any(attachment.spoken for message in batch for attachment in message.attachments)

@@ -59,6 +59,8 @@ function createAnswers(ui, o, log, sendFrame) {
       bot.node.append(bot.used);
     } else if (!names.length) bot.work.remove();
     hints(bot, frame.display);
+    var files = attachmentList(frame.attachments, o.probeUrl);
+    if (files) bot.node.append(files);
     if (current === bot) current = null;
     ui.stopButton.hidden = !current;
     if (!replayed) {

@@ -61,7 +61,10 @@ function createChat(ui, o) {
     connect();
     return false;
   } };
-  var outbox = createOutbox(ui, t, log, link);
+  var outbox = createOutbox(ui, t, log, link, o.probeUrl);
+  var composer = createComposer(ui, o, function () {  // a voice clip goes as soon as it is in
+    composer.take().then(function (files) { if (files.length) outbox.submit("", files); });
+  });
   var answers = createAnswers(ui, o, log, sendFrame);
 
   function sendFrame(frame) {  // stop and button presses: sent when connected
@@ -75,7 +78,7 @@ function createChat(ui, o) {
     ui.banner.replaceChildren(icon("alert"), el("span", "", banner));
     ui.banner.hidden = false;
     console.error("chat-gateway: " + consoleLine);
-    ui.input.disabled = ui.send.disabled = true;
+    ui.input.disabled = ui.send.disabled = ui.attach.disabled = ui.mic.disabled = true;
     outbox.refuse(reason);
   }
 
@@ -91,6 +94,7 @@ function createChat(ui, o) {
       ui.state.textContent = t.online;
       ui.panel.parentNode.classList.remove("cgw-offline");
       outbox.ready(frame.max_text_chars);
+      composer.ready(frame.upload);
       waiting.splice(0).forEach(sendFrame);
       return;
     }
@@ -176,10 +180,13 @@ function createChat(ui, o) {
   ui.form.addEventListener("submit", function (event) {
     event.preventDefault();
     var text = ui.input.value;
-    if (!text.trim() || refused) return;
+    if ((!text.trim() && !composer.has()) || refused) return;
     ui.input.value = "";
     log.talked();
-    outbox.submit(text);
+    if (!composer.has()) return outbox.submit(text);
+    composer.take().then(function (files) {  // sent once its files are uploaded
+      if (files.length || text.trim()) outbox.submit(text, files);
+    });
   });
   ui.input.addEventListener("keydown", function (event) {
     if (event.key === "Enter" && !event.shiftKey && !event.isComposing) {

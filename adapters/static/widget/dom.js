@@ -12,7 +12,11 @@ var STRINGS = {
     refusedOrigin: "This chat is not enabled on this site.",
     refusedIdentity: "Your sign-in could not be verified, so the chat is off.",
     used: "used", working: "Working…", pressed: "Pressed", newMessage: "New message",
-    welcome: "Hello! How can I help you?", suggested: "Suggested questions" },
+    welcome: "Hello! How can I help you?", suggested: "Suggested questions",
+    attach: "Attach a file", attached: "Files to send", file: "file",
+    uploading: "Uploading…", removeFile: "Remove {name}", fileTooLarge: "“{name}” is too large (at most {max})",
+    record: "Record a voice message", stopRecording: "Stop recording and send", recording: "Recording",
+    micUnavailable: "This browser cannot record audio", micDenied: "The microphone is not allowed" },
   de: { title: "Chat", open: "Chat öffnen", close: "Chat schließen", input: "Nachricht schreiben",
     placeholder: "Nachricht schreiben…", send: "Senden", stop: "Antwort anhalten",
     newChat: "Neues Gespräch", connecting: "Verbinde…", online: "Online",
@@ -25,7 +29,11 @@ var STRINGS = {
     serverError: "Serverfehler", refusedOrigin: "Dieser Chat ist auf dieser Website nicht freigeschaltet.",
     refusedIdentity: "Ihre Anmeldung konnte nicht geprüft werden; der Chat ist aus.",
     used: "genutzt", working: "Arbeite…", pressed: "Gedrückt", newMessage: "Neue Nachricht",
-    welcome: "Hallo! Wie kann ich helfen?", suggested: "Vorgeschlagene Fragen" },
+    welcome: "Hallo! Wie kann ich helfen?", suggested: "Vorgeschlagene Fragen",
+    attach: "Datei anhängen", attached: "Zu sendende Dateien", file: "Datei",
+    uploading: "Wird hochgeladen…", removeFile: "{name} entfernen", fileTooLarge: "„{name}“ ist zu groß (höchstens {max})",
+    record: "Sprachnachricht aufnehmen", stopRecording: "Aufnahme beenden und senden", recording: "Aufnahme",
+    micUnavailable: "Dieser Browser kann keinen Ton aufnehmen", micDenied: "Das Mikrofon ist nicht erlaubt" },
   fr: { title: "Discussion", open: "Ouvrir la discussion", close: "Fermer la discussion",
     input: "Écrire un message", placeholder: "Écrire un message…", send: "Envoyer",
     stop: "Arrêter la réponse", newChat: "Nouvelle conversation", connecting: "Connexion…",
@@ -38,7 +46,11 @@ var STRINGS = {
     serverError: "erreur du serveur", refusedOrigin: "Cette discussion n'est pas activée sur ce site.",
     refusedIdentity: "Votre connexion n'a pas pu être vérifiée ; la discussion est coupée.",
     used: "utilisé", working: "En cours…", pressed: "Appuyé", newMessage: "Nouveau message",
-    welcome: "Bonjour ! Comment puis-je vous aider ?", suggested: "Questions suggérées" }
+    welcome: "Bonjour ! Comment puis-je vous aider ?", suggested: "Questions suggérées",
+    attach: "Joindre un fichier", attached: "Fichiers à envoyer", file: "fichier",
+    uploading: "Envoi du fichier…", removeFile: "Retirer {name}", fileTooLarge: "« {name} » est trop volumineux ({max} au plus)",
+    record: "Enregistrer un message vocal", stopRecording: "Arrêter et envoyer", recording: "Enregistrement",
+    micUnavailable: "Ce navigateur ne peut pas enregistrer de son", micDenied: "Le microphone n'est pas autorisé" }
 };
 var VISITOR_KEY = "chat-gateway.visitor_id";
 var OPEN_KEY = "chat-gateway.open";

@@ -25,7 +25,10 @@ var ICONS = {
   check: "M5 12l5 5L19 7",
   clock: "M12 7v5l3 2M12 3a9 9 0 1 0 0 18 9 9 0 0 0 0-18z",
   alert: "M12 9v4M12 16.5v.5M12 3l9.5 17h-19z",
-  retry: "M4 12a8 8 0 1 0 2.3-5.7M4 4v4h4"
+  retry: "M4 12a8 8 0 1 0 2.3-5.7M4 4v4h4",
+  clip: "M20 11.5l-8.2 8.2a5 5 0 0 1-7-7L13 4.5a3.3 3.3 0 0 1 4.7 4.7l-8.2 8.2a1.7 1.7 0 0 1-2.4-2.4L14.6 7.5",
+  mic: "M12 3a3 3 0 0 1 3 3v6a3 3 0 0 1-6 0V6a3 3 0 0 1 3-3zM5 11a7 7 0 0 0 14 0M12 18v3",
+  file: "M6 3h8l4 4v14H6zM14 3v4h4"
 };
 // The few symbols the server itself writes ("⏹ Stopped.", "⏳ research — …", "🔧 …").
 var TEXT_ICONS = { "\u23F9": "stop", "\u23F3": "clock", "\uD83D\uDD27": "tool", "\u2699": "tool",

@@ -2,16 +2,18 @@
  * by a stop before the bot answered it) and a retry that resends the same client_message_id, so
  * the server answers it once whatever happens. */
 
-function createOutbox(ui, t, log, link) {
+function createOutbox(ui, t, log, link, base) {
   var users = {}, order = [], inflight = [];
   var maxChars = 0, quietUntil = 0, refused = "";
 
   // A command ("/stop", "/help") is a line of the conversation, not a bubble said to the bot; a
   // stop goes above the answer it stops, which then ends "Stopped." below it, in reading order.
-  function bubble(id, text, action, command) {
+  function bubble(id, text, action, command, files) {
     var node = el("div", command ? "cgw-msg cgw-command" : "cgw-msg cgw-user" + (action ? " cgw-action" : ""));
     if (action) node.append(icon("check"), el("span", "cgw-sr", t.pressed + ": "));
-    node.append(el("span", "cgw-text", text));
+    if (text) node.append(el("span", "cgw-text", text));
+    var shown = files && attachmentList(files, base);
+    if (shown) node.append(shown);
     var meta = el("div", "cgw-meta");
     var item = { id: id, node: node, meta: meta, state: "sent", frame: null };
     var row = el("div", "cgw-row cgw-row-user" + (command ? " cgw-row-command" : ""));
@@ -56,10 +58,20 @@ function createOutbox(ui, t, log, link) {
   }
 
   return {
-    submit: function (text) {
+    submit: function (text, attachments) {  // attachments: the objects the uploads answered
       var id = randomId("c_");
       var item = bubble(id, text, null, commandOf(text));
       item.frame = { type: "message", text: text, client_message_id: id };
+      if (attachments && attachments.length) {
+        item.frame.attachments = attachments;
+        var names = el("ul", "cgw-files");
+        attachments.forEach(function (a) {
+          var name = el("li", "cgw-file");
+          name.append(icon(a.type === "audio" ? "mic" : "file"), el("span", "", String(a.name || a.type)));
+          names.append(name);
+        });
+        item.node.append(names);
+      }
       order.push(item);
       attempt(item);
       log.scrollDown();
@@ -68,8 +80,10 @@ function createOutbox(ui, t, log, link) {
     // message.user: the server took it (ours, or another tab's, or one from the replay)
     taken: function (frame) {
       if (frame.duplicate && !users[frame.message_id]) return;  // another page's resend
-      var item = users[frame.message_id] || bubble(frame.message_id, frame.text, frame.action, frame.command);
+      var item = users[frame.message_id] || bubble(frame.message_id, frame.text, frame.action, frame.command, frame.attachments);
       inflight = inflight.filter(function (x) { return x !== item; });
+      var files = item.frame && item.frame.attachments && attachmentList(frame.attachments, base);
+      if (files) item.node.querySelector(".cgw-files").replaceWith(files);  // now as links
       item.at = frame.at || item.at;  // when the server took it
       setState(item, "sent");
     },
