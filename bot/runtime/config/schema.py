@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ipaddress
 from collections.abc import Iterator
 from typing import Any, Literal, get_args, get_origin
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
@@ -17,6 +18,8 @@ from adapters.websocket.config import WebsocketConfig
 from bot.runtime.config.instances import INSTANCE_KINDS, INSTANCES, as_instances
 from tools.mcp.settings import McpSettings
 from tools.settings import KnowledgeSettings, ToolsSettings
+
+ADMIN_TOKEN_MIN = 16  # a shorter token falls to guessing despite the sign-in throttle
 
 
 class _Section(BaseModel):
@@ -181,6 +184,31 @@ class QuotasConfig(_Section):
 class AdminConfig(_Section):
     token: str = secret(env="BOT_ADMIN_TOKEN")  # empty: no /admin at all
     allow_remote: bool = False  # true: also from non-loopback addresses (behind your own TLS)
+    # proxies (addresses or networks) whose X-Forwarded-For names the client; a request that
+    # any other peer relayed (any forwarding header) has no known client: refused unless remote
+    trusted_proxies: list[str] = []
+
+    @field_validator("token")
+    @classmethod
+    def _long_enough(cls, value: str) -> str:
+        if value and len(value) < ADMIN_TOKEN_MIN:  # the value is a secret: it is not repeated
+            raise ValueError(
+                f"expected at least {ADMIN_TOKEN_MIN} characters (`openssl rand -hex 24` makes"
+                " a good one), or empty to turn /admin off"
+            )
+        return value
+
+    @field_validator("trusted_proxies")
+    @classmethod
+    def _networks(cls, values: list[str]) -> list[str]:
+        for value in values:
+            try:
+                ipaddress.ip_network(value)
+            except ValueError:
+                raise ValueError(
+                    f"{value!r} is not an address or network (such as 127.0.0.1 or 10.0.0.0/8)"
+                ) from None
+        return values
 
 
 class MediaConfig(_Section):
