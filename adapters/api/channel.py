@@ -78,6 +78,9 @@ class ApiChannel:
         self._inbox_ready = asyncio.Event()
         self.streams: set[SseSubscriber] = set()  # open event streams, ended at shutdown
 
+    def platform_down(self) -> str | None:
+        return None  # no platform: the clients come to the gateway's own web server
+
     def health(self) -> dict[str, int]:
         return {"api_streams": len(self.streams)}
 

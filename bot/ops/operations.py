@@ -23,7 +23,7 @@ from agent.providers.metering import meter
 from agent.workers import Workers
 from bot.ops.health import ChannelStates
 from bot.ops.metrics import CONTENT_TYPE, NO_METRICS, GatewayMetrics, Metrics
-from bot.ops.readiness import Check, Down, ModelWatch, Readiness
+from bot.ops.readiness import Check, Down, ModelWatch, Readiness, run_check
 from bot.pipeline.conversations import ConversationQueue
 from bot.storage.base import StorageError
 from bot.storage.roles import ClaimRecords
@@ -43,6 +43,7 @@ class Operations:
         self.metrics = Metrics() if metrics else None
         self.readiness = Readiness()
         self.model = ModelWatch()
+        self._storage: Check | None = None
 
     @property
     def gateway_metrics(self) -> GatewayMetrics:
@@ -71,7 +72,8 @@ class Operations:
         conversations: ConversationQueue,
     ) -> None:
         """Register the built-in readiness checks and the scrape-time gauges."""
-        self.readiness.add("storage", _storage_check(store))
+        self._storage = _storage_check(store)
+        self.readiness.add("storage", self._storage)
         for name in channels:
             self.readiness.add(f"channel:{name}", _channel_check(states, name))
         self.readiness.add("model", self.model.check)
@@ -96,6 +98,11 @@ class Operations:
             gateway_conversations_waiting="Conversations with messages queued for a turn",
             gateway_connections="Open client connections (web socket)",
         )
+
+    async def storage_down(self) -> Down | None:
+        """For `/healthz`: can storage be written now? The probe `/readyz` makes (a real
+        write; requests that arrive while one runs share its answer), bounded the same way."""
+        return None if self._storage is None else await run_check(self._storage)
 
     def install(self, app: web.Application) -> None:
         app.router.add_get("/readyz", self._readyz)

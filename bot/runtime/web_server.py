@@ -1,4 +1,4 @@
-"""The app's HTTP server: /healthz, the ops routes, the channels' own routes and the admin pages.
+"""The app's HTTP server: /livez, /healthz, the ops routes, the channels' own routes and the admin pages.
 
 One aiohttp server carries them all; this module decides what is installed on it and what
 /healthz says, so that `bot/runtime/app.py` only starts and stops it with the rest of the gateway.
@@ -60,6 +60,7 @@ class WebServer:
     async def start(self) -> int:
         app = web.Application()
         app[READY] = {"ready": False}
+        app.router.add_get("/livez", self._livez)
         app.router.add_get("/healthz", self._healthz)
         self.ops.install(app)  # /readyz, /metrics
         if self.media is not None:
@@ -98,6 +99,12 @@ class WebServer:
         )
         return AdminView(self.config.admin, sources)
 
+    async def _livez(self, request: web.Request) -> web.Response:
+        """Liveness: the loop runs and serves. Nothing else: an orchestrator that restarts the
+        gateway on a storage or Redis outage gains nothing and walks into the window in which
+        a killed turn's answer may be sent twice (README: Liveness and readiness)."""
+        return web.json_response({"status": "alive"})
+
     async def _healthz(self, request: web.Request) -> web.Response:
         ready = request.app[READY]["ready"]
         failed = self.channel_states.any_failed  # an enabled channel that cannot run: not healthy
@@ -109,7 +116,11 @@ class WebServer:
         for channel in self.channels.values():
             if isinstance(channel, HealthReport):
                 body |= channel.health()
-        trouble = self.store.trouble  # the last store call failed: turns cannot be kept
+        # the last store call failed, or a write fails now: turns cannot be kept
+        trouble = self.store.trouble
+        if trouble is None:
+            down = await self.ops.storage_down()
+            trouble = None if down is None else down.reason
         if trouble is not None:
             body |= {"status": "error", "storage": trouble}
         redis_down = False

@@ -1,0 +1,72 @@
+"""Health that tells the truth: a channel is running when its platform answered, `/healthz`
+fails while storage writes fail, and `/livez` answers whatever the dependencies do.
+
+The real aiogram client against the fake Bot API, a real SQLite file locked by another
+connection, through the whole app and its HTTP server."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import aiohttp
+import pytest
+
+from agent.providers.scripted import ScriptedProvider
+from bot.runtime.app import App
+from tests.conftest import Running, make_config
+from tests.telegram_fake import FakeBotAPI
+from tests.test_storage_faults import locked_by_another_process
+
+
+@pytest.fixture
+async def fake() -> AsyncIterator[FakeBotAPI]:
+    api = FakeBotAPI()
+    await api.start()
+    yield api
+    await api.close()
+
+
+async def _get(session: aiohttp.ClientSession, url: str) -> tuple[int, dict[str, object]]:
+    async with session.get(url) as response:
+        return response.status, await response.json()
+
+
+async def test_telegram_is_not_ready_until_getme_answers(
+    tmp_path: Path, fake: FakeBotAPI, session: aiohttp.ClientSession
+) -> None:
+    fake.html_error_next["getme"] = 10**6  # a proxy in front of an unreachable Bot API
+    telegram = {"enabled": True, "token": fake.token, "api_base": fake.url}
+    config = make_config(tmp_path, channels={"telegram": telegram})
+    app = App(config, base_dir=tmp_path, provider=ScriptedProvider([]))
+    app.channel_states.settle_s = 0.0  # "it ran long enough" is no proof: make it instant
+    async with app:
+        await fake.wait_for(lambda: [c.method for c in fake.calls].count("getme") >= 2)
+        status, ready = await _get(session, f"{app.url}/readyz")
+        assert status == 503
+        down = ready["down"]
+        assert isinstance(down, dict) and "getMe" in down["channel:telegram"]["reason"]
+        status, health = await _get(session, f"{app.url}/healthz")
+        channels = health["channels"]
+        assert isinstance(channels, dict) and channels["telegram"]["state"] == "failed"
+        assert status == 503 and channels["websocket"]["state"] == "running"
+        assert (await _get(session, f"{app.url}/livez"))[0] == 200
+
+        fake.html_error_next["getme"] = 0  # Telegram answers again
+        # the first call after getMe comes once its answer was read
+        await fake.wait_for(lambda: any(c.method == "getupdates" for c in fake.calls), 60)
+        assert (await _get(session, f"{app.url}/readyz"))[0] == 200
+        assert app.channel_states.report()["telegram"]["state"] == "running"
+
+
+async def test_healthz_fails_while_another_process_holds_the_write_lock(
+    running: Running, session: aiohttp.ClientSession
+) -> None:
+    app = await running()
+    assert (await _get(session, f"{app.url}/healthz"))[0] == 200
+    with locked_by_another_process(Path(app.config.storage.path), None):
+        status, body = await _get(session, f"{app.url}/healthz")
+        assert status == 503 and "storage" in body
+        assert (await _get(session, f"{app.url}/livez"))[0] == 200
+    status, body = await _get(session, f"{app.url}/healthz")
+    assert status == 200 and "storage" not in body
