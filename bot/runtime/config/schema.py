@@ -38,6 +38,8 @@ class StorageConfig(_Section):
     # postgresql://user@host:5432/db: PostgreSQL, for processes on several hosts. A secret (it
     # may hold a password): write `${DATABASE_URL}` and keep the value in the environment.
     url: str | None = secret(None)
+    # true: refuse to start when `url` is empty (an unset ${DATABASE_URL}) instead of SQLite
+    require_url: bool = False
 
     @field_validator("url")
     @classmethod
@@ -59,6 +61,8 @@ class RedisConfig(_Section):
     url: str | None = secret(None)
     prefix: str = "bot:"  # every key starts with it: several bots may share one Redis
     lease_s: float = Field(5, ge=1, le=300)  # a dead process's turns and polling move on after it
+    # true: refuse to start when `url` is empty (an unset ${REDIS_URL}) instead of one process
+    required: bool = False
 
     @field_validator("url")
     @classmethod
