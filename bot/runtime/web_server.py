@@ -24,7 +24,6 @@ from bot.storage.backends import AnyStore
 from tools.mcp.state import ServerState
 
 READY = web.AppKey("ready", dict)
-KEEPALIVE_S = 75.0  # aiohttp's default is 3,630 s
 
 
 class WebServer:
@@ -74,7 +73,10 @@ class WebServer:
             app,
             shutdown_timeout=5,
             handle_signals=False,
-            keepalive_timeout=KEEPALIVE_S,  # a silent TCP connection is closed, not kept an hour
+            # aiohttp arms this timer when a connection opens and after each answer, and only
+            # a whole request head stops it: an idle keep-alive connection, one that never
+            # sends a request and a slow header writer (slowloris) are all closed by it
+            keepalive_timeout=self.config.server.idle_timeout_s,
         )
         await self._runner.setup()
         site = web.TCPSite(self._runner, self.config.server.host, self.config.server.port)

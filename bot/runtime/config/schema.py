@@ -31,6 +31,9 @@ class ServerConfig(_Section):
     host: str = "127.0.0.1"
     port: int = Field(8080, ge=0, le=65535)  # 0: any free port (tests)
     public_url: str | None = None
+    # a connection that has not sent a whole request head this long after connecting or after
+    # its last answer is closed: idle keep-alive connections and slow header writers alike
+    idle_timeout_s: float = Field(15, gt=0, le=3600)
 
 
 class StorageConfig(_Section):
