@@ -8,11 +8,13 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 from pathlib import Path
+from unittest.mock import ANY
 
 import aiohttp
 import pytest
 
 from agent.providers.scripted import ScriptedProvider
+from bot.ops.health import ChannelStates
 from bot.runtime.app import App
 from tests.conftest import Running, make_config
 from tests.telegram_fake import FakeBotAPI
@@ -70,3 +72,19 @@ async def test_healthz_fails_while_another_process_holds_the_write_lock(
         assert (await _get(session, f"{app.url}/livez"))[0] == 200
     status, body = await _get(session, f"{app.url}/healthz")
     assert status == 200 and "storage" not in body
+
+
+def test_a_channel_that_can_tell_runs_when_its_platform_answered() -> None:
+    now, answered = [0.0], ["getMe failed (TelegramNetworkError)"]
+    states = ChannelStates(settle_s=5.0, clock=lambda: now[0])
+    states.started("tg", lambda: answered[0] or None)
+    assert states.report()["tg"]["state"] == "starting"
+    assert states.down("tg") == ("starting: getMe failed (TelegramNetworkError)", ANY)
+    now[0] = 100.0  # it has "run" long enough; its platform has never answered
+    assert states.report()["tg"]["state"] == "failed" and states.any_failed
+    answered[0] = ""
+    assert states.report()["tg"] == {"state": "running", "since": ANY}
+    assert states.down("tg") is None
+    states.failed("tg", "crashed")
+    states.started("tg", lambda: "getMe not answered yet")  # the retry: failed until answered
+    assert states.report()["tg"]["state"] == "failed"
