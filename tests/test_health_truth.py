@@ -6,6 +6,7 @@ connection, through the whole app and its HTTP server."""
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator
 from pathlib import Path
 from unittest.mock import ANY
@@ -32,6 +33,19 @@ async def fake() -> AsyncIterator[FakeBotAPI]:
 async def _get(session: aiohttp.ClientSession, url: str) -> tuple[int, dict[str, object]]:
     async with session.get(url) as response:
         return response.status, await response.json()
+
+
+async def _healthz_until(
+    session: aiohttp.ClientSession, url: str, status: int
+) -> tuple[int, dict[str, object]]:
+    """Ask until /healthz says `status`: every answer is immediate, the probe it reports on
+    runs on its own (a write waits out the lock's 5 s before it fails)."""
+    for _ in range(150):  # a hang guard of some 30 s
+        answer = await _get(session, f"{url}/healthz")
+        if answer[0] == status:
+            return answer
+        await asyncio.sleep(0.2)
+    raise AssertionError(f"/healthz never answered {status}: {answer}")
 
 
 async def test_telegram_is_not_ready_until_getme_answers(
@@ -67,11 +81,13 @@ async def test_healthz_fails_while_another_process_holds_the_write_lock(
     app = await running()
     assert (await _get(session, f"{app.url}/healthz"))[0] == 200
     with locked_by_another_process(Path(app.config.storage.path), None):
-        status, body = await _get(session, f"{app.url}/healthz")
-        assert status == 503 and "storage" in body
+        # a held lock makes writes wait (5 s) before they fail: /healthz answers at once all
+        # along, with the newest probe's result; it turns 503 once a write has failed
+        status, body = await _healthz_until(session, app.url, 503)
+        assert status == 503 and "database is locked" in str(body["storage"])
         assert (await _get(session, f"{app.url}/livez"))[0] == 200
-    status, body = await _get(session, f"{app.url}/healthz")
-    assert status == 200 and "storage" not in body
+    status, body = await _healthz_until(session, app.url, 200)  # the next probe writes again
+    assert "storage" not in body
 
 
 def test_a_channel_that_can_tell_runs_when_its_platform_answered() -> None:

@@ -23,7 +23,7 @@ from agent.providers.metering import meter
 from agent.workers import Workers
 from bot.ops.health import ChannelStates
 from bot.ops.metrics import CONTENT_TYPE, NO_METRICS, GatewayMetrics, Metrics
-from bot.ops.readiness import Check, Down, ModelWatch, Readiness, run_check
+from bot.ops.readiness import Check, Down, ModelWatch, Readiness
 from bot.pipeline.conversations import ConversationQueue
 from bot.storage.base import StorageError
 from bot.storage.roles import ClaimRecords
@@ -100,9 +100,9 @@ class Operations:
         )
 
     async def storage_down(self) -> Down | None:
-        """For `/healthz`: can storage be written now? The probe `/readyz` makes (a real
-        write; requests that arrive while one runs share its answer), bounded the same way."""
-        return None if self._storage is None else await run_check(self._storage)
+        """Can storage be written? The probe `/readyz` makes (a real write; requests that
+        arrive while one runs share its answer), unbounded: a held lock makes it wait."""
+        return None if self._storage is None else await self._storage()
 
     def install(self, app: web.Application) -> None:
         app.router.add_get("/readyz", self._readyz)

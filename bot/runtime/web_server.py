@@ -6,6 +6,7 @@ One aiohttp server carries them all; this module decides what is installed on it
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -18,12 +19,14 @@ from bot.media.route import MediaRoute
 from bot.ops.admin import AdminSources, AdminView
 from bot.ops.health import ChannelStates
 from bot.ops.operations import Operations
+from bot.ops.readiness import Down
 from bot.redis.mode import RedisMode
 from bot.runtime.config import Config
 from bot.storage.backends import AnyStore
 from tools.mcp.state import ServerState
 
 READY = web.AppKey("ready", dict)
+PROBE_TIMEOUT_S = 30.0  # past every store's own deadlines (a lock: 5 s, PostgreSQL: 10 s)
 
 
 class WebServer:
@@ -55,6 +58,8 @@ class WebServer:
         self.media = media  # /media/<blob id>: signed links to stored files
         self.tool_servers = tool_servers
         self._runner: web.AppRunner | None = None
+        self._probe: asyncio.Task[None] | None = None  # /healthz's storage write, in flight
+        self._storage_seen: str | None = None  # why the last one failed; None: it did not
 
     async def start(self) -> int:
         app = web.Application()
@@ -89,6 +94,10 @@ class WebServer:
         if self._runner is not None:
             await self._runner.cleanup()  # closes web sockets with 1001 before the tasks go
             self._runner = None
+        if self._probe is not None:
+            self._probe.cancel()
+            await asyncio.wait({self._probe})  # its end, not its CancelledError: ours stays ours
+            self._probe = None
 
     def _admin(self) -> AdminView:
         sources = AdminSources(
@@ -100,6 +109,24 @@ class WebServer:
             tool_servers=self.tool_servers,
         )
         return AdminView(self.config.admin, sources)
+
+    def _probe_storage(self) -> str | None:
+        """Why the newest finished probe write failed (None: it did not); a new probe starts
+        unless one runs. Not awaited: another process holding the lock makes a write wait
+        (up to its busy deadline), which is not a failure, and /healthz must not wait too."""
+        if self._probe is None or self._probe.done():
+            self._probe = asyncio.create_task(self._probe_once(), name="healthz-storage")
+        return self._storage_seen
+
+    async def _probe_once(self) -> None:
+        try:
+            async with asyncio.timeout(PROBE_TIMEOUT_S):
+                down = await self.ops.storage_down()
+        except TimeoutError:
+            down = Down(f"a write took over {PROBE_TIMEOUT_S:g} s")
+        except Exception as exc:  # not a storage fault: reported all the same, never lost
+            down = Down(f"the probe failed: {type(exc).__name__}: {exc}")
+        self._storage_seen = None if down is None else down.reason
 
     async def _livez(self, request: web.Request) -> web.Response:
         """Liveness: the loop runs and serves. Nothing else: an orchestrator that restarts the
@@ -118,11 +145,8 @@ class WebServer:
         for channel in self.channels.values():
             if isinstance(channel, HealthReport):
                 body |= channel.health()
-        # the last store call failed, or a write fails now: turns cannot be kept
-        trouble = self.store.trouble
-        if trouble is None:
-            down = await self.ops.storage_down()
-            trouble = None if down is None else down.reason
+        # the last store call failed, or the newest probe write did: turns cannot be kept
+        trouble = self.store.trouble or self._probe_storage()
         if trouble is not None:
             body |= {"status": "error", "storage": trouble}
         redis_down = False
