@@ -1,4 +1,4 @@
-"""The app's HTTP server: /livez, /healthz, the ops routes, the channels' own routes and the admin pages.
+"""The app's HTTP server: /livez, /healthz, ops routes, the channels' own routes, admin pages.
 
 One aiohttp server carries them all; this module decides what is installed on it and what
 /healthz says, so that `bot/runtime/app.py` only starts and stops it with the rest of the gateway.
@@ -26,6 +26,7 @@ from bot.storage.backends import AnyStore
 from tools.mcp.state import ServerState
 
 READY = web.AppKey("ready", dict)
+PROBE_EVERY_S = 1.0  # /healthz starts a storage probe write at most this often
 PROBE_TIMEOUT_S = 30.0  # past every store's own deadlines (a lock: 5 s, PostgreSQL: 10 s)
 
 
@@ -60,6 +61,7 @@ class WebServer:
         self._runner: web.AppRunner | None = None
         self._probe: asyncio.Task[None] | None = None  # /healthz's storage write, in flight
         self._storage_seen: str | None = None  # why the last one failed; None: it did not
+        self._next_probe = 0.0  # loop time
 
     async def start(self) -> int:
         app = web.Application()
@@ -114,7 +116,9 @@ class WebServer:
         """Why the newest finished probe write failed (None: it did not); a new probe starts
         unless one runs. Not awaited: another process holding the lock makes a write wait
         (up to its busy deadline), which is not a failure, and /healthz must not wait too."""
-        if self._probe is None or self._probe.done():
+        now = asyncio.get_running_loop().time()
+        if (self._probe is None or self._probe.done()) and now >= self._next_probe:
+            self._next_probe = now + PROBE_EVERY_S  # a flood of /healthz is no flood of writes
             self._probe = asyncio.create_task(self._probe_once(), name="healthz-storage")
         return self._storage_seen
 
