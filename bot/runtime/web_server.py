@@ -150,7 +150,8 @@ class WebServer:
             if isinstance(channel, HealthReport):
                 body |= channel.health()
         # the last store call failed, or the newest probe write did: turns cannot be kept
-        trouble = self.store.trouble or self._probe_storage()
+        probed = self._probe_storage()  # first: its write is what clears a stale `trouble`
+        trouble = self.store.trouble or probed
         if trouble is not None:
             body |= {"status": "error", "storage": trouble}
         redis_down = False
