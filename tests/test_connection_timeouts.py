@@ -53,3 +53,26 @@ async def test_idle_and_slow_header_connections_are_closed(
         writer.close()
     async with session.get(app.url + "/livez") as response:
         assert response.status == 200
+
+
+async def test_past_max_connections_a_new_one_gets_a_bare_503_at_once(
+    running: Running, session: aiohttp.ClientSession
+) -> None:
+    app = await running(ScriptedProvider([]), server={"max_connections": 5})
+    async with session.get(app.url + "/livez") as response:  # the pool keeps this one open
+        assert response.status == 200
+    held = [await asyncio.open_connection("127.0.0.1", app.port) for _ in range(4)]
+    reader, writer = await asyncio.open_connection("127.0.0.1", app.port)
+    async with asyncio.timeout(10):  # a hang guard: the answer comes at once
+        answer = await reader.read()
+    assert answer.startswith(b"HTTP/1.1 503 ") and b"server.max_connections" in answer
+    writer.close()
+    for _, idle in held:
+        idle.close()
+    async with aiohttp.ClientSession() as fresh:  # room again once they are gone
+        for _ in range(100):
+            async with fresh.get(app.url + "/livez") as response:
+                if response.status == 200:
+                    break
+            await asyncio.sleep(0.05)
+        assert response.status == 200

@@ -13,6 +13,7 @@ from typing import Any
 from aiohttp import web
 
 from adapters.base import Channel, HealthReport, WebRoutes
+from adapters.websocket.admission import default_max_connections
 from agent.personas import PersonaLibrary
 from agent.providers.base import Provider
 from bot.media.route import MediaRoute
@@ -22,6 +23,7 @@ from bot.ops.operations import Operations
 from bot.ops.readiness import Down
 from bot.redis.mode import RedisMode
 from bot.runtime.config import Config
+from bot.runtime.listener import CappedListener
 from bot.storage.backends import AnyStore
 from tools.mcp.state import ServerState
 
@@ -59,6 +61,7 @@ class WebServer:
         self.media = media  # /media/<blob id>: signed links to stored files
         self.tool_servers = tool_servers
         self._runner: web.AppRunner | None = None
+        self._listener: CappedListener | None = None
         self._probe: asyncio.Task[None] | None = None  # /healthz's storage write, in flight
         self._storage_seen: str | None = None  # why the last one failed; None: it did not
         self._next_probe = 0.0  # loop time
@@ -86,13 +89,17 @@ class WebServer:
             keepalive_timeout=self.config.server.idle_timeout_s,
         )
         await self._runner.setup()
-        site = web.TCPSite(self._runner, self.config.server.host, self.config.server.port)
-        await site.start()
-        port: int = self._runner.addresses[0][1]
+        assert self._runner.server is not None
+        cap = self.config.server.max_connections or default_max_connections()
+        self._listener = CappedListener(self._runner.server, cap)
+        port = await self._listener.open(self.config.server.host, self.config.server.port)
         app[READY]["ready"] = True
         return port
 
     async def stop(self) -> None:
+        if self._listener is not None:
+            self._listener.close()  # no new connections; the runner ends the open ones
+            self._listener = None
         if self._runner is not None:
             await self._runner.cleanup()  # closes web sockets with 1001 before the tasks go
             self._runner = None

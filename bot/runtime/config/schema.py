@@ -34,6 +34,9 @@ class ServerConfig(_Section):
     # a connection that has not sent a whole request head this long after connecting or after
     # its last answer is closed: idle keep-alive connections and slow header writers alike
     idle_timeout_s: float = Field(15, gt=0, le=3600)
+    # connections open at once; past it a new one gets a bare 503 (bot/runtime/listener.py).
+    # None: three quarters of the open-file limit, the rest for storage, Redis, the model
+    max_connections: int | None = Field(None, ge=1)
 
 
 class StorageConfig(_Section):
