@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import resource
 import time
 
 from aiohttp import web
@@ -28,6 +29,12 @@ BUSY = (
     % (len(_BUSY_BODY), _BUSY_BODY)
 )
 WARN_EVERY_S = 60.0
+
+
+def default_max_connections() -> int:
+    """Three quarters of the open-file limit: the rest is for storage, Redis, the model."""
+    soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
+    return 10_000 if soft == resource.RLIM_INFINITY else max(1, soft * 3 // 4)
 
 
 class CappedListener:

@@ -13,7 +13,6 @@ from typing import Any
 from aiohttp import web
 
 from adapters.base import Channel, HealthReport, WebRoutes
-from adapters.websocket.admission import default_max_connections
 from agent.personas import PersonaLibrary
 from agent.providers.base import Provider
 from bot.media.route import MediaRoute
@@ -23,7 +22,7 @@ from bot.ops.operations import Operations
 from bot.ops.readiness import Down
 from bot.redis.mode import RedisMode
 from bot.runtime.config import Config
-from bot.runtime.listener import CappedListener
+from bot.runtime.listener import CappedListener, default_max_connections
 from bot.storage.backends import AnyStore
 from tools.mcp.state import ServerState
 
