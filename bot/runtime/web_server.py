@@ -28,6 +28,7 @@ from tools.mcp.state import ServerState
 
 READY = web.AppKey("ready", dict)
 PROBE_EVERY_S = 1.0  # /healthz starts a storage probe write at most this often
+PROBE_WAIT_S = 2.0  # how long /healthz waits for a probe after one failed
 PROBE_TIMEOUT_S = 30.0  # past every store's own deadlines (a lock: 5 s, PostgreSQL: 10 s)
 
 
@@ -118,14 +119,20 @@ class WebServer:
         )
         return AdminView(self.config.admin, sources)
 
-    def _probe_storage(self) -> str | None:
+    async def _probe_storage(self) -> str | None:
         """Why the newest finished probe write failed (None: it did not); a new probe starts
-        unless one runs. Not awaited: another process holding the lock makes a write wait
-        (up to its busy deadline), which is not a failure, and /healthz must not wait too."""
+        unless one runs. While the last one succeeded the answer does not wait for the new
+        one: another process holding the lock makes a write wait (up to its busy deadline),
+        which is not a failure, and /healthz must not wait too. Once one failed, the answer
+        waits for the next (bounded), so a recovery shows at once."""
+        failing = self._storage_seen is not None
         now = asyncio.get_running_loop().time()
-        if (self._probe is None or self._probe.done()) and now >= self._next_probe:
+        idle = self._probe is None or self._probe.done()
+        if idle and (failing or now >= self._next_probe):
             self._next_probe = now + PROBE_EVERY_S  # a flood of /healthz is no flood of writes
             self._probe = asyncio.create_task(self._probe_once(), name="healthz-storage")
+        if failing and self._probe is not None:
+            await asyncio.wait({self._probe}, timeout=PROBE_WAIT_S)  # not cancelled at the end
         return self._storage_seen
 
     async def _probe_once(self) -> None:
@@ -156,7 +163,7 @@ class WebServer:
             if isinstance(channel, HealthReport):
                 body |= channel.health()
         # the last store call failed, or the newest probe write did: turns cannot be kept
-        probed = self._probe_storage()  # first: its write is what clears a stale `trouble`
+        probed = await self._probe_storage()  # first: its write clears a stale `trouble`
         trouble = self.store.trouble or probed
         if trouble is not None:
             body |= {"status": "error", "storage": trouble}
