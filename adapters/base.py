@@ -307,6 +307,17 @@ class BlobLinks(Protocol):
 
 
 @runtime_checkable
+class PlatformStatus(Protocol):
+    """A channel that knows whether its platform has answered (Telegram's getMe, Slack's
+    auth.test and Socket Mode, Feishu's token and long connection; the web socket trivially):
+    readiness waits for that, not for a run to have lasted a while."""
+
+    def platform_down(self) -> str | None:
+        """None once the platform answered (and since its last failure); else why not, briefly."""
+        ...
+
+
+@runtime_checkable
 class HealthReport(Protocol):
     """Optional: a channel's figures for `/healthz` (JSON-able, cheap to compute)."""
 

@@ -93,6 +93,9 @@ class TerminalChannel:
             max_text_length=1_000_000, min_edit_interval_s=0.05, can_edit=True, final_marker=True
         )
 
+    def platform_down(self) -> str | None:
+        return None  # no platform: the terminal is right here
+
     async def run(self, inbox: Inbox) -> None:
         try:
             if self._repl is not None:

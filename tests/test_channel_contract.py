@@ -19,6 +19,7 @@ from adapters.base import (
     MessageGone,
     MessageHandle,
     OutboundContent,
+    PlatformStatus,
     RateLimited,
     SendsParts,
 )
@@ -80,6 +81,14 @@ async def test_a_harness_refuses_faults_its_platform_cannot_produce(
 
 
 # 1. placeholder
+
+
+def test_the_channel_says_whether_its_platform_answered(harness: ChannelHarness) -> None:
+    """Readiness waits for the platform (bot/ops/health.py), not for a run to have lasted."""
+    assert isinstance(harness.channel, PlatformStatus)
+    assert harness.channel.platform_down() is None or isinstance(
+        harness.channel.platform_down(), str
+    )
 
 
 async def test_the_placeholder_is_one_message_in_reply(harness: ChannelHarness) -> None:

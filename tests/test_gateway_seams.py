@@ -129,13 +129,7 @@ async def test_a_message_past_a_full_queue_is_refused_with_a_reply(
 
 
 async def test_a_silent_tcp_connection_is_closed(running: Running) -> None:
-    from bot.runtime import web_server
-
-    web_server.KEEPALIVE_S, before = 0.5, web_server.KEEPALIVE_S  # the deadline, made short
-    try:
-        app = await running(ScriptedProvider([]))
-    finally:
-        web_server.KEEPALIVE_S = before
+    app = await running(ScriptedProvider([]), server={"idle_timeout_s": 0.5})
     reader, writer = await asyncio.open_connection("127.0.0.1", app.port)
     async with asyncio.timeout(10):
         assert await reader.read() == b""  # the server hung up on a client that said nothing

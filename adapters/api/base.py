@@ -11,6 +11,7 @@ from typing import Final, Protocol
 
 from adapters.api.keys import KeyRing
 from adapters.api.records import SessionRecords
+from adapters.api.slots import StreamSlots
 from adapters.api.sse import SseSubscriber
 from adapters.base import InboundMessage
 from adapters.hub import EventHub
@@ -27,6 +28,8 @@ class ApiSettings:
     max_text_chars: int = 8000
     stream_timeout_s: float = 300
     keepalive_s: float = 15
+    max_streams_per_key: int = 20  # open answer and event streams of a key (adapters/api/slots.py)
+    max_streams: int = 200  # and of all keys together, on this process
 
 
 def hub_key(session_id: str) -> str:
@@ -46,6 +49,7 @@ class SessionsChannel(Protocol):
     hub: EventHub
     rates: InboundRates
     streams: set[SseSubscriber]  # open event streams, ended at shutdown
+    slots: StreamSlots  # how many may be open, per key and in all
     blobs: BlobStore | None  # None: no files (uploads refused, parts described)
     uploads: UploadSigner
 

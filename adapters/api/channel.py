@@ -14,6 +14,7 @@ from adapters.api.errors import middleware
 from adapters.api.handlers import SessionsApi
 from adapters.api.keys import KeyRing
 from adapters.api.records import ApiMessage, MemorySessionRecords, SessionRecords
+from adapters.api.slots import StreamSlots
 from adapters.api.sse import SseSubscriber
 from adapters.base import (
     BlobLinks,
@@ -77,6 +78,10 @@ class ApiChannel:
         self._inbox: Inbox | None = None
         self._inbox_ready = asyncio.Event()
         self.streams: set[SseSubscriber] = set()  # open event streams, ended at shutdown
+        self.slots = StreamSlots(self.settings.max_streams_per_key, self.settings.max_streams)
+
+    def platform_down(self) -> str | None:
+        return None  # no platform: the clients come to the gateway's own web server
 
     def health(self) -> dict[str, int]:
         return {"api_streams": len(self.streams)}

@@ -46,6 +46,8 @@ class ApiConfig(AccessConfig):
     max_text_chars: int = Field(8000, ge=1)
     stream_timeout_s: float = Field(300, gt=0)
     keepalive_s: float = Field(15, gt=0)
+    max_streams_per_key: int = Field(20, ge=1)
+    max_streams: int = Field(200, ge=1)
     replay_events: int = Field(200, ge=0)
 
     @field_validator("keys")

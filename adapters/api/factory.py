@@ -18,6 +18,8 @@ def build(section: ApiConfig, services: ChannelServices) -> ApiChannel:
             max_text_chars=section.max_text_chars,
             stream_timeout_s=section.stream_timeout_s,
             keepalive_s=section.keepalive_s,
+            max_streams_per_key=section.max_streams_per_key,
+            max_streams=section.max_streams,
         ),
         records=services.session_records,
         hub=services.event_hub,

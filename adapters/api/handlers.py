@@ -17,7 +17,7 @@ from adapters.api.records import ApiMessage, ApiSession
 from adapters.api.streams import SessionStreams
 from adapters.base import Action, ChatRef, InboundMessage
 from adapters.uploads import UploadRefused, receive
-from adapters.websocket.protocol import new_id
+from adapters.websocket.protocol import UserText, new_id
 from content.parts import Part
 
 SESSION_ID: Final = re.compile(r"s_[0-9a-f]{32}")
@@ -71,6 +71,12 @@ class SessionsApi:
     async def post_message(self, request: web.Request) -> web.StreamResponse:
         session = await self._session(request)
         frame = bodies.user_text(await bodies.json_object(request), self.settings.max_text_chars)
+        with self.channel.slots.take(session.key_id):  # before anything is kept
+            return await self._message(request, session, frame)
+
+    async def _message(
+        self, request: web.Request, session: ApiSession, frame: UserText
+    ) -> web.StreamResponse:
         resume = bodies.last_event_id(request)
         resent = await self._resent(session, frame.client_message_id)
         if resent is not None:
@@ -87,6 +93,12 @@ class SessionsApi:
     async def post_action(self, request: web.Request) -> web.StreamResponse:
         session = await self._session(request)
         body = await bodies.json_object(request)
+        with self.channel.slots.take(session.key_id):  # before anything is kept
+            return await self._action(request, session, body)
+
+    async def _action(
+        self, request: web.Request, session: ApiSession, body: dict[str, Any]
+    ) -> web.StreamResponse:
         frame = bodies.action(body, self.settings.max_text_chars)
         client_id = bodies.client_id(body)
         resume = bodies.last_event_id(request)
@@ -151,7 +163,8 @@ class SessionsApi:
 
     async def follow_events(self, request: web.Request) -> web.StreamResponse:
         session = await self._session(request)
-        return await self.streams.follow(request, session.id, bodies.last_event_id(request))
+        with self.channel.slots.take(session.key_id):
+            return await self.streams.follow(request, session.id, bodies.last_event_id(request))
 
     # -- the shared steps ---------------------------------------------------------------
     async def _resent(self, session: ApiSession, client_id: str | None) -> ApiMessage | None:

@@ -137,10 +137,16 @@ def document(max_text_chars: int = 8000) -> dict[str, Any]:
         ),
         413: "Body too large",
         415: "Body is not JSON",
-        429: "Rate limited (see Retry-After)",
+        429: (
+            "Rate limited (`rate_limited`), or this key has max_streams_per_key streams open"
+            " (`too_many_streams`); see Retry-After"
+        ),
         405: "The path does not take this method (Allow names those it takes)",
         500: "The server failed on this request (it is logged); try again",
-        503: "The server is stopping (JSON answers only)",
+        503: (
+            "The server is stopping (`shutting_down`, JSON answers only), or has max_streams"
+            " streams open (`server_busy`, see Retry-After)"
+        ),
         504: "No answer within stream_timeout_s (JSON answers only)",
     }
     responses = {f"E{status}": _json(_ref("Error"), text_) for status, text_ in why.items()}
@@ -187,7 +193,7 @@ def document(max_text_chars: int = 8000) -> dict[str, Any]:
             "get": {
                 "summary": "Follow the session's events (EventSource-compatible)",
                 "parameters": [_LAST_EVENT_ID],
-                "responses": {"200": EVENTS_RESPONSE, **_errors(400, 401, 404)},
+                "responses": {"200": EVENTS_RESPONSE, **_errors(400, 401, 404, 429, 503)},
             },
         },
         f"{one}/stop": {

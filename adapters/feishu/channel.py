@@ -134,6 +134,15 @@ class FeishuChannel:
     async def run(self, inbox: Inbox) -> None:
         await self.ingress.run(inbox)
 
+    def platform_down(self) -> str | None:
+        if self.ingress.connected:
+            return None
+        if self.ingress.stopped_reason:
+            return self.ingress.stopped_reason
+        if self.ingress.mode == "websocket":
+            return "the tenant token or the long connection not up yet"
+        return "the tenant token not fetched yet"
+
     def health(self) -> Mapping[str, Any]:
         return {
             self.name: {

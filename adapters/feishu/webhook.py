@@ -7,7 +7,7 @@ within `WINDOW_S` of our clock, and the signature not seen before inside that wi
 The body (`{"encrypt": base64(iv + AES-256-CBC(json))}`, key `sha256(encrypt_key)`) is then
 decrypted and its verification token compared, also in constant time. `url_verification` (which
 Feishu may send unsigned) is answered with its challenge once decrypted and its token matches.
-Anything else is refused with 401 and never reaches the handler.
+Anything else is refused with 401 (a body we cannot parse: 400) and never reaches the handler.
 """
 
 from __future__ import annotations
@@ -33,6 +33,11 @@ REMEMBERED = 100_000  # more than Feishu sends in WINDOW_S to one app
 
 class Refused(Exception):
     """Not a genuine Feishu request: answered 401."""
+
+
+class Malformed(Exception):
+    """Signed (or a challenge) but not JSON we can read, such as nesting past the parser's
+    recursion limit: answered 400, never a 500 with a traceback."""
 
 
 def signature(timestamp: str, nonce: str, encrypt_key: str, body: bytes) -> str:
@@ -89,10 +94,10 @@ class CallbackVerifier:
         expected = signature(timestamp, nonce, self._key, body)
         if not hmac.compare_digest(given.encode(), expected.encode()):
             raise Refused("bad signature")
-        try:
-            age = self._clock() - float(timestamp)
-        except ValueError:
-            raise Refused("bad timestamp") from None
+        # whole seconds in ASCII digits: float() would take "nan", which no window excludes
+        if not (0 < len(timestamp) <= 12 and timestamp.isascii() and timestamp.isdigit()):
+            raise Refused("bad timestamp")
+        age = self._clock() - int(timestamp)
         if abs(age) > WINDOW_S:
             raise Refused(f"timestamp {age:.0f} s off")
         now, seen = self._clock(), self._seen
@@ -111,6 +116,8 @@ class CallbackVerifier:
             payload = json.loads(decrypt(encrypted, self._key))
         except (ValueError, UnicodeDecodeError) as exc:
             raise Refused(f"undecryptable body ({type(exc).__name__})") from None
+        except RecursionError:
+            raise Malformed("JSON nested too deep") from None
         if not isinstance(payload, dict):
             raise Refused("not an event")
         return payload
@@ -126,3 +133,6 @@ async def read_callback(
     except Refused as exc:
         log.info("Feishu callback refused from %s: %s", request.remote, exc)
         return web.json_response({"msg": "unauthorized"}, status=401)
+    except Malformed as exc:
+        log.info("Feishu callback refused from %s: %s", request.remote, exc)
+        return web.json_response({"msg": "malformed body"}, status=400)

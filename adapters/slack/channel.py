@@ -136,6 +136,9 @@ class SlackChannel:
     def health(self) -> Mapping[str, Any]:
         return {self.name: {"mode": self.mode, "connected": self.ingress.connected, **self.counts}}
 
+    def platform_down(self) -> str | None:
+        return None if self.ingress.connected else "auth.test or Socket Mode not answered yet"
+
     async def run(self, inbox: Inbox) -> None:
         # The pool stays open: turns still finishing (a stop's last edits) need it. The app
         # closes it (`aclose`) once they have ended.

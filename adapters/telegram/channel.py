@@ -161,6 +161,9 @@ class TelegramChannel:
         app closes it (`aclose`) once they have ended."""
         await self.ingress.run(inbox)  # its TaskGroup owns the typing tasks too
 
+    def platform_down(self) -> str | None:
+        return self.ingress.platform_trouble
+
     async def aclose(self) -> None:
         """Close the HTTP session (aiogram opens a new one on the next call)."""
         await self.bot.session.close()

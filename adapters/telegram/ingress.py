@@ -109,21 +109,27 @@ class Ingress:
         self._inbox: Inbox | None = None
         self._me: BotIdentity | None = None
         self._answered: Recent[str, None] = Recent(REMEMBERED_UPDATES)
+        # why Telegram has not answered this run (None: getMe and the set-up calls did)
+        self.platform_trouble: str | None = "not started"
 
     def install(self, app: web.Application) -> None:
         if self.mode == "webhook":
             app.router.add_post(self._path, self._on_webhook)
 
     async def run(self, inbox: Inbox) -> None:
-        me = await self._retrying("getMe", self.bot.me)
-        self._me = BotIdentity(me.id, me.username or "")
-        log.info("Telegram: @%s (%s)", me.username, self.mode)
-        account = f"Telegram bot @{me.username} (id {me.id})"
+        self.platform_trouble = "getMe not answered yet"
         try:
-            async with self._hold(f"telegram:{me.id}", account):
-                await self._serve(inbox, me.id)
-        except AccountTaken as exc:
-            raise ChannelError(str(exc)) from None
+            me = await self._retrying("getMe", self.bot.me)
+            self._me = BotIdentity(me.id, me.username or "")
+            log.info("Telegram: @%s (%s)", me.username, self.mode)
+            account = f"Telegram bot @{me.username} (id {me.id})"
+            try:
+                async with self._hold(f"telegram:{me.id}", account):
+                    await self._serve(inbox, me.id)
+            except AccountTaken as exc:
+                raise ChannelError(str(exc)) from None
+        finally:
+            self.platform_trouble = "not running"
 
     def _hold(self, key: str, account: str) -> AbstractAsyncContextManager[None]:
         """The bot is ours while it runs: a second gateway on its token is refused, not left
@@ -261,7 +267,9 @@ class Ingress:
         backoff = Backoff(BACKOFF)
         while True:
             try:
-                return await call()
+                answer = await call()
+                self.platform_trouble = None
+                return answer
             except TelegramUnauthorizedError as exc:
                 raise ChannelError(
                     "Telegram refused the bot token (401 Unauthorized); check TELEGRAM_BOT_TOKEN "
@@ -269,6 +277,7 @@ class Ingress:
                 ) from exc
             except RETRYABLE as exc:
                 delay = getattr(exc, "retry_after", None) or backoff.next_delay
+                self.platform_trouble = f"Telegram {what} failed ({type(exc).__name__})"
                 if isinstance(exc, TelegramConflictError):
                     log.warning(
                         "Telegram %s: another process polls this bot or a webhook is set"

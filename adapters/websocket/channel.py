@@ -146,6 +146,9 @@ class WebSocketChannel:
     def connections(self) -> int:
         return len(self._endpoint.sockets)
 
+    def platform_down(self) -> str | None:
+        return None  # no platform: the clients come to the gateway's own web server
+
     def health(self) -> dict[str, int]:
         return {"connections": len(self._endpoint.sockets)}
 

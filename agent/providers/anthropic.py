@@ -32,7 +32,7 @@ import httpx2
 from agent.providers.anthropic_sdk import door
 from agent.providers.anthropic_wire import _PREFIX, BASE, _turns
 from agent.providers.base import ProviderError, ProviderUnavailable
-from agent.providers.classify import MALFORMED, classify, malformed
+from agent.providers.classify import MALFORMED, classify, connection_failure, malformed
 from agent.providers.deadline import Deadline, Timeouts
 from agent.providers.image_plan import Plan
 from agent.providers.media import ALL_MEDIA, Media
@@ -179,8 +179,9 @@ class AnthropicProvider:
                 api_key=self._api_key,
             )
         if isinstance(exc, anthropic.APITimeoutError | httpx2.TimeoutException):
-            return self.timeouts.timed_out(who)
-        return ProviderUnavailable(f"{who}: connection failed: {type(exc).__name__}")
+            return self.timeouts.timed_out(who, exc)
+        failure = connection_failure(exc) or f"connection failed: {type(exc).__name__}"
+        return ProviderUnavailable(f"{who}: {failure}")
 
 
 @dataclass(slots=True)

@@ -8,7 +8,9 @@ here once.
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+import socket
+import ssl
+from collections.abc import Iterator, Mapping
 from datetime import UTC, datetime
 from email.utils import parsedate_to_datetime
 
@@ -131,6 +133,52 @@ def malformed(who: str, exc: Exception) -> ProviderUnavailable:
     connection broke it, or a compatible server got it wrong): retry."""
     text = redact_credentials(f"{type(exc).__name__}: {exc}")
     return ProviderUnavailable(f"{who}: the server sent a stream event it could not read ({text})")
+
+
+def connection_failure(exc: BaseException) -> str | None:
+    """What went wrong reaching the server, read from the causes the SDK wraps (the OpenAI
+    SDK's aiohttp transport calls a refused connection a `ConnectTimeout`): None when it was
+    a real timeout, which the caller words with its deadlines."""
+    found: str | None = None
+    for cause in _causes(exc):
+        if isinstance(cause, ConnectionRefusedError):
+            found = "connection refused (nothing listens there: is the server up, the port right?)"
+        elif isinstance(cause, socket.gaierror):
+            found = f"DNS: the host name does not resolve ({cause.strerror}); check the url"
+        elif isinstance(cause, ssl.SSLCertVerificationError):
+            found = f"TLS: the certificate is not trusted ({cause.verify_message})"
+        elif isinstance(cause, ssl.SSLError):  # aiohttp's wrapper is one too, without `reason`
+            found = f"TLS: the handshake failed ({getattr(cause, 'reason', None) or cause})"
+        elif isinstance(cause, ConnectionResetError):
+            found = "the connection was reset by the server or a proxy"
+        elif isinstance(cause, TimeoutError):
+            return found
+        elif isinstance(cause, OSError) and cause.errno is not None and found is None:
+            found = f"connection failed: {cause.strerror or cause}"
+    return found
+
+
+def timed_out_connecting(exc: BaseException) -> bool | None:
+    """True: no connection in time; False: the connection went quiet; None: cannot tell."""
+    names = {type(cause).__name__ for cause in _causes(exc)}
+    if names & {"ConnectTimeout", "ConnectionTimeoutError", "PoolTimeout"}:
+        return True
+    if names & {"ReadTimeout", "WriteTimeout", "SocketTimeoutError", "ServerTimeoutError"}:
+        return False
+    return None
+
+
+def _causes(exc: BaseException) -> Iterator[BaseException]:
+    """`exc`, what it was raised from, and so on; an aiohttp connector error's OS error too."""
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        yield current
+        os_error = getattr(current, "os_error", None)
+        if isinstance(os_error, BaseException):
+            yield os_error
+        current = current.__cause__ or current.__context__
 
 
 def retry_after(headers: Mapping[str, str]) -> float | None:

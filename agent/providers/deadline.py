@@ -25,6 +25,7 @@ from typing import Any, TypeVar
 import httpx2
 
 from agent.providers.base import ProviderUnavailable
+from agent.providers.classify import connection_failure, timed_out_connecting
 
 T = TypeVar("T")
 
@@ -44,12 +45,19 @@ class Timeouts:
             pool=self.connect_s,
         )
 
-    def timed_out(self, who: str) -> ProviderUnavailable:
-        """What an httpx timeout means here: no connection, or the wire went quiet."""
-        return ProviderUnavailable(
-            f"{who}: timed out: no connection within {self.connect_s:g} s (llm.connect_timeout_s)"
-            f" or no data for {self.first_token_s:g} s (llm.first_token_timeout_s)"
-        )
+    def timed_out(self, who: str, exc: BaseException | None = None) -> ProviderUnavailable:
+        """What an SDK's timeout or connection error means here: what really happened (refused,
+        DNS, TLS) when its causes tell, else no connection in time, or the wire went quiet."""
+        if exc is not None:
+            failure = connection_failure(exc)
+            if failure is not None:
+                return ProviderUnavailable(f"{who}: {failure}")
+        connect = f"no connection within {self.connect_s:g} s (llm.connect_timeout_s)"
+        quiet = f"no data for {self.first_token_s:g} s (llm.first_token_timeout_s)"
+        connecting = None if exc is None else timed_out_connecting(exc)
+        if connecting is None:
+            return ProviderUnavailable(f"{who}: timed out: {connect} or {quiet}")
+        return ProviderUnavailable(f"{who}: timed out: {connect if connecting else quiet}")
 
 
 class Deadline:

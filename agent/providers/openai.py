@@ -36,7 +36,7 @@ import httpx2
 import openai
 
 from agent.providers.base import ProviderError, ProviderUnavailable
-from agent.providers.classify import MALFORMED, classify, malformed
+from agent.providers.classify import MALFORMED, classify, connection_failure, malformed
 from agent.providers.deadline import Deadline, Timeouts
 from agent.providers.image_plan import Plan
 from agent.providers.media import Media, media_for
@@ -190,9 +190,10 @@ class OpenAIProvider:
 
     def _error(self, exc: Exception, who: str, had_tools: bool) -> ProviderError:
         if isinstance(exc, openai.APITimeoutError | httpx2.TimeoutException):
-            return self.timeouts.timed_out(who)
+            return self.timeouts.timed_out(who, exc)
         if isinstance(exc, openai.APIConnectionError | httpx2.HTTPError):
-            return ProviderUnavailable(f"{who}: connection failed: {type(exc).__name__}")
+            failure = connection_failure(exc) or f"connection failed: {type(exc).__name__}"
+            return ProviderUnavailable(f"{who}: {failure}")
         if not isinstance(exc, openai.APIError):
             return ProviderUnavailable(redact_credentials(f"{who}: {type(exc).__name__}: {exc}"))
         body = exc.body if isinstance(exc.body, dict) else {}

@@ -10,12 +10,14 @@ from typing import Any, Literal
 
 from tools.redact import redact_credentials
 
-# The Channel protocol has no "I am up" signal, so a run that has lasted this long without
-# raising counts as running; a channel that fails to start (a refused token) fails well before.
+# A channel that says whether its platform answered (`PlatformStatus`) runs once it has, and
+# fails when it has not within this long; one that cannot say runs once a run lasted this long
+# without raising (a channel that fails to start, a refused token, fails well before).
 SETTLE_S = 5.0
 REASON_CHARS = 300
 
 State = Literal["starting", "running", "failed", "stopped"]
+PlatformDown = Callable[[], str | None]  # why the platform has not answered; None: it has
 
 
 @dataclass
@@ -26,6 +28,10 @@ class _Channel:
     reason: str = ""
     run_failed: bool = False  # this attempt raised; the next has not begun
     stopped: bool = False
+    platform: PlatformDown | None = None  # None: the channel cannot tell
+
+    def platform_down(self) -> str | None:
+        return None if self.platform is None else self.platform()
 
 
 class ChannelStates:
@@ -38,10 +44,11 @@ class ChannelStates:
         self._clock = clock
         self._channels: dict[str, _Channel] = {}
 
-    def started(self, name: str) -> None:
-        """A run begins. After a failure the channel stays failed until this run settles."""
+    def started(self, name: str, platform: PlatformDown | None = None) -> None:
+        """A run begins. After a failure the channel stays failed until this run settles:
+        its platform answered (`platform`, when the channel can tell), else it lasted."""
         previous = self._channels.get(name)
-        state = _Channel(self._clock(), datetime.now(UTC))
+        state = _Channel(self._clock(), datetime.now(UTC), platform=platform)
         if previous is not None:
             state.failed_since, state.reason = previous.failed_since, previous.reason
         self._channels[name] = state
@@ -58,12 +65,24 @@ class ChannelStates:
         self._channels[name].stopped = True
 
     def state(self, name: str) -> State:
-        channel = self._channels[name]
+        return self._state(self._channels[name])[0]
+
+    def _state(self, channel: _Channel) -> tuple[State, str]:
+        """The state and, unless running, why."""
         if channel.stopped:
-            return "stopped"
-        if channel.run_failed or (channel.failed_since and not self._settled(channel)):
-            return "failed"
-        return "running" if self._settled(channel) else "starting"
+            return "stopped", ""
+        if channel.run_failed:
+            return "failed", channel.reason
+        if channel.platform is not None:
+            down = channel.platform_down()
+            if down is None:
+                return "running", ""
+            if channel.failed_since or self._settled(channel):
+                return "failed", down  # the retry has not been answered either
+            return "starting", down
+        if channel.failed_since and not self._settled(channel):
+            return "failed", channel.reason
+        return ("running", "") if self._settled(channel) else ("starting", "")
 
     def _settled(self, channel: _Channel) -> bool:
         return self._clock() - channel.run_started >= self.settle_s
@@ -73,12 +92,13 @@ class ChannelStates:
         channel = self._channels.get(name)
         if channel is None:
             return "not started yet", None
-        state = self.state(name)
+        state, why = self._state(channel)
         if state == "running":
             return None
+        since = channel.failed_since or channel.run_started_at
         if state == "failed":
-            return f"failed: {channel.reason}", channel.failed_since
-        return state, channel.run_started_at
+            return f"failed: {redact_credentials(why)[:REASON_CHARS]}", since
+        return (f"{state}: {why}" if why else state), channel.run_started_at
 
     @property
     def any_failed(self) -> bool:
@@ -87,13 +107,15 @@ class ChannelStates:
     def report(self) -> dict[str, dict[str, Any]]:
         """`{"telegram": {"state": "failed", "since": "2026-…Z", "reason": "…"}, …}`."""
         body: dict[str, dict[str, Any]] = {}
-        for name, channel in self._channels.items():
-            state = self.state(name)
-            since = channel.failed_since if state == "failed" else channel.run_started_at
-            entry: dict[str, Any] = {"state": state, "since": iso_utc(since)}
+        for channel_name, channel in self._channels.items():
+            state, why = self._state(channel)
+            since = channel.run_started_at
             if state == "failed":
-                entry["reason"] = channel.reason
-            body[name] = entry
+                since = channel.failed_since or channel.run_started_at
+            entry: dict[str, Any] = {"state": state, "since": iso_utc(since)}
+            if why:
+                entry["reason"] = redact_credentials(why)[:REASON_CHARS]
+            body[channel_name] = entry
         return body
 
 

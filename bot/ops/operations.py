@@ -45,6 +45,7 @@ class Operations:
         self.metrics = Metrics() if metrics else None
         self.readiness = Readiness()
         self.model = ModelWatch()
+        self._storage: Check | None = None
 
     @property
     def gateway_metrics(self) -> GatewayMetrics:
@@ -77,7 +78,8 @@ class Operations:
         conversations: ConversationQueue,
     ) -> None:
         """Register the built-in readiness checks and the scrape-time gauges."""
-        self.readiness.add("storage", _storage_check(store))
+        self._storage = _storage_check(store)
+        self.readiness.add("storage", self._storage)
         for name in channels:
             self.readiness.add(f"channel:{name}", _channel_check(states, name))
         self.readiness.add("model", self.model.check)
@@ -102,6 +104,11 @@ class Operations:
             gateway_conversations_waiting="Conversations with messages queued for a turn",
             gateway_connections="Open client connections (web socket)",
         )
+
+    async def storage_down(self) -> Down | None:
+        """Can storage be written? The probe `/readyz` makes (a real write; requests that
+        arrive while one runs share its answer), unbounded: a held lock makes it wait."""
+        return None if self._storage is None else await self._storage()
 
     def install(self, app: web.Application) -> None:
         app.router.add_get("/readyz", self._readyz)

@@ -81,13 +81,18 @@ class Readiness:
 
     @staticmethod
     async def _run(check: Check) -> Down | None:
-        try:
-            async with asyncio.timeout(CHECK_TIMEOUT_S):
-                return await check()
-        except TimeoutError:
-            return Down(f"no answer within {CHECK_TIMEOUT_S:g} s")
-        except Exception as exc:
-            return Down(f"the check failed: {type(exc).__name__}: {exc}")
+        return await run_check(check)
+
+
+async def run_check(check: Check) -> Down | None:
+    """`check`'s answer, bounded: one that raises or takes too long is down too."""
+    try:
+        async with asyncio.timeout(CHECK_TIMEOUT_S):
+            return await check()
+    except TimeoutError:
+        return Down(f"no answer within {CHECK_TIMEOUT_S:g} s")
+    except Exception as exc:
+        return Down(f"the check failed: {type(exc).__name__}: {exc}")
 
 
 @dataclass(slots=True)

@@ -14,7 +14,7 @@ from collections.abc import Callable
 from pathlib import Path
 from types import TracebackType
 
-from adapters.base import Channel, ChannelError, ChannelRevoked
+from adapters.base import Channel, ChannelError, ChannelRevoked, PlatformStatus
 from adapters.registry import build_enabled
 from agent.personas import PersonaLibrary
 from agent.providers import build_provider, describe_provider
@@ -330,7 +330,10 @@ class App:
         states = self.channel_states
         while True:
             started = asyncio.get_running_loop().time()
-            states.started(channel.name)
+            states.started(
+                channel.name,
+                channel.platform_down if isinstance(channel, PlatformStatus) else None,
+            )
             try:
                 await channel.run(self.gateway.handle)
                 states.stopped(channel.name)

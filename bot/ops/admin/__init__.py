@@ -2,9 +2,10 @@
 
 Off unless `admin.token` is set (from the environment). Every request proves the token, as
 `Authorization: Bearer <token>` or the cookie the login form sets, compared in constant time;
-requests from non-loopback addresses, or relayed by a proxy (a `Forwarded`/`X-Forwarded-For`
-header), are refused unless `admin.allow_remote`; an address that sent too many wrong tokens
-is answered 429 for a while (bot/ops/admin/throttle.py). Pages are
+requests from non-loopback clients, or relayed by a proxy not in `admin.trusted_proxies`, are
+refused unless `admin.allow_remote` (who the client is: bot/ops/admin/client.py); an address
+that sent too many wrong tokens, or every address after too many from all of them, is answered
+429 for a while (bot/ops/admin/throttle.py). Pages are
 rendered on the server by Jinja2 with autoescaping on: what users wrote is shown as text, never
 as HTML, and the pages run no script.
 """
@@ -13,7 +14,6 @@ from __future__ import annotations
 
 import hashlib
 import hmac
-import ipaddress
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -24,6 +24,7 @@ import jinja2
 from aiohttp import web
 
 from agent.personas import PersonaLibrary
+from bot.ops.admin.client import ClientAddress
 from bot.ops.admin.throttle import SignInThrottle
 from bot.ops.health import ChannelStates
 from bot.reports.sessions_view import find_session, session_tree
@@ -33,9 +34,6 @@ from bot.storage.roles import AdminViewRecords
 from tools.mcp.state import ServerState
 
 COOKIE = "bot_admin"
-# Set by reverse proxies: a request carrying one came through a proxy, and a proxy on this host
-# connects from loopback whoever the client is, so loopback then proves nothing.
-PROXY_HEADERS = ("Forwarded", "X-Forwarded-For", "X-Real-IP", "X-Forwarded-Host")
 CONVERSATIONS = 50
 USAGE_DAYS = 30
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
@@ -72,6 +70,7 @@ class AdminView:
         # the cookie proves the token without holding it (a copied cookie jar leaks no token)
         self._cookie = hmac.new(self._token, b"bot admin cookie", hashlib.sha256).hexdigest()
         self._allow_remote = config.allow_remote
+        self._clients = ClientAddress(config.trusted_proxies)
         self._throttle = SignInThrottle()
         self.sources = sources
         self._templates = jinja2.Environment(
@@ -91,18 +90,16 @@ class AdminView:
     def _remote_refused(self, request: web.Request) -> bool:
         if self._allow_remote:
             return False
-        if any(name in request.headers for name in PROXY_HEADERS):
-            return True
-        try:
-            address = ipaddress.ip_address(request.remote or "")
-        except ValueError:  # a unix socket, or no peer address: not loopback TCP
-            return True
-        if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
-            address = address.ipv4_mapped  # 127.0.0.1 on a dual-stack socket bound to "::"
-        return not address.is_loopback
+        client = self._clients.of(request)  # None: relayed by a stranger, or not TCP
+        return client is None or not client.is_loopback
+
+    def _source(self, request: web.Request) -> str:
+        """What the throttle counts by: the client a trusted proxy names, else the peer."""
+        client = self._clients.of(request)
+        return str(client) if client is not None else request.remote or ""
 
     def _refuse_throttled(self, request: web.Request) -> None:
-        wait = self._throttle.retry_after(request.remote or "")
+        wait = self._throttle.retry_after(self._source(request))
         if wait is not None:
             raise web.HTTPTooManyRequests(
                 text="too many wrong admin tokens; try again later\n",
@@ -126,12 +123,13 @@ class AdminView:
             bearer = auth.removeprefix("Bearer ") if auth.startswith("Bearer ") else None
             if not self._valid(bearer):
                 if bearer is not None or COOKIE in request.cookies:
-                    self._throttle.failed(request.remote or "")  # a guess, not a first visit
+                    self._throttle.failed(self._source(request))  # a guess, not a first visit
                 if bearer is None and "text/html" in request.headers.get("Accept", ""):
                     raise web.HTTPSeeOther("/admin/login")
                 raise web.HTTPUnauthorized(
                     text="admin token required\n", headers={"WWW-Authenticate": "Bearer"}
                 )
+            self._throttle.succeeded(self._source(request))
             return await handler(request)
 
         return guarded
@@ -148,8 +146,9 @@ class AdminView:
         form = await request.post()
         token = form.get("token")
         if not self._valid(token if isinstance(token, str) else None):
-            self._throttle.failed(request.remote or "")
+            self._throttle.failed(self._source(request))
             return self._page("login.html", status=401, failed=True)
+        self._throttle.succeeded(self._source(request))
         response = web.HTTPSeeOther("/admin")
         # From afar the view is served over TLS (README): the cookie must never travel in clear.
         secure = self._allow_remote or request.secure

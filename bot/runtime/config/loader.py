@@ -104,6 +104,7 @@ def _validate(
         override_server(expanded, env, *server)
         config = follow_server(Config.model_validate(expanded))
         check_instances(config.channels)
+        _check_urls(config, data)
         _check_folders(config, folder)
     except ValidationError as exc:  # before ValueError, which it is
         error = single_instance_loc(exc.errors()[0], data.get("channels"))
@@ -111,6 +112,34 @@ def _validate(
     except (ConfigError, ValueError) as exc:  # ValueError: check_instances
         raise ConfigError(f"{source}: {exc}") from exc
     return config
+
+
+def _check_urls(config: Config, data: dict[Any, Any]) -> None:
+    """An empty `storage.url` or `redis.url` silently means one process on SQLite: say so when
+    the file asked for a variable that is empty, and refuse when the config requires the url."""
+    for key, value, required, fallback, flag in (
+        ("storage.url", config.storage.url, config.storage.require_url,
+         "SQLite at storage.path", "storage.require_url"),
+        ("redis.url", config.redis.url, config.redis.required,
+         "one process without Redis", "redis.required"),
+    ):  # fmt: skip
+        if value:
+            continue
+        section, _, name = key.partition(".")
+        raw = data.get(section, {}).get(name) if isinstance(data.get(section), dict) else None
+        written = isinstance(raw, str) and "${" in raw
+        if required:
+            how = f"{raw} is empty or unset" if written else "it is not set"
+            raise ConfigError(f"{key}: {flag} is true but {how}; set it, or turn {flag} off")
+        if written:
+            log.warning(
+                "%s is written as %s, which is empty or unset: running on %s (set %s to refuse"
+                " to start instead)",
+                key,
+                raw,
+                fallback,
+                flag,
+            )
 
 
 def _check_folders(config: Config, folder: Path) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ipaddress
 from collections.abc import Iterator
 from typing import Any, Literal, get_args, get_origin
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
@@ -19,6 +20,8 @@ from content.texts import LANGUAGES, negotiate
 from tools.mcp.settings import McpSettings
 from tools.settings import KnowledgeSettings, ToolsSettings
 
+ADMIN_TOKEN_MIN = 16  # a shorter token falls to guessing despite the sign-in throttle
+
 
 class _Section(BaseModel):
     # Numbers become strings so an unquoted numeric chat id or password still loads as text.
@@ -29,6 +32,12 @@ class ServerConfig(_Section):
     host: str = "127.0.0.1"
     port: int = Field(8080, ge=0, le=65535)  # 0: any free port (tests)
     public_url: str | None = None
+    # a connection that has not sent a whole request head this long after connecting or after
+    # its last answer is closed: idle keep-alive connections and slow header writers alike
+    idle_timeout_s: float = Field(15, gt=0, le=3600)
+    # connections open at once; past it a new one gets a bare 503 (bot/runtime/listener.py).
+    # None: three quarters of the open-file limit, the rest for storage, Redis, the model
+    max_connections: int | None = Field(None, ge=1)
 
 
 class StorageConfig(_Section):
@@ -36,6 +45,8 @@ class StorageConfig(_Section):
     # postgresql://user@host:5432/db: PostgreSQL, for processes on several hosts. A secret (it
     # may hold a password): write `${DATABASE_URL}` and keep the value in the environment.
     url: str | None = secret(None)
+    # true: refuse to start when `url` is empty (an unset ${DATABASE_URL}) instead of SQLite
+    require_url: bool = False
 
     @field_validator("url")
     @classmethod
@@ -57,6 +68,8 @@ class RedisConfig(_Section):
     url: str | None = secret(None)
     prefix: str = "bot:"  # every key starts with it: several bots may share one Redis
     lease_s: float = Field(5, ge=1, le=300)  # a dead process's turns and polling move on after it
+    # true: refuse to start when `url` is empty (an unset ${REDIS_URL}) instead of one process
+    required: bool = False
 
     @field_validator("url")
     @classmethod
@@ -194,6 +207,31 @@ class QuotasConfig(_Section):
 class AdminConfig(_Section):
     token: str = secret(env="BOT_ADMIN_TOKEN")  # empty: no /admin at all
     allow_remote: bool = False  # true: also from non-loopback addresses (behind your own TLS)
+    # proxies (addresses or networks) whose X-Forwarded-For names the client; a request that
+    # any other peer relayed (any forwarding header) has no known client: refused unless remote
+    trusted_proxies: list[str] = []
+
+    @field_validator("token")
+    @classmethod
+    def _long_enough(cls, value: str) -> str:
+        if value and len(value) < ADMIN_TOKEN_MIN:  # the value is a secret: it is not repeated
+            raise ValueError(
+                f"expected at least {ADMIN_TOKEN_MIN} characters (`openssl rand -hex 24` makes"
+                " a good one), or empty to turn /admin off"
+            )
+        return value
+
+    @field_validator("trusted_proxies")
+    @classmethod
+    def _networks(cls, values: list[str]) -> list[str]:
+        for value in values:
+            try:
+                ipaddress.ip_network(value)
+            except ValueError:
+                raise ValueError(
+                    f"{value!r} is not an address or network (such as 127.0.0.1 or 10.0.0.0/8)"
+                ) from None
+        return values
 
 
 class MediaConfig(_Section):
