@@ -144,8 +144,8 @@ class ChannelLimits:
     can_edit: bool = True
     # Edits one message may take (Feishu: 20). Previews stop one short; the final still lands.
     max_edits_per_message: int | None = None
-    # The final edit means something even with unchanged text (web: `message.completed`), so it
-    # is always sent; elsewhere an unchanged final is skipped rather than sent twice.
+    # The final edit means something even with unchanged text (web: `message.completed`, Feishu:
+    # the card's streaming mode turned off), so it is always sent; elsewhere an unchanged final is skipped rather than sent twice.
     final_marker: bool = False
     # The final message carries the answer's media parts itself (the web socket and the API
     # render them as links on `message.completed`); elsewhere each part is sent after the
