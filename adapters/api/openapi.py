@@ -174,10 +174,20 @@ def document(max_text_chars: int = 8000) -> dict[str, Any]:
         413: "Body too large",
         415: "Body is not JSON",
         429: "Rate limited (see Retry-After)",
-        503: "The server is stopping (JSON answers only)",
+        503: (
+            "The server is stopping (`shutting_down`, JSON answers only), or cannot take "
+            "anything just now (`try_later`: its Redis is unreachable; nothing was answered: "
+            "send the same request again after Retry-After seconds)"
+        ),
         504: "No answer within stream_timeout_s (JSON answers only)",
     }
     responses = {f"E{status}": _json(_ref("Error"), text_) for status, text_ in why.items()}
+    responses["E503"]["headers"] = {
+        "Retry-After": {
+            "description": "Seconds to wait before sending again (with `try_later`)",
+            "schema": {"type": "integer", "minimum": 1},
+        }
+    }
     one = "/sessions/{session_id}"
     paths: dict[str, Any] = {
         "/sessions": {
@@ -231,7 +241,7 @@ def document(max_text_chars: int = 8000) -> dict[str, Any]:
                 "Stop",
                 {
                     "202": _json({"type": "object"}, "Stop requested"),
-                    **_errors(400, 401, 404, 413, 415, 429),
+                    **_errors(400, 401, 404, 413, 415, 429, 503),
                 },
                 optional=True,
             ),

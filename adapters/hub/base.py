@@ -63,7 +63,13 @@ class EventHub(Protocol):
 
     async def detach(self, conversation: str, subscriber: Subscriber) -> None: ...
 
-    async def publish(self, conversation: str, type: str, fields: Mapping[str, Any]) -> int: ...
+    async def publish(
+        self, conversation: str, type: str, fields: Mapping[str, Any], *, retry: bool = True
+    ) -> int:
+        """`retry=False`: a frame the caller may still refuse (the user's own message); a
+        networked hub that cannot reach its store raises `TryLater` at once, keeping nothing,
+        instead of waiting the outage out."""
+        ...
 
 
 # one encoder for every frame: `json.dumps` with options builds a new one per call

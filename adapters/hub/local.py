@@ -106,7 +106,9 @@ class MemoryEventHub:
             conv.sockets.discard(subscriber)
             self._retire_if_idle(conv)
 
-    async def publish(self, conversation: str, type: str, fields: Mapping[str, Any]) -> int:
+    async def publish(
+        self, conversation: str, type: str, fields: Mapping[str, Any], *, retry: bool = True
+    ) -> int:
         conv = self._conversation(conversation)
         seq = conv.seq + 1
         encoded = encode_frame(conversation, type, fields, seq)

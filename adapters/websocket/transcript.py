@@ -26,7 +26,7 @@ from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from typing import Any, Final
 
-from adapters.base import ChatRef, InboundMessage
+from adapters.base import ChatRef, InboundMessage, TryLater
 from adapters.history import Claims, ConversationHistory
 from adapters.hub import EventHub
 from adapters.hub.base import CLEARING_TYPE
@@ -75,13 +75,29 @@ class UserEcho:
             self._published[(identity, cmid)] = None
             while len(self._published) > self._max_ids:
                 self._published.popitem(last=False)
-        if message.command == "new":
-            await self._hub.publish(identity, "conversation.cleared", {"reason": "new"})
-        else:
-            fields = user_fields(message, frame)
-            if message.parts and self._render is not None:
-                fields["attachments"] = self._render(message.parts)
-            await self._hub.publish(identity, "message.user", fields)
+        try:
+            if message.command == "new":
+                await self._hub.publish(
+                    identity, "conversation.cleared", {"reason": "new"}, retry=False
+                )
+            else:
+                fields = user_fields(message, frame)
+                if message.parts and self._render is not None:
+                    fields["attachments"] = self._render(message.parts)
+                await self._hub.publish(identity, "message.user", fields, retry=False)
+        except TryLater:  # nothing kept: the resend the client is told to send is a first
+            if cmid is not None:
+                self._published.pop((identity, cmid), None)
+                await self._unclaim(message)
+            raise
+
+    async def _unclaim(self, message: InboundMessage) -> None:
+        if self._claims is None:
+            return
+        try:
+            await self._claims.release("echo:" + message.event_id)
+        except Exception as exc:  # its resend then shows as a duplicate, and is still answered
+            log.warning("websocket %s: resend claim not released: %s", message.chat.chat_id, exc)
 
     async def _claim(self, message: InboundMessage) -> bool:
         """False when another process (or this one before a restart) published this id."""

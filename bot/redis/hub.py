@@ -177,12 +177,15 @@ class RedisEventHub:
         except RedisError as exc:
             log.warning("event hub: detach from %s not recorded: %s", conversation, describe(exc))
 
-    async def publish(self, conversation: str, type: str, fields: Mapping[str, Any]) -> int:
+    async def publish(
+        self, conversation: str, type: str, fields: Mapping[str, Any], *, retry: bool = True
+    ) -> int:
         fields = {k: v for k, v in fields.items() if k != "seq"}
         head = encode_frame(conversation, type, fields, 0)[:-2]  # the seq goes last
         slot = replay_slot(type, fields, 0)
         slot_name = str(slot[1]) if isinstance(slot, tuple) else ""
-        seq = await self._outbox.send(conversation, head, slot_name, type == CLEARING_TYPE)
+        clears = type == CLEARING_TYPE
+        seq = await self._outbox.send(conversation, head, slot_name, clears, retry=retry)
         conv = self._conversations.get(conversation)
         if conv is None or not conv.subs:
             return seq
