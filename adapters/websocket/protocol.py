@@ -78,6 +78,8 @@ class ActionFrame:
     value: str | None
     message_id: str | None
     label: str | None = None
+    # the press's idempotency key, as a message's: a resent press is answered once
+    client_message_id: str | None = None
 
 
 ClientFrame = Hello | UserText | Stop | ActionFrame
@@ -205,6 +207,7 @@ def _parse_action(frame: dict[str, Any], max_text_chars: int) -> ActionFrame:
         value=_checked_text(value, "value", max_text_chars) if value and value.strip() else None,
         message_id=_optional_str(frame, "message_id", "bad_field", MAX_ID_CHARS),
         label=_optional_str(frame, "label", "bad_field", MAX_ID_CHARS),
+        client_message_id=_optional_str(frame, "client_message_id", "bad_field", MAX_ID_CHARS),
     )
 
 
@@ -282,15 +285,17 @@ def inbound_message(
             raw=raw,
         )
     action = None
+    cmid = None
     if isinstance(frame, ActionFrame):
         action = Action(frame.action_id, frame.value, frame.label, frame.message_id)
+        cmid = frame.client_message_id  # one id space with messages, as the API's /actions
     return InboundMessage(
         chat=chat,
         user_id=identity,
         text="/stop" if isinstance(frame, Stop) else "",
         action=action,
-        event_id=f"ws:{uuid.uuid4().hex}",
-        message_id=new_id("c_"),
+        event_id=f"ws:{identity}:{cmid}" if cmid else f"ws:{uuid.uuid4().hex}",
+        message_id=cmid or new_id("c_"),
         mentioned=True,
         raw=raw,
     )

@@ -66,7 +66,7 @@ class UserEcho:
     ) -> None:
         """`message` passed every check and goes to the gateway next."""
         identity = message.chat.chat_id
-        cmid = frame.client_message_id if isinstance(frame, UserText) else None
+        cmid = frame.client_message_id
         if cmid is not None:
             if (identity, cmid) in self._published or not await self._claim(message):
                 again = {"type": "message.user", "message_id": cmid, "duplicate": True}
