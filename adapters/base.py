@@ -151,6 +151,11 @@ class ChannelLimits:
     # render them as links on `message.completed`); elsewhere each part is sent after the
     # final text, through `SendsParts.send_part`.
     parts_inline: bool = False
+    # A message the conversation's full queue cannot take is refused in the channel's protocol
+    # (the inbox raises `QueueOverflow`: an error frame, an HTTP status), not by a bot message:
+    # a client then knows which message was refused, and no answer stream takes the notice
+    # for the answer to the messages that are queued.
+    refuses_in_protocol: bool = False
 
     def length(self, text: str) -> int:
         """Length as the platform measures it (overridden per channel when it differs)."""
@@ -212,7 +217,14 @@ class TryLater(Exception):
     client to send it again (the web socket), so it is neither lost nor answered twice."""
 
 
-Inbox = Callable[[InboundMessage], Awaitable[None]]  # may raise TryLater
+class QueueOverflow(Exception):
+    """The conversation has its limit of messages waiting, so the inbox did not take this one
+    (nothing claimed: a resend later is a new message). Raised only for channels whose limits
+    set `refuses_in_protocol`; they refuse it in their own protocol (an error frame, an HTTP
+    status). Elsewhere the gateway answers with a notice of its own."""
+
+
+Inbox = Callable[[InboundMessage], Awaitable[None]]  # may raise TryLater, QueueOverflow
 
 
 class Channel(Protocol):

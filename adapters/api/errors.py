@@ -13,7 +13,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from aiohttp import web
 from aiohttp.typedefs import Middleware
 
-from adapters.base import TryLater
+from adapters.base import QueueOverflow, TryLater
 
 log = logging.getLogger(__name__)
 
@@ -58,6 +58,12 @@ def middleware(prefix: str) -> Middleware:
             return await handler(request)
         except ApiError as exc:
             return exc.response()
+        except QueueOverflow as exc:  # not taken: the messages queued get their own answers
+            why = (
+                f"{exc}; nothing was taken: send it again once the bot has answered (the same "
+                "client_message_id is fine)"
+            )
+            return ApiError(429, "queue_full", why).response()
         except TryLater as exc:  # Redis is down: not taken; the same request later is answered
             log.warning("%s %s not taken: %s", request.method, request.path, exc)
             why = (

@@ -173,7 +173,11 @@ def document(max_text_chars: int = 8000) -> dict[str, Any]:
         ),
         413: "Body too large",
         415: "Body is not JSON",
-        429: "Rate limited (see Retry-After)",
+        429: (
+            "Rate limited (`rate_limited`, see Retry-After), or the session already has its "
+            "limit of messages waiting for an answer (`queue_full`, 100: this one was not "
+            "taken; send it again, the same client id is fine, once the bot has answered)"
+        ),
         503: (
             "The server is stopping (`shutting_down`, JSON answers only), or cannot take "
             "anything just now (`try_later`: its Redis is unreachable; nothing was answered: "

@@ -43,6 +43,7 @@ _LIMITS = ChannelLimits(
     can_edit=True,
     final_marker=True,
     parts_inline=True,
+    refuses_in_protocol=True,
 )
 
 

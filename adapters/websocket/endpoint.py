@@ -18,7 +18,7 @@ from collections.abc import Awaitable, Callable
 
 from aiohttp import WSCloseCode, WSMsgType, web
 
-from adapters.base import ChatRef, InboundMessage, TryLater
+from adapters.base import ChatRef, InboundMessage, QueueOverflow, TryLater
 from adapters.history import ConversationHistory
 from adapters.hub import EventHub
 from adapters.rates import InboundRates
@@ -158,7 +158,10 @@ class SocketEndpoint:
                 message = dataclasses.replace(message, client=f"address:{conn.address}")
             if not isinstance(frame, Stop):
                 await self._echo.accepted(conn, message, frame)
-            await self._deliver(message)
+            try:
+                await self._deliver(message)
+            except QueueOverflow as exc:
+                await self._echo.refused(conn, message, frame, str(exc))
         except TryLater as exc:
             log.warning("websocket %s: message not taken: %s", conn.identity, exc)
             conn.send_error(

@@ -32,6 +32,7 @@ ErrorCode = Literal[
     "internal_error",
     "try_later",
     "attachment_invalid",
+    "queue_full",
 ]
 
 CLOSE_IDENTITY_INVALID: Final = 4003

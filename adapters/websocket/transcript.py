@@ -31,7 +31,7 @@ from adapters.history import Claims, ConversationHistory
 from adapters.hub import EventHub
 from adapters.hub.base import CLEARING_TYPE
 from adapters.websocket.connection import Connection
-from adapters.websocket.protocol import ActionFrame, UserText
+from adapters.websocket.protocol import ActionFrame, Stop, UserText
 from content.parts import Part
 
 Render = Callable[[Sequence[Part]], list[dict[str, Any]]]  # parts as frames carry them
@@ -90,6 +90,33 @@ class UserEcho:
                 self._published.pop((identity, cmid), None)
                 await self._unclaim(message)
             raise
+
+    async def refused(
+        self,
+        conn: Connection,
+        message: InboundMessage,
+        frame: UserText | Stop | ActionFrame,
+        why: str,
+    ) -> None:
+        """The gateway did not take `message` (its conversation's queue is full): the sender
+        gets `queue_full`, every tab and the replay its `message.dropped` (the echo went out
+        before the gateway refused it), and its id is free again, so a resend is a first."""
+        conn.send_error(
+            "queue_full",
+            f"{why} — send it again once the bot has answered (the same client_message_id is fine)",
+            message_id=message.message_id or "",
+        )
+        if isinstance(frame, Stop):
+            return
+        cmid = frame.client_message_id
+        if cmid is not None:
+            self._published.pop((message.chat.chat_id, cmid), None)
+            await self._unclaim(message)
+        fields = {"message_id": message.message_id, "reason": "queue_full"}
+        try:
+            await self._hub.publish(message.chat.chat_id, "message.dropped", fields)
+        except Exception as exc:  # the sender was told; other tabs show it as unanswered
+            log.warning("websocket %s: refusal not published: %s", message.chat.chat_id, exc)
 
     async def _unclaim(self, message: InboundMessage) -> None:
         if self._claims is None:
