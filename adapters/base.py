@@ -318,6 +318,24 @@ class EventSink(Protocol):
 
 
 @runtime_checkable
+class NamesItsMessages(Protocol):
+    """Optional: a channel whose message ids the gateway makes itself (the web socket, the
+    sessions API). A placeholder's handle is known before it is posted, so the turn records it
+    before the frame goes out: a process killed right after the user saw it leaves a handle
+    the surviving process finishes the turn in, never a second placeholder."""
+
+    def reserve(self, chat: ChatRef, reply_to: str | None) -> MessageHandle:
+        """The handle the next message will have; nothing is shown yet."""
+        ...
+
+    async def post(self, handle: MessageHandle, content: OutboundContent) -> None:
+        """Show the message `reserve` named (its `message.created`). Posting it again shows
+        the same message (a resumed turn announces its placeholder again: the dead process
+        may have died before it went out)."""
+        ...
+
+
+@runtime_checkable
 class DropNotice(Protocol):
     """Optional: a channel that tells the sender of each message a `/stop` dropped from the
     queue that it will not be answered (the web socket's `message.dropped`)."""

@@ -27,6 +27,7 @@ from adapters.base import (
     EventSink,
     MessageGone,
     MessageHandle,
+    NamesItsMessages,
     OutboundContent,
     RateLimited,
 )
@@ -98,16 +99,34 @@ class Delivery:
         self._uncertain = False  # a preview's new message may or may not have been posted
         self._clock = clock
         self._sleep = sleep
+        self._reserved: MessageHandle | None = None
+
+    def reserve(self) -> MessageHandle | None:
+        """The placeholder's handle before it is posted, where the gateway makes the id itself
+        (`NamesItsMessages`): the turn records it first. None elsewhere (and without edits)."""
+        channel = self.channel
+        if (
+            self._reserved is None
+            and self.limits.can_edit
+            and isinstance(channel, NamesItsMessages)
+        ):
+            self._reserved = channel.reserve(self.chat, self.reply_to)
+        return self._reserved
 
     async def start(self, text: str = PLACEHOLDER) -> MessageHandle | None:
-        """Post the placeholder; previews flow from here on. A channel that cannot edit gets
-        no placeholder and no previews: only the final, as new message(s)."""
+        """Post the placeholder (under its reserved handle, if any); previews flow from here
+        on. A channel that cannot edit gets no placeholder and no previews: only the final, as
+        new message(s)."""
         self._interim = text
         if not self.limits.can_edit:
             return None
-        handle = await self.channel.send(
-            self.chat, OutboundContent(text), reply_to=self.reply_to, recipient=self.recipient
-        )
+        if self._reserved is not None and isinstance(self.channel, NamesItsMessages):
+            handle = self._reserved
+            await self.channel.post(handle, OutboundContent(text))
+        else:
+            handle = await self.channel.send(
+                self.chat, OutboundContent(text), reply_to=self.reply_to, recipient=self.recipient
+            )
         self._add(handle, text)
         self._last_edit = self._clock()
         self._flusher = asyncio.create_task(self._flush_loop(), name=f"delivery:{self.chat.key}")

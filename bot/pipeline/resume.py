@@ -22,14 +22,21 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
 
-from adapters.base import Channel, ChannelError, ChatRef, MessageHandle, OutboundContent
+from adapters.base import (
+    Channel,
+    ChannelError,
+    ChatRef,
+    MessageHandle,
+    NamesItsMessages,
+    OutboundContent,
+)
 from agent.coordinator import NOT_FINISHED, Coordinator, TurnInput
 from agent.loop import tool_message
 from agent.personas import Persona, PersonaLibrary
 from agent.replay import ReplayPoint, Unresumable, open_calls, replay_point
 from agent.types import Message
 from bot.pipeline.conversations import TurnSignal
-from bot.pipeline.delivery import Delivery
+from bot.pipeline.delivery import PLACEHOLDER, Delivery
 from bot.pipeline.turn_ends import TurnEnds, ended_unrecorded
 from bot.pipeline.turn_outcome import INTERRUPTED, STORAGE_FAILED, Outcome
 from bot.pipeline.turn_work import TurnWork
@@ -163,6 +170,7 @@ class TurnResumer:
         outcome = Outcome("completed", point.final or "", point.display, parts=point.parts)
         try:
             if handle is not None:
+                await _announce(channel, handle)
                 delivery.adopt(handle)
             else:  # its process died before it learned the placeholder's id: a new one
                 await self._new_placeholder(turn.id, delivery)
@@ -227,6 +235,7 @@ class TurnResumer:
             try:
                 async with asyncio.timeout(EDIT_DEADLINE_S):
                     if handle is not None:
+                        await _announce(channel, handle)
                         await channel.edit(handle, OutboundContent(GAVE_UP), final=True)
                         outcome = "placeholder edited"
                     else:  # none was posted, or its id never learned: say it anew
@@ -248,6 +257,13 @@ class TurnResumer:
         except StorageError as exc:
             log.error("turn %s given up but not recorded: %s", turn.id, exc)
         log.warning("turn %s was interrupted and is not resumed (%s): %s", turn.id, reason, outcome)
+
+
+async def _announce(channel: Channel, handle: MessageHandle) -> None:
+    """A placeholder whose id the gateway made was recorded before it went out: the dead
+    process may have died in between, so it is posted again (the same message either way)."""
+    if isinstance(channel, NamesItsMessages):
+        await channel.post(handle, OutboundContent(PLACEHOLDER))
 
 
 async def _say(delivery: Delivery, text: str) -> None:

@@ -161,7 +161,11 @@ class TurnRunner:
                 batch = fetched.batch
                 await tell_refusals(channel, fetched.refusals)
                 # recorded BEFORE the placeholder is posted, and its handle right after: a
-                # process killed in between leaves a turn another resumes, never an unknown one
+                # process killed in between leaves a turn another resumes, never an unknown one.
+                # Where the gateway makes the id itself, the handle is recorded with the turn,
+                # before the frame goes out: no window at all (a platform's id comes back only
+                # once the message is shown: that window remains, as small as one write)
+                reserved = delivery.reserve()
                 text, parts = combine(batch, masker), media(batch)
                 # with the user's message: a restart goes on from it (agent/replay.py)
                 user = Message("user", text, parts=parts)
@@ -172,7 +176,7 @@ class TurnRunner:
                     channel=last.chat.channel,
                     conversation_key=last.conversation_key,
                     inbound_event_ids=[m.event_id for m in batch],
-                    placeholder=chat_record(last.chat),
+                    placeholder=handle_record(reserved) if reserved else chat_record(last.chat),
                     inbound_messages=shown(batch, masker),
                     messages=start.messages,
                 )
@@ -180,7 +184,7 @@ class TurnRunner:
                 if not await post_placeholder(delivery, batch, self.dedup):
                     outcome = Outcome("undelivered", error="undelivered: no placeholder posted")
                     return
-                if delivery.handles:
+                if delivery.handles and reserved is None:
                     record = handle_record(delivery.handles[0])
                     await self.turn_log.update_turn_placeholder(turn_id, record)
                 self.metrics.placeholder_shown(last.chat.channel, time.monotonic() - arrived)
