@@ -31,7 +31,7 @@ WAIT_S = 120.0  # a takeover on a loaded machine: the lease (2 s) and a resumed 
 
 
 def _created(frame: Frame) -> bool:
-    return frame["type"] == "message.created"
+    return bool(frame["type"] == "message.created")
 
 
 async def test_a_web_turn_killed_right_after_its_placeholder_went_out_ends_in_that_placeholder(

@@ -54,8 +54,14 @@ class EventHub(Protocol):
       and a forgotten conversation starts again at seq 0 (the widget starts over when `ready`'s
       seq is below its own).
 
+    - **epoch**: names the numbering `seq`s belong to. It changes when the hub may have
+      forgotten every conversation's seq at once (a memory hub's process restarted), so a client
+      that resumes with a seq of another epoch is known to hold a stale number.
+
     The hub's lifetime (connections, reader tasks) belongs to whoever builds it.
     """
+
+    epoch: str
 
     async def attach(
         self, conversation: str, subscriber: Subscriber, resume_after: int | None

@@ -58,6 +58,7 @@ class Hello:
     user_id: str | None
     user_hash: str | None
     resume_after: int | None
+    epoch: str | None = None  # the `ready.epoch` that `resume_after` was counted in
 
 
 @dataclass(frozen=True, slots=True)
@@ -158,6 +159,7 @@ def _parse_hello(frame: dict[str, Any], max_text_chars: int) -> Hello:
         user_id=_optional_str(frame, "user_id", "identity_invalid", MAX_USER_ID_CHARS),
         user_hash=_optional_str(frame, "user_hash", "identity_invalid", MAX_ID_CHARS),
         resume_after=resume_after,
+        epoch=_optional_str(frame, "epoch", "bad_field", 64),
     )
 
 

@@ -190,6 +190,15 @@ async def stored_frames(
     return frames
 
 
+def as_history(encoded: str) -> str:
+    """A kept frame for a client whose seqs are of another epoch: without its `seq` (which the
+    client would compare with its stale one), marked `history`."""
+    frame = json.loads(encoded)
+    frame.pop("seq", None)
+    frame["history"] = True
+    return json.dumps(frame, ensure_ascii=False, separators=(",", ":"))
+
+
 def user_fields(message: InboundMessage, frame: UserText | ActionFrame) -> dict[str, Any]:
     """`message.user`'s fields: the id, the text, and for a button press which button."""
     if isinstance(frame, UserText):

@@ -21,6 +21,7 @@ reconnect), publish fetches them from the stream rather than leave its own frame
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import logging
 import uuid
 from collections.abc import Mapping
@@ -86,6 +87,9 @@ class RedisEventHub:
         heartbeat_s: float = HEARTBEAT_S,
     ) -> None:
         self.redis = redis
+        # seqs live in Redis and outlive every process (a Redis that restarts empty starts them
+        # again: a client then falls back to `seq` below its own)
+        self.epoch = "r" + hashlib.sha256(prefix.encode()).hexdigest()[:15]
         self._heartbeat_s = heartbeat_s
         self.base = f"{prefix}hub:"
         self._replay_events = replay_events
