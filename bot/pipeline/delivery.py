@@ -32,6 +32,7 @@ from adapters.base import (
     RateLimited,
 )
 from bot.pipeline.attachments import send_parts
+from bot.pipeline.status_frame import emit_status
 from bot.pipeline.textsplit import split_text
 from content.blobs import BlobStore
 from content.parts import Part
@@ -100,6 +101,7 @@ class Delivery:
         self._clock = clock
         self._sleep = sleep
         self._reserved: MessageHandle | None = None
+        self._answer_seen = False  # a preview of the answer's own text reached the user
 
     def reserve(self) -> MessageHandle | None:
         """The placeholder's handle before it is posted, where the gateway makes the id itself
@@ -196,35 +198,9 @@ class Delivery:
         self, event: AgentStarted | AgentFinished | ToolStarted | ToolFinished
     ) -> None:
         """Channels that show turn status themselves (the web socket) get it as a frame."""
-        if not isinstance(self.channel, EventSink):
-            return
-        fields: dict[str, str]
-        if isinstance(event, AgentStarted | AgentFinished):
-            kind = "agent.started" if isinstance(event, AgentStarted) else "agent.finished"
-            status = "running" if isinstance(event, AgentStarted) else event.status
-            fields = {
-                "task_id": event.task_id,
-                "subagent_type": event.subagent_type,
-                "description": event.description,
-                "status": status,
-            }
-        else:
-            kind = "tool.started" if isinstance(event, ToolStarted) else "tool.finished"
-            status = "running" if isinstance(event, ToolStarted) else "failed"
-            if isinstance(event, ToolFinished) and event.ok:
-                status = "completed"
-            fields = {
-                "call_id": event.call_id,
-                "name": event.name,
-                "label": event.label,
-                "status": status,
-            }
-        if self.handles:  # the bubble whose work this is (a widget shows the line inside it)
-            fields["message_id"] = self.handles[0].message_id
-        try:
-            await self.channel.emit_event(self.chat, kind, fields)
-        except ChannelError as exc:
-            log.info("could not show %s in %s: %s", kind, self.chat.key, exc)
+        if isinstance(self.channel, EventSink):
+            placeholder = self.handles[0].message_id if self.handles else None
+            await emit_status(self.channel, self.chat, event, placeholder)
 
     def preview(self) -> str:
         body = "".join(self._answer) if self._answer else self._interim
@@ -296,11 +272,17 @@ class Delivery:
             async with self._io:
                 if self._done:
                     return
-                showing = set(self._tools)
-                await self._put_preview(self.preview())
+                showing, answering = set(self._tools), bool(self._answer)
+                if await self._put_preview(self.preview()) and answering:
+                    self._answer_seen = True
                 self._previewed(showing)
 
-    async def _put_preview(self, text: str) -> None:
+    def answer_shown(self) -> str | None:
+        """The streamed answer, if a preview of it reached the user: a failure after that (the
+        store refusing to save it) must not take it back."""
+        return "".join(self._answer) if self._answer_seen and self._answer else None
+
+    async def _put_preview(self, text: str) -> bool:
         chunks = split_text(text, self.limits.max_text_length, self.limits.length)
         for index, chunk in enumerate(chunks):
             if index < len(self._sent) and self._sent[index] == chunk:
@@ -314,16 +296,17 @@ class Delivery:
             except RateLimited as exc:
                 self._paused_until = self._clock() + exc.retry_after
                 self._dirty.set()
-                return
+                return False
             except ChannelError as exc:
                 log.info("preview edit failed in %s: %s", self.chat.key, exc)
                 self._uncertain = self._uncertain or isinstance(exc, DeliveryUncertain)
-                return
+                return False
             except Exception:
                 # an adapter bug must cost a preview, never the turn or the process
                 log.exception("preview edit crashed in %s", self.chat.key)
-                return
+                return False
         self._last_edit = self._clock()
+        return True
 
     final_retry_pause_s = 0.25  # before the second try of a refused final edit; then doubled
 

@@ -136,7 +136,9 @@ class Gateway:
         self.modes: Mapping[str, ModeHandler] = modes or {"waiting": held, "human": held}
         self.workers = workers
         work = TurnWork(coordinator, settings.turn_timeout_s)
-        ends = TurnEnds(turn_log)  # an end the store refused is retried (bot/pipeline/turn_ends.py)
+        ends = TurnEnds(
+            turn_log, message_log
+        )  # an end the store refused is retried (bot/pipeline/turn_ends.py)
         self.resumer = TurnResumer(
             channels=channels,
             coordinator=coordinator,

@@ -168,6 +168,7 @@ class TurnResumer:
     ) -> str:
         delivery = Delivery(channel, chat, recipient=turn.user_id, blobs=self.blobs)
         outcome = Outcome("completed", point.final or "", point.display, parts=point.parts)
+        kept: tuple[str, Message] | None = None
         try:
             if handle is not None:
                 await _announce(channel, handle)
@@ -194,8 +195,14 @@ class TurnResumer:
             log.error("turn %s resumed but its final edit failed: %s", turn.id, exc)
             outcome.status, outcome.error = "failed", f"delivery: {exc}"
         except StorageError as exc:
-            outcome = Outcome("failed", STORAGE_FAILED, error=f"storage: {exc}")
-            await _say(delivery, STORAGE_FAILED)
+            shown = delivery.answer_shown()  # the user saw the answer: it is not taken back
+            if shown is not None:
+                log.error("turn %s: its answer was shown, then not saved (%s)", turn.id, exc)
+                outcome = Outcome("completed", shown, error=f"answer saved late: storage: {exc}")
+                kept = (turn.session_id, Message("assistant", shown))
+            else:
+                outcome = Outcome("failed", STORAGE_FAILED, error=f"storage: {exc}")
+            await _say(delivery, outcome.text)
         except asyncio.CancelledError:
             outcome = Outcome("failed", INTERRUPTED, error="interrupted by shutdown")
             await _say(delivery, INTERRUPTED)
@@ -204,7 +211,7 @@ class TurnResumer:
             await delivery.close()
             if not control.lost:
                 final = outcome.text if outcome.status == "completed" else None
-                await self.ends.record(turn.id, outcome.status, final, outcome.error)
+                await self.ends.record(turn.id, outcome.status, final, outcome.error, kept)
         return outcome.status
 
     async def _new_placeholder(self, turn_id: str, delivery: Delivery) -> None:

@@ -140,6 +140,8 @@ class TurnRunner:
         arrived = min(message.received_at for message in batch)
         outcome = Outcome()
         recorded = False
+        session_id: str | None = None
+        kept: tuple[str, Message] | None = None  # an answer shown but not saved: saved later
         log.debug("turn of %d message(s) starts", len(batch))
         try:
             if control.stopped:
@@ -218,7 +220,18 @@ class TurnRunner:
                     pass
             raise
         except StorageError as exc:
-            outcome = await storage_failed(batch, exc, self.dedup)
+            seen = delivery.answer_shown()
+            if seen is not None and session_id is not None:  # never take back an answer
+                log.error(
+                    "turn %s: storage failed after the user saw the answer (%s); the answer "
+                    "stays, and its save is retried",
+                    turn_id,
+                    exc,
+                )
+                outcome = Outcome("completed", seen, error=f"answer saved late: storage: {exc}")
+                kept = (session_id, Message("assistant", seen))
+            else:
+                outcome = await storage_failed(batch, exc, self.dedup)
             try:
                 await delivery.finish(outcome.text)
             except ChannelError as error:
@@ -229,7 +242,7 @@ class TurnRunner:
             self.metrics.turn_finished(last.chat.channel, outcome.status, elapsed)
             log.debug("turn %s in %.1f ms", outcome.status, elapsed * 1000)
             if recorded:
-                await self._record_end(turn_id, outcome)
+                await self._record_end(turn_id, outcome, kept)
                 await self._spend(last, turn_id)
 
     async def _taken_over(self, batch: list[InboundMessage], control: TurnSignal) -> bool:
@@ -250,10 +263,13 @@ class TurnRunner:
             log.info("turn %s had ended (%s) before its process died", turn.id, turn.status)
         return True
 
-    async def _record_end(self, turn_id: str, outcome: Outcome) -> None:
+    async def _record_end(
+        self, turn_id: str, outcome: Outcome, kept: tuple[str, Message] | None = None
+    ) -> None:
         final = outcome.text if outcome.status == "completed" else None
         status = "failed" if outcome.status == "undelivered" else outcome.status
-        await self.ends.record(turn_id, status, final, outcome.error)  # kept and retried if refused
+        # kept and retried if refused; `kept` is saved with it
+        await self.ends.record(turn_id, status, final, outcome.error, kept)
 
     async def _over_quota(self, message: InboundMessage) -> str | None:
         """What the placeholder says instead of an answer, if a quota is reached; else None and
