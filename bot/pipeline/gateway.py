@@ -176,10 +176,14 @@ class Gateway:
         try:
             async with asyncio.TaskGroup() as group:
                 retrying = group.create_task(self.turns.ends.retry(), name="turn ends")
+                resuming = group.create_task(
+                    self.resumer.deferred.retry(self.queue_resume), name="resumptions refused"
+                )
                 try:
                     await self.conversations.run(self.turns.run)
                 finally:
                     retrying.cancel()
+                    resuming.cancel()
         finally:
             await self.turns.ends.flush()
 

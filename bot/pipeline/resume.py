@@ -37,6 +37,7 @@ from agent.replay import ReplayPoint, Unresumable, open_calls, replay_point
 from agent.types import Message
 from bot.pipeline.conversations import TurnSignal
 from bot.pipeline.delivery import PLACEHOLDER, Delivery
+from bot.pipeline.resume_later import Deferred
 from bot.pipeline.turn_ends import TurnEnds, ended_unrecorded
 from bot.pipeline.turn_outcome import INTERRUPTED, STORAGE_FAILED, Outcome
 from bot.pipeline.turn_work import TurnWork
@@ -85,6 +86,8 @@ class TurnResumer:
         self.work = work
         self.ends = ends
         self.settings = settings
+        # turns whose resumption the store refused (a full disk at start): tried again
+        self.deferred = Deferred()
 
     async def resume_turn(self, turn_id: str, control: TurnSignal | None = None) -> str:
         """Finish turn `turn_id` if it is still `running`; its final status, or "not running".
@@ -93,7 +96,11 @@ class TurnResumer:
         conversation runs meanwhile. `control` lets `/stop` reach the resumed model work.
         """
         turns, messages = self.turn_log, self.message_log
-        turn = await turns.begin_resume(turn_id)
+        try:
+            turn = await turns.begin_resume(turn_id)
+        except StorageError as exc:
+            log.error("turn %s cannot be resumed now (storage: %s); tried again", turn_id, exc)
+            return "running"
         if turn is None:
             return "not running"
         record = turn.placeholder
@@ -117,9 +124,7 @@ class TurnResumer:
                 except Unresumable as exc:
                     reason = str(exc)
         except StorageError as exc:
-            log.error(
-                "turn %s cannot be resumed now (storage: %s); next start tries again", turn_id, exc
-            )
+            log.error("turn %s cannot be resumed now (storage: %s); tried again", turn_id, exc)
             return "running"
         if reason is not None or point is None or persona is None:
             await self._give_up(turn, channel, chat, handle, own, reason or "nothing to resume")

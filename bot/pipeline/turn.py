@@ -108,7 +108,11 @@ class TurnRunner:
     async def run(self, batch: list[InboundMessage], control: TurnSignal) -> None:
         while batch and batch[0].event_id.startswith(RESUME_EVENT) and self.resumer is not None:
             # queued at start (bot/pipeline/recovery.py), before any new message of the conversation
-            await self.resumer.resume_turn(batch[0].event_id.removeprefix(RESUME_EVENT), control)
+            turn_id = batch[0].event_id.removeprefix(RESUME_EVENT)
+            if await self.resumer.resume_turn(turn_id, control) == "running":
+                self.resumer.deferred.add(turn_id, batch[0].chat)  # the store refused it
+            else:
+                self.resumer.deferred.done()
             batch = batch[1:]
         if not batch:
             return
