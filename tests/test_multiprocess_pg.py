@@ -71,7 +71,7 @@ async def test_postgresql_cut_and_restored_mid_run(
                     kept = cut_short[-1]["text"] == "answer to during"
                     assert kept or cut_short[-1]["text"] == STORAGE_FAILED, cut_short[-1]
                     shown = [f["text"] for f in cut_short if f["type"] == "message.updated"]
-                    assert kept == ("answer to during" in shown)  # kept only if it was seen
+                    assert kept == any(t.startswith("answer to") for t in shown)  # if seen
 
                     await link.restore()
                     for gateway in processes:

@@ -272,14 +272,15 @@ class Delivery:
             async with self._io:
                 if self._done:
                     return
-                showing, answering = set(self._tools), bool(self._answer)
-                if await self._put_preview(self.preview()) and answering:
-                    self._answer_seen = True
+                showing = set(self._tools)
+                # from here the user may see the answer (a send in flight may land)
+                self._answer_seen = self._answer_seen or bool(self._answer)
+                await self._put_preview(self.preview())
                 self._previewed(showing)
 
     def answer_shown(self) -> str | None:
-        """The streamed answer, if a preview of it reached the user: a failure after that (the
-        store refusing to save it) must not take it back."""
+        """The streamed answer, if a preview of it went out (it may be on the user's screen): a
+        failure after that (the store refusing to save it) must not take it back."""
         return "".join(self._answer) if self._answer_seen and self._answer else None
 
     async def _put_preview(self, text: str) -> bool:
