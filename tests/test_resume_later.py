@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import logging
 import sqlite3
+from pathlib import Path
 
 import pytest
 
@@ -36,7 +37,7 @@ async def test_a_resume_the_store_refused_is_retried_when_it_answers_again(
         [(turn_id,)] = db.execute("select id from turns").fetchall()
         db.execute("update turns set status = 'running', final_text = null")
     caplog.set_level(logging.ERROR)
-    with locked_by_another_process(store.path, None) as release:
+    with locked_by_another_process(Path(store.path), None) as release:
         await app.gateway.queue_resume(str(turn_id), message.chat)
         await eventually(lambda: "cannot be resumed now" in caplog.text, 60)
         assert statuses() == [("running", 0)]
