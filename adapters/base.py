@@ -159,13 +159,18 @@ class ChannelLimits:
     can_edit: bool = True
     # Edits one message may take (Feishu: 20). Previews stop one short; the final still lands.
     max_edits_per_message: int | None = None
-    # The final edit means something even with unchanged text (web: `message.completed`), so it
-    # is always sent; elsewhere an unchanged final is skipped rather than sent twice.
+    # The final edit means something even with unchanged text (web: `message.completed`, Feishu:
+    # the card's streaming mode turned off), so it is always sent; elsewhere an unchanged final is skipped rather than sent twice.
     final_marker: bool = False
     # The final message carries the answer's media parts itself (the web socket and the API
     # render them as links on `message.completed`); elsewhere each part is sent after the
     # final text, through `SendsParts.send_part`.
     parts_inline: bool = False
+    # A message the conversation's full queue cannot take is refused in the channel's protocol
+    # (the inbox raises `QueueOverflow`: an error frame, an HTTP status), not by a bot message:
+    # a client then knows which message was refused, and no answer stream takes the notice
+    # for the answer to the messages that are queued.
+    refuses_in_protocol: bool = False
 
     def length(self, text: str) -> int:
         """Length as the platform measures it (overridden per channel when it differs)."""
@@ -227,7 +232,14 @@ class TryLater(Exception):
     client to send it again (the web socket), so it is neither lost nor answered twice."""
 
 
-Inbox = Callable[[InboundMessage], Awaitable[None]]  # may raise TryLater
+class QueueOverflow(Exception):
+    """The conversation has its limit of messages waiting, so the inbox did not take this one
+    (nothing claimed: a resend later is a new message). Raised only for channels whose limits
+    set `refuses_in_protocol`; they refuse it in their own protocol (an error frame, an HTTP
+    status). Elsewhere the gateway answers with a notice of its own."""
+
+
+Inbox = Callable[[InboundMessage], Awaitable[None]]  # may raise TryLater, QueueOverflow
 
 
 class Channel(Protocol):
@@ -329,6 +341,24 @@ class EventSink(Protocol):
     """Optional: a channel that shows turn status events itself (the web socket does)."""
 
     async def emit_event(self, chat: ChatRef, type: str, fields: Mapping[str, Any]) -> None: ...
+
+
+@runtime_checkable
+class NamesItsMessages(Protocol):
+    """Optional: a channel whose message ids the gateway makes itself (the web socket, the
+    sessions API). A placeholder's handle is known before it is posted, so the turn records it
+    before the frame goes out: a process killed right after the user saw it leaves a handle
+    the surviving process finishes the turn in, never a second placeholder."""
+
+    def reserve(self, chat: ChatRef, reply_to: str | None) -> MessageHandle:
+        """The handle the next message will have; nothing is shown yet."""
+        ...
+
+    async def post(self, handle: MessageHandle, content: OutboundContent) -> None:
+        """Show the message `reserve` named (its `message.created`). Posting it again shows
+        the same message (a resumed turn announces its placeholder again: the dead process
+        may have died before it went out)."""
+        ...
 
 
 @runtime_checkable

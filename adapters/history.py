@@ -33,3 +33,7 @@ class Claims(Protocol):
     async def claim(self, event_id: str) -> bool:
         """True the first time `event_id` is claimed (within a TTL), in any process."""
         ...
+
+    async def release(self, event_id: str) -> None:
+        """Forget the claim: what it stood for was refused, so its resend is a first."""
+        ...

@@ -22,6 +22,10 @@ class HoldingProxy:
         self.held = 0  # bytes of commands held back so far
         self._passing = asyncio.Event()
         self._passing.set()
+        self._replying = asyncio.Event()  # cleared: replies are held too (`freeze_after`)
+        self._replying.set()
+        self._marker: bytes | None = None
+        self.frozen = asyncio.Event()
         self._server: asyncio.Server | None = None
         self._tasks: set[asyncio.Task[None]] = set()
         self._writers: list[asyncio.StreamWriter] = []
@@ -35,6 +39,13 @@ class HoldingProxy:
     def hold(self) -> None:
         """From now on, no command of the proxied process reaches Redis."""
         self._passing.clear()
+
+    def freeze_after(self, marker: bytes) -> None:
+        """The first command carrying `marker` reaches Redis; from then on nothing passes
+        either way, its reply included: the process stops right after that command ran, and
+        never learns that it did (a kill then leaves Redis, and the process's own records,
+        exactly as at that instant)."""
+        self._marker = marker
 
     async def close(self) -> None:
         if self._server is not None:
@@ -72,6 +83,13 @@ class HoldingProxy:
                 if gated and not self._passing.is_set():
                     self.held += len(data)
                     await self._passing.wait()  # never set again: held until the process dies
+                if not gated and not self._replying.is_set():
+                    await self._replying.wait()  # frozen: the process hears nothing more
+                if gated and self._marker is not None and self._marker in data:
+                    self._marker = None
+                    self._replying.clear()  # before the command goes: its reply is held
+                    self._passing.clear()
+                    self.frozen.set()
                 sink.write(data)
                 await sink.drain()
         except (ConnectionError, OSError):

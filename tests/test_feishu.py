@@ -341,3 +341,19 @@ async def test_open_api_calls_and_429s_are_counted_for_metrics(fake: FakeFeishu)
     assert not any("oc_chat" in method for method, _ in calls)  # no chat id in a label
     assert sum(v for (m, o), v in calls.items() if o == "ok") >= 3  # token, card, send, ...
     assert samples[("gateway_platform_rate_limited_total", (("channel", "feishu"),))] == 1
+
+
+async def test_a_card_whose_last_preview_is_the_final_still_ends_streaming_once(
+    fake: FakeFeishu,
+) -> None:
+    """The close is its own call: a final equal to the last preview must still send it."""
+    channel = channel_on(fake, card_update_interval_s=0.01)
+    turn = Delivery(channel, CHAT)
+    await turn.start()
+    await turn.on_event(AnswerDelta("All done"))
+    await fake.wait_for(lambda: any(c.body["content"] == "All done" for c in fake.of("content")))
+    await turn.on_event(Final("All done"))
+    [message] = fake.bot_messages("oc_chat")
+    assert not fake.streaming(message) and fake.text_of(message) == "All done"
+    assert [c.code for c in fake.of("settings")] == [0]  # exactly once
+    assert [c.body["content"] for c in fake.of("content")] == ["All done"]  # not written twice

@@ -14,8 +14,8 @@ ROOT = Path(__file__).resolve().parent.parent
 DOC = (ROOT / "docs" / "websocket-protocol.md").read_text()
 WEBSOCKET = sorted((ROOT / "adapters" / "websocket").glob("*.py"))
 DELIVERY = (
-    ROOT / "bot" / "pipeline" / "delivery.py"
-)  # emits the agent.* frames through Channel.emit_event
+    ROOT / "bot" / "pipeline" / "status_frame.py"
+)  # emits the agent.* and tool.* frames through Channel.emit_event (for the delivery)
 
 
 def _section(heading: str, end: str = "\n## ") -> str:

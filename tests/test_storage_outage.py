@@ -41,7 +41,11 @@ async def link() -> AsyncIterator[CuttableLink]:
 
 
 def _channel() -> RecordingChannel:
-    return RecordingChannel(ChannelLimits(max_text_length=4096, min_edit_interval_s=0.05))
+    # no previews: the answer is not shown before its save fails, so the turn ends with
+    # STORAGE_FAILED (an answer the user saw is kept: tests/test_storage_kept_answer.py)
+    return RecordingChannel(
+        ChannelLimits(max_text_length=4096, min_edit_interval_s=0.05, can_edit=False)
+    )
 
 
 async def _cut_mid_turn(

@@ -90,7 +90,10 @@ async def test_the_gateway_rides_out_the_database_going_away(
     platform's redelivery is answered once."""
     link = CuttableLink()
     await link.restore()
-    channel = RecordingChannel(ChannelLimits(max_text_length=4096, min_edit_interval_s=0.05))
+    # no previews: "cut mid-turn" is not shown before its save fails (one shown is kept:
+    # tests/test_storage_kept_answer.py), so the turn ends with STORAGE_FAILED
+    limits = ChannelLimits(max_text_length=4096, min_edit_interval_s=0.05, can_edit=False)
+    channel = RecordingChannel(limits)
     held = asyncio.Event()
     provider = ScriptedProvider([Reply("first"), Reply("cut mid-turn", wait=held), Reply("back")])
     app = await running(provider, channels=[channel], storage={"url": link.url(pg_url)})

@@ -124,6 +124,33 @@ async def test_a_button_press_is_shown_with_the_button_it_came_from(
     await tab.until_type("message.completed")
 
 
+async def test_a_resent_button_press_with_its_client_message_id_is_answered_once(
+    running: Running, session: aiohttp.ClientSession
+) -> None:
+    """A widget that reconnects and sends the press again: the same id, one answer."""
+    provider = ScriptedProvider([Reply("Pressed, thanks."), Reply("never")])
+    app = await running(provider)
+    tab = await connect(session, app)
+    await tab.hello("visitor-0006")
+    press = {"action_id": "confirm", "label": "Confirm", "message_id": "m_1"}
+    await tab.send(type="action", client_message_id="c_press", **press)
+    echo = await tab.until_type("message.user")
+    assert echo["message_id"] == "c_press" and echo["action"]["action_id"] == "confirm"
+    created = await tab.until_type("message.created")
+    assert created["reply_to"] == "c_press"
+    await tab.until_type("message.completed")
+    await tab.ws.close()
+    again = await connect(session, app)  # the reconnect, resending what it was not sure of
+    await again.hello("visitor-0006")
+    await again.send(type="action", client_message_id="c_press", **press)
+    duplicate = await again.until_type("message.user")
+    assert duplicate == {"type": "message.user", "message_id": "c_press", "duplicate": True}
+    await app.gateway.wait_idle()
+    assert len(provider.requests) == 1
+    frames = await replayed(session, app, "visitor-0006")
+    assert [f["type"] for f in frames].count("message.created") == 1
+
+
 async def test_tool_lines_name_the_answer_they_belong_to(
     running: Running, session: aiohttp.ClientSession
 ) -> None:

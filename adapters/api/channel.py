@@ -41,6 +41,7 @@ _LIMITS = ChannelLimits(
     can_edit=True,
     final_marker=True,
     parts_inline=True,
+    refuses_in_protocol=True,
 )
 
 
@@ -121,17 +122,23 @@ class ApiChannel:
         final: bool = False,
         recipient: str | None = None,
     ) -> MessageHandle:
-        message_id = new_id("m_")
-        fields = {"message_id": message_id, "reply_to": reply_to, "text": content.text}
-        await self.hub.publish(hub_key(chat.chat_id), "message.created", fields)
-        pending = ApiMessage(
-            chat.chat_id, message_id, "assistant", content.text, "pending", reply_to
-        )
-        await self._record(pending)
-        handle = MessageHandle(chat=chat, message_id=message_id)
+        handle = self.reserve(chat, reply_to)
+        await self.post(handle, content)
         if final:
             await self._complete(handle, content)
         return handle
+
+    def reserve(self, chat: ChatRef, reply_to: str | None) -> MessageHandle:
+        return MessageHandle(chat=chat, message_id=new_id("m_"), data={"reply_to": reply_to})
+
+    async def post(self, handle: MessageHandle, content: OutboundContent) -> None:
+        chat, reply_to = handle.chat, handle.data.get("reply_to")
+        fields = {"message_id": handle.message_id, "reply_to": reply_to, "text": content.text}
+        await self.hub.publish(hub_key(chat.chat_id), "message.created", fields)
+        pending = ApiMessage(
+            chat.chat_id, handle.message_id, "assistant", content.text, "pending", reply_to
+        )
+        await self._record(pending)
 
     async def edit(
         self, handle: MessageHandle, content: OutboundContent, *, final: bool = False

@@ -1,4 +1,5 @@
-"""Every refusal of the sessions API is JSON: `{"error": {"code", "message"}}` with a 4xx status.
+"""Every refusal of the sessions API is JSON: `{"error": {"code", "message"}}` with a 4xx status
+(5xx: `try_later` 503 with Retry-After when Redis is down, `internal_error` 500).
 
 `ApiError` is raised by handlers; the middleware turns it, and aiohttp's own refusals (unknown
 route, wrong method, a body over the size limit) under the API's prefix, into that shape.
@@ -12,10 +13,13 @@ from collections.abc import Awaitable, Callable, Mapping
 from aiohttp import web
 from aiohttp.typedefs import Middleware
 
+from adapters.base import QueueOverflow, TryLater
+
 log = logging.getLogger(__name__)
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
+TRY_LATER_S = 2  # Retry-After of a 503 `try_later`: a Redis restart takes about a second
 _AIOHTTP_CODES = {
     400: "bad_request",
     404: "not_found",
@@ -54,6 +58,21 @@ def middleware(prefix: str) -> Middleware:
             return await handler(request)
         except ApiError as exc:
             return exc.response()
+        except QueueOverflow as exc:  # not taken: the messages queued get their own answers
+            why = (
+                f"{exc}; nothing was taken: send it again once the bot has answered (the same "
+                "client_message_id is fine)"
+            )
+            return ApiError(429, "queue_full", why).response()
+        except TryLater as exc:  # Redis is down: not taken; the same request later is answered
+            log.warning("%s %s not taken: %s", request.method, request.path, exc)
+            why = (
+                "the server cannot take this just now (its shared state is unreachable): "
+                f"send it again in {TRY_LATER_S} s with the same client_message_id (it is "
+                "answered once)"
+            )
+            later = {"Retry-After": str(TRY_LATER_S)}
+            return ApiError(503, "try_later", why, later).response()
         except web.HTTPException as exc:
             if exc.status < 400:
                 raise

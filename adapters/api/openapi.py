@@ -138,18 +138,28 @@ def document(max_text_chars: int = 8000) -> dict[str, Any]:
         413: "Body too large",
         415: "Body is not JSON",
         429: (
-            "Rate limited (`rate_limited`), or this key has max_streams_per_key streams open"
-            " (`too_many_streams`); see Retry-After"
+            "Rate limited (`rate_limited`, see Retry-After), this key has max_streams_per_key"
+            " streams open (`too_many_streams`, see Retry-After), or the session already has its "
+            "limit of messages waiting for an answer (`queue_full`, 100: this one was not "
+            "taken; send it again, the same client id is fine, once the bot has answered)"
         ),
         405: "The path does not take this method (Allow names those it takes)",
         500: "The server failed on this request (it is logged); try again",
         503: (
-            "The server is stopping (`shutting_down`, JSON answers only), or has max_streams"
-            " streams open (`server_busy`, see Retry-After)"
+            "The server is stopping (`shutting_down`, JSON answers only), has max_streams"
+            " streams open (`server_busy`, see Retry-After), or cannot take anything just now"
+            " (`try_later`: its Redis is unreachable; nothing was answered: send the same"
+            " request again after Retry-After seconds)"
         ),
         504: "No answer within stream_timeout_s (JSON answers only)",
     }
     responses = {f"E{status}": _json(_ref("Error"), text_) for status, text_ in why.items()}
+    responses["E503"]["headers"] = {
+        "Retry-After": {
+            "description": "Seconds to wait before sending again (with `try_later`)",
+            "schema": {"type": "integer", "minimum": 1},
+        }
+    }
     one = "/sessions/{session_id}"
     paths: dict[str, Any] = {
         "/sessions": {
@@ -203,7 +213,7 @@ def document(max_text_chars: int = 8000) -> dict[str, Any]:
                 "Stop",
                 {
                     "202": _json({"type": "object"}, "Stop requested"),
-                    **_errors(400, 401, 404, 413, 415, 429),
+                    **_errors(400, 401, 404, 413, 415, 429, 503),
                 },
                 optional=True,
             ),

@@ -100,9 +100,16 @@ class FeishuChannel:
         )
         self.admits: Callable[[InboundMessage], bool] = admits or (lambda message: True)
         self.cards = streaming == "card"
-        self._card_limits = FeishuLimits(MAX_MARKDOWN_BYTES, card_update_interval_s)
+        # final_marker: a card's final also turns streaming off (its own call), so it is sent
+        # even when the last preview already shows the final text; `edit` skips what is shown
+        self._card_limits = FeishuLimits(
+            MAX_MARKDOWN_BYTES, card_update_interval_s, final_marker=True
+        )
         self._text_limits = FeishuLimits(
-            MAX_MARKDOWN_BYTES, text_edit_interval_s, max_edits_per_message=MAX_EDITS
+            MAX_MARKDOWN_BYTES,
+            text_edit_interval_s,
+            max_edits_per_message=MAX_EDITS,
+            final_marker=True,
         )
         self._shown: Recent[str, str] = Recent(REMEMBERED)  # message id -> markdown shown
         self._edits: Recent[str, int] = Recent(REMEMBERED)  # text message id -> PUT edits

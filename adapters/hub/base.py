@@ -54,8 +54,14 @@ class EventHub(Protocol):
       and a forgotten conversation starts again at seq 0 (the widget starts over when `ready`'s
       seq is below its own).
 
+    - **epoch**: names the numbering `seq`s belong to. It changes when the hub may have
+      forgotten every conversation's seq at once (a memory hub's process restarted), so a client
+      that resumes with a seq of another epoch is known to hold a stale number.
+
     The hub's lifetime (connections, reader tasks) belongs to whoever builds it.
     """
+
+    epoch: str
 
     async def attach(
         self, conversation: str, subscriber: Subscriber, resume_after: int | None
@@ -63,7 +69,13 @@ class EventHub(Protocol):
 
     async def detach(self, conversation: str, subscriber: Subscriber) -> None: ...
 
-    async def publish(self, conversation: str, type: str, fields: Mapping[str, Any]) -> int: ...
+    async def publish(
+        self, conversation: str, type: str, fields: Mapping[str, Any], *, retry: bool = True
+    ) -> int:
+        """`retry=False`: a frame the caller may still refuse (the user's own message); a
+        networked hub that cannot reach its store raises `TryLater` at once, keeping nothing,
+        instead of waiting the outage out."""
+        ...
 
 
 # one encoder for every frame: `json.dumps` with options builds a new one per call

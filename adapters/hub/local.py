@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import uuid
 from collections import OrderedDict
 from collections.abc import Hashable, Mapping
 from typing import Any, Final
@@ -70,6 +71,7 @@ class MemoryEventHub:
         max_idle: int = MAX_IDLE_CONVERSATIONS,
         max_idle_bytes: int = MAX_IDLE_BYTES,
     ) -> None:
+        self.epoch = uuid.uuid4().hex[:16]  # a restart numbers every conversation anew
         self._replay_events = replay_events
         self._max_idle = max_idle
         self._max_idle_bytes = max_idle_bytes
@@ -106,7 +108,9 @@ class MemoryEventHub:
             conv.sockets.discard(subscriber)
             self._retire_if_idle(conv)
 
-    async def publish(self, conversation: str, type: str, fields: Mapping[str, Any]) -> int:
+    async def publish(
+        self, conversation: str, type: str, fields: Mapping[str, Any], *, retry: bool = True
+    ) -> int:
         conv = self._conversation(conversation)
         seq = conv.seq + 1
         encoded = encode_frame(conversation, type, fields, seq)

@@ -43,6 +43,7 @@ _LIMITS = ChannelLimits(
     can_edit=True,
     final_marker=True,
     parts_inline=True,
+    refuses_in_protocol=True,
 )
 
 
@@ -183,20 +184,23 @@ class WebSocketChannel:
         final: bool = False,
         recipient: str | None = None,
     ) -> MessageHandle:
-        message_id = new_id("m_")
-        await self._hub.publish(
-            chat.chat_id,
-            "message.created",
-            {
-                "message_id": message_id,
-                "reply_to": reply_to,
-                "text": content.text,
-                "at": now_stamp(),
-            },
-        )
+        handle = self.reserve(chat, reply_to)
+        await self.post(handle, content)
         if final:
-            await self._complete(chat.chat_id, message_id, content)
-        return MessageHandle(chat=chat, message_id=message_id)
+            await self._complete(chat.chat_id, handle.message_id, content)
+        return handle
+
+    def reserve(self, chat: ChatRef, reply_to: str | None) -> MessageHandle:
+        return MessageHandle(chat=chat, message_id=new_id("m_"), data={"reply_to": reply_to})
+
+    async def post(self, handle: MessageHandle, content: OutboundContent) -> None:
+        fields = {
+            "message_id": handle.message_id,
+            "reply_to": handle.data.get("reply_to"),
+            "text": content.text,
+            "at": now_stamp(),
+        }
+        await self._hub.publish(handle.chat.chat_id, "message.created", fields)
 
     async def edit(
         self, handle: MessageHandle, content: OutboundContent, *, final: bool = False

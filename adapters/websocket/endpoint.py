@@ -19,7 +19,7 @@ from typing import Any
 
 from aiohttp import WSCloseCode, WSMsgType, web
 
-from adapters.base import ChatRef, InboundMessage, TryLater
+from adapters.base import ChatRef, InboundMessage, QueueOverflow, TryLater
 from adapters.history import ConversationHistory
 from adapters.hub import EventHub
 from adapters.rates import InboundRates
@@ -38,7 +38,7 @@ from adapters.websocket.protocol import (
     parse_client_frame,
     resolve_identity,
 )
-from adapters.websocket.transcript import UserEcho, falls_short, stored_frames
+from adapters.websocket.transcript import UserEcho, as_history, falls_short, stored_frames
 from content.parts import Part
 
 log = logging.getLogger(__name__)
@@ -163,7 +163,10 @@ class SocketEndpoint:
                 message = dataclasses.replace(message, language=conn.language)
             if not isinstance(frame, Stop):
                 await self._echo.accepted(conn, message, frame)
-            await self._deliver(message)
+            try:
+                await self._deliver(message)
+            except QueueOverflow as exc:
+                await self._echo.refused(conn, message, frame, str(exc))
         except TryLater as exc:
             log.warning("websocket %s: message not taken: %s", conn.identity, exc)
             conn.send_error(
@@ -209,8 +212,14 @@ class SocketEndpoint:
         # From attach's return on, the hub pushes live frames (seq > the returned seq) to
         # `conn`; they must come after ready, the stored transcript and the replay, so they are
         # held back while the store is read (and there is no other await until the release).
+        # A seq of another epoch (this server restarted since the client counted it) says
+        # nothing about what it has: it gets every kept frame, marked as history (no seq)
+        resume_after = hello.resume_after
+        stale = bool(resume_after) and hello.epoch not in (None, self._hub.epoch)
+        if stale:
+            resume_after = 0
         try:
-            seq, replay = await self._hub.attach(identity, conn, hello.resume_after)
+            seq, replay = await self._hub.attach(identity, conn, resume_after)
         except TryLater as exc:  # the events live in Redis, and it is down: come back later
             log.warning("websocket %s: hello refused: %s", identity, exc)
             conn.send_error(
@@ -225,6 +234,7 @@ class SocketEndpoint:
             "visitor_id": visitor_id,
             "conversation_id": identity,
             "seq": seq,
+            "epoch": self._hub.epoch,  # send it back with resume_after
             "max_text_chars": self._max_text_chars,  # to refuse before sending
             **self._introduction(),
         }
@@ -233,11 +243,11 @@ class SocketEndpoint:
         first = [json.dumps(ready)]
         conn.hold()
         try:
-            if self._history is not None and falls_short(hello.resume_after, seq, replay):
+            if self._history is not None and falls_short(resume_after, seq, replay):
                 chat = ChatRef(self.name, identity)
                 render = self._files.attachments if self._files is not None else None
                 first += await stored_frames(self._history, chat, identity, replay, render)
-            first += replay
+            first += [as_history(frame) for frame in replay] if stale else replay
         finally:
             conn.release(first)
         log.debug("websocket %s ready at seq %d, sending %d", identity, seq, len(first) - 1)

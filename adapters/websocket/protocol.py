@@ -33,6 +33,7 @@ ErrorCode = Literal[
     "internal_error",
     "try_later",
     "attachment_invalid",
+    "queue_full",
 ]
 
 CLOSE_IDENTITY_INVALID: Final = 4003
@@ -61,6 +62,7 @@ class Hello:
     resume_after: int | None
     # the page's language (a BCP 47 tag): the gateway's own texts follow it where it has them
     language: str | None = None
+    epoch: str | None = None  # the `ready.epoch` that `resume_after` was counted in
 
 
 @dataclass(frozen=True, slots=True)
@@ -82,6 +84,8 @@ class ActionFrame:
     value: str | None
     message_id: str | None
     label: str | None = None
+    # the press's idempotency key, as a message's: a resent press is answered once
+    client_message_id: str | None = None
 
 
 ClientFrame = Hello | UserText | Stop | ActionFrame
@@ -160,6 +164,7 @@ def _parse_hello(frame: dict[str, Any], max_text_chars: int) -> Hello:
         user_hash=_optional_str(frame, "user_hash", "identity_invalid", MAX_ID_CHARS),
         resume_after=resume_after,
         language=_language(frame.get("language")),
+        epoch=_optional_str(frame, "epoch", "bad_field", 64),
     )
 
 
@@ -222,6 +227,7 @@ def _parse_action(frame: dict[str, Any], max_text_chars: int) -> ActionFrame:
         value=_checked_text(value, "value", max_text_chars) if value and value.strip() else None,
         message_id=_optional_str(frame, "message_id", "bad_field", MAX_ID_CHARS),
         label=_optional_str(frame, "label", "bad_field", MAX_ID_CHARS),
+        client_message_id=_optional_str(frame, "client_message_id", "bad_field", MAX_ID_CHARS),
     )
 
 
@@ -305,15 +311,17 @@ def inbound_message(
             raw=raw,
         )
     action = None
+    cmid = None
     if isinstance(frame, ActionFrame):
         action = Action(frame.action_id, frame.value, frame.label, frame.message_id)
+        cmid = frame.client_message_id  # one id space with messages, as the API's /actions
     return InboundMessage(
         chat=chat,
         user_id=identity,
         text="/stop" if isinstance(frame, Stop) else "",
         action=action,
-        event_id=f"ws:{uuid.uuid4().hex}",
-        message_id=new_id("c_"),
+        event_id=f"ws:{identity}:{cmid}" if cmid else f"ws:{uuid.uuid4().hex}",
+        message_id=cmid or new_id("c_"),
         mentioned=True,
         raw=raw,
     )

@@ -26,12 +26,12 @@ from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from typing import Any, Final
 
-from adapters.base import ChatRef, InboundMessage
+from adapters.base import ChatRef, InboundMessage, TryLater
 from adapters.history import Claims, ConversationHistory
 from adapters.hub import EventHub
 from adapters.hub.base import CLEARING_TYPE
 from adapters.websocket.connection import Connection
-from adapters.websocket.protocol import ActionFrame, UserText, now_stamp
+from adapters.websocket.protocol import ActionFrame, Stop, UserText, now_stamp
 from content.parts import Part
 
 Render = Callable[[Sequence[Part]], list[dict[str, Any]]]  # parts as frames carry them
@@ -66,7 +66,7 @@ class UserEcho:
     ) -> None:
         """`message` passed every check and goes to the gateway next."""
         identity = message.chat.chat_id
-        cmid = frame.client_message_id if isinstance(frame, UserText) else None
+        cmid = frame.client_message_id
         if cmid is not None:
             if (identity, cmid) in self._published or not await self._claim(message):
                 again = {"type": "message.user", "message_id": cmid, "duplicate": True}
@@ -75,13 +75,56 @@ class UserEcho:
             self._published[(identity, cmid)] = None
             while len(self._published) > self._max_ids:
                 self._published.popitem(last=False)
-        if message.command == "new":
-            await self._hub.publish(identity, "conversation.cleared", {"reason": "new"})
-        else:
-            fields = user_fields(message, frame) | {"at": now_stamp()}
-            if message.parts and self._render is not None:
-                fields["attachments"] = self._render(message.parts)
-            await self._hub.publish(identity, "message.user", fields)
+        try:
+            if message.command == "new":
+                await self._hub.publish(
+                    identity, "conversation.cleared", {"reason": "new"}, retry=False
+                )
+            else:
+                fields = user_fields(message, frame) | {"at": now_stamp()}
+                if message.parts and self._render is not None:
+                    fields["attachments"] = self._render(message.parts)
+                await self._hub.publish(identity, "message.user", fields, retry=False)
+        except TryLater:  # nothing kept: the resend the client is told to send is a first
+            if cmid is not None:
+                self._published.pop((identity, cmid), None)
+                await self._unclaim(message)
+            raise
+
+    async def refused(
+        self,
+        conn: Connection,
+        message: InboundMessage,
+        frame: UserText | Stop | ActionFrame,
+        why: str,
+    ) -> None:
+        """The gateway did not take `message` (its conversation's queue is full): the sender
+        gets `queue_full`, every tab and the replay its `message.dropped` (the echo went out
+        before the gateway refused it), and its id is free again, so a resend is a first."""
+        conn.send_error(
+            "queue_full",
+            f"{why} — send it again once the bot has answered (the same client_message_id is fine)",
+            message_id=message.message_id or "",
+        )
+        if isinstance(frame, Stop):
+            return
+        cmid = frame.client_message_id
+        if cmid is not None:
+            self._published.pop((message.chat.chat_id, cmid), None)
+            await self._unclaim(message)
+        fields = {"message_id": message.message_id, "reason": "queue_full"}
+        try:
+            await self._hub.publish(message.chat.chat_id, "message.dropped", fields)
+        except Exception as exc:  # the sender was told; other tabs show it as unanswered
+            log.warning("websocket %s: refusal not published: %s", message.chat.chat_id, exc)
+
+    async def _unclaim(self, message: InboundMessage) -> None:
+        if self._claims is None:
+            return
+        try:
+            await self._claims.release("echo:" + message.event_id)
+        except Exception as exc:  # its resend then shows as a duplicate, and is still answered
+            log.warning("websocket %s: resend claim not released: %s", message.chat.chat_id, exc)
 
     async def _claim(self, message: InboundMessage) -> bool:
         """False when another process (or this one before a restart) published this id."""
@@ -145,6 +188,15 @@ async def stored_frames(
             frame["attachments"] = render(message.parts)
         frames.append(json.dumps(frame, ensure_ascii=False, separators=(",", ":")))
     return frames
+
+
+def as_history(encoded: str) -> str:
+    """A kept frame for a client whose seqs are of another epoch: without its `seq` (which the
+    client would compare with its stale one), marked `history`."""
+    frame = json.loads(encoded)
+    frame.pop("seq", None)
+    frame["history"] = True
+    return json.dumps(frame, ensure_ascii=False, separators=(",", ":"))
 
 
 def user_fields(message: InboundMessage, frame: UserText | ActionFrame) -> dict[str, Any]:

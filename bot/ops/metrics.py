@@ -76,7 +76,7 @@ class Metrics:
         self._children: dict[tuple[Any, tuple[str, ...]], Any] = {}
         # No `*_created` series: a second series per counter and histogram child, holding only
         # its start time, which no dashboard uses (a process-wide switch of prometheus-client).
-        disable_created_metrics()
+        disable_created_metrics()  # type: ignore[no-untyped-call]
         r = self.registry = CollectorRegistry()
         # process_cpu_seconds_total, process_resident_memory_bytes, open fds, start time...
         ProcessCollector(registry=r)

@@ -27,11 +27,12 @@ from adapters.base import (
     EventSink,
     MessageGone,
     MessageHandle,
+    NamesItsMessages,
     OutboundContent,
     RateLimited,
 )
-from agent.persona_file import display_name_of
 from bot.pipeline.attachments import send_parts_or_say
+from bot.pipeline.status_frame import emit_status, shown_name
 from bot.pipeline.textsplit import split_text
 from content.blobs import BlobStore
 from content.parts import Part
@@ -103,18 +104,36 @@ class Delivery:
         self._uncertain = False  # a preview's new message may or may not have been posted
         self._clock = clock
         self._sleep = sleep
+        self._reserved: MessageHandle | None = None
+        self._answer_seen = False  # a preview of the answer's own text reached the user
+
+    def reserve(self) -> MessageHandle | None:
+        """The placeholder's handle before it is posted, where the gateway makes the id itself
+        (`NamesItsMessages`): the turn records it first. None elsewhere (and without edits)."""
+        channel = self.channel
+        if (
+            self._reserved is None
+            and self.limits.can_edit
+            and isinstance(channel, NamesItsMessages)
+        ):
+            self._reserved = channel.reserve(self.chat, self.reply_to)
+        return self._reserved
 
     async def start(self, text: str | None = None) -> MessageHandle | None:
-        """Post the placeholder (`text`, else "Thinking…" in the delivery's language); previews
-        flow from here on. A channel that cannot edit gets no placeholder and no previews: only
-        the final, as new message(s)."""
+        """Post the placeholder (`text`, else "Thinking…" in the delivery's language), under its
+        reserved handle if any; previews flow from here on. A channel that cannot edit gets no
+        placeholder and no previews: only the final, as new message(s)."""
         text = self.placeholder if text is None else text
         self._interim = text
         if not self.limits.can_edit:
             return None
-        handle = await self.channel.send(
-            self.chat, OutboundContent(text), reply_to=self.reply_to, recipient=self.recipient
-        )
+        if self._reserved is not None and isinstance(self.channel, NamesItsMessages):
+            handle = self._reserved
+            await self.channel.post(handle, OutboundContent(text))
+        else:
+            handle = await self.channel.send(
+                self.chat, OutboundContent(text), reply_to=self.reply_to, recipient=self.recipient
+            )
         self._add(handle, text)
         self._last_edit = self._clock()
         self._flusher = asyncio.create_task(self._flush_loop(), name=f"delivery:{self.chat.key}")
@@ -186,36 +205,9 @@ class Delivery:
         self, event: AgentStarted | AgentFinished | ToolStarted | ToolFinished
     ) -> None:
         """Channels that show turn status themselves (the web socket) get it as a frame."""
-        if not isinstance(self.channel, EventSink):
-            return
-        fields: dict[str, str]
-        if isinstance(event, AgentStarted | AgentFinished):
-            kind = "agent.started" if isinstance(event, AgentStarted) else "agent.finished"
-            status = "running" if isinstance(event, AgentStarted) else event.status
-            fields = {
-                "task_id": event.task_id,
-                "subagent_type": event.subagent_type,
-                "display_name": shown_name(event),
-                "description": event.shown_description,
-                "status": status,
-            }
-        else:
-            kind = "tool.started" if isinstance(event, ToolStarted) else "tool.finished"
-            status = "running" if isinstance(event, ToolStarted) else "failed"
-            if isinstance(event, ToolFinished) and event.ok:
-                status = "completed"
-            fields = {
-                "call_id": event.call_id,
-                "name": event.name,
-                "label": event.label,
-                "status": status,
-            }
-        if self.handles:  # the bubble whose work this is (a widget shows the line inside it)
-            fields["message_id"] = self.handles[0].message_id
-        try:
-            await self.channel.emit_event(self.chat, kind, fields)
-        except ChannelError as exc:
-            log.info("could not show %s in %s: %s", kind, self.chat.key, exc)
+        if isinstance(self.channel, EventSink):
+            placeholder = self.handles[0].message_id if self.handles else None
+            await emit_status(self.channel, self.chat, event, placeholder)
 
     def preview(self) -> str:
         body = "".join(self._answer) if self._answer else self._interim
@@ -283,10 +275,17 @@ class Delivery:
                 if self._done:
                     return
                 showing = set(self._tools)
+                # from here the user may see the answer (a send in flight may land)
+                self._answer_seen = self._answer_seen or bool(self._answer)
                 await self._put_preview(self.preview())
                 self._previewed(showing)
 
-    async def _put_preview(self, text: str) -> None:
+    def answer_shown(self) -> str | None:
+        """The streamed answer, if a preview of it went out (it may be on the user's screen): a
+        failure after that (the store refusing to save it) must not take it back."""
+        return "".join(self._answer) if self._answer_seen and self._answer else None
+
+    async def _put_preview(self, text: str) -> bool:
         chunks = split_text(text, self.limits.max_text_length, self.limits.length)
         for index, chunk in enumerate(chunks):
             if index < len(self._sent) and self._sent[index] == chunk:
@@ -300,16 +299,17 @@ class Delivery:
             except RateLimited as exc:
                 self._paused_until = self._clock() + exc.retry_after
                 self._dirty.set()
-                return
+                return False
             except ChannelError as exc:
                 log.info("preview edit failed in %s: %s", self.chat.key, exc)
                 self._uncertain = self._uncertain or isinstance(exc, DeliveryUncertain)
-                return
+                return False
             except Exception:
                 # an adapter bug must cost a preview, never the turn or the process
                 log.exception("preview edit crashed in %s", self.chat.key)
-                return
+                return False
         self._last_edit = self._clock()
+        return True
 
     final_retry_pause_s = 0.25  # before the second try of a refused final edit; then doubled
 
@@ -383,8 +383,3 @@ class Delivery:
         self.handles.append(handle)
         self._sent.append(text)
         self._edits.append(0)
-
-
-def shown_name(event: AgentStarted | AgentFinished) -> str:
-    """The specialist's name as users see it (an event made without one: from its file name)."""
-    return event.display_name or display_name_of(event.subagent_type)

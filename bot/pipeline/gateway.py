@@ -12,7 +12,14 @@ import logging
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 
-from adapters.base import Channel, ChatRef, InboundMessage, OutboundContent, TryLater
+from adapters.base import (
+    Channel,
+    ChatRef,
+    InboundMessage,
+    OutboundContent,
+    QueueOverflow,
+    TryLater,
+)
 from agent.coordinator import Coordinator
 from agent.log_context import bound
 from agent.personas import PersonaLibrary
@@ -133,7 +140,9 @@ class Gateway:
         self.modes: Mapping[str, ModeHandler] = modes or {"waiting": held, "human": held}
         self.workers = workers
         work = TurnWork(coordinator, settings.turn_timeout_s)
-        ends = TurnEnds(turn_log)  # an end the store refused is retried (bot/pipeline/turn_ends.py)
+        ends = TurnEnds(
+            turn_log, message_log
+        )  # an end the store refused is retried (bot/pipeline/turn_ends.py)
         self.resumer = TurnResumer(
             channels=channels,
             coordinator=coordinator,
@@ -174,10 +183,14 @@ class Gateway:
         try:
             async with asyncio.TaskGroup() as group:
                 retrying = group.create_task(self.turns.ends.retry(), name="turn ends")
+                resuming = group.create_task(
+                    self.resumer.deferred.retry(self.queue_resume), name="resumptions refused"
+                )
                 try:
                     await self.conversations.run(self.turns.run)
                 finally:
                     retrying.cancel()
+                    resuming.cancel()
         finally:
             await self.turns.ends.flush()
 
@@ -227,9 +240,8 @@ class Gateway:
             if mode == "bot":
                 await self.conversations.enqueue(message)
         except QueueFull as exc:
-            log.warning("%s", exc)
             await self.dedup.release(message.event_id)  # a resend later is a new message
-            await self._say(message, "gateway.queue_full")
+            await self._overflow(message, exc)
         except StorageError as exc:
             log.error("event %s in %s not taken: %s", message.event_id, message.chat.key, exc)
             await self.dedup.release(message.event_id)
@@ -264,14 +276,22 @@ class Gateway:
         try:
             queued = await queue.enqueue_new(message)
         except QueueFull as exc:
-            log.warning("%s", exc)
-            await self._say(message, "gateway.queue_full")
+            await self._overflow(message, exc)
             return
         if isinstance(queued, Held):
             await self._hold(message, queued.mode)
         elif not queued:
             log.debug("duplicate event %s dropped", message.event_id)
             self.metrics.dedup_hit(message.chat.channel)
+
+    async def _overflow(self, message: InboundMessage, exc: QueueFull) -> None:
+        """The queue is full and `message` was not claimed: refused in the channel's own
+        protocol where it has one (`QueueOverflow`), else with a notice replying to it."""
+        log.warning("%s", exc)
+        channel = self.channels.get(message.chat.channel)
+        if channel is not None and channel.limits_for(message.chat).refuses_in_protocol:
+            raise QueueOverflow(str(exc)) from exc
+        await self._say(message, "gateway.queue_full")
 
     async def _unclaim(self, event_id: str) -> None:
         """The event was claimed but could not be queued (Redis went down in between): release

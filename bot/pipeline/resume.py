@@ -22,7 +22,14 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
 
-from adapters.base import Channel, ChannelError, ChatRef, MessageHandle, OutboundContent
+from adapters.base import (
+    Channel,
+    ChannelError,
+    ChatRef,
+    MessageHandle,
+    NamesItsMessages,
+    OutboundContent,
+)
 from agent.coordinator import NOT_FINISHED, Coordinator, TurnInput
 from agent.loop import tool_message
 from agent.personas import Persona, PersonaLibrary
@@ -31,6 +38,7 @@ from agent.types import Message
 from bot.pipeline.conversations import TurnSignal
 from bot.pipeline.delivery import Delivery
 from bot.pipeline.language import ConversationLanguage
+from bot.pipeline.resume_later import Deferred
 from bot.pipeline.turn_ends import TurnEnds, ended_unrecorded
 from bot.pipeline.turn_outcome import Outcome
 from bot.pipeline.turn_work import TurnWork
@@ -80,6 +88,8 @@ class TurnResumer:
         self.work = work
         self.ends = ends
         self.settings = settings
+        # turns whose resumption the store refused (a full disk at start): tried again
+        self.deferred = Deferred()
 
     async def resume_turn(self, turn_id: str, control: TurnSignal | None = None) -> str:
         """Finish turn `turn_id` if it is still `running`; its final status, or "not running".
@@ -88,7 +98,11 @@ class TurnResumer:
         conversation runs meanwhile. `control` lets `/stop` reach the resumed model work.
         """
         turns, messages = self.turn_log, self.message_log
-        turn = await turns.begin_resume(turn_id)
+        try:
+            turn = await turns.begin_resume(turn_id)
+        except StorageError as exc:
+            log.error("turn %s cannot be resumed now (storage: %s); tried again", turn_id, exc)
+            return "running"
         if turn is None:
             return "not running"
         record = turn.placeholder
@@ -112,9 +126,7 @@ class TurnResumer:
                 except Unresumable as exc:
                     reason = str(exc)
         except StorageError as exc:
-            log.error(
-                "turn %s cannot be resumed now (storage: %s); next start tries again", turn_id, exc
-            )
+            log.error("turn %s cannot be resumed now (storage: %s); tried again", turn_id, exc)
             return "running"
         if reason is not None or point is None or persona is None:
             await self._give_up(turn, channel, chat, handle, own, reason or "nothing to resume")
@@ -166,8 +178,10 @@ class TurnResumer:
             channel, chat, recipient=turn.user_id, blobs=self.blobs, language=language
         )
         outcome = Outcome("completed", point.final or "", point.display, parts=point.parts)
+        kept: tuple[str, Message] | None = None
         try:
             if handle is not None:
+                await _announce(channel, handle, language)
                 delivery.adopt(handle)
             else:  # its process died before it learned the placeholder's id: a new one
                 await self._new_placeholder(turn.id, delivery)
@@ -191,9 +205,16 @@ class TurnResumer:
             log.error("turn %s resumed but its final edit failed: %s", turn.id, exc)
             outcome.status, outcome.error = "failed", f"delivery: {exc}"
         except StorageError as exc:
-            sorry = t(language, "turn.storage_failed")
-            outcome = Outcome("failed", sorry, error=f"storage: {exc}")
-            await _say(delivery, sorry)
+            shown = delivery.answer_shown()  # the user saw the answer: it is not taken back
+            if shown is not None:
+                log.error("turn %s: its answer was shown, then not saved (%s)", turn.id, exc)
+                outcome = Outcome("completed", shown, error=f"answer saved late: storage: {exc}")
+                kept = (turn.session_id, Message("assistant", shown))
+            else:
+                outcome = Outcome(
+                    "failed", t(language, "turn.storage_failed"), error=f"storage: {exc}"
+                )
+            await _say(delivery, outcome.text)
         except asyncio.CancelledError:
             sorry = t(language, "turn.interrupted")
             outcome = Outcome("failed", sorry, error="interrupted by shutdown")
@@ -203,7 +224,7 @@ class TurnResumer:
             await delivery.close()
             if not control.lost:
                 final = outcome.text if outcome.status == "completed" else None
-                await self.ends.record(turn.id, outcome.status, final, outcome.error)
+                await self.ends.record(turn.id, outcome.status, final, outcome.error, kept)
         return outcome.status
 
     async def _new_placeholder(self, turn_id: str, delivery: Delivery) -> None:
@@ -235,6 +256,7 @@ class TurnResumer:
             try:
                 async with asyncio.timeout(EDIT_DEADLINE_S):
                     if handle is not None:
+                        await _announce(channel, handle, await self._language(turn))
                         await channel.edit(handle, gave_up, final=True)
                         outcome = "placeholder edited"
                     else:  # none was posted, or its id never learned: say it anew
@@ -259,6 +281,13 @@ class TurnResumer:
         if self.languages is None:
             return DEFAULT_LANGUAGE
         return await self.languages.of_conversation(turn.conversation_key, turn.channel)
+
+
+async def _announce(channel: Channel, handle: MessageHandle, language: str) -> None:
+    """A placeholder whose id the gateway made was recorded before it went out: the dead
+    process may have died in between, so it is posted again (the same message either way)."""
+    if isinstance(channel, NamesItsMessages):
+        await channel.post(handle, OutboundContent(t(language, "turn.placeholder")))
 
 
 async def _say(delivery: Delivery, text: str) -> None:

@@ -120,7 +120,11 @@ class TurnRunner:
     async def run(self, batch: list[InboundMessage], control: TurnSignal) -> None:
         while batch and batch[0].event_id.startswith(RESUME_EVENT) and self.resumer is not None:
             # queued at start (bot/pipeline/recovery.py), before any new message of the conversation
-            await self.resumer.resume_turn(batch[0].event_id.removeprefix(RESUME_EVENT), control)
+            turn_id = batch[0].event_id.removeprefix(RESUME_EVENT)
+            if await self.resumer.resume_turn(turn_id, control) == "running":
+                self.resumer.deferred.add(turn_id, batch[0].chat)  # the store refused it
+            else:
+                self.resumer.deferred.done()
             batch = batch[1:]
         if not batch:
             return
@@ -157,6 +161,8 @@ class TurnRunner:
         arrived = min(message.received_at for message in batch)
         outcome = Outcome()
         recorded = False
+        session_id: str | None = None
+        kept: tuple[str, Message] | None = None  # an answer shown but not saved: saved later
         log.debug("turn of %d message(s) starts", len(batch))
         try:
             if control.stopped:
@@ -188,19 +194,24 @@ class TurnRunner:
                     return
                 self.metrics.placeholder_shown(last.chat.channel, time.monotonic() - arrived)
             else:  # the persona, session and inputs above are set: nothing stopped the turn
+                assert session_id is not None  # set with the persona above
                 text, parts = combine(batch, masker), media(batch)
                 # with the user's message: a restart goes on from it (agent/replay.py)
                 user = Message("user", text, parts=parts)
                 start = None if downloads else ReplayPoint((user,), resumed=Resumed(rounds_done=0))
                 # recorded BEFORE the placeholder is posted, and its handle right after: a
-                # process killed in between leaves a turn another resumes, never an unknown one
+                # process killed in between leaves a turn another resumes, never an unknown one.
+                # Where the gateway makes the id itself, the handle is recorded with the turn,
+                # before the frame goes out: no window at all (a platform's id comes back only
+                # once the message is shown: that window remains, as small as one write)
+                reserved = delivery.reserve()
                 await self.turn_log.create_turn(
                     turn_id=turn_id,
                     session_id=session_id,
                     channel=last.chat.channel,
                     conversation_key=last.conversation_key,
                     inbound_event_ids=[m.event_id for m in batch],
-                    placeholder=chat_record(last.chat),
+                    placeholder=handle_record(reserved) if reserved else chat_record(last.chat),
                     inbound_messages=shown(batch, masker),
                     messages=start.messages if start is not None else (),
                 )
@@ -210,7 +221,7 @@ class TurnRunner:
                 if not await post_placeholder(delivery, batch, self.dedup, shows):
                     outcome = Outcome("undelivered", error="undelivered: no placeholder posted")
                     return
-                if delivery.handles:
+                if delivery.handles and reserved is None:
                     record = handle_record(delivery.handles[0])
                     await self.turn_log.update_turn_placeholder(turn_id, record)
                 self.metrics.placeholder_shown(last.chat.channel, time.monotonic() - arrived)
@@ -257,7 +268,18 @@ class TurnRunner:
                     pass
             raise
         except StorageError as exc:
-            outcome = await storage_failed(batch, exc, self.dedup, language)
+            seen = delivery.answer_shown()
+            if seen is not None and session_id is not None:  # never take back an answer
+                log.error(
+                    "turn %s: storage failed after the user saw the answer (%s); the answer "
+                    "stays, and its save is retried",
+                    turn_id,
+                    exc,
+                )
+                outcome = Outcome("completed", seen, error=f"answer saved late: storage: {exc}")
+                kept = (session_id, Message("assistant", seen))
+            else:
+                outcome = await storage_failed(batch, exc, self.dedup, language)
             try:
                 await delivery.finish(outcome.text)
             except ChannelError as error:
@@ -268,7 +290,7 @@ class TurnRunner:
             self.metrics.turn_finished(last.chat.channel, outcome.status, elapsed)
             log_turn(outcome=outcome.status, seconds=elapsed, user_id=last.user_id)
             if recorded:
-                await self._record_end(turn_id, outcome)
+                await self._record_end(turn_id, outcome, kept)
                 await self._spend(last, turn_id)
 
     async def _inputs(
@@ -308,10 +330,13 @@ class TurnRunner:
             log.info("turn %s had ended (%s) before its process died", turn.id, turn.status)
         return True
 
-    async def _record_end(self, turn_id: str, outcome: Outcome) -> None:
+    async def _record_end(
+        self, turn_id: str, outcome: Outcome, kept: tuple[str, Message] | None = None
+    ) -> None:
         final = outcome.text if outcome.status == "completed" else None
         status = "failed" if outcome.status == "undelivered" else outcome.status
-        await self.ends.record(turn_id, status, final, outcome.error)  # kept and retried if refused
+        # kept and retried if refused; `kept` is saved with it
+        await self.ends.record(turn_id, status, final, outcome.error, kept)
 
     async def _over_quota(self, message: InboundMessage, language: str) -> str | None:
         """What the placeholder says instead of an answer, if a quota is reached; else None and

@@ -14,6 +14,10 @@ is the one durable place. Recovery can tell one case: a later turn of the same c
 was written); that turn is given up, never resumed. A process stopped while the store still
 refuses, before any resend, leaves the turn `running`: logged, with the turn's id, as the one
 window left (the next start answers it, once, in its placeholder).
+
+An answer the user already saw whole (streamed) when the store refused to save it is kept, not
+taken back (`answer`): it is saved with the end, unless the history holds it already (the
+refused write may have landed), so the next turn's model sees it.
 """
 
 from __future__ import annotations
@@ -23,8 +27,9 @@ import logging
 from dataclasses import dataclass
 from typing import Final
 
+from agent.types import Message
 from bot.storage.base import StorageError
-from bot.storage.roles import TurnRecords
+from bot.storage.roles import MessageRecords, TurnRecords
 from bot.storage.rows import ResumedTurn
 
 log = logging.getLogger(__name__)
@@ -39,21 +44,29 @@ class TurnEnd:
     status: str
     final_text: str | None
     error: str | None
+    answer: tuple[str, Message] | None = None  # (session id, the answer): saved first
 
 
 class TurnEnds:
     """Record turns' ends; the ones the store refused are kept and retried (`retry`, `flush`)."""
 
-    def __init__(self, store: TurnRecords) -> None:
+    def __init__(self, store: TurnRecords, messages: MessageRecords | None = None) -> None:
         self.store = store
+        self.messages = messages  # where a kept answer is saved (`record(answer=…)`)
         self.pending: dict[str, TurnEnd] = {}  # by turn id, oldest first
         self._more = asyncio.Event()
 
     async def record(
-        self, turn_id: str, status: str, final_text: str | None, error: str | None
+        self,
+        turn_id: str,
+        status: str,
+        final_text: str | None,
+        error: str | None,
+        answer: tuple[str, Message] | None = None,
     ) -> bool:
-        """Record the end now if the store answers; else keep it for `retry`. True if recorded."""
-        end = TurnEnd(turn_id, status, final_text, error)
+        """Record the end now if the store answers; else keep it for `retry`. True if recorded.
+        `answer`: (session id, message) the store refused to save while the user saw it."""
+        end = TurnEnd(turn_id, status, final_text, error, answer)
         try:
             await self._write(end)
         except StorageError as exc:
@@ -114,6 +127,15 @@ class TurnEnds:
         return True
 
     async def _write(self, end: TurnEnd) -> None:
+        if end.answer is not None and self.messages is not None:
+            session_id, answer = end.answer
+            rows = await self.messages.load_history(session_id)
+            if not any(
+                owner == end.turn_id and m.role == "assistant" and m.content == answer.content
+                for owner, m in rows
+            ):
+                await self.messages.append_messages(session_id, end.turn_id, [answer])
+                log.info("turn %s: the answer the user saw is saved now", end.turn_id)
         await self.store.finish_turn(
             end.turn_id, status=end.status, final_text=end.final_text, error=end.error
         )

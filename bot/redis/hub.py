@@ -21,6 +21,7 @@ reconnect), publish fetches them from the stream rather than leave its own frame
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import logging
 import uuid
 from collections.abc import Mapping
@@ -86,6 +87,9 @@ class RedisEventHub:
         heartbeat_s: float = HEARTBEAT_S,
     ) -> None:
         self.redis = redis
+        # seqs live in Redis and outlive every process (a Redis that restarts empty starts them
+        # again: a client then falls back to `seq` below its own)
+        self.epoch = "r" + hashlib.sha256(prefix.encode()).hexdigest()[:15]
         self._heartbeat_s = heartbeat_s
         self.base = f"{prefix}hub:"
         self._replay_events = replay_events
@@ -177,12 +181,15 @@ class RedisEventHub:
         except RedisError as exc:
             log.warning("event hub: detach from %s not recorded: %s", conversation, describe(exc))
 
-    async def publish(self, conversation: str, type: str, fields: Mapping[str, Any]) -> int:
+    async def publish(
+        self, conversation: str, type: str, fields: Mapping[str, Any], *, retry: bool = True
+    ) -> int:
         fields = {k: v for k, v in fields.items() if k != "seq"}
         head = encode_frame(conversation, type, fields, 0)[:-2]  # the seq goes last
         slot = replay_slot(type, fields, 0)
         slot_name = str(slot[1]) if isinstance(slot, tuple) else ""
-        seq = await self._outbox.send(conversation, head, slot_name, type == CLEARING_TYPE)
+        clears = type == CLEARING_TYPE
+        seq = await self._outbox.send(conversation, head, slot_name, clears, retry=retry)
         conv = self._conversations.get(conversation)
         if conv is None or not conv.subs:
             return seq

@@ -5,7 +5,11 @@ trip costs the gateway more CPU than the rest of publishing. So one call is in f
 per process; the frames published while it is (any conversation) wait and go in the next call,
 in the order they were published. A lone frame goes at once (the next loop iteration); under
 load a call carries many. Retried through a Redis restart, as the frame is the user's answer:
-each frame's `once` key keeps a retry whose first attempt ran from numbering it twice.
+each frame's `once` key keeps a retry whose first attempt ran from numbering it twice. A frame
+sent with `retry=False` (the user's own message, which the channel can still refuse) is not
+waited through an outage: the first failure fails it with `RedisUnavailable` (a `TryLater`) and
+the call is retried without it. (A *timeout* may hide a call that ran: then the refused frame
+may be kept after all, and a resend shows the message twice in the transcript, answered once.)
 """
 
 from __future__ import annotations
@@ -22,7 +26,7 @@ from redis.exceptions import RedisError
 
 from adapters.base import ChannelError
 from bot.redis import hub_lua
-from bot.redis.client import LuaScript, cancelled_meanwhile, describe
+from bot.redis.client import LuaScript, RedisUnavailable, cancelled_meanwhile, describe
 
 PUBLISH_RETRY_S: Final = 10.0  # a Redis restart; past it the frames fail as a ChannelError
 PUBLISH_BACKOFF_S: Final = 0.2
@@ -36,6 +40,8 @@ class Frame:
     slot: str
     clears: bool
     sent: asyncio.Future[int]
+    retry: bool  # False: refused at the first failure rather than waited through an outage
+    once: str  # its key against a retried call numbering it twice
 
 
 class Outbox:
@@ -56,10 +62,14 @@ class Outbox:
         self._waiting: list[Frame] = []
         self._sender: asyncio.Task[None] | None = None
 
-    def send(self, conversation: str, head: str, slot: str, clears: bool) -> asyncio.Future[int]:
-        """The frame's seq once Redis numbered it; a ChannelError if Redis stayed away."""
+    def send(
+        self, conversation: str, head: str, slot: str, clears: bool, *, retry: bool = True
+    ) -> asyncio.Future[int]:
+        """The frame's seq once Redis numbered it; a ChannelError if Redis stayed away
+        (`retry=False`: `RedisUnavailable` if the first call failed)."""
         sent: asyncio.Future[int] = asyncio.get_running_loop().create_future()
-        self._waiting.append(Frame(conversation, head, slot, clears, sent))
+        once = f"{self._once}{next(self._count)}"
+        self._waiting.append(Frame(conversation, head, slot, clears, sent, retry, once))
         if self._sender is None:
             self._sender = asyncio.create_task(self._send_all(), name="redis-event-hub-outbox")
         return sent
@@ -75,7 +85,7 @@ class Outbox:
             while self._waiting:
                 frames, self._waiting = self._waiting[:MAX_FRAMES], self._waiting[MAX_FRAMES:]
                 try:
-                    seqs = await self._call(frames)
+                    frames, seqs = await self._call(frames)
                 except ChannelError as exc:
                     for frame in frames:
                         if not frame.sent.done():
@@ -92,20 +102,33 @@ class Outbox:
         finally:
             self._sender = None
 
-    async def _call(self, frames: list[Frame]) -> list[Any]:
-        keys, args = list(self._shared), list(self._args)
-        for frame in frames:
-            c = frame.conversation
-            keys += [self._key(c, "seq"), self._key(c, "s"), self._key(c, "slots")]
-            keys += [self._key(c, "where"), f"{self._once}{next(self._count)}"]
-            args += [frame.head, frame.slot, c, "1" if frame.clears else "0"]
+    async def _call(self, frames: list[Frame]) -> tuple[list[Frame], list[Any]]:
+        """The frames Redis took (those refused on a failure are gone) and their seqs."""
         deadline = asyncio.get_running_loop().time() + PUBLISH_RETRY_S
         while True:
+            keys, args = list(self._shared), list(self._args)
+            for frame in frames:
+                c = frame.conversation
+                keys += [self._key(c, "seq"), self._key(c, "s"), self._key(c, "slots")]
+                keys += [self._key(c, "where"), frame.once]
+                args += [frame.head, frame.slot, c, "1" if frame.clears else "0"]
             try:
                 seqs: list[Any] = await self._script(keys=keys, args=args)
-                return seqs
+                return frames, seqs
             except RedisError as exc:
                 cancelled_meanwhile()
+                frames = _refuse_now(frames, exc)
+                if not frames:
+                    return [], []
                 if asyncio.get_running_loop().time() > deadline:
                     raise ChannelError(f"redis: publishing a frame: {describe(exc)}") from exc
                 await asyncio.sleep(PUBLISH_BACKOFF_S)
+
+
+def _refuse_now(frames: list[Frame], exc: RedisError) -> list[Frame]:
+    """Fail the frames sent with `retry=False`; the others, to be retried."""
+    for frame in frames:
+        if not frame.retry and not frame.sent.done():
+            refused = RedisUnavailable(f"redis: publishing a frame: {describe(exc)}")
+            frame.sent.set_exception(refused)
+    return [frame for frame in frames if frame.retry]

@@ -113,7 +113,8 @@ function createAnswers(ui, o, log, sendFrame) {
       button.setAttribute("data-action", b.action_id);
       button.addEventListener("click", function () {
         pressed({ action_id: b.action_id, label: b.label, value: b.value, message_id: messageId });
-        sendFrame({ type: "action", action_id: b.action_id, value: b.value, label: b.label, message_id: messageId });
+        sendFrame({ type: "action", action_id: b.action_id, value: b.value, label: b.label,
+          message_id: messageId, client_message_id: randomId("c_") });  // a resend: answered once
       });
       row.append(button);
     });

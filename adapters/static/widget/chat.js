@@ -54,6 +54,7 @@ function createLog(ui, o, suggest) {
 function createChat(ui, o) {
   var t = o.t;
   var ws = null, ready = false, started = false, refused = false, lastSeq = null, readySeq = 0;
+  var epoch = null;  // ready.epoch: the numbering lastSeq counts in (a restart starts another)
   var backoff = 500, timer = null, waiting = [];
   var log = createLog(ui, o, function (text) { log.talked(); outbox.submit(text); });
   var link = { send: function (frame) {  // false: not connected now (it is being connected)
@@ -90,6 +91,9 @@ function createChat(ui, o) {
       readySeq = frame.seq;
       var intro = { bot_name: frame.bot_name, welcome: frame.welcome, suggestions: frame.suggestions };
       if (JSON.stringify(intro) !== JSON.stringify(o.intro)) { o.intro = intro; log.regreet(); }
+      // another epoch: the server sends what it kept as history; new seqs start after ready's
+      if (epoch !== null && frame.epoch !== epoch) lastSeq = frame.seq;
+      epoch = frame.epoch || null;
       if (lastSeq === null || frame.seq < lastSeq) lastSeq = Math.min(frame.seq, lastSeq || 0);
       ui.state.textContent = t.online;
       ui.panel.parentNode.classList.remove("cgw-offline");
@@ -136,6 +140,7 @@ function createChat(ui, o) {
     ws.onopen = function () {
       opened = true;
       var hello = { type: "hello", resume_after: lastSeq === null ? 0 : lastSeq };
+      if (lastSeq && epoch) hello.epoch = epoch;
       var visitorId = stored("localStorage", VISITOR_KEY);
       if (visitorId && VISITOR_RE.test(visitorId)) hello.visitor_id = visitorId;
       if (o.userId) { hello.user_id = o.userId; hello.user_hash = o.userHash; }
