@@ -132,11 +132,12 @@ def server(folder: str, pipe: Connection) -> None:
 
 
 async def upload_all(port: int, count: int, size: int) -> list[int]:
-    token = UploadSigner(SECRET).token("bench-visitor")
     url = f"http://127.0.0.1:{port}/ws/files"
-    headers = {"Origin": ORIGIN, "Authorization": f"Bearer {token}"}
 
     async def one(http: aiohttp.ClientSession, n: int) -> int:
+        # a visitor each: one conversation's uploads count against its message rate (429)
+        token = UploadSigner(SECRET).token(f"bench-visitor-{n}-{count}")
+        headers = {"Origin": ORIGIN, "Authorization": f"Bearer {token}"}
         body = bytes([n]) * size  # each a different blob (content-addressed: same bytes, one)
         form = aiohttp.FormData()
         form.add_field("file", body, filename=f"big{n}.bin", content_type="application/pdf")
