@@ -1,0 +1,138 @@
+"""Garbage-collector pauses with many conversations in the store's history cache (CLI benchmark).
+
+A full collection walks every object the cyclic collector tracks, and the history cache keeps its
+messages alive: what it keeps tracked is paid in every full collection (issue 29: 118 ms after
+33,000 turns). This fills a SqliteStore's cache through the store's own API with N conversations
+of `--turns` turns each (a user's message and an answer with its usage, as the gateway appends
+them), settles the heap as `bot serve` does (bot/runtime/heap.py), then prints for each N:
+
+- a full `gc.collect()` timed by a `gc.callbacks` probe, and the tracked objects
+  (`len(gc.get_objects())`, the frozen start-up heap not counted) and RSS per conversation;
+- `--load` more turns on random conversations (load, append, as a turn does), recording
+  every collection's pause: how many, the longest, and the longest full one.
+
+    python bench/gc_bench.py [--conversations 250,2500,10000] [--turns 50] [--load 3000]
+
+The cache alone: no web sockets, no model, no gateway (bench/ws_bench.py runs those).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import gc
+import inspect
+import random
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))  # runnable from a checkout
+
+from agent.types import Message, Usage  # noqa: E402
+from bot.runtime.heap import settle_heap  # noqa: E402
+from bot.storage import SqliteStore  # noqa: E402
+
+ANSWER = "an answer of a usual length from the model, " * 6
+
+
+class Probe:
+    """Every collection's pause (wall time between its start and stop callbacks), by generation."""
+
+    def __init__(self) -> None:
+        self.pauses: list[tuple[int, float]] = []
+        self._start = 0.0
+
+    def __call__(self, phase: str, info: dict[str, Any]) -> None:
+        if phase == "start":
+            self._start = time.perf_counter()
+        else:
+            self.pauses.append((info["generation"], time.perf_counter() - self._start))
+
+
+def rss_kib() -> int:
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1])
+    return 0
+
+
+def open_store(path: Path, conversations: int) -> SqliteStore:
+    """The store with a cache that holds all N (the code before this bench bounded it by
+    sessions, 256 by default: asked for N, or it would not be the cache of N conversations)."""
+    knobs = inspect.signature(SqliteStore.__init__).parameters
+    if "history_cache_size" in knobs:
+        return SqliteStore(path, history_cache_size=conversations)  # type: ignore[call-arg]
+    return SqliteStore(path)
+
+
+async def turn(store: SqliteStore, session_id: str, n: int) -> None:
+    await store.load_history(session_id)
+    question = Message("user", f"question number {n}, asked by a user")
+    answer = Message("assistant", f"{ANSWER}{n}", usage=Usage(1200 + n, 80, "openai", "m"))
+    await store.append_messages(session_id, f"turn-{n}", [question, answer])
+
+
+async def one_size(directory: Path, conversations: int, turns: int, load: int) -> None:
+    path = directory / f"gc-{conversations}.db"
+    async with open_store(path, conversations) as store:
+        settle_heap()  # as `bot serve` does once started
+        base_objects, base_rss = len(gc.get_objects()), rss_kib()
+        sessions = []
+        for c in range(conversations):
+            session_id = await store.active_session(
+                channel="websocket", conversation_key=f"conv-{c}", user_id=f"user-{c}"
+            )
+            sessions.append(session_id)
+            for n in range(turns):
+                await turn(store, session_id, n)
+        gc.collect()  # what the fill left is live: the cache
+        tracked = len(gc.get_objects()) - base_objects
+        per_conv = (rss_kib() - base_rss) / conversations
+        probe = Probe()
+        gc.callbacks.append(probe)
+        try:
+            gc.collect()
+            full = probe.pauses[-1][1]
+            probe.pauses.clear()
+            rng = random.Random(conversations)
+            for n in range(load):
+                await turn(store, rng.choice(sessions), turns + n)
+        finally:
+            gc.callbacks.remove(probe)
+        fulls = [pause for generation, pause in probe.pauses if generation == 2]
+        longest = max((pause for _, pause in probe.pauses), default=0.0)
+        print(
+            f"{conversations:>6} conversations x {turns} turns: gc.collect() {full * 1e3:.1f} ms,"
+            f" tracked objects {tracked:,} ({tracked / conversations:.1f}/conversation),"
+            f" RSS {per_conv:.1f} KiB/conversation; {load} turns: {len(probe.pauses)}"
+            f" collections, longest {longest * 1e3:.1f} ms, {len(fulls)} full"
+            f" (longest {max(fulls, default=0.0) * 1e3:.1f} ms)"
+        )
+    path.unlink(missing_ok=True)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    parser.add_argument("--conversations", default="250,2500,10000", help="N, comma-separated")
+    parser.add_argument("--turns", type=int, default=50, help="turns per conversation")
+    parser.add_argument("--load", type=int, default=3000, help="turns measured after the fill")
+    parser.add_argument("--dir", type=Path, help="where the database files go (default: temporary)")
+    args = parser.parse_args()
+    sizes = args.conversations.split(",")
+    if len(sizes) > 1:  # each size in a process of its own: RSS and the heap start alike
+        for size in sizes:
+            argv = [sys.executable, __file__, "--conversations", size, "--turns", str(args.turns)]
+            argv += ["--load", str(args.load)] + (["--dir", str(args.dir)] if args.dir else [])
+            subprocess.run(argv, check=True)
+        return
+    with tempfile.TemporaryDirectory() as tmp:
+        asyncio.run(one_size(args.dir or Path(tmp), int(sizes[0]), args.turns, args.load))
+
+
+if __name__ == "__main__":
+    main()
