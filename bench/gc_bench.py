@@ -9,7 +9,8 @@ them), settles the heap as `bot serve` does (bot/runtime/heap.py), then prints f
 - a full `gc.collect()` timed by a `gc.callbacks` probe, and the tracked objects
   (`len(gc.get_objects())`, the frozen start-up heap not counted) and RSS per conversation;
 - `--load` more turns on random conversations (load, append, as a turn does), recording
-  every collection's pause: how many, the longest, and the longest full one.
+  every collection's pause: how many, the longest, and the longest full one; and the loop's
+  CPU per turn (a history no longer kept as objects is read back from its bytes).
 
     python bench/gc_bench.py [--conversations 250,2500,10000] [--turns 50] [--load 3000]
 
@@ -100,8 +101,10 @@ async def one_size(directory: Path, conversations: int, turns: int, load: int) -
             full = probe.pauses[-1][1]
             probe.pauses.clear()
             rng = random.Random(conversations)
+            cpu = time.thread_time()
             for n in range(load):
                 await turn(store, rng.choice(sessions), turns + n)
+            cpu = (time.thread_time() - cpu) / load
         finally:
             gc.callbacks.remove(probe)
         fulls = [pause for generation, pause in probe.pauses if generation == 2]
@@ -111,7 +114,7 @@ async def one_size(directory: Path, conversations: int, turns: int, load: int) -
             f" tracked objects {tracked:,} ({tracked / conversations:.1f}/conversation),"
             f" RSS {per_conv:.1f} KiB/conversation; {load} turns: {len(probe.pauses)}"
             f" collections, longest {longest * 1e3:.1f} ms, {len(fulls)} full"
-            f" (longest {max(fulls, default=0.0) * 1e3:.1f} ms)"
+            f" (longest {max(fulls, default=0.0) * 1e3:.1f} ms); store CPU {cpu * 1e6:.0f} us/turn"
         )
     path.unlink(missing_ok=True)
 

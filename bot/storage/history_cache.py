@@ -146,9 +146,9 @@ class HistoryCache:
         """Rows past the cached history's last id join it, in id order; the session becomes
         the most recently used. `since`: the id the rows were read after (0: all of them).
         A session not cached is cached only from all its rows; else None."""
-        history = self._hot.pop(session_id, None)
+        history = self._hot.get(session_id)
         if history is not None:
-            self._hot_count -= len(history.items)
+            self._hot.move_to_end(session_id)
         else:
             cold = self._cold.pop(session_id, None)
             if cold is not None:
@@ -157,7 +157,9 @@ class HistoryCache:
                 history = History(0, [])
             else:
                 return None
-        self._bytes -= history.size
+            self._hot[session_id] = history  # its bytes are counted already (cold: the same)
+            self._hot_count += len(history.items)
+        count, size = len(history.items), history.size
         for row_id, item in rows:
             if row_id > history.last_id:
                 history.items.append(item)
@@ -166,10 +168,10 @@ class HistoryCache:
         if len(history.items) > HISTORY_TRIM_AT:
             del history.items[: len(history.items) - HISTORY_KEEP]
             history.size = sum(_size(m) for _, m in history.items)
-        self._hot[session_id] = history
-        self._hot_count += len(history.items)
-        self._bytes += history.size
-        self._bound()
+        self._hot_count += len(history.items) - count
+        self._bytes += history.size - size
+        if self._hot_count > self.hot_messages or self._bytes > self.max_bytes:
+            self._bound()
         return history
 
     def clear(self) -> None:
