@@ -42,17 +42,20 @@ ANSWER = "an answer of a usual length from the model, " * 6
 
 
 class Probe:
-    """Every collection's pause (wall time between its start and stop callbacks), by generation."""
+    """Every collection's pause (wall time between its start and stop callbacks), by generation,
+    and its CPU (the wall time of a loaded machine holds other processes' time slices too)."""
 
     def __init__(self) -> None:
         self.pauses: list[tuple[int, float]] = []
-        self._start = 0.0
+        self.cpu: list[float] = []
+        self._start = self._cpu = 0.0
 
     def __call__(self, phase: str, info: dict[str, Any]) -> None:
         if phase == "start":
-            self._start = time.perf_counter()
+            self._start, self._cpu = time.perf_counter(), time.thread_time()
         else:
             self.pauses.append((info["generation"], time.perf_counter() - self._start))
+            self.cpu.append(time.thread_time() - self._cpu)
 
 
 def rss_kib() -> int:
@@ -97,8 +100,10 @@ async def one_size(directory: Path, conversations: int, turns: int, load: int) -
         probe = Probe()
         gc.callbacks.append(probe)
         try:
-            gc.collect()
-            full = probe.pauses[-1][1]
+            for _ in range(5):
+                gc.collect()
+            full = sorted(pause for _, pause in probe.pauses)
+            full_cpu = sorted(probe.cpu)
             probe.pauses.clear()
             rng = random.Random(conversations)
             cpu = time.thread_time()
@@ -110,7 +115,8 @@ async def one_size(directory: Path, conversations: int, turns: int, load: int) -
         fulls = [pause for generation, pause in probe.pauses if generation == 2]
         longest = max((pause for _, pause in probe.pauses), default=0.0)
         print(
-            f"{conversations:>6} conversations x {turns} turns: gc.collect() {full * 1e3:.1f} ms,"
+            f"{conversations:>6} conversations x {turns} turns: gc.collect() x5 {full[0] * 1e3:.1f}-{full[-1] * 1e3:.1f} ms"
+            f" (CPU {full_cpu[0] * 1e3:.1f}-{full_cpu[-1] * 1e3:.1f}),"
             f" tracked objects {tracked:,} ({tracked / conversations:.1f}/conversation),"
             f" RSS {per_conv:.1f} KiB/conversation; {load} turns: {len(probe.pauses)}"
             f" collections, longest {longest * 1e3:.1f} ms, {len(fulls)} full"
