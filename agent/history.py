@@ -87,7 +87,8 @@ class HistoryWindow:
                 start += 1
         self._state[session_id] = (len(rows), start, used)
         strays = [index for index in strays if index >= start]
-        self._calls[session_id] = (waiting, strays)
+        if waiting or strays:  # most sessions have neither: nothing kept (nothing for the GC)
+            self._calls[session_id] = (waiting, strays)
         if len(self._state) > self.max_sessions:
             gone, _ = self._state.popitem(last=False)
             self._calls.pop(gone, None)

@@ -286,8 +286,9 @@ async def test_history_round_trips_and_sees_other_processes(opener: Opener) -> N
 
 
 async def test_a_small_history_cache_gives_the_same_histories(opener: Opener) -> None:
-    """A cache bound to 2,000 bytes (two of these sessions), 4 messages of it as objects: sessions go cold
-    (kept as bytes), are let go of, come back; each history stays what the database holds."""
+    """A cache bound to 2,000 bytes (two of these sessions), 4 messages of it as objects:
+    sessions go cold (kept as bytes), are let go of, come back; each history stays what the
+    database holds."""
     async with opener(history_cache_bytes=2000, history_hot_messages=4) as store, opener() as other:
         sessions = [await store.active_session(**SESSION | {"user_id": f"u{i}"}) for i in range(4)]
         expected: list[list[tuple[str, Message]]] = [[] for _ in sessions]
