@@ -14,6 +14,9 @@ them), settles the heap as `bot serve` does (bot/runtime/heap.py), then prints f
 
     python bench/gc_bench.py [--conversations 250,2500,10000] [--turns 50] [--load 3000]
 
+Run from a checkout before this change (copy the script there), it measures the cache that
+was: bounded by sessions, asked to hold all N (or `--old-cache-sessions 256`, its default).
+
 The cache alone: no web sockets, no model, no gateway (bench/ws_bench.py runs those).
 """
 
@@ -65,12 +68,13 @@ def rss_kib() -> int:
     return 0
 
 
-def open_store(path: Path, conversations: int) -> SqliteStore:
-    """The store with a cache that holds all N (the code before this bench bounded it by
-    sessions, 256 by default: asked for N, or it would not be the cache of N conversations)."""
+def open_store(path: Path, conversations: int, sessions: int | None) -> SqliteStore:
+    """The store with a cache that holds all N: the code before this bench bounded it by
+    sessions, 256 by default, and is asked for N (or `--old-cache-sessions`)."""
     knobs = inspect.signature(SqliteStore.__init__).parameters
     if "history_cache_size" in knobs:
-        return SqliteStore(path, history_cache_size=conversations)  # type: ignore[call-arg]
+        size = sessions or conversations
+        return SqliteStore(path, history_cache_size=size)  # type: ignore[call-arg]
     return SqliteStore(path)
 
 
@@ -81,9 +85,11 @@ async def turn(store: SqliteStore, session_id: str, n: int) -> None:
     await store.append_messages(session_id, f"turn-{n}", [question, answer])
 
 
-async def one_size(directory: Path, conversations: int, turns: int, load: int) -> None:
+async def one_size(
+    directory: Path, conversations: int, turns: int, load: int, old_sessions: int | None
+) -> None:
     path = directory / f"gc-{conversations}.db"
-    async with open_store(path, conversations) as store:
+    async with open_store(path, conversations, old_sessions) as store:
         settle_heap()  # as `bot serve` does once started
         base_objects, base_rss = len(gc.get_objects()), rss_kib()
         sessions = []
@@ -131,16 +137,22 @@ def main() -> None:
     parser.add_argument("--turns", type=int, default=50, help="turns per conversation")
     parser.add_argument("--load", type=int, default=3000, help="turns measured after the fill")
     parser.add_argument("--dir", type=Path, help="where the database files go (default: temporary)")
+    parser.add_argument(
+        "--old-cache-sessions", type=int, help="the code before: its cache's sessions (default: N)"
+    )
     args = parser.parse_args()
     sizes = args.conversations.split(",")
     if len(sizes) > 1:  # each size in a process of its own: RSS and the heap start alike
         for size in sizes:
             argv = [sys.executable, __file__, "--conversations", size, "--turns", str(args.turns)]
             argv += ["--load", str(args.load)] + (["--dir", str(args.dir)] if args.dir else [])
+            if args.old_cache_sessions:
+                argv += ["--old-cache-sessions", str(args.old_cache_sessions)]
             subprocess.run(argv, check=True)
         return
     with tempfile.TemporaryDirectory() as tmp:
-        asyncio.run(one_size(args.dir or Path(tmp), int(sizes[0]), args.turns, args.load))
+        directory, size = args.dir or Path(tmp), int(sizes[0])
+        asyncio.run(one_size(directory, size, args.turns, args.load, args.old_cache_sessions))
 
 
 if __name__ == "__main__":
