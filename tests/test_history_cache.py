@@ -6,7 +6,7 @@ from __future__ import annotations
 import gc
 
 from agent.types import Message, ToolCall, Usage
-from bot.storage.history_cache import ENTRY_BYTES, HistoryCache, IdRow
+from bot.storage.history_cache import ENTRY_BYTES, MAX_CHUNKS, HistoryCache, IdRow
 from content.parts import BlobRef, ImagePart
 
 CALL = ToolCall("c1", "web_search", '{"q":  "Zürich"}')
@@ -101,3 +101,19 @@ def test_cold_histories_keep_nothing_the_collector_walks() -> None:
     # 500 sessions, 1,000 messages: as objects ~2,500 tracked; as bytes, the newest's few
     assert len(gc.get_objects()) - before < 20
     assert len(cache) == 500
+
+
+def test_a_history_back_and_forth_many_times_reads_back_whole() -> None:
+    """Each time it goes cold again only its new messages are encoded (one more chunk)."""
+    cache = HistoryCache(hot_messages=1)
+    expected: list[tuple[str, Message]] = []
+    next_id = 1
+    for n in range(2 * MAX_CHUNKS + 3):  # past MAX_CHUNKS: encoded as one again
+        added = [Message("user", f"q{n}"), Message("assistant", f"a{n}", (CALL,))]
+        history = cache.merge("s", rows(next_id, f"t{n}", added), next_id - 1)
+        assert history is not None and history.items == expected + [(f"t{n}", m) for m in added]
+        expected = history.items[:]
+        next_id += 2
+        cache.merge(f"other{n}", (), 0)  # s goes cold
+    back = cache.merge("s", (), next_id - 1)
+    assert back is not None and back.items == expected and len(expected) == 2 * (2 * MAX_CHUNKS + 3)

@@ -20,6 +20,7 @@ text plus `ENTRY_BYTES` a message); past it the least recently used sessions go,
 
 from __future__ import annotations
 
+import io
 import json
 import marshal
 from collections import OrderedDict
@@ -87,30 +88,58 @@ def _size(m: Message) -> int:
 
 
 class History:
-    """A session's cached history, the id of the last message row it includes, its size."""
+    """A session's cached history, the id of the last message row it includes, its size, and
+    the bytes it was read back from (`packed`: `chunks` marshalled tuples of its first
+    `packed_count` items)."""
 
-    __slots__ = ("items", "last_id", "size")
+    __slots__ = ("chunks", "items", "last_id", "packed", "packed_count", "size")
 
-    def __init__(self, last_id: int, items: list[HistoryItem], size: int = 0) -> None:
+    def __init__(
+        self,
+        last_id: int,
+        items: list[HistoryItem],
+        size: int = 0,
+        packed: bytes = b"",
+        chunks: int = 0,
+    ) -> None:
         self.last_id = last_id
         self.items = items
         self.size = size
+        self.packed, self.chunks = packed, chunks
+        self.packed_count = len(items) if chunks else 0
 
 
-# cold: (last id, size counted, the items marshalled): a tuple of atomics, which the collector
-# stops tracking once it has seen it
-Cold = tuple[int, int, bytes]
+# cold: (last id, size counted, chunks, the items as `chunks` marshalled tuples one after the
+# other): a tuple of atomics, which the collector stops tracking once it has seen it. A history
+# going cold again encodes only the items added since it was read back, as one more chunk (a
+# cold hit does not encode the whole history again); past MAX_CHUNKS, all of it as one.
+Cold = tuple[int, int, int, bytes]
+MAX_CHUNKS = 8
+
+
+def _rows(items: list[HistoryItem]) -> bytes:
+    return marshal.dumps(tuple((turn_id, *message_columns(m)) for turn_id, m in items))
 
 
 def _encode(history: History) -> Cold:
-    rows = tuple((turn_id, *message_columns(m)) for turn_id, m in history.items)
-    return history.last_id, history.size, marshal.dumps(rows)
+    last_id, size = history.last_id, history.size
+    if not history.chunks or history.chunks >= MAX_CHUNKS:
+        return last_id, size, 1, _rows(history.items)
+    new = history.items[history.packed_count :]
+    if not new:
+        return last_id, size, history.chunks, history.packed
+    return last_id, size, history.chunks + 1, history.packed + _rows(new)
 
 
 def _decode(cold: Cold) -> History:
-    last_id, size, data = cold
-    items = [(row[0], message_from_columns(*row[1:])) for row in marshal.loads(data)]
-    return History(last_id, items, size)
+    last_id, size, chunks, packed = cold
+    stream = io.BytesIO(packed)
+    items = [
+        (row[0], message_from_columns(*row[1:]))
+        for _ in range(chunks)
+        for row in marshal.load(stream)
+    ]
+    return History(last_id, items, size, packed, chunks)
 
 
 class HistoryCache:
@@ -168,6 +197,8 @@ class HistoryCache:
         if len(history.items) > HISTORY_TRIM_AT:
             del history.items[: len(history.items) - HISTORY_KEEP]
             history.size = sum(_size(m) for _, m in history.items)
+            history.chunks = history.packed_count = 0  # encoded afresh when it goes cold
+            history.packed = b""
         self._hot_count += len(history.items) - count
         self._bytes += history.size - size
         if self._hot_count > self.hot_messages or self._bytes > self.max_bytes:
