@@ -111,6 +111,7 @@ async def one_size(
             full = sorted(pause for _, pause in probe.pauses)
             full_cpu = sorted(probe.cpu)
             probe.pauses.clear()
+            probe.cpu.clear()
             rng = random.Random(conversations)
             cpu = time.thread_time()
             for n in range(load):
@@ -125,7 +126,8 @@ async def one_size(
             f" (CPU {full_cpu[0] * 1e3:.1f}-{full_cpu[-1] * 1e3:.1f}),"
             f" tracked objects {tracked:,} ({tracked / conversations:.1f}/conversation),"
             f" RSS {per_conv:.1f} KiB/conversation; {load} turns: {len(probe.pauses)}"
-            f" collections, longest {longest * 1e3:.1f} ms, {len(fulls)} full"
+            f" collections, longest {longest * 1e3:.1f} ms (CPU {max(probe.cpu, default=0.0) * 1e3:.1f}),"
+            f" {len(fulls)} full"
             f" (longest {max(fulls, default=0.0) * 1e3:.1f} ms); store CPU {cpu * 1e6:.0f} us/turn"
         )
     path.unlink(missing_ok=True)
