@@ -60,6 +60,8 @@ def test_a_session_not_cached_is_cached_only_from_all_its_rows() -> None:
     assert cache.merge("s", rows(9, "t9", MESSAGES[:1]), 8) is None  # a part of it: not cached
     assert "s" not in cache and cache.last_id("s") is None
     assert cache.merge("s", (), 0) is not None and cache.last_id("s") == 0
+    cache.forget("s")
+    assert "s" not in cache and cache.size == 0
 
 
 def test_the_byte_bound_evicts_the_least_recently_used() -> None:

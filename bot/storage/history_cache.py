@@ -205,6 +205,16 @@ class HistoryCache:
             self._bound()
         return history
 
+    def forget(self, session_id: str) -> None:
+        """Let the session's history go (its next load reads it from the database)."""
+        history = self._hot.pop(session_id, None)
+        if history is not None:
+            self._hot_count -= len(history.items)
+            self._bytes -= history.size
+        cold = self._cold.pop(session_id, None)
+        if cold is not None:
+            self._bytes -= cold[1]
+
     def clear(self) -> None:
         self._hot.clear()
         self._cold.clear()
