@@ -165,7 +165,7 @@ class MessageLog(StoreCalls):
             async with lock:
                 since = self._histories.last_id(session_id)
                 rows = await self._tx(_append, session_id, turn_id, messages, since, usage, turn)
-                if since is not None:  # still cached, or not: then it stays so
+                if since is not None:  # cached when read: joins it (unless let go of since)
                     self._histories.merge(session_id, rows, since)
         finally:
             self._appenders[session_id] -= 1
