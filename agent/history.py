@@ -12,6 +12,9 @@ Rows = Sequence[tuple[str, Message]]  # (turn id, message), oldest first
 # Anthropic: (width * height) / 750 tokens, a 1568 px long edge at most (~1,600); OpenAI's high
 # detail comes out close to it for the same size
 IMAGE_TOKENS = 1600
+# messages the windows keep in all (as the store's history cache keeps its newest 8,000 as
+# objects): each is an object the cyclic collector walks in every full collection
+KEPT_MESSAGES = 8000
 
 
 def estimate_tokens(message: Message) -> int:
@@ -49,14 +52,15 @@ class HistoryWindow:
     per turn stays flat however long the conversation gets. Dropping the oldest turns until the
     rest fits keeps exactly the newest whole turns that fit.
 
-    The kept messages of the newest `max_kept` sessions are kept too, and extended by the new
-    rows, when the store hands out the same message objects as last time (SqliteStore's history
-    cache does): building them again walked the whole window in Python on every turn, a tenth
-    of the gateway's CPU per turn at 2,000 messages. Only that many: they hold their messages
-    alive, and the store's cache holds 256 sessions.
+    The kept messages of the newest sessions are kept too (`max_kept` messages in all, the
+    newest session's whatever their number), and extended by the new rows, when the store hands
+    out the same message objects as last time (the store's history cache does for the sessions
+    it keeps as objects): building them again walked the whole window in Python on every turn,
+    a tenth of the gateway's CPU per turn at 2,000 messages. Only that many: they hold their
+    messages alive, where the collector walks them (bot/storage/history_cache.py).
     """
 
-    def __init__(self, max_sessions: int = 4096, max_kept: int = 256) -> None:
+    def __init__(self, max_sessions: int = 4096, max_kept: int = KEPT_MESSAGES) -> None:
         self.max_sessions = max_sessions
         self.max_kept = max_kept
         self._state: OrderedDict[str, tuple[int, int, int]] = OrderedDict()  # seen, start, used
@@ -65,6 +69,7 @@ class HistoryWindow:
         self._calls: dict[str, tuple[set[str], list[int]]] = {}
         # session -> (the last message measured, the messages from `start` up to it)
         self._kept: OrderedDict[str, tuple[Message, list[Message]]] = OrderedDict()
+        self._kept_count = 0  # messages in `_kept`
 
     def fit(self, session_id: str, rows: Rows, budget_tokens: int) -> list[Message]:
         seen, start, used = self._state.pop(session_id, (0, 0, 0))
@@ -82,11 +87,14 @@ class HistoryWindow:
                 start += 1
         self._state[session_id] = (len(rows), start, used)
         strays = [index for index in strays if index >= start]
-        self._calls[session_id] = (waiting, strays)
+        if waiting or strays:  # most sessions have neither: nothing kept (nothing for the GC)
+            self._calls[session_id] = (waiting, strays)
         if len(self._state) > self.max_sessions:
             gone, _ = self._state.popitem(last=False)
             self._calls.pop(gone, None)
         known = self._kept.pop(session_id, None)
+        if known is not None:
+            self._kept_count -= len(known[1])
         if known is not None and seen and rows[seen - 1][1] is known[0]:
             kept = known[1]  # the messages rows[was_start:seen]: add the new, drop the old
             kept.extend(message for _, message in new)
@@ -95,8 +103,9 @@ class HistoryWindow:
             kept = [message for _, message in rows[start:]]
         if rows:
             self._kept[session_id] = (rows[-1][1], kept)
-            if len(self._kept) > self.max_kept:
-                self._kept.popitem(last=False)
+            self._kept_count += len(kept)
+            while self._kept_count > self.max_kept and len(self._kept) > 1:
+                self._kept_count -= len(self._kept.popitem(last=False)[1][1])
         # A history that starts mid-exchange (a stray tool result) would be rejected by the APIs.
         first_user = next(
             (i for i, message in enumerate(kept) if message.role == "user"), len(kept)

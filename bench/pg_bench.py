@@ -199,7 +199,7 @@ def store_ops(store: PostgresStore, session_id: str, full: str) -> dict[str, Op]
     run = uuid.uuid4().hex[:8]
 
     async def cold(n: int) -> Any:
-        store._histories.pop(full, None)
+        store._histories.forget(full)
         return await store.load_history(full)
 
     return {

@@ -67,10 +67,13 @@ def test_the_window_matches_a_fresh_fit_while_it_slides_and_when_the_rows_change
 
 
 def test_only_the_newest_sessions_keep_their_messages() -> None:
-    window = HistoryWindow(max_kept=2)
+    window = HistoryWindow(max_kept=12)  # messages: two sessions' six each
     sessions = {f"s{n}": _turns(0, 3) for n in range(3)}
     for session, rows in sessions.items():
         window.fit(session, rows, 1000)
+    newest = CountingRows(sessions["s2"] + _turns(3, 1))
+    assert window.fit("s2", newest, 1000) == fit_history(newest.rows, 1000)
+    assert newest.read < 6  # kept: only the new rows read
     again = CountingRows(sessions["s0"] + _turns(3, 1))
     assert window.fit("s0", again, 1000) == fit_history(again.rows, 1000)
     assert again.read > 8  # s0's were dropped: built again from its rows

@@ -168,9 +168,13 @@ async def test_history_round_trips_exactly(tmp_path: Path) -> None:
         assert await reopened.load_history(session_id) == CONVERSATION
 
 
+# room for about two of these sessions' histories, one of them as objects
+SMALL_CACHE = {"history_cache_bytes": 400, "history_hot_messages": 2}
+
+
 async def test_history_cache_stays_consistent(tmp_path: Path) -> None:
     path = tmp_path / "bot.db"
-    async with SqliteStore(path, history_cache_size=2) as store, SqliteStore(path) as other:
+    async with SqliteStore(path, **SMALL_CACHE) as store, SqliteStore(path) as other:
         sessions = [await store.active_session(**{**KEY, "user_id": f"u{i}"}) for i in range(3)]
         for session_id in sessions:
             await store.load_history(session_id)
@@ -333,7 +337,7 @@ async def test_checkpoints_run_on_their_own_thread_and_the_wal_is_tidied(tmp_pat
 
 
 async def test_a_very_long_history_is_trimmed_to_the_newest_messages(tmp_path: Path) -> None:
-    from bot.storage.messages import HISTORY_KEEP, HISTORY_TRIM_AT
+    from bot.storage.history_cache import HISTORY_KEEP, HISTORY_TRIM_AT
 
     async with SqliteStore(tmp_path / "bot.db") as store:
         session_id = await store.active_session(**KEY)

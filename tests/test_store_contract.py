@@ -27,15 +27,16 @@ from tests.pg_kit import pg_database, pg_url
 
 __all__ = ["pg_database", "pg_url"]  # fixtures the contract uses
 
-Opener = Callable[[], AnyStore]  # a new store on the same database, like another process
+# a new store on the same database, like another process (keywords: its history cache's bounds)
+Opener = Callable[..., AnyStore]
 
 
 @pytest.fixture(params=["sqlite", "postgresql"])
 def opener(request: pytest.FixtureRequest, tmp_path: Path) -> Opener:
     if request.param == "sqlite":
-        return lambda: build_store(tmp_path / "bot.db", None)
+        return lambda **cache: build_store(tmp_path / "bot.db", None, **cache)
     url: str = request.getfixturevalue("pg_url")
-    return lambda: build_store("unused", url)
+    return lambda **cache: build_store("unused", url, **cache)
 
 
 @pytest.fixture
@@ -282,6 +283,28 @@ async def test_history_round_trips_and_sees_other_processes(opener: Opener) -> N
         assert await other.load_history(session_id) == expected
         rows = await other.messages_for_session(session_id)
         assert [row.is_error for row in rows] == [0, 0, 1, 0, 0, 0]
+
+
+async def test_a_small_history_cache_gives_the_same_histories(opener: Opener) -> None:
+    """A cache bound to 2,000 bytes (two of these sessions), 4 messages of it as objects:
+    sessions go cold (kept as bytes), are let go of, come back; each history stays what the
+    database holds."""
+    async with opener(history_cache_bytes=2000, history_hot_messages=4) as store, opener() as other:
+        sessions = [await store.active_session(**SESSION | {"user_id": f"u{i}"}) for i in range(4)]
+        expected: list[list[tuple[str, Message]]] = [[] for _ in sessions]
+        for n in range(3):
+            for i, session_id in enumerate(sessions):
+                turn = [(f"t{n}", m) for _, m in CONVERSATION]
+                await store.append_messages(session_id, f"t{n}", [m for _, m in turn])
+                expected[i] += turn
+                assert await store.load_history(session_id) == expected[i]
+            # another process writes to one of them, cached or not
+            extra = Message("user", f"from elsewhere {n}")
+            await other.append_messages(sessions[n], f"x{n}", [extra])
+            expected[n].append((f"x{n}", extra))
+        for i, session_id in reversed(list(enumerate(sessions))):
+            assert await store.load_history(session_id) == expected[i]
+            assert await other.load_history(session_id) == expected[i]
 
 
 async def test_concurrent_appends_land_once_and_in_order(opener: Opener) -> None:

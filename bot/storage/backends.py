@@ -13,10 +13,11 @@ if TYPE_CHECKING:
 AnyStore: TypeAlias = "SqliteStore | PostgresStore"
 
 
-def build_store(path: str | Path, url: str | None) -> AnyStore:
-    """`url` wins when set; `path` is the SQLite file (":memory:" for none)."""
+def build_store(path: str | Path, url: str | None, **cache: int) -> AnyStore:
+    """`url` wins when set; `path` is the SQLite file (":memory:" for none). `cache`: the
+    history cache's bounds (`history_cache_bytes`, `history_hot_messages`), else defaults."""
     if url:
         from bot.storage.pg import PostgresStore  # asyncpg is imported only by those who use it
 
-        return PostgresStore(url)
-    return SqliteStore(path)
+        return PostgresStore(url, **cache)
+    return SqliteStore(path, **cache)

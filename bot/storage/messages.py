@@ -15,28 +15,28 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections import Counter, OrderedDict
-from collections.abc import Coroutine, Iterable, Sequence
-from typing import Any, cast
+from collections import Counter
+from collections.abc import Coroutine, Sequence
+from typing import Any
 
 import sqlalchemy as sa
 
 from agent.store import UsageRow
-from agent.types import AuditRecord, Message, Role, ToolCall
+from agent.types import AuditRecord, Message
+from bot.storage.history_cache import (
+    HistoryCache,
+    HistoryItem,
+    IdRow,
+    message_columns,
+    message_from_columns,
+)
 from bot.storage.query import Query, params
 from bot.storage.schema import now
 from bot.storage.tables import audit_logs, chat_sessions, messages, usage
 from bot.storage.turns import insert_turn
 from bot.storage.tx import Row, StoreCalls, Tx
-from content.parts import parts_from_json, parts_to_json
 
-HistoryItem = tuple[str, Message]
-IdRow = tuple[int, HistoryItem]  # message id, (turn id, message)
 AUDIT_RESULT_LIMIT = 4000
-# A cached history keeps the newest messages only (the model never sees more than its context
-# budget), trimmed in steps so the history window recounts rarely.
-HISTORY_KEEP = 5000
-HISTORY_TRIM_AT = 6000
 INSERT_BATCH = 32  # messages a statement at most (each count of rows is one compiled INSERT)
 
 M = messages
@@ -101,58 +101,34 @@ def _truncate(result: str) -> str:
 
 def message_fields(m: Message) -> tuple[Any, ...]:
     """A message's columns (`_FIELDS`, in order) as stored."""
-    calls = [{"id": c.id, "name": c.name, "arguments": c.arguments} for c in m.tool_calls]
-    return (
-        m.role,
-        m.content,
-        json.dumps(calls) if calls else None,
-        m.tool_call_id,
-        m.name,
-        int(m.is_error),
-        None if m.usage is None else m.usage.input_tokens,
-        None if m.usage is None else m.usage.output_tokens,
-        parts_to_json(m.parts) if m.parts else None,  # most messages are text only
-    )
+    *head, parts = message_columns(m)
+    usage = m.usage
+    tokens = (None, None) if usage is None else (usage.input_tokens, usage.output_tokens)
+    return (*head, *tokens, parts)
 
 
 def _history_row(row: Row) -> IdRow:
-    row_id, turn_id, role, content, calls, call_id, name, is_error, parts = row
-    tool_calls = (
-        tuple(ToolCall(c["id"], c["name"], c["arguments"]) for c in json.loads(calls))
-        if calls
-        else ()
-    )
-    message = Message(
-        cast(Role, role), content, tool_calls, call_id, name, bool(is_error),
-        parts=parts_from_json(parts),
-    )  # fmt: skip
-    return row_id, (turn_id, message)
-
-
-class History:
-    """A session's cached history and the id of the last message row it includes."""
-
-    __slots__ = ("items", "last_id")
-
-    def __init__(self, last_id: int, items: list[HistoryItem]) -> None:
-        self.last_id = last_id
-        self.items = items
+    row_id, turn_id, *columns = row
+    return row_id, (turn_id, message_from_columns(*columns))
 
 
 class MessageLog(StoreCalls):
     """The message, audit and usage half of the Store protocol, with the history cache."""
 
-    def _init_history(self, cache_size: int) -> None:
-        self._histories: OrderedDict[str, History] = OrderedDict()
-        self._cache_size = cache_size
+    def _init_history(self, cache_bytes: int, hot_messages: int) -> None:
+        self._histories = HistoryCache(cache_bytes, hot_messages)
         self._append_locks: dict[str, asyncio.Lock] = {}  # sessions being appended to
         self._appenders: Counter[str] = Counter()  # per session: calls holding or awaiting it
 
     async def load_history(self, session_id: str) -> list[HistoryItem]:
-        history = self._histories.get(session_id)
-        since = 0 if history is None else history.last_id
+        since = self._histories.last_id(session_id) or 0
         rows = await self._tx(_history_since, session_id, since)
-        return list(self._merge(session_id, rows).items)
+        history = self._histories.merge(session_id, rows, since)
+        if history is None:  # let go of while its rows were read (PostgreSQL): read them all
+            rows = await self._tx(_history_since, session_id, 0)
+            history = self._histories.merge(session_id, rows, 0)
+            assert history is not None  # all the rows are a history to cache
+        return list(history.items)
 
     def append_messages(
         self,
@@ -178,21 +154,19 @@ class MessageLog(StoreCalls):
         """The append; `turn`: a turn's row to create in the same transaction, first (a turn
         and its user's message are one write: `TurnLog.create_turn`)."""
         if not self.interleaves:  # the call runs to its end at once: no lock (nor a layer)
-            history = self._histories.get(session_id)
-            since = None if history is None else history.last_id
+            since = self._histories.last_id(session_id)
             rows = await self._tx(_append, session_id, turn_id, messages, since, usage, turn)
-            if history is not None:
-                self._merge(session_id, rows)
+            if since is not None:
+                self._histories.merge(session_id, rows, since)
             return
         lock = self._append_locks.setdefault(session_id, asyncio.Lock())
         self._appenders[session_id] += 1
         try:
             async with lock:
-                history = self._histories.get(session_id)
-                since = None if history is None else history.last_id
+                since = self._histories.last_id(session_id)
                 rows = await self._tx(_append, session_id, turn_id, messages, since, usage, turn)
-                if session_id in self._histories:
-                    self._merge(session_id, rows)
+                if since is not None:  # cached when read: joins it (unless let go of since)
+                    self._histories.merge(session_id, rows, since)
         finally:
             self._appenders[session_id] -= 1
             if not self._appenders[session_id]:
@@ -214,26 +188,9 @@ class MessageLog(StoreCalls):
         row = UsageRow(provider, model, input_tokens, output_tokens)
         await self._tx(_insert_usage, session_id, turn_id, (row,), now())
 
-    def _merge(self, session_id: str, rows: Iterable[IdRow]) -> History:
-        """Rows past the cached history's last id join it, in id order; returns the history."""
-        history = self._histories.get(session_id)
-        if history is None:
-            history = self._histories[session_id] = History(0, [])
-            if len(self._histories) > self._cache_size:
-                self._histories.popitem(last=False)
-        else:
-            self._histories.move_to_end(session_id)
-        for row_id, item in rows:
-            if row_id > history.last_id:
-                history.items.append(item)
-                history.last_id = row_id
-        if len(history.items) > HISTORY_TRIM_AT:
-            del history.items[: len(history.items) - HISTORY_KEEP]
-        return history
-
     def _remember_empty(self, session_id: str) -> None:
         """A session just created has no messages: its history is known without asking."""
-        self._merge(session_id, ())
+        self._histories.merge(session_id, (), 0)
 
     def _closed(self) -> None:
         self._histories.clear()

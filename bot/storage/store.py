@@ -6,6 +6,7 @@ from pathlib import Path
 
 from bot.storage.calls import AllTables
 from bot.storage.connection import StoreConnection
+from bot.storage.history_cache import HOT_MESSAGES, MAX_BYTES
 
 
 class SqliteStore(AllTables, StoreConnection):
@@ -16,6 +17,12 @@ class SqliteStore(AllTables, StoreConnection):
     `bot.storage.connection` for why, with the measurements).
     """
 
-    def __init__(self, path: str | Path, *, history_cache_size: int = 256) -> None:
+    def __init__(
+        self,
+        path: str | Path,
+        *,
+        history_cache_bytes: int = MAX_BYTES,
+        history_hot_messages: int = HOT_MESSAGES,
+    ) -> None:
         super().__init__(path)
-        self._init_history(history_cache_size)
+        self._init_history(history_cache_bytes, history_hot_messages)

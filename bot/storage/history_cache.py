@@ -1,0 +1,235 @@
+"""The store's cache of session histories: bounded by bytes, and almost nothing in it for the GC.
+
+Why this layout: CPython's cyclic collector walks every tracked object in each full collection,
+~0.7 us apiece on a loaded machine, and a cached message as objects is ~2.5 of them (its
+`Message`, the (turn id, message) tuple, an answer's `Usage`), all live, so collections free
+nothing: 118 ms pauses after 33,000 turns in 250 conversations (issue 29). So most of the cache
+is bytes: a session's history `marshal`led, one untracked object, read back when the session
+is used again (a cold hit, ~1 us a message, against a query of its rows).
+
+The sessions used most recently stay objects ("hot", `HOT_MESSAGES` messages in all): a turn
+needs the same `Message` objects as the turn before, because the providers keep each message's
+wire bytes and what a request made of the history on them (`Message.derived`, agent/providers/
+wire.py) and the history window keeps its window (agent/history.py); a history decoded afresh
+costs the next model call the encoding of all of it again. The most recent session stays hot
+whatever its length.
+
+The bound (`max_bytes`) counts each history's encoded size (hot ones estimated the same way:
+text plus `ENTRY_BYTES` a message); past it the least recently used sessions go, cold first.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import marshal
+from collections import OrderedDict
+from collections.abc import Iterable
+from typing import Any, cast
+
+from agent.types import Message, Role, ToolCall
+from content.parts import parts_from_json, parts_to_json
+
+HistoryItem = tuple[str, Message]
+IdRow = tuple[int, HistoryItem]  # message id, (turn id, message)
+# A cached history keeps the newest messages only (the model never sees more than its context
+# budget), trimmed in steps so the history window recounts rarely.
+HISTORY_KEEP = 5000
+HISTORY_TRIM_AT = 6000
+# ~2.5 tracked objects each: ~20,000 objects, a few ms of a full collection, enough to hold the
+# histories of a few dozen conversations talking at once
+HOT_MESSAGES = 8000
+MAX_BYTES = 256 * 1024 * 1024  # 10,000 conversations of 50 turns take ~80 MB
+ENTRY_BYTES = 48  # what a message costs encoded beyond its text (its fields, the marshal codes)
+
+
+def message_columns(m: Message) -> tuple[Any, ...]:
+    """A message as stored: role, content, tool calls (JSON), call id, name, is_error, parts."""
+    calls = [{"id": c.id, "name": c.name, "arguments": c.arguments} for c in m.tool_calls]
+    return (
+        m.role,
+        m.content,
+        json.dumps(calls) if calls else None,
+        m.tool_call_id,
+        m.name,
+        int(m.is_error),
+        parts_to_json(m.parts) if m.parts else None,  # most messages are text only
+    )
+
+
+def message_from_columns(
+    role: str,
+    content: str,
+    calls: str | None,
+    call_id: str | None,
+    name: str | None,
+    is_error: int,
+    parts: str | None,
+) -> Message:
+    """The message `message_columns` stored (its usage is not: that is the `usage` table's)."""
+    tool_calls = (
+        tuple(ToolCall(c["id"], c["name"], c["arguments"]) for c in json.loads(calls))
+        if calls
+        else ()
+    )
+    return Message(
+        cast(Role, role), content, tool_calls, call_id, name, bool(is_error),
+        parts=parts_from_json(parts),
+    )  # fmt: skip
+
+
+def _size(m: Message) -> int:
+    size = len(m.content) + ENTRY_BYTES
+    for call in m.tool_calls:
+        size += len(call.id) + len(call.name) + len(call.arguments) + ENTRY_BYTES
+    if m.parts:  # rare: most messages are text only
+        size += len(parts_to_json(m.parts) or "")
+    return size
+
+
+class History:
+    """A session's cached history, the id of the last message row it includes, its size, and
+    the bytes it was read back from (`packed`: `chunks` marshalled tuples of its first
+    `packed_count` items)."""
+
+    __slots__ = ("chunks", "items", "last_id", "packed", "packed_count", "size")
+
+    def __init__(
+        self,
+        last_id: int,
+        items: list[HistoryItem],
+        size: int = 0,
+        packed: bytes = b"",
+        chunks: int = 0,
+    ) -> None:
+        self.last_id = last_id
+        self.items = items
+        self.size = size
+        self.packed, self.chunks = packed, chunks
+        self.packed_count = len(items) if chunks else 0
+
+
+# cold: (last id, size counted, chunks, the items as `chunks` marshalled tuples one after the
+# other): a tuple of atomics, which the collector stops tracking once it has seen it. A history
+# going cold again encodes only the items added since it was read back, as one more chunk (a
+# cold hit does not encode the whole history again); past MAX_CHUNKS, all of it as one.
+Cold = tuple[int, int, int, bytes]
+MAX_CHUNKS = 8
+
+
+def _rows(items: list[HistoryItem]) -> bytes:
+    return marshal.dumps(tuple((turn_id, *message_columns(m)) for turn_id, m in items))
+
+
+def _encode(history: History) -> Cold:
+    last_id, size = history.last_id, history.size
+    if not history.chunks or history.chunks >= MAX_CHUNKS:
+        return last_id, size, 1, _rows(history.items)
+    new = history.items[history.packed_count :]
+    if not new:
+        return last_id, size, history.chunks, history.packed
+    return last_id, size, history.chunks + 1, history.packed + _rows(new)
+
+
+def _decode(cold: Cold) -> History:
+    last_id, size, chunks, packed = cold
+    stream = io.BytesIO(packed)
+    items = [
+        (row[0], message_from_columns(*row[1:]))
+        for _ in range(chunks)
+        for row in marshal.load(stream)
+    ]
+    return History(last_id, items, size, packed, chunks)
+
+
+class HistoryCache:
+    """Per session, its history: hot (objects) for the most recently used, else cold (bytes)."""
+
+    def __init__(self, max_bytes: int = MAX_BYTES, hot_messages: int = HOT_MESSAGES) -> None:
+        self.max_bytes = max_bytes
+        self.hot_messages = hot_messages
+        self._hot: OrderedDict[str, History] = OrderedDict()
+        self._cold: OrderedDict[str, Cold] = OrderedDict()
+        self._hot_count = 0  # messages in hot histories
+        self._bytes = 0  # of all histories, as counted (see the module's docstring)
+
+    def last_id(self, session_id: str) -> int | None:
+        """The last message id the session's cached history includes; None: not cached."""
+        history = self._hot.get(session_id)
+        if history is not None:
+            return history.last_id
+        cold = self._cold.get(session_id)
+        return None if cold is None else cold[0]
+
+    def __contains__(self, session_id: str) -> bool:
+        return session_id in self._hot or session_id in self._cold
+
+    def __len__(self) -> int:
+        return len(self._hot) + len(self._cold)
+
+    @property
+    def size(self) -> int:
+        return self._bytes
+
+    def merge(self, session_id: str, rows: Iterable[IdRow], since: int | None) -> History | None:
+        """Rows past the cached history's last id join it, in id order; the session becomes
+        the most recently used. `since`: the id the rows were read after (0: all of them).
+        A session not cached is cached only from all its rows; else None."""
+        history = self._hot.get(session_id)
+        if history is not None:
+            self._hot.move_to_end(session_id)
+        else:
+            cold = self._cold.pop(session_id, None)
+            if cold is not None:
+                history = _decode(cold)
+            elif since == 0:
+                history = History(0, [])
+            else:
+                return None
+            self._hot[session_id] = history  # its bytes are counted already (cold: the same)
+            self._hot_count += len(history.items)
+        count, size = len(history.items), history.size
+        for row_id, item in rows:
+            if row_id > history.last_id:
+                history.items.append(item)
+                history.size += _size(item[1])
+                history.last_id = row_id
+        if len(history.items) > HISTORY_TRIM_AT:
+            del history.items[: len(history.items) - HISTORY_KEEP]
+            history.size = sum(_size(m) for _, m in history.items)
+            history.chunks = history.packed_count = 0  # encoded afresh when it goes cold
+            history.packed = b""
+        self._hot_count += len(history.items) - count
+        self._bytes += history.size - size
+        if self._hot_count > self.hot_messages or self._bytes > self.max_bytes:
+            self._bound()
+        return history
+
+    def forget(self, session_id: str) -> None:
+        """Let the session's history go (its next load reads it from the database)."""
+        history = self._hot.pop(session_id, None)
+        if history is not None:
+            self._hot_count -= len(history.items)
+            self._bytes -= history.size
+        cold = self._cold.pop(session_id, None)
+        if cold is not None:
+            self._bytes -= cold[1]
+
+    def clear(self) -> None:
+        self._hot.clear()
+        self._cold.clear()
+        self._hot_count = self._bytes = 0
+
+    def _bound(self) -> None:
+        """Past `hot_messages`, the least recently used hot histories go cold; past
+        `max_bytes`, the least recently used go, cold ones first. The newest stays."""
+        while self._hot_count > self.hot_messages and len(self._hot) > 1:
+            session_id, history = self._hot.popitem(last=False)
+            self._hot_count -= len(history.items)
+            self._cold[session_id] = _encode(history)  # the newest of the cold
+        while self._bytes > self.max_bytes and self._cold:
+            self._bytes -= self._cold.popitem(last=False)[1][1]
+        while self._bytes > self.max_bytes and len(self._hot) > 1:
+            _, history = self._hot.popitem(last=False)
+            self._hot_count -= len(history.items)
+            self._bytes -= history.size

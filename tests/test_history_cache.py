@@ -1,0 +1,121 @@
+"""The store's history cache (bot/storage/history_cache.py): the same history whether a session
+is kept as objects or as bytes, a byte bound, least recently used out first."""
+
+from __future__ import annotations
+
+import gc
+
+from agent.types import Message, ToolCall, Usage
+from bot.storage.history_cache import ENTRY_BYTES, MAX_CHUNKS, HistoryCache, IdRow
+from content.parts import BlobRef, ImagePart
+
+CALL = ToolCall("c1", "web_search", '{"q":  "Zürich"}')
+IMAGE = ImagePart(BlobRef("b1", "image/png", 12, "a.png"))
+MESSAGES = [
+    Message("user", "What's the weather in Zürich? 🌦", parts=(IMAGE,)),
+    Message("assistant", "", (CALL,), usage=Usage(10, 2, "openai", "m")),
+    Message("tool", "12°C", tool_call_id="c1", name="web_search", is_error=True),
+    Message("assistant", "It is 12°C and raining."),
+]
+
+
+def rows(first_id: int, turn_id: str, messages: list[Message]) -> list[IdRow]:
+    return [(first_id + i, (turn_id, m)) for i, m in enumerate(messages)]
+
+
+def stored(m: Message) -> Message:
+    """What the database gives back: no usage (that is the `usage` table's)."""
+    return Message(
+        m.role, m.content, m.tool_calls, m.tool_call_id, m.name, m.is_error, None, m.parts
+    )
+
+
+def test_a_history_gone_cold_reads_back_the_same() -> None:
+    cache = HistoryCache(hot_messages=4)
+    first = cache.merge("s1", rows(1, "t1", MESSAGES), 0)
+    assert first is not None and [m for _, m in first.items] == MESSAGES
+    assert first.items[0][1] is MESSAGES[0]  # hot: the very objects (their derived forms kept)
+    cache.merge("s2", rows(5, "t2", [Message("user", "other")]), 0)  # s1 goes cold
+    assert cache.last_id("s1") == 4 and "s1" in cache
+    again = cache.merge("s1", rows(6, "t3", [Message("user", "more")]), 4)
+    assert again is not None
+    expected = [("t1", stored(m)) for m in MESSAGES] + [("t3", Message("user", "more"))]
+    assert again.items == expected
+    assert [m.usage for _, m in again.items[:4]] == [None] * 4
+    # read back from the bytes, then hot again: the same objects from now on
+    assert cache.merge("s1", (), 7) is not None
+    assert cache.merge("s1", (), 7).items[0][1] is again.items[0][1]  # type: ignore[union-attr]
+
+
+def test_rows_already_included_are_not_added_again() -> None:
+    cache = HistoryCache()
+    cache.merge("s", rows(1, "t1", MESSAGES[:2]), 0)
+    history = cache.merge("s", rows(2, "t1", MESSAGES[1:3]), 1)  # row 2 again, then row 3
+    assert history is not None and [m for _, m in history.items] == MESSAGES[:3]
+    assert history.last_id == 3
+
+
+def test_a_session_not_cached_is_cached_only_from_all_its_rows() -> None:
+    cache = HistoryCache()
+    assert cache.merge("s", rows(9, "t9", MESSAGES[:1]), 8) is None  # a part of it: not cached
+    assert "s" not in cache and cache.last_id("s") is None
+    assert cache.merge("s", (), 0) is not None and cache.last_id("s") == 0
+    cache.forget("s")
+    assert "s" not in cache and cache.size == 0
+
+
+def test_the_byte_bound_evicts_the_least_recently_used() -> None:
+    one = len("x" * 100) + ENTRY_BYTES
+    cache = HistoryCache(max_bytes=3 * one, hot_messages=1)
+    for n in range(3):
+        cache.merge(f"s{n}", rows(n + 1, "t", [Message("user", "x" * 100)]), 0)
+    assert len(cache) == 3 and cache.size == 3 * one
+    cache.merge("s0", (), 1)  # used again: s1 is now the least recently used
+    cache.merge("s3", rows(4, "t", [Message("user", "x" * 100)]), 0)
+    assert "s1" not in cache and all(f"s{n}" in cache for n in (0, 2, 3))
+    assert cache.size <= cache.max_bytes
+    # one history past the bound alone: the newest stays, every other goes
+    big = [Message("user", "y" * 400)]
+    assert cache.merge("s4", rows(5, "t", big), 0) is not None
+    assert len(cache) == 1 and "s4" in cache
+
+
+def test_only_the_most_recent_histories_are_kept_as_objects() -> None:
+    cache = HistoryCache(hot_messages=3)
+    kept = [[Message("user", f"q{n}"), Message("assistant", f"a{n}")] for n in range(5)]
+    for n, messages in enumerate(kept):
+        cache.merge(f"s{n}", rows(10 * n + 1, "t", messages), 0)
+    newest = cache.merge("s4", (), 12)
+    assert newest is not None and newest.items[0][1] is kept[4][0]  # hot: the same objects
+    older = cache.merge("s3", (), 32)  # went cold when s4 came: read back from its bytes
+    assert older is not None and [m for _, m in older.items] == kept[3]
+    assert older.items[0][1] is not kept[3][0]
+
+
+def test_cold_histories_keep_nothing_the_collector_walks() -> None:
+    cache = HistoryCache(hot_messages=2)
+    gc.collect()
+    before = len(gc.get_objects())
+    for n in range(500):
+        answer = Message("assistant", f"a{n}", usage=Usage(1, 2, "openai", "m"))
+        cache.merge(f"s{n}", rows(2 * n + 1, "t", [Message("user", f"q{n}"), answer]), 0)
+    gc.collect()
+    # 500 sessions, 1,000 messages: as objects ~2,500 tracked; as bytes, the newest's few
+    assert len(gc.get_objects()) - before < 20
+    assert len(cache) == 500
+
+
+def test_a_history_back_and_forth_many_times_reads_back_whole() -> None:
+    """Each time it goes cold again only its new messages are encoded (one more chunk)."""
+    cache = HistoryCache(hot_messages=1)
+    expected: list[tuple[str, Message]] = []
+    next_id = 1
+    for n in range(2 * MAX_CHUNKS + 3):  # past MAX_CHUNKS: encoded as one again
+        added = [Message("user", f"q{n}"), Message("assistant", f"a{n}", (CALL,))]
+        history = cache.merge("s", rows(next_id, f"t{n}", added), next_id - 1)
+        assert history is not None and history.items == expected + [(f"t{n}", m) for m in added]
+        expected = history.items[:]
+        next_id += 2
+        cache.merge(f"other{n}", (), 0)  # s goes cold
+    back = cache.merge("s", (), next_id - 1)
+    assert back is not None and back.items == expected and len(expected) == 2 * (2 * MAX_CHUNKS + 3)
