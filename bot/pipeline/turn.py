@@ -37,7 +37,7 @@ from bot.pipeline.placeholder import post_placeholder
 from bot.pipeline.quota import Quotas
 from bot.pipeline.resume import TurnResumer
 from bot.pipeline.turn_ends import TurnEnds
-from bot.pipeline.turn_input import combine, media, shown, user_text_masker
+from bot.pipeline.turn_input import carried, combine, media, shown, user_text_masker
 from bot.pipeline.turn_line import log_turn, tallying
 from bot.pipeline.turn_outcome import (
     INTERRUPTED,
@@ -247,6 +247,8 @@ class TurnRunner:
                     outcome = Outcome("refused", heard.reply)
                 else:
                     outcome = await self.work.run(turn, delivery, control, start)
+                    if outcome.status != "stopped":  # a background result's media, once
+                        outcome.parts = carried(batch) + outcome.parts
             if control.lost:
                 outcome, recorded = Outcome("lost"), False  # the new holder's now: hands off
                 log.warning("turn %s left to the process that took it over", turn_id)
