@@ -7,14 +7,20 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 
+import aiohttp
 import pytest
+from aiohttp import web
 
 from adapters.base import ChatRef, InboundMessage
+from adapters.websocket import WebSocketChannel
 from agent.providers.scripted import Reply, ScriptedProvider
 from agent.types import ModelRequest
+from bot.pipeline.transcript import StoreHistory
 from bot.runtime.app import App
-from content.parts import BlobRef, ImagePart
-from tests.conftest import make_config
+from bot.storage import SqliteStore
+from content.parts import BlobRef, FilePart, ImagePart
+from tests.blob_kit import MemoryBlobs, PlainLinks
+from tests.conftest import ORIGIN, WsClient, make_config
 from tests.test_parts_pipeline import MediaChannel, chart_registry
 from tools.builtin import builtin_registry
 
@@ -82,3 +88,62 @@ async def test_a_background_specialists_chart_reaches_the_answer_that_delivers_i
     assert channel.shown()[-1] == "Here is the sales chart: sales grew."
     assert channel.media[-1] == chart  # the delivering answer carries the chart
     assert sum(1 for parts in channel.media if parts) == 1  # once, and not with the first answer
+
+    # the stored transcript keeps the chart with the answer it went out with
+    shown = await StoreHistory(running.store, lambda: "default").recent(CHAT, "u1")
+    assert [(m.role, m.text, m.parts) for m in shown] == [
+        ("user", "chart please", ()),
+        ("assistant", "I asked for the chart; it will follow.", ()),
+        ("assistant", "Here is the sales chart: sales grew.", chart),
+    ]
+
+
+async def test_a_reload_shows_the_answers_file_with_a_fresh_link(tmp_path: Path) -> None:
+    """The stored transcript a widget reload shows: the bot's file beside its answer, as the
+    user's files beside theirs, with a link made now (the one sent live may have expired)."""
+    identity = "v:visitor-0001"
+    blobs = MemoryBlobs()
+    report = FilePart(
+        await blobs.put(b"%PDF-1.4\n%%EOF", mime_type="application/pdf", name="r.pdf")
+    )
+    async with SqliteStore(tmp_path / "bot.db") as store:
+        key = {"channel": "websocket", "conversation_key": f"websocket:{identity}"}
+        session_id = await store.active_session(**key, user_id=identity)
+        await store.create_turn(
+            turn_id="t1",
+            session_id=session_id,
+            **key,
+            inbound_event_ids=["e1"],
+            placeholder={"channel": "websocket", "chat_id": identity, "message_id": "m_1"},
+            inbound_messages=[{"message_id": "c1", "text": "the report, please"}],
+        )
+        await store.finish_turn(
+            "t1", status="completed", final_text="Attached.", final_parts=(report,)
+        )
+        channel = WebSocketChannel(
+            allowed_origins=[ORIGIN],
+            blobs=blobs,
+            links=PlainLinks(),
+            history=StoreHistory(store, lambda: "default"),
+        )
+        app = web.Application()
+        channel.install(app)
+        runner = web.AppRunner(app, shutdown_timeout=1)
+        await runner.setup()
+        await web.TCPSite(runner, "127.0.0.1", 0).start()
+        try:
+            async with aiohttp.ClientSession() as client:
+                url = f"http://127.0.0.1:{runner.addresses[0][1]}/ws"
+                tab = WsClient(await client.ws_connect(url, headers={"Origin": ORIGIN}))
+                await tab.send(type="hello", visitor_id="visitor-0001", resume_after=0)
+                frames = [await tab.next() for _ in range(3)]
+        finally:
+            await runner.cleanup()
+    assert [(f["type"], f.get("text")) for f in frames] == [
+        ("ready", None),
+        ("message.user", "the report, please"),
+        ("message.completed", "Attached."),
+    ]
+    [attachment] = frames[2]["attachments"]
+    assert attachment["url"] == f"/media/{report.blob.blob_id}?name=r.pdf"
+    assert (attachment["type"], attachment["name"]) == ("file", "r.pdf")

@@ -233,8 +233,9 @@ class TurnResumer:
         finally:
             await delivery.close()
             if not control.lost:
-                final = outcome.text if outcome.status == "completed" else None
-                await self.ends.record(turn.id, outcome.status, final, outcome.error, kept)
+                done = outcome.status == "completed"
+                final, parts = (outcome.text, outcome.parts) if done else (None, ())
+                await self.ends.record(turn.id, outcome.status, final, outcome.error, kept, parts)
         return outcome.status
 
     async def _new_placeholder(self, turn_id: str, delivery: Delivery) -> None:

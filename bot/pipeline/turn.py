@@ -335,10 +335,11 @@ class TurnRunner:
     async def _record_end(
         self, turn_id: str, outcome: Outcome, kept: tuple[str, Message] | None = None
     ) -> None:
-        final = outcome.text if outcome.status == "completed" else None
+        done = outcome.status == "completed"
+        final, parts = (outcome.text, outcome.parts) if done else (None, ())
         status = "failed" if outcome.status == "undelivered" else outcome.status
         # kept and retried if refused; `kept` is saved with it
-        await self.ends.record(turn_id, status, final, outcome.error, kept)
+        await self.ends.record(turn_id, status, final, outcome.error, kept, parts)
 
     async def _over_quota(self, message: InboundMessage, language: str) -> str | None:
         """What the placeholder says instead of an answer, if a quota is reached; else None and
