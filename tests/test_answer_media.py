@@ -4,6 +4,7 @@ the stored transcript (the widget's reload) shows them beside the answer."""
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 
@@ -22,6 +23,7 @@ from content.parts import BlobRef, FilePart, ImagePart
 from tests.blob_kit import MemoryBlobs, PlainLinks
 from tests.conftest import ORIGIN, WsClient, make_config
 from tests.test_parts_pipeline import MediaChannel, chart_registry
+from tests.test_resume import snapshot
 from tools.builtin import builtin_registry
 
 CHAT = ChatRef("fake", "dm-1")
@@ -147,3 +149,47 @@ async def test_a_reload_shows_the_answers_file_with_a_fresh_link(tmp_path: Path)
     [attachment] = frames[2]["attachments"]
     assert attachment["url"] == f"/media/{report.blob.blob_id}?name=r.pdf"
     assert (attachment["type"], attachment["name"]) == ("file", "r.pdf")
+
+
+async def test_a_background_result_resumed_after_a_crash_still_carries_its_media(
+    tmp_path: Path,
+) -> None:
+    """The turn that delivers a background result, its process killed mid-turn: the resumed
+    turn's answer carries the result's chart (kept as the turn's user message parts), and the
+    turn keeps it with the answer."""
+    chart = ImagePart(BlobRef("d" * 64, "image/png", 20, "sales.png"))
+    notice = InboundMessage(
+        CHAT, "u1", "<task-notification …>", "task:t9", None, mentioned=True, parts=(chart,)
+    )
+
+    async def serve(folder: Path, provider: ScriptedProvider) -> tuple[App, MediaChannel]:
+        folder.mkdir(exist_ok=True)
+        (folder / "personas").mkdir(exist_ok=True)
+        (folder / "personas" / "default.md").write_text(COORDINATOR)
+        config = make_config(folder, personas={"dirs": [str(folder / "personas")]})
+        channel = MediaChannel()
+        app = App(config, base_dir=folder, provider=provider, channels=[channel], web_server=False)
+        await app.__aenter__()
+        return app, channel
+
+    stalled = ScriptedProvider([Reply("never", wait=asyncio.Event())])
+    first, _ = await serve(tmp_path / "a", stalled)
+    try:
+        await first.gateway.handle(notice)
+        await asyncio.wait_for(stalled.wait_requests(1), 5)
+        snapshot(tmp_path / "a", tmp_path / "b")  # what a kill -9 would leave
+    finally:
+        await first.stop()
+
+    provider = ScriptedProvider([Reply("The chart is ready.")])
+    second, channel = await serve(tmp_path / "b", provider)
+    try:
+        await second.gateway.wait_idle()
+        [turn] = await second.store.recent_turns(
+            channel="fake", conversation_key=CHAT.key, user_id="u1"
+        )
+    finally:
+        await second.stop()
+    assert channel.shown()[-1] == "The chart is ready."
+    assert channel.media[-1] == (chart,)
+    assert (turn.status, turn.final_parts) == ("completed", (chart,))
