@@ -17,6 +17,7 @@ from adapters.websocket import WebSocketChannel
 from agent.providers.scripted import Reply, ScriptedProvider
 from agent.types import ModelRequest
 from bot.pipeline.transcript import StoreHistory
+from bot.redis import messages
 from bot.runtime.app import App
 from bot.storage import SqliteStore
 from content.parts import BlobRef, FilePart, ImagePart
@@ -193,3 +194,9 @@ async def test_a_background_result_resumed_after_a_crash_still_carries_its_media
     assert channel.shown()[-1] == "The chart is ready."
     assert channel.media[-1] == (chart,)
     assert (turn.status, turn.final_parts) == ("completed", (chart,))
+
+
+def test_the_message_a_background_result_becomes_keeps_its_media_on_the_redis_queue() -> None:
+    chart = ImagePart(BlobRef("d" * 64, "image/png", 20, "sales.png", "tool:chart"))
+    notice = InboundMessage(CHAT, "u1", "<task-notification …>", "task:t9", None, parts=(chart,))
+    assert messages.load(messages.dump(notice)) == notice
