@@ -72,8 +72,14 @@ async def app(
     (folder / "charter.md").write_text(CHARTER)
     channel = MediaChannel()
     config = make_config(tmp_path, personas={"dirs": [str(folder)]})
-    kwargs = {"provider": provider, "registry": registry, "channels": [channel]}
-    async with App(config, base_dir=tmp_path, web_server=False, **kwargs) as running:
+    async with App(
+        config,
+        base_dir=tmp_path,
+        provider=provider,
+        registry=registry,
+        channels=[channel],
+        web_server=False,
+    ) as running:
         holder.append(running)
         yield running, channel, provider, made
 
@@ -110,12 +116,15 @@ async def test_a_reload_shows_the_answers_file_with_a_fresh_link(tmp_path: Path)
         await blobs.put(b"%PDF-1.4\n%%EOF", mime_type="application/pdf", name="r.pdf")
     )
     async with SqliteStore(tmp_path / "bot.db") as store:
-        key = {"channel": "websocket", "conversation_key": f"websocket:{identity}"}
-        session_id = await store.active_session(**key, user_id=identity)
+        conversation = f"websocket:{identity}"
+        session_id = await store.active_session(
+            channel="websocket", conversation_key=conversation, user_id=identity
+        )
         await store.create_turn(
             turn_id="t1",
             session_id=session_id,
-            **key,
+            channel="websocket",
+            conversation_key=conversation,
             inbound_event_ids=["e1"],
             placeholder={"channel": "websocket", "chat_id": identity, "message_id": "m_1"},
             inbound_messages=[{"message_id": "c1", "text": "the report, please"}],
