@@ -35,6 +35,8 @@ class BackgroundResult:
     conversation_key: str
     channel: str
     user_id: str
+    # media its tools made (a chart): the turn that delivers the result carries them to the user
+    parts: tuple[Part, ...] = ()
 
     def result_text(self) -> str:
         return self.text or f"(no result: the task ended with status {self.status})"

@@ -270,6 +270,7 @@ class Workers:
                 parent.conversation_key,
                 parent.channel,
                 parent.user_id,
+                task.parts,
             )
             try:
                 await self.deliver(result)

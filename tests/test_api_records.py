@@ -14,6 +14,7 @@ from adapters.api.records import ApiMessage, ApiSession, MemorySessionRecords, S
 from bot.runtime.cli import main
 from bot.runtime.config import ConfigError
 from bot.storage.backends import build_store
+from content.parts import BlobRef, FilePart, ImagePart
 from tests.conftest import make_config
 from tests.pg_kit import pg_database, pg_url
 
@@ -77,6 +78,19 @@ async def test_a_message_added_again_is_updated_in_its_place(records: SessionRec
     found = await records.api_message("s_1", "c1")
     assert found is not None and found.position == user.position
     assert await records.api_message("s_1", "nope") is None
+
+
+async def test_a_messages_files_are_kept_and_completed_with_it(records: SessionRecords) -> None:
+    photo = ImagePart(BlobRef("a" * 64, "image/jpeg", 12, "cat.jpg", "api"))
+    chart = FilePart(BlobRef("b" * 64, "application/pdf", 7, "chart.pdf"))
+    await records.create_api_session(ApiSession("s_1", "a"))
+    await records.add_api_message(ApiMessage("s_1", "c1", "user", "", "received", parts=(photo,)))
+    await records.add_api_message(ApiMessage("s_1", "m_1", "assistant", "…", "pending"))
+    await records.add_api_message(
+        ApiMessage("s_1", "m_1", "assistant", "Drawn.", "completed", parts=(chart,))
+    )
+    kept = await records.api_messages("s_1", limit=10)
+    assert [(m.message_id, m.parts) for m in kept] == [("c1", (photo,)), ("m_1", (chart,))]
 
 
 async def test_pages_are_in_order_and_per_session(records: SessionRecords) -> None:

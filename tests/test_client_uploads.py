@@ -273,6 +273,20 @@ async def test_an_api_without_files_answers_uploads_with_404() -> None:
         assert (await refused.json())["error"]["code"] == "no_files"
 
 
+async def test_the_api_history_shows_an_answers_file_with_a_fresh_link(api: Site) -> None:
+    url = await session(api)
+    blob = await api.blobs.put(PDF, mime_type="application/pdf", name="answer.pdf")
+    chat = ChatRef("api", url.rsplit("/", 1)[1])
+    await api.channel.send(chat, OutboundContent("Here it is", parts=(FilePart(blob),)), final=True)
+    await api.channel.send(chat, OutboundContent("Words only"), final=True)
+    async with api.http.get(f"{url}/messages") as listed:
+        answer, words = (await listed.json())["messages"]
+    assert (answer["text"], words["text"], words["attachments"]) == ("Here it is", "Words only", [])
+    [attachment] = answer["attachments"]
+    assert attachment["url"] == f"/media/{blob.blob_id}?name=answer.pdf"
+    assert (attachment["type"], attachment["size"]) == ("file", len(PDF))
+
+
 class OneFileHistory:
     """A stored transcript of one user message with a file."""
 

@@ -174,7 +174,7 @@ async def test_media_reach_the_model_the_store_and_the_answer(
     shown = await StoreHistory(other.store, lambda: "default").recent(CHAT, "u1")
     assert [(m.role, m.text, m.parts) for m in shown] == [
         ("user", "what is on these?", sent),
-        ("assistant", "Here.", ()),
+        ("assistant", "Here.", (ImagePart(made[0]),)),  # with the chart it went out with
         ("user", "and again?", ()),
         ("assistant", "A photo and an invoice.", ()),
     ]

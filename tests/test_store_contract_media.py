@@ -105,3 +105,32 @@ async def test_many_writers_at_once_move_a_state_on_once(opener: Opener) -> None
         assert saved.count(True) == 1
         winner = str(saved.index(True))
         assert await two.load_conversation_state("websocket:c1") == _state(2, assignee=winner)
+
+
+async def test_a_turn_keeps_the_media_its_answer_went_out_with(opener: Opener) -> None:
+    chart = ImagePart(BlobRef("d" * 64, "image/png", 20, "sales.png"))
+    report = FilePart(BlobRef("e" * 64, "application/pdf", 7, "report.pdf"))
+    async with opener() as store, opener() as other:
+        session = await store.active_session(**SESSION)
+        for turn_id in ("t1", "t2"):
+            await store.create_turn(
+                turn_id=turn_id,
+                session_id=session,
+                channel="telegram",
+                conversation_key="telegram:42",
+                inbound_event_ids=[turn_id],
+                placeholder=None,
+            )
+        await store.finish_turn(
+            "t1", status="completed", final_text="Here.", final_parts=(chart, report)
+        )
+        await store.finish_turn("t2", status="completed", final_text="Words only.")
+        read = {
+            t.id: t.final_parts
+            for t in await other.recent_turns(
+                channel="telegram", conversation_key="telegram:42", user_id="7"
+            )
+        }
+        assert read == {"t1": (chart, report), "t2": ()}
+        kept = await other.get_turn("t1")
+        assert kept is not None and kept.final_parts == (chart, report)

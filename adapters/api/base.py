@@ -6,8 +6,9 @@ reach it only through `SessionsChannel`, so neither side imports the other both 
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Final, Protocol
+from typing import Any, Final, Protocol
 
 from adapters.api.keys import KeyRing
 from adapters.api.records import SessionRecords
@@ -18,6 +19,7 @@ from adapters.hub import EventHub
 from adapters.rates import InboundRates
 from adapters.uploads import UploadSigner
 from content.blobs import BlobStore
+from content.parts import Part
 
 PREFIX: Final = "/api/v1"
 
@@ -55,4 +57,8 @@ class SessionsChannel(Protocol):
 
     async def deliver(self, message: InboundMessage) -> None:
         """To the gateway; a request that came before the app started `run` waits for it."""
+        ...
+
+    def attachments(self, parts: Sequence[Part]) -> list[dict[str, Any]]:
+        """Parts with signed links made now, as events and the history show them."""
         ...

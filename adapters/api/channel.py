@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from aiohttp import web
@@ -31,7 +31,7 @@ from adapters.rates import InboundRates, LocalInboundRates
 from adapters.uploads import UploadSigner, rendered
 from adapters.websocket.protocol import new_id
 from content.blobs import BlobStore
-from content.parts import MediaPart
+from content.parts import MediaPart, Part
 
 log = logging.getLogger(__name__)
 
@@ -165,6 +165,11 @@ class ApiChannel:
             chat, OutboundContent(caption or "", parts=(part,)), reply_to=reply_to, final=True
         )
 
+    def attachments(self, parts: Sequence[Part]) -> list[dict[str, Any]]:
+        """Parts as events and the history show them, with signed links made now (none
+        without links)."""
+        return [] if self.links is None else rendered(parts, self.links, self._base_url)
+
     async def emit_event(self, chat: ChatRef, type: str, fields: Mapping[str, Any]) -> None:
         await self.hub.publish(hub_key(chat.chat_id), type, fields)
 
@@ -172,7 +177,7 @@ class ApiChannel:
         display = [dict(hint) for hint in content.display]
         fields = {"message_id": handle.message_id, "text": content.text, "display": display}
         if content.parts and self.links is not None:
-            fields["attachments"] = rendered(content.parts, self.links, self._base_url)
+            fields["attachments"] = self.attachments(content.parts)
         # Recorded first: a client that sees the completion and then reads the history finds it.
         done = ApiMessage(
             handle.chat.chat_id,
@@ -181,6 +186,7 @@ class ApiChannel:
             content.text,
             "completed",
             display=content.display,
+            parts=content.parts,  # the history shows them, with links made when it is read
         )
         await self._record(done)
         await self.hub.publish(hub_key(handle.chat.chat_id), "message.completed", fields)

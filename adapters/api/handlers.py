@@ -65,7 +65,8 @@ class SessionsApi:
         has_more = len(found) > page.limit
         if has_more:  # the extra one tells; it is beyond the page in the paging direction
             found = found[: page.limit] if page.after is not None else found[1:]
-        body = {"messages": [m.public() for m in found], "has_more": has_more}
+        shown = [m.public(self.channel.attachments) for m in found]  # links signed now
+        body = {"messages": shown, "has_more": has_more}
         return web.json_response(body)
 
     async def post_message(self, request: web.Request) -> web.StreamResponse:
@@ -80,13 +81,15 @@ class SessionsApi:
         resume = bodies.last_event_id(request)
         resent = await self._resent(session, frame.client_message_id)
         if resent is not None:
-            again = self._inbound(session, resent.message_id, _event(resent), text=resent.text)
+            again = self._inbound(
+                session, resent.message_id, _event(resent), text=resent.text, parts=resent.parts
+            )
             return await self.streams.resume(request, resent, resume, again)
         parts = self._parts(session, frame.attachments)
         message_id = frame.client_message_id or new_id("c_")
         event_id = f"api:{session.id}:{frame.client_message_id or uuid.uuid4().hex}"
         inbound = self._inbound(session, message_id, event_id, text=frame.text, parts=parts)
-        record = ApiMessage(session.id, message_id, "user", frame.text, "received")
+        record = ApiMessage(session.id, message_id, "user", frame.text, "received", parts=parts)
         await self._take_rate(session)
         return await self.streams.turn(request, inbound, record, resume)
 

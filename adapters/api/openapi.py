@@ -10,6 +10,7 @@ from typing import Any, Final
 
 from adapters.api.openapi_events import (
     ATTACHMENT_FIELDS,
+    ATTACHMENTS_OUT,
     EVENTS_RESPONSE,
     JSON,
     MESSAGE_COMPLETED,
@@ -114,6 +115,11 @@ def document(max_text_chars: int = 8000) -> dict[str, Any]:
             "action": {"type": ["object", "null"]},
             "created_at": {"type": "string"},
             "position": {"type": "integer"},
+            "attachments": {
+                **ATTACHMENTS_OUT,
+                "description": "The files the message came or went out with, each with a "
+                "signed `url` made when the history is read, which expires (fetch it soon).",
+            },
         },
     }
     error = {

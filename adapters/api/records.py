@@ -8,10 +8,12 @@ tests/test_api_records.py checks both against the same contract.
 from __future__ import annotations
 
 import itertools
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Any, Literal, Protocol
+
+from content.parts import Part
 
 Role = Literal["user", "assistant"]
 # user messages are `received`, or `dropped` from the queue by a `/stop` before a turn took them
@@ -44,9 +46,13 @@ class ApiMessage:
     seq: int = 0  # the session's event seq when a user message was taken (resends resume there)
     created_at: str = field(default_factory=now)
     position: int = 0  # set by the records: increasing in the order messages were added
+    parts: tuple[Part, ...] = ()  # the files it came or went out with, by reference
 
-    def public(self) -> dict[str, Any]:
-        """The message as the history endpoint shows it."""
+    def public(
+        self, render: Callable[[Sequence[Part]], list[dict[str, Any]]] | None = None
+    ) -> dict[str, Any]:
+        """The message as the history endpoint shows it; its files as `attachments`, with links
+        `render` makes now (none without it)."""
         return {
             "id": self.message_id,
             "role": self.role,
@@ -57,6 +63,7 @@ class ApiMessage:
             "action": None if self.action is None else dict(self.action),
             "created_at": self.created_at,
             "position": self.position,
+            "attachments": render(self.parts) if render is not None and self.parts else [],
         }
 
 
@@ -64,7 +71,7 @@ class SessionRecords(Protocol):
     """The contract (every implementation passes tests/test_api_records.py):
 
     - `add_api_message` of a new (session, message_id) appends it with the next `position`;
-      of a known one it updates `text`, `status` and `display` and keeps the position.
+      of a known one it updates `text`, `status`, `display` and `parts` and keeps the position.
     - `api_reply` is the newest assistant message with that `reply_to`, or None.
     - `api_messages` returns at most `limit` messages in position order: those after `after`
       (the oldest of them; with `before` too, only those between), else those before `before`
@@ -111,7 +118,13 @@ class MemorySessionRecords:
         if known is None:
             kept = replace(message, position=next(self._positions))
         else:
-            kept = replace(known, text=message.text, status=message.status, display=message.display)
+            kept = replace(
+                known,
+                text=message.text,
+                status=message.status,
+                display=message.display,
+                parts=message.parts,
+            )
         messages[message.message_id] = kept
         return kept
 

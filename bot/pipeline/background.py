@@ -13,6 +13,7 @@ from adapters.base import InboundMessage
 from agent.workers import BackgroundResult
 from bot.pipeline.conversations import ConversationQueue
 from bot.pipeline.dedup import Dedup
+from bot.pipeline.turn_input import TASK_EVENT
 from bot.storage.roles import TurnRecords
 
 log = logging.getLogger(__name__)
@@ -30,7 +31,7 @@ class BackgroundResults:
     async def deliver(self, result: BackgroundResult) -> None:
         """Queue `result` as a message to the coordinator, once however often it is handed in
         (its event is claimed); the gateway merges results that arrive together."""
-        event_id = f"task:{result.task_id}"
+        event_id = f"{TASK_EVENT}{result.task_id}"
         chat = await self.turn_log.conversation_chat(result.conversation_key)
         if chat is None or not await self.dedup.claim(event_id):
             log.warning("background result %s not delivered (conversation gone)", result.task_id)
@@ -42,5 +43,8 @@ class BackgroundResults:
             f"Its result:\n{result.result_text()}\n</task-notification>\n"
             "This comes from the system, not the user: tell the user what it found, in your own words."
         )
-        message = InboundMessage(chat, result.user_id, text, event_id, None, mentioned=True)
+        # its media ride with it (through the Redis queue too): the answer carries them
+        message = InboundMessage(
+            chat, result.user_id, text, event_id, None, mentioned=True, parts=result.parts
+        )
         await self.conversations.enqueue(message)

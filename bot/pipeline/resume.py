@@ -40,6 +40,7 @@ from bot.pipeline.delivery import Delivery
 from bot.pipeline.language import ConversationLanguage
 from bot.pipeline.resume_later import Deferred
 from bot.pipeline.turn_ends import TurnEnds, ended_unrecorded
+from bot.pipeline.turn_input import TASK_EVENT
 from bot.pipeline.turn_outcome import Outcome
 from bot.pipeline.turn_work import TurnWork
 from bot.storage.base import StorageError
@@ -177,7 +178,14 @@ class TurnResumer:
         delivery = Delivery(
             channel, chat, recipient=turn.user_id, blobs=self.blobs, language=language
         )
-        outcome = Outcome("completed", point.final or "", point.display, parts=point.parts)
+        # a background result's media (the user message's parts) ride with its answer, as in
+        # a turn that was not cut (bot/pipeline/turn_input.py `carried`)
+        events = turn.inbound_event_ids
+        task = bool(events) and all(event.startswith(TASK_EVENT) for event in events)
+        carried = point.messages[0].parts if task and point.messages else ()
+        outcome = Outcome(
+            "completed", point.final or "", point.display, parts=carried + point.parts
+        )
         kept: tuple[str, Message] | None = None
         try:
             if handle is not None:
@@ -197,6 +205,8 @@ class TurnResumer:
                     parts=point.messages[0].parts,
                 )
                 outcome = await self.work.run(work, delivery, control, point)
+                if outcome.status != "stopped":
+                    outcome.parts = carried + outcome.parts
             if control.lost:  # another process took it over meanwhile: leave it to that one
                 log.warning("turn %s left to the process that took it over", turn.id)
                 return "lost"
@@ -223,8 +233,9 @@ class TurnResumer:
         finally:
             await delivery.close()
             if not control.lost:
-                final = outcome.text if outcome.status == "completed" else None
-                await self.ends.record(turn.id, outcome.status, final, outcome.error, kept)
+                done = outcome.status == "completed"
+                final, parts = (outcome.text, outcome.parts) if done else (None, ())
+                await self.ends.record(turn.id, outcome.status, final, outcome.error, kept, parts)
         return outcome.status
 
     async def _new_placeholder(self, turn_id: str, delivery: Delivery) -> None:

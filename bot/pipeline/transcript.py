@@ -51,5 +51,7 @@ class StoreHistory:
                 # (a record without `message_id`: the placeholder's id was never learned)
                 shown_id = placeholder.get("message_id") if placeholder else None
                 answer_id = shown_id if shown_id is not None else f"t_{turn.id[:12]}"
-                messages.append(StoredMessage("assistant", answer_id, turn.final_text))
+                # with the media it went out with (links are signed afresh when shown)
+                answer = StoredMessage("assistant", answer_id, turn.final_text, turn.final_parts)
+                messages.append(answer)
         return messages[-self.limit :]

@@ -37,7 +37,7 @@ from bot.pipeline.placeholder import post_placeholder
 from bot.pipeline.quota import Quotas
 from bot.pipeline.resume import TurnResumer
 from bot.pipeline.turn_ends import TurnEnds
-from bot.pipeline.turn_input import combine, media, shown, user_text_masker
+from bot.pipeline.turn_input import carried, combine, media, shown, user_text_masker
 from bot.pipeline.turn_line import log_turn, tallying
 from bot.pipeline.turn_outcome import (
     INTERRUPTED,
@@ -247,6 +247,8 @@ class TurnRunner:
                     outcome = Outcome("refused", heard.reply)
                 else:
                     outcome = await self.work.run(turn, delivery, control, start)
+                    if outcome.status != "stopped":  # a background result's media, once
+                        outcome.parts = carried(batch) + outcome.parts
             if control.lost:
                 outcome, recorded = Outcome("lost"), False  # the new holder's now: hands off
                 log.warning("turn %s left to the process that took it over", turn_id)
@@ -333,10 +335,11 @@ class TurnRunner:
     async def _record_end(
         self, turn_id: str, outcome: Outcome, kept: tuple[str, Message] | None = None
     ) -> None:
-        final = outcome.text if outcome.status == "completed" else None
+        done = outcome.status == "completed"
+        final, parts = (outcome.text, outcome.parts) if done else (None, ())
         status = "failed" if outcome.status == "undelivered" else outcome.status
         # kept and retried if refused; `kept` is saved with it
-        await self.ends.record(turn_id, status, final, outcome.error, kept)
+        await self.ends.record(turn_id, status, final, outcome.error, kept, parts)
 
     async def _over_quota(self, message: InboundMessage, language: str) -> str | None:
         """What the placeholder says instead of an answer, if a quota is reached; else None and

@@ -31,6 +31,7 @@ from agent.types import Message
 from bot.storage.base import StorageError
 from bot.storage.roles import MessageRecords, TurnRecords
 from bot.storage.rows import ResumedTurn
+from content.parts import Part
 
 log = logging.getLogger(__name__)
 
@@ -45,6 +46,7 @@ class TurnEnd:
     final_text: str | None
     error: str | None
     answer: tuple[str, Message] | None = None  # (session id, the answer): saved first
+    parts: tuple[Part, ...] = ()  # the media the answer went out with: a reload shows them
 
 
 class TurnEnds:
@@ -63,10 +65,12 @@ class TurnEnds:
         final_text: str | None,
         error: str | None,
         answer: tuple[str, Message] | None = None,
+        parts: tuple[Part, ...] = (),
     ) -> bool:
         """Record the end now if the store answers; else keep it for `retry`. True if recorded.
-        `answer`: (session id, message) the store refused to save while the user saw it."""
-        end = TurnEnd(turn_id, status, final_text, error, answer)
+        `answer`: (session id, message) the store refused to save while the user saw it;
+        `parts`: the media the final answer carried."""
+        end = TurnEnd(turn_id, status, final_text, error, answer, parts)
         try:
             await self._write(end)
         except StorageError as exc:
@@ -137,7 +141,11 @@ class TurnEnds:
                 await self.messages.append_messages(session_id, end.turn_id, [answer])
                 log.info("turn %s: the answer the user saw is saved now", end.turn_id)
         await self.store.finish_turn(
-            end.turn_id, status=end.status, final_text=end.final_text, error=end.error
+            end.turn_id,
+            status=end.status,
+            final_text=end.final_text,
+            error=end.error,
+            final_parts=end.parts,
         )
 
 

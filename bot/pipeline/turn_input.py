@@ -12,6 +12,8 @@ from agent.coordinator import Coordinator
 from content.parts import Part, parts_to_json
 from tools.pii import PiiMasker
 
+TASK_EVENT = "task:"  # + a task id: a background specialist's result (bot/pipeline/background.py)
+
 
 def combine(batch: list[InboundMessage], masker: PiiMasker | None = None) -> str:
     """The turn's input: the batch's messages; personal data masked when `masker` is given."""
@@ -31,6 +33,13 @@ def media(batch: list[InboundMessage]) -> tuple[Part, ...]:
     if len(batch) == 1:
         return batch[0].parts
     return tuple(part for message in batch for part in message.parts)
+
+
+def carried(batch: list[InboundMessage]) -> tuple[Part, ...]:
+    """The media of the batch's background results (a specialist's chart): made for the user,
+    so the answer that tells the result carries them, as a foreground specialist's would be.
+    The model sees them too, as the user message's parts."""
+    return tuple(p for m in batch if m.event_id.startswith(TASK_EVENT) for p in m.parts)
 
 
 def shown(batch: list[InboundMessage], masker: PiiMasker | None) -> list[dict[str, str]]:

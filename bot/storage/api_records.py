@@ -12,8 +12,9 @@ from bot.storage.query import Query, params
 from bot.storage.tables import api_messages as AM
 from bot.storage.tables import api_sessions as AS
 from bot.storage.tx import Row, StoreCalls, Tx
+from content.parts import parts_from_json, parts_to_json
 
-_COLUMNS = "session_id message_id role text status reply_to display action seq created_at"
+_COLUMNS = "session_id message_id role text status reply_to display action seq created_at parts"
 _NAMES = _COLUMNS.split()
 _ROW = (AM.c.position, *(AM.c[name] for name in _NAMES))
 _SESSION = AM.c.session_id == sa.bindparam("session_id")
@@ -27,7 +28,7 @@ _INSERT = insert(AM).values(params(*_NAMES))
 _ADD_MESSAGE = Query(
     _INSERT.on_conflict_do_update(
         index_elements=[AM.c.session_id, AM.c.message_id],
-        set_={name: _INSERT.excluded[name] for name in ("text", "status", "display")},
+        set_={name: _INSERT.excluded[name] for name in ("text", "status", "display", "parts")},
     ).returning(*_ROW)
 )
 _ONE = Query(sa.select(*_ROW).where(_SESSION, AM.c.message_id == sa.bindparam("message_id")))
@@ -57,7 +58,20 @@ _BEFORE = Query(
 
 
 def _message(row: Row) -> ApiMessage:
-    position, session_id, message_id, role, text, status, reply_to, display, action, seq, at = row
+    (
+        position,
+        session_id,
+        message_id,
+        role,
+        text,
+        status,
+        reply_to,
+        display,
+        action,
+        seq,
+        at,
+        parts,
+    ) = row
     return ApiMessage(
         session_id=session_id,
         message_id=message_id,
@@ -70,6 +84,7 @@ def _message(row: Row) -> ApiMessage:
         seq=seq,
         created_at=at,
         position=position,
+        parts=parts_from_json(parts),
     )
 
 
@@ -83,7 +98,7 @@ class ApiRecords(StoreCalls):
         return await self._tx(_session, session_id)
 
     async def add_api_message(self, message: ApiMessage) -> ApiMessage:
-        """Adds the message, or updates the text, status and display of the one with its id;
+        """Adds the message, or updates the text, status, display and parts of the one with its id;
         returns it as kept."""
         return await self._tx(_add_message, message)
 
@@ -131,6 +146,7 @@ async def _add_message(tx: Tx, /, m: ApiMessage) -> ApiMessage:
         action=action,
         seq=m.seq,
         created_at=m.created_at,
+        parts=parts_to_json(m.parts),
     )
     assert kept is not None  # RETURNING gives the row as kept
     return _message(kept)

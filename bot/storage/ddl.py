@@ -69,6 +69,8 @@ STEPS: tuple[tuple[ExecutableDDLElement, ...], ...] = (
             "conversation_key mode assignee settings version updated_at",
         ),
     ),
+    # the answer's media beside its text: a reload and the sessions API's history show them
+    (*add_column(tables.turns.c.final_parts), *add_column(tables.api_messages.c.parts)),
 )
 FIRST = 9
 

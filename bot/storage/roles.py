@@ -25,6 +25,7 @@ from bot.storage.rows import (
     TurnUsage,
     UsageTotalRow,
 )
+from content.parts import Part
 
 
 class MessageRecords(AgentStore, Protocol):
@@ -80,8 +81,16 @@ class TurnRecords(Protocol):
         ...
 
     async def finish_turn(
-        self, turn_id: str, *, status: str, final_text: str | None = None, error: str | None = None
-    ) -> None: ...
+        self,
+        turn_id: str,
+        *,
+        status: str,
+        final_text: str | None = None,
+        error: str | None = None,
+        final_parts: Sequence[Part] = (),
+    ) -> None:
+        """`final_parts`: the media the final answer went out with, shown with it on a reload."""
+        ...
 
     async def recent_turns(
         self,

@@ -12,6 +12,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from content.parts import Part
+
 
 @dataclass(frozen=True, slots=True)
 class ConversationStateRow:
@@ -44,6 +46,7 @@ class TurnRow:
     resume_attempts: int
     # the user's messages as the channel showed them, each {"message_id", "text"}
     inbound_messages: tuple[Mapping[str, str], ...]
+    final_parts: tuple[Part, ...] = ()  # the media the final answer went out with
 
 
 @dataclass(frozen=True, slots=True)

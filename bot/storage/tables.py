@@ -57,6 +57,7 @@ turns = sa.Table(
     _col("status", Text, null=False), _col("final_text", Text), _col("error", Text),
     _col("created_at", Text), _col("finished_at", Text),
     _col("resume_attempts", Int, null=False, server_default="0"), _col("inbound_messages", Text),
+    _col("final_parts", Text),  # the final answer's media, as JSON (content.parts); v11
 )
 memories = sa.Table(
     "memories", metadata,
@@ -95,6 +96,7 @@ api_messages = sa.Table(
     _col("text", Text, null=False), _col("status", Text, null=False), _col("reply_to", Text),
     _col("display", Text), _col("action", Text), _col("seq", Int, null=False),
     _col("created_at", Text, null=False),
+    _col("parts", Text),  # the message's media, as JSON (content.parts); v11
 )
 quota_counters = sa.Table(  # expires_at: unix seconds
     "quota_counters", metadata,

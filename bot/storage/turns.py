@@ -18,6 +18,7 @@ from bot.storage.schema import TURN_STATUSES, check_status, now
 from bot.storage.sessions import ACTIVE_SESSION
 from bot.storage.tables import audit_logs, chat_sessions, creation_order, turns
 from bot.storage.tx import Row, StoreCalls, Tx, update_one
+from content.parts import Part, parts_from_json, parts_to_json
 
 T, S, A = turns, chat_sessions, audit_logs
 EVENT_LOOKBACK = 20  # a batch taken over is among its conversation's newest turns (one at a time)
@@ -36,7 +37,7 @@ _SET_PLACEHOLDER = Query(
 )
 _FINISH = Query(
     sa.update(T)
-    .values(params("status", "final_text", "error", "finished_at"))
+    .values(params("status", "final_text", "error", "finished_at", "final_parts"))
     .where(T.c.id == sa.bindparam("turn_id"))
 )
 _GET = Query(sa.select(T).where(T.c.id == sa.bindparam("turn_id")))
@@ -136,10 +137,17 @@ class TurnLog(StoreCalls):
         await self._tx(_set_placeholder, turn_id, json.dumps(placeholder))
 
     async def finish_turn(
-        self, turn_id: str, *, status: str, final_text: str | None = None, error: str | None = None
+        self,
+        turn_id: str,
+        *,
+        status: str,
+        final_text: str | None = None,
+        error: str | None = None,
+        final_parts: Sequence[Part] = (),
     ) -> None:
+        """`final_parts`: the media the final answer went out with (by reference, as JSON)."""
         check_status(status, TURN_STATUSES, "turn")
-        await self._tx(_finish, turn_id, status, final_text, error)
+        await self._tx(_finish, turn_id, status, final_text, error, parts_to_json(final_parts))
 
     async def unfinished_turns(self) -> list[TurnRow]:
         """Turns left `running` (by a process that died mid-turn, in embedded mode), oldest first.
@@ -209,7 +217,13 @@ async def _set_placeholder(tx: Tx, /, turn_id: str, placeholder: str) -> None:
 
 
 async def _finish(
-    tx: Tx, /, turn_id: str, status: str, final_text: str | None, error: str | None
+    tx: Tx,
+    /,
+    turn_id: str,
+    status: str,
+    final_text: str | None,
+    error: str | None,
+    final_parts: str | None,
 ) -> None:
     values = {
         "turn_id": turn_id,
@@ -217,6 +231,7 @@ async def _finish(
         "final_text": final_text,
         "error": error,
         "finished_at": now(),
+        "final_parts": final_parts,
     }
     await update_one(tx, _FINISH, "turn", turn_id, values)
 
@@ -234,7 +249,7 @@ async def _begin_resume(tx: Tx, /, turn_id: str) -> ResumedTurn | None:
     if row is None:
         return None
     fields = dict(zip(_TURN_FIELDS, _turn_fields(row), strict=True))
-    return ResumedTurn(**fields, user_id=row[13], agent_id=row[14])
+    return ResumedTurn(**fields, user_id=row[14], agent_id=row[15])
 
 
 async def _tool_calls(tx: Tx, /, turn_id: str, session_id: str) -> list[ToolCallRow]:
@@ -272,6 +287,7 @@ def _turn_fields(row: Row) -> tuple[Any, ...]:
         json.loads(placeholder) if placeholder else None,
         *(row[i] for i in range(6, 12)),  # status ... resume_attempts
         tuple(json.loads(shown)) if shown else (),
+        parts_from_json(row[13]),  # final_parts
     )
 
 
