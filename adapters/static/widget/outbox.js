@@ -32,8 +32,8 @@ function createOutbox(ui, t, log, link, base) {
       var time = timeOf(item.at);
       if (time) item.meta.append(time);
       item.meta.append(icon("check"), el("span", "", t.sent));
-    } else if (state === "dropped") {  // taken, then a stop dropped it: never answered
-      item.meta.append(icon("alert"), el("span", "", t.dropped));
+    } else if (state === "dropped") {  // taken, then dropped (a stop, a full queue): unanswered
+      item.meta.append(icon("alert"), el("span", "", reason === "queue_full" ? t.droppedFull : t.dropped));
     } else if (state === "failed") {
       item.meta.append(icon("alert"), el("span", "", t.failed + ": " + reason));
       var retry = el("button", "cgw-retry");
@@ -87,13 +87,14 @@ function createOutbox(ui, t, log, link, base) {
       item.at = frame.at || item.at;  // when the server took it
       setState(item, "sent");
     },
-    // message.dropped: a stop dropped it from the queue; `live`: not from the replay
+    // message.dropped: a stop (or a full queue) dropped it; `live`: not from the replay
     dropped: function (frame, live) {
       var item = users[frame.message_id];
       if (!item) return;  // its message.user was before this page's window
       inflight = inflight.filter(function (x) { return x !== item; });
-      setState(item, "dropped");
-      if (live) announce(ui, t.dropped + ": " + item.node.textContent + ".");
+      setState(item, "dropped", frame.reason);
+      var said = frame.reason === "queue_full" ? t.droppedFull : t.dropped;
+      if (live) announce(ui, said + ": " + item.node.textContent + ".");
     },
     // an error frame answers the oldest frame not yet answered (the server keeps their order)
     refusedByServer: function (code, message) {
