@@ -7,7 +7,7 @@ One aiohttp server carries them all; this module decides what is installed on it
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from aiohttp import web
 
@@ -18,10 +18,12 @@ from bot.media.route import MediaRoute
 from bot.ops.admin import AdminSources, AdminView
 from bot.ops.health import ChannelStates
 from bot.ops.operations import Operations
-from bot.redis.mode import RedisMode
 from bot.runtime.config import Config
 from bot.storage.backends import AnyStore
 from tools.mcp.state import ServerState
+
+if TYPE_CHECKING:  # redis is imported only where redis.url is set (bot/runtime/wiring.py)
+    from bot.redis.mode import RedisMode
 
 READY = web.AppKey("ready", dict)
 KEEPALIVE_S = 75.0  # aiohttp's default is 3,630 s
