@@ -18,8 +18,17 @@ import pytest
 pytestmark = pytest.mark.process
 
 ROOT = Path(__file__).resolve().parent.parent
-SDKS = ("aiogram", "slack_bolt", "slack_sdk", "lark_oapi", "asyncpg", "redis", "openai")
-SDKS += ("anthropic", "mcp", "PIL", "pypdf")
+SDKS: tuple[str, ...] = (
+    "aiogram",
+    "slack_bolt",
+    "slack_sdk",
+    "lark_oapi",
+    "asyncpg",
+    "redis",
+    "openai",
+    "anthropic",
+)
+SDKS += ("mcp", "PIL", "pypdf")
 CHILD = """
 import asyncio, json, sys
 from pathlib import Path
