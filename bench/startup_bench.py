@@ -4,7 +4,8 @@ Two configurations, each started `--runs` times as a real `bot serve` child proc
 - defaults: no config file, no keys (the README's run command): the offline model, the web socket;
 - channels: every channel on, against the fakes in tests/ (Telegram, Slack Socket Mode, the
   Feishu long connection, the sessions API, the web socket), the offline model.
-Each run times, from the process's spawn: listening (the first answer of `GET /healthz`),
+Each run times, from the process's spawn: listening (the first answer of `GET /healthz`; and the
+CPU time the process had used by then, which a loaded machine changes less than wall time),
 connected (every fake has seen the gateway: Telegram's first getUpdates, Slack's socket, Feishu's
 long connection) and ready (`GET /readyz` 200: a channel counts as started once it has run
 `SETTLE_S`, bot/ops/health.py, so ready is never sooner than that). The data folder is kept
@@ -98,6 +99,13 @@ ENV = {
 }
 
 
+def _cpu_s(pid: int) -> float:
+    """The CPU time (user + system) a process has used so far: steadier than wall time on a
+    loaded machine, where the child waits for a core."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 async def _status(session: aiohttp.ClientSession, url: str) -> int | None:
     try:
         async with session.get(url) as response:
@@ -128,6 +136,7 @@ async def one_start(
                     if "listening" not in times:
                         if await _status(session, f"{url}/healthz") is not None:
                             times["listening"] = elapsed
+                            times["cpu"] = _cpu_s(process.pid)
                     else:
                         if "connected" not in times and (connected is None or connected()):
                             times["connected"] = elapsed
@@ -157,10 +166,13 @@ async def run_mode(mode: str, runs: int) -> list[dict[str, float]]:
 
 def report(mode: str, results: list[dict[str, float]]) -> None:
     parts = []
-    for what in ("listening", "connected", "ready"):
+    for what in ("listening", "cpu", "connected", "ready"):
+        if what == "connected" and mode == "defaults":
+            continue  # no platform to connect to
         values = [r[what] for r in results]
+        label = "CPU to listening" if what == "cpu" else what
         parts.append(
-            f"{what} {statistics.median(values):.2f} s ({min(values):.2f}-{max(values):.2f})"
+            f"{label} {statistics.median(values):.2f} s ({min(values):.2f}-{max(values):.2f})"
         )
     print(f"{mode:<9} median (range) of {len(results)}: " + ", ".join(parts), flush=True)
 
