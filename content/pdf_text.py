@@ -9,14 +9,16 @@ from __future__ import annotations
 
 import io
 
-from pypdf import PdfReader
-from pypdf.errors import PyPdfError
-
 NO_TEXT = "(no text layer: a scan or pictures only)"
 
 
 def pdf_text(data: bytes, max_chars: int) -> tuple[int, str]:
     """(page count, the text of the pages, cut at `max_chars`); ValueError if unreadable."""
+    # here, not at the top: a model provider imports this module, and pypdf costs every start
+    # ~0.1 s that only a PDF needs
+    from pypdf import PdfReader
+    from pypdf.errors import PyPdfError
+
     try:
         reader = PdfReader(io.BytesIO(data))
         if reader.is_encrypted:

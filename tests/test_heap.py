@@ -32,6 +32,7 @@ from bot.runtime.heap import YOUNG_THRESHOLD, settle_heap
 class Node:
     pass
 
+gc.disable()  # as `bot serve` starts: no collection until the app has started
 garbage = Node()
 garbage.self = garbage  # a cycle: only the collector frees it
 gone = weakref.ref(garbage)
@@ -42,6 +43,7 @@ frozen = settle_heap()
 assert gone() is None, "start-up garbage was frozen instead of freed"
 assert frozen == gc.get_freeze_count() > 0
 assert gc.get_threshold()[0] == YOUNG_THRESHOLD
+assert gc.isenabled(), "the collector stays off after start-up"
 before = gc.get_freeze_count()
 late = Node()
 late.self = late

@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 from datetime import UTC, datetime
+from typing import TYPE_CHECKING
 
 from bot.ops.readiness import Check, Down, Readiness
-from tools.mcp.server import McpServer
-from tools.mcp.servers import McpServers
+
+if TYPE_CHECKING:  # the MCP SDK is imported only when a server is enabled (tools/mcp/servers.py)
+    from tools.mcp.server import McpServer
+    from tools.mcp.servers import McpServers
 
 
 def _check(server: McpServer) -> Check:

@@ -34,11 +34,12 @@ OLDER_THRESHOLDS: Final = (10, 10)  # CPython's defaults
 
 
 def settle_heap() -> int:
-    """Once the app has started: collect, freeze what is left, and space young collections out.
-    Returns how many objects were frozen."""
+    """Once the app has started: collect, freeze what is left, space young collections out, and
+    turn the collector on (`bot serve` starts with it off). Returns how many objects were frozen."""
     gc.collect()  # garbage of start-up must not be frozen: it would never be freed
     gc.freeze()
     gc.set_threshold(YOUNG_THRESHOLD, *OLDER_THRESHOLDS)
+    gc.enable()
     frozen = gc.get_freeze_count()
     log.info(
         "heap settled: %d start-up objects frozen, young collections every %d allocations",

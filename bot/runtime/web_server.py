@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from aiohttp import web
 
@@ -20,11 +20,13 @@ from bot.ops.admin import AdminSources, AdminView
 from bot.ops.health import ChannelStates
 from bot.ops.operations import Operations
 from bot.ops.readiness import Down
-from bot.redis.mode import RedisMode
 from bot.runtime.config import Config
 from bot.runtime.listener import CappedListener, default_max_connections
 from bot.storage.backends import AnyStore
 from tools.mcp.state import ServerState
+
+if TYPE_CHECKING:  # redis is imported only where redis.url is set (bot/runtime/wiring.py)
+    from bot.redis.mode import RedisMode
 
 READY = web.AppKey("ready", dict)
 PROBE_EVERY_S = 1.0  # /healthz starts a storage probe write at most this often

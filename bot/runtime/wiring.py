@@ -11,7 +11,7 @@ import logging
 import time
 from collections.abc import Awaitable, Callable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from adapters.accounts import Accounts, FileAccounts
 from adapters.base import BlobLinks, InboundMessage
@@ -31,10 +31,8 @@ from bot.pipeline.persona_choice import PersonaChoice
 from bot.pipeline.quota import QuotaState, StoreQuotaState
 from bot.pipeline.transcript import StoreHistory
 from bot.pipeline.voice import Hearing
-from bot.redis.mode import RedisMode
 from bot.runtime.config import Config, ConfigError
 from bot.speech.base import SpeechObserver
-from bot.speech.openai import OpenAITranscriber
 from bot.storage import StorageError
 from bot.storage.backends import AnyStore
 from content.blobs import BlobStore
@@ -43,6 +41,9 @@ from tools.knowledge import KnowledgeBase
 from tools.redirects import load_redirects
 from tools.registry import ToolRegistry
 from tools.shared_http import SharedSession
+
+if TYPE_CHECKING:  # imported where built: redis and openai cost a start that uses neither
+    from bot.redis.mode import RedisMode
 
 log = logging.getLogger(__name__)
 
@@ -60,6 +61,8 @@ def redis_mode(
     TaskStop asked on any process."""
     if not (config.redis.url and web_server):
         return None
+    from bot.redis.mode import RedisMode
+
     return RedisMode(
         config.redis,
         dedup_ttl_s=config.gateway.dedup_ttl_s,
@@ -290,6 +293,8 @@ def hearing(config: Config, blobs: BlobStore | None, observer: SpeechObserver) -
     stt = config.stt
     transcriber = None
     if stt.base_url:
+        from bot.speech.openai import OpenAITranscriber
+
         transcriber = OpenAITranscriber(
             base_url=stt.base_url,
             model=stt.model,

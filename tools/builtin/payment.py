@@ -14,8 +14,6 @@ import secrets
 from collections.abc import Iterable
 from datetime import UTC, datetime, timedelta
 
-import segno
-
 from tools.base import ToolContext, ToolError, ToolResult
 from tools.display import card
 from tools.memory import OrderStore, remember
@@ -35,6 +33,8 @@ def _pick(value: str, choices: Iterable[str], what: str) -> str:
 
 def qr_png(text: str) -> bytes:
     """A PNG QR code of `text`."""
+    import segno  # here: only a payment link needs it, and every start would import it
+
     buffer = io.BytesIO()
     segno.make(text, error="m").save(buffer, kind="png", scale=5, border=2)
     return buffer.getvalue()

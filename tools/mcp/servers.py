@@ -10,10 +10,13 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from tools.mcp.server import McpServer
 from tools.mcp.settings import McpSettings
 from tools.mcp.state import ServerState
+
+if TYPE_CHECKING:
+    from tools.mcp.server import McpServer
 
 
 class McpServers:
@@ -26,7 +29,10 @@ class McpServers:
     ) -> None:
         """`base_dir`: where a relative `cwd` starts (the config file's folder)."""
         self.servers: dict[str, McpServer] = {}
-        for name, config in settings.enabled().items():
+        enabled = settings.enabled()
+        if enabled:  # the MCP SDK takes most of a second to import: only when a server is on
+            from tools.mcp.server import McpServer
+        for name, config in enabled.items():
             if config.cwd is not None and base_dir is not None:
                 config = config.model_copy(update={"cwd": str(base_dir / config.cwd)})
             self.servers[name] = McpServer(name, config, backoff_s=backoff_s)
