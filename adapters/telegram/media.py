@@ -18,7 +18,6 @@ import aiohttp
 from aiogram import Bot
 from aiogram.exceptions import AiogramError, TelegramAPIError
 from aiogram.types import BufferedInputFile, Message, ReplyParameters
-from PIL import Image
 
 from adapters.base import Attachment, ChannelError, ChatRef, FileTooLarge, InboundMessage
 from adapters.budget import Rank
@@ -147,6 +146,8 @@ def as_photo(blob: BlobRef, data: bytes) -> bool:
     Pillow reads the dimensions from the header alone, without decoding the pixels."""
     if blob.size > PHOTO_LIMIT or blob.mime_type not in PHOTO_TYPES:
         return False
+    from PIL import Image  # here: Pillow is imported when an image goes out, not at start
+
     try:
         with warnings.catch_warnings():  # a pixel count Pillow warns about is no photo either
             warnings.simplefilter("error", Image.DecompressionBombWarning)
