@@ -44,6 +44,7 @@ _UPRIGHT = {
 _ORIENTATION = 0x0112
 MAX_PIXELS = 120_000_000  # a 108 MP phone photo passes; a decompression bomb does not
 JPEG_QUALITY = 85
+DRAFT_SLACK = 0.97  # a JPEG decoded by the DCT up to 3 % under the bound is sent at that size
 
 
 class ImageUnreadable(ValueError):
@@ -175,8 +176,14 @@ def _convert(
     width, height = (original[1], original[0]) if turned else original  # as stored
     target = (max(1, int(width * factor)), max(1, int(height * factor)))  # never over a bound
     if image.format in ("JPEG", "MPO"):  # MPO: a camera's JPEG with more pictures after it
-        # the decoder scales by 1/2..1/8 in the DCT: never more than the target needs
-        image.draft("RGB" if image.mode not in ("L", "CMYK") else image.mode, target)
+        # the decoder scales by 1/2..1/8 in the DCT: never more than the target needs, or a
+        # few per cent less (a 12 MP photo decoded at 1/4, 1008×756 for a 1024×768 bound,
+        # costs ~30 % less CPU than at 1/2 and looks the same to a model)
+        near = (math.ceil(target[0] * DRAFT_SLACK), math.ceil(target[1] * DRAFT_SLACK))
+        image.draft("RGB" if image.mode not in ("L", "CMYK") else image.mode, near)
+        (w, h), (nw, nh) = image.size, near
+        if nw <= w <= target[0] and nh <= h <= target[1]:  # the DCT's size is close enough
+            target = (w, h)
     frame = image.convert("RGBA") if image.mode in ("P", "PA") else image
     if frame.size != target:
         # an area average (Pillow's box filter widens with the scale: every source pixel counts,

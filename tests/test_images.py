@@ -65,3 +65,13 @@ def test_a_cameras_multi_picture_jpeg_goes_as_its_first_picture() -> None:
     made = prepare(data, WIDE)
     assert made.mime_type == "image/jpeg" and opened(made.data).format == "JPEG"
     assert made.width <= 1568 and made.width * made.height <= 1_200_000
+
+
+def test_a_jpeg_the_dct_scales_to_just_under_the_bound_is_sent_at_that_size() -> None:
+    # 4000×3000 at 1/4 in the DCT is 1000×750: 2.3 % under a 1024×768 bound, so it is decoded
+    # at that scale and sent as it comes (not decoded at 1/2 and scaled down again)
+    near = prepare(photo(4000, 3000), ImageLimits(long_edge=1024, max_pixels=1024 * 768))
+    assert (near.width, near.height) == (1000, 750)
+    # 1/4 of 3600×2700 is 900×675, 12 % under: decoded at 1/2 and scaled to the bound itself
+    far = prepare(photo(3600, 2700), ImageLimits(long_edge=1024, max_pixels=1024 * 768))
+    assert (far.width, far.height) == (1024, 768)
