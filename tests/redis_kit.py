@@ -7,6 +7,7 @@ why, only when no server answers there.
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import uuid
 from collections.abc import AsyncIterator
@@ -16,6 +17,7 @@ import pytest
 from redis.asyncio import Redis
 from redis.exceptions import RedisError
 
+from bot.redis.accounts import KEY_PREFIX as ACCOUNT_KEYS
 from bot.redis.client import connect
 
 URL = os.environ.get("TEST_REDIS_URL", "redis://127.0.0.1:6379/0")
@@ -32,7 +34,15 @@ async def skip_without_redis(url: str = URL) -> None:
 
 
 async def delete_prefix(redis: Redis, prefix: str) -> None:
+    """Every key under `prefix`, and the bot accounts its processes held: those keys are outside
+    any prefix by design (bot/redis/accounts.py), and a process a test killed leaves its lease
+    for up to 15 s, which would keep the next test's gateways (the same fake bot id, another
+    prefix) off the platform meanwhile."""
     keys = [key async for key in redis.scan_iter(match=f"{prefix}*", count=1000)]
+    async for key in redis.scan_iter(match=f"{ACCOUNT_KEYS}*", count=1000):
+        held = await redis.get(key)
+        if held is not None and json.loads(held).get("identity", "").startswith(prefix):
+            keys.append(key)
     if keys:
         await redis.delete(*keys)
 
