@@ -45,6 +45,9 @@ PHONE = "+852 9123 4567"
         ("Melbourne (03) 9123 4567", "Melbourne [phone]"),
         ("London +44 20 7946 0958", "London [phone]"),
         ("Tokyo +81 3-1234-5678, Osaka 06-6123-4567", "Tokyo [phone], Osaka [phone]"),
+        ("call 415-555-2671x12", "call [phone]x12"),
+        ("call 415-555-2671 ext. 12", "call [phone] ext. 12"),
+        ("手机13800138000号", "手机[phone]号"),
     ],
 )
 def test_personal_data_is_masked(text: str, masked: str) -> None:
@@ -70,6 +73,7 @@ def test_personal_data_is_masked(text: str, masked: str) -> None:
         "opening hours 0900 1200 1500, rate 0.123 4567 8901",
         "05 1000 2000 and 2023-2024 010 2000 and 01/02/2024 030 1234",
         "ids 012 345 678 901, ISBN 0-306-40615-2",
+        '{"task_id": "14837349186e"} and request 4155552671ab',  # hex ids that start like phones
     ],
 )
 def test_ordinary_numbers_are_left_alone(text: str) -> None:

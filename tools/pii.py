@@ -104,8 +104,10 @@ def phone_finder(region: str | None = None) -> Finder:
 
 
 # Not after a Latin letter or digit (ORD15012345678 is an order number), but right after Chinese
-# text (手机13800138000): `\w` would also refuse that.
+# text (手机13800138000): `\w` would also refuse that. Nor before one (14837349186e is a hex id),
+# but an extension may follow (415-555-2671x12, 415-555-2671 ext. 12).
 _NOT_AFTER_ID = r"(?<![A-Za-z0-9_+])"
+_NOT_BEFORE_ID = r"(?!\d|(?!(?i:x|ext\.?)\s?\d)[A-Za-z_])"
 _NUMBER_SIGN = r"\s*(?:(?i:no|nr|num|number)\b\.?|#)?\s*[:：#]?\s*"
 _PASSPORT_KEY = r"(?:(?i:passport)" + _NUMBER_SIGN + r"|(?:护照|護照)(?:号码?|號碼?)?\s*[:：]?\s*)"
 _SSN_KEY = r"(?i:\bSSN|\bsocial[ -]security(?:[ -]number)?)" + _NUMBER_SIGN
@@ -130,9 +132,9 @@ def _national_phones() -> list[Finder]:
     number from a decimal, a date, an order number or a table of figures.
     """
     return [
-        _builtin(_NOT_AFTER_ID + r"1[3-9]\d[ -]?\d{4}[ -]?\d{4}(?!\d)"),  # mainland mobile
+        _builtin(_NOT_AFTER_ID + r"1[3-9]\d[ -]?\d{4}[ -]?\d{4}" + _NOT_BEFORE_ID),  # mainland mobile
         # 415-555-2671, (415) 555-2671
-        _builtin(_NOT_AFTER_ID + r"\(?\d{3}\)?[ .-]\d{3}[ .-]\d{4}(?!\d)"),
+        _builtin(_NOT_AFTER_ID + r"\(?\d{3}\)?[ .-]\d{3}[ .-]\d{4}" + _NOT_BEFORE_ID),
         # with a trunk 0, grouped: 020 7946 0958, (030) 12345678, 0412 345 678
         _builtin(
             _NOT_AFTER_NUMBER
