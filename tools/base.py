@@ -78,6 +78,12 @@ class AgentRuntime(Protocol):
     async def stop(self, ctx: ToolContext, task_id: str) -> ToolResult: ...
 
 
+class HumanHandoff(Protocol):
+    """Where `transfer_to_human` hands a conversation to a person (bot/handoff/relay.py)."""
+
+    async def transfer(self, ctx: ToolContext, reason: str, summary: str) -> str: ...
+
+
 @dataclass(frozen=True, slots=True)
 class ToolDeps:
     """What the app gives every tool, built once with the app; each tool degrades without a part
@@ -89,6 +95,7 @@ class ToolDeps:
     knowledge: KnowledgeBase | None = None
     agents: AgentRuntime | None = None
     blobs: BlobStore | None = None
+    handoff: HumanHandoff | None = None  # None: no operators; transfer_to_human says so
     # the live exchange rates fetched lately: one cache for the app, not one per call
     rates: RateCache = field(default_factory=dict)
 

@@ -29,6 +29,7 @@ from bot.pipeline.commands import HELP, NewCommand, StopCommand
 from bot.pipeline.conversation_state import ConversationState, MemoryConversationState
 from bot.pipeline.conversations import ClaimingQueue, ConversationQueue, Held, QueueFull, TurnSignal
 from bot.pipeline.dedup import Dedup
+from bot.pipeline.handoff_seam import HandoffSeam
 from bot.pipeline.held import HeldMessages
 from bot.pipeline.language import ConversationLanguage
 from bot.pipeline.persona_choice import PersonaChoice
@@ -94,12 +95,15 @@ class Gateway:
         modes: Mapping[str, ModeHandler] | None = None,
         blobs: BlobStore | None = None,
         hearing: Hearing | None = None,
+        handoff: HandoffSeam | None = None,
     ) -> None:
         """`commands`: more rows of the command table (after /new and /stop; one of the same
         name replaces it). `modes`: the handlers of the modes other than bot (default: the
         message recorded and acknowledged, bot/pipeline/held.py). `turn_log` and
         `message_log`: the store's roles the gateway's parts use (its turns and sessions; the
-        sessions' messages). `hearing`: voice notes transcribed before their turn (None: not)."""
+        sessions' messages). `hearing`: voice notes transcribed before their turn (None: not).
+        `handoff`: operators' messages, and the turn's edges, for a handoff to a person."""
+        self.handoff = handoff
         self.channels = channels
         self.metrics = metrics
         self.coordinator = coordinator
@@ -187,12 +191,22 @@ class Gateway:
                     self.resumer.deferred.retry(self.queue_resume), name="resumptions refused"
                 )
                 try:
-                    await self.conversations.run(self.turns.run)
+                    await self.conversations.run(self._turn)
                 finally:
                     retrying.cancel()
                     resuming.cancel()
         finally:
             await self.turns.ends.flush()
+
+    async def _turn(self, batch: list[InboundMessage], control: TurnSignal) -> None:
+        """A turn, between the handoff's edges: a batch a person holds now is held, not run;
+        a transfer the model asked for switches once the final is out."""
+        if self.handoff is None:
+            await self.turns.run(batch, control)
+            return
+        batch = await self.handoff.before_turn(batch, self._hold)
+        await self.turns.run(batch, control)
+        await self.handoff.after_turn(batch)
 
     async def wait_idle(self) -> None:
         await self.conversations.wait_idle()
@@ -206,6 +220,10 @@ class Gateway:
             await self._handle(message)
 
     async def _handle(self, message: InboundMessage) -> None:
+        if self.handoff is not None and self.handoff.operates(message):
+            if await self._claim(message):  # an operator's: never the model's
+                await self.handoff.operate(message, self._reply)
+            return
         route = self.router.route(message)  # reads nothing, so it can go before the claim
         if route is CONVERSATION and self._claiming is not None:
             await self._enqueue_new(self._claiming, message)
@@ -262,6 +280,8 @@ class Gateway:
             handler = self.modes.get("waiting") or next(iter(self.modes.values()))
         try:
             await handler.take(await self._in_language(message), mode, self._reply)
+            if self.handoff is not None:
+                await self.handoff.held(message)
         except StorageError as exc:
             log.error("event %s in %s not held: %s", message.event_id, message.chat.key, exc)
             await self.dedup.release(message.event_id)

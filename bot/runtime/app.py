@@ -24,6 +24,7 @@ from bot.media.route import MediaRoute
 from bot.ops.health import ChannelStates
 from bot.ops.mcp_status import watch_mcp
 from bot.ops.operations import Operations, metrics_enabled
+from bot.handoff.build import build_handoff, handoff_commands
 from bot.pipeline.background import BackgroundResults
 from bot.pipeline.conversations import ConversationQueue
 from bot.pipeline.gateway import Gateway, GatewaySettings
@@ -113,7 +114,10 @@ class App:
                 self.store,
                 self.ops,
                 self.redis,
-                admits=lambda message: access.check(message) == "allow",
+                admits=lambda message: (
+                    self.handoff is not None and self.handoff.operates(message)
+                )
+                or access.check(message) == "allow",
                 # the agent id of the conversations' sessions (the gateway's persona)
                 persona_name=lambda: self.personas.get(persona).name,
                 introduction=lambda: wiring.introduction(self.personas.get(persona)),
@@ -137,7 +141,21 @@ class App:
             self.redis,
             deliver=self.background.deliver,
         )
-        deps = wiring.tool_deps(config, self.http, self.knowledge, self.workers, self.blobs)
+        states = wiring.conversation_states(self.store, self.redis)
+        choice = wiring.persona_choice(config, persona)
+        # a person takes over (bot/handoff/): None when nobody can
+        self.handoff = build_handoff(
+            config,
+            store=self.store,
+            states=states,
+            channels=self.channels,
+            claims=dedup,
+            personas=self.personas,
+            persona=choice,
+        )
+        deps = wiring.tool_deps(
+            config, self.http, self.knowledge, self.workers, self.blobs, self.handoff
+        )
         self.coordinator = wiring.build_coordinator(
             config, served, self.registry, self.store, self.personas, deps
         )
@@ -154,7 +172,7 @@ class App:
             conversations=self.conversations,
             settings=GatewaySettings(
                 turn_timeout_s=agent.turn_timeout_s,
-                persona=wiring.persona_choice(config, persona),
+                persona=choice,
                 resume=ResumeSettings(agent.resume_max_age_s, agent.resume_max_attempts),
                 language=config.gateway.language,
             ),
@@ -162,9 +180,11 @@ class App:
             workers=self.workers,
             metrics=self.ops.gateway_metrics,
             quotas=Quotas(config.quotas, wiring.quota_state(self.store, self.redis)),
-            states=wiring.conversation_states(self.store, self.redis),
+            states=states,
             blobs=self.blobs,
             hearing=self.hearing,
+            commands=handoff_commands(self.handoff, self.conversations, self.channels, self.workers),
+            handoff=self.handoff,
         )
         self.gateway.accepting.clear()  # until interrupted turns are queued (see `_start`)
         self.web_server = web_server
@@ -250,6 +270,7 @@ class App:
                 redis=self.redis,
                 media=MediaRoute(self.blobs, self.links) if self.links is not None else None,
                 tool_servers=self.mcp.states,
+                handoff=None if self.handoff is None else self.handoff.desk,
             )
             self.port = await self._web.start()
         log.info("model: %s", describe_provider(self.provider))
@@ -311,6 +332,8 @@ class App:
             group.create_task(self.personas.watch(), name="personas")
             group.create_task(self.knowledge.watch(), name="knowledge")
             group.create_task(self.mcp.run(), name="mcp")  # the stdio children close with it
+            if self.handoff is not None and self.web_server:  # queue timeouts, restarts included
+                group.create_task(self.handoff.desk.run(), name="handoff-timeouts")
             if self.web_server:  # `bot chat` shares a serving bot's folder: that one purges
                 retention = keep_retention(self.blobs, self.config.media.retention_days)
                 group.create_task(retention, name="media-retention")

@@ -16,6 +16,7 @@ from adapters.base import Channel, HealthReport, WebRoutes
 from agent.personas import PersonaLibrary
 from agent.providers.base import Provider
 from bot.media.route import MediaRoute
+from bot.handoff.desk import HandoffDesk
 from bot.ops.admin import AdminSources, AdminView
 from bot.ops.health import ChannelStates
 from bot.ops.operations import Operations
@@ -50,8 +51,11 @@ class WebServer:
         redis: RedisMode | None,
         media: MediaRoute | None = None,
         tool_servers: Callable[[], Mapping[str, ServerState]] = dict,
+        handoff: HandoffDesk | None = None,
     ) -> None:
-        """`tool_servers`: the MCP servers' states, for the admin view."""
+        """`tool_servers`: the MCP servers' states, for the admin view; `handoff`: what its
+        operators act through (None: the view stays read-only)."""
+        self.handoff = handoff
         self.config = config
         self.provider = provider
         self.store = store
@@ -118,6 +122,7 @@ class WebServer:
             channels=lambda: sorted(self.channels),
             prices=self.config.usage.prices,
             tool_servers=self.tool_servers,
+            handoff=self.handoff,
         )
         return AdminView(self.config.admin, sources)
 

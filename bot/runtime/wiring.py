@@ -36,7 +36,7 @@ from bot.speech.base import SpeechObserver
 from bot.storage import StorageError
 from bot.storage.backends import AnyStore
 from content.blobs import BlobStore
-from tools.base import ToolDeps
+from tools.base import HumanHandoff, ToolDeps
 from tools.knowledge import KnowledgeBase
 from tools.redirects import load_redirects
 from tools.registry import ToolRegistry
@@ -195,6 +195,7 @@ def tool_deps(
     knowledge: KnowledgeBase,
     workers: Workers,
     blobs: BlobStore | None,
+    handoff: HumanHandoff | None = None,
 ) -> ToolDeps:
     """What every tool call (and the model's requests, for media parts) may reach, built once
     with the app."""
@@ -205,6 +206,7 @@ def tool_deps(
         knowledge=knowledge,
         agents=workers,
         blobs=blobs,
+        handoff=handoff,
     )
 
 

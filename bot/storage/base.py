@@ -20,6 +20,7 @@ from bot.storage.roles import (
     BlobRecords,
     ClaimRecords,
     ConversationStateRecords,
+    HandoffRecords,
     MessageRecords,
     QuotaRecords,
     TurnRecords,
@@ -43,6 +44,7 @@ class Store(
     ApiRecords,
     BlobRecords,
     ConversationStateRecords,
+    HandoffRecords,
     Protocol,
 ):
     """The whole store an app runs on."""

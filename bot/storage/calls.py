@@ -6,6 +6,7 @@ from bot.storage.api_records import ApiRecords
 from bot.storage.blob_records import BlobTable
 from bot.storage.claims import EventClaims
 from bot.storage.conversation_states import ConversationStateTable
+from bot.storage.handoffs import HandoffTable
 from bot.storage.messages import MessageLog
 from bot.storage.quotas import QuotaCounters
 from bot.storage.records import UserRecords
@@ -25,6 +26,7 @@ class AllTables(
     ApiRecords,
     BlobTable,
     ConversationStateTable,
+    HandoffTable,
 ):
     """The whole `bot.storage.base.Store`, on whichever connection comes after it in the MRO
     (`StoreConnection`: SQLite, `PgConnection`: PostgreSQL), which runs each call."""

@@ -71,6 +71,15 @@ STEPS: tuple[tuple[ExecutableDDLElement, ...], ...] = (
     ),
     # the answer's media beside its text: a reload and the sessions API's history show them
     (*add_column(tables.turns.c.final_parts), *add_column(tables.api_messages.c.parts)),
+    # handoff to a person (issue 26): the requests, and every operator action on them
+    (
+        *create_table(
+            tables.handoffs,
+            "id conversation_key channel chat user_id user_name language reason summary status"
+            " operator operator_name requested_at taken_at ended_at thread",
+        ),
+        *create_table(tables.handoff_events, "id handoff_id at actor action detail"),
+    ),
 )
 FIRST = 9
 

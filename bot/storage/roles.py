@@ -16,6 +16,8 @@ from bot.storage.rows import (
     AuditRow,
     ConversationRow,
     ConversationStateRow,
+    HandoffEventRow,
+    HandoffRow,
     MessageRow,
     ModelCallRow,
     ResumedTurn,
@@ -169,7 +171,13 @@ class AdminViewRecords(Protocol):
     async def turns_for_session(self, session_id: str) -> list[TurnRow]: ...
 
     async def conversations(
-        self, *, channel: str | None = None, user_id: str | None = None, limit: int = 50
+        self,
+        *,
+        channel: str | None = None,
+        user_id: str | None = None,
+        limit: int = 50,
+        search: str | None = None,
+        offset: int = 0,
     ) -> list[ConversationRow]: ...
 
     async def recent_sessions(
@@ -181,6 +189,10 @@ class AdminViewRecords(Protocol):
     async def usage_for_session(self, session_id: str) -> list[ModelCallRow]: ...
 
     async def usage_totals(self, since: str | None = None) -> list[UsageTotalRow]: ...
+
+    async def conversation_chat(self, conversation_key: str) -> ChatRef | None:
+        """Where a conversation's replies go (the admin's "take over" answers there)."""
+        ...
 
 
 class BlobRecords(Protocol):
@@ -214,3 +226,30 @@ class ConversationStateRecords(Protocol):
         the stored version is `expected_version` (0: no row yet); False if another writer
         moved it on since."""
         ...
+
+
+class HandoffRecords(Protocol):
+    """Handoffs to a person and their audit trail (bot/storage/handoffs.py)."""
+
+    async def save_handoff(self, row: HandoffRow) -> None:
+        """Writes the whole row (a new one, or a change of one)."""
+        ...
+
+    async def get_handoff(self, handoff_id: str) -> HandoffRow | None: ...
+
+    async def handoff_by_thread(self, thread: str) -> HandoffRow | None: ...
+
+    async def list_handoffs(
+        self,
+        *,
+        statuses: Sequence[str] = (),
+        search: str | None = None,
+        limit: int = 50,
+        offset: int = 0,
+    ) -> list[HandoffRow]: ...
+
+    async def audit_handoff(
+        self, handoff_id: str, *, at: float, actor: str, action: str, detail: str = ""
+    ) -> None: ...
+
+    async def handoff_events(self, handoff_id: str) -> list[HandoffEventRow]: ...

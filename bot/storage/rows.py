@@ -197,3 +197,38 @@ class TurnUsage:
     model_calls: int
     input_tokens: int
     output_tokens: int
+
+
+@dataclass(frozen=True, slots=True)
+class HandoffRow:
+    """A request for a person (the `handoffs` table): who asked, why, and how far it got.
+    `status`: waiting, human, released, resolved, withdrawn, expired (bot/handoff/)."""
+
+    id: str
+    conversation_key: str
+    channel: str
+    chat: str  # the user's chat, as a chat record's JSON (bot.storage.turns.chat_record)
+    user_id: str
+    user_name: str | None
+    language: str | None
+    reason: str
+    summary: str
+    status: str
+    operator: str | None
+    operator_name: str | None
+    requested_at: float  # unix seconds
+    taken_at: float | None
+    ended_at: float | None
+    thread: str | None  # the operator place's thread (a Slack message ts)
+
+
+@dataclass(frozen=True, slots=True)
+class HandoffEventRow:
+    """One audited action on a handoff: who (`actor`), what, when, with a short detail."""
+
+    id: int
+    handoff_id: str
+    at: float  # unix seconds
+    actor: str
+    action: str
+    detail: str

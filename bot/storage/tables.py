@@ -118,6 +118,27 @@ conversation_states = sa.Table(
     _col("assignee", Text), _col("settings", Text, null=False),  # a JSON object
     _col("version", Int, null=False), _col("updated_at", Float, null=False),  # unix seconds
 )
+# handoff to a person: one row per request (bot/handoff/), and its audited actions
+handoffs = sa.Table(
+    "handoffs", metadata,
+    _col("id", Text, primary_key=True), _col("conversation_key", Text, null=False),
+    _col("channel", Text, null=False), _col("chat", Text, null=False),  # a chat record (JSON)
+    _col("user_id", Text, null=False), _col("user_name", Text), _col("language", Text),
+    _col("reason", Text, null=False), _col("summary", Text, null=False),
+    _col("status", Text, null=False), _col("operator", Text), _col("operator_name", Text),
+    _col("requested_at", Float, null=False), _col("taken_at", Float),  # unix seconds
+    _col("ended_at", Float), _col("thread", Text),  # the operator place's thread id
+    sa.Index("idx_handoffs_status", "status", "requested_at"),
+    sa.Index("idx_handoffs_thread", "thread"),
+    sa.Index("idx_handoffs_conversation", "conversation_key"),
+)
+handoff_events = sa.Table(
+    "handoff_events", metadata,
+    _col("id", Int, primary_key=True), _col("handoff_id", Text, null=False),
+    _col("at", Float, null=False), _col("actor", Text, null=False),
+    _col("action", Text, null=False), _col("detail", Text, null=False),
+    sa.Index("idx_handoff_events_handoff", "handoff_id"),
+)
 # fmt: on
 
 

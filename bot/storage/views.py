@@ -5,6 +5,7 @@ from __future__ import annotations
 import sqlalchemy as sa
 from sqlalchemy.sql.expression import BindParameter
 
+from bot.storage.handoffs import like_pattern
 from bot.storage.query import Query
 from bot.storage.rows import (
     AuditRow,
@@ -89,21 +90,32 @@ _USAGE_TOTALS = RowQuery(
     .group_by(*(sa.literal_column(str(n)) for n in range(1, len(_GROUPS) + 1))),  # by position
     UsageTotalRow,
 )
-# by whether channel, user_id are given
-_CONVERSATIONS: dict[tuple[bool, bool], RowQuery[ConversationRow]] = {}
+# by whether channel, user_id, a search are given
+_CONVERSATIONS: dict[tuple[bool, bool, bool], RowQuery[ConversationRow]] = {}
 
 
-def _conversations(by_channel: bool, by_user: bool) -> RowQuery[ConversationRow]:
-    query = _CONVERSATIONS.get((by_channel, by_user))
+def _conversations(by_channel: bool, by_user: bool, searched: bool) -> RowQuery[ConversationRow]:
+    query = _CONVERSATIONS.get((by_channel, by_user, searched))
     if query is None:
         where: list[sa.ColumnElement[bool]] = [_ROOT]
         if by_channel:
             where.append(S.c.channel == sa.bindparam("channel"))
         if by_user:
             where.append(S.c.user_id == sa.bindparam("user_id"))
+        if searched:
+            pattern = sa.bindparam("pattern")
+            where.append(
+                sa.or_(
+                    *(
+                        sa.func.lower(sa.func.coalesce(column, "")).like(pattern)
+                        for column in (S.c.conversation_key, S.c.user_id, S.c.title, S.c.id)
+                    )
+                )
+            )
         statement = sa.select(S, _FAILED_TURNS).where(*where).order_by(*_NEWEST_FIRST)
-        query = RowQuery(statement.limit(sa.bindparam("limit")), ConversationRow)
-        _CONVERSATIONS[by_channel, by_user] = query
+        statement = statement.limit(sa.bindparam("limit")).offset(sa.bindparam("offset"))
+        query = RowQuery(statement, ConversationRow)
+        _CONVERSATIONS[by_channel, by_user, searched] = query
     return query
 
 
@@ -127,11 +139,22 @@ class AdminViews(StoreCalls):
         return await self._tx(fetch_turns, _TURNS, session_id=session_id)
 
     async def conversations(
-        self, *, channel: str | None = None, user_id: str | None = None, limit: int = 50
+        self,
+        *,
+        channel: str | None = None,
+        user_id: str | None = None,
+        limit: int = 50,
+        search: str | None = None,
+        offset: int = 0,
     ) -> list[ConversationRow]:
-        """Coordinator sessions, newest first, with how many of their turns failed."""
-        query = _conversations(bool(channel), bool(user_id))
-        return await self._tx(fetch_rows, query, channel=channel, user_id=user_id, limit=limit)
+        """Coordinator sessions, newest first, with how many of their turns failed; `search`:
+        a substring of the conversation, the user, the title or the session id (any case)."""
+        searched = bool(search and search.strip())
+        query = _conversations(bool(channel), bool(user_id), searched)
+        named = {"pattern": like_pattern(search or "")} if searched else {}
+        return await self._tx(
+            fetch_rows, query, channel=channel, user_id=user_id, limit=limit, offset=offset, **named
+        )
 
     async def recent_sessions(self, *, limit: int = 20, root_only: bool = True) -> list[SessionRow]:
         """The newest sessions first (coordinator sessions only, unless `root_only` is False)."""

@@ -9,6 +9,7 @@ What they read from `ToolContext.deps` (the app builds it; each tool degrades wi
 from __future__ import annotations
 
 from tools.builtin.clock import get_current_datetime
+from tools.builtin.handoff import transfer_to_human
 from tools.builtin.knowledge import check_off_topic, search_knowledge
 from tools.builtin.memory import get_user_context, intake_tool, save_user_memory
 from tools.builtin.news import fetch_news
@@ -36,5 +37,6 @@ def builtin_registry(intake: IntakeSettings | None = None) -> ToolRegistry:
             intake_tool(intake),
             create_payment,
             fetch_news,
+            transfer_to_human,
         ]
     )

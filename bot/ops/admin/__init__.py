@@ -1,4 +1,4 @@
-"""The read-only admin view at `/admin`: conversations, session trees, personas, channels, usage.
+"""The admin view at `/admin`: conversations, session trees, personas, channels, usage, handoffs.
 
 Off unless `admin.token` is set (from the environment). Every request proves the token, as
 `Authorization: Bearer <token>` or the cookie the login form sets, compared in constant time;
@@ -7,7 +7,9 @@ refused unless `admin.allow_remote` (who the client is: bot/ops/admin/client.py)
 that sent too many wrong tokens, or every address after too many from all of them, is answered
 429 for a while (bot/ops/admin/throttle.py). Pages are
 rendered on the server by Jinja2 with autoescaping on: what users wrote is shown as text, never
-as HTML, and the pages run no script.
+as HTML. The only script is the console's own (static/console.js, for live updates); the CSP
+allows nothing else. With a handoff desk the view is read-write for operators (operators.py).
+The layout is base.html: a section adds a link to `AdminView.nav` and a template extending it.
 """
 
 from __future__ import annotations
@@ -24,7 +26,9 @@ import jinja2
 from aiohttp import web
 
 from agent.personas import PersonaLibrary
+from bot.handoff.desk import HandoffDesk
 from bot.ops.admin.client import ClientAddress
+from bot.ops.admin.operators import NAME_COOKIE, OperatorConsole, operator_name, page_number
 from bot.ops.admin.throttle import SignInThrottle
 from bot.ops.health import ChannelStates
 from bot.reports.sessions_view import find_session, session_tree
@@ -37,9 +41,13 @@ COOKIE = "bot_admin"
 CONVERSATIONS = 50
 USAGE_DAYS = 30
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
-# no script, no framing, no referrer: the pages are static HTML and a form
+STATIC = Path(__file__).parent / "static"
+# only our own stylesheet and script, no framing, no referrer
 HEADERS = {
-    "Content-Security-Policy": "default-src 'none'; style-src 'unsafe-inline'; form-action 'self'",
+    "Content-Security-Policy": (
+        "default-src 'none'; style-src 'self'; script-src 'self'; connect-src 'self';"
+        " img-src 'self'; form-action 'self'; base-uri 'none'; frame-ancestors 'none'"
+    ),
     "X-Frame-Options": "DENY",
     "Referrer-Policy": "no-referrer",
     "Cache-Control": "no-store",
@@ -60,6 +68,7 @@ class AdminSources:
     channels: Callable[[], list[str]]
     prices: Mapping[str, ModelPrice]
     tool_servers: Callable[[], Mapping[str, ServerState]] = dict  # the MCP servers, by name
+    handoff: HandoffDesk | None = None  # operators answer users here (None: read-only)
 
 
 class AdminView:
@@ -79,12 +88,25 @@ class AdminView:
             undefined=jinja2.StrictUndefined,
         )
         self._templates.filters["utc"] = _utc
+        self._csrf = hmac.new(self._token, b"bot admin csrf", hashlib.sha256).hexdigest()
+        # the layout's links: another section appends (label, path) before `install`
+        self.nav: list[tuple[str, str]] = [("Conversations", "/admin")]
+        self.console: OperatorConsole | None = None
+        if sources.handoff is not None:
+            self.nav.insert(0, ("Handoffs", "/admin/handoffs"))
+            self.console = OperatorConsole(
+                sources.handoff, sources.store, self._guard, self._page, lambda _: self._csrf
+            )
+        self.nav.append(("System", "/admin#system"))
 
     def install(self, app: web.Application) -> None:
         app.router.add_get("/admin", self._guard(self._index))
         app.router.add_get("/admin/sessions/{session_id}", self._guard(self._session))
         app.router.add_get("/admin/login", self._login_form)
         app.router.add_post("/admin/login", self._login)
+        app.router.add_get("/admin/static/{name:admin.css|console.js}", self._static)
+        if self.console is not None:
+            self.console.install(app)
 
     # -- access --------------------------------------------------------------------------
     def _remote_refused(self, request: web.Request) -> bool:
@@ -150,6 +172,14 @@ class AdminView:
             return self._page("login.html", status=401, failed=True)
         self._throttle.succeeded(self._source(request))
         response = web.HTTPSeeOther("/admin")
+        name = form.get("name")
+        response.set_cookie(
+            NAME_COOKIE,
+            operator_name(name if isinstance(name, str) else None),
+            path="/admin",
+            samesite="Strict",
+            secure=self._allow_remote or request.secure,
+        )
         # From afar the view is served over TLS (README): the cookie must never travel in clear.
         secure = self._allow_remote or request.secure
         response.set_cookie(
@@ -162,8 +192,14 @@ class AdminView:
         src = self.sources
         channel = request.query.get("channel") or None
         user = request.query.get("user") or None
+        q = request.query.get("q", "").strip()[:200]
+        number = page_number(request)
         conversations = await src.store.conversations(
-            channel=channel, user_id=user, limit=CONVERSATIONS
+            channel=channel,
+            user_id=user,
+            limit=CONVERSATIONS + 1,
+            search=q or None,
+            offset=(number - 1) * CONVERSATIONS,
         )
         since = (datetime.now(UTC) - timedelta(days=USAGE_DAYS)).date().isoformat()
         usage = await usage_report(src.store, src.prices, by=("day", "model"), since=since)
@@ -171,7 +207,10 @@ class AdminView:
         channels = {name: states.get(name, {"state": "not started"}) for name in src.channels()}
         return self._page(
             "index.html",
-            conversations=conversations,
+            conversations=conversations[:CONVERSATIONS],
+            more=len(conversations) > CONVERSATIONS,
+            page=number,
+            q=q,
             channel=channel or "",
             user=user or "",
             personas=sorted(src.personas.all().values(), key=lambda p: p.name),
@@ -190,7 +229,19 @@ class AdminView:
         tree = await session_tree(store, session)
         return self._page("session.html", tree=tree)
 
+    async def _static(self, request: web.Request) -> web.StreamResponse:
+        name = request.match_info["name"]
+        kind = "text/css" if name.endswith(".css") else "text/javascript"
+        return web.Response(
+            body=(STATIC / name).read_bytes(),
+            content_type=kind,
+            headers={"Cache-Control": "max-age=300", "X-Content-Type-Options": "nosniff"},
+        )
+
     def _page(self, template: str, *, status: int = 200, **values: Any) -> web.Response:
+        values.setdefault("nav", self.nav)
+        values.setdefault("csrf", self._csrf)
+        values.setdefault("operators", self.console is not None)
         html = self._templates.get_template(template).render(**values)
         return web.Response(
             text=html, status=status, content_type="text/html", headers=HEADERS, charset="utf-8"

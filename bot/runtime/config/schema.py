@@ -15,6 +15,7 @@ from adapters.feishu.config import FeishuConfig
 from adapters.slack.config import SlackConfig
 from adapters.telegram.config import TelegramConfig
 from adapters.websocket.config import WebsocketConfig
+from bot.runtime.config.handoff import HandoffConfig
 from bot.runtime.config.instances import INSTANCE_KINDS, INSTANCES, as_instances
 from content.texts import LANGUAGES, negotiate
 from tools.mcp.settings import McpSettings
@@ -324,6 +325,7 @@ class Config(_Section):
     stt: SttConfig = SttConfig()  # speech to text (voice notes); off while stt.base_url is null
     mcp: McpSettings = McpSettings()  # tool servers, defined beside the MCP source
     admin: AdminConfig = AdminConfig()
+    handoff: HandoffConfig = HandoffConfig()  # a person takes over (bot/handoff/)
 
 
 def item_model(annotation: Any) -> type[BaseModel] | None:

@@ -1,0 +1,84 @@
+"""The handoff's parts, built once by the app: the desk, its operators' place, the gateway relay.
+
+Built when someone can take a conversation: an operators' place is configured
+(`handoff.place`), or the admin view is on (its "take over"). Otherwise there is no handoff at
+all: no `/human`, and `transfer_to_human` tells the model nobody can take over.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from adapters.base import Channel
+from agent.personas import PersonaLibrary
+from bot.handoff.commands import HandoffStopCommand, HumanCommand
+from bot.handoff.desk import Claims, HandoffDesk
+from bot.handoff.model import HandoffSettings
+from bot.handoff.place import ChannelPlace
+from bot.handoff.relay import HandoffRelay
+from bot.pipeline.commands import StopCommand, TaskStopper
+from bot.pipeline.conversation_state import ConversationState
+from bot.pipeline.conversations import ConversationQueue
+from bot.pipeline.routing import Command
+from bot.pipeline.persona_choice import PersonaChoice
+from bot.runtime.config import Config, ConfigError
+from bot.storage.base import Store
+
+
+def build_handoff(
+    config: Config,
+    *,
+    store: Store,
+    states: ConversationState,
+    channels: Mapping[str, Channel],
+    claims: Claims,
+    personas: PersonaLibrary,
+    persona: PersonaChoice,
+) -> HandoffRelay | None:
+    settings = HandoffSettings.of(config.handoff)
+    if settings.place is None and not config.admin.token:
+        return None
+    place = None
+    if settings.place is not None:
+        kinds = {slack.id for slack in config.channels.slack if slack.enabled}
+        if settings.place.instance not in kinds:
+            raise ConfigError(
+                f"handoff.place: no enabled Slack instance {settings.place.instance!r}; enabled:"
+                f" {sorted(kinds) or 'none'} (channels.slack)"
+            )
+        place = ChannelPlace(settings.place, channels, settings.admin_url)
+
+    async def session_for(channel: str, conversation_key: str, user_id: str) -> str:
+        answering = personas.get(persona.for_channel(channel))
+        return await store.active_session(
+            channel=channel,
+            conversation_key=conversation_key,
+            user_id=user_id,
+            agent_id=answering.name,
+            persona_version=answering.version,
+        )
+
+    desk = HandoffDesk(
+        settings=settings,
+        states=states,
+        records=store,
+        history=store,
+        session_for=session_for,
+        channels=channels,
+        claims=claims,
+        place=place,
+    )
+    return HandoffRelay(desk, channels)
+
+
+def handoff_commands(
+    relay: HandoffRelay | None,
+    conversations: ConversationQueue,
+    channels: Mapping[str, Channel],
+    tasks: TaskStopper | None,
+) -> tuple[Command, ...]:
+    """`/human`, and the `/stop` that also withdraws a request (none without a handoff)."""
+    if relay is None:
+        return ()
+    stop = StopCommand(conversations, channels, tasks)
+    return (HumanCommand(relay.desk), HandoffStopCommand(relay.desk, stop))

@@ -1,0 +1,46 @@
+"""The user's commands for a handoff: `/human` asks for a person, `/stop` withdraws the request.
+
+`/stop` replaces the gateway's own (bot/pipeline/commands.py) in the command table: in a
+conversation a person is asked for or holds, it hands the conversation back to the bot; in any
+other it stops the running answer, as before.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from adapters.base import InboundMessage
+from bot.handoff.desk import HandoffDesk
+from bot.handoff.model import Asked
+from bot.pipeline.commands import StopCommand
+from bot.pipeline.routing import Reply
+from content.texts import t
+
+ASKED_BY_USER = "the user asked for a person"
+
+
+@dataclass(frozen=True, slots=True)
+class HumanCommand:
+    desk: HandoffDesk
+    name: str = "human"
+    help: str = "handoff.human_help"
+
+    async def run(self, message: InboundMessage, reply: Reply) -> None:
+        said = message.text.strip().partition(" ")[2].strip()  # `/human my card is blocked`
+        asked = Asked(said or ASKED_BY_USER, said, message.user_id, message.user_name)
+        notice = await self.desk.ask(message.chat, asked, language=message.language, via="/human")
+        await reply(message, notice)
+
+
+@dataclass(frozen=True, slots=True)
+class HandoffStopCommand:
+    desk: HandoffDesk
+    stop: StopCommand
+    name: str = "stop"
+    help: str = "command.stop_help"
+
+    async def run(self, message: InboundMessage, reply: Reply) -> None:
+        if await self.desk.withdraw(message.conversation_key, message.user_id):
+            await reply(message, t(message.language, "handoff.withdrawn"))
+            return
+        await self.stop.run(message, reply)
