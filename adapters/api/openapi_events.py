@@ -39,6 +39,7 @@ _EVENT_TYPES: Final = (
     "agent.finished",
     "tool.started",
     "tool.finished",
+    "handoff.updated",
     "error",
 )
 SSE_BODY: dict[str, Any] = {
@@ -54,8 +55,8 @@ SSE_BODY: dict[str, Any] = {
 }
 _FRAMES = (
     "the web socket protocol's server frames: message.created, message.updated, "
-    "message.completed, agent.started, agent.finished, tool.started, tool.finished (the "
-    "StreamEvent schema), each `id: <seq>`, `event: <type>`, `data: <the frame as JSON>`"
+    "message.completed, agent.started, agent.finished, tool.started, tool.finished, "
+    "handoff.updated (the StreamEvent schema), each `id: <seq>`, `event: <type>`, `data: <the frame as JSON>`"
 )
 STREAM_RESPONSE: dict[str, Any] = {
     "description": (
@@ -116,6 +117,9 @@ STREAM_EVENT = {
         "label": {"type": "string"},
         "code": {"type": "string"},
         "message": {"type": "string"},
+        "handoff_id": {"type": "string"},
+        "mode": {"enum": ["waiting", "human", "bot"]},
+        "operator": {"type": ["string", "null"]},
     },
     "oneOf": [
         {
@@ -137,6 +141,10 @@ STREAM_EVENT = {
         {
             "properties": {"type": {"enum": ["tool.started", "tool.finished"]}},
             "required": ["call_id", "status", "seq"],
+        },
+        {
+            "properties": {"type": {"const": "handoff.updated"}},
+            "required": ["handoff_id", "mode", "status", "seq"],
         },
         {"properties": {"type": {"const": "error"}}, "required": ["code", "message"]},
     ],

@@ -120,6 +120,12 @@ function createChat(ui, o) {
     } else if (/^(message\.(created|updated|completed)|(tool|agent)\.(started|finished))$/.test(frame.type)) {
       // replayed (the buffer, or the stored transcript after a restart): shown, not announced
       answers.handle(frame, frame.history === true || (typeof frame.seq === "number" && frame.seq <= readySeq));
+    } else if (frame.type === "handoff.updated") {
+      // a person asked for, or holding the conversation: their name, not the bot's typing
+      ui.person.hidden = frame.mode === "bot";
+      ui.person.textContent = frame.mode === "human"
+        ? t.personReplying.replace("{name}", frame.operator || "")
+        : t.personAsked;
     } else if (frame.type === "error" && frame.code === "identity_invalid") {
       stop(t.noIdentity, t.refusedIdentity, "the server refused this page's signed identity (" +
         frame.message + "). Fix: compute data-user-hash on your server as " +

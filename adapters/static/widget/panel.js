@@ -122,6 +122,10 @@ function buildPanel(root, o) {
   ui.banner = el("div", "cgw-banner");
   ui.banner.setAttribute("role", "alert");
   ui.banner.hidden = true;
+  // who answers while a person holds the conversation (a `handoff.updated` frame)
+  ui.person = el("div", "cgw-person");
+  ui.person.setAttribute("role", "status");
+  ui.person.hidden = true;
   ui.log = el("div", "cgw-log");
   ui.log.setAttribute("role", "log");
   ui.log.setAttribute("aria-live", "off");  // streamed edits would be read out word by word
@@ -155,7 +159,7 @@ function buildPanel(root, o) {
   ui.micState.setAttribute("role", "status");
   ui.micState.hidden = true;
   ui.form.append(ui.attach, ui.picker, ui.input, ui.mic, ui.send);
-  ui.panel.append(head, ui.banner, ui.log, ui.live, ui.chips, ui.micState, ui.fileError, ui.form);
+  ui.panel.append(head, ui.banner, ui.person, ui.log, ui.live, ui.chips, ui.micState, ui.fileError, ui.form);
   root.append(ui.panel);
   if (!o.inline) root.append(ui.launcher);
   return ui;

@@ -111,6 +111,7 @@ class OperatorConsole:
         return self.page(
             "handoff.html",
             status=status,
+            failed=status >= 400,
             row=row,
             messages=messages[-200:],
             events=events,
@@ -174,12 +175,16 @@ class OperatorConsole:
         await response.prepare(request)
         await response.write(b"retry: 3000\n\n")
         with self.desk.feed.subscribe(topic) as events:
-            while True:
-                try:
-                    async with asyncio.timeout(KEEPALIVE_S):
-                        event = await anext(events)
-                except TimeoutError:
-                    await response.write(b": keepalive\n\n")
-                    continue
-                data = json.dumps(dict(event), ensure_ascii=False)
-                await response.write(f"event: {event.get('kind', 'message')}\ndata: {data}\n\n".encode())
+            try:
+                while True:
+                    try:
+                        async with asyncio.timeout(KEEPALIVE_S):
+                            event = await anext(events)
+                    except TimeoutError:
+                        await response.write(b": keepalive\n\n")
+                        continue
+                    data = json.dumps(dict(event), ensure_ascii=False)
+                    kind = event.get("kind", "message")
+                    await response.write(f"event: {kind}\ndata: {data}\n\n".encode())
+            except ConnectionResetError:  # the browser went away: nothing to tell anyone
+                return response
