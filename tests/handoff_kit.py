@@ -92,9 +92,16 @@ class Desk:
     def thread(self, parent_ts: str) -> list[str]:
         return self.slack.thread(OPS, parent_ts)
 
-    async def press(self, action: str, handoff_id: str, parent_ts: str, user: str = "UOP1", name: str = "ana") -> None:
+    async def press(
+        self, action: str, handoff_id: str, parent_ts: str, user: str = "UOP1", name: str = "ana"
+    ) -> None:
         payload = button_press(
-            action, value=handoff_id, label=action, channel=OPS, message_ts=parent_ts, thread_ts=None
+            action,
+            value=handoff_id,
+            label=action,
+            channel=OPS,
+            message_ts=parent_ts,
+            thread_ts=None,
         )
         payload["user"] = {"id": user, "username": name, "team_id": "T1"}
         await self.slack.push("interactive", payload)

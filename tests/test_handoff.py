@@ -127,7 +127,9 @@ async def test_two_operators_press_take_at_once_and_one_wins(desk: Desk) -> None
     assert len(won) == 1 and len(lost) == 3, results
     assert all(exc.holder == won[0].operator_name for exc in lost)
     joined = [t for t in desk.sent_to_user() if "has joined" in t]
-    assert joined == [f"{won[0].operator_name} has joined the conversation and will answer you here."]
+    assert joined == [
+        f"{won[0].operator_name} has joined the conversation and will answer you here."
+    ]
     # pressing Take in Slack now: told who has it, in the thread
     assert thread is not None
     await desk.press("handoff.take", handoff_id, thread, user="UOP9", name="zed")

@@ -129,7 +129,9 @@ async def test_an_operator_takes_over_a_bot_conversation(desk: Desk) -> None:
             assert r.status == 303 and "/admin/handoffs/" in r.headers["Location"]
         await desk.user_sees("Ana has joined")
         await desk.user_says("is that a person?")
-        await eventually(lambda: any("is that a person?" in t for p in desk.parents() for t in desk.thread(p.ts)))
+        await eventually(
+            lambda: any("is that a person?" in t for p in desk.parents() for t in desk.thread(p.ts))
+        )
         assert len(provider.requests) == 1  # the bot stays quiet while Ana has it
         [(mode,)] = db_rows(app, "select mode from conversation_states")
         assert mode == "human"

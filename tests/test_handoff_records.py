@@ -61,11 +61,15 @@ async def test_rows_are_saved_whole_listed_searched_and_paged(store: AnyStore) -
     await store.save_handoff(row("h1", 100.0))
     await store.save_handoff(row("h2", 200.0, user_name="Bob", reason="broken card"))
     await store.save_handoff(row("h3", 300.0, status="resolved", thread="1700.0001"))
-    changed = row("h1", 100.0, status="human", operator="admin:ana", operator_name="Ana", taken_at=150.0)
+    changed = row(
+        "h1", 100.0, status="human", operator="admin:ana", operator_name="Ana", taken_at=150.0
+    )
     await store.save_handoff(changed)
     assert await store.get_handoff("h1") == changed
     assert await store.get_handoff("nope") is None
-    assert (await store.handoff_by_thread("1700.0001")) == row("h3", 300.0, status="resolved", thread="1700.0001")
+    assert (await store.handoff_by_thread("1700.0001")) == row(
+        "h3", 300.0, status="resolved", thread="1700.0001"
+    )
     ids = [r.id for r in await store.list_handoffs()]
     assert ids == ["h3", "h2", "h1"]  # newest first
     assert [r.id for r in await store.list_handoffs(statuses=("waiting", "human"))] == ["h2", "h1"]
@@ -88,13 +92,17 @@ async def test_every_action_is_audited_in_order(store: AnyStore) -> None:
 
 async def test_conversations_are_searched_and_paged(store: AnyStore) -> None:
     for n in range(3):
-        await store.active_session(channel="telegram", conversation_key=f"telegram:{n}", user_id=f"u{n}")
+        await store.active_session(
+            channel="telegram", conversation_key=f"telegram:{n}", user_id=f"u{n}"
+        )
     found = await store.conversations(search="TELEGRAM:1")
     assert [c.conversation_key for c in found] == ["telegram:1"]
     first = await store.conversations(limit=2)
     second = await store.conversations(limit=2, offset=2)
     assert len(first) == 2 and len(second) == 1
-    assert {c.id for c in first} | {c.id for c in second} == {c.id for c in await store.conversations()}
+    assert {c.id for c in first} | {c.id for c in second} == {
+        c.id for c in await store.conversations()
+    }
 
 
 # -- the desk's races, over every backend several processes share ---------------------------
@@ -143,24 +151,34 @@ async def desks(
     kind, url = backend
     channel = Recorder()
     async with AsyncExitStack() as stack:
-        stores = [await stack.enter_async_context(build_store(tmp_path / "bot.db", url)) for _ in range(2)]
+        stores = [
+            await stack.enter_async_context(build_store(tmp_path / "bot.db", url)) for _ in range(2)
+        ]
         states: list[ConversationState]
         if kind == "redis":
             redis, prefix = await stack.enter_async_context(redis_prefix())
-            states = [StoredConversationState(RedisStateRecords(redis, prefix=prefix)) for _ in range(2)]
+            states = [
+                StoredConversationState(RedisStateRecords(redis, prefix=prefix)) for _ in range(2)
+            ]
         else:
             states = [StoredConversationState(s) for s in stores]
 
         async def session_for(channel_name: str, key: str, user: str) -> str:
-            return await stores[0].active_session(channel=channel_name, conversation_key=key, user_id=user)
+            return await stores[0].active_session(
+                channel=channel_name, conversation_key=key, user_id=user
+            )
 
         def make(n: int) -> list[HandoffDesk]:
             settings = HandoffSettings(place=Place("slack", "COPS"), queue_timeout_s=600)
             return [
                 HandoffDesk(
-                    settings=settings, states=states[i % 2], records=stores[i % 2],
-                    history=stores[i % 2], session_for=session_for,
-                    channels={"telegram": channel}, claims=Claims(),
+                    settings=settings,
+                    states=states[i % 2],
+                    records=stores[i % 2],
+                    history=stores[i % 2],
+                    session_for=session_for,
+                    channels={"telegram": channel},
+                    claims=Claims(),
                 )  # fmt: skip
                 for i in range(n)
             ]
@@ -177,7 +195,10 @@ async def test_operators_racing_take_on_several_processes_one_wins(
     assert "asked a person" in notice
     [waiting] = await many[0].records.list_handoffs(statuses=("waiting",))
     results = await asyncio.gather(
-        *(d.take(waiting.id, Operator(f"admin:op{i}", f"op{i}"), via="test") for i, d in enumerate(many)),
+        *(
+            d.take(waiting.id, Operator(f"admin:op{i}", f"op{i}"), via="test")
+            for i, d in enumerate(many)
+        ),
         return_exceptions=True,
     )
     won = [r for r in results if isinstance(r, HandoffRow)]

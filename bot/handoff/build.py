@@ -19,8 +19,8 @@ from bot.handoff.relay import HandoffRelay
 from bot.pipeline.commands import StopCommand, TaskStopper
 from bot.pipeline.conversation_state import ConversationState
 from bot.pipeline.conversations import ConversationQueue
-from bot.pipeline.routing import Command
 from bot.pipeline.persona_choice import PersonaChoice
+from bot.pipeline.routing import Command
 from bot.runtime.config import Config, ConfigError
 from bot.storage.base import Store
 
@@ -40,7 +40,7 @@ def build_handoff(
         return None
     place = None
     if settings.place is not None:
-        kinds = {slack.id for slack in config.channels.slack if slack.enabled}
+        kinds = {str(slack.id) for slack in config.channels.slack if slack.enabled}
         if settings.place.instance not in kinds:
             raise ConfigError(
                 f"handoff.place: no enabled Slack instance {settings.place.instance!r}; enabled:"

@@ -106,9 +106,7 @@ class HandoffDesk:
             return t(language, "handoff.closed", hours=self.settings.hours_text)
         return None
 
-    async def ask(
-        self, chat: ChatRef, asked: Asked, *, language: str | None, via: str
-    ) -> str:
+    async def ask(self, chat: ChatRef, asked: Asked, *, language: str | None, via: str) -> str:
         """The user's (or the model's) request: the conversation waits for a person. The
         notice the user gets is returned, for the caller to send where its reply goes."""
         refusal = self.unavailable(language)
@@ -264,7 +262,9 @@ class HandoffDesk:
             await self._remember(row, "assistant", said, f"handoff:{handoff_id}:reply")
             if self.place is not None and via != "place" and row.thread:
                 await self.place.mirror(row, name, text)
-            self.feed.publish(row.id, {"kind": "message", "role": "operator", "who": name, "text": text})
+            self.feed.publish(
+                row.id, {"kind": "message", "role": "operator", "who": name, "text": text}
+            )
         return True
 
     # -- the user's side ---------------------------------------------------------------
@@ -332,7 +332,9 @@ class HandoffDesk:
     async def run(self) -> None:
         """The queue timeouts, the store's waiting handoffs (a restart's) included."""
         rows = await self.waiting()
-        await self.timeouts.run((r.id, r.requested_at + self.settings.queue_timeout_s) for r in rows)
+        await self.timeouts.run(
+            (r.id, r.requested_at + self.settings.queue_timeout_s) for r in rows
+        )
 
     async def open_for(self, conversation_key: str) -> HandoffRow | None:
         handoff_id = _open_id(await self.states.get(conversation_key))

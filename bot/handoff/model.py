@@ -17,7 +17,11 @@ CLOSED: Final[tuple[Status, ...]] = ("released", "resolved", "withdrawn", "expir
 OPEN_SETTING: Final = "handoff"
 ASKED_SETTING: Final = "handoff_asked"
 # the Slack buttons' action ids (the value is the handoff id)
-ACTIONS: Final = {"handoff.take": "take", "handoff.release": "release", "handoff.resolve": "resolve"}
+ACTIONS: Final = {
+    "handoff.take": "take",
+    "handoff.release": "release",
+    "handoff.resolve": "resolve",
+}
 
 
 @dataclass(frozen=True, slots=True)

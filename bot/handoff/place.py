@@ -27,7 +27,10 @@ HEADLINES = {
 }
 BUTTONS: Mapping[str, Sequence[tuple[str, str, str | None]]] = {
     "waiting": (("Take", "handoff.take", "primary"), ("Resolve", "handoff.resolve", None)),
-    "human": (("Release to bot", "handoff.release", None), ("Resolve", "handoff.resolve", "danger")),
+    "human": (
+        ("Release to bot", "handoff.release", None),
+        ("Resolve", "handoff.resolve", "danger"),
+    ),
 }
 
 

@@ -13,18 +13,18 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 
 from adapters.base import Channel, ChannelError, InboundMessage, OutboundContent
 from bot.handoff.desk import HandoffDesk
-from bot.handoff.model import ACTIONS, ASKED_SETTING, Asked, HandoffError, NotOpen, Operator
+from bot.handoff.model import ACTIONS, ASKED_SETTING, Asked, HandoffError, Operator
+from bot.pipeline.handoff_seam import Hold
 from bot.pipeline.routing import Reply
 from bot.storage.rows import HandoffRow
 from tools.base import ToolContext
 
 log = logging.getLogger(__name__)
 
-Hold = Callable[[InboundMessage, str], Awaitable[None]]
 RESUMED = "resume:"  # a queued resumption (bot/pipeline/turn.py RESUME_EVENT): never held
 COMMANDS = {"!release": "release", "!resolve": "resolve", "!take": "take"}
 
@@ -60,11 +60,15 @@ class HandoffRelay:
         except HandoffError as exc:
             await reply(message, f"⚠️ {exc}")
 
-    async def _act(self, handoff_id: str, operator: Operator, how: str, message: InboundMessage) -> None:
+    async def _act(
+        self, handoff_id: str, operator: Operator, how: str, message: InboundMessage
+    ) -> None:
         if how == "take":
             await self.desk.take(handoff_id, operator, via="place")
         else:
-            await self.desk.end(handoff_id, operator, "release" if how == "release" else "resolve", via="place")
+            await self.desk.end(
+                handoff_id, operator, "release" if how == "release" else "resolve", via="place"
+            )
 
     async def _thread_handoff(self, message: InboundMessage) -> HandoffRow | None:
         thread = message.chat.thread_id
@@ -79,7 +83,9 @@ class HandoffRelay:
         if message.attachments or message.parts:
             text = f"{text} [+{len(message.attachments) + len(message.parts)} attachment(s)]"
         try:
-            await self.desk.relay(message.conversation_key, message.user_name or message.user_id, text)
+            await self.desk.relay(
+                message.conversation_key, message.user_name or message.user_id, text
+            )
         except Exception:  # recorded already: the transcript has it, the place missed it
             log.exception("a held message of %s was not relayed", message.conversation_key)
 
@@ -147,6 +153,3 @@ class HandoffRelay:
 
 def _name(message: InboundMessage) -> str:
     return message.user_name or message.user_id
-
-
-__all__ = ["HandoffRelay", "NotOpen"]

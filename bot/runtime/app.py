@@ -19,12 +19,12 @@ from adapters.registry import build_enabled
 from agent.personas import PersonaLibrary
 from agent.providers import build_provider, describe_provider
 from agent.providers.base import Provider
+from bot.handoff.build import build_handoff, handoff_commands
 from bot.media.build import build_blobs, build_links, keep_retention, upload_secret
 from bot.media.route import MediaRoute
 from bot.ops.health import ChannelStates
 from bot.ops.mcp_status import watch_mcp
 from bot.ops.operations import Operations, metrics_enabled
-from bot.handoff.build import build_handoff, handoff_commands
 from bot.pipeline.background import BackgroundResults
 from bot.pipeline.conversations import ConversationQueue
 from bot.pipeline.gateway import Gateway, GatewaySettings
@@ -115,9 +115,9 @@ class App:
                 self.ops,
                 self.redis,
                 admits=lambda message: (
-                    self.handoff is not None and self.handoff.operates(message)
-                )
-                or access.check(message) == "allow",
+                    (self.handoff is not None and self.handoff.operates(message))
+                    or access.check(message) == "allow"
+                ),
                 # the agent id of the conversations' sessions (the gateway's persona)
                 persona_name=lambda: self.personas.get(persona).name,
                 introduction=lambda: wiring.introduction(self.personas.get(persona)),
@@ -183,7 +183,9 @@ class App:
             states=states,
             blobs=self.blobs,
             hearing=self.hearing,
-            commands=handoff_commands(self.handoff, self.conversations, self.channels, self.workers),
+            commands=handoff_commands(
+                self.handoff, self.conversations, self.channels, self.workers
+            ),
             handoff=self.handoff,
         )
         self.gateway.accepting.clear()  # until interrupted turns are queued (see `_start`)

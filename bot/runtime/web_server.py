@@ -15,8 +15,8 @@ from aiohttp import web
 from adapters.base import Channel, HealthReport, WebRoutes
 from agent.personas import PersonaLibrary
 from agent.providers.base import Provider
-from bot.media.route import MediaRoute
 from bot.handoff.desk import HandoffDesk
+from bot.media.route import MediaRoute
 from bot.ops.admin import AdminSources, AdminView
 from bot.ops.health import ChannelStates
 from bot.ops.operations import Operations

@@ -12,6 +12,7 @@ from collections.abc import Sequence
 
 import sqlalchemy as sa
 from sqlalchemy.dialects.postgresql import insert
+from sqlalchemy.sql.expression import BindParameter
 
 from bot.storage.query import Query, params
 from bot.storage.rows import HandoffEventRow, HandoffRow
@@ -47,7 +48,7 @@ def _listing(statuses: int, searched: bool) -> RowQuery[HandoffRow]:
         if statuses:
             where.append(H.c.status.in_([sa.bindparam(f"s{i}") for i in range(statuses)]))
         if searched:
-            pattern = sa.bindparam("pattern")
+            pattern: BindParameter[str] = sa.bindparam("pattern")
             where.append(
                 sa.or_(
                     *(
@@ -123,6 +124,8 @@ async def _save(tx: Tx, /, row: HandoffRow) -> None:
     await tx.execute(_SAVE, **{name: getattr(row, name) for name in _FIELDS})
 
 
-async def _audit(tx: Tx, /, handoff_id: str, at: float, actor: str, action: str, detail: str) -> None:
+async def _audit(
+    tx: Tx, /, handoff_id: str, at: float, actor: str, action: str, detail: str
+) -> None:
     values = {"handoff_id": handoff_id, "at": at, "actor": actor, "action": action}
     await tx.execute(_AUDIT, detail=detail, **values)

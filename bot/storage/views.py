@@ -103,7 +103,7 @@ def _conversations(by_channel: bool, by_user: bool, searched: bool) -> RowQuery[
         if by_user:
             where.append(S.c.user_id == sa.bindparam("user_id"))
         if searched:
-            pattern = sa.bindparam("pattern")
+            pattern: BindParameter[str] = sa.bindparam("pattern")
             where.append(
                 sa.or_(
                     *(

@@ -11,7 +11,9 @@ from tools.base import ToolContext, ToolError
 from tools.registry import tool
 
 
-@tool(destructive=False, idempotent=True, open_world=False, status="Asking a colleague to take over")
+@tool(
+    destructive=False, idempotent=True, open_world=False, status="Asking a colleague to take over"
+)
 async def transfer_to_human(ctx: ToolContext, reason: str, summary: str) -> str:
     """Hand this conversation to a person on the team, when the user asks for one or when it
     needs someone who can act beyond your tools. A person then answers in this chat; you stay

@@ -21,7 +21,7 @@ from typing import Final
 
 from aiohttp import web
 
-from bot.handoff.desk import HandoffDesk
+from bot.handoff.desk import Ending, HandoffDesk
 from bot.handoff.model import CLOSED, OPEN, AlreadyTaken, HandoffError, Operator
 from bot.storage.roles import AdminViewRecords
 
@@ -62,7 +62,9 @@ class OperatorConsole:
         app.router.add_get("/admin/handoffs/{id}", g(self._one))
         app.router.add_get("/admin/handoffs/{id}/events", g(self._events))
         app.router.add_get("/admin/live", g(self._all_events))
-        app.router.add_post("/admin/handoffs/{id}/{action:take|release|resolve|reply}", g(self._act))
+        app.router.add_post(
+            "/admin/handoffs/{id}/{action:take|release|resolve|reply}", g(self._act)
+        )
         app.router.add_post("/admin/take-over", g(self._take_over))
 
     def _operator(self, request: web.Request) -> Operator:
@@ -76,7 +78,9 @@ class OperatorConsole:
             raise web.HTTPForbidden(text="a form from another site\n")
         form = {k: v for k, v in (await request.post()).items() if isinstance(v, str)}
         if form.get("csrf") != self.csrf(request):
-            raise web.HTTPForbidden(text="the form's CSRF token is missing or wrong; reload the page\n")
+            raise web.HTTPForbidden(
+                text="the form's CSRF token is missing or wrong; reload the page\n"
+            )
         return form
 
     # -- pages ---------------------------------------------------------------------------
@@ -98,7 +102,9 @@ class OperatorConsole:
             q=search,
         )
 
-    async def _one(self, request: web.Request, *, status: int = 200, said: str = "") -> web.Response:
+    async def _one(
+        self, request: web.Request, *, status: int = 200, said: str = ""
+    ) -> web.Response:
         row = await self.desk.records.get_handoff(request.match_info["id"])
         if row is None:
             raise web.HTTPNotFound(text="no such handoff\n")
@@ -136,8 +142,10 @@ class OperatorConsole:
                 event = f"admin-reply:{handoff_id}:{nonce}" if nonce else None
                 await self.desk.reply(handoff_id, me, text[:4000], event_id=event, via="admin")
             else:
-                how = "release" if action == "release" else "resolve"
-                await self.desk.end(handoff_id, me, how, via="admin", note=form.get("note", "")[:500])
+                how: Ending = "release" if action == "release" else "resolve"
+                await self.desk.end(
+                    handoff_id, me, how, via="admin", note=form.get("note", "")[:500]
+                )
         except AlreadyTaken as exc:
             return await self._one(request, status=409, said=f"Already taken by {exc.holder}.")
         except HandoffError as exc:
@@ -153,7 +161,9 @@ class OperatorConsole:
         if chat is None:
             raise web.HTTPConflict(text="this conversation has no chat to answer in yet\n")
         try:
-            row = await self.desk.take_over(chat, session.user_id, self._operator(request), via="admin")
+            row = await self.desk.take_over(
+                chat, session.user_id, self._operator(request), via="admin"
+            )
         except HandoffError as exc:
             opened = await self.desk.open_for(session.conversation_key)
             if opened is not None:

@@ -78,7 +78,9 @@ def parse_hours(value: str) -> Hours:
     try:
         ZoneInfo(zone)
     except (ZoneInfoNotFoundError, ValueError):
-        raise ValueError(f"unknown time zone {zone!r}; use an IANA name like Europe/Berlin") from None
+        raise ValueError(
+            f"unknown time zone {zone!r}; use an IANA name like Europe/Berlin"
+        ) from None
     return Hours(days, start, end, zone)
 
 
