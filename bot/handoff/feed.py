@@ -9,7 +9,7 @@ the page to catch up (the transcript is the store's), rather than holding memory
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any, Final
 
@@ -32,12 +32,14 @@ class HandoffFeed:
                 queue.put_nowait(event)
 
     @contextmanager
-    def subscribe(self, handoff_id: str) -> Any:
+    def subscribe(self, handoff_id: str) -> Iterator[asyncio.Queue[Event]]:
+        """The queue this subscriber reads (a plain queue: a read cancelled by a keep-alive
+        timeout loses nothing, where an async generator would be closed by it)."""
         queue: asyncio.Queue[Event] = asyncio.Queue(QUEUE)
         subscribers = self._subscribers.setdefault(handoff_id, set())
         subscribers.add(queue)
         try:
-            yield _events(queue)
+            yield queue
         finally:
             subscribers.discard(queue)
             if not subscribers:
@@ -45,8 +47,3 @@ class HandoffFeed:
 
     def subscribers(self, handoff_id: str) -> int:
         return len(self._subscribers.get(handoff_id, ()))
-
-
-async def _events(queue: asyncio.Queue[Event]) -> AsyncIterator[Event]:
-    while True:
-        yield await queue.get()

@@ -42,14 +42,16 @@ CONVERSATIONS = 50
 USAGE_DAYS = 30
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 STATIC = Path(__file__).parent / "static"
-# only our own stylesheet and script, no framing, no referrer
+# only our own stylesheet and script, no framing, no referrer beyond the site
 HEADERS = {
     "Content-Security-Policy": (
         "default-src 'none'; style-src 'self'; script-src 'self'; connect-src 'self';"
         " img-src 'self'; form-action 'self'; base-uri 'none'; frame-ancestors 'none'"
     ),
     "X-Frame-Options": "DENY",
-    "Referrer-Policy": "no-referrer",
+    # same-origin: no referrer leaves the site, and forms carry their Origin (no-referrer makes
+    # a browser send `Origin: null`, which the CSRF check refuses)
+    "Referrer-Policy": "same-origin",
     "Cache-Control": "no-store",
 }
 

@@ -189,7 +189,7 @@ class OperatorConsole:
                 while True:
                     try:
                         async with asyncio.timeout(KEEPALIVE_S):
-                            event = await anext(events)
+                            event = await events.get()
                     except TimeoutError:
                         await response.write(b": keepalive\n\n")
                         continue

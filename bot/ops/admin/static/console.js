@@ -39,7 +39,8 @@
       status.className = "badge status-" + data.status;
     }
     const box = document.getElementById("reply-text");
-    if (!transcript || !box || !box.value) window.location.reload();
+    // to the page's own address: a reload of a form's answer would post the form again
+    if (!transcript || !box || !box.value) window.location.replace(page.getAttribute("data-home"));
   });
   source.addEventListener("audit", function (event) {
     const data = JSON.parse(event.data);
