@@ -16,6 +16,7 @@ WEBSOCKET = sorted((ROOT / "adapters" / "websocket").glob("*.py"))
 DELIVERY = (
     ROOT / "bot" / "pipeline" / "status_frame.py"
 )  # emits the agent.* and tool.* frames through Channel.emit_event (for the delivery)
+NOTICES = ROOT / "bot" / "handoff" / "notices.py"  # emits handoff.updated, its `EVENT`
 
 
 def _section(heading: str, end: str = "\n## ") -> str:
@@ -99,6 +100,12 @@ def server_frame_types() -> set[str]:
                     isinstance(t, ast.Name) and t.id == variable.id for t in node.targets
                 ):
                     found |= _strings(node.value)
+    [notices] = _trees([NOTICES])
+    for node in notices.body:
+        if isinstance(node, ast.Assign) and any(
+            isinstance(t, ast.Name) and t.id == "EVENT" for t in node.targets
+        ):
+            found |= _strings(node.value)
     return found
 
 
