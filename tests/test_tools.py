@@ -448,6 +448,7 @@ def test_builtin_registry() -> None:
         "collect_info",
         "create_payment",
         "fetch_news",
+        "transfer_to_human",
     ]
     assert registry.get("get_current_datetime") is get_current_datetime
     assert isinstance(get_current_datetime, Tool)
