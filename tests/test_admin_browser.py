@@ -47,7 +47,9 @@ async def test_an_admin_signs_in_and_reads_a_session_tree(
             user_text = root.locator("> ol.messages li.role-user pre.content").first
             assert SCRIPT in await user_text.inner_text()  # shown as text
             # the console's own script, nothing else; no image
-            assert await page.locator("script:not([src='/admin/static/console.js']), img").count() == 0
+            assert (
+                await page.locator("script:not([src='/admin/static/console.js']), img").count() == 0
+            )
             assert await page.evaluate("() => window.pwned") is None
             assert errors == []
         finally:

@@ -33,6 +33,8 @@ class HandoffRelay:
     def __init__(self, desk: HandoffDesk, channels: Mapping[str, Channel]) -> None:
         self.desk = desk
         self.channels = channels
+        # conversations whose turn called transfer_to_human (or found a request left behind)
+        self._asked: set[str] = set()
 
     # -- operators ---------------------------------------------------------------------
     def operates(self, message: InboundMessage) -> bool:
@@ -90,26 +92,29 @@ class HandoffRelay:
             log.exception("a held message of %s was not relayed", message.conversation_key)
 
     async def before_turn(self, batch: list[InboundMessage], hold: Hold) -> list[InboundMessage]:
-        """The batch, or only its resumptions if a person holds the conversation now."""
+        """The batch, or only its resumptions if a person holds the conversation now. The one
+        state read a turn costs: it also finds a request a dead process's turn left behind."""
         fresh = [m for m in batch if not m.event_id.startswith(RESUMED)]
-        if not fresh:
-            return batch
+        key = batch[-1].conversation_key if batch else ""
         try:
-            mode = await self.desk.states.mode(fresh[-1].conversation_key)
+            state = await self.desk.states.get(key)
         except Exception:  # the queue took it in bot mode: the bot answers rather than nobody
-            log.exception("the mode of %s not read before its turn", fresh[-1].conversation_key)
+            log.exception("the state of %s not read before its turn", key)
             return batch
-        if mode == "bot":
+        if ASKED_SETTING in state.settings:
+            self._asked.add(key)
+        if not fresh or state.mode == "bot":
             return batch
         for message in fresh:
-            await hold(message, mode)
+            await hold(message, state.mode)
         return [m for m in batch if m.event_id.startswith(RESUMED)]
 
     async def after_turn(self, batch: Sequence[InboundMessage]) -> None:
         """A request the model made during the turn, switched to now its final is out."""
-        if not batch:
-            return
+        if not batch or batch[-1].conversation_key not in self._asked:
+            return  # no transfer_to_human in this turn: no second read
         last = batch[-1]
+        self._asked.discard(last.conversation_key)
         try:
             state = await self.desk.states.get(last.conversation_key)
             kept = state.settings.get(ASKED_SETTING)
@@ -139,6 +144,7 @@ class HandoffRelay:
                 " words, and keep helping."
             )
         asked = Asked(reason, summary, ctx.user_id)
+        self._asked.add(ctx.conversation_key)
         state = await self.desk.states.update(
             ctx.conversation_key, lambda s: s.with_setting(ASKED_SETTING, asked.dumps())
         )
