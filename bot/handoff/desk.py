@@ -15,12 +15,12 @@ import json
 import logging
 import time
 import uuid
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import replace
 from typing import Literal, Protocol
 
 from adapters.base import Channel, ChannelError, ChatRef
-from agent.types import Message
+from bot.handoff.context import HandoffContext, SessionFor
 from bot.handoff.feed import HandoffFeed
 from bot.handoff.model import (
     ASKED_SETTING,
@@ -31,7 +31,6 @@ from bot.handoff.model import (
     HandoffSettings,
     NotOpen,
     Operator,
-    clock_text,
 )
 from bot.handoff.notices import Notices
 from bot.handoff.place import OperatorPlace
@@ -45,7 +44,6 @@ from content.texts import t
 
 log = logging.getLogger(__name__)
 
-SessionFor = Callable[[str, str, str], Awaitable[str]]  # (channel, conversation, user) → session
 Ending = Literal["release", "resolve"]
 
 
@@ -87,8 +85,7 @@ class HandoffDesk:
         self.settings = settings
         self.states = states
         self.records = records
-        self.history = history
-        self.session_for = session_for
+        self.context = HandoffContext(history, session_for)
         self.claims = claims
         self.place = place
         self.feed = feed or HandoffFeed()
@@ -233,7 +230,7 @@ class HandoffDesk:
         await self.records.save_handoff(row)
         await self._audit(row, operator.id, status, note or via)
         self.timeouts.cancel(handoff_id)
-        await self._mark(row)
+        await self.context.ended(row, row.ended_at or self.clock())
         await self.notices.tell(row, t(row.language, f"handoff.{status}", name=operator.name))
         await self._changed(row)
         return row
@@ -258,8 +255,7 @@ class HandoffDesk:
                 raise AlreadyTaken(row.operator_name or state.assignee or "someone")
             name = row.operator_name or operator.name
             await self.notices.tell(row, t(row.language, "handoff.reply", name=name, text=text))
-            said = f"[{name}, a person on the team, wrote to the user:] {text}"
-            await self._remember(row, "assistant", said, f"handoff:{handoff_id}:reply")
+            await self.context.said(row, name, text)
             if self.place is not None and via != "place" and row.thread:
                 await self.place.mirror(row, name, text)
             self.feed.publish(
@@ -304,7 +300,7 @@ class HandoffDesk:
         await self._audit(row, f"user:{user_id}", "withdrawn", "/stop")
         self.timeouts.cancel(row.id)
         if row.taken_at is not None:
-            await self._mark(row)
+            await self.context.ended(row, row.ended_at or self.clock())
         await self._changed(row)
         return True
 
@@ -366,22 +362,3 @@ class HandoffDesk:
                 await self.place.changed(row)
             except ChannelError as exc:
                 log.error("handoff %s: the operators' place not updated: %s", row.id, exc)
-
-    async def _mark(self, row: HandoffRow) -> None:
-        """What the bot reads when it has the conversation back: who handled it, when, how."""
-        start = clock_text(row.taken_at or row.requested_at)
-        end = clock_text(row.ended_at or self.clock())
-        name = row.operator_name or "a person"
-        what = row.summary or row.reason
-        marker = (
-            f"[Gateway note, not from the user: a person handled this {start}–{end} UTC"
-            f" ({name}): {what}. The conversation is back with you: carry on from here, and"
-            " do not repeat what they said.]"
-        )
-        await self._remember(row, "user", marker, f"handoff:{row.id}:end")
-
-    async def _remember(
-        self, row: HandoffRow, role: Literal["user", "assistant"], text: str, turn_id: str
-    ) -> None:
-        session = await self.session_for(row.channel, row.conversation_key, row.user_id)
-        await self.history.append_messages(session, turn_id, [Message(role, text)])

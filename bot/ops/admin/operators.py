@@ -108,7 +108,7 @@ class OperatorConsole:
         row = await self.desk.records.get_handoff(request.match_info["id"])
         if row is None:
             raise web.HTTPNotFound(text="no such handoff\n")
-        session = await self.desk.session_for(row.channel, row.conversation_key, row.user_id)
+        session = await self.desk.context.session(row)
         messages = [
             m for m in await self.store.messages_for_session(session)
             if m.role in ("user", "assistant") and m.content
