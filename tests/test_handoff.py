@@ -53,6 +53,12 @@ async def test_telegram_to_slack_and_back_with_the_marker(desk: Desk) -> None:
     blocks = str(parent.blocks)
     assert SUMMARY in blocks and "handoff.take" in blocks and "telegram" in blocks
 
+    # the thread opens with the conversation so far
+    await eventually(lambda: bool(desk.thread(parent.ts)))
+    recap = desk.thread(parent.ts)[0]
+    assert "Earlier in this conversation" in recap
+    assert "300 EUR back for order 17" in recap and FINAL in recap
+
     # the user writes while waiting: held, relayed to the thread, no model call
     await desk.user_says("Hello? Is someone there?")
     await eventually(lambda: any("Is someone there?" in t for t in desk.thread(parent.ts)))

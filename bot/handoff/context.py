@@ -9,13 +9,24 @@ what tells the model that this is over (a peer's bot stayed silent for good with
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
-from typing import Literal
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Final, Literal, Protocol
 
 from agent.types import Message
 from bot.handoff.model import clock_text
-from bot.pipeline.held import MessageLog
 from bot.storage.rows import HandoffRow
+
+RECAP: Final = 8  # the conversation's last messages shown to operators when a handoff opens
+RECAP_CHARS: Final = 600  # of each
+
+
+class History(Protocol):
+    async def load_history(self, session_id: str) -> list[tuple[str, Message]]: ...
+
+    async def append_messages(
+        self, session_id: str, turn_id: str, messages: Sequence[Message]
+    ) -> None: ...
+
 
 SessionFor = Callable[[str, str, str], Awaitable[str]]  # (channel, conversation, user) → session
 
@@ -31,7 +42,7 @@ def marker(row: HandoffRow, ended_at: float) -> str:
 
 
 class HandoffContext:
-    def __init__(self, history: MessageLog, session_for: SessionFor) -> None:
+    def __init__(self, history: History, session_for: SessionFor) -> None:
         self.history = history
         self.session_for = session_for
 
@@ -42,6 +53,16 @@ class HandoffContext:
 
     async def ended(self, row: HandoffRow, ended_at: float) -> None:
         await self._append(row, "user", marker(row, ended_at), f"handoff:{row.id}:end")
+
+    async def recap(self, row: HandoffRow) -> str:
+        """The conversation's last words before the handoff, for the operators' thread."""
+        history = await self.history.load_history(await self.session(row))
+        said = [m for _, m in history if m.role in ("user", "assistant") and m.content.strip()]
+        lines = [
+            f"{'user' if m.role == 'user' else 'bot'}: {m.content.strip()[:RECAP_CHARS]}"
+            for m in said[-RECAP:]
+        ]
+        return "\n".join(lines)
 
     async def session(self, row: HandoffRow) -> str:
         return await self.session_for(row.channel, row.conversation_key, row.user_id)

@@ -20,7 +20,7 @@ from dataclasses import replace
 from typing import Literal, Protocol
 
 from adapters.base import Channel, ChannelError, ChatRef
-from bot.handoff.context import HandoffContext, SessionFor
+from bot.handoff.context import HandoffContext, History, SessionFor
 from bot.handoff.feed import HandoffFeed
 from bot.handoff.model import (
     ASKED_SETTING,
@@ -36,7 +36,6 @@ from bot.handoff.notices import Notices
 from bot.handoff.place import OperatorPlace
 from bot.handoff.timeouts import Timeouts
 from bot.pipeline.conversation_state import ConversationState, StateSnapshot
-from bot.pipeline.held import MessageLog
 from bot.storage.roles import HandoffRecords
 from bot.storage.rows import HandoffRow
 from bot.storage.turns import chat_from_record, chat_record
@@ -71,7 +70,7 @@ class HandoffDesk:
         settings: HandoffSettings,
         states: ConversationState,
         records: HandoffRecords,
-        history: MessageLog,
+        history: History,
         session_for: SessionFor,
         channels: Mapping[str, Channel],
         claims: Claims,
@@ -150,6 +149,12 @@ class HandoffDesk:
             return row
         row = replace(row, thread=thread)
         await self.records.save_handoff(row)
+        try:
+            recap = await self.context.recap(row)
+            if recap:
+                await self.place.mirror(row, "Earlier in this conversation", "\n" + recap)
+        except ChannelError as exc:
+            log.error("handoff %s: the conversation so far not mirrored: %s", row.id, exc)
         return row
 
     # -- operators act -----------------------------------------------------------------
