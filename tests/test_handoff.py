@@ -115,6 +115,9 @@ async def test_a_restart_mid_handoff_keeps_it(desk: Desk) -> None:
     assert app.provider.requests == []  # type: ignore[attr-defined]
     state = await app.handoff.desk.states.get(f"telegram:{4242}")  # type: ignore[union-attr]
     assert state.mode == "human" and state.assignee == "slack:UOP1"
+    await desk.operator_says("!resolve", thread)  # typed instead of pressing the button
+    await desk.user_sees("marked this conversation as resolved")
+    assert handoff_row(desk)[1] == "resolved"
 
 
 async def test_two_operators_press_take_at_once_and_one_wins(desk: Desk) -> None:
@@ -155,6 +158,7 @@ async def test_stop_withdraws_and_the_queue_times_out(desk: Desk) -> None:
     await desk.user_says("/human")
     await eventually(lambda: handoff_row(desk)[1] == "waiting")
     await desk.user_sees("nobody could take over in time", timeout=15)
+    await eventually(lambda: "Nobody took it in time" in desk.parents()[-1].text)
     await eventually(lambda: handoff_row(desk)[1] == "expired")
     await desk.user_says("ok then")
     await desk.user_sees("back to work")
