@@ -56,6 +56,9 @@ class Claims:
     async def claim(self, event_id: str) -> bool:
         return True
 
+    async def release(self, event_id: str) -> None:
+        return None
+
 
 def desk(store: AnyStore, states: ConversationState) -> HandoffDesk:
     async def session_for(channel: str, key: str, user: str) -> str:

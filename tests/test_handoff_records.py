@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from adapters.base import ChannelLimits, ChatRef, MessageHandle, OutboundContent
+from adapters.base import ChannelError, ChannelLimits, ChatRef, MessageHandle, OutboundContent
 from bot.handoff.desk import HandoffDesk
 from bot.handoff.model import AlreadyTaken, Asked, HandoffSettings, Operator
 from bot.pipeline.conversation_state import ConversationState, StoredConversationState
@@ -109,12 +109,14 @@ async def test_conversations_are_searched_and_paged(store: AnyStore) -> None:
 
 
 class Recorder:
-    """A channel that keeps what it was asked to send (the user's chat, the operators')."""
+    """A channel that keeps what it was asked to send (the user's chat, the operators');
+    `down`: it refuses, as a platform that is unreachable does."""
 
     name = "telegram"
 
     def __init__(self) -> None:
         self.sent: list[tuple[str, str]] = []
+        self.down = False
 
     def limits_for(self, chat: ChatRef) -> ChannelLimits:
         return ChannelLimits()
@@ -123,6 +125,8 @@ class Recorder:
         raise NotImplementedError
 
     async def send(self, chat: ChatRef, content: OutboundContent, **_: Any) -> MessageHandle:
+        if self.down:
+            raise ChannelError("the platform is unreachable")
         self.sent.append((chat.key, content.text))
         return MessageHandle(chat, str(len(self.sent)))
 
@@ -138,6 +142,9 @@ class Claims:
         new = event_id not in self.seen
         self.seen.add(event_id)
         return new
+
+    async def release(self, event_id: str) -> None:
+        self.seen.discard(event_id)
 
 
 MakeDesks = Callable[[int], list[HandoffDesk]]
@@ -231,3 +238,21 @@ async def test_the_timeout_and_a_take_race_and_one_lands(desks: tuple[MakeDesks,
     assert final.status == ("expired" if expired else "human")
     mode = (await second.states.get(CHAT.key)).mode
     assert mode == ("bot" if expired else "human")
+
+
+async def test_a_reply_the_channel_refused_can_be_sent_again_once(
+    desks: tuple[MakeDesks, Recorder],
+) -> None:
+    make, channel = desks
+    [desk] = make(1)
+    await desk.ask(CHAT, Asked("a refund", "", "7"), language="en", via="/human")
+    [waiting] = await desk.records.list_handoffs(statuses=("waiting",))
+    ana = Operator("admin:ana", "Ana")
+    await desk.take(waiting.id, ana, via="test")
+    channel.down = True
+    with pytest.raises(ChannelError):
+        await desk.reply(waiting.id, ana, "Approved.", event_id="form-1", via="test")
+    channel.down = False
+    assert await desk.reply(waiting.id, ana, "Approved.", event_id="form-1", via="test")
+    assert not await desk.reply(waiting.id, ana, "Approved.", event_id="form-1", via="test")
+    assert [t for _, t in channel.sent if "Approved." in t] == ["**Ana:** Approved."]

@@ -53,6 +53,8 @@ class _Refused(Exception):
 class Claims(Protocol):
     async def claim(self, event_id: str) -> bool: ...
 
+    async def release(self, event_id: str) -> None: ...
+
 
 def _open_id(state: StateSnapshot) -> str | None:
     return state.settings.get(OPEN_SETTING)
@@ -183,7 +185,7 @@ class HandoffDesk:
         await self.records.save_handoff(row)
         await self._audit(row, operator.id, "took", via)
         self.timeouts.cancel(handoff_id)
-        await self.notices.tell(row, t(row.language, "handoff.taken", name=operator.name))
+        await self.notices.inform(row, t(row.language, "handoff.taken", name=operator.name))
         await self._changed(row)
         return row
 
@@ -209,7 +211,7 @@ class HandoffDesk:
         await self.records.save_handoff(row)
         await self._audit(row, operator.id, "took over", via)
         row = await self._opened(row)
-        await self.notices.tell(row, t(row.language, "handoff.taken", name=operator.name))
+        await self.notices.inform(row, t(row.language, "handoff.taken", name=operator.name))
         await self.notices.state(row, chat)
         return row
 
@@ -236,7 +238,7 @@ class HandoffDesk:
         await self._audit(row, operator.id, status, note or via)
         self.timeouts.cancel(handoff_id)
         await self.context.ended(row, row.ended_at or self.clock())
-        await self.notices.tell(row, t(row.language, f"handoff.{status}", name=operator.name))
+        await self.notices.inform(row, t(row.language, f"handoff.{status}", name=operator.name))
         await self._changed(row)
         return row
 
@@ -259,7 +261,12 @@ class HandoffDesk:
             elif state.assignee != operator.id:
                 raise AlreadyTaken(row.operator_name or state.assignee or "someone")
             name = row.operator_name or operator.name
-            await self.notices.tell(row, t(row.language, "handoff.reply", name=name, text=text))
+            try:
+                await self.notices.tell(row, t(row.language, "handoff.reply", name=name, text=text))
+            except ChannelError:
+                if event_id is not None:  # not delivered: the same form again may send it
+                    await self.claims.release(event_id)
+                raise
             await self.context.said(row, name, text)
             if self.place is not None and via != "place" and row.thread:
                 await self.place.mirror(row, name, text)
@@ -327,7 +334,7 @@ class HandoffDesk:
         row = replace(row, status="expired", ended_at=self.clock())
         await self.records.save_handoff(row)
         await self._audit(row, "timeout", "expired", f"{self.settings.queue_timeout_s:g} s")
-        await self.notices.tell(row, t(row.language, "handoff.expired"))
+        await self.notices.inform(row, t(row.language, "handoff.expired"))
         await self._changed(row)
 
     async def run(self) -> None:

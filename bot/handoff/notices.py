@@ -40,6 +40,14 @@ class Notices:
             raise ChannelError(f"the channel {row.channel!r} of this conversation is not running")
         await channel.send(chat, OutboundContent(text), final=True)
 
+    async def inform(self, row: HandoffRow, text: str) -> None:
+        """A notice after a change that has happened: one the channel refuses is logged (the
+        change stands; the user sees it on their next message)."""
+        try:
+            await self.tell(row, text)
+        except ChannelError as exc:
+            log.error("handoff %s: a notice did not reach the user: %s", row.id, exc)
+
     async def state(self, row: HandoffRow, chat: ChatRef) -> None:
         fields = {
             "handoff_id": row.id,

@@ -61,6 +61,9 @@ class HandoffRelay:
                 await self.desk.reply(row.id, operator, message.text, event_id=None, via="place")
         except HandoffError as exc:
             await reply(message, f"⚠️ {exc}")
+        except ChannelError as exc:  # the user's channel refused: the operator must know
+            log.error("an operator's message did not reach the user: %s", exc)
+            await reply(message, f"⚠️ not delivered to the user: {exc}")
 
     async def _act(
         self, handoff_id: str, operator: Operator, how: str, message: InboundMessage

@@ -21,6 +21,7 @@ from typing import Final
 
 from aiohttp import web
 
+from adapters.base import ChannelError
 from bot.handoff.desk import Ending, HandoffDesk
 from bot.handoff.model import CLOSED, OPEN, AlreadyTaken, HandoffError, Operator
 from bot.storage.roles import AdminViewRecords
@@ -150,6 +151,8 @@ class OperatorConsole:
             return await self._one(request, status=409, said=f"Already taken by {exc.holder}.")
         except HandoffError as exc:
             return await self._one(request, status=409, said=f"{exc}")
+        except ChannelError as exc:  # the user's channel refused the reply
+            return await self._one(request, status=502, said=f"Not delivered to the user: {exc}")
         raise web.HTTPSeeOther(f"/admin/handoffs/{handoff_id}?said={action}")
 
     async def _take_over(self, request: web.Request) -> web.StreamResponse:
