@@ -76,7 +76,7 @@ async def test_operators_take_reply_release_in_the_admin_view(desk: Desk) -> Non
             while "event: state" not in seen:
                 seen += (await stream.content.readline()).decode()
             seen += (await stream.content.readline()).decode()  # its data line
-            assert '"operator": "Ana"' in seen and '"mode": "human"' in seen
+            assert '"operator":"Ana"' in seen and '"mode":"human"' in seen
             stream.close()
 
         _, html = await page(ana, url)

@@ -10,9 +10,11 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from adapters.base import Channel
+from adapters.hub.base import EventHub
 from agent.personas import PersonaLibrary
 from bot.handoff.commands import HandoffStopCommand, HumanCommand
 from bot.handoff.desk import Claims, HandoffDesk
+from bot.handoff.feed import HandoffFeed
 from bot.handoff.model import HandoffSettings
 from bot.handoff.place import ChannelPlace
 from bot.handoff.relay import HandoffRelay
@@ -34,7 +36,9 @@ def build_handoff(
     claims: Claims,
     personas: PersonaLibrary,
     persona: PersonaChoice,
+    hub: EventHub | None = None,
 ) -> HandoffRelay | None:
+    """`hub`: what the admin view's live events travel through (None: this process's own)."""
     settings = HandoffSettings.of(config.handoff)
     if settings.place is None and not config.admin.token:
         return None
@@ -67,6 +71,7 @@ def build_handoff(
         channels=channels,
         claims=claims,
         place=place,
+        feed=HandoffFeed(hub),
     )
     return HandoffRelay(desk, channels)
 

@@ -270,7 +270,7 @@ class HandoffDesk:
             await self.context.said(row, name, text)
             if self.place is not None and via != "place" and row.thread:
                 await self.place.mirror(row, name, text)
-            self.feed.publish(
+            await self.feed.publish(
                 row.id, {"kind": "message", "role": "operator", "who": name, "text": text}
             )
         return True
@@ -284,7 +284,9 @@ class HandoffDesk:
         row = await self.records.get_handoff(handoff_id)
         if row is None:
             return
-        self.feed.publish(row.id, {"kind": "message", "role": "user", "who": who, "text": text})
+        await self.feed.publish(
+            row.id, {"kind": "message", "role": "user", "who": who, "text": text}
+        )
         if self.place is not None and row.thread:
             try:
                 await self.place.mirror(row, who, text)
@@ -363,7 +365,7 @@ class HandoffDesk:
         await self.records.audit_handoff(
             row.id, at=self.clock(), actor=actor, action=action, detail=detail[:500]
         )
-        self.feed.publish(row.id, {"kind": "audit", "who": actor, "text": action})
+        await self.feed.publish(row.id, {"kind": "audit", "who": actor, "text": action})
 
     async def _changed(self, row: HandoffRow) -> None:
         chat = chat_from_record(json.loads(row.chat))

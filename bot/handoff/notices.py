@@ -55,7 +55,7 @@ class Notices:
             "status": row.status,
             "operator": row.operator_name if mode_of(row) == "human" else None,
         }
-        self.feed.publish(row.id, {"kind": "state", **fields})
+        await self.feed.publish(row.id, {"kind": "state", **fields})
         channel = self.channels.get(chat.channel)
         if not isinstance(channel, EventSink):
             return

@@ -152,6 +152,7 @@ class App:
             claims=dedup,
             personas=self.personas,
             persona=choice,
+            hub=None if self.redis is None else self.redis.hub,
         )
         deps = wiring.tool_deps(
             config, self.http, self.knowledge, self.workers, self.blobs, self.handoff

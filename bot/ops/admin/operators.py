@@ -187,17 +187,16 @@ class OperatorConsole:
         )
         await response.prepare(request)
         await response.write(b"retry: 3000\n\n")
-        with self.desk.feed.subscribe(topic) as events:
+        async with self.desk.feed.subscribe(topic) as events:
             try:
                 while True:
                     try:
                         async with asyncio.timeout(KEEPALIVE_S):
-                            event = await events.get()
+                            frame = await events.get()
                     except TimeoutError:
                         await response.write(b": keepalive\n\n")
                         continue
-                    data = json.dumps(dict(event), ensure_ascii=False)
-                    kind = event.get("kind", "message")
-                    await response.write(f"event: {kind}\ndata: {data}\n\n".encode())
+                    kind = json.loads(frame).get("type", "message")
+                    await response.write(f"event: {kind}\ndata: {frame}\n\n".encode())
             except ConnectionResetError:  # the browser went away: nothing to tell anyone
                 return response
