@@ -16,15 +16,18 @@ import pytest
 
 from adapters.base import ChannelError, ChannelLimits, ChatRef, MessageHandle, OutboundContent
 from bot.handoff.desk import HandoffDesk
+from bot.handoff.feed import HandoffFeed
 from bot.handoff.model import AlreadyTaken, Asked, HandoffSettings, Operator
 from bot.pipeline.conversation_state import ConversationState, StoredConversationState
+from bot.redis.client import connect
+from bot.redis.hub import RedisEventHub
 from bot.redis.states import RedisStateRecords
 from bot.runtime.config.handoff import Place
 from bot.storage.backends import AnyStore, build_store
 from bot.storage.rows import HandoffRow
 from bot.storage.turns import chat_record
 from tests.pg_kit import pg_database, pg_url
-from tests.redis_kit import redis_prefix
+from tests.redis_kit import URL, redis_prefix
 
 __all__ = ["pg_database", "pg_url"]
 
@@ -256,3 +259,24 @@ async def test_a_reply_the_channel_refused_can_be_sent_again_once(
     assert await desk.reply(waiting.id, ana, "Approved.", event_id="form-1", via="test")
     assert not await desk.reply(waiting.id, ana, "Approved.", event_id="form-1", via="test")
     assert [t for _, t in channel.sent if "Approved." in t] == ["**Ana:** Approved."]
+
+
+async def test_the_live_feed_reaches_another_process_over_redis() -> None:
+    """Two processes' feeds on one Redis: a page on one sees what the other's desk did."""
+    async with redis_prefix() as (_, prefix), AsyncExitStack() as stack:
+        feeds = []
+        for _ in range(2):
+            redis, reader = connect(URL), connect(URL, reader=True)
+            stack.push_async_callback(redis.aclose)
+            stack.push_async_callback(reader.aclose)
+            hub = RedisEventHub(redis, reader, prefix=prefix, replay_events=10)
+            feeds.append(HandoffFeed(await stack.enter_async_context(hub)))
+        async with feeds[0].subscribe("h1") as one, feeds[0].subscribe("*") as every:
+            await feeds[1].publish("h1", {"kind": "state", "mode": "human", "operator": "Ana"})
+            await feeds[1].publish("h2", {"kind": "message", "role": "user", "text": "hi"})
+            async with asyncio.timeout(10):
+                first = json.loads(await one.get())
+                seen = [json.loads(await every.get()) for _ in range(2)]
+        assert (first["type"], first["handoff_id"], first["operator"]) == ("state", "h1", "Ana")
+        assert [(e["type"], e["handoff_id"]) for e in seen] == [("state", "h1"), ("message", "h2")]
+        assert one.empty()  # h2's event is not h1's
