@@ -7,7 +7,7 @@ from __future__ import annotations
 import asyncio
 import json
 from collections.abc import AsyncIterator, Callable
-from contextlib import AsyncExitStack
+from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -120,6 +120,13 @@ class Recorder:
     def __init__(self) -> None:
         self.sent: list[tuple[str, str]] = []
         self.down = False
+        self.changed = asyncio.Event()
+
+    async def said(self, part: str) -> None:
+        """Until a message containing `part` was sent."""
+        while not any(part in text for _, text in self.sent):
+            self.changed.clear()
+            await self.changed.wait()
 
     def limits_for(self, chat: ChatRef) -> ChannelLimits:
         return ChannelLimits()
@@ -131,10 +138,25 @@ class Recorder:
         if self.down:
             raise ChannelError("the platform is unreachable")
         self.sent.append((chat.key, content.text))
+        self.changed.set()
         return MessageHandle(chat, str(len(self.sent)))
 
     async def edit(self, handle: MessageHandle, content: OutboundContent, **_: Any) -> None:
         self.sent.append((handle.chat.key, content.text))
+
+
+class Watched(HandoffFeed):
+    """The real feed, telling the test once its process listens (no sleep to guess it)."""
+
+    def __init__(self, hub: Any) -> None:
+        super().__init__(hub)
+        self.ready = asyncio.Event()
+
+    @asynccontextmanager
+    async def subscribe(self, topic: str) -> AsyncIterator[asyncio.Queue[str]]:
+        async with super().subscribe(topic) as queue:
+            self.ready.set()
+            yield queue
 
 
 class Claims:
@@ -280,3 +302,56 @@ async def test_the_live_feed_reaches_another_process_over_redis() -> None:
         assert (first["type"], first["handoff_id"], first["operator"]) == ("state", "h1", "Ana")
         assert [(e["type"], e["handoff_id"]) for e in seen] == [("state", "h1"), ("message", "h2")]
         assert one.empty()  # h2's event is not h1's
+
+
+async def test_another_process_expires_a_handoff_whose_process_died(tmp_path: Path) -> None:
+    """A opens the handoff and dies before its timer fires; B, watching over Redis, expires it."""
+    channel = Recorder()
+    async with (
+        redis_prefix() as (redis, prefix),
+        build_store(tmp_path / "bot.db", None) as store,
+        AsyncExitStack() as stack,
+    ):
+        desks = []
+        for _ in range(2):
+            writer, reader = connect(URL), connect(URL, reader=True)
+            stack.push_async_callback(writer.aclose)
+            stack.push_async_callback(reader.aclose)
+            hub = await stack.enter_async_context(
+                RedisEventHub(writer, reader, prefix=prefix, replay_events=10)
+            )
+
+            async def session_for(channel_name: str, key: str, user: str) -> str:
+                return await store.active_session(
+                    channel=channel_name, conversation_key=key, user_id=user
+                )
+
+            desks.append(
+                HandoffDesk(
+                    settings=HandoffSettings(place=Place("slack", "COPS"), queue_timeout_s=0.3),
+                    states=StoredConversationState(RedisStateRecords(redis, prefix=prefix)),
+                    records=store,
+                    history=store,
+                    session_for=session_for,
+                    channels={"telegram": channel},
+                    claims=Claims(),
+                    feed=Watched(hub),
+                )  # fmt: skip
+            )
+        first, second = desks
+        watched = second.feed
+        assert isinstance(watched, Watched)
+        watching = asyncio.create_task(second.run())
+        try:
+            async with asyncio.timeout(10):
+                await watched.ready.wait()  # B listens before A opens the handoff
+                await first.ask(CHAT, Asked("a refund", "", "7"), language="en", via="/human")
+                opened = await first.open_for(CHAT.key)
+                assert opened is not None
+                first.timeouts.cancel(opened.id)  # A "dies": its own timer never fires
+                await channel.said("nobody could take over")
+        finally:
+            watching.cancel()
+        [row] = await store.list_handoffs()
+        assert row.status == "expired"
+        assert (await first.states.get(CHAT.key)).mode == "bot"

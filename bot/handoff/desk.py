@@ -340,11 +340,26 @@ class HandoffDesk:
         await self._changed(row)
 
     async def run(self) -> None:
-        """The queue timeouts, the store's waiting handoffs (a restart's) included."""
+        """The queue timeouts: of the store's waiting handoffs (a restart's) and of every one
+        opened since, here or (over Redis) by another process, so one whose process died still
+        expires. Each process's timer fires; the compare-and-set lets one of them land."""
         rows = await self.waiting()
-        await self.timeouts.run(
-            (r.id, r.requested_at + self.settings.queue_timeout_s) for r in rows
-        )
+        due = [(r.id, r.requested_at + self.settings.queue_timeout_s) for r in rows]
+        async with self.feed.subscribe("*") as frames, asyncio.TaskGroup() as group:
+            group.create_task(self.timeouts.run(due), name="handoff timeouts")
+            while True:
+                frame = json.loads(await frames.get())
+                if frame.get("type") == "state" and frame.get("status") == "waiting":
+                    await self._watch(str(frame.get("handoff_id")))
+
+    async def _watch(self, handoff_id: str) -> None:
+        try:
+            row = await self.records.get_handoff(handoff_id)
+        except Exception:  # its own process's timer, or the next start's, still has it
+            log.exception("handoff %s: its queue timeout not set here", handoff_id)
+            return
+        if row is not None and row.status == "waiting":
+            self.timeouts.add(row.id, row.requested_at + self.settings.queue_timeout_s)
 
     async def open_for(self, conversation_key: str) -> HandoffRow | None:
         handoff_id = _open_id(await self.states.get(conversation_key))
