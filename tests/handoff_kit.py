@@ -82,7 +82,7 @@ class Desk:
     async def user_says(self, text: str) -> None:
         self.telegram.push(self.telegram.message(USER_CHAT, text))
 
-    async def user_sees(self, part: str, timeout: float = 10.0) -> None:
+    async def user_sees(self, part: str, timeout: float = 30.0) -> None:
         await eventually(lambda: any(part in t for t in self.user_texts()), timeout)
 
     # -- the operators' channel --------------------------------------------------------
@@ -130,3 +130,8 @@ async def desk(tmp_path: Path) -> AsyncIterator[Desk]:
 
 
 Predicate = Callable[[], bool]
+
+
+async def until(predicate: Predicate, timeout: float = 30.0) -> None:
+    """`eventually`, with the patience of a machine shared with a stress run."""
+    await eventually(predicate, timeout)

@@ -10,8 +10,8 @@ import asyncio
 
 from agent.providers.scripted import Reply, ScriptedProvider
 from bot.handoff.model import AlreadyTaken, Operator
-from tests.conftest import db_rows, eventually
-from tests.handoff_kit import OPS, Desk, desk  # noqa: F401
+from tests.conftest import db_rows
+from tests.handoff_kit import OPS, Desk, desk, until  # noqa: F401
 
 __all__ = ["desk"]
 
@@ -45,7 +45,7 @@ async def test_telegram_to_slack_and_back_with_the_marker(desk: Desk) -> None:
     assert final_at < notice_at, desk.user_texts()
     assert sent
 
-    await eventually(lambda: len(desk.parents()) == 1)
+    await until(lambda: len(desk.parents()) == 1)
     [parent] = desk.parents()
     handoff_id, status, thread = handoff_row(desk)
     assert status == "waiting" and thread == parent.ts
@@ -54,20 +54,20 @@ async def test_telegram_to_slack_and_back_with_the_marker(desk: Desk) -> None:
     assert SUMMARY in blocks and "handoff.take" in blocks and "telegram" in blocks
 
     # the thread opens with the conversation so far
-    await eventually(lambda: bool(desk.thread(parent.ts)))
+    await until(lambda: bool(desk.thread(parent.ts)))
     recap = desk.thread(parent.ts)[0]
     assert "Earlier in this conversation" in recap
     assert "300 EUR back for order 17" in recap and FINAL in recap
 
     # the user writes while waiting: held, relayed to the thread, no model call
     await desk.user_says("Hello? Is someone there?")
-    await eventually(lambda: any("Is someone there?" in t for t in desk.thread(parent.ts)))
+    await until(lambda: any("Is someone there?" in t for t in desk.thread(parent.ts)))
     assert len(provider.requests) == 2
 
     await desk.press("handoff.take", handoff_id, parent.ts)
     await desk.user_sees("ana has joined")
-    await eventually(lambda: handoff_row(desk)[1] == "human")
-    await eventually(lambda: "With ana" in desk.parents()[0].text)
+    await until(lambda: handoff_row(desk)[1] == "human")
+    await until(lambda: "With ana" in desk.parents()[0].text)
 
     # an operator's thread reply reaches Telegram once, labelled, even when Slack retries it
     await desk.operator_says("Hi, Ana here. Approved!", parent.ts, times=2)
@@ -78,12 +78,12 @@ async def test_telegram_to_slack_and_back_with_the_marker(desk: Desk) -> None:
     assert replies == ["<b>ana:</b> Hi, Ana here. Approved!", "<b>ana:</b> Anything else?"]
 
     await desk.user_says("Thanks!")
-    await eventually(lambda: any("Thanks!" in t for t in desk.thread(parent.ts)))
+    await until(lambda: any("Thanks!" in t for t in desk.thread(parent.ts)))
     assert len(provider.requests) == 2  # still nobody asked the model
 
     await desk.press("handoff.release", handoff_id, parent.ts)
     await desk.user_sees("handed the conversation back")
-    await eventually(lambda: handoff_row(desk)[1] == "released")
+    await until(lambda: handoff_row(desk)[1] == "released")
 
     await desk.user_says("So when do I get the money?")
     await provider.wait_requests(3)
@@ -100,7 +100,7 @@ async def test_a_restart_mid_handoff_keeps_it(desk: Desk) -> None:
     app = await desk.start(provider)
     await desk.user_says("/human my card is blocked")
     await desk.user_sees("asked a person to take over")
-    await eventually(lambda: len(desk.parents()) == 1)
+    await until(lambda: len(desk.parents()) == 1)
     handoff_id, _, thread = handoff_row(desk)
     assert thread is not None
     await desk.press("handoff.take", handoff_id, thread)
@@ -109,7 +109,7 @@ async def test_a_restart_mid_handoff_keeps_it(desk: Desk) -> None:
 
     app = await desk.start(ScriptedProvider([Reply("unused")]))
     await desk.user_says("still there?")
-    await eventually(lambda: any("still there?" in t for t in desk.thread(thread)))
+    await until(lambda: any("still there?" in t for t in desk.thread(thread)))
     await desk.operator_says("Yes, unblocking it now.", thread)
     await desk.user_sees("unblocking it now")
     assert app.provider.requests == []  # type: ignore[attr-defined]
@@ -123,7 +123,7 @@ async def test_a_restart_mid_handoff_keeps_it(desk: Desk) -> None:
 async def test_two_operators_press_take_at_once_and_one_wins(desk: Desk) -> None:
     app = await desk.start(ScriptedProvider([Reply("unused")]))
     await desk.user_says("/human")
-    await eventually(lambda: len(desk.parents()) == 1)
+    await until(lambda: len(desk.parents()) == 1)
     handoff_id, _, thread = handoff_row(desk)
     assert app.handoff is not None
     taking = [
@@ -142,7 +142,7 @@ async def test_two_operators_press_take_at_once_and_one_wins(desk: Desk) -> None
     # pressing Take in Slack now: told who has it, in the thread
     assert thread is not None
     await desk.press("handoff.take", handoff_id, thread, user="UOP9", name="zed")
-    await eventually(lambda: any("already taken by" in t for t in desk.thread(thread)))
+    await until(lambda: any("already taken by" in t for t in desk.thread(thread)))
 
 
 async def test_stop_withdraws_and_the_queue_times_out(desk: Desk) -> None:
@@ -152,14 +152,14 @@ async def test_stop_withdraws_and_the_queue_times_out(desk: Desk) -> None:
     await desk.user_sees("asked a person to take over")
     await desk.user_says("/stop")
     await desk.user_sees("withdrew the request")
-    await eventually(lambda: handoff_row(desk)[1] == "withdrawn")
-    await eventually(lambda: "withdrew" in desk.parents()[0].text)
+    await until(lambda: handoff_row(desk)[1] == "withdrawn")
+    await until(lambda: "withdrew" in desk.parents()[0].text)
 
     await desk.user_says("/human")
-    await eventually(lambda: handoff_row(desk)[1] == "waiting")
-    await desk.user_sees("nobody could take over in time", timeout=15)
-    await eventually(lambda: "Nobody took it in time" in desk.parents()[-1].text)
-    await eventually(lambda: handoff_row(desk)[1] == "expired")
+    await until(lambda: handoff_row(desk)[1] == "waiting")
+    await desk.user_sees("nobody could take over in time")
+    await until(lambda: "Nobody took it in time" in desk.parents()[-1].text)
+    await until(lambda: handoff_row(desk)[1] == "expired")
     await desk.user_says("ok then")
     await desk.user_sees("back to work")
 

@@ -11,8 +11,8 @@ from aiohttp import ClientSession, CookieJar
 
 from agent.providers.scripted import Reply, ScriptedProvider
 from bot.runtime.app import App
-from tests.conftest import db_rows, eventually
-from tests.handoff_kit import ADMIN_TOKEN, Desk, desk  # noqa: F401
+from tests.conftest import db_rows
+from tests.handoff_kit import ADMIN_TOKEN, Desk, desk, until  # noqa: F401
 
 __all__ = ["desk"]
 
@@ -92,7 +92,7 @@ async def test_operators_take_reply_release_in_the_admin_view(desk: Desk) -> Non
         ]
         await desk.user_says("great, thanks")
         [parent] = desk.parents()
-        await eventually(lambda: any("great, thanks" in t for t in desk.thread(parent.ts)))
+        await until(lambda: any("great, thanks" in t for t in desk.thread(parent.ts)))
         _, html = await page(ana, url)
         assert "great, thanks" in html and "Found it, it arrives tomorrow." in html
 
@@ -129,7 +129,7 @@ async def test_an_operator_takes_over_a_bot_conversation(desk: Desk) -> None:
             assert r.status == 303 and "/admin/handoffs/" in r.headers["Location"]
         await desk.user_sees("Ana has joined")
         await desk.user_says("is that a person?")
-        await eventually(
+        await until(
             lambda: any("is that a person?" in t for p in desk.parents() for t in desk.thread(p.ts))
         )
         assert len(provider.requests) == 1  # the bot stays quiet while Ana has it
