@@ -343,14 +343,18 @@ class HandoffDesk:
         """The queue timeouts: of the store's waiting handoffs (a restart's) and of every one
         opened since, here or (over Redis) by another process, so one whose process died still
         expires. Each process's timer fires; the compare-and-set lets one of them land."""
-        rows = await self.waiting()
+        try:
+            rows = await self.waiting()
+        except Exception:  # a storage hiccup at start must not stop the gateway
+            log.exception("the waiting handoffs not read: their timeouts wait for a change")
+            rows = []
         due = [(r.id, r.requested_at + self.settings.queue_timeout_s) for r in rows]
         async with self.feed.subscribe("*") as frames, asyncio.TaskGroup() as group:
             group.create_task(self.timeouts.run(due), name="handoff timeouts")
             while True:
                 frame = json.loads(await frames.get())
                 if frame.get("type") == "state" and frame.get("status") == "waiting":
-                    await self._watch(str(frame.get("handoff_id")))
+                    await self._watch(str(frame.get("handoff_id")))  # never raises
 
     async def _watch(self, handoff_id: str) -> None:
         try:
