@@ -22,6 +22,7 @@ from bot.storage.roles import (
     ConversationStateRecords,
     MessageRecords,
     QuotaRecords,
+    ScheduleRecords,
     TurnRecords,
 )
 from tools.memory import MemoryStore, OrderStore
@@ -43,6 +44,7 @@ class Store(
     ApiRecords,
     BlobRecords,
     ConversationStateRecords,
+    ScheduleRecords,
     Protocol,
 ):
     """The whole store an app runs on."""

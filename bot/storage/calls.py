@@ -9,6 +9,7 @@ from bot.storage.conversation_states import ConversationStateTable
 from bot.storage.messages import MessageLog
 from bot.storage.quotas import QuotaCounters
 from bot.storage.records import UserRecords
+from bot.storage.schedules import ScheduleTable
 from bot.storage.sessions import SessionLog
 from bot.storage.turns import TurnLog
 from bot.storage.views import AdminViews
@@ -25,6 +26,7 @@ class AllTables(
     ApiRecords,
     BlobTable,
     ConversationStateTable,
+    ScheduleTable,
 ):
     """The whole `bot.storage.base.Store`, on whichever connection comes after it in the MRO
     (`StoreConnection`: SQLite, `PgConnection`: PostgreSQL), which runs each call."""

@@ -71,6 +71,12 @@ STEPS: tuple[tuple[ExecutableDDLElement, ...], ...] = (
     ),
     # the answer's media beside its text: a reload and the sessions API's history show them
     (*add_column(tables.turns.c.final_parts), *add_column(tables.api_messages.c.parts)),
+    # scheduled messages (issue 27, bot/schedules/): one table, its due index
+    create_table(
+        tables.schedules,
+        "id conversation_key chat user_id kind body spec timezone missed status next_at"
+        " occurrence fence lease_until sending failures note language created_at fired_at",
+    ),
 )
 FIRST = 9
 

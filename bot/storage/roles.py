@@ -25,6 +25,7 @@ from bot.storage.rows import (
     TurnUsage,
     UsageTotalRow,
 )
+from bot.storage.schedules import Refusal, ScheduleRow
 from content.parts import Part
 
 
@@ -214,3 +215,41 @@ class ConversationStateRecords(Protocol):
         the stored version is `expected_version` (0: no row yet); False if another writer
         moved it on since."""
         ...
+
+
+class ScheduleRecords(Protocol):
+    """The `schedules` table (bot/storage/schedules.py): scheduled messages, each occurrence
+    claimed by one process with a fence."""
+
+    async def add_schedule(
+        self, row: ScheduleRow, *, max_per_user: int, max_per_conversation: int
+    ) -> Refusal | None: ...
+
+    async def get_schedule(self, schedule_id: str) -> ScheduleRow | None: ...
+
+    async def conversation_schedules(self, conversation_key: str) -> list[ScheduleRow]: ...
+
+    async def recent_schedules(self, limit: int = 100) -> list[ScheduleRow]: ...
+
+    async def cancel_schedule(self, schedule_id: str, note: str) -> bool: ...
+
+    async def claim_due_schedules(self, limit: int, lease_s: float) -> list[ScheduleRow]: ...
+
+    async def schedule_sending(self, schedule_id: str, fence: int, sending: str) -> bool: ...
+
+    async def extend_schedule_lease(self, schedule_id: str, fence: int, lease_s: float) -> bool: ...
+
+    async def settle_schedule(
+        self,
+        schedule_id: str,
+        fence: int,
+        *,
+        next_at: float | None,
+        status: str,
+        occurrence: int,
+        failures: int = 0,
+        note: str | None = None,
+        fired_at: float | None = None,
+    ) -> bool: ...
+
+    async def next_schedule_in(self) -> float | None: ...

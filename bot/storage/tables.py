@@ -118,6 +118,26 @@ conversation_states = sa.Table(
     _col("assignee", Text), _col("settings", Text, null=False),  # a JSON object
     _col("version", Int, null=False), _col("updated_at", Float, null=False),  # unix seconds
 )
+# schedules (bot/schedules/): a message or a task to send later, once or again and again.
+# `next_at` is the due time (unix s; null once finished); `occurrence` counts the fired ones;
+# `fence` moves on with every claim, and only the holder of the newest fence may record what
+# its claim did (`sending`: the occurrence in flight, `lease_until`: its claim's end)
+schedules = sa.Table(
+    "schedules", metadata,
+    _col("id", Text, primary_key=True), _col("conversation_key", Text, null=False),
+    _col("chat", Text, null=False),  # a JSON chat record (bot/storage/turns.py chat_record)
+    _col("user_id", Text, null=False), _col("kind", Text, null=False),  # text | task
+    _col("body", Text, null=False), _col("spec", Text, null=False),  # the `when`, normalized
+    _col("timezone", Text, null=False), _col("missed", Text, null=False),  # late | skip
+    _col("status", Text, null=False),  # active | done | cancelled | disabled
+    _col("next_at", Float), _col("occurrence", Int, null=False),
+    _col("fence", Int, null=False), _col("lease_until", Float), _col("sending", Text),
+    _col("failures", Int, null=False), _col("note", Text), _col("language", Text),
+    _col("created_at", Float, null=False), _col("fired_at", Float),
+    sa.Index("idx_schedules_due", "status", "next_at"),
+    sa.Index("idx_schedules_conversation", "conversation_key"),
+    sa.Index("idx_schedules_user", "user_id"),
+)
 # fmt: on
 
 
