@@ -32,7 +32,10 @@ async def test_limits_per_user_and_per_conversation(store: object) -> None:
     assert await add(_row(2), max_per_user=2, max_per_conversation=5) is None
     assert await add(_row(3), max_per_user=2, max_per_conversation=5) == "user"
     assert await add(_row(4, user="u2"), max_per_user=5, max_per_conversation=2) == "conversation"
-    assert await add(_row(5, user="u2", key="websocket:c2"), max_per_user=5, max_per_conversation=2) is None
+    assert (
+        await add(_row(5, user="u2", key="websocket:c2"), max_per_user=5, max_per_conversation=2)
+        is None
+    )
     assert await store.cancel_schedule("s1", "by the user")  # type: ignore[attr-defined]
     assert not await store.cancel_schedule("s1", "again")  # type: ignore[attr-defined]
     assert await add(_row(6), max_per_user=2, max_per_conversation=5) is None  # room again
@@ -43,8 +46,12 @@ async def test_limits_per_user_and_per_conversation(store: object) -> None:
 async def test_a_due_row_is_claimed_once_across_stores(opener: Opener) -> None:
     async with opener() as one, opener() as two:
         for n in range(40):
-            await one.add_schedule(_row(n, user=f"u{n}", key=f"k{n}"), max_per_user=9, max_per_conversation=9)
-        await one.add_schedule(_row(99, user="later", key="later", due=3600), max_per_user=9, max_per_conversation=9)
+            await one.add_schedule(
+                _row(n, user=f"u{n}", key=f"k{n}"), max_per_user=9, max_per_conversation=9
+            )
+        await one.add_schedule(
+            _row(99, user="later", key="later", due=3600), max_per_user=9, max_per_conversation=9
+        )
         claims = await asyncio.gather(
             *(s.claim_due_schedules(7, 30.0) for _ in range(5) for s in (one, two))
         )
@@ -67,9 +74,13 @@ async def test_the_fence_keeps_a_lost_claim_from_recording(store: object) -> Non
     assert not await s.settle_schedule("s1", first.fence, next_at=None, status="done", occurrence=1)  # type: ignore[attr-defined]
     assert await s.schedule_sending("s1", second.fence, '{"occurrence": 0}')  # type: ignore[attr-defined]
     assert await s.extend_schedule_lease("s1", second.fence, 30.0)  # type: ignore[attr-defined]
-    assert await s.settle_schedule("s1", second.fence, next_at=None, status="done", occurrence=1, fired_at=1.0)  # type: ignore[attr-defined]
+    assert await s.settle_schedule(
+        "s1", second.fence, next_at=None, status="done", occurrence=1, fired_at=1.0
+    )  # type: ignore[attr-defined]
     done = await s.get_schedule("s1")  # type: ignore[attr-defined]
-    assert done == replace(done, status="done", occurrence=1, sending=None, lease_until=None, next_at=None)
+    assert done == replace(
+        done, status="done", occurrence=1, sending=None, lease_until=None, next_at=None
+    )
     assert await s.next_schedule_in() is None  # type: ignore[attr-defined]
 
 
@@ -78,7 +89,9 @@ async def test_a_cancelled_schedule_cannot_be_settled_into_life(store: object) -
     await s.add_schedule(_row(1), max_per_user=9, max_per_conversation=9)  # type: ignore[attr-defined]
     [claimed] = await s.claim_due_schedules(10, 30.0)  # type: ignore[attr-defined]
     assert await s.cancel_schedule("s1", "by an admin")  # type: ignore[attr-defined]
-    assert not await s.settle_schedule("s1", claimed.fence, next_at=time.time() + 60, status="active", occurrence=1)  # type: ignore[attr-defined]
+    assert not await s.settle_schedule(
+        "s1", claimed.fence, next_at=time.time() + 60, status="active", occurrence=1
+    )  # type: ignore[attr-defined]
     row = await s.get_schedule("s1")  # type: ignore[attr-defined]
     assert row.status == "cancelled" and row.next_at is None
     assert [r.id for r in await s.recent_schedules()] == ["s1"]  # type: ignore[attr-defined]

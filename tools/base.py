@@ -89,6 +89,8 @@ class ToolDeps:
     knowledge: KnowledgeBase | None = None
     agents: AgentRuntime | None = None
     blobs: BlobStore | None = None
+    # scheduled messages (tools/schedules.py's `ScheduleDesk`; typed loosely: it names ToolContext)
+    schedules: Any = None
     # the live exchange rates fetched lately: one cache for the app, not one per call
     rates: RateCache = field(default_factory=dict)
 

@@ -30,7 +30,9 @@ FORMS = (
 )
 _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
 _DAYS = ("monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday")
-_DELAY = re.compile(r"(\d+(?:\.\d+)?)\s*(s|sec|secs|seconds?|m|min|mins|minutes?|h|hrs?|hours?|d|days?|w|weeks?)\b")
+_DELAY = re.compile(
+    r"(\d+(?:\.\d+)?)\s*(s|sec|secs|seconds?|m|min|mins|minutes?|h|hrs?|hours?|d|days?|w|weeks?)\b"
+)
 _CLOCK = re.compile(r"(?:at\s+)?(\d{1,2})(?::(\d{2}))?\s*(am|pm)?$")
 _SAMPLES = 24  # occurrences looked at to find a cron line's smallest gap
 
@@ -57,7 +59,9 @@ def parse_when(text: str, zone: ZoneInfo, now: datetime) -> When:
         when = read(said, zone, local)
         if when is not None:
             if when.first_at <= now.timestamp() - 1:
-                raise WhenError(f"{text!r} is in the past (now is {local:%Y-%m-%d %H:%M} {zone.key})")
+                raise WhenError(
+                    f"{text!r} is in the past (now is {local:%Y-%m-%d %H:%M} {zone.key})"
+                )
             return when
     raise WhenError(f"cannot read the time {text!r}; say for example {FORMS}")
 
@@ -83,7 +87,9 @@ def _cron(said: str, zone: ZoneInfo, now: datetime) -> When | None:
     expr = said.removeprefix("cron:").removeprefix("cron").strip()
     if len(expr.split()) != 5 or not croniter.is_valid(expr):
         if said.startswith("cron"):
-            raise WhenError(f"{expr!r} is not a cron line of 5 fields (minute hour day month weekday)")
+            raise WhenError(
+                f"{expr!r} is not a cron line of 5 fields (minute hour day month weekday)"
+            )
         return None
     return _cron_when(expr, zone, now)
 
@@ -96,9 +102,9 @@ def _cron_when(expr: str, zone: ZoneInfo, now: datetime) -> When:
 
 
 def _every(said: str, zone: ZoneInfo, now: datetime) -> When | None:
-    for word, cron_day in (("daily", "*"), ("weekdays", "1-5")):
+    for word in ("daily", "weekdays"):
         if said.startswith(word):
-            said = f"every {'day' if word == 'daily' else 'weekday'}{said[len(word):]}"
+            said = f"every {'day' if word == 'daily' else 'weekday'}{said[len(word) :]}"
     if said in ("hourly", "every hour"):
         said = "every 1 hour"
     if said.startswith("weekly on ") or said.startswith("monthly on "):
@@ -111,7 +117,12 @@ def _every(said: str, zone: ZoneInfo, now: datetime) -> When | None:
     )
     if interval is not None:
         seconds = _seconds(interval.group(1), interval.group(2))
-        return When(f"every:{seconds:g}:{now.timestamp() + seconds:.3f}", now.timestamp() + seconds, True, seconds)
+        return When(
+            f"every:{seconds:g}:{now.timestamp() + seconds:.3f}",
+            now.timestamp() + seconds,
+            True,
+            seconds,
+        )
     days, _, clock = rest.partition(" at ")
     hour, minute = _clock(clock.strip()) if clock else (9, 0)
     days = days.strip()
@@ -136,7 +147,11 @@ def _weekdays(days: str) -> str:
     for word in re.split(r"[,\s]+|\band\b", days):
         if not word:
             continue
-        found = [i for i, name in enumerate(_DAYS) if name.startswith(word.rstrip("s")[:3]) and len(word) >= 3]
+        found = [
+            i
+            for i, name in enumerate(_DAYS)
+            if name.startswith(word.rstrip("s")[:3]) and len(word) >= 3
+        ]
         if not found:
             raise WhenError(f"{word!r} is not a day of the week; say for example {FORMS}")
         picked.append((found[0] + 1) % 7)  # cron: 0 is Sunday
@@ -186,7 +201,9 @@ def _moment(said: str, zone: ZoneInfo, now: datetime) -> When | None:
 def _clock(text: str) -> tuple[int, int]:
     found = _CLOCK.fullmatch(text.strip())
     if found is None:
-        raise WhenError(f"cannot read the time of day {text!r}; say for example 'at 9' or 'at 17:30'")
+        raise WhenError(
+            f"cannot read the time of day {text!r}; say for example 'at 9' or 'at 17:30'"
+        )
     hour, minute = int(found.group(1)), int(found.group(2) or 0)
     if found.group(3) == "pm" and hour < 12:
         hour += 12

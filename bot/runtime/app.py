@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from types import TracebackType
 
@@ -30,9 +30,11 @@ from bot.pipeline.gateway import Gateway, GatewaySettings
 from bot.pipeline.quota import Quotas
 from bot.pipeline.recovery import recover_interrupted_turns
 from bot.pipeline.resume import ResumeSettings
+from bot.pipeline.schedule_command import ScheduleCommand
 from bot.runtime import wiring
 from bot.runtime.config import Config, ConfigError
 from bot.runtime.web_server import WebServer
+from bot.schedules.runner import ScheduleRunner
 from bot.storage import StorageError
 from bot.storage.backends import build_store
 from tools.builtin import builtin_registry
@@ -137,7 +139,13 @@ class App:
             self.redis,
             deliver=self.background.deliver,
         )
-        deps = wiring.tool_deps(config, self.http, self.knowledge, self.workers, self.blobs)
+        states = wiring.conversation_states(self.store, self.redis)
+        # scheduled messages: only where a runner fires them (`bot chat` shares a serving
+        # bot's database, and its terminal is no channel a serving process could post to)
+        self.schedules = wiring.schedule_desk(config, self.store, states) if web_server else None
+        deps = wiring.tool_deps(
+            config, self.http, self.knowledge, self.workers, self.blobs, self.schedules
+        )
         self.coordinator = wiring.build_coordinator(
             config, served, self.registry, self.store, self.personas, deps
         )
@@ -162,9 +170,21 @@ class App:
             workers=self.workers,
             metrics=self.ops.gateway_metrics,
             quotas=Quotas(config.quotas, wiring.quota_state(self.store, self.redis)),
-            states=wiring.conversation_states(self.store, self.redis),
+            states=states,
+            commands=[ScheduleCommand(self.schedules)] if self.schedules is not None else [],
             blobs=self.blobs,
             hearing=self.hearing,
+        )
+        self.schedule_runner = (
+            ScheduleRunner(
+                self.store,
+                channels=self.channels,
+                inbox=self.gateway.handle,
+                settings=config.schedules,
+                language=config.gateway.language,
+            )
+            if self.schedules is not None
+            else None
         )
         self.gateway.accepting.clear()  # until interrupted turns are queued (see `_start`)
         self.web_server = web_server
@@ -316,8 +336,16 @@ class App:
                 group.create_task(retention, name="media-retention")
             for channel in self.channels.values():
                 group.create_task(self._keep_running(channel), name=f"channel:{channel.name}")
+            if self.schedule_runner is not None:
+                group.create_task(self._after_start(self.schedule_runner.run), name="schedules")
             if self.web_server:
                 group.create_task(self._announce(), name="readiness")
+
+    async def _after_start(self, work: Callable[[], Awaitable[None]]) -> None:
+        """`work` once messages are taken (interrupted turns queued first): a task fired
+        before would enter the gateway ahead of them."""
+        await self.gateway.accepting.wait()
+        await work()
 
     async def _announce(self) -> None:
         """Once the channels have had time to start: what /readyz says, in the log."""

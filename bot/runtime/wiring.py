@@ -32,6 +32,7 @@ from bot.pipeline.quota import QuotaState, StoreQuotaState
 from bot.pipeline.transcript import StoreHistory
 from bot.pipeline.voice import Hearing
 from bot.runtime.config import Config, ConfigError
+from bot.schedules.desk import ScheduleDesk
 from bot.speech.base import SpeechObserver
 from bot.storage import StorageError
 from bot.storage.backends import AnyStore
@@ -195,6 +196,7 @@ def tool_deps(
     knowledge: KnowledgeBase,
     workers: Workers,
     blobs: BlobStore | None,
+    schedules: ScheduleDesk | None = None,
 ) -> ToolDeps:
     """What every tool call (and the model's requests, for media parts) may reach, built once
     with the app."""
@@ -205,6 +207,18 @@ def tool_deps(
         knowledge=knowledge,
         agents=workers,
         blobs=blobs,
+        schedules=schedules,
+    )
+
+
+def schedule_desk(config: Config, store: AnyStore, states: ConversationState) -> ScheduleDesk:
+    """Where the schedule tools and `/schedule` add, list and cancel (bot/schedules/desk.py)."""
+    return ScheduleDesk(
+        store,
+        chats=store.conversation_chat,
+        states=states,
+        settings=config.schedules,
+        default_timezone=config.agent.default_timezone,
     )
 
 

@@ -107,7 +107,7 @@ _SETTLE = Query(
         }
     )
 )
-_NEXT_DUE = Query(sa.select(sa.func.min(S.c.next_at) - _NOW).where(S.c.status == ACTIVE))
+_NEXT_DUE = Query(sa.select(sa.func.min(S.c.next_at) - _NOW).where(S.c.status == ACTIVE, _FREE))
 
 
 class ScheduleTable(StoreCalls):
@@ -174,7 +174,7 @@ class ScheduleTable(StoreCalls):
         return await self._tx(_fenced, _SETTLE, schedule_id, fence, values)
 
     async def next_schedule_in(self) -> float | None:
-        """Seconds from now (the database's clock) to the next due active schedule."""
+        """Seconds from now (the database's clock) to the next due schedule no lease holds."""
         return await self._tx(_next_due)
 
 
@@ -215,7 +215,9 @@ async def _claim(tx: Tx, /, limit: int, lease_s: float) -> list[ScheduleRow]:
     return await fetch_rows(tx, _CLAIM, limit=limit, lease_s=lease_s)
 
 
-async def _fenced(tx: Tx, /, query: Query, schedule_id: str, fence: int, values: dict[str, object]) -> bool:
+async def _fenced(
+    tx: Tx, /, query: Query, schedule_id: str, fence: int, values: dict[str, object]
+) -> bool:
     return await tx.execute(query, values, id=schedule_id, fence=fence) == 1
 
 

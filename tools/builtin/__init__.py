@@ -16,6 +16,7 @@ from tools.builtin.payment import create_payment
 from tools.builtin.rates import get_exchange_rate
 from tools.builtin.search import web_search
 from tools.registry import ToolRegistry
+from tools.schedules import cancel_schedule, list_schedules, schedule_message
 from tools.settings import IntakeSettings
 
 
@@ -36,5 +37,8 @@ def builtin_registry(intake: IntakeSettings | None = None) -> ToolRegistry:
             intake_tool(intake),
             create_payment,
             fetch_news,
+            schedule_message,
+            list_schedules,
+            cancel_schedule,
         ]
     )

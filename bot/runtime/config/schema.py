@@ -16,6 +16,7 @@ from adapters.slack.config import SlackConfig
 from adapters.telegram.config import TelegramConfig
 from adapters.websocket.config import WebsocketConfig
 from bot.runtime.config.instances import INSTANCE_KINDS, INSTANCES, as_instances
+from bot.schedules.settings import SchedulesConfig
 from content.texts import LANGUAGES, negotiate
 from tools.mcp.settings import McpSettings
 from tools.settings import KnowledgeSettings, ToolsSettings
@@ -324,6 +325,7 @@ class Config(_Section):
     stt: SttConfig = SttConfig()  # speech to text (voice notes); off while stt.base_url is null
     mcp: McpSettings = McpSettings()  # tool servers, defined beside the MCP source
     admin: AdminConfig = AdminConfig()
+    schedules: SchedulesConfig = SchedulesConfig()  # scheduled messages (bot/schedules/)
 
 
 def item_model(annotation: Any) -> type[BaseModel] | None:
