@@ -290,7 +290,8 @@ class ScheduleRunner:
         if status == "active" and following is None:
             status = "done"
         await self._write(
-            row, next_at=following, status=status, occurrence=row.occurrence + 1, failures=0,
+            row, next_at=following, status=status, failures=0,
+            occurrence=row.occurrence + (status != "disabled"),  # fired or skipped
             note=note, fired_at=self.clock(),
         )  # fmt: skip
 
