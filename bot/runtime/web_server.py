@@ -118,6 +118,7 @@ class WebServer:
             channels=lambda: sorted(self.channels),
             prices=self.config.usage.prices,
             tool_servers=self.tool_servers,
+            schedules=self.store,
         )
         return AdminView(self.config.admin, sources)
 

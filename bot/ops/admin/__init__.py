@@ -25,12 +25,13 @@ from aiohttp import web
 
 from agent.personas import PersonaLibrary
 from bot.ops.admin.client import ClientAddress
+from bot.ops.admin.schedules import AdminSchedules
 from bot.ops.admin.throttle import SignInThrottle
 from bot.ops.health import ChannelStates
 from bot.reports.sessions_view import find_session, session_tree
 from bot.reports.usage import usage_report
 from bot.runtime.config.schema import AdminConfig, ModelPrice
-from bot.storage.roles import AdminViewRecords
+from bot.storage.roles import AdminViewRecords, ScheduleRecords
 from tools.mcp.state import ServerState
 
 COOKIE = "bot_admin"
@@ -60,6 +61,7 @@ class AdminSources:
     channels: Callable[[], list[str]]
     prices: Mapping[str, ModelPrice]
     tool_servers: Callable[[], Mapping[str, ServerState]] = dict  # the MCP servers, by name
+    schedules: ScheduleRecords | None = None  # scheduled messages (bot/ops/admin/schedules.py)
 
 
 class AdminView:
@@ -85,6 +87,8 @@ class AdminView:
         app.router.add_get("/admin/sessions/{session_id}", self._guard(self._session))
         app.router.add_get("/admin/login", self._login_form)
         app.router.add_post("/admin/login", self._login)
+        if self.sources.schedules is not None:
+            AdminSchedules(self.sources.schedules, self._guard, self._page).install(app)
 
     # -- access --------------------------------------------------------------------------
     def _remote_refused(self, request: web.Request) -> bool:
