@@ -178,8 +178,9 @@ def test_tool_patterns_and_mcp_names_may_match_nothing_yet_but_names_must_be_kno
 
 def test_shipped_default_persona_parses() -> None:
     path = REPO / "personas" / "default.md"
-    persona = parse_persona(path, path.read_text("utf-8"), known_tools={"get_current_datetime"})
-    assert persona.is_coordinator and persona.tools == ("get_current_datetime",)
+    tools = ("get_current_datetime", "schedule_message", "list_schedules", "cancel_schedule")
+    persona = parse_persona(path, path.read_text("utf-8"), known_tools=set(tools))
+    assert persona.is_coordinator and persona.tools == tools
     assert "Dispatch policy" in persona.prompt
 
 

@@ -8,39 +8,17 @@ model cannot schedule into, list or cancel another chat's messages.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from typing import Any, Literal, Protocol
+from typing import Any
 
-from tools.base import ToolContext, ToolError
+from tools.base import Missed, ScheduleDesk, ToolContext, ToolError
 from tools.registry import tool
-
-Missed = Literal["late", "skip"]
-
-
-class ScheduleDesk(Protocol):
-    """Adds, lists and cancels the calling conversation's schedules (ToolError on bad input)."""
-
-    async def add(
-        self,
-        ctx: ToolContext,
-        *,
-        when: str,
-        text: str | None,
-        task: str | None,
-        if_missed: Missed,
-        timezone: str | None,
-    ) -> Mapping[str, Any]: ...
-
-    async def listing(self, ctx: ToolContext) -> Sequence[Mapping[str, Any]]: ...
-
-    async def cancel(self, ctx: ToolContext, schedule_id: str) -> bool: ...
 
 
 def _desk(ctx: ToolContext) -> ScheduleDesk:
     desk = ctx.deps.schedules
     if desk is None:
         raise ToolError("scheduled messages are not available in this deployment")
-    return desk  # type: ignore[no-any-return]
+    return desk
 
 
 @tool(idempotent=True, destructive=False, open_world=False)  # keyed by the call: no twin

@@ -141,7 +141,7 @@ class App:
         )
         states = wiring.conversation_states(self.store, self.redis)
         # scheduled messages: only where a runner fires them (`bot chat` shares a serving
-        # bot's database, and its terminal is no channel a serving process could post to)
+        # bot's database, and its chat is no channel a serving process could post to)
         self.schedules = wiring.schedule_desk(config, self.store, states) if web_server else None
         deps = wiring.tool_deps(
             config, self.http, self.knowledge, self.workers, self.blobs, self.schedules

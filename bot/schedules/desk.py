@@ -25,7 +25,7 @@ from bot.schedules.settings import SchedulesConfig
 from bot.storage.roles import ScheduleRecords
 from bot.storage.schedules import ScheduleRow
 from bot.storage.turns import chat_record
-from tools.base import ToolContext, ToolError
+from tools.base import Missed, ToolContext, ToolError
 from tools.when import WhenError, parse_when
 
 ChatLookup = Callable[[str], Awaitable[ChatRef | None]]
@@ -85,7 +85,7 @@ class ScheduleDesk:
         when: str,
         text: str | None,
         task: str | None,
-        if_missed: str,
+        if_missed: Missed,
         timezone: str | None,
     ) -> dict[str, Any]:
         limits = self.settings
