@@ -8,6 +8,7 @@ import asyncio
 import time
 from dataclasses import replace
 
+from bot.storage.backends import AnyStore
 from bot.storage.schedules import ScheduleRow
 from tests.pg_kit import pg_database, pg_url
 from tests.test_store_contract import Opener, opener, store
@@ -26,8 +27,8 @@ def _row(n: int, *, user: str = "u1", key: str = "websocket:c1", due: float = -1
     )  # fmt: skip
 
 
-async def test_limits_per_user_and_per_conversation(store: object) -> None:
-    add = store.add_schedule  # type: ignore[attr-defined]
+async def test_limits_per_user_and_per_conversation(store: AnyStore) -> None:
+    add = store.add_schedule
     assert await add(_row(1), max_per_user=2, max_per_conversation=5) is None
     assert await add(_row(2), max_per_user=2, max_per_conversation=5) is None
     assert await add(_row(3), max_per_user=2, max_per_conversation=5) == "user"
@@ -36,10 +37,10 @@ async def test_limits_per_user_and_per_conversation(store: object) -> None:
         await add(_row(5, user="u2", key="websocket:c2"), max_per_user=5, max_per_conversation=2)
         is None
     )
-    assert await store.cancel_schedule("s1", "by the user")  # type: ignore[attr-defined]
-    assert not await store.cancel_schedule("s1", "again")  # type: ignore[attr-defined]
+    assert await store.cancel_schedule("s1", "by the user")
+    assert not await store.cancel_schedule("s1", "again")
     assert await add(_row(6), max_per_user=2, max_per_conversation=5) is None  # room again
-    listed = await store.conversation_schedules("websocket:c1")  # type: ignore[attr-defined]
+    listed = await store.conversation_schedules("websocket:c1")
     assert [r.id for r in listed] == ["s2", "s6"] or [r.id for r in listed] == ["s6", "s2"]
 
 
@@ -63,35 +64,36 @@ async def test_a_due_row_is_claimed_once_across_stores(opener: Opener) -> None:
         assert wait is not None and wait < 1  # the leased ones are still due
 
 
-async def test_the_fence_keeps_a_lost_claim_from_recording(store: object) -> None:
+async def test_the_fence_keeps_a_lost_claim_from_recording(store: AnyStore) -> None:
     s = store
-    await s.add_schedule(_row(1), max_per_user=9, max_per_conversation=9)  # type: ignore[attr-defined]
-    [first] = await s.claim_due_schedules(10, 0.0)  # type: ignore[attr-defined]
+    await s.add_schedule(_row(1), max_per_user=9, max_per_conversation=9)
+    [first] = await s.claim_due_schedules(10, 0.0)
     await asyncio.sleep(0.05)  # its lease of 0 s has run out: another process takes it over
-    [second] = await s.claim_due_schedules(10, 30.0)  # type: ignore[attr-defined]
+    [second] = await s.claim_due_schedules(10, 30.0)
     assert second.fence == first.fence + 1
-    assert not await s.schedule_sending("s1", first.fence, "{}")  # type: ignore[attr-defined]
-    assert not await s.settle_schedule("s1", first.fence, next_at=None, status="done", occurrence=1)  # type: ignore[attr-defined]
-    assert await s.schedule_sending("s1", second.fence, '{"occurrence": 0}')  # type: ignore[attr-defined]
-    assert await s.extend_schedule_lease("s1", second.fence, 30.0)  # type: ignore[attr-defined]
+    assert not await s.schedule_sending("s1", first.fence, "{}")
+    assert not await s.settle_schedule("s1", first.fence, next_at=None, status="done", occurrence=1)
+    assert await s.schedule_sending("s1", second.fence, '{"occurrence": 0}')
+    assert await s.extend_schedule_lease("s1", second.fence, 30.0)
     assert await s.settle_schedule(
         "s1", second.fence, next_at=None, status="done", occurrence=1, fired_at=1.0
-    )  # type: ignore[attr-defined]
-    done = await s.get_schedule("s1")  # type: ignore[attr-defined]
+    )
+    done = await s.get_schedule("s1")
+    assert done is not None
     assert done == replace(
         done, status="done", occurrence=1, sending=None, lease_until=None, next_at=None
     )
-    assert await s.next_schedule_in() is None  # type: ignore[attr-defined]
+    assert await s.next_schedule_in() is None
 
 
-async def test_a_cancelled_schedule_cannot_be_settled_into_life(store: object) -> None:
+async def test_a_cancelled_schedule_cannot_be_settled_into_life(store: AnyStore) -> None:
     s = store
-    await s.add_schedule(_row(1), max_per_user=9, max_per_conversation=9)  # type: ignore[attr-defined]
-    [claimed] = await s.claim_due_schedules(10, 30.0)  # type: ignore[attr-defined]
-    assert await s.cancel_schedule("s1", "by an admin")  # type: ignore[attr-defined]
+    await s.add_schedule(_row(1), max_per_user=9, max_per_conversation=9)
+    [claimed] = await s.claim_due_schedules(10, 30.0)
+    assert await s.cancel_schedule("s1", "by an admin")
     assert not await s.settle_schedule(
         "s1", claimed.fence, next_at=time.time() + 60, status="active", occurrence=1
-    )  # type: ignore[attr-defined]
-    row = await s.get_schedule("s1")  # type: ignore[attr-defined]
-    assert row.status == "cancelled" and row.next_at is None
-    assert [r.id for r in await s.recent_schedules()] == ["s1"]  # type: ignore[attr-defined]
+    )
+    row = await s.get_schedule("s1")
+    assert row is not None and row.status == "cancelled" and row.next_at is None
+    assert [r.id for r in await s.recent_schedules()] == ["s1"]

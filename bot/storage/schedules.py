@@ -10,7 +10,7 @@ Times are compared on the database's clock, so hosts sharing it agree on what is
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
@@ -216,7 +216,7 @@ async def _claim(tx: Tx, /, limit: int, lease_s: float) -> list[ScheduleRow]:
 
 
 async def _fenced(
-    tx: Tx, /, query: Query, schedule_id: str, fence: int, values: dict[str, object]
+    tx: Tx, /, query: Query, schedule_id: str, fence: int, values: Mapping[str, object]
 ) -> bool:
     return await tx.execute(query, values, id=schedule_id, fence=fence) == 1
 
