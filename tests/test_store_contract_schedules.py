@@ -9,7 +9,7 @@ import time
 from dataclasses import replace
 
 from bot.storage.backends import AnyStore
-from bot.storage.schedules import ScheduleRow
+from bot.storage.schedules import ScheduleRow, Settle
 from tests.pg_kit import pg_database, pg_url
 from tests.test_store_contract import Opener, opener, store
 
@@ -66,24 +66,29 @@ async def test_a_due_row_is_claimed_once_across_stores(opener: Opener) -> None:
 
 async def test_the_fence_keeps_a_lost_claim_from_recording(store: AnyStore) -> None:
     s = store
-    await s.add_schedule(_row(1), max_per_user=9, max_per_conversation=9)
-    [first] = await s.claim_due_schedules(10, 0.0)
-    await asyncio.sleep(0.05)  # its lease of 0 s has run out: another process takes it over
+    for n in (1, 2):
+        await s.add_schedule(_row(n), max_per_user=9, max_per_conversation=9)
+    first = {r.id: r for r in await s.claim_due_schedules(10, 0.0)}
+    await asyncio.sleep(0.05)  # its lease of 0 s has run out: another process takes s1 over
+    await s.extend_schedule_leases([("s2", first["s2"].fence)], 30.0)  # s2's holder lives on
     [second] = await s.claim_due_schedules(10, 30.0)
-    assert second.fence == first.fence + 1
-    assert not await s.schedule_sending("s1", first.fence, "{}")
-    assert not await s.settle_schedule("s1", first.fence, next_at=None, status="done", occurrence=1)
-    assert await s.schedule_sending("s1", second.fence, '{"occurrence": 0}')
-    assert await s.extend_schedule_lease("s1", second.fence, 30.0)
-    assert await s.settle_schedule(
-        "s1", second.fence, next_at=None, status="done", occurrence=1, fired_at=1.0
-    )
-    done = await s.get_schedule("s1")
-    assert done is not None
-    assert done == replace(
-        done, status="done", occurrence=1, sending=None, lease_until=None, next_at=None
+    assert second.id == "s1" and second.fence == first["s1"].fence + 1
+    stale = [("s1", first["s1"].fence, "{}"), ("s2", first["s2"].fence, '{"occurrence": 0}')]
+    assert await s.schedules_sending(stale) == {"s2"}
+    done = Settle("s1", first["s1"].fence, None, "done", 1)
+    assert await s.settle_schedules([done, replace(done, id="s2", fence=first["s2"].fence)]) == {
+        "s2"
+    }
+    assert await s.schedules_sending([("s1", second.fence, '{"occurrence": 0}')]) == {"s1"}
+    assert await s.extend_schedule_leases([("s1", second.fence), ("s2", 99)], 30.0) == {"s1"}
+    assert await s.settle_schedules([replace(done, fence=second.fence, fired_at=1.0)]) == {"s1"}
+    row = await s.get_schedule("s1")
+    assert row is not None
+    assert row == replace(
+        row, status="done", occurrence=1, sending=None, lease_until=None, next_at=None
     )
     assert await s.next_schedule_in() is None
+    assert await s.settle_schedules([]) == set()
 
 
 async def test_a_cancelled_schedule_cannot_be_settled_into_life(store: AnyStore) -> None:
@@ -91,9 +96,8 @@ async def test_a_cancelled_schedule_cannot_be_settled_into_life(store: AnyStore)
     await s.add_schedule(_row(1), max_per_user=9, max_per_conversation=9)
     [claimed] = await s.claim_due_schedules(10, 30.0)
     assert await s.cancel_schedule("s1", "by an admin")
-    assert not await s.settle_schedule(
-        "s1", claimed.fence, next_at=time.time() + 60, status="active", occurrence=1
-    )
+    back = Settle("s1", claimed.fence, time.time() + 60, "active", 1)
+    assert await s.settle_schedules([back]) == set()
     row = await s.get_schedule("s1")
     assert row is not None and row.status == "cancelled" and row.next_at is None
     assert [r.id for r in await s.recent_schedules()] == ["s1"]

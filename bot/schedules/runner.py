@@ -31,6 +31,7 @@ import json
 import logging
 import time
 from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass
 from datetime import datetime
 from zoneinfo import ZoneInfo
 
@@ -48,7 +49,7 @@ from adapters.base import (
 from bot.schedules.settings import SchedulesConfig
 from bot.storage.base import StorageError
 from bot.storage.roles import ScheduleRecords
-from bot.storage.schedules import ScheduleRow
+from bot.storage.schedules import ScheduleRow, Settle
 from bot.storage.turns import chat_from_record, handle_from_record, handle_record
 from content.texts import t
 from tools.when import next_at
@@ -58,10 +59,6 @@ log = logging.getLogger(__name__)
 Inbox = Callable[[InboundMessage], Awaitable[None]]
 EVENT_PREFIX = "schedule:"
 RETRY_S = 60.0  # a failed send is tried again after this (up to `max_failures` in a row)
-
-
-class _Lost(Exception):
-    """The row's fence moved on: another process holds this occurrence now."""
 
 
 class ScheduleRunner:
@@ -86,7 +83,6 @@ class ScheduleRunner:
         self.language = language
         self.clock = clock
         self.on_fired = on_fired
-        self._slots = asyncio.Semaphore(settings.concurrency)
 
     async def run(self) -> None:
         """Until cancelled: claim what is due, fire it, sleep until the next is due (or poll)."""
@@ -113,121 +109,133 @@ class ScheduleRunner:
         return poll if wait is None else min(poll, max(wait, 0.01))
 
     async def fire_all(self, rows: list[ScheduleRow]) -> None:
-        """Fire claimed rows, a bounded number at once, keeping their leases while they run."""
-        pending = {row.id: row.fence for row in rows}
+        """Fire claimed rows, `concurrency` at a time, keeping their leases while they run.
+
+        Each group is marked in flight in one transaction, sent at once, and settled in one:
+        the store commits twice a group, not twice a message. Marking a group that is sent at
+        once right after says what marking each row just before its send would: these sends
+        are in flight together either way."""
+        held = {row.id: row.fence for row in rows}
         async with asyncio.TaskGroup() as group:
-            keeper = group.create_task(self._keep_leases(pending))
-            fires = [group.create_task(self._fire_one(row, pending)) for row in rows]
-            await asyncio.gather(*fires)
+            keeper = group.create_task(self._keep_leases(held))
+            step = self.settings.concurrency
+            for i in range(0, len(rows), step):
+                chunk = rows[i : i + step]
+                try:
+                    await self._fire_group(chunk)
+                except StorageError as exc:  # their leases run out, and a process tries again
+                    log.warning("schedules: storage failed while firing %d: %s", len(chunk), exc)
+                for row in chunk:
+                    held.pop(row.id, None)
             keeper.cancel()
 
-    async def _keep_leases(self, pending: dict[str, int]) -> None:
+    async def _keep_leases(self, held: dict[str, int]) -> None:
         lease = self.settings.lease_s
-        while pending:
+        while held:
             await asyncio.sleep(lease / 3)
-            for schedule_id, fence in list(pending.items()):
-                try:
-                    if not await self.records.extend_schedule_lease(schedule_id, fence, lease):
-                        pending.pop(schedule_id, None)
-                except StorageError as exc:
-                    log.warning("schedules: lease of %s not extended: %s", schedule_id, exc)
-
-    async def _fire_one(self, row: ScheduleRow, pending: dict[str, int]) -> None:
-        async with self._slots:
             try:
-                await self._fire(row)
-            except _Lost:
-                log.warning("schedule %s: taken over by another process; it fires it", row.id)
-            except StorageError as exc:  # the lease runs out, and a process tries again
-                log.warning("schedule %s: storage failed while firing: %s", row.id, exc)
-            except Exception:
-                log.exception("schedule %s: firing failed", row.id)
-            finally:
-                pending.pop(row.id, None)
+                kept = await self.records.extend_schedule_leases(list(held.items()), lease)
+            except StorageError as exc:
+                log.warning("schedules: leases not extended: %s", exc)
+                continue
+            for schedule_id in set(held) - kept:
+                held.pop(schedule_id, None)
 
-    async def _fire(self, row: ScheduleRow) -> None:
+    async def _fire_group(self, rows: list[ScheduleRow]) -> None:
         now = self.clock()
+        shots = [self._plan(row, now) for row in rows]
+        marks = [(s.row.id, s.row.fence, json.dumps(s.mark)) for s in shots if s.mark is not None]
+        marked = await self.records.schedules_sending(marks) if marks else set()
+        lost = {schedule_id for schedule_id, _, _ in marks} - marked
+        for schedule_id in lost:
+            log.warning("schedule %s: taken over by another process; it fires it", schedule_id)
+        live = [s for s in shots if s.row.id not in lost]
+        settles = await asyncio.gather(*(self._shoot(s, now) for s in live))
+        await self.records.settle_schedules([x for x in settles if x is not None])
+
+    def _plan(self, row: ScheduleRow, now: float) -> _Shot:
+        """What to do with a claimed row; `mark`: the in-flight record to write before sending."""
         due = row.next_at if row.next_at is not None else now
         chat = chat_from_record(json.loads(row.chat))
         channel = self.channels.get(chat.channel) if chat is not None else None
+        shot = _Shot(row, chat, channel, due, late=now - due > self.settings.late_after_s)
         if chat is None or channel is None:
-            await self._settle(row, None, "disabled", note="its channel is not configured any more")
-            return
+            shot.action = "disable"
+            return shot
         sending = json.loads(row.sending) if row.sending else None
-        in_flight = sending if sending and sending.get("occurrence") == row.occurrence else None
-        late = now - due > self.settings.late_after_s
-        if in_flight is None and late and row.missed == "skip":
+        if sending and sending.get("occurrence") == row.occurrence:  # a takeover
+            record = sending.get("handle")
+            shot.handle = handle_from_record(record) if isinstance(record, dict) else None
+            shot.action = "repost" if shot.handle is not None or row.kind == "task" else "uncertain"
+            return shot
+        if shot.late and row.missed == "skip":
+            shot.action = "skip"
+            return shot
+        shot.mark = {"occurrence": row.occurrence}
+        if row.kind == "text" and isinstance(channel, NamesItsMessages):
+            shot.handle = channel.reserve(chat, None)
+            shot.mark["handle"] = handle_record(shot.handle)
+        return shot
+
+    async def _shoot(self, shot: _Shot, now: float) -> Settle | None:
+        """Send one planned occurrence (or not); how its row settles."""
+        row = shot.row
+        if shot.action == "disable":
+            return self._settle(
+                row, None, "disabled", note="its channel is not configured any more"
+            )
+        if shot.action == "skip":
             log.info(
                 "schedule %s: occurrence %d skipped (due %.0f s ago)",
                 row.id,
                 row.occurrence,
-                now - due,
+                now - shot.due,
             )
-            await self._settle(
+            return self._settle(
                 row, now, "active", note="an occurrence missed while down was skipped"
             )
-            return
+        if shot.action == "uncertain":
+            log.warning(
+                "schedule %s: occurrence %d was being sent by a process that died; the platform"
+                " may have it, so it is not sent again",
+                row.id,
+                row.occurrence,
+            )
+            return self._settle(row, max(now, shot.due), "active")
         try:
-            if row.kind == "task":
-                await self._hand_over(row, chat, late, due)
-            else:
-                await self._send_text(row, channel, chat, in_flight, late, due)
+            await self._send(shot)
         except RateLimited as exc:
-            await self._retry(row, now + exc.retry_after, failures=row.failures, why=str(exc))
-            return
+            return self._retry(row, now + exc.retry_after, failures=row.failures, why=str(exc))
         except ChannelError as exc:  # a deleted chat, a bot blocked or removed ...
             failures = row.failures + 1
             if failures >= self.settings.max_failures:
                 log.warning("schedule %s disabled after %d failed sends: %s", row.id, failures, exc)
-                await self._settle(
+                return self._settle(
                     row, None, "disabled", note=f"sending failed {failures} times: {exc}"[:300]
                 )
-            else:
-                await self._retry(row, now + RETRY_S, failures=failures, why=str(exc))
-            return
+            return self._retry(row, now + RETRY_S, failures=failures, why=str(exc))
+        except Exception:  # a bug, or the inbox refused (TryLater): the lease runs out, retried
+            log.exception("schedule %s: firing failed", row.id)
+            return None
         if self.on_fired is not None:
-            self.on_fired(row, self.clock() - due)
-        await self._settle(row, max(now, due), "active")
+            self.on_fired(row, self.clock() - shot.due)
+        return self._settle(row, max(now, shot.due), "active")
 
-    async def _send_text(
-        self,
-        row: ScheduleRow,
-        channel: Channel,
-        chat: ChatRef,
-        in_flight: dict[str, object] | None,
-        late: bool,
-        due: float,
-    ) -> None:
-        content = OutboundContent(self._text(row, late, due))
-        if in_flight is not None:
-            record = in_flight.get("handle")
-            handle = handle_from_record(record) if isinstance(record, dict) else None
-            if handle is None or not isinstance(channel, NamesItsMessages):
-                log.warning(
-                    "schedule %s: occurrence %d was being sent by a process that died; the"
-                    " platform may have it, so it is not sent again",
-                    row.id,
-                    row.occurrence,
-                )
-                return
-            await self._post(channel, handle, content)  # the same message: shown once
+    async def _send(self, shot: _Shot) -> None:
+        row, chat, channel = shot.row, shot.chat, shot.channel
+        assert chat is not None and channel is not None  # planned as "disable" otherwise
+        if row.kind == "task":
+            await self._hand_over(row, chat, shot.late, shot.due)
             return
-        if isinstance(channel, NamesItsMessages):
-            handle = channel.reserve(chat, None)
-            await self._mark(row, {"occurrence": row.occurrence, "handle": handle_record(handle)})
-            await self._post(channel, handle, content)
+        content = OutboundContent(self._text(row, shot.late, shot.due))
+        if shot.handle is not None and isinstance(channel, NamesItsMessages):
+            await channel.post(shot.handle, content)  # a takeover posts the same message again
+            await channel.edit(shot.handle, content, final=True)
             return
-        await self._mark(row, {"occurrence": row.occurrence})
         try:
             await channel.send(chat, content, final=True)
         except DeliveryUncertain as exc:  # it may have landed: never a second copy
             log.warning("schedule %s: send uncertain, not repeated: %s", row.id, exc)
-
-    async def _post(
-        self, channel: NamesItsMessages, handle: MessageHandle, content: OutboundContent
-    ) -> None:
-        await channel.post(handle, content)
-        await channel.edit(handle, content, final=True)  # type: ignore[attr-defined]
 
     async def _hand_over(self, row: ScheduleRow, chat: ChatRef, late: bool, due: float) -> None:
         """The task as a message of its author: the gateway claims its event id once."""
@@ -235,7 +243,6 @@ class ScheduleRunner:
         text = t(language, "schedule.task_prompt", task=row.body)
         if late:
             text = f"{text}\n{t(language, 'schedule.task_late', due=self._local(row, due))}"
-        await self._mark(row, {"occurrence": row.occurrence})
         await self.inbox(
             InboundMessage(
                 chat=chat,
@@ -257,44 +264,38 @@ class ScheduleRunner:
     def _local(row: ScheduleRow, due: float) -> str:
         return datetime.fromtimestamp(due, ZoneInfo(row.timezone)).strftime("%Y-%m-%d %H:%M")
 
-    async def _mark(self, row: ScheduleRow, sending: dict[str, object]) -> None:
-        if not await self.records.schedule_sending(row.id, row.fence, json.dumps(sending)):
-            raise _Lost
-
-    async def _retry(self, row: ScheduleRow, at: float, *, failures: int, why: str) -> None:
+    def _retry(self, row: ScheduleRow, at: float, *, failures: int, why: str) -> Settle:
         log.warning("schedule %s: send failed (%s); trying again later", row.id, why)
-        await self._write(
-            row,
-            next_at=at,
-            status="active",
-            occurrence=row.occurrence,
-            failures=failures,
-            note=why[:300],
-        )
+        return Settle(row.id, row.fence, at, "active", row.occurrence, failures, why[:300])
 
-    async def _settle(
+    def _settle(
         self, row: ScheduleRow, after: float | None, status: str, *, note: str | None = None
-    ) -> None:
+    ) -> Settle:
         """The occurrence is done (sent or skipped): on to the first occurrence after `after`
-        (now, or the due time if later), never to one already past, so no catch-up burst."""
+        (now, or the due time if later), never to one already past, so no catch-up burst; and
+        never sooner than half the minimum interval after this one, so no runaway."""
         following = None
         if after is not None and status == "active":
-            following = next_at(row.spec, ZoneInfo(row.timezone), after)
+            zone = ZoneInfo(row.timezone)
+            following = next_at(row.spec, zone, after)
             floor = (row.next_at or 0) + self.settings.min_interval_s / 2
-            if (
-                following is not None
-                and following < floor
-                and row.spec.startswith(("cron:", "every:"))
-            ):
-                following = next_at(row.spec, ZoneInfo(row.timezone), floor)  # never a runaway
+            if following is not None and following < floor and not row.spec.startswith("at:"):
+                following = next_at(row.spec, zone, floor)
         if status == "active" and following is None:
             status = "done"
-        await self._write(
-            row, next_at=following, status=status, failures=0,
-            occurrence=row.occurrence + (status != "disabled"),  # fired or skipped
-            note=note, fired_at=self.clock(),
-        )  # fmt: skip
+        fired = row.occurrence + (status != "disabled")  # fired or skipped
+        return Settle(row.id, row.fence, following, status, fired, 0, note, self.clock())
 
-    async def _write(self, row: ScheduleRow, **values: object) -> None:
-        if not await self.records.settle_schedule(row.id, row.fence, **values):  # type: ignore[arg-type]
-            log.info("schedule %s: not settled (cancelled meanwhile, or taken over)", row.id)
+
+@dataclass(slots=True)
+class _Shot:
+    """One claimed row's plan: what to do, where, and the in-flight record to write first."""
+
+    row: ScheduleRow
+    chat: ChatRef | None
+    channel: Channel | None
+    due: float
+    late: bool
+    action: str = "send"  # send | repost | uncertain | skip | disable
+    handle: MessageHandle | None = None
+    mark: dict[str, object] | None = None

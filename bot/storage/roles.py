@@ -25,7 +25,7 @@ from bot.storage.rows import (
     TurnUsage,
     UsageTotalRow,
 )
-from bot.storage.schedules import Refusal, ScheduleRow
+from bot.storage.schedules import Refusal, ScheduleRow, Settle
 from content.parts import Part
 
 
@@ -235,21 +235,12 @@ class ScheduleRecords(Protocol):
 
     async def claim_due_schedules(self, limit: int, lease_s: float) -> list[ScheduleRow]: ...
 
-    async def schedule_sending(self, schedule_id: str, fence: int, sending: str) -> bool: ...
+    async def schedules_sending(self, marks: Sequence[tuple[str, int, str]]) -> set[str]: ...
 
-    async def extend_schedule_lease(self, schedule_id: str, fence: int, lease_s: float) -> bool: ...
+    async def extend_schedule_leases(
+        self, held: Sequence[tuple[str, int]], lease_s: float
+    ) -> set[str]: ...
 
-    async def settle_schedule(
-        self,
-        schedule_id: str,
-        fence: int,
-        *,
-        next_at: float | None,
-        status: str,
-        occurrence: int,
-        failures: int = 0,
-        note: str | None = None,
-        fired_at: float | None = None,
-    ) -> bool: ...
+    async def settle_schedules(self, settles: Sequence[Settle]) -> set[str]: ...
 
     async def next_schedule_in(self) -> float | None: ...

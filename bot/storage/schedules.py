@@ -49,6 +49,20 @@ class ScheduleRow:
     fired_at: float | None
 
 
+@dataclass(frozen=True, slots=True)
+class Settle:
+    """What a claim of one row did: its next due time (None: finished), status and counts."""
+
+    id: str
+    fence: int
+    next_at: float | None
+    status: str
+    occurrence: int
+    failures: int = 0
+    note: str | None = None
+    fired_at: float | None = None
+
+
 _NOW = database_now()
 _FREE = sa.or_(S.c.lease_until.is_(None), S.c.lease_until < _NOW)
 _DUE = sa.and_(S.c.status == ACTIVE, S.c.next_at <= _NOW, _FREE)
@@ -141,37 +155,26 @@ class ScheduleTable(StoreCalls):
         with its fence moved on (the returned rows carry the new fence)."""
         return await self._tx(_claim, limit, lease_s)
 
-    async def schedule_sending(self, schedule_id: str, fence: int, sending: str) -> bool:
-        """Records the occurrence in flight, while `fence` is the row's; False: lost."""
-        return await self._tx(_fenced, _SENDING, schedule_id, fence, {"sending": sending})
+    async def schedules_sending(self, marks: Sequence[tuple[str, int, str]]) -> set[str]:
+        """Records each (id, fence, sending: the occurrence in flight) in one transaction;
+        the ids whose fence still held (the others were taken over: nothing written)."""
+        return await self._tx(_each_fenced, _SENDING, [(i, f, {"sending": m}) for i, f, m in marks])
 
-    async def extend_schedule_lease(self, schedule_id: str, fence: int, lease_s: float) -> bool:
-        return await self._tx(_fenced, _EXTEND, schedule_id, fence, {"lease_s": lease_s})
+    async def extend_schedule_leases(
+        self, held: Sequence[tuple[str, int]], lease_s: float
+    ) -> set[str]:
+        """The leases of (id, fence) extended by `lease_s`; the ids whose fence still held."""
+        return await self._tx(
+            _each_fenced, _EXTEND, [(i, f, {"lease_s": lease_s}) for i, f in held]
+        )
 
-    async def settle_schedule(
-        self,
-        schedule_id: str,
-        fence: int,
-        *,
-        next_at: float | None,
-        status: str,
-        occurrence: int,
-        failures: int = 0,
-        note: str | None = None,
-        fired_at: float | None = None,
-    ) -> bool:
-        """What the claim did: the next due time (None: finished) and status, the lease let
-        go. False when `fence` is no longer the row's (another process took it over) or the
-        schedule was cancelled meanwhile: nothing is written."""
-        values = {
-            "next_at": next_at,
-            "status": status,
-            "occurrence": occurrence,
-            "failures": failures,
-            "note": note,
-            "fired_at": fired_at,
-        }
-        return await self._tx(_fenced, _SETTLE, schedule_id, fence, values)
+    async def settle_schedules(self, settles: Sequence[Settle]) -> set[str]:
+        """What each claim did, in one transaction: the next due time (None: finished) and
+        status, the lease let go. The ids settled; a row whose fence moved on (another
+        process took it over) or that was cancelled meanwhile is left as it is."""
+        return await self._tx(
+            _each_fenced, _SETTLE, [(x.id, x.fence, _settle_values(x)) for x in settles]
+        )
 
     async def next_schedule_in(self) -> float | None:
         """Seconds from now (the database's clock) to the next due schedule no lease holds."""
@@ -215,10 +218,29 @@ async def _claim(tx: Tx, /, limit: int, lease_s: float) -> list[ScheduleRow]:
     return await fetch_rows(tx, _CLAIM, limit=limit, lease_s=lease_s)
 
 
-async def _fenced(
-    tx: Tx, /, query: Query, schedule_id: str, fence: int, values: Mapping[str, object]
-) -> bool:
-    return await tx.execute(query, values, id=schedule_id, fence=fence) == 1
+async def _each_fenced(
+    tx: Tx, /, query: Query, items: Sequence[tuple[str, int, Mapping[str, object]]]
+) -> set[str]:
+    """One commit for them all: a batch costs one fsync, not one a row."""
+    if not items:
+        return set()
+    done = set()
+    async with tx.transaction():
+        for schedule_id, fence, values in items:
+            if await tx.execute(query, values, id=schedule_id, fence=fence) == 1:
+                done.add(schedule_id)
+    return done
+
+
+def _settle_values(settle: Settle) -> dict[str, object]:
+    return {
+        "next_at": settle.next_at,
+        "status": settle.status,
+        "occurrence": settle.occurrence,
+        "failures": settle.failures,
+        "note": settle.note,
+        "fired_at": settle.fired_at,
+    }
 
 
 async def _next_due(tx: Tx, /) -> float | None:
@@ -226,4 +248,4 @@ async def _next_due(tx: Tx, /) -> float | None:
     return None if row is None or row[0] is None else float(row[0])
 
 
-__all__: Sequence[str] = ("Refusal", "ScheduleRow", "ScheduleTable")
+__all__: Sequence[str] = ("Refusal", "ScheduleRow", "ScheduleTable", "Settle")
