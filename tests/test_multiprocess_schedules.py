@@ -116,7 +116,7 @@ def _created_texts(frames: list[Frame]) -> Counter[str]:
 async def test_three_processes_send_each_of_200_schedules_due_in_one_second_once(
     prefix: str, tmp_path: Path, session: aiohttp.ClientSession
 ) -> None:
-    config = _config(tmp_path, prefix)
+    config = _config(tmp_path, prefix, batch=10, concurrency=5)  # the three race for claims
     async with gateways(3, config, {"REDIS_URL": URL}) as gws:
         visitors = [f"sched-{uuid.uuid4().hex[:6]}-{n}" for n in range(20)]
         due = math.ceil(time.time()) + 2  # the same second for all 200

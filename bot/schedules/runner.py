@@ -151,7 +151,8 @@ class ScheduleRunner:
             log.warning("schedule %s: taken over by another process; it fires it", schedule_id)
         live = [s for s in shots if s.row.id not in lost]
         settles = await asyncio.gather(*(self._shoot(s, now) for s in live))
-        await self.records.settle_schedules([x for x in settles if x is not None])
+        settled = await self.records.settle_schedules([x for x in settles if x is not None])
+        log.debug("schedules: %d of %d claimed settled here", len(settled), len(rows))
 
     def _plan(self, row: ScheduleRow, now: float) -> _Shot:
         """What to do with a claimed row; `mark`: the in-flight record to write before sending."""
