@@ -48,7 +48,7 @@ def view(row: ScheduleRow) -> dict[str, Any]:
         "id": row.id,
         "kind": row.kind,
         row.kind: row.body,
-        "when": row.spec if row.spec.startswith(("cron:", "every:")) else "once",
+        "when": _repeat(row.spec),
         "next": None
         if row.next_at is None
         else datetime.fromtimestamp(row.next_at, zone).isoformat(timespec="minutes"),
@@ -58,6 +58,16 @@ def view(row: ScheduleRow) -> dict[str, Any]:
     if row.note:
         shown["note"] = row.note
     return shown
+
+
+def _repeat(spec: str) -> str:
+    """How often, for people: the cron line, `every N s`, or `once`."""
+    kind, _, rest = spec.partition(":")
+    if kind == "cron":
+        return f"cron {rest}"
+    if kind == "every":
+        return f"every {float(rest.split(':')[0]):g} s"
+    return "once"
 
 
 class ScheduleDesk:

@@ -71,18 +71,15 @@ class ScheduleRunner:
         settings: SchedulesConfig,
         language: str,
         clock: Callable[[], float] = time.time,
-        on_fired: Callable[[ScheduleRow, float], None] | None = None,
     ) -> None:
         """`inbox`: the gateway's (tasks enter as messages); `language`: the gateway's default,
-        for the note on a late one where the conversation's is not known; `on_fired`: told of
-        each sent occurrence and how late it went out (seconds), for metrics and benchmarks."""
+        for the note on a late one where the conversation's is not known."""
         self.records = records
         self.channels = channels
         self.inbox = inbox
         self.settings = settings
         self.language = language
         self.clock = clock
-        self.on_fired = on_fired
 
     async def run(self) -> None:
         """Until cancelled: claim what is due, fire it, sleep until the next is due (or poll)."""
@@ -218,8 +215,6 @@ class ScheduleRunner:
         except Exception:  # a bug, or the inbox refused (TryLater): the lease runs out, retried
             log.exception("schedule %s: firing failed", row.id)
             return None
-        if self.on_fired is not None:
-            self.on_fired(row, self.clock() - shot.due)
         return self._settle(row, max(now, shot.due), "active")
 
     async def _send(self, shot: _Shot) -> None:
