@@ -17,6 +17,7 @@ from bot.pipeline.gateway import REFUSAL
 from bot.pipeline.held import WAITING
 from bot.pipeline.routing import CONVERSATION, IGNORE, REFUSE, CommandTable, DefaultAccess, Router
 from bot.pipeline.routing import Reply as Say
+from bot.pipeline.schedule_command import APP_HELP
 from bot.redis.states import state_key
 from bot.runtime.app import App
 from tests.conftest import Running, make_config
@@ -135,13 +136,14 @@ async def test_a_held_conversation_records_and_acknowledges_and_the_bot_reads_it
     await _set_mode(app, "human")
     await app.gateway.handle(message("are you there?", "e2"))  # the person answers, not us
     await app.gateway.handle(message("/help", "e3"))  # commands go before the mode
-    assert _finals(channel) == [WAITING, HELP]
+    help_ = APP_HELP if app.schedules is not None else HELP  # `bot chat` has no /schedule
+    assert _finals(channel) == [WAITING, help_]
     await app.gateway.wait_idle()
     assert provider.requests == []
     await _set_mode(app, "bot")
     await app.gateway.handle(message("thanks", "e4"))
     await app.gateway.wait_idle()
-    assert _finals(channel) == [WAITING, HELP, "welcome back"]
+    assert _finals(channel) == [WAITING, help_, "welcome back"]
     said = [m.content for m in provider.requests[0].messages if m.role == "user"]
     assert said[-3:] == ["I need a person", "are you there?", "thanks"]
 
