@@ -201,3 +201,30 @@ async def test_missed_occurrences_fire_once_late_with_a_note_or_are_skipped(
     texts = [f["text"] for f in client.frames if f["type"] == "message.completed"]
     assert not any("message skip1" in t for t in texts)
     assert sum("message rec1" in t for t in texts) == 1
+
+
+async def test_a_zone_the_user_names_is_kept_for_the_next_schedules(
+    running: Running, session: aiohttp.ClientSession
+) -> None:
+    calls = [
+        {"when": "every day at 9", "text": "one", "timezone": "asia/tokyo"},  # lower case too
+        {"when": "every day at 10", "text": "two"},
+        {"when": "in 1 hour", "text": "three", "timezone": "Mars/Base"},
+    ]
+    provider = ScriptedProvider(
+        [
+            Reply("hello"),
+            *(r for c in calls for r in (Reply(calls=[("schedule_message", c)]), Reply("ok"))),
+        ]
+    )
+    app = await running(provider, schedules=FAST)
+    client, key = await _visitor(app, session)
+    for _ in calls:
+        await client.ask("schedule")
+    assert db_rows(app, "select body, timezone from schedules order by created_at") == [
+        ("one", "Asia/Tokyo"),
+        ("two", "Asia/Tokyo"),
+    ]
+    assert (await app.gateway.states.get(key)).settings["timezone"] == "Asia/Tokyo"
+    refused = [r.messages[-1].content for r in provider.requests if r.messages[-1].role == "tool"]
+    assert "unknown time zone 'Mars/Base'" in refused[-1]

@@ -1,7 +1,7 @@
 """`ScheduleDesk`: what the schedule tools, `/schedule` and the admin view do with schedules.
 
-It reads `when` in the user's time zone (the tool's `timezone` argument, else the conversation's
-`timezone` setting, else `agent.default_timezone`), refuses what would flood a chat (a
+It reads `when` in the user's time zone (the tool's `timezone` argument, which is then kept as
+the conversation state's `timezone` setting; else that setting; else `agent.default_timezone`), refuses what would flood a chat (a
 recurrence more often than `schedules.min_interval_s`, more than the per-user or
 per-conversation count) and keeps the schedule in the store, where any process's runner
 (bot/schedules/runner.py) fires it. A schedule made by a tool call is keyed by that call, so a
@@ -17,7 +17,6 @@ import uuid
 from collections.abc import Awaitable, Callable
 from datetime import datetime
 from typing import Any
-from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from adapters.base import ChatRef
 from bot.pipeline.conversation_state import ConversationState
@@ -26,24 +25,16 @@ from bot.storage.roles import ScheduleRecords
 from bot.storage.schedules import ScheduleRow
 from bot.storage.turns import chat_record
 from tools.base import Missed, ToolContext, ToolError
+from tools.builtin.clock import zone_named
 from tools.when import WhenError, parse_when
 
 ChatLookup = Callable[[str], Awaitable[ChatRef | None]]
 TIMEZONE_SETTING = "timezone"  # the conversation state's setting the user's zone is kept in
 
 
-def _zone(name: str) -> ZoneInfo:
-    try:
-        return ZoneInfo(name.strip())
-    except (ZoneInfoNotFoundError, ValueError):
-        raise ToolError(
-            f"unknown time zone {name!r}; use an IANA name such as 'Europe/Berlin'"
-        ) from None
-
-
 def view(row: ScheduleRow) -> dict[str, Any]:
     """A schedule as the model and the admin read it: its next time in its own zone."""
-    zone = _zone(row.timezone)
+    zone = zone_named(row.timezone)
     shown: dict[str, Any] = {
         "id": row.id,
         "kind": row.kind,
@@ -115,7 +106,7 @@ class ScheduleDesk:
         if chat is None:
             raise ToolError("this conversation cannot take scheduled messages (no chat known)")
         state = await self.states.get(key)
-        zone = _zone(timezone or state.settings.get(TIMEZONE_SETTING) or self.default_timezone)
+        zone = zone_named(timezone or state.settings.get(TIMEZONE_SETTING) or self.default_timezone)
         now = self.clock()
         try:
             parsed = parse_when(when, zone, datetime.fromtimestamp(now, zone))
@@ -134,6 +125,9 @@ class ScheduleDesk:
             failures=0, note=None, language=state.settings.get("language"),
             created_at=now, fired_at=None,
         )  # fmt: skip
+        if timezone and state.settings.get(TIMEZONE_SETTING) != zone.key:
+            # the zone the user named is theirs from now on, for every process (the state)
+            await self.states.update(key, lambda s: s.with_setting(TIMEZONE_SETTING, zone.key))
         refused = await self.records.add_schedule(
             row, max_per_user=limits.max_per_user, max_per_conversation=limits.max_per_conversation
         )
