@@ -183,3 +183,28 @@ async def test_after_downtime_each_missed_one_shot_fires_once_late_with_the_note
     assert sum("every ten minutes" in t for t in texts) == 1  # once, not six catch-ups
     assert len(texts) == 6
     assert await _statuses(tmp_path) == Counter(done=6, active=1)
+
+
+async def test_a_task_due_on_three_processes_runs_one_turn(
+    prefix: str, tmp_path: Path, session: aiohttp.ClientSession
+) -> None:
+    config = _config(tmp_path, prefix, batch=2, concurrency=1)
+    async with gateways(3, config, {"REDIS_URL": URL}) as gws:
+        visitors = [f"sched-task-{uuid.uuid4().hex[:6]}-{n}" for n in range(6)]
+        due = math.ceil(time.time()) + 2
+        await _add(tmp_path, [_row(v, "what time is it?", due, kind="task") for v in visitors])
+        await _until_settled(tmp_path, 6, gws)
+        for n, visitor in enumerate(visitors):
+            tab = await session.ws_connect(f"{gws[n % 3].url}/ws", headers={"Origin": ORIGIN})
+            await tab.send_json({"type": "hello", "visitor_id": visitor, "resume_after": 0})
+            await frames_until(tab, lambda f: f["type"] == "message.completed", WAIT_S)
+            await tab.close()
+        for n, visitor in enumerate(visitors):
+            frames = await _replayed(session, gws[n % 3], visitor)
+            created = [f for f in frames if f["type"] == "message.created"]
+            assert len(created) == 1, joined_logs(gws)  # one turn: its placeholder, answered
+    async with build_store(tmp_path / "bot.db", None) as store:
+        turns = [t for v in visitors for t in await store.recent_turns(
+            channel="websocket", conversation_key=f"websocket:v:{v}", user_id=f"v:{v}"
+        )]  # fmt: skip
+    assert len(turns) == 6 and all(t.status == "completed" for t in turns)
