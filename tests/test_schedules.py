@@ -37,7 +37,7 @@ async def _visitor(app: App, session: aiohttp.ClientSession) -> tuple[WsClient, 
 def _row(key: str, n: str, *, due: float, spec: str | None = None, **values: Any) -> ScheduleRow:
     chat = {"channel": key.split(":", 1)[0], "chat_id": key.split(":", 1)[1]}
     fields: dict[str, Any] = dict(
-        id=n, conversation_key=key, chat=json.dumps(chat), user_id="visitor-0001", kind="text",
+        id=n, conversation_key=key, chat=json.dumps(chat), user_id="v:visitor-0001", kind="text",
         body=f"message {n}", spec=spec or f"at:{due}", timezone="Europe/Berlin", missed="late",
         status="active", next_at=due, occurrence=0, fence=0, lease_until=None, sending=None,
         failures=0, note=None, language=None, created_at=time.time(), fired_at=None,
@@ -228,3 +228,22 @@ async def test_a_zone_the_user_names_is_kept_for_the_next_schedules(
     assert (await app.gateway.states.get(key)).settings["timezone"] == "Asia/Tokyo"
     refused = [r.messages[-1].content for r in provider.requests if r.messages[-1].role == "tool"]
     assert "unknown time zone 'Mars/Base'" in refused[-1]
+
+
+async def test_a_schedule_of_a_user_no_longer_allowed_is_disabled_not_sent(
+    running: Running, session: aiohttp.ClientSession
+) -> None:
+    provider = ScriptedProvider([Reply("hello")])
+    gateway = {"allowed_users": ["v:visitor-0001"]}
+    app = await running(provider, schedules=FAST, gateway=gateway)
+    client, key = await _visitor(app, session)
+    due = time.time()
+    for row in (_row(key, "kept", due=due), _row(key, "gone", due=due, user_id="v:removed")):
+        assert await app.store.add_schedule(row, max_per_user=9, max_per_conversation=9) is None
+    await client.until(_completed_with("message kept"), WAIT_S)
+    await eventually(lambda: ("disabled",) in db_rows(app, "select status from schedules"), WAIT_S)
+    assert db_rows(app, "select id, status, note from schedules order by id") == [
+        ("gone", "disabled", "its author is not allowed in this chat any more"),
+        ("kept", "done", None),
+    ]
+    assert not [f for f in client.frames if "message gone" in str(f.get("text"))]

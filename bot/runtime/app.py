@@ -182,6 +182,7 @@ class App:
                 inbox=self.gateway.handle,
                 settings=config.schedules,
                 language=config.gateway.language,
+                admits=lambda message: access.check(message) == "allow",
             )
             if self.schedules is not None
             else None

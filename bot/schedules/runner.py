@@ -21,7 +21,8 @@ firing) does with an occurrence already in flight (`sending` names it):
 Missed occurrences (the bot was down): the next due time is computed from now, never from the
 missed one, so downtime yields at most one late occurrence per schedule — sent with a note, or
 skipped, as the schedule says. A schedule whose channel is gone, or whose sends fail
-`max_failures` times in a row (a blocked bot, a deleted chat), is disabled.
+`max_failures` times in a row (a blocked bot, a deleted chat), or whose author the access
+policy no longer admits there, is disabled.
 """
 
 from __future__ import annotations
@@ -70,15 +71,18 @@ class ScheduleRunner:
         inbox: Inbox,
         settings: SchedulesConfig,
         language: str,
+        admits: Callable[[InboundMessage], bool] = lambda message: True,
         clock: Callable[[], float] = time.time,
     ) -> None:
         """`inbox`: the gateway's (tasks enter as messages); `language`: the gateway's default,
-        for the note on a late one where the conversation's is not known."""
+        for the note on a late one where the conversation's is not known; `admits`: the access
+        policy (a schedule of a user no longer allowed there is disabled, not sent)."""
         self.records = records
         self.channels = channels
         self.inbox = inbox
         self.settings = settings
         self.language = language
+        self.admits = admits
         self.clock = clock
 
     async def run(self) -> None:
@@ -159,6 +163,11 @@ class ScheduleRunner:
         shot = _Shot(row, chat, channel, due, late=now - due > self.settings.late_after_s)
         if chat is None or channel is None:
             shot.action = "disable"
+            shot.note = "its channel is not configured any more"
+            return shot
+        if not self.admits(self._message(row, chat, "")):
+            shot.action = "disable"
+            shot.note = "its author is not allowed in this chat any more"
             return shot
         sending = json.loads(row.sending) if row.sending else None
         if sending and sending.get("occurrence") == row.occurrence:  # a takeover
@@ -179,9 +188,8 @@ class ScheduleRunner:
         """Send one planned occurrence (or not); how its row settles."""
         row = shot.row
         if shot.action == "disable":
-            return self._settle(
-                row, None, "disabled", note="its channel is not configured any more"
-            )
+            log.warning("schedule %s disabled: %s", row.id, shot.note)
+            return self._settle(row, None, "disabled", note=shot.note)
         if shot.action == "skip":
             log.info(
                 "schedule %s: occurrence %d skipped (due %.0f s ago)",
@@ -239,15 +247,18 @@ class ScheduleRunner:
         text = t(language, "schedule.task_prompt", task=row.body)
         if late:
             text = f"{text}\n{t(language, 'schedule.task_late', due=self._local(row, due))}"
-        await self.inbox(
-            InboundMessage(
-                chat=chat,
-                user_id=row.user_id,
-                text=text,
-                event_id=f"{EVENT_PREFIX}{row.id}:{row.occurrence}",
-                mentioned=True,  # addressed to the bot, also in a group
-                language=row.language,
-            )
+        await self.inbox(self._message(row, chat, text))
+
+    @staticmethod
+    def _message(row: ScheduleRow, chat: ChatRef, text: str) -> InboundMessage:
+        """The occurrence as a message of its author (a task's turn; the access check)."""
+        return InboundMessage(
+            chat=chat,
+            user_id=row.user_id,
+            text=text,
+            event_id=f"{EVENT_PREFIX}{row.id}:{row.occurrence}",
+            mentioned=True,  # addressed to the bot, also in a group
+            language=row.language,
         )
 
     def _text(self, row: ScheduleRow, late: bool, due: float) -> str:
@@ -295,3 +306,4 @@ class _Shot:
     action: str = "send"  # send | repost | uncertain | skip | disable
     handle: MessageHandle | None = None
     mark: dict[str, object] | None = None
+    note: str | None = None  # why it is disabled
