@@ -266,7 +266,9 @@ async def test_a_model_without_vision_reads_the_image_in_words(
     await send(p, (Message("user", "what is it?", parts=(part,)),), blobs)
     body = fake.requests[0].body
     assert not images_sent(vendor, body) and "base64" not in str(body)
-    assert f"[image 'photo.jpg': image/jpeg, 1600×1200, {len(data) / 1000:.0f} KB]" in text_sent(body)
+    assert f"[image 'photo.jpg': image/jpeg, 1600×1200, {len(data) / 1000:.0f} KB]" in text_sent(
+        body
+    )
     await p.aclose()
 
 
