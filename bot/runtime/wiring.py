@@ -24,6 +24,7 @@ from agent.providers.base import Provider
 from agent.workers import Deliver, Workers, WorkerSettings
 from bot.ops.operations import Operations
 from bot.pipeline.access import AccessRules
+from bot.pipeline.pairing import PairingSettings
 from bot.pipeline.conversation_state import ConversationState, StoredConversationState
 from bot.pipeline.conversations import ConversationQueue, LocalConversations
 from bot.pipeline.dedup import Dedup, StoreDedup
@@ -266,6 +267,16 @@ def access_rules(config: Config) -> AccessRules:
             instance_name(spec, section): section for spec, section in sections(config.channels)
         },
     )
+
+
+def pairing_settings(config: Config) -> PairingSettings:
+    p = config.pairing
+    return PairingSettings(p.ttl_s, p.max_pending, p.resend_s, p.deny_s)
+
+
+def pairs(config: Config) -> bool:
+    """Whether any channel instance gives unknown senders pairing codes."""
+    return any(section.dm_policy == "pairing" for _, section in sections(config.channels))
 
 
 def persona_choice(config: Config, default: str) -> PersonaChoice:

@@ -162,6 +162,15 @@ class GatewayConfig(_Section):
         return ours
 
 
+class PairingConfig(_Section):
+    """Codes for unknown senders on channel instances with `dm_policy: pairing`."""
+
+    ttl_s: float = Field(3600, gt=0, le=30 * 86400)  # how long a code waits for an admin
+    max_pending: int = Field(10, ge=1, le=1000)  # live codes per instance; more senders wait
+    resend_s: float = Field(60, ge=0)  # a pending code is sent again at most this often
+    deny_s: float = Field(86400, ge=0)  # a denied sender gets no new code for this long
+
+
 class ModelPrice(_Section):
     """US dollars (or any one currency) per million tokens."""
 
@@ -314,6 +323,7 @@ class Config(_Section):
     llm: LLMConfig = LLMConfig()
     agent: AgentConfig = AgentConfig()
     gateway: GatewayConfig = GatewayConfig()
+    pairing: PairingConfig = PairingConfig()  # codes for unknown senders (dm_policy: pairing)
     personas: PersonasConfig = PersonasConfig()
     channels: ChannelsConfig = ChannelsConfig()
     knowledge: KnowledgeSettings = KnowledgeSettings()  # defined beside the tools that read it
