@@ -30,7 +30,10 @@ ASK = PairingRequest(
 async def test_one_code_per_sender_resent_no_faster_than_resend_s(store: AnyStore) -> None:
     first = await store.pairing_request(ASK)
     assert (first.outcome, first.code, first.expires_at, first.send) == (
-        "issued", "ABCD2345", 4600.0, True,
+        "issued",
+        "ABCD2345",
+        4600.0,
+        True,
     )
     again = await store.pairing_request(replace(ASK, code="ZZZZ9999", now=1030))
     assert (again.outcome, again.code, again.send) == ("pending", "ABCD2345", False)
@@ -41,24 +44,31 @@ async def test_one_code_per_sender_resent_no_faster_than_resend_s(store: AnyStor
     # the code's time is up: a new code, the old one gone
     expired = await store.pairing_request(replace(ASK, code="NEWC0DE2", now=4601))
     assert (expired.outcome, expired.code) == ("issued", "NEWC0DE2")
-    assert await store.pairing_decide(
-        "ABCD2345", approve=True, by="cli", now=4602, block_s=60
-    ) is None
+    assert (
+        await store.pairing_decide("ABCD2345", approve=True, by="cli", now=4602, block_s=60) is None
+    )
 
 
 async def test_approved_passes_and_is_told_by_one_process(opener: Opener) -> None:
     async with opener() as one, opener() as other:
         await one.pairing_request(ASK)
-        assert await other.pairing_decide("WRONG234", approve=True, by="x", now=1001, block_s=1) is None
+        assert (
+            await other.pairing_decide("WRONG234", approve=True, by="x", now=1001, block_s=1)
+            is None
+        )
         row = await other.pairing_decide("ABCD2345", approve=True, by="admin", now=1002, block_s=1)
         assert row is not None and (row.status, row.decided_by, row.user_id) == (
-            "approved", "admin", "7",
+            "approved",
+            "admin",
+            "7",
         )
         assert (await one.pairing_request(replace(ASK, now=99999))).outcome == "approved"
         assert await one.pairing_rows("pending", now=1003) == []
         assert [r.user_id for r in await one.pairing_rows("approved", now=99999)] == ["7"]
         # a decided code is decided once
-        assert await one.pairing_decide("ABCD2345", approve=False, by="x", now=1004, block_s=1) is None
+        assert (
+            await one.pairing_decide("ABCD2345", approve=False, by="x", now=1004, block_s=1) is None
+        )
         told = await asyncio.gather(
             one.pairing_untold(["telegram"], 1005), other.pairing_untold(["telegram"], 1005)
         )

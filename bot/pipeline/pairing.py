@@ -109,7 +109,10 @@ class PairingGate:
             )
         if ticket.send and ticket.code is not None and ticket.expires_at is not None:
             minutes = max(1, math.ceil((ticket.expires_at - self.clock()) / 60))
-            await reply(message, t(message.language, "pairing.code", code=ticket.code, count=minutes))
+            await reply(
+                message, t(message.language, "pairing.code", code=ticket.code, count=minutes)
+            )
+        log.debug("pairing gate: %s %s, told: %s", where, ticket.outcome, ticket.send)
         return False
 
 

@@ -21,12 +21,12 @@ from agent.providers import build_provider, describe_provider
 from agent.providers.base import Provider
 from bot.media.build import build_blobs, build_links, keep_retention, upload_secret
 from bot.media.route import MediaRoute
+from bot.ops.admin.pairing import PairingDesk
 from bot.ops.health import ChannelStates
 from bot.ops.mcp_status import watch_mcp
 from bot.ops.operations import Operations, metrics_enabled
 from bot.pipeline.background import BackgroundResults
 from bot.pipeline.conversations import ConversationQueue
-from bot.ops.admin.pairing import PairingDesk
 from bot.pipeline.gateway import Gateway, GatewaySettings
 from bot.pipeline.pairing import PairingGate, PairingNotices
 from bot.pipeline.quota import Quotas
@@ -320,7 +320,7 @@ class App:
             if self.web_server:  # `bot chat` shares a serving bot's folder: that one purges
                 retention = keep_retention(self.blobs, self.config.media.retention_days)
                 group.create_task(retention, name="media-retention")
-            if self.web_server and wiring.pairs(config):  # approvals told by serving processes
+            if self.web_server and wiring.pairs(self.config):  # approvals told by serving processes
                 group.create_task(self.pairing_notices.run(), name="pairing-notices")
             for channel in self.channels.values():
                 group.create_task(self._keep_running(channel), name=f"channel:{channel.name}")

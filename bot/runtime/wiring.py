@@ -24,10 +24,10 @@ from agent.providers.base import Provider
 from agent.workers import Deliver, Workers, WorkerSettings
 from bot.ops.operations import Operations
 from bot.pipeline.access import AccessRules
-from bot.pipeline.pairing import PairingSettings
 from bot.pipeline.conversation_state import ConversationState, StoredConversationState
 from bot.pipeline.conversations import ConversationQueue, LocalConversations
 from bot.pipeline.dedup import Dedup, StoreDedup
+from bot.pipeline.pairing import PairingSettings
 from bot.pipeline.persona_choice import PersonaChoice
 from bot.pipeline.quota import QuotaState, StoreQuotaState
 from bot.pipeline.transcript import StoreHistory

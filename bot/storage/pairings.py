@@ -30,9 +30,7 @@ _PENDING_COUNT = Query(
     sa.select(sa.func.count()).select_from(P).where(P.c.channel == sa.bindparam("channel"), *_LIVE)
 )
 _SEEN = Query(
-    sa.update(P)
-    .values(attempts=P.c.attempts + 1, sent_at=sa.bindparam("sent_at"))
-    .where(*_KEY)
+    sa.update(P).values(attempts=P.c.attempts + 1, sent_at=sa.bindparam("sent_at")).where(*_KEY)
 )
 _PRUNE = Query(
     sa.delete(P).where(
@@ -49,9 +47,7 @@ _ISSUE = Query(
         set_={name: getattr(_INSERT.excluded, name) for name in _COLUMNS[2:]},
     )
 )
-_BY_CODE = RowQuery(
-    sa.select(P).where(P.c.code == sa.bindparam("code"), *_LIVE), PairingRow
-)
+_BY_CODE = RowQuery(sa.select(P).where(P.c.code == sa.bindparam("code"), *_LIVE), PairingRow)
 _DECIDE = Query(
     sa.update(P)
     .values(params("status", "expires_at", "decided_at", "decided_by"))
@@ -118,9 +114,7 @@ class PairingTable(StoreCalls):
     ) -> PairingRow | None:
         return await self._tx(_decide, code, approve, by, now, block_s)
 
-    async def pairing_rows(
-        self, status: str, *, now: float, limit: int = 100
-    ) -> list[PairingRow]:
+    async def pairing_rows(self, status: str, *, now: float, limit: int = 100) -> list[PairingRow]:
         return await self._tx(fetch_rows, _LISTED, status=status, now=now, limit=limit)
 
     async def pairing_untold(self, channels: Collection[str], now: float) -> list[PairingRow]:
@@ -189,6 +183,9 @@ async def _untold(tx: Tx, /, channels: frozenset[str], now: float) -> list[Pairi
     (exactly one process takes each: the update only changes a row still untold)."""
     taken = []
     for row in await fetch_rows(tx, _UNTOLD):
-        if row.channel in channels and await tx.execute(_TELL, channel=row.channel, user_id=row.user_id, now=now) == 1:
+        if (
+            row.channel in channels
+            and await tx.execute(_TELL, channel=row.channel, user_id=row.user_id, now=now) == 1
+        ):
             taken.append(row)
     return taken

@@ -12,6 +12,7 @@ from typing import Any, Protocol
 from adapters.base import ChatRef
 from agent.store import Store as AgentStore
 from agent.types import Message
+from bot.storage.pairings import PairingRequest, PairingTicket
 from bot.storage.rows import (
     AuditRow,
     ConversationRow,
@@ -26,7 +27,6 @@ from bot.storage.rows import (
     TurnUsage,
     UsageTotalRow,
 )
-from bot.storage.pairings import PairingRequest, PairingTicket
 from content.parts import Part
 
 

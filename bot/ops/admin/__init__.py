@@ -91,7 +91,10 @@ class AdminView:
         app.router.add_post("/admin/login", self._login)
         if self.sources.pairing is not None:
             section = PairingPage(
-                self.sources.pairing, guard=self._guard, page=self._page, form_token=self._form_token
+                self.sources.pairing,
+                guard=self._guard,
+                page=self._page,
+                form_token=self._form_token,
             )
             section.install(app)
 
