@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import re
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 
 from bot.pipeline.pairing import ALPHABET, CODE_LENGTH
@@ -53,10 +53,3 @@ def gate_log() -> Iterator[GateLog]:
     finally:
         logger.removeHandler(handler)
         logger.setLevel(level)
-
-
-async def until(predicate: Callable[[], object], timeout: float = 15.0) -> None:
-    """Until `predicate` holds (what a fake recorded, a file a CLI wrote)."""
-    async with asyncio.timeout(timeout):
-        while not predicate():
-            await asyncio.sleep(0.02)

@@ -17,7 +17,7 @@ from bot.runtime.app import App
 from bot.runtime.cli import main
 from content.texts import t
 from tests.conftest import make_config
-from tests.pairing_kit import code_in, gate_log, until
+from tests.pairing_kit import code_in, gate_log
 from tests.telegram_fake import TOKEN, FakeBotAPI
 
 QUIET = {"resend_s": 3600}  # a pending code is not sent twice within a test
@@ -82,13 +82,13 @@ async def test_a_stranger_gets_one_code_is_approved_told_and_then_answered(
     assert code in listed and "42" in listed and "u42" in listed
     assert await _cli(tmp_path, "approve", f"{code[:4].lower()}-{code[4:]}") == 0
     assert "approved 42 (u42) on telegram" in capsys.readouterr().out
-    await until(lambda: len(_said(fake, 42)) == 2)  # told by the running gateway
+    await fake.wait_for(lambda: len(_said(fake, 42)) == 2)  # told by the running gateway
     assert _said(fake, 42)[1] == t("de", "pairing.approved")
 
     fake.push(fake.message(42, "Wie geht's?"))
     await provider.wait_requests(1)
     await app.gateway.wait_idle()
-    await until(lambda: _said(fake, 42)[-1:] == ["Hallo, schön dich zu sehen."])
+    await fake.wait_for(lambda: _said(fake, 42)[-1:] == ["Hallo, schön dich zu sehen."])
     assert "Wie geht's?" in str(provider.requests[0].messages[-1].content)
     # a code is used once
     assert await _cli(tmp_path, "approve", code) == 1
@@ -190,7 +190,7 @@ async def test_allowlisted_users_and_groups_skip_the_gate(
     fake.push(fake.message(77, "hello"))
     await provider.wait_requests(1)
     await app.gateway.wait_idle()
-    await until(lambda: _said(fake, 77) == ["Hi, friend."])
+    await fake.wait_for(lambda: _said(fake, 77) == ["Hi, friend."])
     fake.push(fake.message(-100, "hello all", user_id=78))  # a group: the allowlist as ever
-    await until(lambda: len(fake.ok(-100, "sendMessage")) == 1)
+    await fake.wait_for(lambda: len(fake.ok(-100, "sendMessage")) == 1)
     assert provider.requests[1:] == []  # refused: 78 is not listed
