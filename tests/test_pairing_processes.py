@@ -12,9 +12,9 @@ import aiohttp
 import pytest
 
 from agent.providers.scripted import Reply, ScriptedProvider
+from bot.runtime.app import App
 from content.texts import t
 from tests.admin_kit import TOKEN as ADMIN_TOKEN
-from bot.runtime.app import App
 from tests.conftest import connect, make_config
 from tests.pairing_kit import code_in
 from tests.redis_kit import URL, prefix
