@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 
 from agent.providers.scripted import Reply, ScriptedProvider
+from bot.pipeline.pairing import new_code
 from bot.runtime.app import App
 from bot.runtime.cli import main
 from content.texts import t
@@ -194,3 +195,26 @@ async def test_allowlisted_users_and_groups_skip_the_gate(
     fake.push(fake.message(-100, "hello all", user_id=78))  # a group: the allowlist as ever
     await fake.wait_for(lambda: len(fake.ok(-100, "sendMessage")) == 1)
     assert provider.requests[1:] == []  # refused: 78 is not listed
+
+
+async def test_codes_typed_into_the_chat_approve_nobody(
+    tmp_path: Path, fake: FakeBotAPI, apps: list[App], capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Brute force from the chat side: a stranger sending codes (guesses, even another
+    sender's real one) gets its own one code and nothing else; only an admin approves."""
+    provider = ScriptedProvider([])
+    with gate_log() as gate:
+        await _start(tmp_path, fake, apps, provider)
+        fake.push(fake.message(42, "hi"))
+        await gate.wait(1)
+        victim = code_in(_said(fake, 42)[0])
+        guesses = [new_code() for _ in range(30)] + [victim, f"/start {victim}"]
+        for guess in guesses:
+            fake.push(fake.message(43, guess))
+        await gate.wait(1 + len(guesses))
+    assert len(_said(fake, 43)) == 1 and code_in(_said(fake, 43)[0]) != victim
+    assert len(_said(fake, 42)) == 1  # the code's owner is not told of any approval
+    assert provider.requests == []
+    assert await _cli(tmp_path, "list") == 0
+    listed = capsys.readouterr().out
+    assert victim in listed and listed.count("\n") == 3  # the head and two pending codes
