@@ -159,11 +159,19 @@ class PairingNotices:
         self._wake.set()
 
     async def run(self) -> None:
+        failing = False
         while True:
             try:
                 await self.tell_once()
+                failing = False
             except Exception:  # the store down, say: the next round tries again
-                log.exception("could not look for pairing approvals to tell")
+                # once a streak of failures, not every round: the store's own log says more
+                log.log(
+                    logging.DEBUG if failing else logging.ERROR,
+                    "could not look for pairing approvals to tell",
+                    exc_info=True,
+                )
+                failing = True
             try:
                 async with asyncio.timeout(self.every_s):
                     await self._wake.wait()
