@@ -8,7 +8,7 @@ import re
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-from bot.pipeline.pairing import ALPHABET, CODE_LENGTH
+from bot.pipeline.pairing_codes import ALPHABET, CODE_LENGTH
 
 # the code stands alone in the reply (a code span, which a platform may render without marks)
 CODE = re.compile(f"(?<![A-Za-z0-9])([{ALPHABET}]{{{CODE_LENGTH}}})(?![A-Za-z0-9])")

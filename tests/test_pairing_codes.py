@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from bot.pipeline.pairing import ALPHABET, CODE_LENGTH, new_code, normalize
+from bot.pipeline.pairing_codes import ALPHABET, CODE_LENGTH, new_code, normalize
 
 
 def test_codes_have_no_look_alikes_and_do_not_repeat() -> None:

@@ -14,11 +14,12 @@ from aiohttp import ClientSession
 
 from agent.providers.scripted import Reply, ScriptedProvider
 from bot.runtime.app import App
+from bot.runtime.config import ConfigError
 from content.texts import t
 from tests.admin_kit import TOKEN as ADMIN_TOKEN
 from tests.conftest import make_config
 from tests.pairing_kit import code_in, gate_log
-from tests.slack_events import envelope, message
+from tests.slack_events import button_press, envelope, message
 from tests.slack_fake import APP_TOKEN, BOT_TOKEN, FakeSlack
 
 BEARER = {"Authorization": f"Bearer {ADMIN_TOKEN}"}
@@ -149,3 +150,87 @@ async def test_slack_pending_codes_are_capped_and_a_denial_frees_a_slot(
     [second] = _said(fake, "D2")  # the freed slot
     assert code_in(second) != code
     assert provider.requests == []
+
+
+def _buttons(fake: FakeSlack, channel: str) -> list[tuple[str, str, str]]:
+    """(action id, value, label) of every button the bot posted in `channel`."""
+    return [
+        (e["action_id"], e["value"], e["text"]["text"])
+        for m in fake.bot_messages(channel)
+        for block in m.blocks or []
+        if block["type"] == "actions"
+        for e in block["elements"]
+    ]
+
+
+async def test_operators_approve_from_their_slack_channel_once(
+    tmp_path: Path, fake: FakeSlack, apps: list[App]
+) -> None:
+    provider = ScriptedProvider([Reply("Glad you're here.")])
+    with gate_log() as gate:
+        app = await _start(tmp_path, fake, apps, provider, place="slack:slack/COPS")
+        await fake.push("events_api", envelope(message("hi", channel="D1", user="U9")))
+        await gate.wait(1)
+    code = code_in(_said(fake, "D1")[0])
+    await fake.wait_for(lambda: len(fake.bot_messages("COPS")) == 1)
+    [request] = fake.bot_messages("COPS")
+    assert code in request.text and "U9" in request.text
+    assert _buttons(fake, "COPS") == [
+        ("pairing.approve", code, "Approve"),
+        ("pairing.deny", code, "Deny"),
+    ]
+    for presses in (1, 2):  # pressed twice (a second operator, a double click): decided once
+        press = button_press(
+            "pairing.approve",
+            value=code,
+            label="Approve",
+            channel="COPS",
+            message_ts=request.ts,
+            thread_ts=None,
+        )
+        await fake.push("interactive", press)
+        await fake.wait_for(lambda: len(fake.thread("COPS", request.ts)) == presses)  # noqa: B023
+    assert fake.thread("COPS", request.ts) == [
+        "Approved by alice: U9 can talk with the bot now.",
+        "That code is no longer pending (decided already, or expired).",
+    ]
+    await fake.wait_for(lambda: len(_said(fake, "D1")) == 2)
+    assert _said(fake, "D1")[1] == t("en", "pairing.approved")
+    await fake.push("events_api", envelope(message("so?", channel="D1", user="U9")))
+    await provider.wait_requests(1)
+    await app.gateway.wait_idle()
+    await fake.wait_for(lambda: _said(fake, "D1")[-1] == "Glad you're here.")
+
+
+async def test_only_named_approvers_decide_in_the_place(
+    tmp_path: Path, fake: FakeSlack, apps: list[App]
+) -> None:
+    provider = ScriptedProvider([])
+    with gate_log() as gate:
+        await _start(tmp_path, fake, apps, provider, place="slack:slack/COPS", approvers=["U7"])
+        await fake.push("events_api", envelope(message("hi", channel="D1", user="U9")))
+        await gate.wait(1)
+    await fake.wait_for(lambda: len(fake.bot_messages("COPS")) == 1)
+    [request] = fake.bot_messages("COPS")
+    code = code_in(_said(fake, "D1")[0])
+    press = button_press(
+        "pairing.approve",
+        value=code,
+        label="Approve",
+        channel="COPS",
+        message_ts=request.ts,
+        thread_ts=None,
+    )  # pressed by U1, not an approver
+    await fake.push("interactive", press)
+    await fake.wait_for(lambda: len(fake.thread("COPS", request.ts)) == 1)
+    assert "pairing.approvers" in fake.thread("COPS", request.ts)[0]
+    assert len(_said(fake, "D1")) == 1 and provider.requests == []
+
+
+async def test_a_place_on_a_channel_that_does_not_run_stops_the_start(
+    tmp_path: Path, fake: FakeSlack, apps: list[App]
+) -> None:
+    with pytest.raises(ConfigError, match="pairing.place: no enabled channel instance 'ops'"):
+        await _start(tmp_path, fake, apps, ScriptedProvider([]), place="slack:ops/COPS")
+    with pytest.raises(ConfigError, match="pairing.place"):
+        make_config(tmp_path, pairing={"place": "#ops"})

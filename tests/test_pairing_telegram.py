@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from agent.providers.scripted import Reply, ScriptedProvider
-from bot.pipeline.pairing import new_code
+from bot.pipeline.pairing_codes import new_code
 from bot.runtime.app import App
 from bot.runtime.cli import main
 from content.texts import t

@@ -213,6 +213,10 @@ class Gateway:
             await self._handle(message)
 
     async def _handle(self, message: InboundMessage) -> None:
+        if self.pairing is not None and self.pairing.operates(message):  # the operators' place
+            if await self._claim(message):
+                await self._paired(message, press=True)
+            return
         route = self.router.route(message)  # reads nothing, so it can go before the claim
         if route is CONVERSATION and self._claiming is not None:
             await self._enqueue_new(self._claiming, message)
@@ -244,14 +248,16 @@ class Gateway:
             self.metrics.dedup_hit(message.chat.channel)
         return claimed
 
-    async def _paired(self, message: InboundMessage) -> Route:
-        """An unknown sender's claimed direct message through the pairing gate: where it goes
-        if the sender is approved, else IGNORE (told their code, or nothing, by the gate)."""
+    async def _paired(self, message: InboundMessage, *, press: bool = False) -> Route:
+        """An unknown sender's claimed direct message through the pairing gate, or an operator's
+        press in its place: where the message goes next (IGNORE unless an approved sender's)."""
         if self.pairing is None:
             await self._say(message, "gateway.refused")
             return IGNORE
         try:
-            if await self.pairing.admit(await self._in_language(message), self._reply):
+            if press:
+                await self.pairing.press(message, self._reply)
+            elif await self.pairing.admit(await self._in_language(message), self._reply):
                 return self.router.allowed(message)
         except StorageError as exc:
             log.error("event %s in %s not paired: %s", message.event_id, message.chat.key, exc)

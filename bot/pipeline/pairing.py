@@ -1,7 +1,7 @@
 """Pairing codes: a direct message from an unknown sender, on an instance with `dm_policy: pairing`.
 
 The sender gets a short code and the message goes no further (never to the model). An admin
-approves the code (`bot pairing approve CODE`, or the admin view); the approved sender's next
+approves the code (`bot pairing approve CODE`, the admin view, or the operators' place); the approved sender's next
 message is routed like anyone allowlisted's, and the sender is told, in their language, by
 whichever serving process takes the approval first (`PairingNotices`).
 
@@ -9,9 +9,10 @@ What a stranger can make the bot do is bounded: one live code per sender, sent a
 often than `pairing.resend_s` (other messages meanwhile draw nothing); at most
 `pairing.max_pending` live codes per instance (senders past the cap draw nothing and cost no
 row); a denied sender draws nothing for `pairing.deny_s`. Each event is claimed before the gate
-(the gateway), so a platform's retry never draws a second reply. Codes are 8 characters from 32
-letters and digits without look-alikes (0 O 1 I L): 31^8 ≈ 8.5·10^11, and they are only ever typed
-by an admin, so guessing one from the chat side gets nothing.
+(the gateway), so a platform's retry never draws a second reply. Codes (bot/pipeline/
+pairing_codes.py) are only ever entered by an admin, so guessing one from the chat gets nothing.
+With `pairing.place` set, each new code is also posted to the operators' Slack channel with
+Approve / Deny buttons (bot/pipeline/pairing_place.py).
 """
 
 from __future__ import annotations
@@ -20,44 +21,22 @@ import asyncio
 import json
 import logging
 import math
-import secrets
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
 from typing import Final
 
 from adapters.base import Channel, InboundMessage, OutboundContent
+from bot.pipeline.pairing_codes import DEFAULTS, PairingSettings, new_code
+from bot.pipeline.pairing_place import PairingPlace
 from bot.pipeline.routing import Reply
 from bot.storage.pairings import PairingRequest
 from bot.storage.roles import PairingRecords
-from bot.storage.rows import PairingRow
 from bot.storage.turns import chat_from_record, chat_record
 from content.texts import t
 
 log = logging.getLogger(__name__)
 
-ALPHABET: Final = "ABCDEFGHJKMNPQRSTUVWXYZ23456789"  # no 0 O 1 I L: read aloud, typed by hand
-CODE_LENGTH: Final = 8
 NOTICE_EVERY_S: Final = 2.0  # how often a serving process looks for approvals to tell
-
-
-def new_code() -> str:
-    return "".join(secrets.choice(ALPHABET) for _ in range(CODE_LENGTH))
-
-
-def normalize(code: str) -> str:
-    """What an admin typed, as stored: upper case, without spaces or dashes (`abcd-2345`)."""
-    return "".join(code.split()).replace("-", "").upper()
-
-
-@dataclass(frozen=True, slots=True)
-class PairingSettings:
-    """`pairing:` in config.yaml."""
-
-    ttl_s: float = 3600.0
-    max_pending: int = 10
-    resend_s: float = 60.0
-    deny_s: float = 86400.0
 
 
 class PairingGate:
@@ -67,15 +46,28 @@ class PairingGate:
     def __init__(
         self,
         records: PairingRecords,
-        settings: PairingSettings = PairingSettings(),
+        settings: PairingSettings = DEFAULTS,
         *,
         clock: Callable[[], float] = time.time,
         codes: Callable[[], str] = new_code,
+        place: PairingPlace | None = None,
     ) -> None:
+        """`place`: where operators see each new code with Approve / Deny buttons (None: the
+        CLI and the admin view only)."""
         self.records = records
         self.settings = settings
         self.clock = clock
         self.codes = codes
+        self.place = place
+
+    def operates(self, message: InboundMessage) -> bool:
+        """An operator's press of a pairing button in the place (taken before the access policy)."""
+        return self.place is not None and self.place.holds(message)
+
+    async def press(self, message: InboundMessage, reply: Reply) -> None:
+        """The press (`operates` was true, its event claimed) decided. Raises `StorageError`."""
+        assert self.place is not None
+        await self.place.press(message, reply)
 
     async def admit(self, message: InboundMessage, reply: Reply) -> bool:
         """True when the sender is approved (route the message as allowed); else the sender
@@ -100,6 +92,8 @@ class PairingGate:
         where = f"{message.chat.channel}/{message.user_id}"
         if ticket.outcome == "issued":
             log.info("pairing code issued to %s (%s)", where, message.user_name or "no name")
+            if self.place is not None and ticket.code and ticket.expires_at:
+                await self.place.announce(message, ticket.code, ticket.expires_at)
         elif ticket.outcome == "full":
             log.warning(
                 "no pairing code for %s: %d codes are pending on %s already (pairing.max_pending)",
@@ -114,25 +108,6 @@ class PairingGate:
             )
         log.debug("pairing gate: %s %s, told: %s", where, ticket.outcome, ticket.send)
         return False
-
-
-async def decide(
-    records: PairingRecords,
-    code: str,
-    *,
-    approve: bool,
-    by: str,
-    settings: PairingSettings = PairingSettings(),
-    clock: Callable[[], float] = time.time,
-) -> PairingRow | None:
-    """An admin's decision on a code (the CLI's, the admin view's); None: no live code is that."""
-    row = await records.pairing_decide(
-        normalize(code), approve=approve, by=by, now=clock(), block_s=settings.deny_s
-    )
-    if row is not None:
-        verb = "approved" if approve else "denied"
-        log.info("pairing %s %s/%s by %s", verb, row.channel, row.user_id, by)
-    return row
 
 
 class PairingNotices:

@@ -169,7 +169,15 @@ class App:
             states=wiring.conversation_states(self.store, self.redis),
             blobs=self.blobs,
             hearing=self.hearing,
-            pairing=PairingGate(self.store, self.pairing),
+            pairing=PairingGate(
+                self.store,
+                self.pairing,
+                place=wiring.pairing_place(
+                    config, self.channels, self.store, self.pairing_notices.wake
+                )
+                if web_server  # `bot chat` runs no platform channel to post to
+                else None,
+            ),
         )
         self.gateway.accepting.clear()  # until interrupted turns are queued (see `_start`)
         self.web_server = web_server

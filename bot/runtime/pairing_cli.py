@@ -13,7 +13,7 @@ import sys
 import time
 from datetime import UTC, datetime
 
-from bot.pipeline.pairing import decide
+from bot.pipeline.pairing_codes import decide
 from bot.runtime import wiring
 from bot.runtime.config import Config
 from bot.storage import StorageError

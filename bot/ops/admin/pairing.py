@@ -17,7 +17,7 @@ from typing import Any
 
 from aiohttp import web
 
-from bot.pipeline.pairing import PairingSettings, decide
+from bot.pipeline.pairing_codes import PairingSettings, decide
 from bot.storage.roles import PairingRecords
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
