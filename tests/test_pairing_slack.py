@@ -21,6 +21,8 @@ from tests.conftest import make_config
 from tests.pairing_kit import code_in, gate_log
 from tests.slack_events import button_press, envelope, message
 from tests.slack_fake import APP_TOKEN, BOT_TOKEN, FakeSlack
+from tests.telegram_fake import TOKEN as TELEGRAM_TOKEN
+from tests.telegram_fake import FakeBotAPI
 
 BEARER = {"Authorization": f"Bearer {ADMIN_TOKEN}"}
 FORM_TOKEN = re.compile(r'name="form_token" value="([0-9a-f]+)"')
@@ -234,3 +236,50 @@ async def test_a_place_on_a_channel_that_does_not_run_stops_the_start(
         await _start(tmp_path, fake, apps, ScriptedProvider([]), place="slack:ops/COPS")
     with pytest.raises(ConfigError, match="pairing.place"):
         make_config(tmp_path, pairing={"place": "#ops"})
+
+
+async def test_a_telegram_stranger_is_approved_from_the_slack_place(
+    tmp_path: Path, fake: FakeSlack, apps: list[App]
+) -> None:
+    telegram = FakeBotAPI(interval_s=0.05)
+    await telegram.start()
+    try:
+        config = make_config(
+            tmp_path,
+            channels={
+                "slack": {"enabled": True, "bot_token": BOT_TOKEN, "app_token": APP_TOKEN}
+                | {"api_base": fake.url},
+                "telegram": {"enabled": True, "token": TELEGRAM_TOKEN, "api_base": telegram.url}
+                | {"dm_policy": "pairing"},
+            },
+            pairing={"place": "slack:slack/COPS"},
+        )
+        apps.append(App(config, base_dir=tmp_path, provider=ScriptedProvider([])))
+        await apps[0].__aenter__()
+        await fake.wait_for(lambda: fake.connected > 0)
+        telegram.push(telegram.message(42, "hello", language_code="fr"))
+        await fake.wait_for(lambda: len(fake.bot_messages("COPS")) == 1)
+        [request] = fake.bot_messages("COPS")
+        assert "telegram" in request.text and "u42" in request.text
+        [(_, code, _), _] = _buttons(fake, "COPS")
+        press = button_press(
+            "pairing.approve",
+            value=code,
+            label="Approve",
+            channel="COPS",
+            message_ts=request.ts,
+            thread_ts=None,
+        )
+        await fake.push("interactive", press)
+        approved = t("fr", "pairing.approved")
+
+        def told() -> list[str]:
+            calls = telegram.ok(42, "sendMessage")
+            return [telegram.messages[(42, c.message_id)] for c in calls]  # type: ignore[index]
+
+        await telegram.wait_for(lambda: told()[-1:] == [approved])
+        assert code_in(told()[0]) == code
+    finally:
+        for app in apps:  # before its fake goes: a polling channel must not outlive it
+            await app.stop()
+        await telegram.close()
