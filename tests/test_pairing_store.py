@@ -111,3 +111,15 @@ async def test_the_cap_on_pending_codes_holds_when_senders_race(opener: Opener) 
         late = replace(ASK, user_id="late", code="LATE2345", now=4601)
         assert (await other.pairing_request(late)).outcome == "issued"
         assert [r.user_id for r in await one.pairing_rows("pending", now=4602)] == ["late"]
+
+
+async def test_a_revoked_approval_pairs_anew(store: AnyStore) -> None:
+    await store.pairing_request(ASK)
+    await store.pairing_decide("ABCD2345", approve=True, by="cli", now=1001, block_s=1)
+    assert not await store.pairing_revoke("telegram", "8")
+    assert not await store.pairing_revoke("slack", "7")
+    assert await store.pairing_revoke("telegram", "7")
+    assert not await store.pairing_revoke("telegram", "7")
+    again = await store.pairing_request(replace(ASK, code="AGAIN234", now=1002))
+    assert (again.outcome, again.code) == ("issued", "AGAIN234")
+    assert not await store.pairing_revoke("telegram", "7")  # a pending code is not an approval

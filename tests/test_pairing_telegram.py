@@ -96,6 +96,15 @@ async def test_a_stranger_gets_one_code_is_approved_told_and_then_answered(
     assert "no pending code" in capsys.readouterr().err
     assert await _cli(tmp_path, "list", "--approved") == 0
     assert "cli:" in capsys.readouterr().out
+    # revoked: the next message pairs anew, the model is not called
+    assert await _cli(tmp_path, "revoke", "telegram", "42") == 0
+    assert "revoked 42 on telegram" in capsys.readouterr().out
+    assert await _cli(tmp_path, "revoke", "telegram", "42") == 1
+    with gate_log() as gate:
+        fake.push(fake.message(42, "Noch da?"))
+        await gate.wait(1)
+    assert gate.verdicts == ["telegram/42 issued, told: True"]
+    assert code_in(_said(fake, 42)[-1]) != code and len(provider.requests) == 1
 
 
 async def test_an_expired_code_is_replaced_and_cannot_be_approved(

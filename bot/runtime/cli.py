@@ -120,7 +120,10 @@ def _pairing_parsers(
     approve.add_argument("code", help="the code the sender was given (case and dashes ignored)")
     deny = sub.add_parser("deny", help="refuse the code; its sender gets no new one for deny_s")
     deny.add_argument("code", help="the code the sender was given")
-    return [listing, approve, deny]
+    revoke = sub.add_parser("revoke", help="forget an approval: the sender pairs anew")
+    revoke.add_argument("channel", help="the channel instance (as `list --approved` shows it)")
+    revoke.add_argument("user", help="the sender's user id there")
+    return [listing, approve, deny, revoke]
 
 
 def _api_key(args: argparse.Namespace) -> int:

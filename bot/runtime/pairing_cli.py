@@ -1,4 +1,4 @@
-"""`bot pairing list|approve CODE|deny CODE`: decide unknown senders' pairing codes from a shell.
+"""`bot pairing list|approve CODE|deny CODE|revoke CHANNEL USER`: pairing decided from a shell.
 
 It writes to the store the gateway uses (the config's `storage`), so it works with the gateway
 running or not, on any host sharing the database; a serving process tells the approved sender
@@ -28,6 +28,14 @@ async def pairing_command(config: Config, store: AnyStore, args: argparse.Namesp
                 status = "approved" if args.approved else "pending"
                 rows = await store.pairing_rows(status, now=time.time(), limit=1000)
                 print(_table(rows, status) if rows else f"no {status} pairings")
+                return 0
+            if args.pairing_command == "revoke":
+                if not await store.pairing_revoke(args.channel, args.user):
+                    print(
+                        f"error: {args.user!r} is not approved on {args.channel!r}", file=sys.stderr
+                    )
+                    return 1
+                print(f"revoked {args.user} on {args.channel}; their next message pairs anew")
                 return 0
             approve = args.pairing_command == "approve"
             row = await decide(

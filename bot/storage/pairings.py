@@ -70,6 +70,7 @@ _UNTOLD = RowQuery(
     .limit(50),
     PairingRow,
 )
+_REVOKE = Query(sa.delete(P).where(*_KEY, P.c.status == "approved"))
 _TELL = Query(
     sa.update(P).values(notified_at=sa.bindparam("now")).where(*_KEY, P.c.notified_at.is_(None))
 )
@@ -116,6 +117,9 @@ class PairingTable(StoreCalls):
 
     async def pairing_rows(self, status: str, *, now: float, limit: int = 100) -> list[PairingRow]:
         return await self._tx(fetch_rows, _LISTED, status=status, now=now, limit=limit)
+
+    async def pairing_revoke(self, channel: str, user_id: str) -> bool:
+        return await self._tx(_revoke, channel, user_id)
 
     async def pairing_untold(self, channels: Collection[str], now: float) -> list[PairingRow]:
         return await self._tx(_untold, frozenset(channels), now)
@@ -176,6 +180,10 @@ async def _decide(
         values = {"status": status, "expires_at": expires_at, "decided_at": now, "decided_by": by}
         await tx.execute(_DECIDE, channel=row.channel, user_id=row.user_id, now=now, **values)
     return replace(row, status=status, expires_at=expires_at, decided_at=now, decided_by=by)
+
+
+async def _revoke(tx: Tx, /, channel: str, user_id: str) -> bool:
+    return await tx.execute(_REVOKE, channel=channel, user_id=user_id) == 1
 
 
 async def _untold(tx: Tx, /, channels: frozenset[str], now: float) -> list[PairingRow]:

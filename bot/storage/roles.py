@@ -237,6 +237,10 @@ class PairingRecords(Protocol):
         """Live rows of `status` (a pending code not expired; every approval), newest first."""
         ...
 
+    async def pairing_revoke(self, channel: str, user_id: str) -> bool:
+        """Forgets an approval (the sender's next message pairs anew); False: none was there."""
+        ...
+
     async def pairing_untold(self, channels: Collection[str], now: float) -> list[PairingRow]:
         """Approvals on `channels` whose sender nobody has been told of yet, taken for telling."""
         ...
