@@ -1,9 +1,9 @@
 """Pairing codes: a direct message from an unknown sender, on an instance with `dm_policy: pairing`.
 
 The sender gets a short code and the message goes no further (never to the model). An admin
-approves the code (`bot pairing approve CODE`, the admin view, or the operators' place); the approved sender's next
-message is routed like anyone allowlisted's, and the sender is told, in their language, by
-whichever serving process takes the approval first (`PairingNotices`).
+approves the code (`bot pairing approve CODE`, the admin view, or the operators' place); the
+approved sender's next message is routed like anyone allowlisted's, and the sender is told, in
+their language, by whichever serving process takes the approval first (`PairingNotices`).
 
 What a stranger can make the bot do is bounded: one live code per sender, sent again no more
 often than `pairing.resend_s` (other messages meanwhile draw nothing); at most
@@ -92,8 +92,6 @@ class PairingGate:
         where = f"{message.chat.channel}/{message.user_id}"
         if ticket.outcome == "issued":
             log.info("pairing code issued to %s (%s)", where, message.user_name or "no name")
-            if self.place is not None and ticket.code and ticket.expires_at:
-                await self.place.announce(message, ticket.code, ticket.expires_at)
         elif ticket.outcome == "full":
             log.warning(
                 "no pairing code for %s: %d codes are pending on %s already (pairing.max_pending)",
@@ -106,6 +104,9 @@ class PairingGate:
             await reply(
                 message, t(message.language, "pairing.code", code=ticket.code, count=minutes)
             )
+        place, code, until = self.place, ticket.code, ticket.expires_at
+        if ticket.outcome == "issued" and place and code is not None and until is not None:
+            await place.announce(message, code, until)  # after the sender's: it may be slow
         log.debug("pairing gate: %s %s, told: %s", where, ticket.outcome, ticket.send)
         return False
 

@@ -129,6 +129,7 @@ pairings = sa.Table(
     _col("sent_at", Float, null=False), _col("attempts", Int, null=False),
     _col("decided_at", Float), _col("decided_by", Text), _col("notified_at", Float),
     sa.Index("idx_pairings_code", "code"),
+    sa.Index("idx_pairings_untold", "status", "notified_at"),  # approvals to tell, every 2 s
 )
 # fmt: on
 
