@@ -112,7 +112,11 @@ async def test_a_slack_stranger_is_approved_in_the_admin_view_told_and_answered(
         status, location, _ = await _decide(
             session, app, {"code": code, "decision": "approve", "form_token": form_token}
         )
-        assert status == 303 and location.startswith("/admin/pairing?done=approved")
+        assert (status, location) == (303, "/admin/pairing?done=approved")
+        async with session.get(f"{app.url}{location}", headers=BEARER) as response:
+            shown = await response.text()
+        assert "Approved: the sender is told." in shown and "No pending codes." in shown
+        assert "admin view" in shown  # who decided, in the approved list
         await fake.wait_for(lambda: len(_said(fake, "D1")) == 2)  # told at once
         assert _said(fake, "D1")[1] == t("en", "pairing.approved")
         status, _, text = await _decide(

@@ -24,6 +24,7 @@ Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 Guard = Callable[[Handler], Handler]
 Page = Callable[..., web.Response]  # (template, *, status, **values) → the rendered page
 SHOWN = 100  # rows of each list
+DONE = {"approved": "Approved: the sender is told.", "denied": "Denied."}
 
 
 @dataclass(frozen=True, slots=True)
@@ -47,7 +48,9 @@ class PairingPage:
         app.router.add_post("/admin/pairing", self._guard(self._decide))
 
     async def _list(self, request: web.Request) -> web.StreamResponse:
-        return await self._render(notice=request.query.get("done", ""))
+        # what the redirect after a decision says: one of two fixed texts, never the query's
+        notice = DONE.get(request.query.get("done", ""), "")
+        return await self._render(notice=notice)
 
     async def _render(self, *, notice: str = "", status: int = 200) -> web.Response:
         records, now = self.desk.records, time.time()
@@ -82,5 +85,4 @@ class PairingPage:
             )
         if row.status == "approved":
             self.desk.decided()
-        who = f"{row.user_name or row.user_id} on {row.channel}"
-        raise web.HTTPSeeOther(f"/admin/pairing?done={row.status}+{who}")
+        raise web.HTTPSeeOther(f"/admin/pairing?done={row.status}")
