@@ -89,12 +89,9 @@ class PairingPlace:
             code=code,
             until=until,
         )
-        buttons = [
-            {"label": t(lang, "pairing.approve"), "action_id": APPROVE, "value": code},
-            {"label": t(lang, "pairing.deny"), "action_id": DENY, "value": code},
-        ]
-        buttons[0]["style"], buttons[1]["style"] = "primary", "danger"
-        hint = {"type": "buttons", "buttons": buttons}
+        approve = {"label": t(lang, "pairing.approve"), "action_id": APPROVE, "style": "primary"}
+        deny = {"label": t(lang, "pairing.deny"), "action_id": DENY, "style": "danger"}
+        hint = {"type": "buttons", "buttons": [approve | {"value": code}, deny | {"value": code}]}
         chat = ChatRef(self.place.instance, self.place.chat_id)
         try:
             await self.channels[chat.channel].send(chat, OutboundContent(text, (hint,)), final=True)
