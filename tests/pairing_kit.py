@@ -34,7 +34,7 @@ class GateLog(logging.Handler):
             self.verdicts.append(record.getMessage().removeprefix("pairing gate: "))
             self._seen.set()
 
-    async def wait(self, count: int, timeout: float = 15.0) -> list[str]:
+    async def wait(self, count: int, timeout: float = 60.0) -> list[str]:
         async with asyncio.timeout(timeout):
             while len(self.verdicts) < count:
                 self._seen.clear()
