@@ -64,7 +64,7 @@ async def _start(
     app = App(config, base_dir=tmp_path, provider=provider)
     await app.__aenter__()
     apps.append(app)
-    await fake.wait_for(lambda: fake.connected > 0)
+    await fake.wait_for(lambda: fake.connected > 0, timeout=30)
     return app
 
 
@@ -117,7 +117,7 @@ async def test_a_slack_stranger_is_approved_in_the_admin_view_told_and_answered(
             shown = await response.text()
         assert "Approved: the sender is told." in shown and "No pending codes." in shown
         assert "admin view" in shown  # who decided, in the approved list
-        await fake.wait_for(lambda: len(_said(fake, "D1")) == 2)  # told at once
+        await fake.wait_for(lambda: len(_said(fake, "D1")) == 2, timeout=30)  # told at once
         assert _said(fake, "D1")[1] == t("en", "pairing.approved")
         status, _, text = await _decide(
             session, app, {"code": code, "decision": "approve", "form_token": form_token}
@@ -127,7 +127,7 @@ async def test_a_slack_stranger_is_approved_in_the_admin_view_told_and_answered(
     await fake.push("events_api", envelope(message("what now?", channel="D1", user="U9")))
     await provider.wait_requests(1)
     await app.gateway.wait_idle()
-    await fake.wait_for(lambda: _said(fake, "D1")[-1] == "Welcome aboard.")
+    await fake.wait_for(lambda: _said(fake, "D1")[-1] == "Welcome aboard.", timeout=30)
 
 
 async def test_slack_pending_codes_are_capped_and_a_denial_frees_a_slot(
@@ -178,7 +178,7 @@ async def test_operators_approve_from_their_slack_channel_once(
         await fake.push("events_api", envelope(message("hi", channel="D1", user="U9")))
         await gate.wait(1)
     code = code_in(_said(fake, "D1")[0])
-    await fake.wait_for(lambda: len(fake.bot_messages("COPS")) == 1)
+    await fake.wait_for(lambda: len(fake.bot_messages("COPS")) == 1, timeout=30)
     [request] = fake.bot_messages("COPS")
     assert code in request.text and "U9" in request.text
     assert _buttons(fake, "COPS") == [
@@ -195,17 +195,17 @@ async def test_operators_approve_from_their_slack_channel_once(
             thread_ts=None,
         )
         await fake.push("interactive", press)
-        await fake.wait_for(lambda: len(fake.thread("COPS", request.ts)) == presses)  # noqa: B023
+        await fake.wait_for(lambda: len(fake.thread("COPS", request.ts)) == presses, timeout=30)  # noqa: B023
     assert fake.thread("COPS", request.ts) == [
         "Approved by alice: U9 can talk with the bot now.",
         "That code is no longer pending (decided already, or expired).",
     ]
-    await fake.wait_for(lambda: len(_said(fake, "D1")) == 2)
+    await fake.wait_for(lambda: len(_said(fake, "D1")) == 2, timeout=30)
     assert _said(fake, "D1")[1] == t("en", "pairing.approved")
     await fake.push("events_api", envelope(message("so?", channel="D1", user="U9")))
     await provider.wait_requests(1)
     await app.gateway.wait_idle()
-    await fake.wait_for(lambda: _said(fake, "D1")[-1] == "Glad you're here.")
+    await fake.wait_for(lambda: _said(fake, "D1")[-1] == "Glad you're here.", timeout=30)
 
 
 async def test_only_named_approvers_decide_in_the_place(
@@ -216,7 +216,7 @@ async def test_only_named_approvers_decide_in_the_place(
         await _start(tmp_path, fake, apps, provider, place="slack:slack/COPS", approvers=["U7"])
         await fake.push("events_api", envelope(message("hi", channel="D1", user="U9")))
         await gate.wait(1)
-    await fake.wait_for(lambda: len(fake.bot_messages("COPS")) == 1)
+    await fake.wait_for(lambda: len(fake.bot_messages("COPS")) == 1, timeout=30)
     [request] = fake.bot_messages("COPS")
     code = code_in(_said(fake, "D1")[0])
     press = button_press(
@@ -228,7 +228,7 @@ async def test_only_named_approvers_decide_in_the_place(
         thread_ts=None,
     )  # pressed by U1, not an approver
     await fake.push("interactive", press)
-    await fake.wait_for(lambda: len(fake.thread("COPS", request.ts)) == 1)
+    await fake.wait_for(lambda: len(fake.thread("COPS", request.ts)) == 1, timeout=30)
     assert "pairing.approvers" in fake.thread("COPS", request.ts)[0]
     assert len(_said(fake, "D1")) == 1 and provider.requests == []
 
@@ -260,9 +260,9 @@ async def test_a_telegram_stranger_is_approved_from_the_slack_place(
         )
         apps.append(App(config, base_dir=tmp_path, provider=ScriptedProvider([])))
         await apps[0].__aenter__()
-        await fake.wait_for(lambda: fake.connected > 0)
+        await fake.wait_for(lambda: fake.connected > 0, timeout=30)
         telegram.push(telegram.message(42, "hello", language_code="fr"))
-        await fake.wait_for(lambda: len(fake.bot_messages("COPS")) == 1)
+        await fake.wait_for(lambda: len(fake.bot_messages("COPS")) == 1, timeout=30)
         [request] = fake.bot_messages("COPS")
         assert "telegram" in request.text and "u42" in request.text
         [(_, code, _), _] = _buttons(fake, "COPS")
@@ -281,7 +281,7 @@ async def test_a_telegram_stranger_is_approved_from_the_slack_place(
             calls = telegram.ok(42, "sendMessage")
             return [telegram.messages[(42, c.message_id)] for c in calls]  # type: ignore[index]
 
-        await telegram.wait_for(lambda: told()[-1:] == [approved])
+        await telegram.wait_for(lambda: told()[-1:] == [approved], timeout=30)
         assert code_in(told()[0]) == code
     finally:
         for app in apps:  # before its fake goes: a polling channel must not outlive it

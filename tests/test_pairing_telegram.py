@@ -48,7 +48,7 @@ async def _start(
     app = App(config, base_dir=tmp_path, provider=provider)
     await app.__aenter__()
     apps.append(app)
-    await fake.wait_for(lambda: any(c.method == "getupdates" for c in fake.calls))
+    await fake.wait_for(lambda: any(c.method == "getupdates" for c in fake.calls), timeout=30)
     return app
 
 
@@ -83,13 +83,15 @@ async def test_a_stranger_gets_one_code_is_approved_told_and_then_answered(
     assert code in listed and "42" in listed and "u42" in listed
     assert await _cli(tmp_path, "approve", f"{code[:4].lower()}-{code[4:]}") == 0
     assert "approved 42 (u42) on telegram" in capsys.readouterr().out
-    await fake.wait_for(lambda: len(_said(fake, 42)) == 2)  # told by the running gateway
+    await fake.wait_for(
+        lambda: len(_said(fake, 42)) == 2, timeout=30
+    )  # told by the running gateway
     assert _said(fake, 42)[1] == t("de", "pairing.approved")
 
     fake.push(fake.message(42, "Wie geht's?"))
     await provider.wait_requests(1)
     await app.gateway.wait_idle()
-    await fake.wait_for(lambda: _said(fake, 42)[-1:] == ["Hallo, schön dich zu sehen."])
+    await fake.wait_for(lambda: _said(fake, 42)[-1:] == ["Hallo, schön dich zu sehen."], timeout=30)
     assert "Wie geht's?" in str(provider.requests[0].messages[-1].content)
     # a code is used once
     assert await _cli(tmp_path, "approve", code) == 1
@@ -200,9 +202,9 @@ async def test_allowlisted_users_and_groups_skip_the_gate(
     fake.push(fake.message(77, "hello"))
     await provider.wait_requests(1)
     await app.gateway.wait_idle()
-    await fake.wait_for(lambda: _said(fake, 77) == ["Hi, friend."])
+    await fake.wait_for(lambda: _said(fake, 77) == ["Hi, friend."], timeout=30)
     fake.push(fake.message(-100, "hello all", user_id=78))  # a group: the allowlist as ever
-    await fake.wait_for(lambda: len(fake.ok(-100, "sendMessage")) == 1)
+    await fake.wait_for(lambda: len(fake.ok(-100, "sendMessage")) == 1, timeout=30)
     assert provider.requests[1:] == []  # refused: 78 is not listed
 
 
