@@ -21,12 +21,14 @@ from agent.providers import build_provider, describe_provider
 from agent.providers.base import Provider
 from bot.media.build import build_blobs, build_links, keep_retention, upload_secret
 from bot.media.route import MediaRoute
+from bot.ops.admin.pairing import PairingDesk
 from bot.ops.health import ChannelStates
 from bot.ops.mcp_status import watch_mcp
 from bot.ops.operations import Operations, metrics_enabled
 from bot.pipeline.background import BackgroundResults
 from bot.pipeline.conversations import ConversationQueue
 from bot.pipeline.gateway import Gateway, GatewaySettings
+from bot.pipeline.pairing import PairingGate, PairingNotices
 from bot.pipeline.quota import Quotas
 from bot.pipeline.recovery import recover_interrupted_turns
 from bot.pipeline.resume import ResumeSettings
@@ -34,7 +36,6 @@ from bot.pipeline.schedule_command import ScheduleCommand
 from bot.runtime import wiring
 from bot.runtime.config import Config, ConfigError
 from bot.runtime.web_server import WebServer
-from bot.schedules.runner import ScheduleRunner
 from bot.storage import StorageError
 from bot.storage.backends import build_store
 from tools.builtin import builtin_registry
@@ -152,6 +153,8 @@ class App:
         agent = config.agent
         # voice notes' speech to text
         self.hearing = wiring.hearing(config, self.blobs, self.ops.speech)
+        self.pairing = wiring.pairing_settings(config)  # codes for unknown senders
+        self.pairing_notices = PairingNotices(self.store, self.channels)
         self.gateway = Gateway(
             channels=self.channels,
             coordinator=self.coordinator,
@@ -174,16 +177,18 @@ class App:
             commands=[ScheduleCommand(self.schedules)] if self.schedules is not None else [],
             blobs=self.blobs,
             hearing=self.hearing,
-        )
-        self.schedule_runner = (
-            ScheduleRunner(
+            pairing=PairingGate(
                 self.store,
-                channels=self.channels,
-                inbox=self.gateway.handle,
-                settings=config.schedules,
-                language=config.gateway.language,
-                admits=lambda message: access.check(message) == "allow",
-            )
+                self.pairing,
+                place=wiring.pairing_place(
+                    config, self.channels, self.store, self.pairing_notices.wake
+                )
+                if web_server  # `bot chat` runs no platform channel to post to
+                else None,
+            ),
+        )
+        self.schedule_runner = (  # fires due schedules: every serving process runs one
+            wiring.schedule_runner(config, self.store, self.channels, self.gateway.handle, access)
             if self.schedules is not None
             else None
         )
@@ -271,6 +276,7 @@ class App:
                 redis=self.redis,
                 media=MediaRoute(self.blobs, self.links) if self.links is not None else None,
                 tool_servers=self.mcp.states,
+                pairing=PairingDesk(self.store, self.pairing, self.pairing_notices.wake),
             )
             self.port = await self._web.start()
         log.info("model: %s", describe_provider(self.provider))
@@ -335,6 +341,8 @@ class App:
             if self.web_server:  # `bot chat` shares a serving bot's folder: that one purges
                 retention = keep_retention(self.blobs, self.config.media.retention_days)
                 group.create_task(retention, name="media-retention")
+            if self.web_server and wiring.pairs(self.config):  # approvals told by serving processes
+                group.create_task(self.pairing_notices.run(), name="pairing-notices")
             for channel in self.channels.values():
                 group.create_task(self._keep_running(channel), name=f"channel:{channel.name}")
             if self.schedule_runner is not None:

@@ -21,6 +21,7 @@ from bot.storage.roles import (
     ClaimRecords,
     ConversationStateRecords,
     MessageRecords,
+    PairingRecords,
     QuotaRecords,
     ScheduleRecords,
     TurnRecords,
@@ -44,6 +45,7 @@ class Store(
     ApiRecords,
     BlobRecords,
     ConversationStateRecords,
+    PairingRecords,
     ScheduleRecords,
     Protocol,
 ):
