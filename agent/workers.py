@@ -18,6 +18,7 @@ from dataclasses import replace
 from agent.fence import FencedWrites
 from agent.log_context import bound
 from agent.loop import run_loop
+from tools.approval import asked
 from agent.personas import COORDINATOR, PersonaLibrary
 from agent.providers.base import Provider
 from agent.store import Store, UsageLog
@@ -334,6 +335,14 @@ class Workers:
                     self.settings.loop,
                     max_rounds=persona.max_rounds or self.settings.loop.max_rounds,
                     redirects={},
+                    # asked as the coordinator's are; a specialist has no gate to ask, so such
+                    # a call is not run and the specialist says so (agent/loop.py NO_GATE)
+                    approve=asked(
+                        self.registry,
+                        allowed,
+                        (*self.settings.loop.globs, *persona.approve),
+                        self.settings.loop.exempt,
+                    ),
                 ),
                 model=persona.model,
                 audit=writes.record_tool_call,

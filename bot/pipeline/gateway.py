@@ -26,6 +26,7 @@ from agent.personas import PersonaLibrary
 from agent.workers import Workers
 from bot.ops.metrics import NO_METRICS, GatewayMetrics
 from bot.pipeline.commands import HELP, NewCommand, StopCommand
+from bot.approvals.desk import ApprovalDesk
 from bot.pipeline.conversation_state import ConversationState, MemoryConversationState
 from bot.pipeline.conversations import ClaimingQueue, ConversationQueue, Held, QueueFull, TurnSignal
 from bot.pipeline.dedup import Dedup
@@ -42,6 +43,7 @@ from bot.pipeline.routing import (
     CommandTable,
     DefaultAccess,
     ModeHandler,
+    Route,
     Router,
 )
 from bot.pipeline.turn import RESUME_EVENT, TurnRunner
@@ -94,12 +96,15 @@ class Gateway:
         modes: Mapping[str, ModeHandler] | None = None,
         blobs: BlobStore | None = None,
         hearing: Hearing | None = None,
+        approvals: ApprovalDesk | None = None,
     ) -> None:
         """`commands`: more rows of the command table (after /new and /stop; one of the same
         name replaces it). `modes`: the handlers of the modes other than bot (default: the
         message recorded and acknowledged, bot/pipeline/held.py). `turn_log` and
         `message_log`: the store's roles the gateway's parts use (its turns and sessions; the
-        sessions' messages). `hearing`: voice notes transcribed before their turn (None: not)."""
+        sessions' messages). `hearing`: voice notes transcribed before their turn (None: not).
+        `approvals`: answers to approval requests, taken before routing (None: no requests)."""
+        self.approvals = approvals
         self.channels = channels
         self.metrics = metrics
         self.coordinator = coordinator
@@ -154,6 +159,7 @@ class Gateway:
             settings=settings.resume,
             blobs=blobs,
             languages=self.languages,
+            approvals=approvals.records if approvals is not None else None,
         )
         self.turns = TurnRunner(
             channels=channels,
@@ -171,6 +177,7 @@ class Gateway:
             blobs=blobs,
             hearing=hearing,
             languages=self.languages,
+            approvals=approvals,
         )
         # Cleared while interrupted turns are queued at start (bot/pipeline/recovery.py): a new message
         # waits, so it never runs before the unfinished turn of its conversation.
@@ -186,11 +193,18 @@ class Gateway:
                 resuming = group.create_task(
                     self.resumer.deferred.retry(self.queue_resume), name="resumptions refused"
                 )
+                expiring = None
+                if self.approvals is not None:  # requests nobody answered in time: denied
+                    expiring = group.create_task(
+                        self.approvals.expire(self.queue_resume), name="approvals expiring"
+                    )
                 try:
                     await self.conversations.run(self.turns.run)
                 finally:
                     retrying.cancel()
                     resuming.cancel()
+                    if expiring is not None:
+                        expiring.cancel()
         finally:
             await self.turns.ends.flush()
 
@@ -207,10 +221,23 @@ class Gateway:
 
     async def _handle(self, message: InboundMessage) -> None:
         route = self.router.route(message)  # reads nothing, so it can go before the claim
+        if self.approvals is not None and self.approvals.may_be_answer(message):
+            # a button of an approval request (from any chat: the operator place's too), or
+            # "allow"/"deny": the desk's; a text that answers nothing goes on as usual
+            if await self._claim(message) and not await self.approvals.take(
+                await self._in_language(message), self.queue_resume, self._reply
+            ):
+                await self._routed(route, message)
+            return
         if route is CONVERSATION and self._claiming is not None:
             await self._enqueue_new(self._claiming, message)
             return
-        if not await self._claim(message) or route.to == "ignore":
+        if await self._claim(message):
+            await self._routed(route, message)
+
+    async def _routed(self, route: Route, message: InboundMessage) -> None:
+        """A claimed message where its route sends it."""
+        if route.to == "ignore":
             return
         if route.command is not None:
             await route.command.run(await self._in_language(message), self._reply)

@@ -26,6 +26,8 @@ from agent.loop import Resumed
 from agent.personas import PersonaLibrary
 from agent.replay import ReplayPoint
 from agent.types import Message
+from bot.approvals.desk import ApprovalDesk
+from bot.approvals.policy import presser
 from bot.ops.metrics import NO_METRICS, GatewayMetrics
 from bot.pipeline.attachments import fetch_files, tell_refusals, to_fetch
 from bot.pipeline.conversations import TurnSignal
@@ -37,7 +39,7 @@ from bot.pipeline.placeholder import post_placeholder
 from bot.pipeline.quota import Quotas
 from bot.pipeline.resume import TurnResumer
 from bot.pipeline.turn_ends import TurnEnds
-from bot.pipeline.turn_input import carried, combine, media, shown, user_text_masker
+from bot.pipeline.turn_input import TASK_EVENT, carried, combine, media, shown, user_text_masker
 from bot.pipeline.turn_line import log_turn, tallying
 from bot.pipeline.turn_outcome import (
     INTERRUPTED,
@@ -96,11 +98,14 @@ class TurnRunner:
         blobs: BlobStore | None = None,
         hearing: Hearing | None = None,
         languages: ConversationLanguage | None = None,
+        approvals: ApprovalDesk | None = None,
     ) -> None:
         """`work` runs the coordinator; `ends` records how turns ended (retrying what the store
         refused); `resumer` finishes the turns a dead process left (None: they are not);
         `hearing` transcribes voice notes (None: they stay audio parts, unheard); `languages`
-        says which language the turn's own texts are in (None: English)."""
+        says which language the turn's own texts are in (None: English); `approvals`: the
+        questions a new message withdraws (None: none are asked)."""
+        self.approvals = approvals
         self.languages = languages
         self.channels = channels
         self.blobs = blobs  # where inbound files are fetched to; None: they stay labels
@@ -128,6 +133,7 @@ class TurnRunner:
             batch = batch[1:]
         if not batch:
             return
+        await self._withdraw_questions(batch, control)
         last = batch[-1]
         turn_id = uuid.uuid4().hex
         # every log line of the turn, its tools and specialists included, names it (JSON log);
@@ -294,6 +300,23 @@ class TurnRunner:
             if recorded:
                 await self._record_end(turn_id, outcome, kept)
                 await self._spend(last, turn_id)
+
+    async def _withdraw_questions(self, batch: list[InboundMessage], control: TurnSignal) -> None:
+        """A user's new message while a call waits for approval withdraws the question: that
+        turn ends first (its model told it was not done), in its own live message, then this
+        one runs — never a history with a call left open."""
+        if self.approvals is None or self.resumer is None:
+            return
+        last = batch[-1]
+        if all(message.event_id.startswith(TASK_EVENT) for message in batch):
+            return  # a specialist's result is no answer from the user
+        try:
+            waiting = await self.approvals.dismiss(last.conversation_key, presser(last))
+        except StorageError as exc:
+            log.error("questions in %s not withdrawn: %s", last.conversation_key, exc)
+            return
+        for turn_id in waiting:
+            await self.resumer.resume_turn(turn_id, control)
 
     async def _inputs(
         self,

@@ -138,8 +138,12 @@ class App:
             deliver=self.background.deliver,
         )
         deps = wiring.tool_deps(config, self.http, self.knowledge, self.workers, self.blobs)
+        states = wiring.conversation_states(self.store, self.redis)
+        gate, approvals = wiring.approvals(
+            config, self.store, self.channels, self.registry, states
+        )
         self.coordinator = wiring.build_coordinator(
-            config, served, self.registry, self.store, self.personas, deps
+            config, served, self.registry, self.store, self.personas, deps, gate
         )
         agent = config.agent
         # voice notes' speech to text
@@ -162,9 +166,10 @@ class App:
             workers=self.workers,
             metrics=self.ops.gateway_metrics,
             quotas=Quotas(config.quotas, wiring.quota_state(self.store, self.redis)),
-            states=wiring.conversation_states(self.store, self.redis),
+            states=states,
             blobs=self.blobs,
             hearing=self.hearing,
+            approvals=approvals,
         )
         self.gateway.accepting.clear()  # until interrupted turns are queued (see `_start`)
         self.web_server = web_server

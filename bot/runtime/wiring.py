@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from adapters.accounts import Accounts, FileAccounts
-from adapters.base import BlobLinks, InboundMessage
+from adapters.base import BlobLinks, Channel, InboundMessage
 from adapters.rates import LocalInboundRates
 from adapters.registry import ChannelServices, instance_name, sections
 from agent.coordinator import AgentSettings, Coordinator
@@ -22,11 +22,16 @@ from agent.loop import LoopSettings
 from agent.personas import Persona, PersonaLibrary
 from agent.providers.base import Provider
 from agent.workers import Deliver, Workers, WorkerSettings
+from bot.approvals.desk import ApprovalDesk
+from bot.approvals.gate import StoredGate
+from bot.approvals.place import OperatorPlace, PlaceName
+from bot.approvals.policy import ApprovalSettings
 from bot.ops.operations import Operations
 from bot.pipeline.access import AccessRules
 from bot.pipeline.conversation_state import ConversationState, StoredConversationState
 from bot.pipeline.conversations import ConversationQueue, LocalConversations
 from bot.pipeline.dedup import Dedup, StoreDedup
+from bot.pipeline.language import ConversationLanguage
 from bot.pipeline.persona_choice import PersonaChoice
 from bot.pipeline.quota import QuotaState, StoreQuotaState
 from bot.pipeline.transcript import StoreHistory
@@ -36,6 +41,7 @@ from bot.speech.base import SpeechObserver
 from bot.storage import StorageError
 from bot.storage.backends import AnyStore
 from content.blobs import BlobStore
+from tools.approval import ApprovalGate
 from tools.base import ToolDeps
 from tools.knowledge import KnowledgeBase
 from tools.redirects import load_redirects
@@ -156,7 +162,12 @@ def _latest_conversation(store: AnyStore) -> Callable[[str, str, str], Awaitable
 def loop_settings(config: Config) -> LoopSettings:
     """How every tool loop runs, the coordinator's and the specialists': one place."""
     agent = config.agent
-    return LoopSettings(max_rounds=agent.max_rounds, tool_timeout_s=agent.tool_timeout_s)
+    return LoopSettings(
+        max_rounds=agent.max_rounds,
+        tool_timeout_s=agent.tool_timeout_s,
+        globs=tuple(config.approvals.tools),
+        exempt=tuple(config.approvals.exempt),
+    )
 
 
 def build_workers(
@@ -215,8 +226,10 @@ def build_coordinator(
     store: AnyStore,
     personas: PersonaLibrary,
     deps: ToolDeps,
+    gate: ApprovalGate | None = None,
 ) -> Coordinator:
-    """The agent that answers a turn; `deps` are what its tools may reach."""
+    """The agent that answers a turn; `deps` are what its tools may reach; `gate` who is asked
+    before a call that needs approval."""
     return Coordinator(
         provider=provider,
         registry=registry,
@@ -228,6 +241,7 @@ def build_coordinator(
         personas=personas,
         redirects=load_redirects(),
         deps=deps,
+        gate=gate,
     )
 
 
@@ -250,6 +264,35 @@ def conversation_states(store: AnyStore, redis: RedisMode | None) -> Conversatio
     if redis is not None:
         return redis.states
     return StoredConversationState(store)
+
+
+def approvals(
+    config: Config,
+    store: AnyStore,
+    channels: Mapping[str, Channel],
+    registry: ToolRegistry,
+    states: ConversationState,
+) -> tuple[StoredGate, ApprovalDesk]:
+    """The approval gate the tool loops ask and the desk that takes the answers, sharing the
+    settings and the operator place (a Slack channel the gateway runs, when one is named)."""
+    section = config.approvals
+    settings = ApprovalSettings(
+        approvers=frozenset(section.approvers), timeout_s=section.timeout_s, place=section.place
+    )
+    place = None
+    if section.place is not None and channels:  # `bot chat` runs no Slack: asked in the chat
+        place = OperatorPlace(PlaceName.parse(section.place), channels)
+    languages = ConversationLanguage(states, default=config.gateway.language)
+    desk = ApprovalDesk(records=store, turns=store, audit=store, settings=settings, place=place)
+    gate = StoredGate(
+        records=store,
+        settings=settings,
+        place=place,
+        language=languages.of_conversation,
+        status=registry.status,
+        asked=desk.asked,
+    )
+    return gate, desk
 
 
 def quota_state(store: AnyStore, redis: RedisMode | None) -> QuotaState:

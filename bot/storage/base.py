@@ -19,6 +19,7 @@ from bot.storage.roles import (
     AdminViewRecords,
     BlobRecords,
     ClaimRecords,
+    ApprovalRecords,
     ConversationStateRecords,
     MessageRecords,
     QuotaRecords,
@@ -43,6 +44,7 @@ class Store(
     ApiRecords,
     BlobRecords,
     ConversationStateRecords,
+    ApprovalRecords,
     Protocol,
 ):
     """The whole store an app runs on."""

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from bot.storage.api_records import ApiRecords
+from bot.storage.approvals import ApprovalTable
 from bot.storage.blob_records import BlobTable
 from bot.storage.claims import EventClaims
 from bot.storage.conversation_states import ConversationStateTable
@@ -25,6 +26,7 @@ class AllTables(
     ApiRecords,
     BlobTable,
     ConversationStateTable,
+    ApprovalTable,
 ):
     """The whole `bot.storage.base.Store`, on whichever connection comes after it in the MRO
     (`StoreConnection`: SQLite, `PgConnection`: PostgreSQL), which runs each call."""

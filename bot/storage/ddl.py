@@ -71,6 +71,17 @@ STEPS: tuple[tuple[ExecutableDDLElement, ...], ...] = (
     ),
     # the answer's media beside its text: a reload and the sessions API's history show them
     (*add_column(tables.turns.c.final_parts), *add_column(tables.api_messages.c.parts)),
+    # approvals before sensitive tools (issue 26): the requests, and the "always allow" grants
+    (
+        *create_table(
+            tables.approvals,
+            "id turn_id session_id call_id tool_name arguments target conversation_key channel"
+            " user_id status decision decided_by created_at expires_at decided_at notice",
+        ),
+        *create_table(
+            tables.approval_grants, "conversation_key tool_name target granted_by granted_at"
+        ),
+    ),
 )
 FIRST = 9
 

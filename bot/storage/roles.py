@@ -13,6 +13,7 @@ from adapters.base import ChatRef
 from agent.store import Store as AgentStore
 from agent.types import Message
 from bot.storage.rows import (
+    ApprovalRow,
     AuditRow,
     ConversationRow,
     ConversationStateRow,
@@ -107,6 +108,8 @@ class TurnRecords(Protocol):
 
     async def unfinished_turns(self) -> list[TurnRow]: ...
 
+    async def get_turn(self, turn_id: str) -> TurnRow | None: ...
+
     async def turn_for_events(self, conversation_key: str, event_ids: list[str]) -> TurnRow | None:
         """The conversation's newest turn (finished or not) that took any of these inbound
         events; None if none of its newest turns did."""
@@ -118,7 +121,8 @@ class TurnRecords(Protocol):
 
     async def begin_resume(self, turn_id: str) -> ResumedTurn | None:
         """If the turn is still `running`: add one to its `resume_attempts` and return it, with
-        its session's `user_id` and `agent_id`, in one transaction. Else None."""
+        its session's `user_id` and `agent_id`, in one transaction; a turn `waiting` for
+        approval becomes `running` again, its attempts as they were. Else None."""
         ...
 
     async def turn_tool_calls(self, turn_id: str, session_id: str) -> list[ToolCallRow]:
@@ -214,3 +218,40 @@ class ConversationStateRecords(Protocol):
         the stored version is `expected_version` (0: no row yet); False if another writer
         moved it on since."""
         ...
+
+
+class ApprovalRecords(Protocol):
+    """The `approvals` and `approval_grants` tables (bot/storage/approvals.py): calls asked
+    about before they run, each decided once and used once, and "always allow" grants."""
+
+    async def create_approval(self, row: ApprovalRow) -> ApprovalRow: ...
+
+    async def approval(self, approval_id: str) -> ApprovalRow | None: ...
+
+    async def approval_for_call(self, turn_id: str, call_id: str) -> ApprovalRow | None: ...
+
+    async def decide_approval(
+        self, approval_id: str, *, status: str, decision: str, by: str, at: float
+    ) -> ApprovalRow | None:
+        """The decided row; None when it was not pending any more (decided once)."""
+        ...
+
+    async def use_approval(self, approval_id: str) -> bool:
+        """`allowed` -> `used`; False when it was used already (the call runs once)."""
+        ...
+
+    async def set_approval_notice(self, approval_id: str, notice: str) -> None: ...
+
+    async def pending_approvals(self, conversation_key: str) -> list[ApprovalRow]: ...
+
+    async def expired_approvals(self, now: float) -> list[ApprovalRow]: ...
+
+    async def next_approval_expiry(self) -> float | None: ...
+
+    async def grant_approval(
+        self, conversation_key: str, tool_name: str, target: str, *, by: str, at: float
+    ) -> None: ...
+
+    async def approval_granted(
+        self, conversation_key: str, tool_name: str, target: str
+    ) -> bool: ...

@@ -118,6 +118,28 @@ conversation_states = sa.Table(
     _col("assignee", Text), _col("settings", Text, null=False),  # a JSON object
     _col("version", Int, null=False), _col("updated_at", Float, null=False),  # unix seconds
 )
+# v12: approvals before sensitive tools (bot/approvals/): one row per call asked about, used
+# once; and the "always allow" grants of a conversation, per tool and target
+approvals = sa.Table(
+    "approvals", metadata,
+    _col("id", Text, primary_key=True), _col("turn_id", Text, null=False),
+    _col("session_id", Text, null=False), _col("call_id", Text, null=False),
+    _col("tool_name", Text, null=False), _col("arguments", Text, null=False),  # JSON object
+    _col("target", Text, null=False), _col("conversation_key", Text, null=False),
+    _col("channel", Text, null=False), _col("user_id", Text, null=False),
+    _col("status", Text, null=False), _col("decision", Text), _col("decided_by", Text),
+    _col("created_at", Float, null=False), _col("expires_at", Float, null=False),
+    _col("decided_at", Float), _col("notice", Text),  # JSON: the operator place's message
+    sa.Index("idx_approvals_call", "turn_id", "call_id", unique=True),
+    sa.Index("idx_approvals_pending", "status", "expires_at"),
+    sa.Index("idx_approvals_conversation", "conversation_key", "status"),
+)
+approval_grants = sa.Table(
+    "approval_grants", metadata,
+    _col("conversation_key", Text, primary_key=True), _col("tool_name", Text, primary_key=True),
+    _col("target", Text, primary_key=True), _col("granted_by", Text, null=False),
+    _col("granted_at", Float, null=False),
+)
 # fmt: on
 
 
