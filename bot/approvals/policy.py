@@ -42,7 +42,8 @@ def may_answer(
     if settings.approvers:
         return presser(message) in settings.approvers or message.user_id in settings.approvers
     if settings.place is not None:
-        return place_key is not None and message.chat.key.startswith(place_key)
+        key = message.chat.key  # the place's channel, or a thread in it
+        return place_key is not None and (key == place_key or key.startswith(f"{place_key}:"))
     return message.conversation_key == row.conversation_key and message.user_id == row.user_id
 
 
