@@ -18,12 +18,12 @@ from dataclasses import replace
 from agent.fence import FencedWrites
 from agent.log_context import bound
 from agent.loop import run_loop
-from tools.approval import asked
 from agent.personas import COORDINATOR, PersonaLibrary
 from agent.providers.base import Provider
 from agent.store import Store, UsageLog
 from agent.types import Message
 from agent.worker_tasks import BackgroundResult, Deliver, WorkerSettings, WorkerTask
+from tools.approval import asked
 from tools.base import ToolContext, ToolError, ToolResult
 from tools.control import CONTROL_TOOLS
 from tools.events import AgentFinished, AgentStarted, TurnEvent

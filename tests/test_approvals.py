@@ -19,7 +19,7 @@ from aiohttp import ClientSession
 
 from agent.providers.scripted import Reply, ScriptedProvider
 from bot.runtime.app import App
-from tests.conftest import Running, WsClient, connect, db_rows, eventually
+from tests.conftest import Running, WsClient, connect, db_rows
 
 PAY = ("create_payment", {"service": "ASSESSMENT", "category": "QMAS", "method": "CARD"})
 PERSONA = "---\nname: default\ndescription: Sells.\ntools: [create_payment]\n---\nSell.\n"
@@ -75,9 +75,9 @@ async def _press(client: WsClient, asked: dict[str, Any], action_id: str) -> Non
 
 async def _final(client: WsClient, message_id: str, text: str) -> dict[str, Any]:
     return await client.until(
-        lambda f: f["type"] == "message.completed"
-        and f["message_id"] == message_id
-        and f["text"] == text,
+        lambda f: (
+            f["type"] == "message.completed" and f["message_id"] == message_id and f["text"] == text
+        ),
         WAIT_S,
     )
 
@@ -137,9 +137,7 @@ async def test_denied_no_payment_and_the_model_says_so(
     assert ok == 0
 
 
-async def test_expired_no_payment(
-    running: Running, session: ClientSession, tmp_path: Path
-) -> None:
+async def test_expired_no_payment(running: Running, session: ClientSession, tmp_path: Path) -> None:
     app, provider = await _app(
         running, tmp_path, [Reply(calls=[PAY]), Reply("Nobody approved it in time.")], timeout_s=0.5
     )

@@ -47,7 +47,9 @@ async def fakes() -> AsyncIterator[tuple[FakeBotAPI, FakeSlack, FakeOpenAI]]:
         await telegram.close()
 
 
-def _config(folder: Path, telegram: FakeBotAPI, slack: FakeSlack, model: FakeOpenAI, **approvals: Any) -> Path:
+def _config(
+    folder: Path, telegram: FakeBotAPI, slack: FakeSlack, model: FakeOpenAI, **approvals: Any
+) -> Path:
     personas = folder / "personas"
     personas.mkdir(exist_ok=True)
     (personas / "default.md").write_text(PERSONA)
@@ -193,6 +195,4 @@ async def test_denied_in_slack_or_expired_pays_nothing(tmp_path: Path) -> None:
             ts, _ = _request(slack)
             await slack.wait_for(lambda: "Expired" in _ops_text(slack, ts), WAIT_S)
         assert _rows(folder, "select count(*) from orders") == [(0,)]
-        assert _rows(folder, "select status, decided_by from approvals") == [
-            ("expired", "timeout")
-        ]
+        assert _rows(folder, "select status, decided_by from approvals") == [("expired", "timeout")]

@@ -46,9 +46,7 @@ Verdict = Pause | ToolResult | str  # RUN, or the result the model reads instead
 
 
 class ApprovalGate(Protocol):
-    async def check(
-        self, name: str, arguments: Mapping[str, Any], ctx: ToolContext
-    ) -> Verdict:
+    async def check(self, name: str, arguments: Mapping[str, Any], ctx: ToolContext) -> Verdict:
         """Whether call `ctx.call_id` of tool `name` may run now: `RUN` (allowed once and
         consumed, or always allowed in this conversation), a `ToolResult` the model reads
         instead (denied, expired, already used), or a `Pause` (asked, not answered yet)."""

@@ -105,7 +105,9 @@ class ApprovalDesk:
             row.id, status=status, decision=decision, by=who, at=now
         )
         if won is None:
-            log.info("approval %s was decided already; %s by %s changes nothing", row.id, decision, who)
+            log.info(
+                "approval %s was decided already; %s by %s changes nothing", row.id, decision, who
+            )
             return False
         log.info("approval %s (%s): %s by %s", row.id, row.tool_name, decision, who)
         if decision == "always":

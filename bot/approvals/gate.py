@@ -68,6 +68,8 @@ class StoredGate:
     async def check(self, name: str, arguments: Mapping[str, Any], ctx: ToolContext) -> Verdict:
         target = target_of(arguments)
         key = ctx.conversation_key
+        if ctx.turn_id is None:  # no turn to pause (a call outside any conversation)
+            return ToolResult(REFUSED["denied"].format(who="nobody here"), ok=False)
         if await self.records.approval_granted(key, name, target):
             log.info("%s on %r runs: always allowed in %s", name, target, key)
             return RUN
@@ -93,6 +95,7 @@ class StoredGate:
     def _request(
         self, name: str, arguments: Mapping[str, Any], target: str, ctx: ToolContext
     ) -> ApprovalRow:
+        assert ctx.turn_id is not None  # checked by `check`
         now = time.time()
         return ApprovalRow(
             id=secrets.token_hex(8),  # a button's value: short (Telegram's 64-byte callback data)
@@ -114,7 +117,9 @@ class StoredGate:
             notice=None,
         )
 
-    async def _pause(self, row: ApprovalRow, arguments: Mapping[str, Any], ctx: ToolContext) -> Pause:
+    async def _pause(
+        self, row: ApprovalRow, arguments: Mapping[str, Any], ctx: ToolContext
+    ) -> Pause:
         language = await self.language(ctx.conversation_key, ctx.channel)
         asked = question(language, row.tool_name, self.status(row.tool_name), arguments)
         if self.place is not None and row.notice is None:

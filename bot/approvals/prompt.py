@@ -31,8 +31,15 @@ def buttons_hint(language: str, text: str, approval_id: str) -> Mapping[str, Any
                 value=approval_id,
                 style="primary",
             ),
-            button(t(language, "approval.allow_always"), f"{ACTION_PREFIX}always", value=approval_id),
-            button(t(language, "approval.deny"), f"{ACTION_PREFIX}deny", value=approval_id, style="danger"),
+            button(
+                t(language, "approval.allow_always"), f"{ACTION_PREFIX}always", value=approval_id
+            ),
+            button(
+                t(language, "approval.deny"),
+                f"{ACTION_PREFIX}deny",
+                value=approval_id,
+                style="danger",
+            ),
         ],
     )
 

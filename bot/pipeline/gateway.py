@@ -24,9 +24,9 @@ from agent.coordinator import Coordinator
 from agent.log_context import bound
 from agent.personas import PersonaLibrary
 from agent.workers import Workers
+from bot.approvals.desk import ApprovalDesk
 from bot.ops.metrics import NO_METRICS, GatewayMetrics
 from bot.pipeline.commands import HELP, NewCommand, StopCommand
-from bot.approvals.desk import ApprovalDesk
 from bot.pipeline.conversation_state import ConversationState, MemoryConversationState
 from bot.pipeline.conversations import ClaimingQueue, ConversationQueue, Held, QueueFull, TurnSignal
 from bot.pipeline.dedup import Dedup

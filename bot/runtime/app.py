@@ -139,9 +139,7 @@ class App:
         )
         deps = wiring.tool_deps(config, self.http, self.knowledge, self.workers, self.blobs)
         states = wiring.conversation_states(self.store, self.redis)
-        gate, approvals = wiring.approvals(
-            config, self.store, self.channels, self.registry, states
-        )
+        gate, approvals = wiring.approvals(config, self.store, self.channels, self.registry, states)
         self.coordinator = wiring.build_coordinator(
             config, served, self.registry, self.store, self.personas, deps, gate
         )

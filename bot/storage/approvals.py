@@ -42,9 +42,7 @@ _USE = Query(
     .values(status="used")
     .where(A.c.id == sa.bindparam("approval_id"), A.c.status == "allowed")
 )
-_NOTICE = Query(
-    sa.update(A).values(params("notice")).where(A.c.id == sa.bindparam("approval_id"))
-)
+_NOTICE = Query(sa.update(A).values(params("notice")).where(A.c.id == sa.bindparam("approval_id")))
 _PENDING_IN = RowQuery(
     sa.select(A)
     .where(A.c.conversation_key == sa.bindparam("key"), A.c.status == "pending")
@@ -115,7 +113,7 @@ class ApprovalTable(StoreCalls):
     async def grant_approval(
         self, conversation_key: str, tool_name: str, target: str, *, by: str, at: float
     ) -> None:
-        """"Always allow" `tool_name` on `target` in this conversation."""
+        """ "Always allow" `tool_name` on `target` in this conversation."""
         values = {"key": conversation_key, "tool": tool_name, "target": target, "by": by}
         await self._tx(_grant, values, at)
 

@@ -17,9 +17,9 @@ from typing import Protocol
 from adapters.api.records import SessionRecords as ApiRecords
 from bot.storage.roles import (
     AdminViewRecords,
+    ApprovalRecords,
     BlobRecords,
     ClaimRecords,
-    ApprovalRecords,
     ConversationStateRecords,
     MessageRecords,
     QuotaRecords,
