@@ -19,7 +19,10 @@ from aiohttp import ClientSession
 
 from agent.providers.scripted import Reply, ScriptedProvider
 from bot.runtime.app import App
-from tests.conftest import Running, WsClient, connect, db_rows
+from tests.conftest import Running, WsClient, connect, db_rows, eventually
+from tests.redis_kit import URL, prefix
+
+__all__ = ["prefix"]  # fixture
 
 PAY = ("create_payment", {"service": "ASSESSMENT", "category": "QMAS", "method": "CARD"})
 PERSONA = "---\nname: default\ndescription: Sells.\ntools: [create_payment]\n---\nSell.\n"
@@ -230,3 +233,46 @@ async def test_exempt_runs_unasked(
     await client.hello()
     assert (await client.ask("pay"))["text"] == "Made."
     assert _orders(app) == 1
+
+
+async def test_two_processes_two_questions_in_one_turn_answered_on_the_other_process(
+    prefix: str, running: Running, session: ClientSession, tmp_path: Path
+) -> None:
+    """Redis mode: the turn runs on one process, each press arrives on the other; the turn
+    goes on (twice: each question queues its own resumption) in the same live message."""
+    other = ("create_payment", {"service": "OTHER", "category": "QMAS", "method": "CARD"})
+    folder = tmp_path / "personas"
+    folder.mkdir()
+    (folder / "default.md").write_text(PERSONA)
+    shared = ScriptedProvider([Reply(calls=[PAY]), Reply(calls=[other]), Reply("Both made.")])
+    sections: dict[str, Any] = {
+        "redis": {"url": URL, "prefix": prefix, "lease_s": 2},
+        "personas": {"dirs": [str(folder)]},
+        "tools": {
+            "payment": {
+                "currency": "CNY",
+                "prices": {"ASSESSMENT": {"QMAS": 9}, "OTHER": {"QMAS": 8}},
+            }
+        },
+    }
+    first = await running(shared, **sections)
+    second = await running(shared, **sections)
+    here, there = await connect(session, first), await connect(session, second)
+    await here.hello()
+    await there.hello()  # the same visitor: the same conversation, on the other process
+    asked = await _asked(here, "pay for both")
+    await _press(there, asked, "approval.once")
+    again = await there.until(
+        lambda f: (
+            f["type"] == "message.completed"
+            and f["message_id"] == asked["message_id"]
+            and "OTHER" in f["text"]
+        ),
+        WAIT_S,
+    )
+    await _press(there, again, "approval.once")
+    await _final(there, asked["message_id"], "Both made.")
+    await eventually(lambda: _orders(first) == 2, WAIT_S)
+    created = [f for f in here.frames if f["type"] == "message.created"]
+    assert len(created) == 1  # one live message for the whole turn
+    assert [r[0] for r in db_rows(first, "select status from approvals")] == ["used", "used"]

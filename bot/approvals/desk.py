@@ -39,7 +39,8 @@ from content.texts import DEFAULT_LANGUAGE, t
 
 log = logging.getLogger(__name__)
 
-Requeue = Callable[[str, ChatRef], Awaitable[None]]  # resume a turn on its conversation
+# resume a turn on its conversation: (turn id, its chat, a tag telling this resumption apart)
+Requeue = Callable[[str, ChatRef, str], Awaitable[None]]
 Reply = Callable[[InboundMessage, str], Awaitable[None]]
 SWEEP_AT_MOST_S: Final = 30.0  # requests other processes made are noticed within this
 SWEEP_RETRY_S: Final = 5.0  # after the store refused a sweep
@@ -159,7 +160,7 @@ class ApprovalDesk:
         if chat is None:
             log.error("approval %s: turn %s has no conversation to go on in", row.id, row.turn_id)
             return
-        await requeue(row.turn_id, chat)
+        await requeue(row.turn_id, chat, row.id)
 
 
 def _audited(row: ApprovalRow) -> AuditRecord:

@@ -338,10 +338,12 @@ class Gateway:
         may pass the `TurnSignal` that `/stop` reaches."""
         return await self.resumer.resume_turn(turn_id, control)
 
-    async def queue_resume(self, turn_id: str, chat: ChatRef) -> None:
-        """Resume a turn in its conversation's queue, ahead of what arrives after (embedded)."""
+    async def queue_resume(self, turn_id: str, chat: ChatRef, tag: str = "") -> None:
+        """Resume a turn in its conversation's queue, ahead of what arrives after (embedded).
+        `tag` tells one resumption of the turn from another (the approval it waited on)."""
+        event = RESUME_EVENT + turn_id + (f"~{tag}" if tag else "")
         # an empty user id: no message of a real user is coalesced into this one's batch
-        await self.conversations.enqueue(InboundMessage(chat, "", "", RESUME_EVENT + turn_id))
+        await self.conversations.enqueue(InboundMessage(chat, "", "", event))
 
     async def _session(self, message: InboundMessage, agent_id: str, version: str) -> str:
         # Asked of the store every turn (one indexed read), never cached here: another process

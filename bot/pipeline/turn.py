@@ -73,7 +73,9 @@ __all__ = [
     "TurnRunner",
 ]
 
-RESUME_EVENT = "resume:"  # + a turn id: the queued resumption of a turn interrupted by a crash
+# + a turn id: the queued resumption of a turn interrupted by a crash; + `~<tag>` when one turn
+# is resumed more than once (each approval it waited on), which Redis would else queue only once
+RESUME_EVENT = "resume:"
 SHUTDOWN_GRACE_S = 3.0
 
 SessionFor = Callable[[InboundMessage, str, str], Awaitable[str]]
@@ -125,7 +127,7 @@ class TurnRunner:
     async def run(self, batch: list[InboundMessage], control: TurnSignal) -> None:
         while batch and batch[0].event_id.startswith(RESUME_EVENT) and self.resumer is not None:
             # queued at start (bot/pipeline/recovery.py), before any new message of the conversation
-            turn_id = batch[0].event_id.removeprefix(RESUME_EVENT)
+            turn_id = batch[0].event_id.removeprefix(RESUME_EVENT).partition("~")[0]
             if await self.resumer.resume_turn(turn_id, control) == "running":
                 self.resumer.deferred.add(turn_id, batch[0].chat)  # the store refused it
             else:
