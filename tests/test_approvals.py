@@ -19,7 +19,8 @@ from aiohttp import ClientSession
 
 from agent.providers.scripted import Reply, ScriptedProvider
 from bot.runtime.app import App
-from tests.conftest import Running, WsClient, connect, db_rows, eventually
+from tests.api_kit import ApiClient, api_section
+from tests.conftest import Running, WsClient, connect, db_rows, eventually, make_config
 from tests.redis_kit import URL, prefix
 
 __all__ = ["prefix"]  # fixture
@@ -276,3 +277,28 @@ async def test_two_processes_two_questions_in_one_turn_answered_on_the_other_pro
     created = [f for f in here.frames if f["type"] == "message.created"]
     assert len(created) == 1  # one live message for the whole turn
     assert [r[0] for r in db_rows(first, "select status from approvals")] == ["used", "used"]
+
+
+async def test_the_sessions_api_shows_the_buttons_and_takes_the_press(
+    tmp_path: Path, session: ClientSession
+) -> None:
+    folder = tmp_path / "personas"
+    folder.mkdir()
+    (folder / "default.md").write_text(PERSONA)
+    provider = ScriptedProvider([Reply(calls=[PAY]), Reply("Order made.")])
+    config = make_config(
+        tmp_path,
+        channels=api_section(),
+        personas={"dirs": [str(folder)]},
+        tools={"payment": PAYMENT},
+    )
+    async with App(config, base_dir=tmp_path, provider=provider) as app:
+        api = ApiClient(session, app)
+        sid = await api.new_session(user_id="user-42")
+        asked = (await api.ask(sid, "I want to pay")).last("message.completed")
+        button = _buttons(asked)["approval.once"]
+        press = {"action_id": "approval.once", "value": button["value"]}
+        pressed = await api.stream("POST", f"/sessions/{sid}/actions", press | {"label": "Allow"})
+        done = pressed.last("message.completed")
+        assert (done["message_id"], done["text"]) == (asked["message_id"], "Order made.")
+        assert _orders(app) == 1

@@ -51,8 +51,10 @@ class SessionStreams:
             waiting = await dropped.before_stop(self.channel.records, session_id) if stop else []
             await self.channel.deliver(inbound)
             await dropped.announce(self.channel, session_id, waiting)
-            # `/stop` gets no answer of its own: the turn it stops ends with one.
-            done = self._answered(record, any_answer=stop)
+            # `/stop` gets no answer of its own: the turn it stops ends with one; nor does an
+            # approval's button: the turn it answers goes on in that turn's own message
+            approval = inbound.action is not None and inbound.action.answers_approval
+            done = self._answered(record, any_answer=stop or approval)
             emit_after = _emit_after(resume, seq)
             return await self._pump(request, subscriber, replay, emit_after, done, quiet=False)
         finally:

@@ -5,13 +5,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Final, Literal
 
-from adapters.base import InboundMessage
+from adapters.base import APPROVAL_ACTIONS, InboundMessage
 from bot.storage.rows import ApprovalRow
 from content.texts import DEFAULT_LANGUAGE, t
 
 Decision = Literal["once", "always", "deny"]
 DECISIONS: Final[tuple[Decision, ...]] = ("once", "always", "deny")
-ACTION_PREFIX: Final = "approval."  # + a decision: the buttons' action ids; the value: the id
+ACTION_PREFIX: Final = APPROVAL_ACTIONS  # + a decision: the buttons' action ids; value: the id
 # the status each decision leaves a request in (then `used` once an allowed call runs)
 STATUS: Final = {"once": "allowed", "always": "allowed", "deny": "denied"}
 
