@@ -9,6 +9,7 @@ In a second run, a Deny from Slack and an expiry each leave no order.
 
 from __future__ import annotations
 
+import json
 import sqlite3
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -109,7 +110,14 @@ async def _press(slack: FakeSlack, ts: str, button: dict[str, Any]) -> None:
 
 
 def _ops_text(slack: FakeSlack, ts: str) -> str:
-    return next(m.text for m in slack.bot_messages(OPS) if m.ts == ts)
+    """What the operator channel's message shows: its text and its blocks."""
+    message = next(m for m in slack.bot_messages(OPS) if m.ts == ts)
+    return message.text + json.dumps(message.blocks or [], ensure_ascii=False)
+
+
+def _ops_buttons(slack: FakeSlack, ts: str) -> list[Any]:
+    message = next(m for m in slack.bot_messages(OPS) if m.ts == ts)
+    return [b for b in message.blocks or [] if b.get("type") == "actions"]
 
 
 async def _asked(telegram: FakeBotAPI, slack: FakeSlack, folder: Path) -> int:
@@ -152,6 +160,7 @@ async def test_approved_in_slack_after_a_kill_and_restart_pays_once_in_the_same_
                 lambda: _rows(tmp_path, "select status from turns") == [("completed",)], WAIT_S
             )
             await slack.wait_for(lambda: "Allowed once" in _ops_text(slack, ts), WAIT_S)
+            assert not _ops_buttons(slack, ts)  # the verdict replaced the buttons
             # the same press again: nothing more happens
             await _press(slack, ts, buttons["approval.once"])
             await until(lambda: second.logged("was decided already") >= 1, WAIT_S)

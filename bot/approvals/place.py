@@ -21,6 +21,7 @@ from bot.approvals.prompt import buttons_hint
 from bot.storage.rows import ApprovalRow
 from bot.storage.turns import handle_from_record, handle_record
 from content.texts import DEFAULT_LANGUAGE, t
+from tools.display import alert
 
 log = logging.getLogger(__name__)
 
@@ -87,9 +88,11 @@ class OperatorPlace:
             return
         head = t(DEFAULT_LANGUAGE, "approval.place_request", conversation=row.conversation_key,
                  user=row.user_id)  # fmt: skip
-        text = f"{head}\n`{row.tool_name}` {row.arguments}\n\n{line}"
+        text = f"{head}\n`{row.tool_name}` {row.arguments}"
+        # the verdict as a hint of its own: Block Kit again, so the buttons' blocks are replaced
+        content = OutboundContent(text, (alert("info", line),))
         try:
             async with asyncio.timeout(DEADLINE_S):
-                await self.channel.edit(handle, OutboundContent(text), final=True)
+                await self.channel.edit(handle, content, final=True)
         except (ChannelError, TimeoutError) as exc:
             log.warning("approval %s: its message in %s not updated: %s", row.id, self.key, exc)
