@@ -133,3 +133,23 @@ async def test_a_waiting_turn_resumes_without_counting_an_attempt(store: AnyStor
     assert turn is not None and turn.status == "running"
     again = await store.begin_resume("t1")  # now a running turn: a crash's resumption counts
     assert again is not None and again.resume_attempts == 1
+
+
+async def test_decided_requests_whose_turn_still_waits(store: AnyStore) -> None:
+    session = await store.active_session(**SESSION, persona_version="v1")
+    await store.create_turn(
+        turn_id="t1",
+        session_id=session,
+        channel=SESSION["channel"],
+        conversation_key=SESSION["conversation_key"],
+        inbound_event_ids=["e1"],
+        placeholder=None,
+    )
+    await store.finish_turn("t1", status="waiting")
+    await store.create_approval(_request())
+    assert not await store.unresumed_approvals(time.time())  # pending: not decided
+    await store.decide_approval("a1", status="allowed", decision="once", by="u", at=100.0)
+    assert not await store.unresumed_approvals(50.0)  # decided after that
+    assert [row.id for row in await store.unresumed_approvals(time.time())] == ["a1"]
+    await store.begin_resume("t1")  # the turn went on: nothing left to queue
+    assert not await store.unresumed_approvals(time.time())

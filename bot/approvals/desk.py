@@ -44,6 +44,9 @@ Requeue = Callable[[str, ChatRef, str], Awaitable[None]]
 Reply = Callable[[InboundMessage, str], Awaitable[None]]
 SWEEP_AT_MOST_S: Final = 30.0  # requests other processes made are noticed within this
 SWEEP_RETRY_S: Final = 5.0  # after the store refused a sweep
+# a decided request whose turn still waits this long after: its decider died before queueing
+# the turn (a second queueing of a live one is harmless: the turn runs once, then is not waiting)
+UNRESUMED_AFTER_S: Final = 20.0
 AUDIT_SUFFIX: Final = ":approval"  # the decision's audit row: never taken for the call's result
 
 
@@ -138,11 +141,15 @@ class ApprovalDesk:
 
     async def expire(self, requeue: Requeue) -> None:
         """Until cancelled: each request nobody answered in time is denied, and its turn goes
-        on. Every process sweeps; the store lets one of them decide each request."""
+        on. Every process sweeps; the store lets one of them decide each request. A turn whose
+        request was decided by a process that died before queueing it is queued again."""
         while True:
             try:
                 for row in await self.records.expired_approvals(time.time()):
                     await self.decide(row, "expired", "timeout", requeue)
+                for row in await self.records.unresumed_approvals(time.time() - UNRESUMED_AFTER_S):
+                    log.warning("approval %s was decided, its turn never went on: queued", row.id)
+                    await self._resume(row, requeue)
                 upcoming = await self.records.next_approval_expiry()
             except StorageError as exc:
                 log.warning("approvals not swept: %s; again in %g s", exc, SWEEP_RETRY_S)

@@ -17,6 +17,7 @@ from bot.storage.query import Query, params
 from bot.storage.rows import ApprovalRow
 from bot.storage.tables import approval_grants as G
 from bot.storage.tables import approvals as A
+from bot.storage.tables import turns as T
 from bot.storage.tx import RowQuery, StoreCalls, Tx, fetch_rows
 
 _COLUMNS = [c.name for c in A.columns]
@@ -53,6 +54,19 @@ _EXPIRED = RowQuery(
     sa.select(A)
     .where(A.c.status == "pending", A.c.expires_at <= sa.bindparam("now"))
     .order_by(A.c.expires_at)
+    .limit(100),
+    ApprovalRow,
+)
+# Decided, but its turn still waits: the process that decided died before queueing the turn
+_UNRESUMED = RowQuery(
+    sa.select(A)
+    .join(T, T.c.id == A.c.turn_id)
+    .where(
+        A.c.status.in_(("allowed", "denied", "expired", "dismissed")),
+        A.c.decided_at <= sa.bindparam("before"),
+        T.c.status == "waiting",
+    )
+    .order_by(A.c.decided_at)
     .limit(100),
     ApprovalRow,
 )
@@ -105,6 +119,11 @@ class ApprovalTable(StoreCalls):
     async def expired_approvals(self, now: float) -> list[ApprovalRow]:
         """Pending requests whose time is up (the oldest 100)."""
         return await self._tx(fetch_rows, _EXPIRED, now=now)
+
+    async def unresumed_approvals(self, before: float) -> list[ApprovalRow]:
+        """Requests decided before `before` whose turn still waits (whoever decided died
+        before queueing the turn): their turns are to be queued again."""
+        return await self._tx(fetch_rows, _UNRESUMED, before=before)
 
     async def next_approval_expiry(self) -> float | None:
         """When the next pending request expires (unix seconds); None: none is pending."""

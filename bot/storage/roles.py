@@ -246,6 +246,10 @@ class ApprovalRecords(Protocol):
 
     async def expired_approvals(self, now: float) -> list[ApprovalRow]: ...
 
+    async def unresumed_approvals(self, before: float) -> list[ApprovalRow]:
+        """Decided before `before`, its turn still `waiting` (the decider died first)."""
+        ...
+
     async def next_approval_expiry(self) -> float | None: ...
 
     async def grant_approval(
