@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -302,3 +303,46 @@ async def test_the_sessions_api_shows_the_buttons_and_takes_the_press(
         done = pressed.last("message.completed")
         assert (done["message_id"], done["text"]) == (asked["message_id"], "Order made.")
         assert _orders(app) == 1
+
+
+ADMIN = "admin-test-token-approvals-1"
+
+
+async def test_the_admin_view_lists_requests_and_answers_them(
+    running: Running, session: ClientSession, tmp_path: Path
+) -> None:
+    folder = tmp_path / "personas"
+    folder.mkdir()
+    (folder / "default.md").write_text(PERSONA)
+    provider = ScriptedProvider([Reply(calls=[PAY]), Reply("Made by the admin's yes.")])
+    app = await running(
+        provider,
+        personas={"dirs": [str(folder)]},
+        tools={"payment": PAYMENT},
+        admin={"token": ADMIN},
+        approvals={"approvers": ["slack:U0BOSS"]},  # the user is none: the admin answers
+    )
+    client = await connect(session, app)
+    await client.hello()
+    await client.send(type="message", text="pay")
+    waiting = await client.until(lambda f: f["type"] == "message.completed", WAIT_S)
+    bearer = {"Authorization": f"Bearer {ADMIN}"}
+    async with session.get(f"{app.url}/admin/approvals", headers=bearer) as response:
+        assert response.status == 200
+        page = await response.text()
+    ((approval_id,),) = db_rows(app, "select id from approvals")
+    assert approval_id in page and "create_payment" in page and "ASSESSMENT" in page
+    (csrf,) = re.findall(r'name="csrf" value="([0-9a-f]+)"', page)
+    url = f"{app.url}/admin/approvals/{approval_id}"
+    # a post without the page's token (another site's form) is refused, nothing decided
+    async with session.post(url, data={"decision": "once"}, headers=bearer) as response:
+        assert response.status == 403
+    assert db_rows(app, "select status from approvals") == [("pending",)]
+    async with session.post(url, data={"decision": "once", "csrf": csrf}, headers=bearer) as r:
+        assert r.status == 200 and "once" in await r.text()
+    await _final(client, waiting["message_id"], "Made by the admin's yes.")
+    assert _orders(app) == 1
+    assert db_rows(app, "select status, decided_by from approvals") == [("used", "admin")]
+    async with session.post(url, data={"decision": "deny", "csrf": csrf}, headers=bearer) as r:
+        assert "answered already" in await r.text()  # used once
+    assert _orders(app) == 1

@@ -15,8 +15,10 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import math
 import time
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from typing import Final
 
 from adapters.base import ChatRef, InboundMessage
@@ -124,6 +126,15 @@ class ApprovalDesk:
         await self._resume(won, requeue)
         return True
 
+    async def waiting(self) -> list[ApprovalRow]:
+        """Every pending request, the soonest to expire first (the admin view's list)."""
+        return await self.records.expired_approvals(math.inf)  # "expires by then": all of them
+
+    async def answer_as(self, approval_id: str, decision: str, who: str, requeue: Requeue) -> bool:
+        """An answer given outside any chat (the admin view): `who` is trusted by the caller."""
+        row = await self.records.approval(approval_id)
+        return row is not None and await self.decide(row, decision, who, requeue)
+
     async def dismiss(self, conversation_key: str, who: str) -> list[str]:
         """The user moved on (a new message): their pending questions are withdrawn; the ids
         of the turns to finish, which the caller (holding the conversation) resumes first."""
@@ -196,3 +207,17 @@ def _audited(row: ApprovalRow) -> AuditRecord:
             }
         },
     )
+
+
+@dataclass(frozen=True, slots=True)
+class DeskAnswers:
+    """The desk as the admin view answers through it (bot/ops/admin/approvals.py)."""
+
+    desk: ApprovalDesk
+    requeue: Requeue
+
+    async def waiting(self) -> list[ApprovalRow]:
+        return await self.desk.waiting()
+
+    async def answer(self, approval_id: str, decision: str, who: str) -> bool:
+        return await self.desk.answer_as(approval_id, decision, who, self.requeue)

@@ -19,6 +19,7 @@ from adapters.registry import build_enabled
 from agent.personas import PersonaLibrary
 from agent.providers import build_provider, describe_provider
 from agent.providers.base import Provider
+from bot.approvals.desk import DeskAnswers
 from bot.media.build import build_blobs, build_links, keep_retention, upload_secret
 from bot.media.route import MediaRoute
 from bot.ops.health import ChannelStates
@@ -139,7 +140,9 @@ class App:
         )
         deps = wiring.tool_deps(config, self.http, self.knowledge, self.workers, self.blobs)
         states = wiring.conversation_states(self.store, self.redis)
-        gate, approvals = wiring.approvals(config, self.store, self.channels, self.registry, states)
+        gate, self.approvals = wiring.approvals(
+            config, self.store, self.channels, self.registry, states
+        )
         self.coordinator = wiring.build_coordinator(
             config, served, self.registry, self.store, self.personas, deps, gate
         )
@@ -167,7 +170,7 @@ class App:
             states=states,
             blobs=self.blobs,
             hearing=self.hearing,
-            approvals=approvals,
+            approvals=self.approvals,
         )
         self.gateway.accepting.clear()  # until interrupted turns are queued (see `_start`)
         self.web_server = web_server
@@ -253,6 +256,7 @@ class App:
                 redis=self.redis,
                 media=MediaRoute(self.blobs, self.links) if self.links is not None else None,
                 tool_servers=self.mcp.states,
+                approvals=DeskAnswers(self.approvals, self.gateway.queue_resume),
             )
             self.port = await self._web.start()
         log.info("model: %s", describe_provider(self.provider))

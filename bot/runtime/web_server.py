@@ -17,6 +17,7 @@ from agent.personas import PersonaLibrary
 from agent.providers.base import Provider
 from bot.media.route import MediaRoute
 from bot.ops.admin import AdminSources, AdminView
+from bot.ops.admin.approvals import ApprovalConsole
 from bot.ops.health import ChannelStates
 from bot.ops.operations import Operations
 from bot.ops.readiness import Down
@@ -50,8 +51,11 @@ class WebServer:
         redis: RedisMode | None,
         media: MediaRoute | None = None,
         tool_servers: Callable[[], Mapping[str, ServerState]] = dict,
+        approvals: ApprovalConsole | None = None,
     ) -> None:
-        """`tool_servers`: the MCP servers' states, for the admin view."""
+        """`tool_servers`: the MCP servers' states, `approvals` the requests waiting for a
+        yes, for the admin view."""
+        self.approvals = approvals
         self.config = config
         self.provider = provider
         self.store = store
@@ -118,6 +122,7 @@ class WebServer:
             channels=lambda: sorted(self.channels),
             prices=self.config.usage.prices,
             tool_servers=self.tool_servers,
+            approvals=self.approvals,
         )
         return AdminView(self.config.admin, sources)
 
