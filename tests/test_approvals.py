@@ -20,6 +20,7 @@ from aiohttp import ClientSession
 
 from agent.providers.scripted import Reply, ScriptedProvider
 from bot.runtime.app import App
+from bot.runtime.config import ConfigError
 from tests.api_kit import ApiClient, api_section
 from tests.conftest import Running, WsClient, connect, db_rows, eventually, make_config
 from tests.redis_kit import URL, prefix
@@ -346,3 +347,10 @@ async def test_the_admin_view_lists_requests_and_answers_them(
     async with session.post(url, data={"decision": "deny", "csrf": csrf}, headers=bearer) as r:
         assert "answered already" in await r.text()  # used once
     assert _orders(app) == 1
+
+
+async def test_a_place_on_a_slack_instance_not_running_is_a_config_error(
+    running: Running, tmp_path: Path
+) -> None:
+    with pytest.raises(ConfigError, match="approvals.place: .*'ops'.* not enabled"):
+        await running(approvals={"place": "slack:ops/C0OPS"})

@@ -141,7 +141,7 @@ class App:
         deps = wiring.tool_deps(config, self.http, self.knowledge, self.workers, self.blobs)
         states = wiring.conversation_states(self.store, self.redis)
         gate, self.approvals = wiring.approvals(
-            config, self.store, self.channels, self.registry, states
+            config, self.store, self.channels, self.registry, states, serving=web_server
         )
         self.coordinator = wiring.build_coordinator(
             config, served, self.registry, self.store, self.personas, deps, gate

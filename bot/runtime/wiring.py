@@ -272,16 +272,24 @@ def approvals(
     channels: Mapping[str, Channel],
     registry: ToolRegistry,
     states: ConversationState,
+    *,
+    serving: bool = True,
 ) -> tuple[StoredGate, ApprovalDesk]:
     """The approval gate the tool loops ask and the desk that takes the answers, sharing the
-    settings and the operator place (a Slack channel the gateway runs, when one is named)."""
+    settings and the operator place (a Slack channel the gateway runs, when one is named;
+    `serving` False: `bot chat`, which runs no platform channel)."""
     section = config.approvals
-    settings = ApprovalSettings(
-        approvers=frozenset(section.approvers), timeout_s=section.timeout_s, place=section.place
-    )
     place = None
-    if section.place is not None and channels:  # `bot chat` runs no Slack: asked in the chat
-        place = OperatorPlace(PlaceName.parse(section.place), channels)
+    if section.place is not None and serving:  # `bot chat` runs no Slack: its user answers
+        try:
+            place = OperatorPlace(PlaceName.parse(section.place), channels)
+        except ValueError as exc:
+            raise ConfigError(f"approvals.place: {exc}") from None
+    settings = ApprovalSettings(
+        approvers=frozenset(section.approvers),
+        timeout_s=section.timeout_s,
+        place=section.place if place is not None else None,
+    )
     languages = ConversationLanguage(states, default=config.gateway.language)
     desk = ApprovalDesk(records=store, turns=store, audit=store, settings=settings, place=place)
     gate = StoredGate(
