@@ -18,6 +18,8 @@ from agent.providers.scripted import Reply, ScriptedProvider
 from bot.approvals.prompt import buttons_hint
 from bot.runtime.app import App
 from tests.conftest import db_rows, make_config
+from tests.feishu_events import action_event, message_event
+from tests.feishu_fake import APP_ID, APP_SECRET, FakeFeishu
 from tests.telegram_fake import TOKEN, FakeBotAPI
 
 PAY = ("create_payment", {"service": "ASSESSMENT", "category": "QMAS", "method": "CARD"})
@@ -137,3 +139,46 @@ def _feishu_buttons(node: Any) -> list[tuple[str, str, str]]:
         for child in node:
             found.extend(_feishu_buttons(child))
     return found
+
+
+async def test_feishu_card_buttons_press_runs_the_payment_in_the_same_card(
+    tmp_path: Path,
+) -> None:
+    feishu = FakeFeishu()
+    await feishu.start()
+    folder = tmp_path / "personas"
+    folder.mkdir()
+    (folder / "default.md").write_text(PERSONA)
+    provider = ScriptedProvider([Reply(calls=[PAY]), Reply("Order made.")])
+    section = {"enabled": True, "app_id": APP_ID, "app_secret": APP_SECRET, "domain": feishu.url}
+    config = make_config(
+        tmp_path,
+        channels={"feishu": section, "websocket": {"enabled": False}},
+        personas={"dirs": [str(folder)]},
+        tools={"payment": {"currency": "CNY", "prices": {"ASSESSMENT": {"QMAS": 99}}}},
+    )
+    try:
+        async with App(config, base_dir=tmp_path, provider=provider) as app:
+            await feishu.ws.wait_connected()
+            await feishu.ws.push(message_event("pay", chat_id="oc_chat", message_id="om_q"))
+            await feishu.wait_for(lambda: len(_card_buttons(feishu)) == 3, WAIT_S)
+            buttons = _card_buttons(feishu)
+            labels = [b["text"]["content"] for b in buttons]
+            assert labels == ["Allow once", "Always allow", "Deny"]
+            [message] = feishu.bot_messages("oc_chat")
+            value = buttons[0]["behaviors"][0]["value"]
+            await feishu.ws.push(
+                action_event(value, chat_id="oc_chat", message_id=message.message_id)
+            )
+            await feishu.wait_for(lambda: feishu.text_of(message) == "Order made.", WAIT_S)
+            await app.gateway.wait_idle()
+            assert db_rows(app, "select count(*) from orders") == [(1,)]
+            assert not _card_buttons(feishu)  # the answer's card has no buttons left
+            assert len(feishu.bot_messages("oc_chat")) == 1  # one card, updated in place
+    finally:
+        await feishu.close()
+
+
+def _card_buttons(feishu: FakeFeishu) -> list[dict[str, Any]]:
+    cards = [entity.card for entity in feishu.cards.values()]
+    return [e for c in cards for e in c["body"]["elements"] if e.get("tag") == "button"]
