@@ -90,9 +90,9 @@ class ApprovalDesk:
                 return True
         else:
             said = text_decision(message)
-            pending = await self.records.pending_approvals(message.conversation_key)
+            pending = await self._pending_of(message.conversation_key, message.user_id)
             if said is None or not pending:
-                return False
+                return False  # another member's "ok" in a group is theirs to say
             decision, row = said, pending[-1]
         place_key = self.place.key if self.place is not None else None
         if not may_answer(self.settings, row, message, place_key):
@@ -121,9 +121,9 @@ class ApprovalDesk:
                 row.conversation_key, row.tool_name, row.target, by=who, at=now
             )
         await self.audit.record_tool_call(_audited(won))
+        await self._resume(won, requeue)  # first: a slow Slack must not hold the turn back
         if self.place is not None:
             await self.place.settle(won, verdict_line(DEFAULT_LANGUAGE, decision, who))
-        await self._resume(won, requeue)
         return True
 
     async def waiting(self) -> list[ApprovalRow]:
@@ -135,11 +135,12 @@ class ApprovalDesk:
         row = await self.records.approval(approval_id)
         return row is not None and await self.decide(row, decision, who, requeue)
 
-    async def dismiss(self, conversation_key: str, who: str) -> list[str]:
-        """The user moved on (a new message): their pending questions are withdrawn; the ids
-        of the turns to finish, which the caller (holding the conversation) resumes first."""
+    async def dismiss(self, conversation_key: str, user_id: str, who: str) -> list[str]:
+        """The user moved on (a new message): their pending questions are withdrawn (not
+        another group member's: each user's turns have their own session); the ids of the
+        turns to finish, which the caller (holding the conversation) resumes first."""
         turns: list[str] = []
-        for row in await self.records.pending_approvals(conversation_key):
+        for row in await self._pending_of(conversation_key, user_id):
             won = await self.records.decide_approval(
                 row.id, status="dismissed", decision="dismissed", by=who, at=time.time()
             )
@@ -149,6 +150,10 @@ class ApprovalDesk:
                     await self.place.settle(won, verdict_line(DEFAULT_LANGUAGE, "dismissed", who))
                 turns.append(won.turn_id)
         return turns
+
+    async def _pending_of(self, conversation_key: str, user_id: str) -> list[ApprovalRow]:
+        rows = await self.records.pending_approvals(conversation_key)
+        return [row for row in rows if row.user_id == user_id]
 
     async def expire(self, requeue: Requeue) -> None:
         """Until cancelled: each request nobody answered in time is denied, and its turn goes

@@ -313,7 +313,9 @@ class TurnRunner:
         if all(message.event_id.startswith(TASK_EVENT) for message in batch):
             return  # a specialist's result is no answer from the user
         try:
-            waiting = await self.approvals.dismiss(last.conversation_key, presser(last))
+            waiting = await self.approvals.dismiss(
+                last.conversation_key, last.user_id, presser(last)
+            )
         except StorageError as exc:
             log.error("questions in %s not withdrawn: %s", last.conversation_key, exc)
             return
