@@ -37,13 +37,13 @@ from bot.storage.base import StorageError
 from bot.storage.roles import ApprovalRecords, MessageRecords, TurnRecords
 from bot.storage.rows import ApprovalRow
 from bot.storage.turns import chat_from_record
-from content.texts import DEFAULT_LANGUAGE, t
+from content.texts import DEFAULT_LANGUAGE
 
 log = logging.getLogger(__name__)
 
 # resume a turn on its conversation: (turn id, its chat, a tag telling this resumption apart)
 Requeue = Callable[[str, ChatRef, str], Awaitable[None]]
-Reply = Callable[[InboundMessage, str], Awaitable[None]]
+Say = Callable[[InboundMessage, str], Awaitable[None]]  # a text key, in the chat's language
 SWEEP_AT_MOST_S: Final = 30.0  # requests other processes made are noticed within this
 SWEEP_RETRY_S: Final = 5.0  # after the store refused a sweep
 # a decided request whose turn still waits this long after: its decider died before queueing
@@ -78,7 +78,7 @@ class ApprovalDesk:
         or a short reply such as "allow"). Everything else goes its usual way untouched."""
         return action_decision(message) is not None or text_decision(message) is not None
 
-    async def take(self, message: InboundMessage, requeue: Requeue, reply: Reply) -> bool:
+    async def take(self, message: InboundMessage, requeue: Requeue, say: Say) -> bool:
         """Answer a request with `message` (its event claimed); False when it answers none (a
         text "ok" in a conversation with nothing pending): it is then an ordinary message."""
         pressed = action_decision(message)
@@ -97,7 +97,7 @@ class ApprovalDesk:
         place_key = self.place.key if self.place is not None else None
         if not may_answer(self.settings, row, message, place_key):
             log.warning("approval %s: %s may not answer it", row.id, presser(message))
-            await reply(message, t(message.language, "approval.not_yours"))
+            await say(message, "approval.not_yours")
             return True
         await self.decide(row, decision, presser(message), requeue)
         return True

@@ -22,6 +22,7 @@ from bot.storage.roles import (
     ClaimRecords,
     ConversationStateRecords,
     MessageRecords,
+    PairingRecords,
     QuotaRecords,
     TurnRecords,
 )
@@ -44,6 +45,7 @@ class Store(
     ApiRecords,
     BlobRecords,
     ConversationStateRecords,
+    PairingRecords,
     ApprovalRecords,
     Protocol,
 ):
