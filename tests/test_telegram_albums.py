@@ -40,7 +40,9 @@ def start(tmp_path: Path, fake: FakeBotAPI, provider: ScriptedProvider, **telegr
     return App(config, base_dir=tmp_path, provider=provider)
 
 
-def album(fake: FakeBotAPI, n: int, caption: str | None = "which is sharpest?") -> list[dict]:
+def album(
+    fake: FakeBotAPI, n: int, caption: str | None = "which is sharpest?"
+) -> list[dict[str, Any]]:
     """n photo updates of one album, the caption on the first, as Telegram sends them."""
     updates = []
     for i in range(n):
@@ -112,7 +114,7 @@ async def test_an_albums_webhook_requests_are_answered_once_it_is_one_turn(
         headers = {"X-Telegram-Bot-Api-Secret-Token": SECRET}
         async with aiohttp.ClientSession() as session:
 
-            async def post(update: dict) -> int:
+            async def post(update: dict[str, Any]) -> int:
                 async with session.post(url, json=update, headers=headers) as response:
                     return response.status
 
