@@ -223,7 +223,7 @@ class TurnResumer:
                     parts=point.messages[0].parts,
                 )
                 outcome = await self.work.run(work, delivery, control, point)
-                if outcome.status != "stopped":
+                if outcome.status not in ("stopped", "waiting"):
                     outcome.parts = carried + outcome.parts
             if control.lost:  # another process took it over meanwhile: leave it to that one
                 log.warning("turn %s left to the process that took it over", turn.id)

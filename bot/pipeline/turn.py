@@ -255,7 +255,8 @@ class TurnRunner:
                     outcome = Outcome("refused", heard.reply)
                 else:
                     outcome = await self.work.run(turn, delivery, control, start)
-                    if outcome.status != "stopped":  # a background result's media, once
+                    # a background result's media, once: with the answer (not with a question)
+                    if outcome.status not in ("stopped", "waiting"):
                         outcome.parts = carried(batch) + outcome.parts
             if control.lost:
                 outcome, recorded = Outcome("lost"), False  # the new holder's now: hands off
