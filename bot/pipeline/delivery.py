@@ -88,6 +88,7 @@ class Delivery:
         self._sent: list[str] = []  # text last shown in each handle
         self._edits: list[int] = []  # edits each handle has taken
         self._interim = self.placeholder
+        self._note = ""  # the last SendMessage note: kept by a stop when no answer streamed
         self._answer: list[str] = []
         self._workers: dict[str, str] = {}  # task_id -> status line
         self._tools: dict[str, str] = {}  # call_id -> status line of a tool call
@@ -161,7 +162,7 @@ class Delivery:
             case AnswerReset():
                 self._answer.clear()
             case Interim(text=text):
-                self._interim = text
+                self._interim = self._note = text
                 self._answer.clear()
             case AgentStarted(task_id=task_id):
                 # users see the persona's display name, never its internal name or the prompt
@@ -217,10 +218,15 @@ class Delivery:
         return body
 
     async def finish(
-        self, text: str, display: tuple[Mapping[str, Any], ...] = (), parts: tuple[Part, ...] = ()
+        self,
+        text: str,
+        display: tuple[Mapping[str, Any], ...] = (),
+        parts: tuple[Part, ...] = (),
+        *,
+        stopped: bool = False,
     ) -> None:
         """The last word: replaces the placeholder (and continues past the length limit). The
-        display hints and media go with its last message."""
+        display hints and media go with its last message, and so does `stopped`."""
         if self._done:
             return
         self._done = True
@@ -229,8 +235,8 @@ class Delivery:
             chunks = split_text(text or "…", self.limits.max_text_length, self.limits.length)
             for index, chunk in enumerate(chunks):
                 last = index == len(chunks) - 1
-                content = OutboundContent(chunk, display, parts) if last else OutboundContent(chunk)
-                await self._put_final(index, content)
+                extra = (display, parts, stopped) if last else ((), (), False)
+                await self._put_final(index, OutboundContent(chunk, *extra))
             for index in range(len(chunks), len(self.handles)):
                 await self._put_final(index, OutboundContent("⋯"))
             await self._send_parts(parts)
@@ -279,6 +285,13 @@ class Delivery:
                 self._answer_seen = self._answer_seen or bool(self._answer)
                 await self._put_preview(self.preview())
                 self._previewed(showing)
+
+    async def finish_stopped(self, mark: str) -> None:
+        """A stopped turn's last word: what it was showing of the answer (the streamed text,
+        else the last SendMessage note) stays, with `mark` ("⏹ Stopped.") as its last
+        paragraph; only the mark when nothing but the placeholder and status lines showed."""
+        kept = ("".join(self._answer) if self._answer else self._note).rstrip()
+        await self.finish(f"{kept}\n\n{mark}" if kept else mark, stopped=True)
 
     def answer_shown(self) -> str | None:
         """The streamed answer, if a preview of it went out (it may be on the user's screen): a

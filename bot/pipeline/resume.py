@@ -210,7 +210,10 @@ class TurnResumer:
             if control.lost:  # another process took it over meanwhile: leave it to that one
                 log.warning("turn %s left to the process that took it over", turn.id)
                 return "lost"
-            await delivery.finish(outcome.text, outcome.display, outcome.parts)
+            if outcome.status == "stopped":  # what it showed stays, marked stopped
+                await delivery.finish_stopped(outcome.text)
+            else:
+                await delivery.finish(outcome.text, outcome.display, outcome.parts)
         except ChannelError as exc:
             log.error("turn %s resumed but its final edit failed: %s", turn.id, exc)
             outcome.status, outcome.error = "failed", f"delivery: {exc}"

@@ -254,7 +254,10 @@ class TurnRunner:
                 log.warning("turn %s left to the process that took it over", turn_id)
                 return
             try:
-                await delivery.finish(outcome.text, outcome.display, outcome.parts)
+                if outcome.status == "stopped":  # what it showed stays, marked stopped
+                    await delivery.finish_stopped(outcome.text)
+                else:
+                    await delivery.finish(outcome.text, outcome.display, outcome.parts)
             except ChannelError as exc:
                 log.error("turn %s ended but its final edit failed: %s", turn_id, exc)
                 outcome.status, outcome.error = "failed", f"delivery: {exc}"
