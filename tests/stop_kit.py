@@ -74,7 +74,8 @@ class StopModel(FakeOpenAI):
     """The fake OpenAI server scripted by persona. `shape` is "work" (the coordinator dispatches
     both specialists and calls the slow tool itself) or "answer" (it streams `STREAMED`, then
     the stream is held open). A specialist's stream: alpha calls the slow tool, beta's text is
-    held open. Anything asked after that is an answer that must never be needed."""
+    held open. Each turn starts so (a request ending with the user's message); anything asked
+    after a tool result is an answer that must never be needed."""
 
     def __init__(self, shape: str = "work") -> None:
         super().__init__(script=self._reply)
@@ -87,11 +88,13 @@ class StopModel(FakeOpenAI):
             (r for r in ("alpha", "beta", "coordinator") if f"ROLE:{r}" in system), "other"
         )
         self.asked.append(who)
-        if who == "alpha" and self.asked.count("alpha") == 1:
+        if body["messages"][-1]["role"] != "user":  # a tool's result came back: too late
+            return Reply(text=["an answer nobody should have asked for"])
+        if who == "alpha":
             return Reply(calls=[SLOW])
-        if who == "beta" and self.asked.count("beta") == 1:
+        if who == "beta":
             return Reply(text=["Beta is thinking"], stall_after=2)
-        if who == "coordinator" and self.asked.count("coordinator") == 1:
+        if who == "coordinator":
             if self.shape == "answer":
                 return Reply(text=list(STREAMED), stall_after=1 + len(STREAMED))
             return Reply(calls=[_agent("alpha", True), _agent("beta", False), SLOW])

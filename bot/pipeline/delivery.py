@@ -71,10 +71,12 @@ class Delivery:
         language: str = DEFAULT_LANGUAGE,
         clock: Callable[[], float] = time.monotonic,
         sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
+        stopped: Callable[[], bool] = lambda: False,
     ) -> None:
         """`language`: the conversation's, for the texts the delivery writes itself (the
         placeholder, status lines, the apology). `clock` and `sleep` set the edit cadence and
-        rate-limit pauses (a test moves them)."""
+        rate-limit pauses (a test moves them). `stopped`: once true, no more previews (the
+        work's ending would take the chat's budget from the stop's final: 1 s on Telegram)."""
         self.channel = channel
         self.language = language
         self.placeholder = t(language, "turn.placeholder")
@@ -105,6 +107,7 @@ class Delivery:
         self._uncertain = False  # a preview's new message may or may not have been posted
         self._clock = clock
         self._sleep = sleep
+        self._stopped = stopped
         self._reserved: MessageHandle | None = None
         self._answer_seen = False  # a preview of the answer's own text reached the user
 
@@ -278,7 +281,7 @@ class Delivery:
                 await self._sleep(delay)
             self._dirty.clear()
             async with self._io:
-                if self._done:
+                if self._done or self._stopped():
                     return
                 showing = set(self._tools)
                 # from here the user may see the answer (a send in flight may land)
@@ -287,9 +290,8 @@ class Delivery:
                 self._previewed(showing)
 
     async def finish_stopped(self, mark: str) -> None:
-        """A stopped turn's last word: what it was showing of the answer (the streamed text,
-        else the last SendMessage note) stays, with `mark` ("⏹ Stopped.") as its last
-        paragraph; only the mark when nothing but the placeholder and status lines showed."""
+        """A stopped turn's last word: its answer so far (else its last SendMessage note) stays,
+        `mark` ("⏹ Stopped.") its last paragraph; only the mark when nothing else showed."""
         kept = ("".join(self._answer) if self._answer else self._note).rstrip()
         await self.finish(f"{kept}\n\n{mark}" if kept else mark, stopped=True)
 

@@ -176,7 +176,12 @@ class TurnResumer:
     ) -> str:
         language = await self._language(turn)
         delivery = Delivery(
-            channel, chat, recipient=turn.user_id, blobs=self.blobs, language=language
+            channel,
+            chat,
+            recipient=turn.user_id,
+            blobs=self.blobs,
+            language=language,
+            stopped=lambda: control.stopped,
         )
         # a background result's media (the user message's parts) ride with its answer, as in
         # a turn that was not cut (bot/pipeline/turn_input.py `carried`)

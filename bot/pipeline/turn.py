@@ -157,6 +157,7 @@ class TurnRunner:
             recipient=last.user_id,
             blobs=self.blobs,
             language=language,
+            stopped=lambda: control.stopped,
         )
         arrived = min(message.received_at for message in batch)
         outcome = Outcome()
