@@ -70,9 +70,11 @@ class Bench:
         await start()
         await model.wait_requests(requests + 3, timeout=60)
         async with asyncio.timeout(60):
-            while log_count(self.log, "slow started") < slow + 2:  # a child's log: no event
+            while log_count(self.log, "slow started") < slow + 2:  # noqa: ASYNC110 (a child's log)
                 await asyncio.sleep(0.005)
-        tasks = [t.task for t in self.app.workers.tasks.values() if t.status == "running" and t.task]
+        tasks = [
+            t.task for t in self.app.workers.tasks.values() if t.status == "running" and t.task
+        ]
         assert len(tasks) == 2, tasks
         ended: list[float] = []
         for task in tasks:
@@ -121,7 +123,7 @@ async def telegram(
     need not wait for Telegram's one call a second per chat (the gateway keeps to it)."""
 
     async def quiet() -> None:
-        while time.monotonic() - fake.to_chat(chat)[-1].at < fake.interval_s + 0.05:
+        while time.monotonic() - fake.to_chat(chat)[-1].at < fake.interval_s + 0.05:  # noqa: ASYNC110
             await asyncio.sleep(0.01)
 
     async def start() -> None:
@@ -133,7 +135,9 @@ async def telegram(
 
         async def marked() -> float:
             await fake.wait_for(
-                lambda: any(c == chat and STOPPED in text for (c, _), text in fake.messages.items()),
+                lambda: any(
+                    c == chat and STOPPED in text for (c, _), text in fake.messages.items()
+                ),
                 timeout=60,
             )
             return time.monotonic()

@@ -84,9 +84,7 @@ class StopModel(FakeOpenAI):
 
     def _reply(self, body: dict[str, Any]) -> Reply:
         system = json.dumps(body["messages"][0])
-        who = next(
-            (r for r in ("alpha", "beta", "coordinator") if f"ROLE:{r}" in system), "other"
-        )
+        who = next((r for r in ("alpha", "beta", "coordinator") if f"ROLE:{r}" in system), "other")
         self.asked.append(who)
         if body["messages"][-1]["role"] != "user":  # a tool's result came back: too late
             return Reply(text=["an answer nobody should have asked for"])

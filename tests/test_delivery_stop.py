@@ -59,4 +59,8 @@ async def test_no_preview_goes_out_once_the_turn_is_stopped() -> None:
     for _ in range(20):  # the flusher's turns on the loop: a preview would go out in them
         await asyncio.sleep(0)
     await delivery.finish_stopped(MARK)
-    assert [(c.kind, c.final) for c in fake.calls] == [("send", False), ("edit", False), ("edit", True)]
+    assert [(c.kind, c.final) for c in fake.calls] == [
+        ("send", False),
+        ("edit", False),
+        ("edit", True),
+    ]

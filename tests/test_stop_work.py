@@ -13,7 +13,6 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
-from typing import Any
 
 import aiohttp
 import pytest
@@ -124,7 +123,9 @@ async def start(
 
         async def showing(text: str) -> None:
             async with asyncio.timeout(WAIT_S):
-                while not any(e.type == "message.updated" and text in e.data["text"] for e in events):
+                while not any(
+                    e.type == "message.updated" and text in e.data["text"] for e in events
+                ):
                     changed.clear()
                     await changed.wait()
 

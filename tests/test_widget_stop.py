@@ -80,7 +80,9 @@ async def test_the_stop_button_ends_the_tools_and_the_specialists(
 ) -> None:
     log = tmp_path / "mcp.log"
     async with StopModel("work") as model:
-        w = await world(None, sections=sections(tmp_path, model, log), mode="inline", target="#chat")
+        w = await world(
+            None, sections=sections(tmp_path, model, log), mode="inline", target="#chat"
+        )
         assert w.app is not None
         async with asyncio.timeout(WAIT_S):
             await w.app.mcp.servers["demo"].wait_for(lambda s: s.ready)

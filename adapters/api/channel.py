@@ -175,7 +175,8 @@ class ApiChannel:
 
     async def _complete(self, handle: MessageHandle, content: OutboundContent) -> None:
         display = [dict(hint) for hint in content.display]
-        fields = {"message_id": handle.message_id, "text": content.text, "display": display}
+        fields: dict[str, Any] = {"message_id": handle.message_id, "text": content.text}
+        fields["display"] = display
         if content.stopped:  # the text kept, its last paragraph the mark: shown as stopped
             fields["stopped"] = True
         if content.parts and self.links is not None:
