@@ -61,7 +61,7 @@ function createAnswers(ui, o, log, sendFrame) {
       var cut = text.lastIndexOf("\n\n");
       var mark = el("p", "cgw-stopped-mark");
       mark.append(icon("stop"), el("span", "", text.slice(cut + 2).replace(/^\u23F9\s*/, "")));
-      text = cut < 0 ? "" : text.slice(0, cut);
+      text = cut < 0 ? "" : settleMarkdown(text.slice(0, cut));  // cut mid-markup: closed
       bot.node.classList.add("cgw-stopped");
     }
     render(bot, text);
