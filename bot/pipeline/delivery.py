@@ -242,19 +242,11 @@ class Delivery:
                 await self._put_final(index, OutboundContent(chunk, *extra))
             for index in range(len(chunks), len(self.handles)):
                 await self._put_final(index, OutboundContent("⋯"))
-            await self._send_parts(parts)
-
-    async def _send_parts(self, parts: tuple[Part, ...]) -> None:
-        """Where the final message cannot carry them (`parts_inline`), each part follows it."""
-        await send_parts_or_say(
-            self.channel,
-            self.chat,
-            parts,
-            self.blobs,
-            reply_to=self.reply_to,
-            language=self.language,
-            sleep=self._sleep,
-        )
+            # where the final message cannot carry them (`parts_inline`), each part follows it
+            await send_parts_or_say(
+                self.channel, self.chat, parts, self.blobs, reply_to=self.reply_to,
+                language=self.language, sleep=self._sleep,
+            )  # fmt: skip
 
     async def close(self) -> None:
         """Stop previews without a final (the caller decides what the user sees)."""
