@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
+from typing import Any
 
 import aiohttp
 import pytest
@@ -39,6 +40,7 @@ class Surface:
     stop: Callable[[], Awaitable[None]]
     final: Callable[[], Awaitable[tuple[str, bool | None]]]
     showing: Callable[[str], Awaitable[None]]  # until the placeholder shows this text
+    history: Callable[[], Awaitable[list[dict[str, Any]]]] | None = None  # the API's transcript
 
 
 @pytest.fixture
@@ -120,6 +122,13 @@ async def start(
             await asyncio.wait_for(asked[0], WAIT_S)
             done = [e.data for e in events if e.type == "message.completed"][-1]
             return done["text"], done.get("stopped", False)
+
+        async def history() -> list[dict[str, Any]]:
+            status, page = await api.call("GET", f"/sessions/{sid}/messages")
+            assert status == 200, page
+            return list(page["messages"])
+
+        surface.history = history
 
         async def showing(text: str) -> None:
             async with asyncio.timeout(WAIT_S):
@@ -211,6 +220,9 @@ async def test_a_stopped_answer_keeps_what_it_showed_with_a_stopped_mark(
             text, marked = await surface.final()
             assert text == f"{streamed}\n\n{STOPPED}"
             assert marked in (True, None)
+            if surface.history is not None:  # the API's transcript keeps it, marked stopped
+                answers = [m for m in await surface.history() if m["role"] == "assistant"]
+                assert [(m["text"], m["status"]) for m in answers] == [(text, "stopped")]
             await settled(app)
             assert model.asked == ["coordinator"]
             ((prompt, written),) = db_rows(app, "select input_tokens, output_tokens from usage")

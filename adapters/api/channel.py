@@ -187,7 +187,7 @@ class ApiChannel:
             handle.message_id,
             "assistant",
             content.text,
-            "completed",
+            "stopped" if content.stopped else "completed",
             display=content.display,
             parts=content.parts,  # the history shows them, with links made when it is read
         )

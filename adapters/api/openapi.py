@@ -109,7 +109,7 @@ def document(max_text_chars: int = 8000) -> dict[str, Any]:
             "id": {"type": "string"},
             "role": {"enum": ["user", "assistant"]},
             "text": {"type": "string"},
-            "status": {"enum": ["received", "dropped", "pending", "completed"]},
+            "status": {"enum": ["received", "dropped", "pending", "completed", "stopped"]},
             "reply_to": {"type": ["string", "null"]},
             "display": {"type": "array", "items": {"type": "object"}},
             "action": {"type": ["object", "null"]},
