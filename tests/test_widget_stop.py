@@ -14,7 +14,7 @@ import pytest
 from tests.conftest import db_rows, settled
 from tests.stop_kit import STREAMED, WAIT_S, StopModel, log_count, sections
 from tests.test_mcp_servers import logged
-from tests.widget_kit import BOT, CHROMIUM, MakeWorld, chromium, say, worlds
+from tests.widget_kit import BOT, CHROMIUM, MakeWorld, chromium, say, shot, worlds
 
 pytest.importorskip("playwright.async_api", reason="playwright is not installed")
 pytestmark = [
@@ -57,6 +57,7 @@ async def test_the_stop_button_stops_the_answer_and_keeps_what_it_showed(
             # a labelled button: its words are on it, not only in a tooltip
             assert await stop.is_visible() and (await stop.inner_text()).strip() == "Stop"
             assert await stop.get_attribute("aria-label") == "Stop the answer"
+            await shot(page, "stop-running")
             await stop.click()
 
             await model.wait_closed(1, timeout=WAIT_S)  # the model stream, closed
@@ -70,6 +71,7 @@ async def test_the_stop_button_stops_the_answer_and_keeps_what_it_showed(
             assert await mark.locator("svg").count() == 1  # the stop icon, not the ⏹ glyph
             assert await done.locator(".cgw-typing").count() == 0
             assert await stop.is_hidden()
+            await shot(page, "stopped")
         assert w.app is not None
         await settled(w.app)
         assert model.asked == ["coordinator"]
