@@ -22,13 +22,17 @@ from bot.pipeline.turn import STOPPED
 from bot.runtime.app import App
 from tests.api_kit import KEY_A, ApiClient, Event, api_section, read_events
 from tests.conftest import connect, db_rows, make_config, settled
+from tests.slack_events import envelope
+from tests.slack_events import message as slack_message
+from tests.slack_fake import APP_TOKEN, FakeSlack
+from tests.slack_fake import BOT_TOKEN as SLACK_BOT_TOKEN
 from tests.stop_kit import STREAMED, WAIT_S, StopModel, log_count, sections
 from tests.telegram_fake import TOKEN, FakeBotAPI
 from tests.test_mcp_servers import logged
 
 pytestmark = [pytest.mark.process, pytest.mark.timeout(180)]
 
-KINDS = ["widget", "command", "api", "telegram"]
+KINDS = ["widget", "command", "api", "telegram", "slack"]
 USER_CHAT = 4242  # the Telegram user's private chat
 
 
@@ -44,7 +48,16 @@ class Surface:
 
 
 @pytest.fixture
-async def started() -> AsyncIterator[list[App]]:
+async def fakes() -> AsyncIterator[list[FakeBotAPI | FakeSlack]]:
+    """The platform fakes a test started: closed after its apps stopped."""
+    started: list[FakeBotAPI | FakeSlack] = []
+    yield started
+    for fake in started:
+        await fake.close()
+
+
+@pytest.fixture
+async def started(fakes: list[FakeBotAPI | FakeSlack]) -> AsyncIterator[list[App]]:
     apps: list[App] = []
     yield apps
     for app in apps:
@@ -57,7 +70,8 @@ async def start(
     tmp_path: Path,
     model: StopModel,
     session: aiohttp.ClientSession,
-) -> tuple[App, Surface, FakeBotAPI | None]:
+    fakes: list[FakeBotAPI | FakeSlack],
+) -> tuple[App, Surface]:
     log = tmp_path / "mcp.log"
     config = sections(tmp_path, model, log)
     fake: FakeBotAPI | None = None
@@ -66,9 +80,23 @@ async def start(
     if kind == "telegram":
         fake = FakeBotAPI(interval_s=0.05)
         await fake.start()
+        fakes.append(fake)
         telegram = {"enabled": True, "token": TOKEN, "api_base": fake.url}
         config["channels"] = {"telegram": telegram | {"private_edit_interval_s": 0.05}}
         config["server"] = {"public_url": "https://bot.example.com"}
+    if kind == "slack":
+        slack = FakeSlack()
+        await slack.start()
+        fakes.append(slack)
+        config["channels"] = {
+            "slack": {
+                "enabled": True,
+                "bot_token": SLACK_BOT_TOKEN,
+                "app_token": APP_TOKEN,
+                "api_base": slack.url,
+                "edit_interval_s": 0.1,
+            }
+        }
     app = App(make_config(tmp_path, **config), base_dir=tmp_path)
     await app.__aenter__()
     started.append(app)
@@ -138,6 +166,25 @@ async def start(
                     changed.clear()
                     await changed.wait()
 
+    elif kind == "slack":
+        await slack.wait_for(lambda: slack.connected > 0)
+
+        async def ask(text: str) -> None:
+            await slack.push("events_api", envelope(slack_message(text, channel="D1")))
+
+        async def stop() -> None:  # a DM that is just "stop" is the command
+            await slack.push("events_api", envelope(slack_message("stop", channel="D1")))
+
+        def slack_shown() -> list[str]:
+            return [m.text for m in slack.bot_messages("D1")]
+
+        async def final() -> tuple[str, bool | None]:
+            await slack.wait_for(lambda: any(STOPPED in t for t in slack_shown()), timeout=WAIT_S)
+            return next(t for t in slack_shown() if STOPPED in t), None
+
+        async def showing(text: str) -> None:
+            await slack.wait_for(lambda: any(text in t for t in slack_shown()), timeout=WAIT_S)
+
     else:
         assert fake is not None
         bot = fake
@@ -157,7 +204,7 @@ async def start(
             await bot.wait_for(lambda: any(text in t for t in shown(bot)), timeout=WAIT_S)
 
     surface.ask, surface.stop, surface.final, surface.showing = ask, stop, final, showing
-    return app, surface, fake
+    return app, surface
 
 
 def shown(fake: FakeBotAPI) -> list[str]:
@@ -166,68 +213,66 @@ def shown(fake: FakeBotAPI) -> list[str]:
 
 @pytest.mark.parametrize("kind", KINDS)
 async def test_a_stop_ends_the_model_call_the_tools_and_the_specialists(
-    kind: str, started: list[App], tmp_path: Path, session: aiohttp.ClientSession
+    kind: str,
+    started: list[App],
+    fakes: list[FakeBotAPI | FakeSlack],
+    tmp_path: Path,
+    session: aiohttp.ClientSession,
 ) -> None:
     log = tmp_path / "mcp.log"
     async with StopModel("work") as model:
-        app, surface, fake = await start(kind, started, tmp_path, model, session)
-        try:
-            await surface.ask("do all the work")
-            await logged(log, "slow started")  # the coordinator's call
-            await model.wait_requests(3, timeout=WAIT_S)  # coordinator, alpha, beta
-            async with asyncio.timeout(WAIT_S):  # alpha's call too
-                while log_count(log, "slow started") < 2:  # noqa: ASYNC110 (a child's log)
-                    await asyncio.sleep(0.02)
-            assert not model.closed  # beta's stream is held open
-            await surface.stop()
+        app, surface = await start(kind, started, tmp_path, model, session, fakes)
+        await surface.ask("do all the work")
+        await logged(log, "slow started")  # the coordinator's call
+        await model.wait_requests(3, timeout=WAIT_S)  # coordinator, alpha, beta
+        async with asyncio.timeout(WAIT_S):  # alpha's call too
+            while log_count(log, "slow started") < 2:  # noqa: ASYNC110 (a child's log)
+                await asyncio.sleep(0.02)
+        assert not model.closed  # beta's stream is held open
+        await surface.stop()
 
-            await model.wait_closed(1, timeout=WAIT_S)  # beta's model stream closed
-            async with asyncio.timeout(WAIT_S):  # both MCP calls cancelled on the server
-                while log_count(log, "cancelled slow") < 2:  # noqa: ASYNC110 (a child's log)
-                    await asyncio.sleep(0.02)
-            text, marked = await surface.final()
-            assert text == STOPPED and marked in (True, None)
-            await settled(app)
-            statuses = {t.subagent_type: t.status for t in app.workers.tasks.values()}
-            assert statuses == {"specialist-alpha": "killed", "specialist-beta": "killed"}
-            assert sorted(model.asked) == ["alpha", "beta", "coordinator"]  # nothing more
-            assert db_rows(app, "select status from turns") == [("stopped",)]
-            # beta's call was cut before the provider reported usage: only what it streamed
-            # (an estimate) counts; the coordinator's and alpha's calls count as reported
-            rows = sorted(db_rows(app, "select input_tokens, output_tokens from usage"))
-            assert len(rows) == 3 and rows.count((12, 7)) == 2, rows
-            (prompt, written) = next(row for row in rows if row != (12, 7))
-            assert prompt > 0 and written == len("Beta is thinking") // 4
-        finally:
-            if fake is not None:
-                await app.stop()
-                await fake.close()
+        await model.wait_closed(1, timeout=WAIT_S)  # beta's model stream closed
+        async with asyncio.timeout(WAIT_S):  # both MCP calls cancelled on the server
+            while log_count(log, "cancelled slow") < 2:  # noqa: ASYNC110 (a child's log)
+                await asyncio.sleep(0.02)
+        text, marked = await surface.final()
+        assert text == STOPPED and marked in (True, None)
+        await settled(app)
+        statuses = {t.subagent_type: t.status for t in app.workers.tasks.values()}
+        assert statuses == {"specialist-alpha": "killed", "specialist-beta": "killed"}
+        assert sorted(model.asked) == ["alpha", "beta", "coordinator"]  # nothing more
+        assert db_rows(app, "select status from turns") == [("stopped",)]
+        # beta's call was cut before the provider reported usage: only what it streamed
+        # (an estimate) counts; the coordinator's and alpha's calls count as reported
+        rows = sorted(db_rows(app, "select input_tokens, output_tokens from usage"))
+        assert len(rows) == 3 and rows.count((12, 7)) == 2, rows
+        (prompt, written) = next(row for row in rows if row != (12, 7))
+        assert prompt > 0 and written == len("Beta is thinking") // 4
 
 
 @pytest.mark.parametrize("kind", KINDS)
 async def test_a_stopped_answer_keeps_what_it_showed_with_a_stopped_mark(
-    kind: str, started: list[App], tmp_path: Path, session: aiohttp.ClientSession
+    kind: str,
+    started: list[App],
+    fakes: list[FakeBotAPI | FakeSlack],
+    tmp_path: Path,
+    session: aiohttp.ClientSession,
 ) -> None:
     async with StopModel("answer") as model:
-        app, surface, fake = await start(kind, started, tmp_path, model, session)
-        try:
-            await surface.ask("answer me")
-            await model.wait_requests(1, timeout=WAIT_S)
-            streamed = "".join(STREAMED)
-            await surface.showing(streamed)  # the text reached the user
-            await surface.stop()
-            await model.wait_closed(1, timeout=WAIT_S)
-            text, marked = await surface.final()
-            assert text == f"{streamed}\n\n{STOPPED}"
-            assert marked in (True, None)
-            if surface.history is not None:  # the API's transcript keeps it, marked stopped
-                answers = [m for m in await surface.history() if m["role"] == "assistant"]
-                assert [(m["text"], m["status"]) for m in answers] == [(text, "stopped")]
-            await settled(app)
-            assert model.asked == ["coordinator"]
-            ((prompt, written),) = db_rows(app, "select input_tokens, output_tokens from usage")
-            assert prompt > 0 and written == len(streamed) // 4  # what it used, estimated
-        finally:
-            if fake is not None:
-                await app.stop()
-                await fake.close()
+        app, surface = await start(kind, started, tmp_path, model, session, fakes)
+        await surface.ask("answer me")
+        await model.wait_requests(1, timeout=WAIT_S)
+        streamed = "".join(STREAMED)
+        await surface.showing(streamed)  # the text reached the user
+        await surface.stop()
+        await model.wait_closed(1, timeout=WAIT_S)
+        text, marked = await surface.final()
+        assert text == f"{streamed}\n\n{STOPPED}"
+        assert marked in (True, None)
+        if surface.history is not None:  # the API's transcript keeps it, marked stopped
+            answers = [m for m in await surface.history() if m["role"] == "assistant"]
+            assert [(m["text"], m["status"]) for m in answers] == [(text, "stopped")]
+        await settled(app)
+        assert model.asked == ["coordinator"]
+        ((prompt, written),) = db_rows(app, "select input_tokens, output_tokens from usage")
+        assert prompt > 0 and written == len(streamed) // 4  # what it used, estimated
