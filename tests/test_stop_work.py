@@ -2,8 +2,9 @@
 
 A turn of tests/stop_kit.py runs the coordinator's slow MCP call, a background specialist in a
 slow MCP call and a foreground specialist whose model stream the fake provider holds open. A
-stop — the widget's stop frame, `/stop` typed on the web socket, the sessions API's stop, and
-`/stop` on Telegram — must close that model stream (the fake sees the connection closed),
+stop — the widget's stop frame, `/stop` typed on the web socket, the sessions API's stop,
+`/stop` on Telegram and on Feishu, `stop` in a Slack DM, each platform's real SDK client on its
+fake — must close that model stream (the fake sees the connection closed),
 cancel both MCP calls on the server (it logs them cancelled), kill both specialists, ask the
 model nothing more and end the placeholder as stopped.
 """
@@ -22,6 +23,8 @@ from bot.pipeline.turn import STOPPED
 from bot.runtime.app import App
 from tests.api_kit import KEY_A, ApiClient, Event, api_section, read_events
 from tests.conftest import connect, db_rows, make_config, settled
+from tests.feishu_events import message_event
+from tests.feishu_fake import APP_ID, APP_SECRET, FakeFeishu
 from tests.slack_events import envelope
 from tests.slack_events import message as slack_message
 from tests.slack_fake import APP_TOKEN, FakeSlack
@@ -32,7 +35,7 @@ from tests.test_mcp_servers import logged
 
 pytestmark = [pytest.mark.process, pytest.mark.timeout(180)]
 
-KINDS = ["widget", "command", "api", "telegram", "slack"]
+KINDS = ["widget", "command", "api", "telegram", "slack", "feishu"]
 USER_CHAT = 4242  # the Telegram user's private chat
 
 
@@ -48,16 +51,16 @@ class Surface:
 
 
 @pytest.fixture
-async def fakes() -> AsyncIterator[list[FakeBotAPI | FakeSlack]]:
+async def fakes() -> AsyncIterator[list[FakeBotAPI | FakeSlack | FakeFeishu]]:
     """The platform fakes a test started: closed after its apps stopped."""
-    started: list[FakeBotAPI | FakeSlack] = []
+    started: list[FakeBotAPI | FakeSlack | FakeFeishu] = []
     yield started
     for fake in started:
         await fake.close()
 
 
 @pytest.fixture
-async def started(fakes: list[FakeBotAPI | FakeSlack]) -> AsyncIterator[list[App]]:
+async def started(fakes: list[FakeBotAPI | FakeSlack | FakeFeishu]) -> AsyncIterator[list[App]]:
     apps: list[App] = []
     yield apps
     for app in apps:
@@ -70,7 +73,7 @@ async def start(
     tmp_path: Path,
     model: StopModel,
     session: aiohttp.ClientSession,
-    fakes: list[FakeBotAPI | FakeSlack],
+    fakes: list[FakeBotAPI | FakeSlack | FakeFeishu],
 ) -> tuple[App, Surface]:
     log = tmp_path / "mcp.log"
     config = sections(tmp_path, model, log)
@@ -84,6 +87,12 @@ async def start(
         telegram = {"enabled": True, "token": TOKEN, "api_base": fake.url}
         config["channels"] = {"telegram": telegram | {"private_edit_interval_s": 0.05}}
         config["server"] = {"public_url": "https://bot.example.com"}
+    if kind == "feishu":
+        lark = FakeFeishu()
+        await lark.start()
+        fakes.append(lark)
+        section = {"enabled": True, "app_id": APP_ID, "app_secret": APP_SECRET}
+        config["channels"] = {"feishu": section | {"domain": lark.url}}
     if kind == "slack":
         slack = FakeSlack()
         await slack.start()
@@ -185,6 +194,25 @@ async def start(
         async def showing(text: str) -> None:
             await slack.wait_for(lambda: any(text in t for t in slack_shown()), timeout=WAIT_S)
 
+    elif kind == "feishu":
+        await lark.ws.wait_connected()
+
+        async def ask(text: str) -> None:
+            await lark.ws.push(message_event(text))
+
+        async def stop() -> None:
+            await lark.ws.push(message_event("/stop"))
+
+        def lark_shown() -> list[str]:
+            return [lark.text_of(m) for m in lark.bot_messages("oc_p2p")]
+
+        async def final() -> tuple[str, bool | None]:
+            await lark.wait_for(lambda: any(STOPPED in t for t in lark_shown()), timeout=WAIT_S)
+            return next(t for t in lark_shown() if STOPPED in t), None
+
+        async def showing(text: str) -> None:
+            await lark.wait_for(lambda: any(text in t for t in lark_shown()), timeout=WAIT_S)
+
     else:
         assert fake is not None
         bot = fake
@@ -215,7 +243,7 @@ def shown(fake: FakeBotAPI) -> list[str]:
 async def test_a_stop_ends_the_model_call_the_tools_and_the_specialists(
     kind: str,
     started: list[App],
-    fakes: list[FakeBotAPI | FakeSlack],
+    fakes: list[FakeBotAPI | FakeSlack | FakeFeishu],
     tmp_path: Path,
     session: aiohttp.ClientSession,
 ) -> None:
@@ -254,7 +282,7 @@ async def test_a_stop_ends_the_model_call_the_tools_and_the_specialists(
 async def test_a_stopped_answer_keeps_what_it_showed_with_a_stopped_mark(
     kind: str,
     started: list[App],
-    fakes: list[FakeBotAPI | FakeSlack],
+    fakes: list[FakeBotAPI | FakeSlack | FakeFeishu],
     tmp_path: Path,
     session: aiohttp.ClientSession,
 ) -> None:
