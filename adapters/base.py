@@ -149,6 +149,9 @@ class OutboundContent:
     text: str
     display: tuple[Mapping[str, Any], ...] = ()
     parts: tuple[Part, ...] = ()
+    # the final of a stopped answer: `text` is what it had shown, its last paragraph the
+    # stopped mark; a channel that shows a stop itself (the web's `stopped: true`) says so
+    stopped: bool = False
 
 
 @dataclass(frozen=True, slots=True)

@@ -10,6 +10,7 @@ from contextlib import aclosing
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from agent.history import estimate_tokens
 from agent.providers.base import Provider
 from agent.types import (
     AuditRecord,
@@ -218,26 +219,54 @@ async def _ask(
     parts: list[str] = []
     calls: list[ToolCall] = []
     cost: Usage | None = None  # None: the server reported no usage (some compatible servers)
-    # aclosing: a stopped turn closes the provider's HTTP stream now, not when GC finds it
-    async with aclosing(provider.stream(request)) as events:
-        async for event in events:
-            if isinstance(event, TextDelta):
-                if event.text:
-                    parts.append(event.text)
-                    await emit(AnswerDelta(event.text))
-            elif isinstance(event, ToolCallEvent):
-                calls.append(event.call)
-            elif isinstance(event, Usage):
-                cost = event if cost is None else _plus(cost, event)
-                if on_usage is not None:
-                    await on_usage(provider, event)
-            elif isinstance(event, StreamRestart):
-                # the provider starts this call over (retry or fallback): the preview goes back
-                if parts:
-                    await emit(AnswerReset())
-                parts.clear()
-                calls.clear()
+    try:
+        # aclosing: a stopped turn closes the provider's HTTP stream now, not when GC finds it
+        async with aclosing(provider.stream(request)) as events:
+            async for event in events:
+                if isinstance(event, TextDelta):
+                    if event.text:
+                        parts.append(event.text)
+                        await emit(AnswerDelta(event.text))
+                elif isinstance(event, ToolCallEvent):
+                    calls.append(event.call)
+                elif isinstance(event, Usage):
+                    cost = event if cost is None else _plus(cost, event)
+                    if on_usage is not None:
+                        await on_usage(provider, event)
+                elif isinstance(event, StreamRestart):
+                    # the provider starts this call over (retry or fallback): the preview goes
+                    # back
+                    if parts:
+                        await emit(AnswerReset())
+                    parts.clear()
+                    calls.clear()
+    except asyncio.CancelledError:  # a stop or a deadline cut the call: what it used counts
+        cut = cut_usage(request, parts, calls, cost)
+        if cut is not None and on_usage is not None:
+            await on_usage(provider, cut)
+        raise
     return "".join(parts), _unique_ids(calls), cost
+
+
+def cut_usage(
+    request: ModelRequest, parts: list[str], calls: list[ToolCall], reported: Usage | None
+) -> Usage | None:
+    """What a call cut short used beyond what its provider reported (None: nothing more).
+
+    Providers report usage at the end of a stream (OpenAI) or only the input at its start
+    (Anthropic): a stopped call would otherwise count nothing for the text it already made, and
+    quotas could be dodged by stopping every answer. The model is billed for the prompt it read
+    and the tokens it wrote before the connection closed; without the provider's figures, both
+    are estimated as the history window does (about four characters a token). A call that
+    returned nothing is not counted: it may not have reached the model."""
+    if not parts and not calls and reported is None:
+        return None
+    written = sum(len(p) for p in parts) + sum(len(c.name) + len(c.arguments) for c in calls)
+    output = max(0, written // 4 - (reported.output_tokens if reported else 0))
+    if reported is not None:
+        return Usage(0, output) if output else None
+    prompt = len(request.system) // 4 + sum(estimate_tokens(m) for m in request.messages)
+    return Usage(prompt, output)
 
 
 def _plus(a: Usage, b: Usage) -> Usage:

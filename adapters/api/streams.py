@@ -79,7 +79,8 @@ class SessionStreams:
         session_id = sent.session_id
         emit_after = resume if resume is not None else sent.seq
         answer = await self.channel.records.api_reply(session_id, sent.message_id)
-        known = answer.message_id if answer is not None and answer.status == "completed" else None
+        ended = answer is not None and answer.status in ("completed", "stopped")
+        known = answer.message_id if answer is not None and ended else None
         if known is None and sent.status == "dropped":
             return await self._dropped(request, sent)
         resent = InboundMessage(ChatRef("api", session_id), "", sent.text, "")
@@ -252,4 +253,6 @@ def _completed(answer: ApiMessage, seq: int) -> str:
         "display": [dict(hint) for hint in answer.display],
         "seq": seq,
     }
+    if answer.status == "stopped":
+        frame["stopped"] = True
     return json.dumps(frame, ensure_ascii=False, separators=(",", ":"))

@@ -194,7 +194,12 @@ class TurnResumer:
     ) -> str:
         language = await self._language(turn)
         delivery = Delivery(
-            channel, chat, recipient=turn.user_id, blobs=self.blobs, language=language
+            channel,
+            chat,
+            recipient=turn.user_id,
+            blobs=self.blobs,
+            language=language,
+            stopped=lambda: control.stopped,
         )
         # a background result's media (the user message's parts) ride with its answer, as in
         # a turn that was not cut (bot/pipeline/turn_input.py `carried`)
@@ -228,7 +233,10 @@ class TurnResumer:
             if control.lost:  # another process took it over meanwhile: leave it to that one
                 log.warning("turn %s left to the process that took it over", turn.id)
                 return "lost"
-            await delivery.finish(outcome.text, outcome.display, outcome.parts)
+            if outcome.status == "stopped":  # what it showed stays, marked stopped
+                await delivery.finish_stopped(outcome.text)
+            else:
+                await delivery.finish(outcome.text, outcome.display, outcome.parts)
         except ChannelError as exc:
             log.error("turn %s resumed but its final edit failed: %s", turn.id, exc)
             outcome.status, outcome.error = "failed", f"delivery: {exc}"

@@ -165,6 +165,7 @@ class TurnRunner:
             recipient=last.user_id,
             blobs=self.blobs,
             language=language,
+            stopped=lambda: control.stopped,
         )
         arrived = min(message.received_at for message in batch)
         outcome = Outcome()
@@ -263,7 +264,10 @@ class TurnRunner:
                 log.warning("turn %s left to the process that took it over", turn_id)
                 return
             try:
-                await delivery.finish(outcome.text, outcome.display, outcome.parts)
+                if outcome.status == "stopped":  # what it showed stays, marked stopped
+                    await delivery.finish_stopped(outcome.text)
+                else:
+                    await delivery.finish(outcome.text, outcome.display, outcome.parts)
             except ChannelError as exc:
                 log.error("turn %s ended but its final edit failed: %s", turn_id, exc)
                 outcome.status, outcome.error = "failed", f"delivery: {exc}"
