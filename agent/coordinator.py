@@ -16,6 +16,7 @@ from agent.replay import ReplayPoint, open_calls
 from agent.store import Store, UsageLog
 from agent.types import Message, ToolCall
 from content.parts import Part
+from tools.approval import ApprovalGate, ApprovalPending, asked
 from tools.base import Emit, ToolContext, ToolDeps, ToolResult, ToolSpec
 from tools.control import CONTROL_TOOLS
 from tools.events import Interim, TurnEvent
@@ -66,8 +67,11 @@ class Coordinator:
         personas: PersonaLibrary | None = None,
         redirects: Mapping[str, Redirect] | None = None,
         deps: ToolDeps | None = None,
+        gate: ApprovalGate | None = None,
     ) -> None:
-        """`deps`: what its tools may reach (the specialists among them), built once."""
+        """`deps`: what its tools may reach (the specialists among them), built once; `gate`:
+        who is asked before a call that needs approval (None: such calls are not run)."""
+        self.gate = gate
         self.provider = provider
         self.registry = registry
         self.store = store
@@ -99,6 +103,12 @@ class Coordinator:
                 self.settings.loop,
                 max_rounds=persona.max_rounds or self.settings.loop.max_rounds,
                 redirects=self.redirects if persona.is_coordinator else {},
+                approve=asked(
+                    self.registry,
+                    names,
+                    (*self.settings.loop.globs, *persona.approve),
+                    self.settings.loop.exempt,
+                ),
             )
             prepared = _Prepared(system, tools, frozenset(names), loop)
             if len(self._prepared) > 256:
@@ -180,11 +190,15 @@ class Coordinator:
                 on_usage=usage_log,
                 record=record,
                 resumed=None if replay is None else replay.resumed,
+                gate=self.gate,
             )
             if interim and not result.answered:
                 # everything was said through SendMessage: the last note is the answer, sent once
                 result.text = interim[-1]
             return result
+        except ApprovalPending as paused:
+            unanswered.pop(paused.call_id, None)  # open on purpose: the turn goes on from it
+            raise
         finally:
             # A turn that ends early (stopped, timed out, failed) closes the calls it left open,
             # so the history never holds a call without its result (the APIs refuse that).

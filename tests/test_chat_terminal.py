@@ -165,9 +165,10 @@ async def test_stop_typed_while_the_answer_streams_stops_it(chat: Terminal, tmp_
     text = chat.text
     assert "Nothing to stop." not in text
     assert "word" not in text[text.index("⏹ Stopped.") :]  # nothing streams after the stop
-    # what streamed before the stop stays on screen, then the answer ends stopped
+    # what streamed before the stop stays in the answer, which ends with the stopped mark
     said = text.rindex("bot> word0 word1 word2 word3 word4 word5")
-    assert said < text.index("bot> ⏹ Stopped.")
+    assert said < text.index("⏹ Stopped.")
+    assert "bot> ⏹ Stopped." not in text  # not replaced by the mark
     # the gateway logged the stop mid-stream: into the log file, not into the conversation
     log = (tmp_path / "data" / "chat.log").read_text()
     assert "bot.pipeline.commands: stopped terminal:local" in log

@@ -185,8 +185,8 @@ def test_numbers_load_as_strings_where_text_is_expected(tmp_path: Path) -> None:
 def test_unknown_top_level_key(tmp_path: Path) -> None:
     assert error_of(tmp_path, "servr: {}\n") == (
         "config.yaml: servr: unknown key; expected one of: "
-        "admin, agent, channels, gateway, knowledge, llm, log, mcp, media, pairing, personas,"
-        " quotas, redis, schedules, server, storage, stt, tools, usage"
+        "admin, agent, approvals, channels, gateway, knowledge, llm, log, mcp, media, pairing,"
+        " personas, quotas, redis, schedules, server, storage, stt, tools, usage"
     ).replace("config.yaml", str(tmp_path / "config.yaml"))
 
 

@@ -72,7 +72,7 @@ BAD = {
     "unknown_key": (
         "---\nname: bar\ndescription: d\ntools: []\ntool: [x]\n---\nbody\n",
         5,
-        "unknown key 'tool'; allowed: description, display_description, display_name, language, max_rounds, model, name, suggestions, tools, welcome",
+        "unknown key 'tool'; allowed: approve, description, display_description, display_name, language, max_rounds, model, name, suggestions, tools, welcome",
     ),
     "wrong_type": (
         "---\nname: bar\ndescription: d\ntools: []\nmax_rounds: lots\n---\nbody\n",
@@ -211,7 +211,7 @@ def test_broken_override_falls_back_and_check_reports_every_dir(tmp_path: Path) 
     assert [str(e) for e in errors] == [
         f"{base / 'old.md'}:1: " + errors[0].reason,
         f"{site / 'research.md'}:4: unknown key 'tool'; "
-        "allowed: description, display_description, display_name, language, max_rounds, model, name, suggestions, tools, welcome",
+        "allowed: approve, description, display_description, display_name, language, max_rounds, model, name, suggestions, tools, welcome",
     ]
     assert library.get("research").description == "Base research."
     # an overridden base file is still checked

@@ -118,7 +118,7 @@ def document(max_text_chars: int = 8000) -> dict[str, Any]:
             "id": {"type": "string"},
             "role": {"enum": ["user", "assistant"]},
             "text": {"type": "string"},
-            "status": {"enum": ["received", "dropped", "pending", "completed"]},
+            "status": {"enum": ["received", "dropped", "pending", "completed", "stopped"]},
             "reply_to": {"type": ["string", "null"]},
             "display": {"type": "array", "items": {"type": "object"}},
             "action": {"type": ["object", "null"]},
@@ -224,7 +224,9 @@ def document(max_text_chars: int = 8000) -> dict[str, Any]:
         f"{one}/stop": {
             "parameters": [_SESSION_ID],
             "post": _post(
-                "Stop the answer in progress and the messages queued behind it",
+                "Stop the answer in progress, its work (model call, tools, specialists) and "
+                "the messages queued behind it; the answer's message.completed then carries "
+                "stopped: true and keeps the text it had shown",
                 "Stop",
                 {
                     "202": _json({"type": "object"}, "Stop requested"),

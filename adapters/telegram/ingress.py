@@ -28,7 +28,7 @@ from aiogram.exceptions import (
     TelegramServerError,
     TelegramUnauthorizedError,
 )
-from aiogram.types import BotCommand, Message, Update
+from aiogram.types import BotCommand, CallbackQuery, Message, Update
 from aiogram.utils.backoff import Backoff, BackoffConfig
 from aiohttp import web
 from pydantic import ValidationError
@@ -36,6 +36,7 @@ from pydantic import ValidationError
 from adapters.accounts import Accounts, AccountTaken
 from adapters.base import ChannelError, InboundMessage, Inbox, Leader, OutboundContent, TryLater
 from adapters.telegram.albums import MOST_S, QUIET_S, Albums
+from adapters.telegram.buttons import pressed
 from adapters.telegram.normalize import BotIdentity, Unsupported, normalize
 from adapters.telegram.recent import Recent
 from content.texts import DEFAULT_LANGUAGE, LANGUAGES, t
@@ -103,6 +104,7 @@ class Ingress:
         self.mode = mode
         self.dp = Dispatcher()
         self.dp.message.register(self._on_message)
+        self.dp.callback_query.register(self._on_press)
         self.group: asyncio.TaskGroup | None = None  # owns update handlers and typing
         self._secret = (secret or "").encode()
         self._path = path
@@ -246,6 +248,17 @@ class Ingress:
             album = message.media_group_id
             await self._albums.add(album, event_update.update_id, inbound, inbox, wait=webhook)
         elif inbound is not None:
+            await inbox(inbound)
+
+    async def _on_press(self, query: CallbackQuery, event_update: Update) -> None:
+        """A button of ours pressed: answered at once (the client's spinner stops), then handed
+        on as an action; the gateway decides what it does."""
+        inbox = self._inbox
+        if inbox is None:
+            return
+        await self._best_effort("answerCallbackQuery", lambda: query.answer())
+        inbound = pressed(query, event_update.update_id, self.name)
+        if inbound is not None:
             await inbox(inbound)
 
     async def _decline(self, unsupported: Unsupported) -> None:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import replace
 
 from adapters.base import (
     Channel,
@@ -24,17 +24,18 @@ from agent.coordinator import Coordinator
 from agent.log_context import bound
 from agent.personas import PersonaLibrary
 from agent.workers import Workers
+from bot.approvals.desk import ApprovalDesk
 from bot.ops.metrics import NO_METRICS, GatewayMetrics
 from bot.pipeline.commands import HELP, NewCommand, StopCommand
 from bot.pipeline.conversation_state import ConversationState, MemoryConversationState
 from bot.pipeline.conversations import ClaimingQueue, ConversationQueue, Held, QueueFull, TurnSignal
 from bot.pipeline.dedup import Dedup
+from bot.pipeline.gateway_settings import GatewaySettings
 from bot.pipeline.held import HeldMessages
 from bot.pipeline.language import ConversationLanguage
 from bot.pipeline.pairing import PairingGate
-from bot.pipeline.persona_choice import PersonaChoice
 from bot.pipeline.quota import Quotas
-from bot.pipeline.resume import ResumeSettings, TurnResumer
+from bot.pipeline.resume import TurnResumer
 from bot.pipeline.routing import (
     CONVERSATION,
     IGNORE,
@@ -68,14 +69,6 @@ UNCLAIM_RETRIES_S = (0.05, 0.1, 0.2, 0.4, 0.8, 1.6)
 NOT_TAKEN = t(DEFAULT_LANGUAGE, "gateway.not_taken")
 
 
-@dataclass(frozen=True, slots=True)
-class GatewaySettings:
-    turn_timeout_s: float = 120.0
-    persona: PersonaChoice = PersonaChoice()
-    resume: ResumeSettings = ResumeSettings()
-    language: str = DEFAULT_LANGUAGE  # `gateway.language`: texts where no other is known
-
-
 class Gateway:
     def __init__(
         self,
@@ -98,14 +91,17 @@ class Gateway:
         blobs: BlobStore | None = None,
         hearing: Hearing | None = None,
         pairing: PairingGate | None = None,
+        approvals: ApprovalDesk | None = None,
     ) -> None:
         """`commands`: more rows of the command table (after /new and /stop; one of the same
         name replaces it). `modes`: the handlers of the modes other than bot (default: the
         message recorded and acknowledged, bot/pipeline/held.py). `turn_log` and
         `message_log`: the store's roles the gateway's parts use (its turns and sessions; the
         sessions' messages). `hearing`: voice notes transcribed before their turn (None: not).
+        `approvals`: answers to approval requests, taken before routing (None: no requests).
         `pairing`: the gate for unknown senders' direct messages where the access policy says
         "pair" (None: they are refused)."""
+        self.approvals = approvals
         self.channels = channels
         self.metrics = metrics
         self.coordinator = coordinator
@@ -161,6 +157,7 @@ class Gateway:
             settings=settings.resume,
             blobs=blobs,
             languages=self.languages,
+            approvals=approvals.records if approvals is not None else None,
         )
         self.turns = TurnRunner(
             channels=channels,
@@ -178,6 +175,7 @@ class Gateway:
             blobs=blobs,
             hearing=hearing,
             languages=self.languages,
+            approvals=approvals,
         )
         # Cleared while interrupted turns are queued at start (bot/pipeline/recovery.py): a new message
         # waits, so it never runs before the unfinished turn of its conversation.
@@ -189,15 +187,17 @@ class Gateway:
         to record are retried meanwhile, and once more after the last turn (bot/pipeline/turn_ends.py)."""
         try:
             async with asyncio.TaskGroup() as group:
-                retrying = group.create_task(self.turns.ends.retry(), name="turn ends")
-                resuming = group.create_task(
-                    self.resumer.deferred.retry(self.queue_resume), name="resumptions refused"
-                )
+                beside = [
+                    group.create_task(self.turns.ends.retry(), name="turn ends"),
+                    group.create_task(self.resumer.deferred.retry(self.queue_resume)),
+                ]
+                if self.approvals is not None:  # requests nobody answered in time: denied
+                    beside.append(group.create_task(self.approvals.expire(self.queue_resume)))
                 try:
                     await self.conversations.run(self.turns.run)
                 finally:
-                    retrying.cancel()
-                    resuming.cancel()
+                    for task in beside:
+                        task.cancel()
         finally:
             await self.turns.ends.flush()
 
@@ -218,10 +218,22 @@ class Gateway:
                 await self._paired(message, press=True)
             return
         route = self.router.route(message)  # reads nothing, so it can go before the claim
+        if self.approvals is not None and self.approvals.may_be_answer(message):
+            # an approval's button (any chat's, the operator place's too) or "allow"/"deny";
+            # a text that answers nothing goes on as usual
+            taken = await self._claim(message)
+            if taken and not await self.approvals.take(message, self.queue_resume, self._say):
+                await self._routed(route, message)
+            return
         if route is CONVERSATION and self._claiming is not None:
             await self._enqueue_new(self._claiming, message)
             return
-        if not await self._claim(message) or route.to == "ignore":
+        if await self._claim(message):
+            await self._routed(route, message)
+
+    async def _routed(self, route: Route, message: InboundMessage) -> None:
+        """A claimed message where its route sends it."""
+        if route.to == "ignore":
             return
         if route.to == "pair":
             route = await self._paired(message)
@@ -338,19 +350,17 @@ class Gateway:
         log.error("event %s was claimed but not queued, and its claim not released", event_id)
 
     async def resume_turn(self, turn_id: str, control: TurnSignal | None = None) -> str:
-        """Finish a turn whose process died (see bot/pipeline/resume.py); its final status, or "not
-        running". The caller holds the turn's conversation (its lease, or its queue slot) and
-        may pass the `TurnSignal` that `/stop` reaches."""
+        """Finish a turn whose process died (bot/pipeline/resume.py): its final status, or "not
+        running". The caller holds its conversation; `control` is what `/stop` reaches."""
         return await self.resumer.resume_turn(turn_id, control)
 
-    async def queue_resume(self, turn_id: str, chat: ChatRef) -> None:
-        """Resume a turn in its conversation's queue, ahead of what arrives after (embedded)."""
-        # an empty user id: no message of a real user is coalesced into this one's batch
-        await self.conversations.enqueue(InboundMessage(chat, "", "", RESUME_EVENT + turn_id))
+    async def queue_resume(self, turn_id: str, chat: ChatRef, tag: str = "") -> None:
+        """Resume a turn in its conversation's queue (`tag`: which approval it waited on)."""
+        event = RESUME_EVENT + turn_id + (f"~{tag}" if tag else "")  # no user: coalesced alone
+        await self.conversations.enqueue(InboundMessage(chat, "", "", event))
 
     async def _session(self, message: InboundMessage, agent_id: str, version: str) -> str:
-        # Asked of the store every turn (one indexed read), never cached here: another process
-        # may have run /new since.
+        # read every turn (one indexed read), never cached: another process may have run /new
         return await self.turn_log.active_session(
             channel=message.chat.channel,
             conversation_key=message.conversation_key,

@@ -26,6 +26,8 @@ from agent.loop import Resumed
 from agent.personas import PersonaLibrary
 from agent.replay import ReplayPoint
 from agent.types import Message
+from bot.approvals.desk import ApprovalDesk
+from bot.approvals.policy import presser
 from bot.ops.metrics import NO_METRICS, GatewayMetrics
 from bot.pipeline.attachments import fetch_files, tell_refusals, to_fetch
 from bot.pipeline.conversations import TurnSignal
@@ -37,7 +39,7 @@ from bot.pipeline.placeholder import post_placeholder
 from bot.pipeline.quota import Quotas
 from bot.pipeline.resume import TurnResumer
 from bot.pipeline.turn_ends import TurnEnds
-from bot.pipeline.turn_input import carried, combine, media, shown, user_text_masker
+from bot.pipeline.turn_input import TASK_EVENT, carried, combine, media, shown, user_text_masker
 from bot.pipeline.turn_line import log_turn, tallying
 from bot.pipeline.turn_outcome import (
     INTERRUPTED,
@@ -71,7 +73,9 @@ __all__ = [
     "TurnRunner",
 ]
 
-RESUME_EVENT = "resume:"  # + a turn id: the queued resumption of a turn interrupted by a crash
+# + a turn id: the queued resumption of a turn interrupted by a crash; + `~<tag>` when one turn
+# is resumed more than once (each approval it waited on), which Redis would else queue only once
+RESUME_EVENT = "resume:"
 SHUTDOWN_GRACE_S = 3.0
 
 SessionFor = Callable[[InboundMessage, str, str], Awaitable[str]]
@@ -96,11 +100,14 @@ class TurnRunner:
         blobs: BlobStore | None = None,
         hearing: Hearing | None = None,
         languages: ConversationLanguage | None = None,
+        approvals: ApprovalDesk | None = None,
     ) -> None:
         """`work` runs the coordinator; `ends` records how turns ended (retrying what the store
         refused); `resumer` finishes the turns a dead process left (None: they are not);
         `hearing` transcribes voice notes (None: they stay audio parts, unheard); `languages`
-        says which language the turn's own texts are in (None: English)."""
+        says which language the turn's own texts are in (None: English); `approvals`: the
+        questions a new message withdraws (None: none are asked)."""
+        self.approvals = approvals
         self.languages = languages
         self.channels = channels
         self.blobs = blobs  # where inbound files are fetched to; None: they stay labels
@@ -120,7 +127,7 @@ class TurnRunner:
     async def run(self, batch: list[InboundMessage], control: TurnSignal) -> None:
         while batch and batch[0].event_id.startswith(RESUME_EVENT) and self.resumer is not None:
             # queued at start (bot/pipeline/recovery.py), before any new message of the conversation
-            turn_id = batch[0].event_id.removeprefix(RESUME_EVENT)
+            turn_id = batch[0].event_id.removeprefix(RESUME_EVENT).partition("~")[0]
             if await self.resumer.resume_turn(turn_id, control) == "running":
                 self.resumer.deferred.add(turn_id, batch[0].chat)  # the store refused it
             else:
@@ -128,6 +135,7 @@ class TurnRunner:
             batch = batch[1:]
         if not batch:
             return
+        await self._withdraw_questions(batch, control)
         last = batch[-1]
         turn_id = uuid.uuid4().hex
         # every log line of the turn, its tools and specialists included, names it (JSON log);
@@ -157,6 +165,7 @@ class TurnRunner:
             recipient=last.user_id,
             blobs=self.blobs,
             language=language,
+            stopped=lambda: control.stopped,
         )
         arrived = min(message.received_at for message in batch)
         outcome = Outcome()
@@ -247,14 +256,18 @@ class TurnRunner:
                     outcome = Outcome("refused", heard.reply)
                 else:
                     outcome = await self.work.run(turn, delivery, control, start)
-                    if outcome.status != "stopped":  # a background result's media, once
+                    # a background result's media, once: with the answer (not with a question)
+                    if outcome.status not in ("stopped", "waiting"):
                         outcome.parts = carried(batch) + outcome.parts
             if control.lost:
                 outcome, recorded = Outcome("lost"), False  # the new holder's now: hands off
                 log.warning("turn %s left to the process that took it over", turn_id)
                 return
             try:
-                await delivery.finish(outcome.text, outcome.display, outcome.parts)
+                if outcome.status == "stopped":  # what it showed stays, marked stopped
+                    await delivery.finish_stopped(outcome.text)
+                else:
+                    await delivery.finish(outcome.text, outcome.display, outcome.parts)
             except ChannelError as exc:
                 log.error("turn %s ended but its final edit failed: %s", turn_id, exc)
                 outcome.status, outcome.error = "failed", f"delivery: {exc}"
@@ -294,6 +307,25 @@ class TurnRunner:
             if recorded:
                 await self._record_end(turn_id, outcome, kept)
                 await self._spend(last, turn_id)
+
+    async def _withdraw_questions(self, batch: list[InboundMessage], control: TurnSignal) -> None:
+        """A user's new message while a call waits for approval withdraws the question: that
+        turn ends first (its model told it was not done), in its own live message, then this
+        one runs — never a history with a call left open."""
+        if self.approvals is None or self.resumer is None:
+            return
+        last = batch[-1]
+        if all(message.event_id.startswith(TASK_EVENT) for message in batch):
+            return  # a specialist's result is no answer from the user
+        try:
+            waiting = await self.approvals.dismiss(
+                last.conversation_key, last.user_id, presser(last)
+            )
+        except StorageError as exc:
+            log.error("questions in %s not withdrawn: %s", last.conversation_key, exc)
+            return
+        for turn_id in waiting:
+            await self.resumer.resume_turn(turn_id, control)
 
     async def _inputs(
         self,

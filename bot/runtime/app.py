@@ -19,6 +19,7 @@ from adapters.registry import build_enabled
 from agent.personas import PersonaLibrary
 from agent.providers import build_provider, describe_provider
 from agent.providers.base import Provider
+from bot.approvals.desk import DeskAnswers
 from bot.media.build import build_blobs, build_links, keep_retention, upload_secret
 from bot.media.route import MediaRoute
 from bot.ops.admin.pairing import PairingDesk
@@ -32,8 +33,7 @@ from bot.pipeline.pairing import PairingGate, PairingNotices
 from bot.pipeline.quota import Quotas
 from bot.pipeline.recovery import recover_interrupted_turns
 from bot.pipeline.resume import ResumeSettings
-from bot.pipeline.schedule_command import ScheduleCommand
-from bot.runtime import wiring
+from bot.runtime import scheduling, wiring
 from bot.runtime.config import Config, ConfigError
 from bot.runtime.web_server import WebServer
 from bot.storage import StorageError
@@ -143,12 +143,15 @@ class App:
         states = wiring.conversation_states(self.store, self.redis)
         # scheduled messages: only where a runner fires them (`bot chat` shares a serving
         # bot's database, and its chat is no channel a serving process could post to)
-        self.schedules = wiring.schedule_desk(config, self.store, states) if web_server else None
+        self.schedules = scheduling.desk(config, self.store, states) if web_server else None
         deps = wiring.tool_deps(
             config, self.http, self.knowledge, self.workers, self.blobs, self.schedules
         )
+        gate, self.approvals = wiring.approvals(
+            config, self.store, self.channels, self.registry, states, serving=web_server
+        )
         self.coordinator = wiring.build_coordinator(
-            config, served, self.registry, self.store, self.personas, deps
+            config, served, self.registry, self.store, self.personas, deps, gate
         )
         agent = config.agent
         # voice notes' speech to text
@@ -174,7 +177,7 @@ class App:
             metrics=self.ops.gateway_metrics,
             quotas=Quotas(config.quotas, wiring.quota_state(self.store, self.redis)),
             states=states,
-            commands=[ScheduleCommand(self.schedules)] if self.schedules is not None else [],
+            commands=scheduling.commands(self.schedules),
             blobs=self.blobs,
             hearing=self.hearing,
             pairing=PairingGate(
@@ -186,9 +189,10 @@ class App:
                 if web_server  # `bot chat` runs no platform channel to post to
                 else None,
             ),
+            approvals=self.approvals,
         )
         self.schedule_runner = (  # fires due schedules: every serving process runs one
-            wiring.schedule_runner(config, self.store, self.channels, self.gateway.handle, access)
+            scheduling.runner(config, self.store, self.channels, self.gateway.handle, access)
             if self.schedules is not None
             else None
         )
@@ -277,6 +281,7 @@ class App:
                 media=MediaRoute(self.blobs, self.links) if self.links is not None else None,
                 tool_servers=self.mcp.states,
                 pairing=PairingDesk(self.store, self.pairing, self.pairing_notices.wake),
+                approvals=DeskAnswers(self.approvals, self.gateway.queue_resume),
             )
             self.port = await self._web.start()
         log.info("model: %s", describe_provider(self.provider))

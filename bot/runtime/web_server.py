@@ -17,6 +17,7 @@ from agent.personas import PersonaLibrary
 from agent.providers.base import Provider
 from bot.media.route import MediaRoute
 from bot.ops.admin import AdminSources, AdminView
+from bot.ops.admin.approvals import ApprovalConsole
 from bot.ops.admin.pairing import PairingDesk
 from bot.ops.health import ChannelStates
 from bot.ops.operations import Operations
@@ -51,10 +52,12 @@ class WebServer:
         redis: RedisMode | None,
         media: MediaRoute | None = None,
         tool_servers: Callable[[], Mapping[str, ServerState]] = dict,
+        approvals: ApprovalConsole | None = None,
         pairing: PairingDesk | None = None,
     ) -> None:
         """`tool_servers`: the MCP servers' states, for the admin view; `pairing`: its
-        pairing section."""
+        pairing section; `approvals`: the requests waiting for a yes."""
+        self.approvals = approvals
         self.config = config
         self.provider = provider
         self.store = store
@@ -123,6 +126,7 @@ class WebServer:
             prices=self.config.usage.prices,
             tool_servers=self.tool_servers,
             pairing=self.pairing,
+            approvals=self.approvals,
             schedules=self.store,
         )
         return AdminView(self.config.admin, sources)

@@ -22,11 +22,16 @@ from agent.loop import LoopSettings
 from agent.personas import Persona, PersonaLibrary
 from agent.providers.base import Provider
 from agent.workers import Deliver, Workers, WorkerSettings
+from bot.approvals.desk import ApprovalDesk
+from bot.approvals.gate import StoredGate
+from bot.approvals.place import OperatorPlace, PlaceName
+from bot.approvals.policy import ApprovalSettings
 from bot.ops.operations import Operations
 from bot.pipeline.access import AccessRules
 from bot.pipeline.conversation_state import ConversationState, StoredConversationState
 from bot.pipeline.conversations import ConversationQueue, LocalConversations
 from bot.pipeline.dedup import Dedup, StoreDedup
+from bot.pipeline.language import ConversationLanguage
 from bot.pipeline.pairing_codes import PairingSettings
 from bot.pipeline.pairing_place import PairingPlace, Place
 from bot.pipeline.persona_choice import PersonaChoice
@@ -34,14 +39,13 @@ from bot.pipeline.quota import QuotaState, StoreQuotaState
 from bot.pipeline.transcript import StoreHistory
 from bot.pipeline.voice import Hearing
 from bot.runtime.config import Config, ConfigError
-from bot.schedules.desk import ScheduleDesk
-from bot.schedules.runner import ScheduleRunner
 from bot.speech.base import SpeechObserver
 from bot.storage import StorageError
 from bot.storage.backends import AnyStore
 from bot.storage.roles import PairingRecords
 from content.blobs import BlobStore
-from tools.base import ToolDeps
+from tools.approval import ApprovalGate
+from tools.base import ScheduleDesk, ToolDeps
 from tools.knowledge import KnowledgeBase
 from tools.redirects import load_redirects
 from tools.registry import ToolRegistry
@@ -161,7 +165,12 @@ def _latest_conversation(store: AnyStore) -> Callable[[str, str, str], Awaitable
 def loop_settings(config: Config) -> LoopSettings:
     """How every tool loop runs, the coordinator's and the specialists': one place."""
     agent = config.agent
-    return LoopSettings(max_rounds=agent.max_rounds, tool_timeout_s=agent.tool_timeout_s)
+    return LoopSettings(
+        max_rounds=agent.max_rounds,
+        tool_timeout_s=agent.tool_timeout_s,
+        globs=tuple(config.approvals.tools),
+        exempt=tuple(config.approvals.exempt),
+    )
 
 
 def build_workers(
@@ -215,36 +224,6 @@ def tool_deps(
     )
 
 
-def schedule_desk(config: Config, store: AnyStore, states: ConversationState) -> ScheduleDesk:
-    """Where the schedule tools and `/schedule` add, list and cancel (bot/schedules/desk.py)."""
-    return ScheduleDesk(
-        store,
-        chats=store.conversation_chat,
-        states=states,
-        settings=config.schedules,
-        default_timezone=config.agent.default_timezone,
-    )
-
-
-def schedule_runner(
-    config: Config,
-    store: AnyStore,
-    channels: Mapping[str, Channel],
-    inbox: Callable[[InboundMessage], Awaitable[None]],
-    access: AccessRules,
-) -> ScheduleRunner:
-    """This process's share of firing due schedules: texts to `channels`, tasks to `inbox`
-    (the gateway's), each only while `access` still admits its author there."""
-    return ScheduleRunner(
-        store,
-        channels=channels,
-        inbox=inbox,
-        settings=config.schedules,
-        language=config.gateway.language,
-        admits=lambda message: access.check(message) == "allow",
-    )
-
-
 def build_coordinator(
     config: Config,
     provider: Provider,
@@ -252,8 +231,10 @@ def build_coordinator(
     store: AnyStore,
     personas: PersonaLibrary,
     deps: ToolDeps,
+    gate: ApprovalGate | None = None,
 ) -> Coordinator:
-    """The agent that answers a turn; `deps` are what its tools may reach."""
+    """The agent that answers a turn; `deps` are what its tools may reach; `gate` who is asked
+    before a call that needs approval."""
     return Coordinator(
         provider=provider,
         registry=registry,
@@ -265,6 +246,7 @@ def build_coordinator(
         personas=personas,
         redirects=load_redirects(),
         deps=deps,
+        gate=gate,
     )
 
 
@@ -287,6 +269,43 @@ def conversation_states(store: AnyStore, redis: RedisMode | None) -> Conversatio
     if redis is not None:
         return redis.states
     return StoredConversationState(store)
+
+
+def approvals(
+    config: Config,
+    store: AnyStore,
+    channels: Mapping[str, Channel],
+    registry: ToolRegistry,
+    states: ConversationState,
+    *,
+    serving: bool = True,
+) -> tuple[StoredGate, ApprovalDesk]:
+    """The approval gate the tool loops ask and the desk that takes the answers, sharing the
+    settings and the operator place (a Slack channel the gateway runs, when one is named;
+    `serving` False: `bot chat`, which runs no platform channel)."""
+    section = config.approvals
+    place = None
+    if section.place is not None and serving:  # `bot chat` runs no Slack: its user answers
+        try:
+            place = OperatorPlace(PlaceName.parse(section.place), channels)
+        except ValueError as exc:
+            raise ConfigError(f"approvals.place: {exc}") from None
+    settings = ApprovalSettings(
+        approvers=frozenset(section.approvers),
+        timeout_s=section.timeout_s,
+        place=section.place if place is not None else None,
+    )
+    languages = ConversationLanguage(states, default=config.gateway.language)
+    desk = ApprovalDesk(records=store, turns=store, audit=store, settings=settings, place=place)
+    gate = StoredGate(
+        records=store,
+        settings=settings,
+        place=place,
+        language=languages.of_conversation,
+        status=registry.status,
+        asked=desk.asked,
+    )
+    return gate, desk
 
 
 def quota_state(store: AnyStore, redis: RedisMode | None) -> QuotaState:

@@ -17,6 +17,7 @@ from typing import Protocol
 from adapters.api.records import SessionRecords as ApiRecords
 from bot.storage.roles import (
     AdminViewRecords,
+    ApprovalRecords,
     BlobRecords,
     ClaimRecords,
     ConversationStateRecords,
@@ -46,6 +47,7 @@ class Store(
     BlobRecords,
     ConversationStateRecords,
     PairingRecords,
+    ApprovalRecords,
     ScheduleRecords,
     Protocol,
 ):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from bot.storage.api_records import ApiRecords
+from bot.storage.approvals import ApprovalTable
 from bot.storage.blob_records import BlobTable
 from bot.storage.claims import EventClaims
 from bot.storage.conversation_states import ConversationStateTable
@@ -28,6 +29,7 @@ class AllTables(
     BlobTable,
     ConversationStateTable,
     PairingTable,
+    ApprovalTable,
     ScheduleTable,
 ):
     """The whole `bot.storage.base.Store`, on whichever connection comes after it in the MRO

@@ -77,7 +77,18 @@ STEPS: tuple[tuple[ExecutableDDLElement, ...], ...] = (
         "channel user_id code status chat user_name language created_at expires_at sent_at"
         " attempts decided_at decided_by notified_at",
     ),
-    # scheduled messages (issue 27, bot/schedules/): one table, its due index
+    # approvals before sensitive tools (issue 26): the requests, and the "always allow" grants
+    (
+        *create_table(
+            tables.approvals,
+            "id turn_id session_id call_id tool_name arguments target conversation_key channel"
+            " user_id status decision decided_by created_at expires_at decided_at notice",
+        ),
+        *create_table(
+            tables.approval_grants, "conversation_key tool_name target granted_by granted_at"
+        ),
+    ),
+    # scheduled messages (issue 27, bot/schedules/; v14): one table, its due index
     create_table(
         tables.schedules,
         "id conversation_key chat user_id kind body spec timezone missed status next_at"

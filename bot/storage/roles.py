@@ -14,6 +14,7 @@ from agent.store import Store as AgentStore
 from agent.types import Message
 from bot.storage.pairings import PairingRequest, PairingTicket
 from bot.storage.rows import (
+    ApprovalRow,
     AuditRow,
     ConversationRow,
     ConversationStateRow,
@@ -110,6 +111,8 @@ class TurnRecords(Protocol):
 
     async def unfinished_turns(self) -> list[TurnRow]: ...
 
+    async def get_turn(self, turn_id: str) -> TurnRow | None: ...
+
     async def turn_for_events(self, conversation_key: str, event_ids: list[str]) -> TurnRow | None:
         """The conversation's newest turn (finished or not) that took any of these inbound
         events; None if none of its newest turns did."""
@@ -121,7 +124,8 @@ class TurnRecords(Protocol):
 
     async def begin_resume(self, turn_id: str) -> ResumedTurn | None:
         """If the turn is still `running`: add one to its `resume_attempts` and return it, with
-        its session's `user_id` and `agent_id`, in one transaction. Else None."""
+        its session's `user_id` and `agent_id`, in one transaction; a turn `waiting` for
+        approval becomes `running` again, its attempts as they were. Else None."""
         ...
 
     async def turn_tool_calls(self, turn_id: str, session_id: str) -> list[ToolCallRow]:
@@ -245,6 +249,47 @@ class PairingRecords(Protocol):
     async def pairing_untold(self, channels: Collection[str], now: float) -> list[PairingRow]:
         """Approvals on `channels` whose sender nobody has been told of yet, taken for telling."""
         ...
+
+
+class ApprovalRecords(Protocol):
+    """The `approvals` and `approval_grants` tables (bot/storage/approvals.py): calls asked
+    about before they run, each decided once and used once, and "always allow" grants."""
+
+    async def create_approval(self, row: ApprovalRow) -> ApprovalRow: ...
+
+    async def approval(self, approval_id: str) -> ApprovalRow | None: ...
+
+    async def approval_for_call(self, turn_id: str, call_id: str) -> ApprovalRow | None: ...
+
+    async def decide_approval(
+        self, approval_id: str, *, status: str, decision: str, by: str, at: float
+    ) -> ApprovalRow | None:
+        """The decided row; None when it was not pending any more (decided once)."""
+        ...
+
+    async def use_approval(self, approval_id: str) -> bool:
+        """`allowed` -> `used`; False when it was used already (the call runs once)."""
+        ...
+
+    async def set_approval_notice(self, approval_id: str, notice: str) -> None: ...
+
+    async def pending_approvals(self, conversation_key: str) -> list[ApprovalRow]: ...
+
+    async def expired_approvals(self, now: float) -> list[ApprovalRow]: ...
+
+    async def unresumed_approvals(self, before: float) -> list[ApprovalRow]:
+        """Decided before `before`, its turn still `waiting` (the decider died first)."""
+        ...
+
+    async def next_approval_expiry(self) -> float | None: ...
+
+    async def grant_approval(
+        self, conversation_key: str, tool_name: str, target: str, *, by: str, at: float
+    ) -> None: ...
+
+    async def approval_granted(
+        self, conversation_key: str, tool_name: str, target: str
+    ) -> bool: ...
 
 
 class ScheduleRecords(Protocol):

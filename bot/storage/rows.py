@@ -16,6 +16,31 @@ from content.parts import Part
 
 
 @dataclass(frozen=True, slots=True)
+class ApprovalRow:
+    """A call asked about before it runs (bot/approvals/): `status` is `pending`, then
+    `allowed` (until the call runs: `used`), `denied`, `expired` or `dismissed`; `decision`
+    what was pressed (`once`, `always`, `deny`, ...); `notice` the operator place's message."""
+
+    id: str
+    turn_id: str
+    session_id: str
+    call_id: str
+    tool_name: str
+    arguments: str  # JSON object, as the model sent it
+    target: str  # what the call acts on ("" none): the scope of an "always allow"
+    conversation_key: str
+    channel: str
+    user_id: str
+    status: str
+    decision: str | None
+    decided_by: str | None
+    created_at: float  # unix seconds
+    expires_at: float
+    decided_at: float | None
+    notice: str | None
+
+
+@dataclass(frozen=True, slots=True)
 class ConversationStateRow:
     """A conversation's routing state (bot/routing): its mode (e.g. `agent`, `human`), who it is
     assigned to, its settings, and `version`, which each save moves on by one."""

@@ -131,7 +131,29 @@ pairings = sa.Table(
     sa.Index("idx_pairings_code", "code"),
     sa.Index("idx_pairings_untold", "status", "notified_at"),  # approvals to tell, every 2 s
 )
-# v13: schedules (bot/schedules/): a message or a task to send later, once or again and again.
+# v13: approvals before sensitive tools (bot/approvals/): one row per call asked about, used
+# once; and the "always allow" grants of a conversation, per tool and target
+approvals = sa.Table(
+    "approvals", metadata,
+    _col("id", Text, primary_key=True), _col("turn_id", Text, null=False),
+    _col("session_id", Text, null=False), _col("call_id", Text, null=False),
+    _col("tool_name", Text, null=False), _col("arguments", Text, null=False),  # JSON object
+    _col("target", Text, null=False), _col("conversation_key", Text, null=False),
+    _col("channel", Text, null=False), _col("user_id", Text, null=False),
+    _col("status", Text, null=False), _col("decision", Text), _col("decided_by", Text),
+    _col("created_at", Float, null=False), _col("expires_at", Float, null=False),
+    _col("decided_at", Float), _col("notice", Text),  # JSON: the operator place's message
+    sa.Index("idx_approvals_call", "turn_id", "call_id", unique=True),
+    sa.Index("idx_approvals_pending", "status", "expires_at"),
+    sa.Index("idx_approvals_conversation", "conversation_key", "status"),
+)
+approval_grants = sa.Table(
+    "approval_grants", metadata,
+    _col("conversation_key", Text, primary_key=True), _col("tool_name", Text, primary_key=True),
+    _col("target", Text, primary_key=True), _col("granted_by", Text, null=False),
+    _col("granted_at", Float, null=False),
+)
+# v14: schedules (bot/schedules/): a message or a task to send later, once or again and again.
 # `next_at` is the due time (unix s; null once finished); `occurrence` counts the fired ones;
 # `fence` moves on with every claim, and only the holder of the newest fence may record what
 # its claim did (`sending`: the occurrence in flight, `lease_until`: its claim's end)

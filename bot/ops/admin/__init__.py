@@ -24,6 +24,7 @@ import jinja2
 from aiohttp import web
 
 from agent.personas import PersonaLibrary
+from bot.ops.admin.approvals import AdminApprovals, ApprovalConsole
 from bot.ops.admin.client import ClientAddress
 from bot.ops.admin.pairing import PairingDesk, PairingPage
 from bot.ops.admin.schedules import AdminSchedules
@@ -63,6 +64,7 @@ class AdminSources:
     prices: Mapping[str, ModelPrice]
     tool_servers: Callable[[], Mapping[str, ServerState]] = dict  # the MCP servers, by name
     pairing: PairingDesk | None = None  # the pairing section (bot/ops/admin/pairing.py)
+    approvals: ApprovalConsole | None = None  # requests waiting for a yes (bot/approvals/)
     schedules: ScheduleRecords | None = None  # scheduled messages (bot/ops/admin/schedules.py)
 
 
@@ -89,6 +91,9 @@ class AdminView:
     def install(self, app: web.Application) -> None:
         app.router.add_get("/admin", self._guard(self._index))
         app.router.add_get("/admin/sessions/{session_id}", self._guard(self._session))
+        if self.sources.approvals is not None:
+            forms = hmac.new(self._token, b"bot admin forms", hashlib.sha256).hexdigest()
+            AdminApprovals(self.sources.approvals, forms, self._page).install(app, self._guard)
         app.router.add_get("/admin/login", self._login_form)
         app.router.add_post("/admin/login", self._login)
         if self.sources.pairing is not None:

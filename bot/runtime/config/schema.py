@@ -227,6 +227,27 @@ class QuotasConfig(_Section):
         return users
 
 
+class ApprovalsConfig(_Section):
+    """Approvals before sensitive tools (bot/approvals/)."""
+
+    tools: list[str] = []  # names or globs asked about in every persona, e.g. mcp__github__*
+    # tools that declare approval (create_payment) but run unasked here: the payment provider
+    # confirms each payment itself, say (approvals.tools and a persona's approve: still ask)
+    exempt: list[str] = []
+    approvers: list[str] = []  # `<channel>:<user id>` or a bare user id; empty: the user
+    timeout_s: float = Field(300, gt=0, le=7 * 86400)  # unanswered this long: denied
+    place: str | None = None  # slack:<instance>/<channel id>: approvers are asked there
+
+    @field_validator("place")
+    @classmethod
+    def _slack_channel(cls, value: str | None) -> str | None:
+        if value is not None and not re.match(r"^slack:[A-Za-z0-9_.-]+/[A-Z0-9]+$", value):
+            raise ValueError(
+                f"{value!r} is not slack:<instance>/<channel id> (e.g. slack:slack/C0123456789)"
+            )
+        return value
+
+
 class AdminConfig(_Section):
     token: str = secret(env="BOT_ADMIN_TOKEN")  # empty: no /admin at all
     allow_remote: bool = False  # true: also from non-loopback addresses (behind your own TLS)
@@ -348,6 +369,7 @@ class Config(_Section):
     stt: SttConfig = SttConfig()  # speech to text (voice notes); off while stt.base_url is null
     mcp: McpSettings = McpSettings()  # tool servers, defined beside the MCP source
     admin: AdminConfig = AdminConfig()
+    approvals: ApprovalsConfig = ApprovalsConfig()
     schedules: SchedulesConfig = SchedulesConfig()  # scheduled messages (bot/schedules/)
 
 
