@@ -25,7 +25,8 @@ from agent.log_context import bound
 from agent.personas import PersonaLibrary
 from agent.workers import Workers
 from bot.ops.metrics import NO_METRICS, GatewayMetrics
-from bot.pipeline.commands import HELP, NewCommand, StopCommand
+from bot.pipeline.chat_choice import ChatChoices
+from bot.pipeline.commands import NEW_LINE, STOP_LINE, NewCommand, StopCommand
 from bot.pipeline.conversation_state import ConversationState, MemoryConversationState
 from bot.pipeline.conversations import ClaimingQueue, ConversationQueue, Held, QueueFull, TurnSignal
 from bot.pipeline.dedup import Dedup
@@ -36,6 +37,7 @@ from bot.pipeline.quota import Quotas
 from bot.pipeline.resume import ResumeSettings, TurnResumer
 from bot.pipeline.routing import (
     CONVERSATION,
+    HELP_LINE,
     Access,
     AccessPolicy,
     Command,
@@ -43,6 +45,7 @@ from bot.pipeline.routing import (
     DefaultAccess,
     ModeHandler,
     Router,
+    help_text,
 )
 from bot.pipeline.turn import RESUME_EVENT, TurnRunner
 from bot.pipeline.turn_ends import TurnEnds
@@ -63,6 +66,11 @@ REFUSAL = t(DEFAULT_LANGUAGE, "gateway.refused")
 QUEUE_FULL = t(DEFAULT_LANGUAGE, "gateway.queue_full")
 UNCLAIM_RETRIES_S = (0.05, 0.1, 0.2, 0.4, 0.8, 1.6)
 NOT_TAKEN = t(DEFAULT_LANGUAGE, "gateway.not_taken")
+# The app's `/help` with no choices configured: /new, /stop, then /usage (bot/runtime/wiring.py)
+USAGE_LINE = t(DEFAULT_LANGUAGE, "usage.help")
+HELP = help_text(
+    (("new", NEW_LINE), ("stop", STOP_LINE), ("usage", USAGE_LINE), ("help", HELP_LINE))
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -94,8 +102,10 @@ class Gateway:
         modes: Mapping[str, ModeHandler] | None = None,
         blobs: BlobStore | None = None,
         hearing: Hearing | None = None,
+        choices: ChatChoices | None = None,
     ) -> None:
-        """`commands`: more rows of the command table (after /new and /stop; one of the same
+        """`choices`: each conversation's persona, model and budget (bot/pipeline/chat_choice.py;
+        None: the channel's persona and the default model). `commands`: more rows of the command table (after /new and /stop; one of the same
         name replaces it). `modes`: the handlers of the modes other than bot (default: the
         message recorded and acknowledged, bot/pipeline/held.py). `turn_log` and
         `message_log`: the store's roles the gateway's parts use (its turns and sessions; the
@@ -118,6 +128,7 @@ class Gateway:
             else None
         )
         self.settings = settings
+        self.choices = choices
         self.access = access or DefaultAccess()
         self.languages = ConversationLanguage(
             self.states, default=settings.language, persona_language=self._persona_language
@@ -171,6 +182,7 @@ class Gateway:
             blobs=blobs,
             hearing=hearing,
             languages=self.languages,
+            choices=choices,
         )
         # Cleared while interrupted turns are queued at start (bot/pipeline/recovery.py): a new message
         # waits, so it never runs before the unfinished turn of its conversation.
@@ -327,9 +339,18 @@ class Gateway:
             persona_version=version,
         )
 
-    def _persona_name(self, channel: str) -> str:
-        """The agent id of a conversation's sessions: the persona answering on its channel."""
-        return self.personas.get(self.settings.persona.for_channel(channel)).name
+    async def _persona_name(self, message: InboundMessage) -> str:
+        """The agent id of a conversation's sessions: the persona answering it (`/persona`'s
+        choice, else its channel's)."""
+        name = self.settings.persona.for_channel(message.chat.channel)
+        if self.choices is not None:
+            try:
+                state = await self.states.get(message.conversation_key)
+            except (StorageError, TryLater) as exc:
+                log.warning("persona of %s not read: %s", message.conversation_key, exc)
+            else:
+                name = self.choices.persona_of(state, message.chat.channel)
+        return self.personas.get(name).name
 
     async def _held_session(self, message: InboundMessage) -> str:
         persona = self.personas.get(self.settings.persona.for_channel(message.chat.channel))

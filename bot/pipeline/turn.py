@@ -28,6 +28,8 @@ from agent.replay import ReplayPoint
 from agent.types import Message
 from bot.ops.metrics import NO_METRICS, GatewayMetrics
 from bot.pipeline.attachments import fetch_files, tell_refusals, to_fetch
+from bot.pipeline.chat_choice import ChatChoices, TurnChoice
+from bot.pipeline.chat_notes import noted
 from bot.pipeline.conversations import TurnSignal
 from bot.pipeline.dedup import Dedup
 from bot.pipeline.delivery import Delivery
@@ -96,8 +98,10 @@ class TurnRunner:
         blobs: BlobStore | None = None,
         hearing: Hearing | None = None,
         languages: ConversationLanguage | None = None,
+        choices: ChatChoices | None = None,
     ) -> None:
-        """`work` runs the coordinator; `ends` records how turns ended (retrying what the store
+        """`choices`: each conversation's persona, model and budget (None: the channel's
+        persona and the default model, always). `work` runs the coordinator; `ends` records how turns ended (retrying what the store
         refused); `resumer` finishes the turns a dead process left (None: they are not);
         `hearing` transcribes voice notes (None: they stay audio parts, unheard); `languages`
         says which language the turn's own texts are in (None: English)."""
@@ -116,6 +120,7 @@ class TurnRunner:
         self.quotas = quotas
         self.resumer = resumer
         self.ends = ends
+        self.choices = choices
 
     async def run(self, batch: list[InboundMessage], control: TurnSignal) -> None:
         while batch and batch[0].event_id.startswith(RESUME_EVENT) and self.resumer is not None:
@@ -163,6 +168,7 @@ class TurnRunner:
         recorded = False
         session_id: str | None = None
         kept: tuple[str, Message] | None = None  # an answer shown but not saved: saved later
+        choice: TurnChoice | None = None
         log.debug("turn of %d message(s) starts", len(batch))
         try:
             if control.stopped:
@@ -171,8 +177,9 @@ class TurnRunner:
                 log.info("over quota in %s: %s", last.conversation_key, refusal)
                 outcome = Outcome("refused", refusal)
             else:
-                # pinned for the whole turn
-                persona = self.personas.get(self.persona.for_channel(last.chat.channel))
+                # pinned for the whole turn, with the conversation's model
+                choice = await self._choice(last, language)
+                persona = self.personas.get(choice.persona)
                 session_id = await self.session_for(last, persona.name, persona.version)
                 masker = user_text_masker(self.coordinator)
                 # Files to download and no voice notes among them: the placeholder goes up
@@ -194,7 +201,7 @@ class TurnRunner:
                     return
                 self.metrics.placeholder_shown(last.chat.channel, time.monotonic() - arrived)
             else:  # the persona, session and inputs above are set: nothing stopped the turn
-                assert session_id is not None  # set with the persona above
+                assert session_id is not None and choice is not None  # set with the persona
                 text, parts = combine(batch, masker), media(batch)
                 # with the user's message: a restart goes on from it (agent/replay.py)
                 user = Message("user", text, parts=parts)
@@ -242,6 +249,8 @@ class TurnRunner:
                     conversation_key=last.conversation_key,
                     text=text,
                     parts=parts,
+                    provider=choice.provider,
+                    specialists=choice.specialists,
                 )
                 if heard is not None and heard.nothing_else:
                     outcome = Outcome("refused", heard.reply)
@@ -253,6 +262,7 @@ class TurnRunner:
                 outcome, recorded = Outcome("lost"), False  # the new holder's now: hands off
                 log.warning("turn %s left to the process that took it over", turn_id)
                 return
+            outcome.text = noted(outcome.status, outcome.text, choice, language)
             try:
                 await delivery.finish(outcome.text, outcome.display, outcome.parts)
             except ChannelError as exc:
@@ -340,6 +350,12 @@ class TurnRunner:
         status = "failed" if outcome.status == "undelivered" else outcome.status
         # kept and retried if refused; `kept` is saved with it
         await self.ends.record(turn_id, status, final, outcome.error, kept, parts)
+
+    async def _choice(self, message: InboundMessage, language: str) -> TurnChoice:
+        """The conversation's persona and model (bot/pipeline/chat_choice.py)."""
+        if self.choices is None:
+            return TurnChoice(self.persona.for_channel(message.chat.channel))
+        return await self.choices.for_turn(message, language)
 
     async def _over_quota(self, message: InboundMessage, language: str) -> str | None:
         """What the placeholder says instead of an answer, if a quota is reached; else None and

@@ -30,6 +30,10 @@ class Tally:
     calls: int = 0
     input_tokens: int = 0
     output_tokens: int = 0
+    # a provider chain moved on to a backup during the turn, and which model answered last:
+    # the answer then says so (bot/pipeline/chat_notes.py), never a silent fallback
+    failed_over: bool = False
+    served_by: str | None = None
 
 
 _current: ContextVar[Tally | None] = ContextVar("turn_tally", default=None)
@@ -46,6 +50,11 @@ def tallying() -> Iterator[Tally]:
         _current.reset(token)
 
 
+def current_tally() -> Tally | None:
+    """The tally of the turn this code runs in, if any."""
+    return _current.get()
+
+
 class Tallies:
     """A model observer: each call counted into the tally of the turn it belongs to, if any."""
 
@@ -59,12 +68,16 @@ class Tallies:
         name = f"{call.provider}:{call.model}"
         if name not in tally.models:
             tally.models.append(name)
+        if call.outcome == "ok":
+            tally.served_by = call.model
 
     def model_retry(self, provider: str, model: str) -> None:
         return None
 
     def model_fallback(self, from_provider: str, to_provider: str) -> None:
-        return None
+        tally = _current.get()
+        if tally is not None:
+            tally.failed_over = True
 
 
 TALLIES = Tallies()

@@ -11,6 +11,7 @@ from bot.storage.quotas import QuotaCounters
 from bot.storage.records import UserRecords
 from bot.storage.sessions import SessionLog
 from bot.storage.turns import TurnLog
+from bot.storage.user_usage import UserUsageViews
 from bot.storage.views import AdminViews
 
 
@@ -25,6 +26,7 @@ class AllTables(
     ApiRecords,
     BlobTable,
     ConversationStateTable,
+    UserUsageViews,
 ):
     """The whole `bot.storage.base.Store`, on whichever connection comes after it in the MRO
     (`StoreConnection`: SQLite, `PgConnection`: PostgreSQL), which runs each call."""
