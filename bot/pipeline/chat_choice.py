@@ -140,6 +140,17 @@ class ChatChoices:
         cheap = self.soft_option
         return TurnChoice(persona, cheap, self.menu.provider(cheap), False, notice)
 
+    async def chosen_provider(self, key: str, channel: str) -> Provider | None:
+        """The provider of the conversation's chosen model (None: the default), for a turn
+        resumed after its process died (its budget was judged, and told, when it started)."""
+        try:
+            state = await self.states.get(key)
+        except (StorageError, TryLater) as exc:
+            log.warning("model of %s not read; the default answers: %s", key, exc)
+            return None
+        option = self.menu.find(state.settings.get(MODEL), channel)
+        return None if option is None else self.menu.provider(option)
+
     def persona_of(self, state: StateSnapshot, channel: str) -> str:
         chosen = state.settings.get(PERSONA)
         if chosen is None or chosen not in self.switchable or not self._exists(chosen):

@@ -165,6 +165,7 @@ class Gateway:
             settings=settings.resume,
             blobs=blobs,
             languages=self.languages,
+            choices=choices,
         )
         self.turns = TurnRunner(
             channels=channels,

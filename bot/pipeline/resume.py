@@ -35,6 +35,7 @@ from agent.loop import tool_message
 from agent.personas import Persona, PersonaLibrary
 from agent.replay import ReplayPoint, Unresumable, open_calls, replay_point
 from agent.types import Message
+from bot.pipeline.chat_choice import ChatChoices
 from bot.pipeline.conversations import TurnSignal
 from bot.pipeline.delivery import Delivery
 from bot.pipeline.language import ConversationLanguage
@@ -77,9 +78,12 @@ class TurnResumer:
         settings: ResumeSettings,
         blobs: BlobStore | None = None,
         languages: ConversationLanguage | None = None,
+        choices: ChatChoices | None = None,
     ) -> None:
-        """`languages`: which language a conversation's texts are in (None: English)."""
+        """`languages`: which language a conversation's texts are in (None: English);
+        `choices`: the conversation's chosen model (None: the default answers)."""
         self.languages = languages
+        self.choices = choices
         self.channels = channels
         self.blobs = blobs  # where the parts a resumed answer sends are read
         self.coordinator = coordinator
@@ -194,6 +198,10 @@ class TurnResumer:
             else:  # its process died before it learned the placeholder's id: a new one
                 await self._new_placeholder(turn.id, delivery)
             if point.final is None:
+                provider = None
+                if self.choices is not None:
+                    key = turn.conversation_key
+                    provider = await self.choices.chosen_provider(key, turn.channel)
                 work = TurnInput(
                     persona=persona,
                     session_id=turn.session_id,
@@ -203,6 +211,7 @@ class TurnResumer:
                     conversation_key=turn.conversation_key,
                     text=point.messages[0].content,
                     parts=point.messages[0].parts,
+                    provider=provider,
                 )
                 outcome = await self.work.run(work, delivery, control, point)
                 if outcome.status != "stopped":
