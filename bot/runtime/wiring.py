@@ -37,7 +37,7 @@ from bot.pipeline.transcript import StoreHistory
 from bot.pipeline.usage_command import UsageCommand
 from bot.pipeline.voice import Hearing
 from bot.runtime.config import Config, ConfigError
-from bot.runtime.config.choices import ModelPrice
+from bot.runtime.config.choices import ModelPrice, model_prices
 from bot.speech.base import SpeechObserver
 from bot.storage import StorageError
 from bot.storage.backends import AnyStore
@@ -313,14 +313,8 @@ def hearing(config: Config, blobs: BlobStore | None, observer: SpeechObserver) -
 
 
 def prices(config: Config, models: Mapping[str, Provider]) -> dict[str, ModelPrice]:
-    """What a model's tokens cost (`/usage`, the cost alert): `usage.prices`, and each of
-    `llm.choices` by its `price` under the model name its calls record."""
-    found = dict(config.usage.prices)
-    for choice in config.llm.choices:
-        served = choice.model or getattr(models.get(choice.name), "model", None)
-        if choice.price is not None and served:
-            found.setdefault(served, choice.price)
-    return found
+    """What a model's tokens cost, the choices' served model names known (their providers')."""
+    return model_prices(config, {name: model.model for name, model in models.items()})
 
 
 def chat_choices(

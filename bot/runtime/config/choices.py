@@ -9,6 +9,7 @@ instance ids; empty: every instance). Its `price` counts in `/usage` and the cos
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
@@ -87,3 +88,15 @@ def check_choices(config: Any) -> None:
 
 def _instances(channels: Any) -> set[str]:
     return {name for _, name, _ in instances(channels)}
+
+
+def model_prices(config: Any, served: Mapping[str, str] | None = None) -> dict[str, ModelPrice]:
+    """What a model's tokens cost (`bot usage`, `/usage`, the admin view, the cost alert):
+    `usage.prices`, and each of `llm.choices` by its `price` under the model name its calls
+    record (`served[name]` for a choice with no `model`: its provider's default)."""
+    found: dict[str, ModelPrice] = dict(config.usage.prices)
+    for choice in config.llm.choices:
+        model = choice.model or (served or {}).get(choice.name)
+        if choice.price is not None and model:
+            found.setdefault(model, choice.price)
+    return found
