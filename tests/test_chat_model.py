@@ -117,14 +117,15 @@ async def test_a_failed_over_answer_says_so_once(
     session: ClientSession,
 ) -> None:
     """The default model fails; the fallback answers: the answer carries one note naming it, in
-    the same (final) message; nothing is sent twice, and the next healthy answer has none."""
-    default_model.add(fail(500, "server_error"), Reply(["Healthy again."]))
-    mini_model.add(Reply(["Backup answer."]))
+    the same (final) message, nothing sent twice. The next turn skips the failed model (its
+    circuit is open) and is a backup's answer too: it says so as well, never silently."""
+    default_model.add(fail(500, "server_error"))
+    mini_model.add(Reply(["Backup answer."]), Reply(["Backup again."]))
     backup = {"provider": "openai", "model": "backup-model", "base_url": mini_model.url,
               "api_key": mini_model.api_key}  # fmt: skip
     app = await running(
         llm=llm_config(
-            "openai", default_model, fallback=[backup], max_retries=0, circuit_open_s=0.01
+            "openai", default_model, fallback=[backup], max_retries=0, circuit_open_s=600
         )
     )
     client = await _client(session, app)
@@ -135,8 +136,8 @@ async def test_a_failed_over_answer_says_so_once(
     frames = client.frames[start:]
     assert sum(f["type"] == "message.created" for f in frames) == 1  # one message, no second
     assert sum(note in f.get("text", "") for f in frames) == 1  # said once: only the final
-    assert (await client.ask("again"))["text"] == "Healthy again."
-    assert [len(default_model.requests), len(mini_model.requests)] == [2, 1]
+    assert (await client.ask("again"))["text"] == f"Backup again.\n\n— {note}"
+    assert [len(default_model.requests), len(mini_model.requests)] == [1, 2]
 
 
 async def test_persona_switches_the_conversation_and_new_starts_its_history_afresh(

@@ -123,6 +123,8 @@ class ChatChoices:
         """The turn's persona, model and specialists. A state that cannot be read leaves the
         defaults: a chosen model is not worth failing a turn for."""
         channel, key = message.chat.channel, message.conversation_key
+        if not (self.menu.options or self.switchable):  # nothing to choose: nothing to read
+            return TurnChoice(self.default_persona(channel))
         try:
             state = await self.states.get(key)
         except (StorageError, TryLater) as exc:
