@@ -243,17 +243,7 @@ class Quotas:
         reached: SoftReached | None = None
         for scope, window in pairs:
             bucket = window.bucket(scope)
-            turns, tokens = counts.get(bucket, (0, 0))
-            ratio = scope.limits.soft_ratio
-            assert ratio is not None
-            turn_limit, token_limit = _limits(scope.limits, window.name)
-            what = (
-                f"{turns} of {turn_limit} turns"
-                if turn_limit is not None and turns >= ratio * turn_limit
-                else f"{tokens} of {token_limit} tokens"
-                if token_limit is not None and tokens >= ratio * token_limit
-                else None
-            )
+            what = _past_soft(scope.limits, window.name, *counts.get(bucket, (0, 0)))
             if what is None:
                 continue
             await self._crossed(scope, window, bucket, f"{what} a {window.name}")
@@ -306,6 +296,17 @@ def _limits(limits: QuotaLimits, window: str) -> tuple[int | None, int | None]:
     if window == "day":
         return limits.turns_per_day, limits.tokens_per_day
     return limits.turns_per_minute, limits.tokens_per_minute
+
+
+def _past_soft(limits: QuotaLimits, window: str, turns: int, tokens: int) -> str | None:
+    """Which of a window's limits the counts are past the soft ratio of (for the log), if any."""
+    ratio = limits.soft_ratio or 1.0
+    turn_limit, token_limit = _limits(limits, window)
+    if turn_limit is not None and turns >= ratio * turn_limit:
+        return f"{turns} of {turn_limit} turns"
+    if token_limit is not None and tokens >= ratio * token_limit:
+        return f"{tokens} of {token_limit} tokens"
+    return None
 
 
 def _over(
