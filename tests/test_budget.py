@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 from aiohttp import ClientSession
 
+from bot.storage import SqliteStore
 from tests.conftest import Running, WsClient, connect
 from tests.fake_llm import Reply, llm_config
 from tests.fake_openai import FakeOpenAI
@@ -123,6 +124,7 @@ async def test_usage_shows_the_users_own_turns_tokens_and_cost(
     now = datetime.now(UTC)
     first_of_month = now.replace(day=1, hour=0, minute=0, second=0, microsecond=0)
     last_month = first_of_month - timedelta(days=3)
+    assert isinstance(app.store, SqliteStore)
     with sqlite3.connect(app.store.path) as db:
         ids = [r[0] for r in db.execute("select id from turns order by created_at")][:2]
         for turn_id, when in zip(ids, (last_month, first_of_month), strict=True):
