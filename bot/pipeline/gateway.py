@@ -105,11 +105,11 @@ class Gateway:
         choices: ChatChoices | None = None,
     ) -> None:
         """`choices`: each conversation's persona, model and budget (bot/pipeline/chat_choice.py;
-        None: the channel's persona and the default model). `commands`: more rows of the command table (after /new and /stop; one of the same
-        name replaces it). `modes`: the handlers of the modes other than bot (default: the
-        message recorded and acknowledged, bot/pipeline/held.py). `turn_log` and
-        `message_log`: the store's roles the gateway's parts use (its turns and sessions; the
-        sessions' messages). `hearing`: voice notes transcribed before their turn (None: not)."""
+        None: the channel's persona and the default model). `commands`: more rows of the
+        command table (after /new and /stop; one of the same name replaces it). `modes`: the
+        handlers of the modes other than bot (default: the message recorded and acknowledged,
+        bot/pipeline/held.py). `turn_log` and `message_log`: the store's roles the gateway's
+        parts use (its turns and sessions; the sessions' messages). `hearing`: voice notes transcribed before their turn (None: not)."""
         self.channels = channels
         self.metrics = metrics
         self.coordinator = coordinator
