@@ -109,7 +109,8 @@ class Gateway:
         command table (after /new and /stop; one of the same name replaces it). `modes`: the
         handlers of the modes other than bot (default: the message recorded and acknowledged,
         bot/pipeline/held.py). `turn_log` and `message_log`: the store's roles the gateway's
-        parts use (its turns and sessions; the sessions' messages). `hearing`: voice notes transcribed before their turn (None: not)."""
+        parts use (its turns and sessions; the sessions' messages). `hearing`: voice notes
+        transcribed before their turn (None: not)."""
         self.channels = channels
         self.metrics = metrics
         self.coordinator = coordinator
