@@ -133,7 +133,7 @@ class PersonaCommand:
         await reply(message, t(language, "persona.switched", persona=shown))
 
     def _offered(self) -> list[str]:
-        """The switchable personas whose files serve now, in config order."""
+        """The switchable personas whose files serve now, by name."""
         return [name for name in sorted(self.choices.switchable) if self._served(name)]
 
     def _served(self, name: str) -> bool:
