@@ -3,18 +3,21 @@ the gauges on /metrics, one log line a day however many checks (and processes) s
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import sqlite3
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
+from aiohttp import ClientSession
 
 from bot.ops.cost_watch import CostWatch, judge
 from bot.ops.metrics import Metrics
 from bot.pipeline.quota import MemoryQuotaState
 from bot.runtime.config.choices import ModelPrice
 from bot.storage import SqliteStore
+from tests.conftest import Running
 
 NOON = datetime(2026, 3, 10, 12, 0, tzinfo=UTC)
 PRICES = {"m": ModelPrice(input_per_mtok=1.0, output_per_mtok=0.0)}  # $1 per million tokens in
@@ -88,3 +91,23 @@ async def test_an_ordinary_day_is_no_alert(tmp_path: Path) -> None:
         found = await watch.check()
     assert (found.today, found.median, found.anomaly) == (5.0, 2.0, False)
     assert "gateway_cost_anomaly 0.0" in metrics.render().decode()
+
+
+async def test_a_serving_app_checks_its_cost_at_start(
+    running: Running, session: ClientSession, tmp_path: Path
+) -> None:
+    """A busy day already in the database when the app starts: its first check says so."""
+    now = datetime.now(UTC)
+    week = {(now - timedelta(days=n)).date().isoformat(): 1.0 for n in range(1, 8)}
+    await _spend(tmp_path / "bot.db", week | {now.date().isoformat(): 4.0})
+    app = await running(usage={"prices": {"m": {"input_per_mtok": 1.0, "output_per_mtok": 0}}})
+
+    async def scraped() -> str:
+        async with session.get(f"{app.url}/metrics") as response:
+            return await response.text()
+
+    async with asyncio.timeout(60):
+        # noqa below: no event marks what a scrape shows; the check runs once the app started
+        while "gateway_cost_anomaly 1.0" not in (text := await scraped()):  # noqa: ASYNC110
+            await asyncio.sleep(0.05)
+    assert "gateway_cost_today 4.0" in text and "gateway_cost_median_7d 1.0" in text

@@ -341,10 +341,10 @@ class App:
                 group.create_task(self._keep_running(channel), name=f"channel:{channel.name}")
             if self.web_server:
                 group.create_task(self._announce(), name="readiness")
-                if self.config.quotas.cost_alert_factor > 0:
-                    watch = wiring.cost_watch(
-                        self.config, self.store, self.models, self.quota_state, self.ops.metrics
-                    )
+                watch = wiring.cost_watch(
+                    self.config, self.store, self.models, self.quota_state, self.ops.metrics
+                )
+                if watch is not None:
                     group.create_task(watch.run(), name="cost-alert")
 
     async def _announce(self) -> None:

@@ -370,7 +370,10 @@ def cost_watch(
     models: Mapping[str, Provider],
     marks: QuotaState,
     observer: CostObserver | None,
-) -> CostWatch:
-    """The daily cost alert, on the prices `/usage` counts with (bot/ops/cost_watch.py)."""
-    factor = config.quotas.cost_alert_factor
-    return CostWatch(store, prices(config, models), factor=factor, marks=marks, observer=observer)
+) -> CostWatch | None:
+    """The daily cost alert, on the prices `/usage` counts with (bot/ops/cost_watch.py); None
+    when it is off (`quotas.cost_alert_factor: 0`) or nothing has a price to count."""
+    factor, priced = config.quotas.cost_alert_factor, prices(config, models)
+    if factor <= 0 or not priced:
+        return None
+    return CostWatch(store, priced, factor=factor, marks=marks, observer=observer)
