@@ -13,6 +13,9 @@ from typing import Any
 import pytest
 from aiohttp import ClientSession
 
+from agent.log_context import bound
+from agent.providers.metered import ModelCall
+from bot.pipeline.turn_line import TALLIES, tallying
 from tests.conftest import Running, WsClient, connect, db_rows
 from tests.fake_llm import Reply, fail, llm_config
 from tests.fake_openai import FakeOpenAI
@@ -176,3 +179,18 @@ async def test_persona_switches_the_conversation_and_new_starts_its_history_afre
     await client.ask("/persona default")
     await client.ask("back")
     assert said(4) == ["hi", "back"]  # the coordinator's session: /new closed the other one
+
+
+def test_only_the_coordinators_fallback_marks_its_answer() -> None:
+    """A specialist's call that failed over is its own (its result says nothing of models); the
+    answer is marked only when the coordinator's chain moved on."""
+    with tallying() as tally:
+        with bound(task_id="t1", persona="specialist-research"):
+            TALLIES.model_fallback("openai", "anthropic")
+            TALLIES.model_call(ModelCall("anthropic", "backup", "ok", 0.1, 0.05))
+        assert (tally.failed_over, tally.served_by) == (False, None)
+        TALLIES.model_call(ModelCall("openai", "main", "ok", 0.1, 0.05))
+        assert (tally.failed_over, tally.served_by) == (False, "main")
+        TALLIES.model_fallback("openai", "anthropic")
+        TALLIES.model_call(ModelCall("anthropic", "backup", "ok", 0.1, 0.05))
+        assert (tally.failed_over, tally.served_by) == (True, "backup")

@@ -313,7 +313,8 @@ class App:
             if close_channel is not None:
                 await close_channel()
         # the SDKs' HTTP connection pools
-        for model in [self.provider] * self._own_provider + list(self.models.values()):
+        owned = [self.provider] if self._own_provider else []  # a handed-in one: its owner's
+        for model in [*owned, *self.models.values()]:
             close_provider = getattr(model, "aclose", None)
             if close_provider is not None:
                 await close_provider()
