@@ -5,7 +5,8 @@ persona); with a `soft_ratio` it also reads the quota counters and, past the sof
 the crossing's marker. This times `ChatChoices.for_turn` (after `Quotas.admit`, as a turn runs
 it; the admission itself is the quotas' cost, not timed) against the real SQLite store and, if
 one answers, the real Redis, and prints the CPU and wall time per turn for: no choices
-configured, a chosen model, and a chosen model past a soft limit.
+configured, a chosen model (its own read of the state, and the state a turn already read for
+its language handed in, as `TurnRunner` does), and past a soft limit (the state handed in).
 
     python bench/choice_bench.py [--turns 2000] [--redis redis://127.0.0.1:6379/0]
 """
@@ -53,8 +54,15 @@ def choices(
 
 
 async def run_case(
-    name: str, states: ConversationState, quota_state: QuotaState, turns: int, **kind: bool
+    name: str,
+    states: ConversationState,
+    quota_state: QuotaState,
+    turns: int,
+    *,
+    reuse: bool = False,
+    **kind: bool,
 ) -> None:
+    """`reuse`: the state is handed in, as a turn hands in the one it read for its language."""
     chat, quotas = choices(states, quota_state, **kind)
     message = InboundMessage(ChatRef("telegram", uuid.uuid4().hex), "u1", "hi", "e1")
     key = message.conversation_key
@@ -63,9 +71,10 @@ async def run_case(
         await quotas.admit(message)
         await chat.for_turn(message, "en")
     await quotas.admit(message)  # counted once: every later read finds it past any soft ratio
+    state = await states.get(key) if reuse else None
     cpu, wall = time.process_time(), time.perf_counter()
     for _ in range(turns):
-        await chat.for_turn(message, "en")
+        await chat.for_turn(message, "en", state)
     cpu, wall = time.process_time() - cpu, time.perf_counter() - wall
     print(
         f"{name:<34} CPU {1e6 * cpu / turns:6.1f} µs/turn, wall {1e6 * wall / turns:6.1f} µs/turn"
@@ -83,7 +92,8 @@ async def main() -> None:
             for label, kind in (
                 ("sqlite: no choices", {"menu": False, "soft": False}),
                 ("sqlite: a chosen model", {"menu": True, "soft": False}),
-                ("sqlite: chosen, past a soft limit", {"menu": True, "soft": True}),
+                ("sqlite: chosen, state reused", {"menu": True, "soft": False, "reuse": True}),
+                ("sqlite: reused, past a soft limit", {"menu": True, "soft": True, "reuse": True}),
             ):
                 await run_case(label, states, counters, args.turns, **kind)
     try:
@@ -103,7 +113,8 @@ async def main() -> None:
         for label, kind in (
             ("redis: no choices", {"menu": False, "soft": False}),
             ("redis: a chosen model", {"menu": True, "soft": False}),
-            ("redis: chosen, past a soft limit", {"menu": True, "soft": True}),
+            ("redis: chosen, state reused", {"menu": True, "soft": False, "reuse": True}),
+            ("redis: reused, past a soft limit", {"menu": True, "soft": True, "reuse": True}),
         ):
             await run_case(label, states_r, counters_r, args.turns, **kind)
     finally:

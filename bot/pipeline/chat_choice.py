@@ -119,17 +119,21 @@ class ChatChoices:
     def default_persona(self, channel: str) -> str:
         return self.personas.for_channel(channel)
 
-    async def for_turn(self, message: InboundMessage, language: str) -> TurnChoice:
-        """The turn's persona, model and specialists. A state that cannot be read leaves the
-        defaults: a chosen model is not worth failing a turn for."""
+    async def for_turn(
+        self, message: InboundMessage, language: str, state: StateSnapshot | None = None
+    ) -> TurnChoice:
+        """The turn's persona, model and specialists. `state`: the conversation's, if the turn
+        read it already (for its language); else it is read here. A state that cannot be read
+        leaves the defaults: a chosen model is not worth failing a turn for."""
         channel, key = message.chat.channel, message.conversation_key
         if not (self.menu.options or self.switchable):  # nothing to choose: nothing to read
             return TurnChoice(self.default_persona(channel))
-        try:
-            state = await self.states.get(key)
-        except (StorageError, TryLater) as exc:
-            log.warning("choices of %s not read; the defaults answer: %s", key, exc)
-            state = StateSnapshot()
+        if state is None:
+            try:
+                state = await self.states.get(key)
+            except (StorageError, TryLater) as exc:
+                log.warning("choices of %s not read; the defaults answer: %s", key, exc)
+                state = StateSnapshot()
         persona = self.persona_of(state, channel)
         option = self.menu.find(state.settings.get(MODEL), channel)
         soft = None if self.soft_option is None else await self._soft(message)

@@ -30,6 +30,7 @@ from bot.ops.metrics import NO_METRICS, GatewayMetrics
 from bot.pipeline.attachments import fetch_files, tell_refusals, to_fetch
 from bot.pipeline.chat_choice import ChatChoices, TurnChoice
 from bot.pipeline.chat_notes import noted
+from bot.pipeline.conversation_state import StateSnapshot
 from bot.pipeline.conversations import TurnSignal
 from bot.pipeline.dedup import Dedup
 from bot.pipeline.delivery import Delivery
@@ -154,7 +155,9 @@ class TurnRunner:
         channel = self.channels[last.chat.channel]
         if control.resumed and self.resumer is not None and await self._taken_over(batch, control):
             return
-        language = DEFAULT_LANGUAGE if self.languages is None else await self.languages.of(last)
+        language, state = DEFAULT_LANGUAGE, None  # the state as read for the language, reused
+        if self.languages is not None:
+            language, state = await self.languages.with_state(last)
         delivery = Delivery(
             channel,
             last.chat,
@@ -178,7 +181,7 @@ class TurnRunner:
                 outcome = Outcome("refused", refusal)
             else:
                 # pinned for the whole turn, with the conversation's model
-                choice = await self._choice(last, language)
+                choice = await self._choice(last, language, state)
                 persona = self.personas.get(choice.persona)
                 session_id = await self.session_for(last, persona.name, persona.version)
                 masker = user_text_masker(self.coordinator)
@@ -351,11 +354,13 @@ class TurnRunner:
         # kept and retried if refused; `kept` is saved with it
         await self.ends.record(turn_id, status, final, outcome.error, kept, parts)
 
-    async def _choice(self, message: InboundMessage, language: str) -> TurnChoice:
+    async def _choice(
+        self, message: InboundMessage, language: str, state: StateSnapshot | None
+    ) -> TurnChoice:
         """The conversation's persona and model (bot/pipeline/chat_choice.py)."""
         if self.choices is None:
             return TurnChoice(self.persona.for_channel(message.chat.channel))
-        return await self.choices.for_turn(message, language)
+        return await self.choices.for_turn(message, language, state)
 
     async def _over_quota(self, message: InboundMessage, language: str) -> str | None:
         """What the placeholder says instead of an answer, if a quota is reached; else None and
