@@ -27,7 +27,7 @@ from typing import Any, Protocol, runtime_checkable
 from aiohttp import web
 
 from content.blobs import BlobStore
-from content.parts import BlobRef, MediaPart, Part
+from content.parts import BlobRef, MediaPart, Part, size_text
 
 
 @dataclass(frozen=True, slots=True)
@@ -215,15 +215,11 @@ class FileTooLarge(ChannelError):
     @property
     def reply(self) -> str:
         name = f" “{self.attachment.name}”" if self.attachment.name else ""
-        size = f" ({megabytes(self.size)})" if self.size is not None else ""
+        size = f" ({size_text(self.size)})" if self.size is not None else ""
         return (
             f"The {self.attachment.kind}{name}{size} is too large: I can read files of up to "
-            f"{megabytes(self.limit)}. The rest of your message is answered without it."
+            f"{size_text(self.limit)}. The rest of your message is answered without it."
         )
-
-
-def megabytes(size: int) -> str:
-    return f"{size / 1_000_000:.1f} MB" if size >= 100_000 else f"{size / 1000:.0f} KB"
 
 
 class TryLater(Exception):

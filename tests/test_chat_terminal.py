@@ -22,6 +22,7 @@ from pathlib import Path
 
 import pytest
 
+from content.texts import t
 from tests.fake_llm import Reply, llm_config
 from tests.fake_openai import FakeOpenAI
 
@@ -55,7 +56,7 @@ class Terminal:
         asyncio.get_running_loop().add_reader(master, self._read)
 
     @classmethod
-    async def start(cls, *args: str, cwd: Path) -> Terminal:
+    async def start(cls, *args: str, cwd: Path, lang: str | None = None) -> Terminal:
         master, slave = pty.openpty()
         # a wide window: no line wraps inside the words the test looks for
         fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 40, 200, 0, 0))
@@ -65,6 +66,8 @@ class Terminal:
             "TERM": "xterm",
             "PROMPT_TOOLKIT_NO_CPR": "1",  # nobody answers cursor position requests here
         }
+        if lang is not None:
+            env["LANG"] = lang
         process = await asyncio.create_subprocess_exec(
             sys.executable,
             "-c",
@@ -132,6 +135,23 @@ async def chat(tmp_path: Path, slow_model: FakeOpenAI) -> AsyncIterator[Terminal
     try:
         await terminal.expect("Chatting with 'default'")
         yield terminal
+    finally:
+        terminal.close()
+        await terminal.process.wait()
+
+
+async def test_the_gateways_own_texts_are_in_the_locales_language(
+    tmp_path: Path, slow_model: FakeOpenAI
+) -> None:
+    config = {
+        "storage": {"path": str(tmp_path / "chat.db")},
+        "llm": llm_config("openai", slow_model),
+    }
+    (tmp_path / "config.yaml").write_text(json.dumps(config))
+    terminal = await Terminal.start("chat", cwd=tmp_path, lang="de_DE.UTF-8")
+    try:
+        terminal.type("/new\r")
+        await terminal.expect(t("de", "command.started_new"))
     finally:
         terminal.close()
         await terminal.process.wait()

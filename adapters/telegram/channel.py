@@ -87,6 +87,7 @@ class TelegramChannel:
         public_url: str | None = None,
         private_edit_interval_s: float = 1.0,
         group_edit_interval_s: float = 3.0,
+        album_wait_s: float = 0.8,
         request_timeout_s: float = 15.0,
         poll_timeout_s: int = 25,
         admits: Callable[[InboundMessage], bool] | None = None,
@@ -139,6 +140,7 @@ class TelegramChannel:
             public_url=public_url,
             request_timeout_s=request_timeout_s,
             poll_timeout_s=poll_timeout_s,
+            album_wait_s=album_wait_s,
             leader=leader,
             accounts=accounts,
         )

@@ -32,18 +32,21 @@ from bot.pipeline.conversations import ClaimingQueue, ConversationQueue, Held, Q
 from bot.pipeline.dedup import Dedup
 from bot.pipeline.held import HeldMessages
 from bot.pipeline.language import ConversationLanguage
+from bot.pipeline.pairing import PairingGate
 from bot.pipeline.persona_choice import PersonaChoice
 from bot.pipeline.quota import Quotas
 from bot.pipeline.resume import ResumeSettings, TurnResumer
 from bot.pipeline.routing import (
     CONVERSATION,
     HELP_LINE,
+    IGNORE,
     Access,
     AccessPolicy,
     Command,
     CommandTable,
     DefaultAccess,
     ModeHandler,
+    Route,
     Router,
     help_text,
 )
@@ -102,15 +105,18 @@ class Gateway:
         modes: Mapping[str, ModeHandler] | None = None,
         blobs: BlobStore | None = None,
         hearing: Hearing | None = None,
+        pairing: PairingGate | None = None,
         choices: ChatChoices | None = None,
     ) -> None:
-        """`choices`: each conversation's persona, model and budget (bot/pipeline/chat_choice.py;
-        None: the channel's persona and the default model). `commands`: more rows of the
-        command table (after /new and /stop; one of the same name replaces it). `modes`: the
-        handlers of the modes other than bot (default: the message recorded and acknowledged,
-        bot/pipeline/held.py). `turn_log` and `message_log`: the store's roles the gateway's
-        parts use (its turns and sessions; the sessions' messages). `hearing`: voice notes
-        transcribed before their turn (None: not)."""
+        """`commands`: more rows of the command table (after /new and /stop; one of the same
+        name replaces it). `modes`: the handlers of the modes other than bot (default: the
+        message recorded and acknowledged, bot/pipeline/held.py). `turn_log` and
+        `message_log`: the store's roles the gateway's parts use (its turns and sessions; the
+        sessions' messages). `hearing`: voice notes transcribed before their turn (None: not).
+        `pairing`: the gate for unknown senders' direct messages where the access policy says
+        "pair" (None: they are refused). `choices`: each conversation's persona, model and
+        budget (bot/pipeline/chat_choice.py; None: the channel's persona and the default
+        model)."""
         self.channels = channels
         self.metrics = metrics
         self.coordinator = coordinator
@@ -131,6 +137,7 @@ class Gateway:
         self.settings = settings
         self.choices = choices
         self.access = access or DefaultAccess()
+        self.pairing = pairing
         self.languages = ConversationLanguage(
             self.states, default=settings.language, persona_language=self._persona_language
         )
@@ -220,12 +227,20 @@ class Gateway:
             await self._handle(message)
 
     async def _handle(self, message: InboundMessage) -> None:
+        if self.pairing is not None and self.pairing.operates(message):  # the operators' place
+            if await self._claim(message):
+                await self._paired(message, press=True)
+            return
         route = self.router.route(message)  # reads nothing, so it can go before the claim
         if route is CONVERSATION and self._claiming is not None:
             await self._enqueue_new(self._claiming, message)
             return
         if not await self._claim(message) or route.to == "ignore":
             return
+        if route.to == "pair":
+            route = await self._paired(message)
+            if route is IGNORE:
+                return
         if route.command is not None:
             await route.command.run(await self._in_language(message), self._reply)
         elif route.to == "refuse":
@@ -246,6 +261,23 @@ class Gateway:
             log.debug("duplicate event %s dropped", message.event_id)
             self.metrics.dedup_hit(message.chat.channel)
         return claimed
+
+    async def _paired(self, message: InboundMessage, *, press: bool = False) -> Route:
+        """An unknown sender's claimed direct message through the pairing gate, or an operator's
+        press in its place: where the message goes next (IGNORE unless an approved sender's)."""
+        if self.pairing is None:
+            await self._say(message, "gateway.refused")
+            return IGNORE
+        try:
+            if press:
+                await self.pairing.press(message, self._reply)
+            elif await self.pairing.admit(await self._in_language(message), self._reply):
+                return self.router.allowed(message)
+        except StorageError as exc:
+            log.error("event %s in %s not paired: %s", message.event_id, message.chat.key, exc)
+            await self.dedup.release(message.event_id)
+            await self._say(message, "gateway.not_taken")
+        return IGNORE
 
     async def _converse(self, message: InboundMessage) -> None:
         """The claimed message to its conversation: a turn, unless the mode says otherwise."""

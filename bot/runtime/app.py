@@ -21,12 +21,14 @@ from agent.providers import build_choices, build_provider, describe_provider
 from agent.providers.base import Provider
 from bot.media.build import build_blobs, build_links, keep_retention, upload_secret
 from bot.media.route import MediaRoute
+from bot.ops.admin.pairing import PairingDesk
 from bot.ops.health import ChannelStates
 from bot.ops.mcp_status import watch_mcp
 from bot.ops.operations import Operations, metrics_enabled
 from bot.pipeline.background import BackgroundResults
 from bot.pipeline.conversations import ConversationQueue
 from bot.pipeline.gateway import Gateway, GatewaySettings
+from bot.pipeline.pairing import PairingGate, PairingNotices
 from bot.pipeline.quota import Quotas
 from bot.pipeline.recovery import recover_interrupted_turns
 from bot.pipeline.resume import ResumeSettings
@@ -162,6 +164,8 @@ class App:
             default_model=self.provider.model,
             quotas=quotas,
         )
+        self.pairing = wiring.pairing_settings(config)  # codes for unknown senders
+        self.pairing_notices = PairingNotices(self.store, self.channels)
         self.gateway = Gateway(
             channels=self.channels,
             coordinator=self.coordinator,
@@ -184,6 +188,15 @@ class App:
             commands=wiring.chat_commands(config, self.choices, self.personas, self.store),
             blobs=self.blobs,
             hearing=self.hearing,
+            pairing=PairingGate(
+                self.store,
+                self.pairing,
+                place=wiring.pairing_place(
+                    config, self.channels, self.store, self.pairing_notices.wake
+                )
+                if web_server  # `bot chat` runs no platform channel to post to
+                else None,
+            ),
             choices=self.choices,
         )
         self.gateway.accepting.clear()  # until interrupted turns are queued (see `_start`)
@@ -271,6 +284,7 @@ class App:
                 redis=self.redis,
                 media=MediaRoute(self.blobs, self.links) if self.links is not None else None,
                 tool_servers=self.mcp.states,
+                pairing=PairingDesk(self.store, self.pairing, self.pairing_notices.wake),
             )
             self.port = await self._web.start()
         log.info("model: %s", describe_provider(self.provider))
@@ -338,6 +352,8 @@ class App:
             if self.web_server:  # `bot chat` shares a serving bot's folder: that one purges
                 retention = keep_retention(self.blobs, self.config.media.retention_days)
                 group.create_task(retention, name="media-retention")
+            if self.web_server and wiring.pairs(self.config):  # approvals told by serving processes
+                group.create_task(self.pairing_notices.run(), name="pairing-notices")
             for channel in self.channels.values():
                 group.create_task(self._keep_running(channel), name=f"channel:{channel.name}")
             if self.web_server:

@@ -17,6 +17,7 @@ from agent.personas import PersonaLibrary
 from agent.providers.base import Provider
 from bot.media.route import MediaRoute
 from bot.ops.admin import AdminSources, AdminView
+from bot.ops.admin.pairing import PairingDesk
 from bot.ops.health import ChannelStates
 from bot.ops.operations import Operations
 from bot.ops.readiness import Down
@@ -51,8 +52,10 @@ class WebServer:
         redis: RedisMode | None,
         media: MediaRoute | None = None,
         tool_servers: Callable[[], Mapping[str, ServerState]] = dict,
+        pairing: PairingDesk | None = None,
     ) -> None:
-        """`tool_servers`: the MCP servers' states, for the admin view."""
+        """`tool_servers`: the MCP servers' states, for the admin view; `pairing`: its
+        pairing section."""
         self.config = config
         self.provider = provider
         self.store = store
@@ -63,6 +66,7 @@ class WebServer:
         self.redis = redis
         self.media = media  # /media/<blob id>: signed links to stored files
         self.tool_servers = tool_servers
+        self.pairing = pairing
         self._runner: web.AppRunner | None = None
         self._listener: CappedListener | None = None
         self._probe: asyncio.Task[None] | None = None  # /healthz's storage write, in flight
@@ -119,6 +123,7 @@ class WebServer:
             channels=lambda: sorted(self.channels),
             prices=model_prices(self.config),  # `usage.prices` and each choice's `price`
             tool_servers=self.tool_servers,
+            pairing=self.pairing,
         )
         return AdminView(self.config.admin, sources)
 

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from adapters.accounts import Accounts, FileAccounts
-from adapters.base import BlobLinks, InboundMessage
+from adapters.base import BlobLinks, Channel, InboundMessage
 from adapters.rates import LocalInboundRates
 from adapters.registry import ChannelServices, instance_name, sections
 from agent.coordinator import AgentSettings, Coordinator
@@ -30,6 +30,8 @@ from bot.pipeline.choice_commands import ModelCommand, PersonaCommand
 from bot.pipeline.conversation_state import ConversationState, StoredConversationState
 from bot.pipeline.conversations import ConversationQueue, LocalConversations
 from bot.pipeline.dedup import Dedup, StoreDedup
+from bot.pipeline.pairing_codes import PairingSettings
+from bot.pipeline.pairing_place import PairingPlace, Place
 from bot.pipeline.persona_choice import PersonaChoice
 from bot.pipeline.quota import Quotas, QuotaState, StoreQuotaState
 from bot.pipeline.routing import Command
@@ -41,6 +43,7 @@ from bot.runtime.config.choices import ModelPrice, model_prices
 from bot.speech.base import SpeechObserver
 from bot.storage import StorageError
 from bot.storage.backends import AnyStore
+from bot.storage.roles import PairingRecords
 from content.blobs import BlobStore
 from tools.base import ToolDeps
 from tools.knowledge import KnowledgeBase
@@ -272,6 +275,43 @@ def access_rules(config: Config) -> AccessRules:
             instance_name(spec, section): section for spec, section in sections(config.channels)
         },
     )
+
+
+def pairing_settings(config: Config) -> PairingSettings:
+    p = config.pairing
+    return PairingSettings(p.ttl_s, p.max_pending, p.resend_s, p.deny_s)
+
+
+def pairing_place(
+    config: Config,
+    channels: Mapping[str, Channel],
+    records: PairingRecords,
+    decided: Callable[[], None],
+) -> PairingPlace | None:
+    """`pairing.place`: its instance must be a channel this gateway runs (a typo would post
+    every code nowhere)."""
+    if config.pairing.place is None:
+        return None
+    place = Place.parse(config.pairing.place)
+    if place.instance not in channels:
+        raise ConfigError(
+            f"pairing.place: no enabled channel instance {place.instance!r}; running:"
+            f" {sorted(channels)}"
+        )
+    return PairingPlace(
+        place,
+        channels,
+        records,
+        pairing_settings(config),
+        approvers=config.pairing.approvers,
+        language=config.gateway.language,
+        decided=decided,
+    )
+
+
+def pairs(config: Config) -> bool:
+    """Whether any channel instance gives unknown senders pairing codes."""
+    return any(section.dm_policy == "pairing" for _, section in sections(config.channels))
 
 
 def persona_choice(config: Config, default: str) -> PersonaChoice:

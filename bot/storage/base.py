@@ -21,6 +21,7 @@ from bot.storage.roles import (
     ClaimRecords,
     ConversationStateRecords,
     MessageRecords,
+    PairingRecords,
     QuotaRecords,
     TurnRecords,
 )
@@ -43,6 +44,7 @@ class Store(
     ApiRecords,
     BlobRecords,
     ConversationStateRecords,
+    PairingRecords,
     Protocol,
 ):
     """The whole store an app runs on."""

@@ -7,6 +7,7 @@ from bot.storage.blob_records import BlobTable
 from bot.storage.claims import EventClaims
 from bot.storage.conversation_states import ConversationStateTable
 from bot.storage.messages import MessageLog
+from bot.storage.pairings import PairingTable
 from bot.storage.quotas import QuotaCounters
 from bot.storage.records import UserRecords
 from bot.storage.sessions import SessionLog
@@ -26,6 +27,7 @@ class AllTables(
     ApiRecords,
     BlobTable,
     ConversationStateTable,
+    PairingTable,
     UserUsageViews,
 ):
     """The whole `bot.storage.base.Store`, on whichever connection comes after it in the MRO

@@ -71,6 +71,12 @@ STEPS: tuple[tuple[ExecutableDDLElement, ...], ...] = (
     ),
     # the answer's media beside its text: a reload and the sessions API's history show them
     (*add_column(tables.turns.c.final_parts), *add_column(tables.api_messages.c.parts)),
+    # pairing codes for unknown senders (access dm_policy: pairing), bot/storage/pairings.py
+    create_table(
+        tables.pairings,
+        "channel user_id code status chat user_name language created_at expires_at sent_at"
+        " attempts decided_at decided_by notified_at",
+    ),
 )
 FIRST = 9
 

@@ -6,18 +6,20 @@ do with the database is visible where it is built, and a fake for its test is sm
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from typing import Any, Protocol
 
 from adapters.base import ChatRef
 from agent.store import Store as AgentStore
 from agent.types import Message
+from bot.storage.pairings import PairingRequest, PairingTicket
 from bot.storage.rows import (
     AuditRow,
     ConversationRow,
     ConversationStateRow,
     MessageRow,
     ModelCallRow,
+    PairingRow,
     ResumedTurn,
     SessionRow,
     ToolCallRow,
@@ -213,4 +215,32 @@ class ConversationStateRecords(Protocol):
         """Writes `row` (its version must be `expected_version + 1`, else ValueError) only if
         the stored version is `expected_version` (0: no row yet); False if another writer
         moved it on since."""
+        ...
+
+
+class PairingRecords(Protocol):
+    """The `pairings` table: unknown senders' codes and the approved (bot/pipeline/pairing.py)."""
+
+    async def pairing_request(self, request: PairingRequest) -> PairingTicket:
+        """An approved sender passes; a live code is resent once `resend_s` has passed since it
+        was last sent; a new code only while the instance has fewer than `max_pending` live."""
+        ...
+
+    async def pairing_decide(
+        self, code: str, *, approve: bool, by: str, now: float, block_s: float
+    ) -> PairingRow | None:
+        """Approves or denies the live pending code (a denial stands `block_s`); the row as
+        decided, or None when no live code is `code`."""
+        ...
+
+    async def pairing_rows(self, status: str, *, now: float, limit: int = 100) -> list[PairingRow]:
+        """Live rows of `status` (a pending code not expired; every approval), newest first."""
+        ...
+
+    async def pairing_revoke(self, channel: str, user_id: str) -> bool:
+        """Forgets an approval (the sender's next message pairs anew); False: none was there."""
+        ...
+
+    async def pairing_untold(self, channels: Collection[str], now: float) -> list[PairingRow]:
+        """Approvals on `channels` whose sender nobody has been told of yet, taken for telling."""
         ...

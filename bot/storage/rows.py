@@ -197,3 +197,24 @@ class TurnUsage:
     model_calls: int
     input_tokens: int
     output_tokens: int
+
+
+@dataclass(frozen=True, slots=True)
+class PairingRow:
+    """An unknown sender's pairing (the `pairings` table): pending with a code, approved or
+    denied. `chat` is where the sender is told (a chat record, JSON); times are unix seconds."""
+
+    channel: str
+    user_id: str
+    code: str
+    status: str  # pending | approved | denied
+    chat: str
+    user_name: str | None
+    language: str | None
+    created_at: float
+    expires_at: float  # pending: the code's end; denied: when the sender may ask again
+    sent_at: float  # when the code last went to the sender
+    attempts: int  # the sender's messages while this row stood
+    decided_at: float | None
+    decided_by: str | None
+    notified_at: float | None  # when a process took the approval notice to send

@@ -118,6 +118,19 @@ conversation_states = sa.Table(
     _col("assignee", Text), _col("settings", Text, null=False),  # a JSON object
     _col("version", Int, null=False), _col("updated_at", Float, null=False),  # unix seconds
 )
+# v12: pairing codes of unknown senders and the senders approved (bot/storage/pairings.py);
+# one row per sender of a channel instance; times are unix seconds, `chat` a JSON chat record
+pairings = sa.Table(
+    "pairings", metadata,
+    _col("channel", Text, primary_key=True), _col("user_id", Text, primary_key=True),
+    _col("code", Text, null=False), _col("status", Text, null=False),
+    _col("chat", Text, null=False), _col("user_name", Text), _col("language", Text),
+    _col("created_at", Float, null=False), _col("expires_at", Float, null=False),
+    _col("sent_at", Float, null=False), _col("attempts", Int, null=False),
+    _col("decided_at", Float), _col("decided_by", Text), _col("notified_at", Float),
+    sa.Index("idx_pairings_code", "code"),
+    sa.Index("idx_pairings_untold", "status", "notified_at"),  # approvals to tell, every 2 s
+)
 # fmt: on
 
 

@@ -25,6 +25,7 @@ from aiohttp import web
 
 from agent.personas import PersonaLibrary
 from bot.ops.admin.client import ClientAddress
+from bot.ops.admin.pairing import PairingDesk, PairingPage
 from bot.ops.admin.throttle import SignInThrottle
 from bot.ops.health import ChannelStates
 from bot.reports.sessions_view import find_session, session_tree
@@ -60,6 +61,7 @@ class AdminSources:
     channels: Callable[[], list[str]]
     prices: Mapping[str, ModelPrice]
     tool_servers: Callable[[], Mapping[str, ServerState]] = dict  # the MCP servers, by name
+    pairing: PairingDesk | None = None  # the pairing section (bot/ops/admin/pairing.py)
 
 
 class AdminView:
@@ -69,6 +71,8 @@ class AdminView:
         self._token = config.token.encode()
         # the cookie proves the token without holding it (a copied cookie jar leaks no token)
         self._cookie = hmac.new(self._token, b"bot admin cookie", hashlib.sha256).hexdigest()
+        # what the pages' forms carry back (CSRF): only a page this server rendered has it
+        self._form_token = hmac.new(self._token, b"bot admin form", hashlib.sha256).hexdigest()
         self._allow_remote = config.allow_remote
         self._clients = ClientAddress(config.trusted_proxies)
         self._throttle = SignInThrottle()
@@ -85,6 +89,14 @@ class AdminView:
         app.router.add_get("/admin/sessions/{session_id}", self._guard(self._session))
         app.router.add_get("/admin/login", self._login_form)
         app.router.add_post("/admin/login", self._login)
+        if self.sources.pairing is not None:
+            section = PairingPage(
+                self.sources.pairing,
+                guard=self._guard,
+                page=self._page,
+                form_token=self._form_token,
+            )
+            section.install(app)
 
     # -- access --------------------------------------------------------------------------
     def _remote_refused(self, request: web.Request) -> bool:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ipaddress
+import re
 from collections.abc import Iterator
 from typing import Any, Literal, get_args, get_origin
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
@@ -166,6 +167,27 @@ class GatewayConfig(_Section):
         return ours
 
 
+class PairingConfig(_Section):
+    """Codes for unknown senders on channel instances with `dm_policy: pairing`."""
+
+    ttl_s: float = Field(3600, gt=0, le=30 * 86400)  # how long a code waits for an admin
+    max_pending: int = Field(10, ge=1, le=1000)  # live codes per instance; more senders wait
+    resend_s: float = Field(60, ge=0)  # a pending code is sent again at most this often
+    deny_s: float = Field(86400, ge=0)  # a denied sender gets no new code for this long
+    # slack:<instance>/<channel id>: each new code posted there with Approve / Deny buttons
+    place: str | None = None
+    approvers: list[str] = []  # who may press them there (platform user ids); empty: anyone
+
+    @field_validator("place")
+    @classmethod
+    def _place(cls, value: str | None) -> str | None:
+        if value and not re.fullmatch(r"[a-z]+:[a-z0-9][a-z0-9_-]{0,31}/\S+", value):
+            raise ValueError(
+                f"{value!r}: expected slack:<instance>/<channel id>, such as slack:slack/C0123ABCD"
+            )
+        return value or None
+
+
 class UsageConfig(_Section):
     # keyed by the model name as recorded in `usage.model`; a model without a price costs "-"
     prices: dict[str, ModelPrice] = {}
@@ -318,6 +340,7 @@ class Config(_Section):
     llm: LLMConfig = LLMConfig()
     agent: AgentConfig = AgentConfig()
     gateway: GatewayConfig = GatewayConfig()
+    pairing: PairingConfig = PairingConfig()  # codes for unknown senders (dm_policy: pairing)
     personas: PersonasConfig = PersonasConfig()
     channels: ChannelsConfig = ChannelsConfig()
     knowledge: KnowledgeSettings = KnowledgeSettings()  # defined beside the tools that read it
