@@ -11,9 +11,8 @@ import pytest
 
 from adapters.base import ChatRef, InboundMessage
 from agent.providers.scripted import Reply, ScriptedProvider
-from bot.pipeline.commands import HELP, NEW_LINE, STOP_LINE
+from bot.pipeline.commands import APP_HELP, HELP, NEW_LINE, STOP_LINE
 from bot.pipeline.conversation_state import Mode
-from bot.pipeline.gateway import HELP as APP_HELP  # the app's table: /usage too
 from bot.pipeline.gateway import REFUSAL
 from bot.pipeline.held import WAITING
 from bot.pipeline.routing import CONVERSATION, IGNORE, REFUSE, CommandTable, DefaultAccess, Router

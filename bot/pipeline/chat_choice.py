@@ -157,6 +157,16 @@ class ChatChoices:
         option = self.menu.find(state.settings.get(MODEL), channel)
         return None if option is None else self.menu.provider(option)
 
+    async def persona_for(self, message: InboundMessage) -> str:
+        """The persona answering the message's conversation (a state that cannot be read: the
+        channel's), e.g. whose session `/new` closes."""
+        channel, key = message.chat.channel, message.conversation_key
+        try:
+            return self.persona_of(await self.states.get(key), channel)
+        except (StorageError, TryLater) as exc:
+            log.warning("persona of %s not read: %s", key, exc)
+            return self.default_persona(channel)
+
     def persona_of(self, state: StateSnapshot, channel: str) -> str:
         chosen = state.settings.get(PERSONA)
         if chosen is None or chosen not in self.switchable or not self._exists(chosen):

@@ -21,6 +21,10 @@ STARTED_NEW: Final = t(DEFAULT_LANGUAGE, "command.started_new")
 NOTHING_TO_STOP: Final = t(DEFAULT_LANGUAGE, "command.nothing_to_stop")
 # The default table's `/help` (what `CommandTable((NewCommand…, StopCommand…))` generates).
 HELP: Final = help_text((("new", NEW_LINE), ("stop", STOP_LINE), ("help", HELP_LINE)))
+# The app's (bot/runtime/app.py): `/usage` too, always; `/model` and `/persona` where offered.
+APP_HELP: Final = help_text(
+    (("new", NEW_LINE), ("stop", STOP_LINE), ("usage", "usage.help"), ("help", HELP_LINE))
+)
 
 
 class SessionCloser(Protocol):

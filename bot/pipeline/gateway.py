@@ -26,7 +26,7 @@ from agent.personas import PersonaLibrary
 from agent.workers import Workers
 from bot.ops.metrics import NO_METRICS, GatewayMetrics
 from bot.pipeline.chat_choice import ChatChoices
-from bot.pipeline.commands import NEW_LINE, STOP_LINE, NewCommand, StopCommand
+from bot.pipeline.commands import NewCommand, StopCommand
 from bot.pipeline.conversation_state import ConversationState, MemoryConversationState
 from bot.pipeline.conversations import ClaimingQueue, ConversationQueue, Held, QueueFull, TurnSignal
 from bot.pipeline.dedup import Dedup
@@ -38,7 +38,6 @@ from bot.pipeline.quota import Quotas
 from bot.pipeline.resume import ResumeSettings, TurnResumer
 from bot.pipeline.routing import (
     CONVERSATION,
-    HELP_LINE,
     IGNORE,
     Access,
     AccessPolicy,
@@ -48,7 +47,6 @@ from bot.pipeline.routing import (
     ModeHandler,
     Route,
     Router,
-    help_text,
 )
 from bot.pipeline.turn import RESUME_EVENT, TurnRunner
 from bot.pipeline.turn_ends import TurnEnds
@@ -62,18 +60,13 @@ from content.texts import DEFAULT_LANGUAGE, t
 
 log = logging.getLogger(__name__)
 
-__all__ = ["HELP", "Access", "AccessPolicy", "DefaultAccess", "Gateway", "GatewaySettings"]
+__all__ = ["Access", "AccessPolicy", "DefaultAccess", "Gateway", "GatewaySettings"]
 
 # in English (tests); said in the conversation's language (bot/pipeline/language.py)
 REFUSAL = t(DEFAULT_LANGUAGE, "gateway.refused")
 QUEUE_FULL = t(DEFAULT_LANGUAGE, "gateway.queue_full")
 UNCLAIM_RETRIES_S = (0.05, 0.1, 0.2, 0.4, 0.8, 1.6)
 NOT_TAKEN = t(DEFAULT_LANGUAGE, "gateway.not_taken")
-# The app's `/help` with no choices configured: /new, /stop, then /usage (bot/runtime/wiring.py)
-USAGE_LINE = t(DEFAULT_LANGUAGE, "usage.help")
-HELP = help_text(
-    (("new", NEW_LINE), ("stop", STOP_LINE), ("usage", USAGE_LINE), ("help", HELP_LINE))
-)
 
 
 @dataclass(frozen=True, slots=True)
@@ -115,8 +108,7 @@ class Gateway:
         sessions' messages). `hearing`: voice notes transcribed before their turn (None: not).
         `pairing`: the gate for unknown senders' direct messages where the access policy says
         "pair" (None: they are refused). `choices`: each conversation's persona, model and
-        budget (bot/pipeline/chat_choice.py; None: the channel's persona and the default
-        model)."""
+        budget (bot/pipeline/chat_choice.py; None: the channel's persona, the default model)."""
         self.channels = channels
         self.metrics = metrics
         self.coordinator = coordinator
@@ -374,17 +366,10 @@ class Gateway:
         )
 
     async def _persona_name(self, message: InboundMessage) -> str:
-        """The agent id of a conversation's sessions: the persona answering it (`/persona`'s
-        choice, else its channel's)."""
-        name = self.settings.persona.for_channel(message.chat.channel)
-        if self.choices is not None:
-            try:
-                state = await self.states.get(message.conversation_key)
-            except (StorageError, TryLater) as exc:
-                log.warning("persona of %s not read: %s", message.conversation_key, exc)
-            else:
-                name = self.choices.persona_of(state, message.chat.channel)
-        return self.personas.get(name).name
+        """The agent id of a conversation's sessions: the persona answering it (`/persona`)."""
+        if self.choices is None:
+            return self.personas.get(self.settings.persona.for_channel(message.chat.channel)).name
+        return self.personas.get(await self.choices.persona_for(message)).name
 
     async def _held_session(self, message: InboundMessage) -> str:
         persona = self.personas.get(self.settings.persona.for_channel(message.chat.channel))

@@ -32,7 +32,7 @@ from bot.pipeline.pairing import PairingGate, PairingNotices
 from bot.pipeline.quota import Quotas
 from bot.pipeline.recovery import recover_interrupted_turns
 from bot.pipeline.resume import ResumeSettings
-from bot.runtime import wiring
+from bot.runtime import chat_wiring, wiring
 from bot.runtime.config import Config, ConfigError
 from bot.runtime.web_server import WebServer
 from bot.storage import StorageError
@@ -155,14 +155,8 @@ class App:
         self.quota_state = wiring.quota_state(self.store, self.redis)
         quotas = Quotas(config.quotas, self.quota_state, observer=self.ops.metrics)
         persona_choice = wiring.persona_choice(config, persona)
-        self.choices = wiring.chat_choices(
-            config,
-            states,
-            persona_choice,
-            self.personas,
-            self.models,
-            default_model=self.provider.model,
-            quotas=quotas,
+        self.choices = chat_wiring.chat_choices(
+            config, states, quotas, persona_choice, self.personas, self.models, self.provider.model
         )
         self.pairing = wiring.pairing_settings(config)  # codes for unknown senders
         self.pairing_notices = PairingNotices(self.store, self.channels)
@@ -185,7 +179,7 @@ class App:
             metrics=self.ops.gateway_metrics,
             quotas=quotas,
             states=states,
-            commands=wiring.chat_commands(config, self.choices, self.personas, self.store),
+            commands=chat_wiring.chat_commands(config, self.choices, self.personas, self.store),
             blobs=self.blobs,
             hearing=self.hearing,
             pairing=PairingGate(
@@ -252,7 +246,7 @@ class App:
         await self.http.open()
         self.personas.load()  # logs each broken file, saying what serves instead
         wiring.check_personas(self.gateway.settings.persona, self.personas)
-        wiring.check_switchable(self.config, self.personas)
+        chat_wiring.check_switchable(self.config, self.personas)
         self._supervisor = asyncio.create_task(self._supervise(), name="app")
         started = asyncio.create_task(self.conversations.started.wait())
         await asyncio.wait({started, self._supervisor}, return_when=asyncio.FIRST_COMPLETED)
@@ -358,7 +352,7 @@ class App:
                 group.create_task(self._keep_running(channel), name=f"channel:{channel.name}")
             if self.web_server:
                 group.create_task(self._announce(), name="readiness")
-                watch = wiring.cost_watch(
+                watch = chat_wiring.cost_watch(
                     self.config, self.store, self.models, self.quota_state, self.ops.metrics
                 )
                 if watch is not None:

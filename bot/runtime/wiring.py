@@ -22,24 +22,18 @@ from agent.loop import LoopSettings
 from agent.personas import Persona, PersonaLibrary
 from agent.providers.base import Provider
 from agent.workers import Deliver, Workers, WorkerSettings
-from bot.ops.cost_watch import CostObserver, CostWatch
 from bot.ops.operations import Operations
 from bot.pipeline.access import AccessRules
-from bot.pipeline.chat_choice import ChatChoices, ModelMenu
-from bot.pipeline.choice_commands import ModelCommand, PersonaCommand
 from bot.pipeline.conversation_state import ConversationState, StoredConversationState
 from bot.pipeline.conversations import ConversationQueue, LocalConversations
 from bot.pipeline.dedup import Dedup, StoreDedup
 from bot.pipeline.pairing_codes import PairingSettings
 from bot.pipeline.pairing_place import PairingPlace, Place
 from bot.pipeline.persona_choice import PersonaChoice
-from bot.pipeline.quota import Quotas, QuotaState, StoreQuotaState
-from bot.pipeline.routing import Command
+from bot.pipeline.quota import QuotaState, StoreQuotaState
 from bot.pipeline.transcript import StoreHistory
-from bot.pipeline.usage_command import UsageCommand
 from bot.pipeline.voice import Hearing
 from bot.runtime.config import Config, ConfigError
-from bot.runtime.config.choices import ModelPrice, model_prices
 from bot.speech.base import SpeechObserver
 from bot.storage import StorageError
 from bot.storage.backends import AnyStore
@@ -350,70 +344,3 @@ def hearing(config: Config, blobs: BlobStore | None, observer: SpeechObserver) -
             max_bytes=stt.max_bytes,
         )
     return Hearing(transcriber, blobs, concurrency=stt.concurrency, observer=observer)
-
-
-def prices(config: Config, models: Mapping[str, Provider]) -> dict[str, ModelPrice]:
-    """What a model's tokens cost, the choices' served model names known (their providers')."""
-    return model_prices(config, {name: model.model for name, model in models.items()})
-
-
-def chat_choices(
-    config: Config,
-    states: ConversationState,
-    choice: PersonaChoice,
-    personas: PersonaLibrary,
-    models: Mapping[str, Provider],
-    *,
-    default_model: str,
-    quotas: Quotas,
-) -> ChatChoices:
-    """Each conversation's persona (`personas.switchable`), model (`llm.choices`, each served
-    by `models[name]`) and budget (`quotas.soft_model` past a soft ratio)."""
-    menu = ModelMenu(config.llm.choices, models, default_display=default_model)
-    return ChatChoices(
-        states,
-        personas=choice,
-        library=personas,
-        switchable=frozenset(config.personas.switchable),
-        menu=menu,
-        quotas=quotas,
-        soft_model=config.quotas.soft_model,
-    )
-
-
-def chat_commands(
-    config: Config, choices: ChatChoices, personas: PersonaLibrary, store: AnyStore
-) -> list[Command]:
-    """The commands beyond /new, /stop and /help: `/model` and `/persona` where an admin
-    offers a choice, `/usage` always."""
-    commands: list[Command] = []
-    if config.llm.choices:
-        commands.append(ModelCommand(choices))
-    if config.personas.switchable:
-        commands.append(PersonaCommand(choices, personas))
-    commands.append(UsageCommand(store, prices(config, choices.menu.providers)))
-    return commands
-
-
-def check_switchable(config: Config, personas: PersonaLibrary) -> None:
-    """Every persona `personas.switchable` names must exist: a typo would offer nothing."""
-    for name in config.personas.switchable:
-        try:
-            personas.get(name)
-        except KeyError as exc:
-            raise ConfigError(f"personas.switchable: {exc.args[0]}") from None
-
-
-def cost_watch(
-    config: Config,
-    store: AnyStore,
-    models: Mapping[str, Provider],
-    marks: QuotaState,
-    observer: CostObserver | None,
-) -> CostWatch | None:
-    """The daily cost alert, on the prices `/usage` counts with (bot/ops/cost_watch.py); None
-    when it is off (`quotas.cost_alert_factor: 0`) or nothing has a price to count."""
-    factor, priced = config.quotas.cost_alert_factor, prices(config, models)
-    if factor <= 0 or not priced:
-        return None
-    return CostWatch(store, priced, factor=factor, marks=marks, observer=observer)
