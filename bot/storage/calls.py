@@ -13,6 +13,7 @@ from bot.storage.quotas import QuotaCounters
 from bot.storage.records import UserRecords
 from bot.storage.sessions import SessionLog
 from bot.storage.turns import TurnLog
+from bot.storage.user_usage import UserUsageViews
 from bot.storage.views import AdminViews
 
 
@@ -29,6 +30,7 @@ class AllTables(
     ConversationStateTable,
     PairingTable,
     ApprovalTable,
+    UserUsageViews,
 ):
     """The whole `bot.storage.base.Store`, on whichever connection comes after it in the MRO
     (`StoreConnection`: SQLite, `PgConnection`: PostgreSQL), which runs each call."""
