@@ -27,7 +27,6 @@ from agent.personas import PersonaLibrary
 from agent.replay import ReplayPoint
 from agent.types import Message
 from bot.approvals.desk import ApprovalDesk
-from bot.approvals.policy import presser
 from bot.ops.metrics import NO_METRICS, GatewayMetrics
 from bot.pipeline.attachments import fetch_files, tell_refusals, to_fetch
 from bot.pipeline.chat_choice import ChatChoices, TurnChoice
@@ -41,8 +40,9 @@ from bot.pipeline.persona_choice import PersonaChoice
 from bot.pipeline.placeholder import post_placeholder
 from bot.pipeline.quota import Quotas
 from bot.pipeline.resume import TurnResumer
+from bot.pipeline.turn_before import taken_over, withdraw_questions
 from bot.pipeline.turn_ends import TurnEnds
-from bot.pipeline.turn_input import TASK_EVENT, carried, combine, media, shown, user_text_masker
+from bot.pipeline.turn_input import carried, combine, media, shown, user_text_masker
 from bot.pipeline.turn_line import log_turn, tallying
 from bot.pipeline.turn_outcome import (
     INTERRUPTED,
@@ -141,7 +141,8 @@ class TurnRunner:
             batch = batch[1:]
         if not batch:
             return
-        await self._withdraw_questions(batch, control)
+        if self.approvals is not None and self.resumer is not None:
+            await withdraw_questions(self.approvals, self.resumer, batch, control)
         last = batch[-1]
         turn_id = uuid.uuid4().hex
         # every log line of the turn, its tools and specialists included, names it (JSON log);
@@ -161,7 +162,11 @@ class TurnRunner:
     async def _run(self, batch: list[InboundMessage], control: TurnSignal, turn_id: str) -> None:
         last = batch[-1]
         channel = self.channels[last.chat.channel]
-        if control.resumed and self.resumer is not None and await self._taken_over(batch, control):
+        if (
+            control.resumed
+            and self.resumer is not None
+            and await taken_over(self.turn_log, self.resumer, batch, control)
+        ):
             return
         language, state = DEFAULT_LANGUAGE, None  # the state as read for the language, reused
         if self.languages is not None:
@@ -321,25 +326,6 @@ class TurnRunner:
                 await self._record_end(turn_id, outcome, kept)
                 await self._spend(last, turn_id)
 
-    async def _withdraw_questions(self, batch: list[InboundMessage], control: TurnSignal) -> None:
-        """A user's new message while a call waits for approval withdraws the question: that
-        turn ends first (its model told it was not done), in its own live message, then this
-        one runs — never a history with a call left open."""
-        if self.approvals is None or self.resumer is None:
-            return
-        last = batch[-1]
-        if all(message.event_id.startswith(TASK_EVENT) for message in batch):
-            return  # a specialist's result is no answer from the user
-        try:
-            waiting = await self.approvals.dismiss(
-                last.conversation_key, last.user_id, presser(last)
-            )
-        except StorageError as exc:
-            log.error("questions in %s not withdrawn: %s", last.conversation_key, exc)
-            return
-        for turn_id in waiting:
-            await self.resumer.resume_turn(turn_id, control)
-
     async def _inputs(
         self,
         channel: Channel,
@@ -358,24 +344,6 @@ class TurnRunner:
         if not heard.nothing_else:
             await tell_refusals(channel, heard.notes)
         return heard
-
-    async def _taken_over(self, batch: list[InboundMessage], control: TurnSignal) -> bool:
-        """A batch taken over from a process that died running it (several processes): if a
-        turn took these events, finish that one in its placeholder (never a second one), or, if
-        it ended before its process died, leave it be: nothing is answered twice. False: no
-        turn was recorded, so the batch is run as new."""
-        assert self.resumer is not None
-        last = batch[-1]
-        turn = await self.turn_log.turn_for_events(
-            last.conversation_key, [m.event_id for m in batch]
-        )
-        if turn is None:
-            return False
-        if turn.status == "running":
-            await self.resumer.resume_turn(str(turn.id), control)
-        else:
-            log.info("turn %s had ended (%s) before its process died", turn.id, turn.status)
-        return True
 
     async def _record_end(
         self, turn_id: str, outcome: Outcome, kept: tuple[str, Message] | None = None
