@@ -44,6 +44,9 @@ class TurnInput:
     conversation_key: str
     text: str
     parts: tuple[Part, ...] = ()  # media beside the text (images, files, audio by reference)
+    # the conversation's own model (`/model`, a budget's cheaper one); None: the coordinator's
+    provider: Provider | None = None
+    specialists: bool = True  # False: AgentTool is not offered (a budget past its soft limit)
 
 
 @dataclass(frozen=True, slots=True)
@@ -131,11 +134,16 @@ class Coordinator:
         written for it, and what was buffered is dropped (agent/fence.py).
         """
         prepared = self.prepare(turn.persona)
+        if not turn.specialists:
+            prepared = _without_dispatch(prepared)
+        provider = turn.provider or self.provider
+        # a persona's `model` names a model of the default provider, not of a chosen one
+        model = turn.persona.model if turn.provider is None else None
         rows = await self.store.load_history(turn.session_id)
         if replay is not None:
             rows = [row for row in rows if row[0] != turn.turn_id]
         history = self._window.fit(turn.session_id, rows, self.settings.context_budget_tokens)
-        usage_log = UsageLog(self.provider, turn.persona.model)
+        usage_log = UsageLog(provider, model)
         interim: list[str] = []
         writes = FencedWrites(self.store, fence, turn.turn_id)
 
@@ -176,7 +184,7 @@ class Coordinator:
                 await writes.append_messages(turn.session_id, turn.turn_id, list(replay.recovered))
         try:
             result = await run_loop(
-                provider=self.provider,
+                provider=provider,
                 system=prepared.system,
                 messages=[*history, *own],
                 tools=prepared.tools,
@@ -185,7 +193,7 @@ class Coordinator:
                 ctx=ctx,
                 emit=emit_and_note,
                 settings=prepared.loop,
-                model=turn.persona.model,
+                model=model,
                 audit=writes.record_tool_call,
                 on_usage=usage_log,
                 record=record,
@@ -209,3 +217,14 @@ class Coordinator:
                 ]
                 await writes.append_messages(turn.session_id, turn.turn_id, closing)
             await usage_log.write(writes, session_id=turn.session_id, turn_id=turn.turn_id)
+
+
+DISPATCH = "AgentTool"
+
+
+def _without_dispatch(prepared: _Prepared) -> _Prepared:
+    """The same persona version with no specialist to dispatch: neither offered nor callable."""
+    if DISPATCH not in prepared.allowed:
+        return prepared
+    tools = tuple(spec for spec in prepared.tools if spec.name != DISPATCH)
+    return replace(prepared, tools=tools, allowed=prepared.allowed - {DISPATCH})

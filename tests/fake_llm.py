@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 import time
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
@@ -264,3 +265,13 @@ def llm_config(provider: str, fake: FakeLLM, **extra: Any) -> dict[str, Any]:
         "retry_backoff_s": 0.01,
         **extra,
     }
+
+
+BACKUP_NOTE = re.compile(
+    r"\n\n— answered by the backup model \([^)]+\): the usual one did not answer"
+)
+
+
+def by_backup(text: str, answer: str) -> bool:
+    """Whether `text` is `answer` ending with the one note a backup model's answer carries."""
+    return text.startswith(answer) and BACKUP_NOTE.fullmatch(text[len(answer) :]) is not None

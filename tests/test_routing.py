@@ -11,13 +11,12 @@ import pytest
 
 from adapters.base import ChatRef, InboundMessage
 from agent.providers.scripted import Reply, ScriptedProvider
-from bot.pipeline.commands import HELP, NEW_LINE, STOP_LINE
+from bot.pipeline.commands import APP_HELP, CHAT_HELP, HELP, NEW_LINE, STOP_LINE
 from bot.pipeline.conversation_state import Mode
 from bot.pipeline.gateway import REFUSAL
 from bot.pipeline.held import WAITING
 from bot.pipeline.routing import CONVERSATION, IGNORE, REFUSE, CommandTable, DefaultAccess, Router
 from bot.pipeline.routing import Reply as Say
-from bot.pipeline.schedule_command import APP_HELP
 from bot.redis.states import state_key
 from bot.runtime.app import App
 from tests.conftest import Running, make_config
@@ -136,7 +135,7 @@ async def test_a_held_conversation_records_and_acknowledges_and_the_bot_reads_it
     await _set_mode(app, "human")
     await app.gateway.handle(message("are you there?", "e2"))  # the person answers, not us
     await app.gateway.handle(message("/help", "e3"))  # commands go before the mode
-    help_ = APP_HELP if app.schedules is not None else HELP  # `bot chat` has no /schedule
+    help_ = APP_HELP if app.schedules.desk is not None else CHAT_HELP  # `bot chat`: no /schedule
     assert _finals(channel) == [WAITING, help_]
     await app.gateway.wait_idle()
     assert provider.requests == []

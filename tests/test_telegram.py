@@ -19,8 +19,8 @@ import pytest
 from adapters.base import ChatRef, DeliveryUncertain, OutboundContent
 from adapters.telegram import TelegramChannel
 from agent.providers.scripted import Reply, ScriptedProvider
+from bot.pipeline.commands import APP_HELP as HELP  # the app's table
 from bot.pipeline.gateway import REFUSAL
-from bot.pipeline.schedule_command import APP_HELP as HELP  # the app's table
 from bot.runtime.app import App
 from bot.runtime.config import ConfigError
 from tests.conftest import make_config

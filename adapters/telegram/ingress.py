@@ -60,7 +60,7 @@ RETRYABLE = (
     TelegramConflictError,
     ClientDecodeError,
 )
-MENU = ("new", "stop", "help")
+MENU = ("new", "stop", "help", "usage")  # the gateway commands every chat has
 
 
 def commands(language: str) -> list[BotCommand]:

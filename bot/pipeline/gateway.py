@@ -26,7 +26,8 @@ from agent.personas import PersonaLibrary
 from agent.workers import Workers
 from bot.approvals.desk import ApprovalDesk
 from bot.ops.metrics import NO_METRICS, GatewayMetrics
-from bot.pipeline.commands import HELP, NewCommand, StopCommand
+from bot.pipeline.chat_choice import ChatChoices
+from bot.pipeline.commands import NewCommand, StopCommand
 from bot.pipeline.conversation_state import ConversationState, MemoryConversationState
 from bot.pipeline.conversations import ClaimingQueue, ConversationQueue, Held, QueueFull, TurnSignal
 from bot.pipeline.dedup import Dedup
@@ -60,7 +61,7 @@ from content.texts import DEFAULT_LANGUAGE, t
 
 log = logging.getLogger(__name__)
 
-__all__ = ["HELP", "Access", "AccessPolicy", "DefaultAccess", "Gateway", "GatewaySettings"]
+__all__ = ["Access", "AccessPolicy", "DefaultAccess", "Gateway", "GatewaySettings"]
 
 # in English (tests); said in the conversation's language (bot/pipeline/language.py)
 REFUSAL = t(DEFAULT_LANGUAGE, "gateway.refused")
@@ -92,6 +93,7 @@ class Gateway:
         hearing: Hearing | None = None,
         pairing: PairingGate | None = None,
         approvals: ApprovalDesk | None = None,
+        choices: ChatChoices | None = None,
     ) -> None:
         """`commands`: more rows of the command table (after /new and /stop; one of the same
         name replaces it). `modes`: the handlers of the modes other than bot (default: the
@@ -100,7 +102,8 @@ class Gateway:
         sessions' messages). `hearing`: voice notes transcribed before their turn (None: not).
         `approvals`: answers to approval requests, taken before routing (None: no requests).
         `pairing`: the gate for unknown senders' direct messages where the access policy says
-        "pair" (None: they are refused)."""
+        "pair" (None: they are refused). `choices`: each conversation's persona, model and
+        budget (bot/pipeline/chat_choice.py; None: the channel's persona, the default model)."""
         self.approvals = approvals
         self.channels = channels
         self.metrics = metrics
@@ -120,6 +123,7 @@ class Gateway:
             else None
         )
         self.settings = settings
+        self.choices = choices
         self.access = access or DefaultAccess()
         self.pairing = pairing
         self.languages = ConversationLanguage(
@@ -158,6 +162,7 @@ class Gateway:
             blobs=blobs,
             languages=self.languages,
             approvals=approvals.records if approvals is not None else None,
+            choices=choices,
         )
         self.turns = TurnRunner(
             channels=channels,
@@ -176,6 +181,7 @@ class Gateway:
             hearing=hearing,
             languages=self.languages,
             approvals=approvals,
+            choices=choices,
         )
         # Cleared while interrupted turns are queued at start (bot/pipeline/recovery.py): a new message
         # waits, so it never runs before the unfinished turn of its conversation.
@@ -369,9 +375,11 @@ class Gateway:
             persona_version=version,
         )
 
-    def _persona_name(self, channel: str) -> str:
-        """The agent id of a conversation's sessions: the persona answering on its channel."""
-        return self.personas.get(self.settings.persona.for_channel(channel)).name
+    async def _persona_name(self, message: InboundMessage) -> str:
+        """The agent id of a conversation's sessions: the persona answering it (`/persona`)."""
+        if self.choices is None:
+            return self.personas.get(self.settings.persona.for_channel(message.chat.channel)).name
+        return self.personas.get(await self.choices.persona_for(message)).name
 
     async def _held_session(self, message: InboundMessage) -> str:
         persona = self.personas.get(self.settings.persona.for_channel(message.chat.channel))

@@ -35,6 +35,7 @@ from agent.loop import tool_message
 from agent.personas import Persona, PersonaLibrary
 from agent.replay import ReplayPoint, Unresumable, open_calls, replay_point
 from agent.types import Message
+from bot.pipeline.chat_choice import ChatChoices
 from bot.pipeline.conversations import TurnSignal
 from bot.pipeline.delivery import Delivery
 from bot.pipeline.language import ConversationLanguage
@@ -78,11 +79,14 @@ class TurnResumer:
         blobs: BlobStore | None = None,
         languages: ConversationLanguage | None = None,
         approvals: ApprovalRecords | None = None,
+        choices: ChatChoices | None = None,
     ) -> None:
         """`languages`: which language a conversation's texts are in (None: English);
-        `approvals`: where the calls a turn waited on are asked about (None: none are)."""
+        `approvals`: where the calls a turn waited on are asked about (None: none are);
+        `choices`: the conversation's chosen model (None: the default answers)."""
         self.approvals = approvals
         self.languages = languages
+        self.choices = choices
         self.channels = channels
         self.blobs = blobs  # where the parts a resumed answer sends are read
         self.coordinator = coordinator
@@ -217,6 +221,10 @@ class TurnResumer:
             else:  # its process died before it learned the placeholder's id: a new one
                 await self._new_placeholder(turn.id, delivery)
             if point.final is None:
+                provider = None
+                if self.choices is not None:
+                    key = turn.conversation_key
+                    provider = await self.choices.chosen_provider(key, turn.channel)
                 work = TurnInput(
                     persona=persona,
                     session_id=turn.session_id,
@@ -226,6 +234,7 @@ class TurnResumer:
                     conversation_key=turn.conversation_key,
                     text=point.messages[0].content,
                     parts=point.messages[0].parts,
+                    provider=provider,
                 )
                 outcome = await self.work.run(work, delivery, control, point)
                 if outcome.status not in ("stopped", "waiting"):

@@ -7,20 +7,13 @@ list and the cancel only ever reach this conversation's schedules.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Final
 
 from adapters.base import InboundMessage
-from bot.pipeline.commands import NEW_LINE, STOP_LINE
-from bot.pipeline.routing import HELP_LINE, Reply, help_text
+from bot.pipeline.routing import Reply
 from bot.schedules.desk import ScheduleDesk, view
-from content.texts import DEFAULT_LANGUAGE, t
+from content.texts import t
 
 PREVIEW_CHARS = 60
-SCHEDULE_LINE: Final = t(DEFAULT_LANGUAGE, "schedule.help")
-# The app's `/help` in English (tests): the default table's, with /schedule after /stop
-APP_HELP: Final = help_text(
-    (("new", NEW_LINE), ("stop", STOP_LINE), ("schedule", SCHEDULE_LINE), ("help", HELP_LINE))
-)
 
 
 @dataclass(frozen=True, slots=True)

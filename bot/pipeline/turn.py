@@ -27,9 +27,11 @@ from agent.personas import PersonaLibrary
 from agent.replay import ReplayPoint
 from agent.types import Message
 from bot.approvals.desk import ApprovalDesk
-from bot.approvals.policy import presser
 from bot.ops.metrics import NO_METRICS, GatewayMetrics
 from bot.pipeline.attachments import fetch_files, tell_refusals, to_fetch
+from bot.pipeline.chat_choice import ChatChoices, TurnChoice
+from bot.pipeline.chat_notes import noted
+from bot.pipeline.conversation_state import StateSnapshot
 from bot.pipeline.conversations import TurnSignal
 from bot.pipeline.dedup import Dedup
 from bot.pipeline.delivery import Delivery
@@ -38,8 +40,9 @@ from bot.pipeline.persona_choice import PersonaChoice
 from bot.pipeline.placeholder import post_placeholder
 from bot.pipeline.quota import Quotas
 from bot.pipeline.resume import TurnResumer
+from bot.pipeline.turn_before import taken_over, withdraw_questions
 from bot.pipeline.turn_ends import TurnEnds
-from bot.pipeline.turn_input import TASK_EVENT, carried, combine, media, shown, user_text_masker
+from bot.pipeline.turn_input import carried, combine, media, shown, user_text_masker
 from bot.pipeline.turn_line import log_turn, tallying
 from bot.pipeline.turn_outcome import (
     INTERRUPTED,
@@ -101,9 +104,11 @@ class TurnRunner:
         hearing: Hearing | None = None,
         languages: ConversationLanguage | None = None,
         approvals: ApprovalDesk | None = None,
+        choices: ChatChoices | None = None,
     ) -> None:
-        """`work` runs the coordinator; `ends` records how turns ended (retrying what the store
-        refused); `resumer` finishes the turns a dead process left (None: they are not);
+        """`choices`: each conversation's persona, model and budget (None: the channel's
+        persona and the default model, always). `work` runs the coordinator; `ends` records
+        how turns ended (retrying what the store refused); `resumer` finishes the turns a dead process left (None: they are not);
         `hearing` transcribes voice notes (None: they stay audio parts, unheard); `languages`
         says which language the turn's own texts are in (None: English); `approvals`: the
         questions a new message withdraws (None: none are asked)."""
@@ -123,6 +128,7 @@ class TurnRunner:
         self.quotas = quotas
         self.resumer = resumer
         self.ends = ends
+        self.choices = choices
 
     async def run(self, batch: list[InboundMessage], control: TurnSignal) -> None:
         while batch and batch[0].event_id.startswith(RESUME_EVENT) and self.resumer is not None:
@@ -135,7 +141,8 @@ class TurnRunner:
             batch = batch[1:]
         if not batch:
             return
-        await self._withdraw_questions(batch, control)
+        if self.approvals is not None and self.resumer is not None:
+            await withdraw_questions(self.approvals, self.resumer, batch, control)
         last = batch[-1]
         turn_id = uuid.uuid4().hex
         # every log line of the turn, its tools and specialists included, names it (JSON log);
@@ -155,9 +162,15 @@ class TurnRunner:
     async def _run(self, batch: list[InboundMessage], control: TurnSignal, turn_id: str) -> None:
         last = batch[-1]
         channel = self.channels[last.chat.channel]
-        if control.resumed and self.resumer is not None and await self._taken_over(batch, control):
+        if (
+            control.resumed
+            and self.resumer is not None
+            and await taken_over(self.turn_log, self.resumer, batch, control)
+        ):
             return
-        language = DEFAULT_LANGUAGE if self.languages is None else await self.languages.of(last)
+        language, state = DEFAULT_LANGUAGE, None  # the state as read for the language, reused
+        if self.languages is not None:
+            language, state = await self.languages.with_state(last)
         delivery = Delivery(
             channel,
             last.chat,
@@ -172,6 +185,7 @@ class TurnRunner:
         recorded = False
         session_id: str | None = None
         kept: tuple[str, Message] | None = None  # an answer shown but not saved: saved later
+        choice: TurnChoice | None = None
         log.debug("turn of %d message(s) starts", len(batch))
         try:
             if control.stopped:
@@ -180,8 +194,9 @@ class TurnRunner:
                 log.info("over quota in %s: %s", last.conversation_key, refusal)
                 outcome = Outcome("refused", refusal)
             else:
-                # pinned for the whole turn
-                persona = self.personas.get(self.persona.for_channel(last.chat.channel))
+                # pinned for the whole turn, with the conversation's model
+                choice = await self._choice(last, language, state)
+                persona = self.personas.get(choice.persona)
                 session_id = await self.session_for(last, persona.name, persona.version)
                 masker = user_text_masker(self.coordinator)
                 # Files to download and no voice notes among them: the placeholder goes up
@@ -203,7 +218,7 @@ class TurnRunner:
                     return
                 self.metrics.placeholder_shown(last.chat.channel, time.monotonic() - arrived)
             else:  # the persona, session and inputs above are set: nothing stopped the turn
-                assert session_id is not None  # set with the persona above
+                assert session_id is not None and choice is not None  # set with the persona
                 text, parts = combine(batch, masker), media(batch)
                 # with the user's message: a restart goes on from it (agent/replay.py)
                 user = Message("user", text, parts=parts)
@@ -251,6 +266,8 @@ class TurnRunner:
                     conversation_key=last.conversation_key,
                     text=text,
                     parts=parts,
+                    provider=choice.provider,
+                    specialists=choice.specialists,
                 )
                 if heard is not None and heard.nothing_else:
                     outcome = Outcome("refused", heard.reply)
@@ -263,6 +280,7 @@ class TurnRunner:
                 outcome, recorded = Outcome("lost"), False  # the new holder's now: hands off
                 log.warning("turn %s left to the process that took it over", turn_id)
                 return
+            outcome.text = noted(outcome.status, outcome.text, choice, language)
             try:
                 if outcome.status == "stopped":  # what it showed stays, marked stopped
                     await delivery.finish_stopped(outcome.text)
@@ -308,25 +326,6 @@ class TurnRunner:
                 await self._record_end(turn_id, outcome, kept)
                 await self._spend(last, turn_id)
 
-    async def _withdraw_questions(self, batch: list[InboundMessage], control: TurnSignal) -> None:
-        """A user's new message while a call waits for approval withdraws the question: that
-        turn ends first (its model told it was not done), in its own live message, then this
-        one runs — never a history with a call left open."""
-        if self.approvals is None or self.resumer is None:
-            return
-        last = batch[-1]
-        if all(message.event_id.startswith(TASK_EVENT) for message in batch):
-            return  # a specialist's result is no answer from the user
-        try:
-            waiting = await self.approvals.dismiss(
-                last.conversation_key, last.user_id, presser(last)
-            )
-        except StorageError as exc:
-            log.error("questions in %s not withdrawn: %s", last.conversation_key, exc)
-            return
-        for turn_id in waiting:
-            await self.resumer.resume_turn(turn_id, control)
-
     async def _inputs(
         self,
         channel: Channel,
@@ -346,24 +345,6 @@ class TurnRunner:
             await tell_refusals(channel, heard.notes)
         return heard
 
-    async def _taken_over(self, batch: list[InboundMessage], control: TurnSignal) -> bool:
-        """A batch taken over from a process that died running it (several processes): if a
-        turn took these events, finish that one in its placeholder (never a second one), or, if
-        it ended before its process died, leave it be: nothing is answered twice. False: no
-        turn was recorded, so the batch is run as new."""
-        assert self.resumer is not None
-        last = batch[-1]
-        turn = await self.turn_log.turn_for_events(
-            last.conversation_key, [m.event_id for m in batch]
-        )
-        if turn is None:
-            return False
-        if turn.status == "running":
-            await self.resumer.resume_turn(str(turn.id), control)
-        else:
-            log.info("turn %s had ended (%s) before its process died", turn.id, turn.status)
-        return True
-
     async def _record_end(
         self, turn_id: str, outcome: Outcome, kept: tuple[str, Message] | None = None
     ) -> None:
@@ -372,6 +353,14 @@ class TurnRunner:
         status = "failed" if outcome.status == "undelivered" else outcome.status
         # kept and retried if refused; `kept` is saved with it
         await self.ends.record(turn_id, status, final, outcome.error, kept, parts)
+
+    async def _choice(
+        self, message: InboundMessage, language: str, state: StateSnapshot | None
+    ) -> TurnChoice:
+        """The conversation's persona and model (bot/pipeline/chat_choice.py)."""
+        if self.choices is None:
+            return TurnChoice(self.persona.for_channel(message.chat.channel))
+        return await self.choices.for_turn(message, language, state)
 
     async def _over_quota(self, message: InboundMessage, language: str) -> str | None:
         """What the placeholder says instead of an answer, if a quota is reached; else None and

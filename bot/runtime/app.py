@@ -10,14 +10,14 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from pathlib import Path
 from types import TracebackType
 
 from adapters.base import Channel, ChannelError, ChannelRevoked, PlatformStatus
 from adapters.registry import build_enabled
 from agent.personas import PersonaLibrary
-from agent.providers import build_provider, describe_provider
+from agent.providers import build_choices, build_provider, describe_provider
 from agent.providers.base import Provider
 from bot.approvals.desk import DeskAnswers
 from bot.media.build import build_blobs, build_links, keep_retention, upload_secret
@@ -33,7 +33,7 @@ from bot.pipeline.pairing import PairingGate, PairingNotices
 from bot.pipeline.quota import Quotas
 from bot.pipeline.recovery import recover_interrupted_turns
 from bot.pipeline.resume import ResumeSettings
-from bot.runtime import scheduling, wiring
+from bot.runtime import chat_wiring, scheduling, wiring
 from bot.runtime.config import Config, ConfigError
 from bot.runtime.web_server import WebServer
 from bot.storage import StorageError
@@ -73,6 +73,11 @@ class App:
         self.provider = provider or build_provider(config.llm)
         self.registry = registry or builtin_registry(config.tools.intake)
         served = self.ops.meter(self.provider, self.registry)  # what the agent calls
+        # the models a conversation may switch to (`llm.choices`), measured the same way
+        self.models = {
+            name: self.ops.meter(model, self.registry)
+            for name, model in build_choices(config.llm).items()
+        }
         self.registry.pii = config.tools.pii.masker()
         self.knowledge = KnowledgeBase(
             [self._path(d) for d in config.knowledge.dirs],
@@ -141,12 +146,12 @@ class App:
             deliver=self.background.deliver,
         )
         states = wiring.conversation_states(self.store, self.redis)
-        # scheduled messages: only where a runner fires them (`bot chat` shares a serving
-        # bot's database, and its chat is no channel a serving process could post to)
-        self.schedules = scheduling.desk(config, self.store, states) if web_server else None
-        deps = wiring.tool_deps(
-            config, self.http, self.knowledge, self.workers, self.blobs, self.schedules
-        )
+        self.schedules = scheduling.scheduling(  # tasks enter the gateway as messages
+            config, self.store, states, self.channels, inbox=lambda m: self.gateway.handle(m),
+            access=access, serving=web_server,
+        )  # fmt: skip
+        desk = self.schedules.desk
+        deps = wiring.tool_deps(config, self.http, self.knowledge, self.workers, self.blobs, desk)
         gate, self.approvals = wiring.approvals(
             config, self.store, self.channels, self.registry, states, serving=web_server
         )
@@ -156,6 +161,13 @@ class App:
         agent = config.agent
         # voice notes' speech to text
         self.hearing = wiring.hearing(config, self.blobs, self.ops.speech)
+        states = wiring.conversation_states(self.store, self.redis)
+        self.quota_state = wiring.quota_state(self.store, self.redis)
+        quotas = Quotas(config.quotas, self.quota_state, observer=self.ops.metrics)
+        persona_choice = wiring.persona_choice(config, persona)
+        self.choices = chat_wiring.chat_choices(
+            config, states, quotas, persona_choice, self.personas, self.models, self.provider.model
+        )
         self.pairing = wiring.pairing_settings(config)  # codes for unknown senders
         self.pairing_notices = PairingNotices(self.store, self.channels)
         self.gateway = Gateway(
@@ -168,16 +180,19 @@ class App:
             conversations=self.conversations,
             settings=GatewaySettings(
                 turn_timeout_s=agent.turn_timeout_s,
-                persona=wiring.persona_choice(config, persona),
+                persona=persona_choice,
                 resume=ResumeSettings(agent.resume_max_age_s, agent.resume_max_attempts),
                 language=config.gateway.language,
             ),
             access=access,
             workers=self.workers,
             metrics=self.ops.gateway_metrics,
-            quotas=Quotas(config.quotas, wiring.quota_state(self.store, self.redis)),
+            quotas=quotas,
             states=states,
-            commands=scheduling.commands(self.schedules),
+            commands=[
+                *chat_wiring.chat_commands(config, self.choices, self.personas, self.store),
+                *self.schedules.commands,
+            ],
             blobs=self.blobs,
             hearing=self.hearing,
             pairing=PairingGate(
@@ -190,11 +205,7 @@ class App:
                 else None,
             ),
             approvals=self.approvals,
-        )
-        self.schedule_runner = (  # fires due schedules: every serving process runs one
-            scheduling.runner(config, self.store, self.channels, self.gateway.handle, access)
-            if self.schedules is not None
-            else None
+            choices=self.choices,
         )
         self.gateway.accepting.clear()  # until interrupted turns are queued (see `_start`)
         self.web_server = web_server
@@ -249,6 +260,7 @@ class App:
         await self.http.open()
         self.personas.load()  # logs each broken file, saying what serves instead
         wiring.check_personas(self.gateway.settings.persona, self.personas)
+        chat_wiring.check_switchable(self.config, self.personas)
         self._supervisor = asyncio.create_task(self._supervise(), name="app")
         started = asyncio.create_task(self.conversations.started.wait())
         await asyncio.wait({started, self._supervisor}, return_when=asyncio.FIRST_COMPLETED)
@@ -323,9 +335,12 @@ class App:
             close_channel = getattr(channel, "aclose", None)
             if close_channel is not None:
                 await close_channel()
-        close_provider = getattr(self.provider, "aclose", None)
-        if self._own_provider and close_provider is not None:
-            await close_provider()  # the SDKs' HTTP connection pools
+        # the SDKs' HTTP connection pools
+        owned = [self.provider] if self._own_provider else []  # a handed-in one: its owner's
+        for model in [*owned, *self.models.values()]:
+            close_provider = getattr(model, "aclose", None)
+            if close_provider is not None:
+                await close_provider()
         await self.hearing.aclose()
         if self.redis is not None:
             await self.redis.close()
@@ -350,16 +365,14 @@ class App:
                 group.create_task(self.pairing_notices.run(), name="pairing-notices")
             for channel in self.channels.values():
                 group.create_task(self._keep_running(channel), name=f"channel:{channel.name}")
-            if self.schedule_runner is not None:
-                group.create_task(self._after_start(self.schedule_runner.run), name="schedules")
+            group.create_task(self.schedules.run(self.gateway.accepting), name="schedules")
             if self.web_server:
                 group.create_task(self._announce(), name="readiness")
-
-    async def _after_start(self, work: Callable[[], Awaitable[None]]) -> None:
-        """`work` once messages are taken (interrupted turns queued first): a task fired
-        before would enter the gateway ahead of them."""
-        await self.gateway.accepting.wait()
-        await work()
+                watch = chat_wiring.cost_watch(
+                    self.config, self.store, self.models, self.quota_state, self.ops.metrics
+                )
+                if watch is not None:
+                    group.create_task(watch.run(), name="cost-alert")
 
     async def _announce(self) -> None:
         """Once the channels have had time to start: what /readyz says, in the log."""

@@ -18,6 +18,7 @@ from pathlib import Path
 
 from agent.providers.base import ProviderConfigError
 from bot.runtime.config import Config, ConfigError, config_folder, load_config
+from bot.runtime.config.choices import model_prices
 
 log = logging.getLogger("bot")
 
@@ -287,7 +288,8 @@ async def _usage(config: Config, base_dir: Path, args: argparse.Namespace) -> in
     store = build_store(path, config.storage.url)
     try:
         async with store:
-            report = await usage_report(store, config.usage.prices, by=(args.by,), since=since)
+            prices = model_prices(config)  # `usage.prices` and each choice's `price`
+            report = await usage_report(store, prices, by=(args.by,), since=since)
     except StorageError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

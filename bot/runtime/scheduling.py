@@ -1,11 +1,14 @@
 """Scheduled messages' parts built from config: the desk, `/schedule`, this process's runner.
 
-Beside `wiring.py` (which holds the other parts) so that neither module outgrows its idea.
+Beside `wiring.py` (which holds the other parts) so that neither it nor the app outgrows its
+idea: the app holds one `Scheduling` and asks it for the desk, the commands and the run.
 """
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass
 
 from adapters.base import Channel, InboundMessage
 from bot.pipeline.access import AccessRules
@@ -51,3 +54,38 @@ def runner(
         language=config.gateway.language,
         admits=lambda message: access.check(message) == "allow",
     )
+
+
+@dataclass(frozen=True, slots=True)
+class Scheduling:
+    """The app's scheduled messages: none in `bot chat` (it shares a serving bot's database,
+    and its terminal is no channel a serving process could post to)."""
+
+    desk: ScheduleDesk | None
+    runner: ScheduleRunner | None
+
+    @property
+    def commands(self) -> list[Command]:
+        return commands(self.desk)
+
+    async def run(self, ready: asyncio.Event) -> None:
+        """Fires due schedules once messages are taken (`ready`: interrupted turns are queued
+        first, so a task fired now does not enter the gateway ahead of them)."""
+        if self.runner is not None:
+            await ready.wait()
+            await self.runner.run()
+
+
+def scheduling(
+    config: Config,
+    store: AnyStore,
+    states: ConversationState,
+    channels: Mapping[str, Channel],
+    *,
+    inbox: Callable[[InboundMessage], Awaitable[None]],
+    access: AccessRules,
+    serving: bool,
+) -> Scheduling:
+    if not serving:
+        return Scheduling(None, None)
+    return Scheduling(desk(config, store, states), runner(config, store, channels, inbox, access))

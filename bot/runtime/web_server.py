@@ -23,6 +23,7 @@ from bot.ops.health import ChannelStates
 from bot.ops.operations import Operations
 from bot.ops.readiness import Down
 from bot.runtime.config import Config
+from bot.runtime.config.choices import model_prices
 from bot.runtime.listener import CappedListener, default_max_connections
 from bot.storage.backends import AnyStore
 from tools.mcp.state import ServerState
@@ -123,7 +124,7 @@ class WebServer:
             personas=self.personas,
             channel_states=self.channel_states,
             channels=lambda: sorted(self.channels),
-            prices=self.config.usage.prices,
+            prices=model_prices(self.config),  # `usage.prices` and each choice's `price`
             tool_servers=self.tool_servers,
             pairing=self.pairing,
             approvals=self.approvals,

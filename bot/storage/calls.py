@@ -14,6 +14,7 @@ from bot.storage.records import UserRecords
 from bot.storage.schedules import ScheduleTable
 from bot.storage.sessions import SessionLog
 from bot.storage.turns import TurnLog
+from bot.storage.user_usage import UserUsageViews
 from bot.storage.views import AdminViews
 
 
@@ -30,6 +31,7 @@ class AllTables(
     ConversationStateTable,
     PairingTable,
     ApprovalTable,
+    UserUsageViews,
     ScheduleTable,
 ):
     """The whole `bot.storage.base.Store`, on whichever connection comes after it in the MRO

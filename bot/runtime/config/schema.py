@@ -16,6 +16,8 @@ from adapters.feishu.config import FeishuConfig
 from adapters.slack.config import SlackConfig
 from adapters.telegram.config import TelegramConfig
 from adapters.websocket.config import WebsocketConfig
+from bot.runtime.config.choices import ModelChoice
+from bot.runtime.config.choices import ModelPrice as ModelPrice  # where it always was
 from bot.runtime.config.instances import INSTANCE_KINDS, INSTANCES, as_instances
 from bot.schedules.settings import SchedulesConfig
 from content.texts import LANGUAGES, negotiate
@@ -122,6 +124,8 @@ class LLMConfig(_Section):
     # how many of a history's newest images go to the model again as images; older ones go as
     # their description (agent/providers/image_plan.py)
     media_history_images: int = Field(4, ge=0, le=100)
+    # the models a conversation may switch to with /model (bot/runtime/config/choices.py)
+    choices: list[ModelChoice] = []
 
 
 class AgentConfig(_Section):
@@ -185,13 +189,6 @@ class PairingConfig(_Section):
         return value or None
 
 
-class ModelPrice(_Section):
-    """US dollars (or any one currency) per million tokens."""
-
-    input_per_mtok: float = Field(ge=0)
-    output_per_mtok: float = Field(ge=0)
-
-
 class UsageConfig(_Section):
     # keyed by the model name as recorded in `usage.model`; a model without a price costs "-"
     prices: dict[str, ModelPrice] = {}
@@ -204,6 +201,9 @@ class QuotaLimits(_Section):
     turns_per_day: int | None = Field(None, ge=0)
     tokens_per_minute: int | None = Field(None, ge=0)
     tokens_per_day: int | None = Field(None, ge=0)
+    # past this share of any limit above, the conversation moves to `quotas.soft_model` and
+    # no specialist is dispatched (the user told once); None: no soft limit
+    soft_ratio: float | None = Field(None, gt=0, lt=1)
 
 
 class QuotasConfig(_Section):
@@ -213,6 +213,9 @@ class QuotasConfig(_Section):
     per_address: QuotaLimits = QuotaLimits()
     per_api_key: QuotaLimits = QuotaLimits()
     exempt_users: list[str] = []  # user ids, or `channel:user_id`
+    soft_model: str | None = None  # the llm.choices name past a scope's soft_ratio
+    # a day whose spend is more than this many times its 7-day median is an alert (0: off)
+    cost_alert_factor: float = Field(3.0, ge=0)
 
     @field_validator("exempt_users")
     @classmethod
@@ -330,6 +333,7 @@ class SttConfig(_Section):
 
 class PersonasConfig(_Section):
     dirs: list[str] = ["personas"]
+    switchable: list[str] = []  # personas a conversation may switch to with /persona
 
 
 class ChannelsConfig(_Section):
