@@ -35,15 +35,11 @@ from bot.pipeline.recovery import recover_interrupted_turns
 from bot.pipeline.resume import ResumeSettings
 from bot.runtime import chat_wiring, scheduling, wiring
 from bot.runtime.config import Config, ConfigError
+from bot.runtime.tool_wiring import build_tools
 from bot.runtime.web_server import WebServer
 from bot.storage import StorageError
 from bot.storage.backends import build_store
-from tools.builtin import builtin_registry
-from tools.control import CONTROL, control_source
-from tools.knowledge import KnowledgeBase
-from tools.mcp.servers import McpServers
 from tools.registry import ToolRegistry
-from tools.shared_http import SharedSession
 
 log = logging.getLogger(__name__)
 
@@ -71,28 +67,14 @@ class App:
         self.ops = Operations(metrics=metrics_enabled() if metrics is None else metrics)
         self._own_provider = provider is None  # a provider handed in is closed by its owner
         self.provider = provider or build_provider(config.llm)
-        self.registry = registry or builtin_registry(config.tools.intake)
+        tools = build_tools(config, registry, self.base_dir, self._path)
+        self.registry, self.knowledge, self.http, self.mcp = tools
         served = self.ops.meter(self.provider, self.registry)  # what the agent calls
         # the models a conversation may switch to (`llm.choices`), measured the same way
         self.models = {
             name: self.ops.meter(model, self.registry)
             for name, model in build_choices(config.llm).items()
         }
-        self.registry.pii = config.tools.pii.masker()
-        self.knowledge = KnowledgeBase(
-            [self._path(d) for d in config.knowledge.dirs],
-            passage_chars=config.knowledge.passage_chars,
-            max_results=config.knowledge.max_results,
-        )
-        self.http = SharedSession()  # for tools; opened with the app
-        missing = [control for control in CONTROL if control.name not in self.registry]
-        if missing:
-            self.registry.add_source(control_source(missing))
-        self.mcp = McpServers(
-            config.mcp, base_dir=self.base_dir
-        )  # each server one more tool source, kept connected
-        for source in self.mcp.sources:
-            self.registry.add_source(source)
         self.store = build_store(self._path(config.storage.path), config.storage.url)
         self.media_dir = self._path(config.media.dir)
         self.blobs = build_blobs(
@@ -161,7 +143,6 @@ class App:
         agent = config.agent
         # voice notes' speech to text
         self.hearing = wiring.hearing(config, self.blobs, self.ops.speech)
-        states = wiring.conversation_states(self.store, self.redis)
         self.quota_state = wiring.quota_state(self.store, self.redis)
         quotas = Quotas(config.quotas, self.quota_state, observer=self.ops.metrics)
         persona_choice = wiring.persona_choice(config, persona)
