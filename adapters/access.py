@@ -28,6 +28,9 @@ class AccessConfig(BaseModel):
     allowed_users: list[str] = []
     allowed_chats: list[str] = []
     group_reply: Literal["mention", "all"] | None = None  # None: gateway.group_reply
+    # direct messages from users not allowlisted: refused (allowlist; empty lists admit
+    # everyone), given a pairing code an admin approves (pairing), or admitted (open)
+    dm_policy: Literal["allowlist", "pairing", "open"] = "allowlist"
     persona: str | None = None  # who answers on this instance; None: the coordinator (default)
 
     def credential(self) -> str | None:

@@ -27,7 +27,7 @@ from typing import Any, Protocol, runtime_checkable
 from aiohttp import web
 
 from content.blobs import BlobStore
-from content.parts import BlobRef, MediaPart, Part
+from content.parts import BlobRef, MediaPart, Part, size_text
 
 
 @dataclass(frozen=True, slots=True)
@@ -68,6 +68,11 @@ class Attachment:
         return self.kind in VOICE_KINDS
 
 
+# The action ids of an approval request's buttons start so (bot/approvals/): a press answers
+# the request and resumes its turn, whose message is not a reply to the press.
+APPROVAL_ACTIONS = "approval."
+
+
 @dataclass(frozen=True, slots=True)
 class Action:
     """A button press or card action: its own kind of inbound, never parsed as a command."""
@@ -76,6 +81,10 @@ class Action:
     value: str | None = None
     label: str | None = None  # what the button said, when the platform tells us
     message_id: str | None = None  # the message that carried the button
+
+    @property
+    def answers_approval(self) -> bool:
+        return self.action_id.startswith(APPROVAL_ACTIONS)
 
     def describe(self) -> str:
         """How the model reads it: what was pressed, and on which message."""
@@ -140,6 +149,9 @@ class OutboundContent:
     text: str
     display: tuple[Mapping[str, Any], ...] = ()
     parts: tuple[Part, ...] = ()
+    # the final of a stopped answer: `text` is what it had shown, its last paragraph the
+    # stopped mark; a channel that shows a stop itself (the web's `stopped: true`) says so
+    stopped: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -215,15 +227,11 @@ class FileTooLarge(ChannelError):
     @property
     def reply(self) -> str:
         name = f" “{self.attachment.name}”" if self.attachment.name else ""
-        size = f" ({megabytes(self.size)})" if self.size is not None else ""
+        size = f" ({size_text(self.size)})" if self.size is not None else ""
         return (
             f"The {self.attachment.kind}{name}{size} is too large: I can read files of up to "
-            f"{megabytes(self.limit)}. The rest of your message is answered without it."
+            f"{size_text(self.limit)}. The rest of your message is answered without it."
         )
-
-
-def megabytes(size: int) -> str:
-    return f"{size / 1_000_000:.1f} MB" if size >= 100_000 else f"{size / 1000:.0f} KB"
 
 
 class TryLater(Exception):

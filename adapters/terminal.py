@@ -12,11 +12,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 import sys
 import tempfile
 import threading
 import uuid
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, TextIO
 
@@ -37,6 +38,15 @@ from content.parts import BlobRef, MediaPart
 
 if TYPE_CHECKING:
     from adapters.terminal_prompt import Repl
+
+
+def locale_language(environ: Mapping[str, str]) -> str | None:
+    """The POSIX locale's name (`de_DE.UTF-8`), or None where none is set; `LANGUAGE`, a list,
+    would come first for gettext but is set by desktops more than by people."""
+    for name in ("LC_ALL", "LC_MESSAGES", "LANG"):
+        if environ.get(name):
+            return environ[name]
+    return None
 
 
 class PlainText(Renderer):
@@ -61,10 +71,13 @@ class TerminalChannel:
         wait_turn: Callable[[], Awaitable[None]] | None = None,
         interactive: bool | None = None,
         files_dir: Path | None = None,
+        environ: Mapping[str, str] = os.environ,
     ) -> None:
         """`files_dir`: where files the bot sends are saved (a folder in the temp dir unless
-        given)."""
+        given). The gateway's own texts are in the locale's language (`LC_ALL`, `LC_MESSAGES`,
+        `LANG`, the first set, as gettext reads them)."""
         self.chat = ChatRef(self.name, user_id)
+        self.language = locale_language(environ)
         self.user_id = user_id
         self._stdin = stdin or sys.stdin
         self._out = stdout or sys.stdout
@@ -112,7 +125,14 @@ class TerminalChannel:
         event = uuid.uuid4().hex
         said, files = terminal_files.attachment(text)
         return InboundMessage(
-            self.chat, self.user_id, said, event, event, mentioned=True, attachments=files
+            self.chat,
+            self.user_id,
+            said,
+            event,
+            event,
+            mentioned=True,
+            attachments=files,
+            language=self.language,
         )
 
     async def fetch(

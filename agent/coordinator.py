@@ -16,6 +16,7 @@ from agent.replay import ReplayPoint, open_calls
 from agent.store import Store, UsageLog
 from agent.types import Message, ToolCall
 from content.parts import Part
+from tools.approval import ApprovalGate, ApprovalPending, asked
 from tools.base import Emit, ToolContext, ToolDeps, ToolResult, ToolSpec
 from tools.control import CONTROL_TOOLS
 from tools.events import Interim, TurnEvent
@@ -43,6 +44,9 @@ class TurnInput:
     conversation_key: str
     text: str
     parts: tuple[Part, ...] = ()  # media beside the text (images, files, audio by reference)
+    # the conversation's own model (`/model`, a budget's cheaper one); None: the coordinator's
+    provider: Provider | None = None
+    specialists: bool = True  # False: AgentTool is not offered (a budget past its soft limit)
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,8 +70,11 @@ class Coordinator:
         personas: PersonaLibrary | None = None,
         redirects: Mapping[str, Redirect] | None = None,
         deps: ToolDeps | None = None,
+        gate: ApprovalGate | None = None,
     ) -> None:
-        """`deps`: what its tools may reach (the specialists among them), built once."""
+        """`deps`: what its tools may reach (the specialists among them), built once; `gate`:
+        who is asked before a call that needs approval (None: such calls are not run)."""
+        self.gate = gate
         self.provider = provider
         self.registry = registry
         self.store = store
@@ -99,6 +106,12 @@ class Coordinator:
                 self.settings.loop,
                 max_rounds=persona.max_rounds or self.settings.loop.max_rounds,
                 redirects=self.redirects if persona.is_coordinator else {},
+                approve=asked(
+                    self.registry,
+                    names,
+                    (*self.settings.loop.globs, *persona.approve),
+                    self.settings.loop.exempt,
+                ),
             )
             prepared = _Prepared(system, tools, frozenset(names), loop)
             if len(self._prepared) > 256:
@@ -121,11 +134,16 @@ class Coordinator:
         written for it, and what was buffered is dropped (agent/fence.py).
         """
         prepared = self.prepare(turn.persona)
+        if not turn.specialists:
+            prepared = _without_dispatch(prepared)
+        provider = turn.provider or self.provider
+        # a persona's `model` names a model of the default provider, not of a chosen one
+        model = turn.persona.model if turn.provider is None else None
         rows = await self.store.load_history(turn.session_id)
         if replay is not None:
             rows = [row for row in rows if row[0] != turn.turn_id]
         history = self._window.fit(turn.session_id, rows, self.settings.context_budget_tokens)
-        usage_log = UsageLog(self.provider, turn.persona.model)
+        usage_log = UsageLog(provider, model)
         interim: list[str] = []
         writes = FencedWrites(self.store, fence, turn.turn_id)
 
@@ -166,7 +184,7 @@ class Coordinator:
                 await writes.append_messages(turn.session_id, turn.turn_id, list(replay.recovered))
         try:
             result = await run_loop(
-                provider=self.provider,
+                provider=provider,
                 system=prepared.system,
                 messages=[*history, *own],
                 tools=prepared.tools,
@@ -175,16 +193,20 @@ class Coordinator:
                 ctx=ctx,
                 emit=emit_and_note,
                 settings=prepared.loop,
-                model=turn.persona.model,
+                model=model,
                 audit=writes.record_tool_call,
                 on_usage=usage_log,
                 record=record,
                 resumed=None if replay is None else replay.resumed,
+                gate=self.gate,
             )
             if interim and not result.answered:
                 # everything was said through SendMessage: the last note is the answer, sent once
                 result.text = interim[-1]
             return result
+        except ApprovalPending as paused:
+            unanswered.pop(paused.call_id, None)  # open on purpose: the turn goes on from it
+            raise
         finally:
             # A turn that ends early (stopped, timed out, failed) closes the calls it left open,
             # so the history never holds a call without its result (the APIs refuse that).
@@ -195,3 +217,14 @@ class Coordinator:
                 ]
                 await writes.append_messages(turn.session_id, turn.turn_id, closing)
             await usage_log.write(writes, session_id=turn.session_id, turn_id=turn.turn_id)
+
+
+DISPATCH = "AgentTool"
+
+
+def _without_dispatch(prepared: _Prepared) -> _Prepared:
+    """The same persona version with no specialist to dispatch: neither offered nor callable."""
+    if DISPATCH not in prepared.allowed:
+        return prepared
+    tools = tuple(spec for spec in prepared.tools if spec.name != DISPATCH)
+    return replace(prepared, tools=tools, allowed=prepared.allowed - {DISPATCH})

@@ -47,6 +47,7 @@ _EXPECTED = {
     "display_description": "one line users see while it works, e.g. display_description: Planning",
     "welcome": "text, e.g. welcome: Hello! I can help with bookings.",
     "suggestions": "a list of short questions, e.g. suggestions: ['What do you offer?']",
+    "approve": "a list of tool names or patterns asked about first, e.g. approve: [mcp__github__*]",
 }
 MAX_DISPLAY_NAME = 60
 MAX_SUGGESTIONS = 6
@@ -80,6 +81,8 @@ class _FrontMatter(BaseModel):
     display_description: str | None = None
     welcome: str | None = None  # the coordinator's: the widget's first bubble
     suggestions: list[str] = Field(default_factory=list)  # the coordinator's: questions to tap
+    # tools (names or globs) whose every call waits for a person's yes (tools/approval.py)
+    approve: list[str] = Field(default_factory=list)
 
     @field_validator("display_name", "display_description")
     @classmethod
@@ -179,6 +182,7 @@ class Persona:
     display_description: str = ""
     welcome: str = ""
     suggestions: tuple[str, ...] = ()
+    approve: tuple[str, ...] = ()  # tool names or globs asked about before each call
 
     @property
     def shown_name(self) -> str:
@@ -294,6 +298,7 @@ def parse_persona(path: Path, text: str, *, known_tools: Collection[str] | None 
         display_description=front.display_description or "",
         welcome=front.welcome or "",
         suggestions=tuple(front.suggestions),
+        approve=tuple(dict.fromkeys(front.approve)),
     )
 
 

@@ -10,7 +10,9 @@ rebuilds the turn so far and says how the loop goes on:
 - a call that had started and left no result runs again only if its tool is read-only or
   idempotent (a write that replaces itself), whatever its source, or is no tool at all (that call only ever returns an
   error). Anything else (a payment order, a specialist) may have happened once already, so the
-  turn is `Unresumable` rather than risk doing it twice.
+  turn is `Unresumable` rather than risk doing it twice;
+- a call that waited for a person's approval (`gated`) never started: it goes back to the
+  approval gate, which runs it (allowed, once), answers for it (denied, expired) or pauses again.
 """
 
 from __future__ import annotations
@@ -44,9 +46,11 @@ def replay_point(
     audit: Sequence[Mapping[str, Any]],
     registry: ToolRegistry,
     allowed: Collection[str],
+    gated: Collection[str] = (),
 ) -> ReplayPoint:
     """`own`: the turn's recorded messages in order; `audit`: the audit rows of the same
-    session and turn, in order (`call_id`, `result`, `ok`, `extra` as a dict)."""
+    session and turn, in order (`call_id`, `result`, `ok`, `extra` as a dict); `gated`: the
+    ids of calls asked about whose approval was not used (they never ran)."""
     if not own or own[0].role != "user":
         raise Unresumable("the turn recorded no user message")
     own = one_result_per_call(own)
@@ -71,7 +75,7 @@ def replay_point(
             text, ok = str(row["result"]), bool(row["ok"])
             parts = _parts((row.get("extra") or {}).get("parts"))
             recovered.append(Message("tool", text, (), call.id, call.name, not ok, parts=parts))
-        elif call.name not in allowed or _rerun_safe(registry, call.name):
+        elif call.name not in allowed or call.id in gated or _rerun_safe(registry, call.name):
             pending.append(call)
         else:
             raise Unresumable(

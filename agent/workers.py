@@ -23,6 +23,7 @@ from agent.providers.base import Provider
 from agent.store import Store, UsageLog
 from agent.types import Message
 from agent.worker_tasks import BackgroundResult, Deliver, WorkerSettings, WorkerTask
+from tools.approval import asked
 from tools.base import ToolContext, ToolError, ToolResult
 from tools.control import CONTROL_TOOLS
 from tools.events import AgentFinished, AgentStarted, TurnEvent
@@ -334,6 +335,14 @@ class Workers:
                     self.settings.loop,
                     max_rounds=persona.max_rounds or self.settings.loop.max_rounds,
                     redirects={},
+                    # asked as the coordinator's are; a specialist has no gate to ask, so such
+                    # a call is not run and the specialist says so (agent/loop.py NO_GATE)
+                    approve=asked(
+                        self.registry,
+                        allowed,
+                        (*self.settings.loop.globs, *persona.approve),
+                        self.settings.loop.exempt,
+                    ),
                 ),
                 model=persona.model,
                 audit=writes.record_tool_call,

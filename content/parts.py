@@ -159,7 +159,7 @@ def describe(part: Part, detail: str | None = None) -> str:
     name = f" {blob.name!r}" if blob.name else ""
     label = {"image": "image", "file": "file", "audio": "audio"}[part.type]
     more = f"{detail}, " if detail else ""
-    text = f"[{label}{name}: {blob.mime_type}, {more}{_size(blob.size)}]"
+    text = f"[{label}{name}: {blob.mime_type}, {more}{size_text(blob.size)}]"
     if isinstance(part, AudioPart) and part.transcript:
         # the model reads a voice note's words as the user's own, knowing they were spoken
         text += f" (spoken; transcribed by speech-to-text:) {part.transcript}"
@@ -171,9 +171,13 @@ def text_of(parts: Sequence[Part]) -> str:
     return "\n".join(describe(p) for p in parts)
 
 
-def _size(size: int) -> str:
-    if size < 1024:
+def size_text(size: int) -> str:
+    """A size as people read it: decimal units, as the widget and `media.max_bytes` count; a
+    whole number of MiB (Telegram's 20 MB `getFile` cap is 20 × 2²⁰) in its own units, so a
+    limit reads as the platform states it, not as "21.0 MB"."""
+    mib, rest = divmod(size, 2**20)
+    if size and not rest:
+        return f"{mib} MB"
+    if size < 1000:
         return f"{size} B"
-    if size < 1024 * 1024:
-        return f"{size / 1024:.0f} KB"
-    return f"{size / (1024 * 1024):.1f} MB"
+    return f"{size / 1_000_000:.1f} MB" if size >= 999_500 else f"{size / 1000:.0f} KB"

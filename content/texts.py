@@ -65,18 +65,48 @@ NO_PREFERENCE: Final = frozenset({"c", "posix", "und"})  # Babel reads these as 
 
 @lru_cache(maxsize=512)  # the tags come from clients: a bounded cache
 def negotiate(tag: str | None) -> str | None:
-    """The language of ours a tag asks for (`de-AT` → `de`; of a list, `de,en;q=0.5`, the
-    first), or None: none asked, or one we do not speak (the caller falls back to the next
-    choice)."""
-    if not tag or len(tag) > 64:
+    """The language of ours a tag asks for (`de-AT` → `de`, `de_DE.UTF-8` → `de`; of a list,
+    `ja, de;q=0.5`, the most preferred one we speak), or None: none asked, or none we speak (the
+    caller falls back to the next choice)."""
+    if not tag or len(tag) > MAX_TAGS_CHARS:
         return None
-    first = tag.split(",")[0].split(";")[0].strip()
-    if first.lower() in NO_PREFERENCE:
+    for one in _by_preference(tag):
+        language = _ours(one)
+        if language is not None:
+            return language
+    return None
+
+
+MAX_TAGS_CHARS: Final = 256  # an Accept-Language header of a dozen languages
+MAX_TAG_CHARS: Final = 35  # the longest well-formed tag anyone sends
+
+
+def _by_preference(tags: str) -> list[str]:
+    """An Accept-Language list's tags, most wanted first (`q=0`: not wanted)."""
+    weighted: list[tuple[float, str]] = []
+    for entry in tags.split(","):
+        one, _, params = entry.partition(";")
+        weight = 1.0
+        if params.strip().startswith("q="):
+            try:
+                weight = float(params.strip()[2:])
+            except ValueError:
+                continue
+        if weight > 0:
+            weighted.append((weight, one.strip()))
+    weighted.sort(key=lambda pair: -pair[0])  # stable: equal weights keep their order
+    return [one for _, one in weighted]
+
+
+def _ours(one: str) -> str | None:
+    # POSIX locale names carry an encoding and a modifier: de_DE.UTF-8@euro
+    one = one.partition(".")[0].partition("@")[0]
+    if not one or len(one) > MAX_TAG_CHARS or one.lower() in NO_PREFERENCE:
         return None
     try:
-        language = Locale.parse(first.replace("-", "_")).language
+        language = Locale.parse(one.replace("-", "_")).language
     except (ValueError, TypeError, UnknownLocaleError):
-        language = first.replace("_", "-").partition("-")[0].lower()
+        language = one.replace("_", "-").partition("-")[0].lower()
     return language if language in LANGUAGES else None
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 import time
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
@@ -97,6 +98,8 @@ class FakeLLM(ABC):
         self.requests: list[Received] = []
         self._changed = asyncio.Event()
         self._closing = asyncio.Event()
+        # when (monotonic) the client closed a stream before its end: a stopped turn's call
+        self.closed: list[float] = []
         self._runner: web.AppRunner | None = None
         self.port = 0
 
@@ -121,7 +124,11 @@ class FakeLLM(ABC):
     async def __aenter__(self) -> Self:
         app = web.Application()
         app.router.add_post(self.path, self._handle)
-        self._runner = web.AppRunner(app, shutdown_timeout=0.5, handle_signals=False)
+        # handler_cancellation: a client that closes the connection mid-stream cancels the
+        # handler at once, so `closed` records it even while the stream is held quiet
+        self._runner = web.AppRunner(
+            app, shutdown_timeout=0.5, handle_signals=False, handler_cancellation=True
+        )
         await self._runner.setup()
         site = web.TCPSite(self._runner, "127.0.0.1", 0)
         await site.start()
@@ -135,6 +142,18 @@ class FakeLLM(ABC):
 
     def add(self, *replies: Reply) -> None:
         self.replies.extend(replies)
+
+    async def wait_closed(self, count: int, timeout: float = 10.0) -> None:
+        """Until the client has closed `count` streams before their end."""
+        async with asyncio.timeout(timeout):
+            while len(self.closed) < count:
+                self._changed.clear()
+                await self._changed.wait()
+
+    def _client_closed(self) -> None:
+        if not self._closing.is_set():  # the server's own shutdown is not the client's doing
+            self.closed.append(time.monotonic())
+            self._changed.set()
 
     async def wait_requests(self, count: int, timeout: float = 5.0) -> None:
         async with asyncio.timeout(timeout):
@@ -199,7 +218,10 @@ class FakeLLM(ABC):
                 return response
             await response.write_eof()
         except ConnectionResetError:
-            pass  # the client gave up: that is what a stall test wants
+            self._client_closed()  # the client gave up: that is what a stall test wants
+        except asyncio.CancelledError:
+            self._client_closed()  # the connection was lost (handler_cancellation)
+            raise
         return response
 
 
@@ -243,3 +265,13 @@ def llm_config(provider: str, fake: FakeLLM, **extra: Any) -> dict[str, Any]:
         "retry_backoff_s": 0.01,
         **extra,
     }
+
+
+BACKUP_NOTE = re.compile(
+    r"\n\n— answered by the backup model \([^)]+\): the usual one did not answer"
+)
+
+
+def by_backup(text: str, answer: str) -> bool:
+    """Whether `text` is `answer` ending with the one note a backup model's answer carries."""
+    return text.startswith(answer) and BACKUP_NOTE.fullmatch(text[len(answer) :]) is not None

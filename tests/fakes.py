@@ -26,6 +26,7 @@ class Call:
     text: str
     final: bool
     at: float = field(default_factory=time.monotonic)
+    stopped: bool = False  # the final of a stopped answer (`OutboundContent.stopped`)
 
 
 class RecordingChannel:
@@ -88,7 +89,8 @@ class RecordingChannel:
             self.refused.append(content.text)
             self.changed.set()
             raise ChannelError("edit refused: 502 Bad Gateway")
-        self._record(Call("edit", handle.message_id, content.text, final, self.clock()))
+        call = Call("edit", handle.message_id, content.text, final, self.clock(), content.stopped)
+        self._record(call)
 
     def _record(self, call: Call) -> None:
         self.calls.append(call)

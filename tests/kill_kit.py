@@ -72,6 +72,8 @@ def config(
                 "provider_url": "https://pay.example/{order_id}",
             }
         },
+        # create_payment asks for approval first (bot/approvals/): here it is about the call
+        approvals={"exempt": ["create_payment"]},
         channels={"telegram": telegram, "websocket": {"enabled": False}},
         server={"public_url": "https://bot.example.com"},
         log={"level": "DEBUG"},

@@ -118,6 +118,7 @@ class FakeBotAPI:
         self.bot = bot or BOT  # what getMe answers: another token is another bot
         self.calls: list[Call] = []
         self.messages: dict[tuple[int, int], str] = {}  # (chat, message id) -> visible text
+        self.markups: dict[tuple[int, int], Any] = {}  # (chat, message id) -> reply_markup
         self.webhook: dict[str, Any] = {}
         self.fail_parse_next = 0  # the next N HTML texts get "can't parse entities"
         # method (lower case) -> how many of its next calls a proxy answers with an HTML 502
@@ -223,6 +224,35 @@ class FakeBotAPI:
             message["reply_to_message"] = reply_to
         return {"update_id": next(self._update_ids), "message": message | extra}
 
+    def press(
+        self, chat_id: int, message_id: int, data: str, *, user_id: int | None = None
+    ) -> dict[str, Any]:
+        """An Update carrying a press of an inline keyboard button of message `message_id`
+        (not queued: pass it to `push`)."""
+        user = user_id if user_id is not None else (chat_id if chat_id > 0 else 42)
+        chat = (
+            {"id": chat_id, "type": "private", "first_name": "U"}
+            if chat_id > 0
+            else {"id": chat_id, "type": "supergroup", "title": "Group"}
+        )
+        message: dict[str, Any] = {
+            "message_id": message_id,
+            "date": int(time.time()),
+            "chat": chat,
+            "from": self.bot,
+            "text": self.messages.get((chat_id, message_id), ""),
+        }
+        if self.markups.get((chat_id, message_id)):
+            message["reply_markup"] = self.markups[(chat_id, message_id)]
+        query = {
+            "id": str(next(self._update_ids)),
+            "from": {"id": user, "is_bot": False, "first_name": "Alice", "username": f"u{user}"},
+            "chat_instance": "1",
+            "message": message,
+            "data": data,
+        }
+        return {"update_id": next(self._update_ids), "callback_query": query}
+
     def add_file(self, data: bytes, path: str = "documents/file_0.bin") -> str:
         """A file users sent, held for getFile and the download; its file_id."""
         file_id = f"F{len(self.files)}-{path.rsplit('/', 1)[-1]}"
@@ -310,7 +340,7 @@ class FakeBotAPI:
             case "setwebhook":
                 self.webhook = dict(p)
                 return True
-            case "deletewebhook" | "setmycommands" | "sendchataction":
+            case "deletewebhook" | "setmycommands" | "sendchataction" | "answercallbackquery":
                 return True
             case "getfile":
                 if p.get("file_id") not in self.files:
@@ -330,6 +360,9 @@ class FakeBotAPI:
                 call.text = self._visible(p)
                 message_id = call.message_id = next(self._message_ids)
                 self.messages[(p["chat_id"], message_id)] = call.text
+                self.markups[(p["chat_id"], message_id)] = _decode(
+                    "reply_markup", p.get("reply_markup")
+                )
                 return self._result(p, message_id, call.text)
             case "editmessagetext":
                 key = (p["chat_id"], p["message_id"])
@@ -342,7 +375,8 @@ class FakeBotAPI:
                 if self.not_modified_next:
                     self.not_modified_next -= 1
                     self.messages[key] = text
-                if self.messages[key] == text:
+                markup = _decode("reply_markup", p.get("reply_markup"))
+                if self.messages[key] == text and self.markups.get(key) == markup:
                     raise ApiError(
                         400,
                         "Bad Request: message is not modified: specified new "
@@ -350,6 +384,7 @@ class FakeBotAPI:
                         "current content and reply markup of the message",
                     )
                 call.text = self.messages[key] = text
+                self.markups[key] = markup
                 return self._result(p, p["message_id"], text) | {"edit_date": int(time.time())}
         raise ApiError(404, "Not Found: method not found")
 

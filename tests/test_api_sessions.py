@@ -9,6 +9,7 @@ import aiohttp
 from adapters.api.records import ApiMessage
 from agent.providers.scripted import Reply, ScriptedProvider
 from bot.pipeline.turn import STOPPED
+from content.texts import t
 from tests.api_kit import ApiClient, StartApi, start_api_fixture  # noqa: F401
 
 
@@ -273,3 +274,17 @@ async def test_an_answer_slower_than_the_stream_timeout_ends_the_wait_with_an_er
     hold.set()
     resumed = await api.ask(sid, "slow one", client_message_id="c1")
     assert resumed.last("message.completed")["text"] == "late"
+
+
+async def test_the_gateways_own_texts_follow_accept_language(
+    start_api: StartApi, session: aiohttp.ClientSession
+) -> None:
+    app = await start_api(ScriptedProvider([]))
+    api = ApiClient(session, app)
+    sid = await api.new_session()
+    header = {"Accept-Language": "ja, de-AT;q=0.8, en;q=0.5"}  # no Japanese here: German
+    first = await api.stream("POST", f"/sessions/{sid}/messages", {"text": "/new"}, headers=header)
+    assert first.last("message.completed")["text"] == t("de", "command.started_new")
+    # kept for the session: the next message without the header is answered in German too
+    again = await api.ask(sid, "/new")
+    assert again.last("message.completed")["text"] == t("de", "command.started_new")

@@ -22,6 +22,7 @@ from pathlib import Path
 
 import pytest
 
+from content.texts import t
 from tests.fake_llm import Reply, llm_config
 from tests.fake_openai import FakeOpenAI
 
@@ -55,7 +56,7 @@ class Terminal:
         asyncio.get_running_loop().add_reader(master, self._read)
 
     @classmethod
-    async def start(cls, *args: str, cwd: Path) -> Terminal:
+    async def start(cls, *args: str, cwd: Path, lang: str | None = None) -> Terminal:
         master, slave = pty.openpty()
         # a wide window: no line wraps inside the words the test looks for
         fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 40, 200, 0, 0))
@@ -65,6 +66,8 @@ class Terminal:
             "TERM": "xterm",
             "PROMPT_TOOLKIT_NO_CPR": "1",  # nobody answers cursor position requests here
         }
+        if lang is not None:
+            env["LANG"] = lang
         process = await asyncio.create_subprocess_exec(
             sys.executable,
             "-c",
@@ -137,6 +140,23 @@ async def chat(tmp_path: Path, slow_model: FakeOpenAI) -> AsyncIterator[Terminal
         await terminal.process.wait()
 
 
+async def test_the_gateways_own_texts_are_in_the_locales_language(
+    tmp_path: Path, slow_model: FakeOpenAI
+) -> None:
+    config = {
+        "storage": {"path": str(tmp_path / "chat.db")},
+        "llm": llm_config("openai", slow_model),
+    }
+    (tmp_path / "config.yaml").write_text(json.dumps(config))
+    terminal = await Terminal.start("chat", cwd=tmp_path, lang="de_DE.UTF-8")
+    try:
+        terminal.type("/new\r")
+        await terminal.expect(t("de", "command.started_new"))
+    finally:
+        terminal.close()
+        await terminal.process.wait()
+
+
 async def test_stop_typed_while_the_answer_streams_stops_it(chat: Terminal, tmp_path: Path) -> None:
     chat.type("tell me a long story\r")
     await chat.expect("word5")
@@ -145,9 +165,10 @@ async def test_stop_typed_while_the_answer_streams_stops_it(chat: Terminal, tmp_
     text = chat.text
     assert "Nothing to stop." not in text
     assert "word" not in text[text.index("⏹ Stopped.") :]  # nothing streams after the stop
-    # what streamed before the stop stays on screen, then the answer ends stopped
+    # what streamed before the stop stays in the answer, which ends with the stopped mark
     said = text.rindex("bot> word0 word1 word2 word3 word4 word5")
-    assert said < text.index("bot> ⏹ Stopped.")
+    assert said < text.index("⏹ Stopped.")
+    assert "bot> ⏹ Stopped." not in text  # not replaced by the mark
     # the gateway logged the stop mid-stream: into the log file, not into the conversation
     log = (tmp_path / "data" / "chat.log").read_text()
     assert "bot.pipeline.commands: stopped terminal:local" in log

@@ -185,8 +185,8 @@ def test_numbers_load_as_strings_where_text_is_expected(tmp_path: Path) -> None:
 def test_unknown_top_level_key(tmp_path: Path) -> None:
     assert error_of(tmp_path, "servr: {}\n") == (
         "config.yaml: servr: unknown key; expected one of: "
-        "admin, agent, channels, gateway, handoff, knowledge, llm, log, mcp, media, personas, quotas,"
-        " redis, server, storage, stt, tools, usage"
+        "admin, agent, approvals, channels, gateway, handoff, knowledge, llm, log, mcp, media,"
+        " pairing, personas, quotas, redis, schedules, server, storage, stt, tools, usage"
     ).replace("config.yaml", str(tmp_path / "config.yaml"))
 
 
@@ -201,7 +201,7 @@ def test_unknown_nested_key(tmp_path: Path) -> None:
     message = error_of(tmp_path, "channels: {websocket: {origins: []}}\n")
     assert message.endswith(
         ": channels.websocket.origins: unknown key; expected one of: allowed_chats, "
-        "allowed_origins, allowed_users, client_address_header, enabled, group_reply, "
+        "allowed_origins, allowed_users, client_address_header, dm_policy, enabled, group_reply, "
         "heartbeat_s, hello_timeout_s, identity_secret, max_connections, max_connections_per_address, max_frame_bytes, "
         "max_text_chars, path, persona, rate_limit_per_minute, replay_events"
     )

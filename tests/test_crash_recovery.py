@@ -66,6 +66,8 @@ def _serve(tmp_path: Path, fake: FakeBotAPI, model: FakeOpenAI) -> subprocess.Po
             first_token_timeout_s=60,
             total_timeout_s=120,
         ),
+        # create_payment asks for approval first (bot/approvals/): here it is about the call
+        "approvals": {"exempt": ["create_payment"]},
         "tools": {
             "payment": {
                 "prices": {"ASSESSMENT": {"GENERAL": 100}},

@@ -7,7 +7,8 @@ from typing import Any
 
 from adapters.base import ChatRef, InboundMessage
 from agent.providers.scripted import Reply, ScriptedProvider
-from bot.pipeline.gateway import HELP, REFUSAL
+from bot.pipeline.commands import CHAT_HELP as HELP  # no web server: no /schedule
+from bot.pipeline.gateway import REFUSAL
 from bot.pipeline.turn import TIMED_OUT
 from bot.runtime.app import App
 from tests.conftest import make_config

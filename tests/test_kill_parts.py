@@ -90,6 +90,8 @@ def _serve(folder: Path, fake: FakeBotAPI, model: FakeOpenAI) -> subprocess.Pope
         # the images and PDFs go to the model as they are (a local server is text-only else)
         "llm": llm_config("openai", model, max_retries=0, first_token_timeout_s=60)
         | {"media": ["image", "file"]},
+        # create_payment asks for approval first (bot/approvals/): here it is about the call
+        "approvals": {"exempt": ["create_payment"]},
         "tools": {
             "payment": {
                 "prices": {"ASSESSMENT": {"GENERAL": 100}},

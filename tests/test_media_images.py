@@ -18,7 +18,7 @@ from agent.providers.media import TEXT_ONLY, Media, media_for
 from agent.providers.media_load import SHELF
 from agent.providers.openai import OpenAIProvider
 from agent.types import Message, ModelRequest, TextDelta
-from content.parts import BlobRef, FilePart, ImagePart
+from content.parts import FilePart, ImagePart
 from tests.blob_kit import MemoryBlobs
 from tests.fake_anthropic import FakeAnthropic
 from tests.fake_llm import Reply, fail
@@ -266,8 +266,9 @@ async def test_a_model_without_vision_reads_the_image_in_words(
     await send(p, (Message("user", "what is it?", parts=(part,)),), blobs)
     body = fake.requests[0].body
     assert not images_sent(vendor, body) and "base64" not in str(body)
-    size = BlobRef("x", "image/jpeg", len(data)).size / 1024
-    assert f"[image 'photo.jpg': image/jpeg, 1600×1200, {size:.0f} KB]" in text_sent(body)
+    assert f"[image 'photo.jpg': image/jpeg, 1600×1200, {len(data) / 1000:.0f} KB]" in text_sent(
+        body
+    )
     await p.aclose()
 
 

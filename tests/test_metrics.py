@@ -57,7 +57,9 @@ async def test_turns_a_tool_a_retry_a_fallback_and_a_duplicate_are_counted(
         client = await connect(session, app)
         await client.hello(visitor_id="visitor-secret-42")
         assert (await client.ask("what time is it?", "m1"))["text"] == "It is noon."
-        assert (await client.ask("and now?", "m2"))["text"] == "From the backup."
+        backup_note = "answered by the backup model (backup-model): the usual one did not answer"
+        answer = (await client.ask("and now?", "m2"))["text"]
+        assert answer == f"From the backup.\n\n— {backup_note}"  # never a silent fallback
         await app.gateway.wait_idle()
         await client.send(type="message", text="and now?", client_message_id="m2")  # resent
         # the duplicate is dropped without a frame: wait for the count itself

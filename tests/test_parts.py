@@ -17,6 +17,7 @@ from content.parts import (
     part_to_json,
     parts_from_json,
     parts_to_json,
+    size_text,
 )
 
 BLOB = BlobRef("ab" * 32, "image/png", 2048, "chart.png", "tool:make_chart")
@@ -63,8 +64,21 @@ def test_media_part_follows_the_media_type() -> None:
 
 def test_a_text_only_model_reads_a_description() -> None:
     assert describe(ImagePart(BLOB)) == "[image 'chart.png': image/png, 2 KB]"
-    voice = AudioPart(BlobRef("x", "audio/ogg", 3 * 1024 * 1024), "call me")
+    voice = AudioPart(BlobRef("x", "audio/ogg", 3_000_000), "call me")
     assert (
         describe(voice)
         == "[audio: audio/ogg, 3.0 MB] (spoken; transcribed by speech-to-text:) call me"
     )
+
+
+def test_sizes_read_as_the_limit_was_written() -> None:
+    """Decimal units, as `media.max_bytes` and the widget count; a whole number of MiB (Telegram's
+    `getFile` cap) in its own, so the 20 MB cap never reads "21.0 MB"."""
+    assert [size_text(n) for n in (0, 512, 60_000, 376_400, 25_000_000, 20 * 2**20)] == [
+        "0 B",
+        "512 B",
+        "60 KB",
+        "376 KB",
+        "25.0 MB",
+        "20 MB",
+    ]

@@ -4,6 +4,7 @@ reaches the final answer, the Redis queue carries parts, and the transcript repl
 
 from __future__ import annotations
 
+import json
 from collections.abc import AsyncIterator, Callable
 from contextlib import AsyncExitStack
 from pathlib import Path
@@ -235,6 +236,11 @@ def test_the_queue_encoding_carries_parts() -> None:
     # queued by a process of the version before parts: none
     older = messages.dump(plain).replace(',"parts":[]', "")
     assert '"parts"' not in older and messages.load(older) == plain
+    # queued by a newer version, with fields this one does not know: they are dropped
+    newer = json.loads(messages.dump(sent))
+    newer |= {"topic": 7, "chat": newer["chat"] | {"guest": True}}
+    newer["attachments"][0]["duration_s"] = 3
+    assert messages.load(json.dumps(newer)) == sent
 
 
 def test_a_replayed_turn_keeps_the_media_of_its_results() -> None:

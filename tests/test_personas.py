@@ -72,7 +72,7 @@ BAD = {
     "unknown_key": (
         "---\nname: bar\ndescription: d\ntools: []\ntool: [x]\n---\nbody\n",
         5,
-        "unknown key 'tool'; allowed: description, display_description, display_name, language, max_rounds, model, name, suggestions, tools, welcome",
+        "unknown key 'tool'; allowed: approve, description, display_description, display_name, language, max_rounds, model, name, suggestions, tools, welcome",
     ),
     "wrong_type": (
         "---\nname: bar\ndescription: d\ntools: []\nmax_rounds: lots\n---\nbody\n",
@@ -178,8 +178,9 @@ def test_tool_patterns_and_mcp_names_may_match_nothing_yet_but_names_must_be_kno
 
 def test_shipped_default_persona_parses() -> None:
     path = REPO / "personas" / "default.md"
-    persona = parse_persona(path, path.read_text("utf-8"), known_tools={"get_current_datetime"})
-    assert persona.is_coordinator and persona.tools == ("get_current_datetime",)
+    tools = ("get_current_datetime", "schedule_message", "list_schedules", "cancel_schedule")
+    persona = parse_persona(path, path.read_text("utf-8"), known_tools=set(tools))
+    assert persona.is_coordinator and persona.tools == tools
     assert "Dispatch policy" in persona.prompt
 
 
@@ -210,7 +211,7 @@ def test_broken_override_falls_back_and_check_reports_every_dir(tmp_path: Path) 
     assert [str(e) for e in errors] == [
         f"{base / 'old.md'}:1: " + errors[0].reason,
         f"{site / 'research.md'}:4: unknown key 'tool'; "
-        "allowed: description, display_description, display_name, language, max_rounds, model, name, suggestions, tools, welcome",
+        "allowed: approve, description, display_description, display_name, language, max_rounds, model, name, suggestions, tools, welcome",
     ]
     assert library.get("research").description == "Base research."
     # an overridden base file is still checked

@@ -9,9 +9,11 @@ from pathlib import Path
 
 import pytest
 
-from bot.pipeline.quota import Check, MemoryQuotaState, QuotaState, StoreQuotaState
+from adapters.base import ChatRef, InboundMessage
+from bot.pipeline.quota import Check, MemoryQuotaState, Quotas, QuotaState, StoreQuotaState
 from bot.redis.client import connect
 from bot.redis.quota import RedisQuotaState
+from bot.runtime.config.schema import QuotaLimits, QuotasConfig
 from bot.storage import SqliteStore
 from bot.storage.backends import build_store
 from tests.pg_kit import pg_database, pg_url
@@ -157,3 +159,32 @@ async def test_with_redis_down_a_turn_is_admitted_uncounted(
     finally:
         await redis.aclose()
     assert "the turn is admitted" in caplog.text and "not counted" in caplog.text
+
+
+class _Crossings:
+    def __init__(self) -> None:
+        self.scopes: list[str] = []
+
+    def soft_limit_crossed(self, scope: str) -> None:
+        self.scopes.append(scope)
+
+
+async def test_a_soft_limit_is_reached_and_its_crossing_counted_once_across_processes(
+    make: MakeState,
+) -> None:
+    """Two `Quotas` on one backing state (two processes): past 50 % of 4 turns a day, each
+    turn is told it is past the soft limit; the crossing is counted once between them."""
+    config = QuotasConfig(per_user=QuotaLimits(turns_per_day=4, soft_ratio=0.5))
+    seen = _Crossings()
+    quotas = [Quotas(config, make(), observer=seen) for _ in range(2)]
+    message = InboundMessage(ChatRef("telegram", f"c-{time.time_ns()}"), "u1", "hi", "e1")
+    found = []
+    for n in range(4):
+        assert await quotas[n % 2].admit(message) is None
+        found.append(await quotas[n % 2].soft(message))
+    assert [f is not None for f in found] == [False, True, True, True]
+    first = found[1]
+    assert first is not None and (first.whose, first.window) == ("user", "day")
+    assert {f.mark for f in found[1:] if f is not None} == {first.mark}  # one window: one mark
+    assert seen.scopes == ["user"]
+    assert await quotas[0].admit(message) is not None  # the hard limit refuses as before

@@ -11,7 +11,7 @@ import pytest
 
 from adapters.base import ChatRef, InboundMessage
 from agent.providers.scripted import Reply, ScriptedProvider
-from bot.pipeline.commands import HELP, NEW_LINE, STOP_LINE
+from bot.pipeline.commands import APP_HELP, CHAT_HELP, HELP, NEW_LINE, STOP_LINE
 from bot.pipeline.conversation_state import Mode
 from bot.pipeline.gateway import REFUSAL
 from bot.pipeline.held import WAITING
@@ -135,13 +135,14 @@ async def test_a_held_conversation_records_and_acknowledges_and_the_bot_reads_it
     await _set_mode(app, "human")
     await app.gateway.handle(message("are you there?", "e2"))  # the person answers, not us
     await app.gateway.handle(message("/help", "e3"))  # commands go before the mode
-    assert _finals(channel) == [WAITING, HELP]
+    help_ = APP_HELP if app.schedules.desk is not None else CHAT_HELP  # `bot chat`: no /schedule
+    assert _finals(channel) == [WAITING, help_]
     await app.gateway.wait_idle()
     assert provider.requests == []
     await _set_mode(app, "bot")
     await app.gateway.handle(message("thanks", "e4"))
     await app.gateway.wait_idle()
-    assert _finals(channel) == [WAITING, HELP, "welcome back"]
+    assert _finals(channel) == [WAITING, help_, "welcome back"]
     said = [m.content for m in provider.requests[0].messages if m.role == "user"]
     assert said[-3:] == ["I need a person", "are you there?", "thanks"]
 

@@ -9,6 +9,7 @@ from datetime import UTC, datetime, timedelta
 
 from bot.storage.backends import AnyStore
 from bot.storage.rows import ConversationRow, SessionRow, TurnRow, UsageTotalRow
+from bot.storage.user_usage import UserUsage
 from tests.test_store_contract import SESSION, opener, pg_database, pg_url, store
 
 __all__ = ["opener", "pg_database", "pg_url", "store"]  # fixtures
@@ -91,3 +92,28 @@ async def test_usage_totals_group_by_day_channel_user_and_model(store: AnyStore)
     tomorrow = (datetime.now(UTC) + timedelta(days=1)).date().isoformat()
     assert await store.usage_totals(tomorrow) == []
     assert [row.model for row in await store.usage_for_session(session)] == ["m1", "m2", "m1"]
+
+
+async def test_user_usage_counts_one_users_turns_and_tokens_since_a_day(store: AnyStore) -> None:
+    """`/usage`: the user's turns (coordinator sessions) and tokens per model, specialists'
+    included, on that channel only, since a UTC date; another user's are not theirs."""
+    root = await store.active_session(**SESSION, persona_version="v1")
+    child = await store.create_session(agent_id="specialist-a", parent_session_id=root, **SESSION)
+    other = await store.active_session(**OTHER, persona_version="v1")
+    for turn_id in ("t1", "t2"):
+        await _turn(store, root, turn_id, "completed")
+    await _turn(store, other, "t3", "completed")
+    for session, model, tokens in ((root, "big", 100), (root, "big", 5), (child, "small", 7),
+                                   (other, "big", 1000)):  # fmt: skip
+        await store.record_usage(
+            session_id=session, turn_id="t1", provider="openai", model=model,
+            input_tokens=tokens, output_tokens=1,
+        )  # fmt: skip
+    today = datetime.now(UTC).date().isoformat()
+    mine = await store.user_usage(channel="telegram", user_id="7", since=today)
+    assert mine.turns == 2
+    assert sorted(mine.tokens) == [("big", 105, 2), ("small", 7, 1)]
+    later = (datetime.now(UTC) + timedelta(days=1)).date().isoformat()
+    assert await store.user_usage(channel="telegram", user_id="7", since=later) == UserUsage(0, ())
+    elsewhere = await store.user_usage(channel="slack", user_id="7", since=today)
+    assert (elsewhere.turns, elsewhere.tokens) == (0, ())

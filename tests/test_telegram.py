@@ -19,7 +19,8 @@ import pytest
 from adapters.base import ChatRef, DeliveryUncertain, OutboundContent
 from adapters.telegram import TelegramChannel
 from agent.providers.scripted import Reply, ScriptedProvider
-from bot.pipeline.gateway import HELP, REFUSAL
+from bot.pipeline.commands import APP_HELP as HELP  # the app's table
+from bot.pipeline.gateway import REFUSAL
 from bot.runtime.app import App
 from bot.runtime.config import ConfigError
 from tests.conftest import make_config
@@ -113,7 +114,7 @@ async def test_long_polling_turn_is_one_message_filled_in_at_the_cadence(
     polls = [c for c in fake.calls if c.method == "getupdates"]
     assert "offset" not in polls[0].params
     assert any(c.params.get("offset") == update["update_id"] + 1 for c in polls)
-    assert polls[0].params["allowed_updates"] == ["message"]
+    assert sorted(polls[0].params["allowed_updates"]) == ["callback_query", "message"]  # buttons
 
 
 async def test_a_429_pauses_the_chat_and_the_final_still_lands(

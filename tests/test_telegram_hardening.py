@@ -19,7 +19,7 @@ from aiogram.types import Update
 from adapters.base import ChatRef, InboundMessage
 from adapters.telegram.normalize import BotIdentity, normalize
 from agent.providers.scripted import Reply, ScriptedProvider
-from bot.pipeline.gateway import HELP
+from bot.pipeline.commands import APP_HELP as HELP  # the app's table
 from tests import test_telegram as tg
 from tests.telegram_fake import BOT, FakeBotAPI
 

@@ -235,7 +235,12 @@ async def test_a_payment_card_reaches_the_web_socket_client(
         "prices": {"ASSESSMENT": {"QMAS": 99}},
         "provider_url": "https://pay.example.com/c?o={order_id}",
     }
-    app = await running(provider, personas={"dirs": [str(folder)]}, tools={"payment": payment})
+    app = await running(
+        provider,
+        personas={"dirs": [str(folder)]},
+        tools={"payment": payment},
+        approvals={"exempt": ["create_payment"]},  # asked about in tests/test_approvals*.py
+    )
     client = await connect(session, app)
     await client.hello()
     completed = await client.ask("I want to pay for the assessment")

@@ -448,6 +448,9 @@ def test_builtin_registry() -> None:
         "collect_info",
         "create_payment",
         "fetch_news",
+        "schedule_message",
+        "list_schedules",
+        "cancel_schedule",
         "transfer_to_human",
     ]
     assert registry.get("get_current_datetime") is get_current_datetime

@@ -213,7 +213,7 @@ async def test_a_voice_note_over_the_cap_is_not_sent(tmp_path: Path, stt: FakeST
         await app.gateway.handle(message("", "e1", (note,)))
         await app.gateway.wait_idle()
     assert stt.requests == [] and provider.requests == []
-    reason = "it is 0 KB, over the 0 KB speech-to-text takes"
+    reason = "it is 126 B, over the 100 B speech-to-text takes"
     assert channel.shown() == [t("en", "voice.not_transcribed", reason=reason)]
 
 

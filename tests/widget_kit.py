@@ -156,7 +156,7 @@ class World:
 
     async def start(
         self,
-        provider: Provider,
+        provider: Provider | None,
         *,
         allowed: bool = True,
         link: bool = False,
@@ -164,12 +164,16 @@ class World:
         personas: dict[str, Any] | None = None,
         websocket: dict[str, Any] | None = None,
         clock: Callable[[], float] = time.monotonic,
+        sections: dict[str, Any] | None = None,
         **data: str,
     ) -> World:
+        """`sections`: more config sections (a model server, MCP servers); `provider` None
+        then builds the model from them."""
         await self.site.start()
         origins = [self.site.url] if allowed else ["https://only-this.example"]
-        sections: dict[str, Any] = {
-            "channels": {"websocket": {"allowed_origins": origins, **(websocket or {})}}
+        sections = {
+            **(sections or {}),
+            "channels": {"websocket": {"allowed_origins": origins, **(websocket or {})}},
         }
         if personas:
             sections["personas"] = personas
@@ -203,7 +207,7 @@ async def worlds(tmp_path: Path) -> AsyncIterator[MakeWorld]:
     """`w = await make(provider, **options)` as often as a test needs; all stopped after it."""
     made: list[World] = []
 
-    async def make(provider: Provider, **options: Any) -> World:
+    async def make(provider: Provider | None, **options: Any) -> World:
         made.append(World(tmp_path))
         return await made[-1].start(provider, **options)
 

@@ -13,9 +13,9 @@ Errors::
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, Literal, Protocol
 
 from content.blobs import BlobError, BlobStore
 from content.parts import MediaPart, Part, media_part
@@ -78,6 +78,28 @@ class AgentRuntime(Protocol):
     async def stop(self, ctx: ToolContext, task_id: str) -> ToolResult: ...
 
 
+Missed = Literal["late", "skip"]  # a scheduled occurrence missed while down: sent late, or not
+
+
+class ScheduleDesk(Protocol):
+    """Adds, lists and cancels the calling conversation's schedules (ToolError on bad input)."""
+
+    async def add(
+        self,
+        ctx: ToolContext,
+        *,
+        when: str,
+        text: str | None,
+        task: str | None,
+        if_missed: Missed,
+        timezone: str | None,
+    ) -> Mapping[str, Any]: ...
+
+    async def listing(self, ctx: ToolContext) -> Sequence[Mapping[str, Any]]: ...
+
+    async def cancel(self, ctx: ToolContext, schedule_id: str) -> bool: ...
+
+
 class HumanHandoff(Protocol):
     """Where `transfer_to_human` hands a conversation to a person (bot/handoff/relay.py)."""
 
@@ -95,6 +117,7 @@ class ToolDeps:
     knowledge: KnowledgeBase | None = None
     agents: AgentRuntime | None = None
     blobs: BlobStore | None = None
+    schedules: ScheduleDesk | None = None  # scheduled messages (bot/schedules/desk.py)
     handoff: HumanHandoff | None = None  # None: no operators; transfer_to_human says so
     # the live exchange rates fetched lately: one cache for the app, not one per call
     rates: RateCache = field(default_factory=dict)

@@ -132,7 +132,8 @@ def _national_phones() -> list[Finder]:
     number from a decimal, a date, an order number or a table of figures.
     """
     return [
-        _builtin(_NOT_AFTER_ID + r"1[3-9]\d[ -]?\d{4}[ -]?\d{4}" + _NOT_BEFORE_ID),  # mainland mobile
+        # mainland mobile
+        _builtin(_NOT_AFTER_ID + r"1[3-9]\d[ -]?\d{4}[ -]?\d{4}" + _NOT_BEFORE_ID),
         # 415-555-2671, (415) 555-2671
         _builtin(_NOT_AFTER_ID + r"\(?\d{3}\)?[ .-]\d{3}[ .-]\d{4}" + _NOT_BEFORE_ID),
         # with a trunk 0, grouped: 020 7946 0958, (030) 12345678, 0412 345 678

@@ -57,6 +57,9 @@ class ToolInfo:
     timeout_s: float | None = None  # None: the caller's deadline
     max_result_chars: int | None = None  # None: the caller's budget
     mask_pii: bool = True  # False: the tool's text reaches the model unmasked
+    # A person says yes before each call runs (tools/approval.py): declared by the tool
+    # (`@tool(approval=True)`), or an MCP tool its server marks destructive in so many words.
+    approval: bool = False
 
     @property
     def name(self) -> str:

@@ -52,6 +52,7 @@ class Tool:
     # resumed after a crash re-runs such a call that had started but left no result; any other
     # call in that state makes the turn unresumable (bot/pipeline/resume.py).
     annotations: ToolAnnotations = ToolAnnotations()
+    approval: bool = False  # a person allows each call first (tools/approval.py)
 
     @property
     def status_text(self) -> str:
@@ -68,6 +69,7 @@ class Tool:
             self.timeout_s,
             self.max_result_chars,
             self.mask_pii,
+            self.approval,
         )
 
     def bind(self, validated: BaseModel) -> dict[str, Any]:
@@ -95,6 +97,7 @@ def tool(
     read_only: bool = False,
     destructive: bool | None = None,
     open_world: bool = True,
+    approval: bool = False,
 ) -> Callable[[ToolFn], Tool]: ...
 
 
@@ -110,6 +113,7 @@ def tool(
     read_only: bool = False,
     destructive: bool | None = None,
     open_world: bool = True,
+    approval: bool = False,
 ) -> Tool | Callable[[ToolFn], Tool]:
     """Turn an async function `(ctx, ...)` into a `Tool`; usable as `@tool` and `@tool(...)`.
 
@@ -121,7 +125,8 @@ def tool(
     twice does no harm (a write that replaces itself) — a turn resumed after a crash may then run
     again a call of either kind whose result was never recorded; `destructive` (by default: not
     read-only) when it may delete or overwrite; `open_world=False` when it reaches nothing
-    outside this gateway.
+    outside this gateway. `approval=True`: every call waits for a person's yes first (a
+    payment, a deletion: see tools/approval.py).
     """
     annotations = ToolAnnotations(
         read_only=read_only,
@@ -132,7 +137,9 @@ def tool(
 
     def make(f: ToolFn) -> Tool:
         tool = _build(f, name or f.__name__, timeout_s, max_result_chars)
-        return dataclasses.replace(tool, mask_pii=mask_pii, status=status, annotations=annotations)
+        return dataclasses.replace(
+            tool, mask_pii=mask_pii, status=status, annotations=annotations, approval=approval
+        )
 
     return make(fn) if fn is not None else make
 

@@ -175,7 +175,10 @@ class ApiChannel:
 
     async def _complete(self, handle: MessageHandle, content: OutboundContent) -> None:
         display = [dict(hint) for hint in content.display]
-        fields = {"message_id": handle.message_id, "text": content.text, "display": display}
+        fields: dict[str, Any] = {"message_id": handle.message_id, "text": content.text}
+        fields["display"] = display
+        if content.stopped:  # the text kept, its last paragraph the mark: shown as stopped
+            fields["stopped"] = True
         if content.parts and self.links is not None:
             fields["attachments"] = self.attachments(content.parts)
         # Recorded first: a client that sees the completion and then reads the history finds it.
@@ -184,7 +187,7 @@ class ApiChannel:
             handle.message_id,
             "assistant",
             content.text,
-            "completed",
+            "stopped" if content.stopped else "completed",
             display=content.display,
             parts=content.parts,  # the history shows them, with links made when it is read
         )

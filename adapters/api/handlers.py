@@ -7,7 +7,7 @@ import re
 import uuid
 from typing import Any, Final
 
-from aiohttp import web
+from aiohttp import hdrs, web
 
 from adapters.api import bodies, dropped
 from adapters.api.base import PREFIX, SessionsChannel
@@ -82,13 +82,20 @@ class SessionsApi:
         resent = await self._resent(session, frame.client_message_id)
         if resent is not None:
             again = self._inbound(
-                session, resent.message_id, _event(resent), text=resent.text, parts=resent.parts
+                request,
+                session,
+                resent.message_id,
+                _event(resent),
+                text=resent.text,
+                parts=resent.parts,
             )
             return await self.streams.resume(request, resent, resume, again)
         parts = self._parts(session, frame.attachments)
         message_id = frame.client_message_id or new_id("c_")
         event_id = f"api:{session.id}:{frame.client_message_id or uuid.uuid4().hex}"
-        inbound = self._inbound(session, message_id, event_id, text=frame.text, parts=parts)
+        inbound = self._inbound(
+            request, session, message_id, event_id, text=frame.text, parts=parts
+        )
         record = ApiMessage(session.id, message_id, "user", frame.text, "received", parts=parts)
         await self._take_rate(session)
         return await self.streams.turn(request, inbound, record, resume)
@@ -108,13 +115,13 @@ class SessionsApi:
         resent = await self._resent(session, client_id)
         if resent is not None:
             again = self._inbound(
-                session, resent.message_id, _event(resent), action=_pressed(resent)
+                request, session, resent.message_id, _event(resent), action=_pressed(resent)
             )
             return await self.streams.resume(request, resent, resume, again)
         message_id = client_id or new_id("c_")
         event_id = f"api:{session.id}:{client_id or uuid.uuid4().hex}"
         pressed = Action(frame.action_id, frame.value, frame.label, frame.message_id)
-        inbound = self._inbound(session, message_id, event_id, action=pressed)
+        inbound = self._inbound(request, session, message_id, event_id, action=pressed)
         shown = {"action_id": frame.action_id, "value": frame.value, "label": frame.label}
         shown["message_id"] = frame.message_id
         # its text is what the user saw and pressed, as the web socket's transcript shows it
@@ -160,7 +167,8 @@ class SessionsApi:
         await self._take_rate(session)
         event_id = f"api:{uuid.uuid4().hex}"
         waiting = await dropped.before_stop(self.channel.records, session.id)
-        await self.channel.deliver(self._inbound(session, new_id("c_"), event_id, text="/stop"))
+        stop = self._inbound(request, session, new_id("c_"), event_id, text="/stop")
+        await self.channel.deliver(stop)
         await dropped.announce(self.channel, session.id, waiting)
         return web.json_response({"status": "stop_requested"}, status=202)
 
@@ -182,6 +190,7 @@ class SessionsApi:
 
     def _inbound(
         self,
+        request: web.Request,
         session: ApiSession,
         message_id: str,
         event_id: str,
@@ -201,6 +210,8 @@ class SessionsApi:
             action=action,
             parts=parts,
             client=f"key:{session.key_id}",  # a new session is the same client
+            # the gateway's own texts (a quota refusal, /stop's note) in the client's language
+            language=request.headers.get(hdrs.ACCEPT_LANGUAGE),
         )
 
     async def _take_rate(self, session: ApiSession) -> None:

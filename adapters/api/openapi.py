@@ -57,6 +57,16 @@ _LAST_EVENT_ID = {
     "description": "The id of the last event seen: only later events are sent.",
     "schema": {"type": "string", "pattern": "^[0-9]{1,15}$"},
 }
+_ACCEPT_LANGUAGE = {
+    "name": "Accept-Language",
+    "in": "header",
+    "required": False,
+    "description": (
+        "The language of the gateway's own texts in this session (a refusal, the stop note), "
+        "kept for the session; the answer's language is the model's."
+    ),
+    "schema": {"type": "string", "maxLength": 256},
+}
 
 
 def _cursor(name: str, description: str, least: int = 0, most: int = 2**53) -> dict[str, Any]:
@@ -83,8 +93,7 @@ def _post(
         "requestBody": {"required": not optional, "content": {JSON: {"schema": _ref(body)}}},
         "responses": responses,
     }
-    if last_event_id:
-        operation["parameters"] = [_LAST_EVENT_ID]
+    operation["parameters"] = [_ACCEPT_LANGUAGE, *([_LAST_EVENT_ID] if last_event_id else [])]
     return operation
 
 
@@ -109,7 +118,7 @@ def document(max_text_chars: int = 8000) -> dict[str, Any]:
             "id": {"type": "string"},
             "role": {"enum": ["user", "assistant"]},
             "text": {"type": "string"},
-            "status": {"enum": ["received", "dropped", "pending", "completed"]},
+            "status": {"enum": ["received", "dropped", "pending", "completed", "stopped"]},
             "reply_to": {"type": ["string", "null"]},
             "display": {"type": "array", "items": {"type": "object"}},
             "action": {"type": ["object", "null"]},
@@ -215,7 +224,9 @@ def document(max_text_chars: int = 8000) -> dict[str, Any]:
         f"{one}/stop": {
             "parameters": [_SESSION_ID],
             "post": _post(
-                "Stop the answer in progress and the messages queued behind it",
+                "Stop the answer in progress, its work (model call, tools, specialists) and "
+                "the messages queued behind it; the answer's message.completed then carries "
+                "stopped: true and keeps the text it had shown",
                 "Stop",
                 {
                     "202": _json({"type": "object"}, "Stop requested"),

@@ -88,6 +88,13 @@ MESSAGE_COMPLETED = {
         "text": {"type": "string"},
         "display": {"type": "array", "items": {"type": "object"}},
         "attachments": ATTACHMENTS_OUT,
+        "stopped": {
+            "type": "boolean",
+            "description": (
+                "true: the answer was stopped; `text` keeps what it had shown, its last "
+                "paragraph the stop mark ('⏹ Stopped.' in the conversation's language)"
+            ),
+        },
         "seq": {"type": "integer"},
     },
 }
@@ -106,6 +113,7 @@ STREAM_EVENT = {
         "text": {"type": "string"},
         "display": {"type": "array", "items": {"type": "object"}},
         "attachments": ATTACHMENTS_OUT,
+        "stopped": {"type": "boolean", "description": "on message.completed: it was stopped"},
         "reason": {"type": "string"},
         "task_id": {"type": "string"},
         "subagent_type": {"type": "string"},

@@ -17,8 +17,9 @@ from content.parts import Part
 
 Role = Literal["user", "assistant"]
 # user messages are `received`, or `dropped` from the queue by a `/stop` before a turn took them
-# (adapters/api/dropped.py); a bot message is `pending` from its placeholder to its final text
-Status = Literal["received", "dropped", "pending", "completed"]
+# (adapters/api/dropped.py); a bot message is `pending` from its placeholder to its final text,
+# then `completed`, or `stopped` (a stop ended it: its text is what it had shown, then the mark)
+Status = Literal["received", "dropped", "pending", "completed", "stopped"]
 
 
 def now() -> str:

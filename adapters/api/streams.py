@@ -51,8 +51,10 @@ class SessionStreams:
             waiting = await dropped.before_stop(self.channel.records, session_id) if stop else []
             await self.channel.deliver(inbound)
             await dropped.announce(self.channel, session_id, waiting)
-            # `/stop` gets no answer of its own: the turn it stops ends with one.
-            done = self._answered(record, any_answer=stop)
+            # `/stop` gets no answer of its own: the turn it stops ends with one; nor does an
+            # approval's button: the turn it answers goes on in that turn's own message
+            approval = inbound.action is not None and inbound.action.answers_approval
+            done = self._answered(record, any_answer=stop or approval)
             emit_after = _emit_after(resume, seq)
             return await self._pump(request, subscriber, replay, emit_after, done, quiet=False)
         finally:
@@ -77,7 +79,8 @@ class SessionStreams:
         session_id = sent.session_id
         emit_after = resume if resume is not None else sent.seq
         answer = await self.channel.records.api_reply(session_id, sent.message_id)
-        known = answer.message_id if answer is not None and answer.status == "completed" else None
+        ended = answer is not None and answer.status in ("completed", "stopped")
+        known = answer.message_id if answer is not None and ended else None
         if known is None and sent.status == "dropped":
             return await self._dropped(request, sent)
         resent = InboundMessage(ChatRef("api", session_id), "", sent.text, "")
@@ -250,4 +253,6 @@ def _completed(answer: ApiMessage, seq: int) -> str:
         "display": [dict(hint) for hint in answer.display],
         "seq": seq,
     }
+    if answer.status == "stopped":
+        frame["stopped"] = True
     return json.dumps(frame, ensure_ascii=False, separators=(",", ":"))

@@ -110,6 +110,7 @@ class SlackChannel:
         self.slots = WorkspaceSlots(budget or LocalRateBudget(), updates_per_minute, name)
         self.counts: dict[str, int] = {"posts": 0, "updates": 0, "ratelimited": 0}
         self._sent: Recent[tuple[str, str], str] = Recent(REMEMBERED_TEXTS)  # -> text shown
+        self._with_buttons: Recent[tuple[str, str], None] = Recent(REMEMBERED_TEXTS)
         self.status = AssistantStatus(self.client, self.slots)
         self.ingress = Ingress(
             self.client,
@@ -182,6 +183,7 @@ class SlackChannel:
             response = await _blocks_or_text(self.client.chat_postMessage, args)
         ts, channel = str(response["ts"]), str(response.get("channel") or chat.chat_id)
         self._sent.put((channel, ts), text)
+        self._remember_buttons((channel, ts), content)
         if chat.thread_id:
             self.ingress.joined(chat)
         if not final:
@@ -209,15 +211,26 @@ class SlackChannel:
                 }
                 if content.display:
                     args["blocks"] = blocks(text, content.display)
+                elif key in self._with_buttons:
+                    # Slack may keep a message's old blocks on a text-only update: its buttons
+                    # (an approval's, once answered) go with blocks of the text alone
+                    args["blocks"] = blocks(text, ())
                 rank: Rank = "final" if final else "preview"
                 async with self._call("chat.update", chat, rank, ts=handle.message_id):
                     await _blocks_or_text(self.client.chat_update, args)
                 self._sent.put(key, text)
+                self._remember_buttons(key, content)
             if not final:
                 await self.status.follow(chat, content.text)
         finally:
             if final:
                 await self.status.show(chat, "")
+
+    def _remember_buttons(self, key: tuple[str, str], content: OutboundContent) -> None:
+        if any(hint.get("buttons") for hint in content.display):
+            self._with_buttons.put(key, None)
+        else:
+            self._with_buttons.discard(key)
 
     async def fetch(
         self, message: InboundMessage, attachment: Attachment, blobs: BlobStore

@@ -48,6 +48,7 @@ from adapters.base import (
 from adapters.budget import Busy, LocalRateBudget, Rank, RateBudget
 from adapters.platform_calls import NO_PLATFORM_CALLS, PlatformCalls
 from adapters.telegram import media
+from adapters.telegram.buttons import keyboard
 from adapters.telegram.calls import CountedCalls
 from adapters.telegram.errors import NotModified, ParseError, bad_request, lost
 from adapters.telegram.ingress import Ingress
@@ -87,6 +88,7 @@ class TelegramChannel:
         public_url: str | None = None,
         private_edit_interval_s: float = 1.0,
         group_edit_interval_s: float = 3.0,
+        album_wait_s: float = 0.8,
         request_timeout_s: float = 15.0,
         poll_timeout_s: int = 25,
         admits: Callable[[InboundMessage], bool] | None = None,
@@ -139,6 +141,7 @@ class TelegramChannel:
             public_url=public_url,
             request_timeout_s=request_timeout_s,
             poll_timeout_s=poll_timeout_s,
+            album_wait_s=album_wait_s,
             leader=leader,
             accounts=accounts,
         )
@@ -179,6 +182,8 @@ class TelegramChannel:
     ) -> MessageHandle:
         reply = _reply(reply_to)
 
+        markup = keyboard(content.display)
+
         def request(text: str, mode: str | None) -> Awaitable[object]:
             return self.bot.send_message(
                 chat_id=chat.chat_id,
@@ -187,6 +192,7 @@ class TelegramChannel:
                 message_thread_id=_thread(chat),
                 reply_parameters=reply,
                 link_preview_options=NO_PREVIEW,
+                reply_markup=markup,
             )
 
         rendered = to_html(content.text)
@@ -194,7 +200,8 @@ class TelegramChannel:
             chat, rendered, "final" if final else "send", request, sending=True
         )
         message_id = str(message.message_id)  # type: ignore[attr-defined]
-        self._sent.put((chat.chat_id, message_id), rendered)
+        shown = rendered if markup is None else f"{rendered}\n{markup.model_dump_json()}"
+        self._sent.put((chat.chat_id, message_id), shown)
         # A new final message ends nothing: a turn's "typing…" ends with its final edit, and a
         # reply of its own (/help, a refusal) must not end the typing of a turn still running.
         if not final:
@@ -208,6 +215,7 @@ class TelegramChannel:
         self, handle: MessageHandle, content: OutboundContent, *, final: bool = False
     ) -> None:
         chat = handle.chat
+        markup = keyboard(content.display)  # none: the message's buttons go (an answer came)
 
         def request(text: str, mode: str | None) -> Awaitable[object]:
             return self.bot.edit_message_text(
@@ -216,16 +224,19 @@ class TelegramChannel:
                 text=text,
                 parse_mode=mode,
                 link_preview_options=NO_PREVIEW,
+                reply_markup=markup,
             )
 
         key = (chat.chat_id, handle.message_id)
+        # the buttons are part of what was sent: the same text with other buttons is an edit
         rendered = to_html(content.text)
+        shown = rendered if markup is None else f"{rendered}\n{markup.model_dump_json()}"
         try:
-            if self._sent.get(key) != rendered:
+            if self._sent.get(key) != shown:
                 await self._deliver(chat, rendered, "final" if final else "preview", request)
-                self._sent.put(key, rendered)
+                self._sent.put(key, shown)
         except NotModified:
-            self._sent.put(key, rendered)
+            self._sent.put(key, shown)
         finally:
             if final:
                 self._typing.stop(chat)

@@ -25,6 +25,8 @@ class TelegramConfig(InstanceConfig):
     webhook_path: str = "/telegram/webhook"
     private_edit_interval_s: float = Field(1.0, gt=0)
     group_edit_interval_s: float = Field(3.0, gt=0)
+    # an album's photos and files are one message once none came for this long
+    album_wait_s: float = Field(0.8, gt=0, le=10)
 
     _check_path = field_validator("webhook_path")(url_path)
 

@@ -28,13 +28,15 @@ from aiogram.exceptions import (
     TelegramServerError,
     TelegramUnauthorizedError,
 )
-from aiogram.types import BotCommand, Message, Update
+from aiogram.types import BotCommand, CallbackQuery, Message, Update
 from aiogram.utils.backoff import Backoff, BackoffConfig
 from aiohttp import web
 from pydantic import ValidationError
 
 from adapters.accounts import Accounts, AccountTaken
 from adapters.base import ChannelError, InboundMessage, Inbox, Leader, OutboundContent, TryLater
+from adapters.telegram.albums import MOST_S, QUIET_S, Albums
+from adapters.telegram.buttons import pressed
 from adapters.telegram.normalize import BotIdentity, Unsupported, normalize
 from adapters.telegram.recent import Recent
 from content.texts import DEFAULT_LANGUAGE, LANGUAGES, t
@@ -48,6 +50,7 @@ BACKOFF = BackoffConfig(min_delay=1.0, max_delay=30.0, factor=1.5, jitter=0.1)
 # a test double) would otherwise be polled in a tight loop, hundreds of times a second.
 EMPTY_POLL_GAP_S = 1.0
 TRY_LATER_S = 1.0  # the gateway could not take an update (Redis down): poll it again after this
+ALBUM_POLL_S = 0.25  # polling again while an album gathers (its updates are held unconfirmed)
 REMEMBERED_UPDATES = 1024  # unsupported messages answered, so a redelivered one is not again
 # ClientDecodeError: an answer that is not Telegram's JSON (a proxy's HTML error page)
 RETRYABLE = (
@@ -57,7 +60,7 @@ RETRYABLE = (
     TelegramConflictError,
     ClientDecodeError,
 )
-MENU = ("new", "stop", "help")
+MENU = ("new", "stop", "help", "usage")  # the gateway commands every chat has
 
 
 def commands(language: str) -> list[BotCommand]:
@@ -88,6 +91,7 @@ class Ingress:
         public_url: str | None,
         request_timeout_s: float,
         poll_timeout_s: int,
+        album_wait_s: float = QUIET_S,
         leader: Leader | None = None,
         accounts: Accounts | None = None,
     ) -> None:
@@ -100,6 +104,7 @@ class Ingress:
         self.mode = mode
         self.dp = Dispatcher()
         self.dp.message.register(self._on_message)
+        self.dp.callback_query.register(self._on_press)
         self.group: asyncio.TaskGroup | None = None  # owns update handlers and typing
         self._secret = (secret or "").encode()
         self._path = path
@@ -109,6 +114,7 @@ class Ingress:
         self._inbox: Inbox | None = None
         self._me: BotIdentity | None = None
         self._answered: Recent[str, None] = Recent(REMEMBERED_UPDATES)
+        self._albums = Albums(quiet_s=album_wait_s, most_s=max(MOST_S, album_wait_s))
         # why Telegram has not answered this run (None: getMe and the set-up calls did)
         self.platform_trouble: str | None = "not started"
 
@@ -151,16 +157,21 @@ class Ingress:
                 else:
                     await self._poll(group)
         finally:
+            await self._albums.close()
             self.group = self._inbox = None
 
     async def _poll(self, group: asyncio.TaskGroup) -> None:
         await self._best_effort("deleteWebhook", lambda: self.bot.delete_webhook())
-        offset: int | None = None
+        fed_to: int | None = None  # past the last update fed
+        held: set[int] = set()  # fed while the offset waits at an album not taken yet
         kinds = self.dp.resolve_used_update_types()
         wait = int(self._request_timeout_s + self._poll_timeout_s)  # the long poll holds it open
         clock = asyncio.get_running_loop().time
         while True:
             asked = clock()
+            # an album not taken yet is not confirmed: killed now, Telegram sends it again
+            pending = self._albums.first_pending()
+            offset = fed_to if pending is None or fed_to is None else min(fed_to, pending)
             updates = await self._retrying(
                 "getUpdates",
                 lambda offset=offset: self.bot.get_updates(  # type: ignore[misc]
@@ -170,7 +181,8 @@ class Ingress:
                     request_timeout=wait,
                 ),
             )
-            for update in updates:
+            fresh = [update for update in updates if update.update_id not in held]
+            for update in fresh:
                 try:
                     await self._feed(update)  # claims and queues it; the turn runs on its own
                 except TryLater as exc:
@@ -180,7 +192,12 @@ class Ingress:
                     )
                     await asyncio.sleep(TRY_LATER_S)
                     break
-                offset = update.update_id + 1
+                fed_to = update.update_id + 1
+                held.add(update.update_id)
+            if self._albums.first_pending() is None:
+                held.clear()
+            elif updates and not fresh:  # only what was fed: give the album time to gather
+                await self._albums.settled(ALBUM_POLL_S)
             early = asked + EMPTY_POLL_GAP_S - clock()
             if not updates and early > 0:
                 await asyncio.sleep(early)
@@ -226,7 +243,22 @@ class Ingress:
         )
         if isinstance(inbound, Unsupported):
             await self._decline(inbound)
+        elif inbound is not None and message.media_group_id:
+            webhook = self.mode == "webhook"  # its request is answered once the album is taken
+            album = message.media_group_id
+            await self._albums.add(album, event_update.update_id, inbound, inbox, wait=webhook)
         elif inbound is not None:
+            await inbox(inbound)
+
+    async def _on_press(self, query: CallbackQuery, event_update: Update) -> None:
+        """A button of ours pressed: answered at once (the client's spinner stops), then handed
+        on as an action; the gateway decides what it does."""
+        inbox = self._inbox
+        if inbox is None:
+            return
+        await self._best_effort("answerCallbackQuery", lambda: query.answer())
+        inbound = pressed(query, event_update.update_id, self.name)
+        if inbound is not None:
             await inbox(inbound)
 
     async def _decline(self, unsupported: Unsupported) -> None:

@@ -27,3 +27,6 @@ class Recent(Generic[K, V]):
         self._items[key] = value
         if len(self._items) > self.limit:
             del self._items[next(iter(self._items))]
+
+    def discard(self, key: K) -> None:
+        self._items.pop(key, None)

@@ -247,7 +247,10 @@ class WebSocketChannel:
 
     async def _complete(self, identity: str, message_id: str, content: OutboundContent) -> None:
         display = [dict(hint) for hint in content.display]
-        fields = {"message_id": message_id, "text": content.text, "display": display}
+        fields: dict[str, Any] = {"message_id": message_id, "text": content.text}
+        fields["display"] = display
+        if content.stopped:  # the text kept, its last paragraph the mark: shown as stopped
+            fields["stopped"] = True
         fields["at"] = now_stamp()
         if content.parts and self.files is not None:
             fields["attachments"] = self.files.attachments(content.parts)

@@ -42,14 +42,38 @@ def build_provider(llm: Any, env: Mapping[str, str] | None = None) -> Provider:
     if name == "offline" and llm.provider == "auto":
         log.info("no LLM key found (ANTHROPIC_API_KEY, OPENAI_API_KEY, OPENAI_BASE_URL):"
                  " using the offline demo model, which is not an LLM")  # fmt: skip
+    chain = [_one(*entry, llm=llm, env=env) for entry in _entries(llm, env)]
+    if len(chain) == 1 and chain[0].name == "offline":
+        return chain[0]
+    return _resilient(chain, llm)
+
+
+def build_choices(llm: Any, env: Mapping[str, str] | None = None) -> dict[str, Provider]:
+    """Each of `llm.choices` (the models a conversation may switch to) by name: the chosen
+    model first, then the default chain (`llm`, `llm.fallback`) as its backups, so a chosen
+    model that is down is answered for, and the answer says so."""
+    env = os.environ if env is None else env
+    built: dict[str, Provider] = {}
+    for i, choice in enumerate(getattr(llm, "choices", ())):
+        entry = (choice.provider, choice.model, choice.base_url, choice.api_key)
+        first = _one(*entry, f"llm.choices[{i}]", None, llm=llm, env=env)
+        backups = [_one(*e, llm=llm, env=env) for e in _entries(llm, env)]
+        built[choice.name] = _resilient([first, *backups], llm)
+    return built
+
+
+def _entries(llm: Any, env: Mapping[str, str]) -> list[tuple[Any, ...]]:
+    """The default chain's providers as `_one`'s arguments: `llm`, then each `llm.fallback`."""
+    name = choose_provider_name(llm.provider, env, llm.base_url)
     entries = [(name, llm.model, llm.base_url, _auto_key(llm, name, env), "llm", llm.media)]
     entries += [
         (f.provider, f.model, f.base_url, f.api_key, f"llm.fallback[{i}]", f.media)
         for i, f in enumerate(llm.fallback)
     ]
-    chain = [_one(*entry, llm=llm, env=env) for entry in entries]
-    if len(chain) == 1 and chain[0].name == "offline":
-        return chain[0]
+    return entries
+
+
+def _resilient(chain: list[Provider], llm: Any) -> Provider:
     from agent.providers.resilient import ResilientProvider
 
     return ResilientProvider(

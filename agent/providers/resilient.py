@@ -87,6 +87,10 @@ class ResilientProvider:
                 skipped.append(position)
                 log.info("skipping %s: its circuit is open for %.0f s more",
                          self.chain[position].name, self.breakers[position].open_for_s)  # fmt: skip
+                # passed on as surely as after a failure: the answer must say a backup gave it
+                if self.observer is not None and position + 1 < len(self.chain):
+                    nxt = self.chain[position + 1]
+                    self.observer.model_fallback(self.chain[position].name, nxt.name)
                 continue
             tries = self.max_retries + 1 if admitted == "closed" else 1
             trial = admitted != "closed"

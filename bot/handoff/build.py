@@ -8,8 +8,9 @@ all: no `/human`, and `transfer_to_human` tells the model nobody can take over.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import TYPE_CHECKING
 
-from adapters.base import Channel
+from adapters.base import Channel, InboundMessage
 from adapters.hub.base import EventHub
 from agent.personas import PersonaLibrary
 from bot.handoff.commands import HandoffStopCommand, HumanCommand
@@ -26,19 +27,23 @@ from bot.pipeline.routing import Command
 from bot.runtime.config import Config, ConfigError
 from bot.storage.base import Store
 
+if TYPE_CHECKING:  # redis is imported only where redis.url is set (bot/runtime/wiring.py)
+    from bot.redis.mode import RedisMode
+
 
 def build_handoff(
     config: Config,
-    *,
     store: Store,
     states: ConversationState,
     channels: Mapping[str, Channel],
     claims: Claims,
     personas: PersonaLibrary,
     persona: PersonaChoice,
-    hub: EventHub | None = None,
+    redis: RedisMode | None = None,
 ) -> HandoffRelay | None:
-    """`hub`: what the admin view's live events travel through (None: this process's own)."""
+    """With `redis`, the admin view's live events travel through its event hub (else this
+    process's own hub)."""
+    hub: EventHub | None = None if redis is None else redis.hub
     settings = HandoffSettings.of(config.handoff)
     if settings.place is None and not config.admin.token:
         return None
@@ -74,6 +79,11 @@ def build_handoff(
         feed=HandoffFeed(hub),
     )
     return HandoffRelay(desk, channels)
+
+
+def operates(relay: HandoffRelay | None, message: InboundMessage) -> bool:
+    """Whether a channel should pass on a message it would drop: an operator's, in the place."""
+    return relay is not None and relay.operates(message)
 
 
 def handoff_commands(

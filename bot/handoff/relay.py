@@ -38,8 +38,12 @@ class HandoffRelay:
 
     # -- operators ---------------------------------------------------------------------
     def operates(self, message: InboundMessage) -> bool:
+        """In the operators' place, and not another section's button (pairing, approvals may
+        share the channel)."""
         place = self.desk.place
-        return place is not None and place.owns(message.chat)
+        if place is None or not place.owns(message.chat):
+            return False
+        return message.action is None or message.action.action_id in ACTIONS
 
     async def operate(self, message: InboundMessage, reply: Reply) -> None:
         """An operator's message or button press (its event claimed already)."""

@@ -21,6 +21,7 @@ from typing import Any, Final, Protocol, TypeVar
 from prometheus_client import (
     CollectorRegistry,
     Counter,
+    Gauge,
     Histogram,
     ProcessCollector,
     disable_created_metrics,
@@ -128,6 +129,21 @@ class Metrics:
         self.tool_calls = Counter(
             "gateway_tool_calls", "Tool calls", ["tool", "outcome"], registry=r
         )
+        self.soft_limits = Counter(
+            "gateway_quota_soft_crossed",
+            "Quota scopes (user, conversation, address, key) that crossed their soft limit",
+            ["scope"],
+            registry=r,
+        )
+        self.cost_today = Gauge("gateway_cost_today", "Spend today so far (UTC)", registry=r)
+        self.cost_median = Gauge(
+            "gateway_cost_median_7d", "Median daily spend of the 7 days before today", registry=r
+        )
+        self.cost_anomaly = Gauge(
+            "gateway_cost_anomaly",
+            "1 while today's spend is over quotas.cost_alert_factor times the 7-day median",
+            registry=r,
+        )
         self.tool_seconds = Histogram(
             "gateway_tool_call_seconds", "Tool call duration", ["tool"], buckets=SLOW, registry=r
         )
@@ -225,6 +241,15 @@ class Metrics:
             server = tool[5:].partition("__")[0]
             self._at(self.mcp_calls, server, outcome).inc()
             self._at(self.mcp_seconds, server).observe(seconds)
+
+    # -- BudgetObserver, CostObserver ------------------------------------------------------------
+    def soft_limit_crossed(self, scope: str) -> None:
+        self._at(self.soft_limits, scope).inc()
+
+    def cost_checked(self, today: float, median: float, anomaly: bool) -> None:
+        self.cost_today.set(today)
+        self.cost_median.set(median)
+        self.cost_anomaly.set(1 if anomaly else 0)
 
     # -- PlatformCalls ---------------------------------------------------------------------------
     def record(

@@ -26,10 +26,9 @@ from adapters.base import (
     OutboundContent,
     RateLimited,
     SendsParts,
-    megabytes,
 )
 from content.blobs import BlobError, BlobStore
-from content.parts import AudioPart, BlobRef, MediaPart, Part, TextPart, media_part
+from content.parts import AudioPart, BlobRef, MediaPart, Part, TextPart, media_part, size_text
 from content.texts import DEFAULT_LANGUAGE, has, t
 
 log = logging.getLogger(__name__)
@@ -77,10 +76,10 @@ async def fetch_files(
                 continue
             except FileTooLarge as exc:
                 log.info("%s in %s refused: %s", attachment.kind, message.chat.key, exc)
-                size = f" ({megabytes(exc.size)})" if exc.size is not None else ""
+                size = f" ({size_text(exc.size)})" if exc.size is not None else ""
                 known = exc.attachment  # as the channel learnt it (a Slack Connect file's name)
                 what = file_label(language, known.kind, known.name)
-                limit = megabytes(exc.limit)
+                limit = size_text(exc.limit)
                 reply = t(language, "file.too_large", what=what, size=size, limit=limit)
                 refusals.append(Refusal(message, reply))
             except (ChannelError, BlobError) as exc:

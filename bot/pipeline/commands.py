@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import Final, Protocol
 
@@ -21,6 +21,20 @@ STARTED_NEW: Final = t(DEFAULT_LANGUAGE, "command.started_new")
 NOTHING_TO_STOP: Final = t(DEFAULT_LANGUAGE, "command.nothing_to_stop")
 # The default table's `/help` (what `CommandTable((NewCommand…, StopCommand…))` generates).
 HELP: Final = help_text((("new", NEW_LINE), ("stop", STOP_LINE), ("help", HELP_LINE)))
+# The app's (bot/runtime/app.py): `/usage` too, always; `/model` and `/persona` where offered;
+# `/schedule` where schedules are kept: not in `bot chat` (CHAT_HELP)
+CHAT_HELP: Final = help_text(
+    (("new", NEW_LINE), ("stop", STOP_LINE), ("usage", "usage.help"), ("help", HELP_LINE))
+)
+APP_HELP: Final = help_text(
+    (
+        ("new", NEW_LINE),
+        ("stop", STOP_LINE),
+        ("usage", "usage.help"),
+        ("schedule", "schedule.help"),
+        ("help", HELP_LINE),
+    )
+)
 
 
 class SessionCloser(Protocol):
@@ -38,8 +52,8 @@ class NewCommand:
     """Close the conversation's active session: the next turn starts a fresh one."""
 
     sessions: SessionCloser
-    # the name of the persona answering on a channel (instance): its sessions' agent id
-    agent_id: Callable[[str], str]
+    # the name of the persona answering the message's conversation: its sessions' agent id
+    agent_id: Callable[[InboundMessage], Awaitable[str]]
     name: str = "new"
     help: str = "command.new_help"
 
@@ -48,7 +62,7 @@ class NewCommand:
             channel=message.chat.channel,
             conversation_key=message.conversation_key,
             user_id=message.user_id,
-            agent_id=self.agent_id(message.chat.channel),
+            agent_id=await self.agent_id(message),
         )
         await reply(message, t(message.language, "command.started_new"))
 

@@ -71,10 +71,12 @@ class Delivery:
         language: str = DEFAULT_LANGUAGE,
         clock: Callable[[], float] = time.monotonic,
         sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
+        stopped: Callable[[], bool] = lambda: False,
     ) -> None:
         """`language`: the conversation's, for the texts the delivery writes itself (the
         placeholder, status lines, the apology). `clock` and `sleep` set the edit cadence and
-        rate-limit pauses (a test moves them)."""
+        rate-limit pauses (a test moves them). `stopped`: once true, no more previews (the
+        work's ending would take the chat's budget from the stop's final: 1 s on Telegram)."""
         self.channel = channel
         self.language = language
         self.placeholder = t(language, "turn.placeholder")
@@ -88,6 +90,7 @@ class Delivery:
         self._sent: list[str] = []  # text last shown in each handle
         self._edits: list[int] = []  # edits each handle has taken
         self._interim = self.placeholder
+        self._note = ""  # the last SendMessage note: kept by a stop when no answer streamed
         self._answer: list[str] = []
         self._workers: dict[str, str] = {}  # task_id -> status line
         self._tools: dict[str, str] = {}  # call_id -> status line of a tool call
@@ -104,6 +107,7 @@ class Delivery:
         self._uncertain = False  # a preview's new message may or may not have been posted
         self._clock = clock
         self._sleep = sleep
+        self._stopped = stopped
         self._reserved: MessageHandle | None = None
         self._answer_seen = False  # a preview of the answer's own text reached the user
 
@@ -161,7 +165,7 @@ class Delivery:
             case AnswerReset():
                 self._answer.clear()
             case Interim(text=text):
-                self._interim = text
+                self._interim = self._note = text
                 self._answer.clear()
             case AgentStarted(task_id=task_id):
                 # users see the persona's display name, never its internal name or the prompt
@@ -217,10 +221,15 @@ class Delivery:
         return body
 
     async def finish(
-        self, text: str, display: tuple[Mapping[str, Any], ...] = (), parts: tuple[Part, ...] = ()
+        self,
+        text: str,
+        display: tuple[Mapping[str, Any], ...] = (),
+        parts: tuple[Part, ...] = (),
+        *,
+        stopped: bool = False,
     ) -> None:
         """The last word: replaces the placeholder (and continues past the length limit). The
-        display hints and media go with its last message."""
+        display hints and media go with its last message, and so does `stopped`."""
         if self._done:
             return
         self._done = True
@@ -229,23 +238,15 @@ class Delivery:
             chunks = split_text(text or "…", self.limits.max_text_length, self.limits.length)
             for index, chunk in enumerate(chunks):
                 last = index == len(chunks) - 1
-                content = OutboundContent(chunk, display, parts) if last else OutboundContent(chunk)
-                await self._put_final(index, content)
+                extra = (display, parts, stopped) if last else ((), (), False)
+                await self._put_final(index, OutboundContent(chunk, *extra))
             for index in range(len(chunks), len(self.handles)):
                 await self._put_final(index, OutboundContent("⋯"))
-            await self._send_parts(parts)
-
-    async def _send_parts(self, parts: tuple[Part, ...]) -> None:
-        """Where the final message cannot carry them (`parts_inline`), each part follows it."""
-        await send_parts_or_say(
-            self.channel,
-            self.chat,
-            parts,
-            self.blobs,
-            reply_to=self.reply_to,
-            language=self.language,
-            sleep=self._sleep,
-        )
+            # where the final message cannot carry them (`parts_inline`), each part follows it
+            await send_parts_or_say(
+                self.channel, self.chat, parts, self.blobs, reply_to=self.reply_to,
+                language=self.language, sleep=self._sleep,
+            )  # fmt: skip
 
     async def close(self) -> None:
         """Stop previews without a final (the caller decides what the user sees)."""
@@ -272,13 +273,19 @@ class Delivery:
                 await self._sleep(delay)
             self._dirty.clear()
             async with self._io:
-                if self._done:
+                if self._done or self._stopped():
                     return
                 showing = set(self._tools)
                 # from here the user may see the answer (a send in flight may land)
                 self._answer_seen = self._answer_seen or bool(self._answer)
                 await self._put_preview(self.preview())
                 self._previewed(showing)
+
+    async def finish_stopped(self, mark: str) -> None:
+        """A stopped turn's last word: its answer so far (else its last SendMessage note) stays,
+        `mark` ("⏹ Stopped.") its last paragraph; only the mark when nothing else showed."""
+        kept = ("".join(self._answer) if self._answer else self._note).rstrip()
+        await self.finish(f"{kept}\n\n{mark}" if kept else mark, stopped=True)
 
     def answer_shown(self) -> str | None:
         """The streamed answer, if a preview of it went out (it may be on the user's screen): a

@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import replace
 
 from adapters.base import (
     Channel,
@@ -24,25 +24,30 @@ from agent.coordinator import Coordinator
 from agent.log_context import bound
 from agent.personas import PersonaLibrary
 from agent.workers import Workers
+from bot.approvals.desk import ApprovalDesk
 from bot.ops.metrics import NO_METRICS, GatewayMetrics
-from bot.pipeline.commands import HELP, NewCommand, StopCommand
+from bot.pipeline.chat_choice import ChatChoices
+from bot.pipeline.commands import NewCommand, StopCommand
 from bot.pipeline.conversation_state import ConversationState, MemoryConversationState
 from bot.pipeline.conversations import ClaimingQueue, ConversationQueue, Held, QueueFull, TurnSignal
 from bot.pipeline.dedup import Dedup
+from bot.pipeline.gateway_settings import GatewaySettings
 from bot.pipeline.handoff_seam import HandoffSeam
 from bot.pipeline.held import HeldMessages
 from bot.pipeline.language import ConversationLanguage
-from bot.pipeline.persona_choice import PersonaChoice
+from bot.pipeline.pairing import PairingGate
 from bot.pipeline.quota import Quotas
-from bot.pipeline.resume import ResumeSettings, TurnResumer
+from bot.pipeline.resume import TurnResumer
 from bot.pipeline.routing import (
     CONVERSATION,
+    IGNORE,
     Access,
     AccessPolicy,
     Command,
     CommandTable,
     DefaultAccess,
     ModeHandler,
+    Route,
     Router,
 )
 from bot.pipeline.turn import RESUME_EVENT, TurnRunner
@@ -57,21 +62,13 @@ from content.texts import DEFAULT_LANGUAGE, t
 
 log = logging.getLogger(__name__)
 
-__all__ = ["HELP", "Access", "AccessPolicy", "DefaultAccess", "Gateway", "GatewaySettings"]
+__all__ = ["Access", "AccessPolicy", "DefaultAccess", "Gateway", "GatewaySettings"]
 
 # in English (tests); said in the conversation's language (bot/pipeline/language.py)
 REFUSAL = t(DEFAULT_LANGUAGE, "gateway.refused")
 QUEUE_FULL = t(DEFAULT_LANGUAGE, "gateway.queue_full")
 UNCLAIM_RETRIES_S = (0.05, 0.1, 0.2, 0.4, 0.8, 1.6)
 NOT_TAKEN = t(DEFAULT_LANGUAGE, "gateway.not_taken")
-
-
-@dataclass(frozen=True, slots=True)
-class GatewaySettings:
-    turn_timeout_s: float = 120.0
-    persona: PersonaChoice = PersonaChoice()
-    resume: ResumeSettings = ResumeSettings()
-    language: str = DEFAULT_LANGUAGE  # `gateway.language`: texts where no other is known
 
 
 class Gateway:
@@ -95,6 +92,9 @@ class Gateway:
         modes: Mapping[str, ModeHandler] | None = None,
         blobs: BlobStore | None = None,
         hearing: Hearing | None = None,
+        pairing: PairingGate | None = None,
+        approvals: ApprovalDesk | None = None,
+        choices: ChatChoices | None = None,
         handoff: HandoffSeam | None = None,
     ) -> None:
         """`commands`: more rows of the command table (after /new and /stop; one of the same
@@ -102,7 +102,12 @@ class Gateway:
         message recorded and acknowledged, bot/pipeline/held.py). `turn_log` and
         `message_log`: the store's roles the gateway's parts use (its turns and sessions; the
         sessions' messages). `hearing`: voice notes transcribed before their turn (None: not).
+        `approvals`: answers to approval requests, taken before routing (None: no requests).
+        `pairing`: the gate for unknown senders' direct messages where the access policy says
+        "pair" (None: they are refused). `choices`: each conversation's persona, model and
+        budget (bot/pipeline/chat_choice.py; None: the channel's persona, the default model).
         `handoff`: operators' messages, and the turn's edges, for a handoff to a person."""
+        self.approvals = approvals
         self.handoff = handoff
         self.channels = channels
         self.metrics = metrics
@@ -122,7 +127,9 @@ class Gateway:
             else None
         )
         self.settings = settings
+        self.choices = choices
         self.access = access or DefaultAccess()
+        self.pairing = pairing
         self.languages = ConversationLanguage(
             self.states, default=settings.language, persona_language=self._persona_language
         )
@@ -158,6 +165,8 @@ class Gateway:
             settings=settings.resume,
             blobs=blobs,
             languages=self.languages,
+            approvals=approvals.records if approvals is not None else None,
+            choices=choices,
         )
         self.turns = TurnRunner(
             channels=channels,
@@ -175,6 +184,8 @@ class Gateway:
             blobs=blobs,
             hearing=hearing,
             languages=self.languages,
+            approvals=approvals,
+            choices=choices,
         )
         # Cleared while interrupted turns are queued at start (bot/pipeline/recovery.py): a new message
         # waits, so it never runs before the unfinished turn of its conversation.
@@ -186,15 +197,17 @@ class Gateway:
         to record are retried meanwhile, and once more after the last turn (bot/pipeline/turn_ends.py)."""
         try:
             async with asyncio.TaskGroup() as group:
-                retrying = group.create_task(self.turns.ends.retry(), name="turn ends")
-                resuming = group.create_task(
-                    self.resumer.deferred.retry(self.queue_resume), name="resumptions refused"
-                )
+                beside = [
+                    group.create_task(self.turns.ends.retry(), name="turn ends"),
+                    group.create_task(self.resumer.deferred.retry(self.queue_resume)),
+                ]
+                if self.approvals is not None:  # requests nobody answered in time: denied
+                    beside.append(group.create_task(self.approvals.expire(self.queue_resume)))
                 try:
                     await self.conversations.run(self._turn)
                 finally:
-                    retrying.cancel()
-                    resuming.cancel()
+                    for task in beside:
+                        task.cancel()
         finally:
             await self.turns.ends.flush()
 
@@ -224,12 +237,32 @@ class Gateway:
             if await self._claim(message):  # an operator's: never the model's
                 await self.handoff.operate(message, self._reply)
             return
+        if self.pairing is not None and self.pairing.operates(message):  # the operators' place
+            if await self._claim(message):
+                await self._paired(message, press=True)
+            return
         route = self.router.route(message)  # reads nothing, so it can go before the claim
+        if self.approvals is not None and self.approvals.may_be_answer(message):
+            # an approval's button (any chat's, the operator place's too) or "allow"/"deny";
+            # a text that answers nothing goes on as usual
+            taken = await self._claim(message)
+            if taken and not await self.approvals.take(message, self.queue_resume, self._say):
+                await self._routed(route, message)
+            return
         if route is CONVERSATION and self._claiming is not None:
             await self._enqueue_new(self._claiming, message)
             return
-        if not await self._claim(message) or route.to == "ignore":
+        if await self._claim(message):
+            await self._routed(route, message)
+
+    async def _routed(self, route: Route, message: InboundMessage) -> None:
+        """A claimed message where its route sends it."""
+        if route.to == "ignore":
             return
+        if route.to == "pair":
+            route = await self._paired(message)
+            if route is IGNORE:
+                return
         if route.command is not None:
             await route.command.run(await self._in_language(message), self._reply)
         elif route.to == "refuse":
@@ -250,6 +283,23 @@ class Gateway:
             log.debug("duplicate event %s dropped", message.event_id)
             self.metrics.dedup_hit(message.chat.channel)
         return claimed
+
+    async def _paired(self, message: InboundMessage, *, press: bool = False) -> Route:
+        """An unknown sender's claimed direct message through the pairing gate, or an operator's
+        press in its place: where the message goes next (IGNORE unless an approved sender's)."""
+        if self.pairing is None:
+            await self._say(message, "gateway.refused")
+            return IGNORE
+        try:
+            if press:
+                await self.pairing.press(message, self._reply)
+            elif await self.pairing.admit(await self._in_language(message), self._reply):
+                return self.router.allowed(message)
+        except StorageError as exc:
+            log.error("event %s in %s not paired: %s", message.event_id, message.chat.key, exc)
+            await self.dedup.release(message.event_id)
+            await self._say(message, "gateway.not_taken")
+        return IGNORE
 
     async def _converse(self, message: InboundMessage) -> None:
         """The claimed message to its conversation: a turn, unless the mode says otherwise."""
@@ -326,19 +376,17 @@ class Gateway:
         log.error("event %s was claimed but not queued, and its claim not released", event_id)
 
     async def resume_turn(self, turn_id: str, control: TurnSignal | None = None) -> str:
-        """Finish a turn whose process died (see bot/pipeline/resume.py); its final status, or "not
-        running". The caller holds the turn's conversation (its lease, or its queue slot) and
-        may pass the `TurnSignal` that `/stop` reaches."""
+        """Finish a turn whose process died (bot/pipeline/resume.py): its final status, or "not
+        running". The caller holds its conversation; `control` is what `/stop` reaches."""
         return await self.resumer.resume_turn(turn_id, control)
 
-    async def queue_resume(self, turn_id: str, chat: ChatRef) -> None:
-        """Resume a turn in its conversation's queue, ahead of what arrives after (embedded)."""
-        # an empty user id: no message of a real user is coalesced into this one's batch
-        await self.conversations.enqueue(InboundMessage(chat, "", "", RESUME_EVENT + turn_id))
+    async def queue_resume(self, turn_id: str, chat: ChatRef, tag: str = "") -> None:
+        """Resume a turn in its conversation's queue (`tag`: which approval it waited on)."""
+        event = RESUME_EVENT + turn_id + (f"~{tag}" if tag else "")  # no user: coalesced alone
+        await self.conversations.enqueue(InboundMessage(chat, "", "", event))
 
     async def _session(self, message: InboundMessage, agent_id: str, version: str) -> str:
-        # Asked of the store every turn (one indexed read), never cached here: another process
-        # may have run /new since.
+        # read every turn (one indexed read), never cached: another process may have run /new
         return await self.turn_log.active_session(
             channel=message.chat.channel,
             conversation_key=message.conversation_key,
@@ -347,9 +395,11 @@ class Gateway:
             persona_version=version,
         )
 
-    def _persona_name(self, channel: str) -> str:
-        """The agent id of a conversation's sessions: the persona answering on its channel."""
-        return self.personas.get(self.settings.persona.for_channel(channel)).name
+    async def _persona_name(self, message: InboundMessage) -> str:
+        """The agent id of a conversation's sessions: the persona answering it (`/persona`)."""
+        if self.choices is None:
+            return self.personas.get(self.settings.persona.for_channel(message.chat.channel)).name
+        return self.personas.get(await self.choices.persona_for(message)).name
 
     async def _held_session(self, message: InboundMessage) -> str:
         persona = self.personas.get(self.settings.persona.for_channel(message.chat.channel))

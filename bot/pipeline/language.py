@@ -17,7 +17,7 @@ from collections.abc import Callable
 from typing import Final
 
 from adapters.base import InboundMessage, TryLater
-from bot.pipeline.conversation_state import ConversationState, StateConflict
+from bot.pipeline.conversation_state import ConversationState, StateConflict, StateSnapshot
 from bot.storage.base import StorageError
 from content.texts import DEFAULT_LANGUAGE, negotiate
 
@@ -43,16 +43,23 @@ class ConversationLanguage:
     async def of(self, message: InboundMessage) -> str:
         """The language of the conversation `message` belongs to; the one it came with is kept
         for the conversation when it is new there."""
+        return (await self.with_state(message))[0]
+
+    async def with_state(self, message: InboundMessage) -> tuple[str, StateSnapshot | None]:
+        """`of`, and the conversation's state as read for it (None: it could not be read), so
+        a turn reads the state once for its language and its choices (bot/pipeline/chat_choice.py)."""
         told = negotiate(message.language)
         key, fallback = message.conversation_key, self._fallback(message.chat.channel)
+        state: StateSnapshot | None = None
         try:
-            kept = negotiate((await self.states.get(key)).settings.get(SETTING))
+            state = await self.states.get(key)
+            kept = negotiate(state.settings.get(SETTING))
             if told is not None and told != kept and (kept is not None or told != fallback):
                 await self.states.update(key, lambda state: state.with_setting(SETTING, told))
         except (StorageError, TryLater, StateConflict) as exc:
             log.warning("language of %s not read or kept: %s", key, exc)
             kept = None
-        return told or kept or fallback
+        return told or kept or fallback, state
 
     async def of_conversation(self, key: str, channel: str) -> str:
         """The language kept for a conversation, with no message at hand (a resumed turn)."""

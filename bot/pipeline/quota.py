@@ -15,6 +15,7 @@ the store (SQLite or PostgreSQL: the `quota_counters` table), in Redis (bot/redi
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -22,9 +23,12 @@ from datetime import UTC, datetime
 from typing import Protocol
 
 from adapters.base import InboundMessage
+from bot.pipeline.turn_line import user_hash
 from bot.runtime.config.schema import QuotaLimits, QuotasConfig
 from bot.storage.roles import QuotaRecords
 from content.texts import DEFAULT_LANGUAGE, t
+
+log = logging.getLogger(__name__)
 
 Counts = tuple[int, int]  # turns, tokens
 Bucket = tuple[str, float]  # a bucket and when it may be forgotten (unix seconds)
@@ -134,6 +138,22 @@ class MemoryQuotaState:
 
 
 @dataclass(frozen=True, slots=True)
+class SoftReached:
+    """A scope past its soft ratio in a window: the turn moves to the cheaper model. `mark`
+    names the scope's window, so a conversation is told once per window."""
+
+    whose: str  # user, conversation, address, key
+    window: str  # minute, day
+    mark: str
+
+
+class BudgetObserver(Protocol):
+    """Told once per scope and window when a scope crosses its soft limit (bot/ops/metrics.py)."""
+
+    def soft_limit_crossed(self, scope: str) -> None: ...
+
+
+@dataclass(frozen=True, slots=True)
 class _Scope:
     key: str  # "user:telegram:42", "conversation:telegram:-100:7"
     limits: QuotaLimits
@@ -154,15 +174,23 @@ class Quotas:
     """The configured limits, checked against a `QuotaState`."""
 
     def __init__(
-        self, config: QuotasConfig, state: QuotaState, *, clock: Callable[[], float] = time.time
+        self,
+        config: QuotasConfig,
+        state: QuotaState,
+        *,
+        clock: Callable[[], float] = time.time,
+        observer: BudgetObserver | None = None,
     ) -> None:
         self.config = config
+        self.observer = observer
         self.state = state
         self._clock = clock
         self._exempt = frozenset(config.exempt_users)
         self._per_client = {"address": config.per_address, "key": config.per_api_key}
         self._all = (config.per_user, config.per_conversation, *self._per_client.values())
-        self.enabled = any(v is not None for x in self._all for v in x.model_dump().values())
+        self.enabled = any(
+            v is not None for x in self._all for k, v in x.model_dump().items() if k != "soft_ratio"
+        )
 
     @property
     def counts_tokens(self) -> bool:
@@ -204,6 +232,34 @@ class Quotas:
         if buckets:
             await self.state.add_each(buckets, turns=0, tokens=tokens)
 
+    async def soft(self, message: InboundMessage) -> SoftReached | None:
+        """The first scope of the message past its soft ratio of a limit (this turn counted),
+        or None. A scope's first crossing in a window is logged and counted once, across
+        processes (a marker bucket taken once: `QuotaState.take`)."""
+        pairs = [(s, w) for s, w in self._limited(message) if s.limits.soft_ratio is not None]
+        if not pairs:
+            return None
+        counts = await self.state.counts([window.bucket(scope) for scope, window in pairs])
+        reached: SoftReached | None = None
+        for scope, window in pairs:
+            bucket = window.bucket(scope)
+            what = _past_soft(scope.limits, window.name, *counts.get(bucket, (0, 0)))
+            if what is None:
+                continue
+            await self._crossed(scope, window, bucket, f"{what} a {window.name}")
+            reached = reached or SoftReached(scope.whose, window.name, bucket)
+        return reached
+
+    async def _crossed(self, scope: _Scope, window: _Window, bucket: str, what: str) -> None:
+        """The log line and the metric, once per scope and window: the marker's one turn."""
+        marker = Check(f"{bucket}:soft", 1, None, window.end)
+        if await self.state.take([marker]) is not None:
+            return  # crossed before (here or on another process)
+        name = scope.key if scope.whose == "key" else f"{scope.whose} {user_hash(scope.key)}"
+        log.warning("quota: %s crossed its soft limit (%s): the cheaper model answers", name, what)
+        if self.observer is not None:
+            self.observer.soft_limit_crossed(scope.whose)
+
     def _limited(self, message: InboundMessage) -> list[tuple[_Scope, _Window]]:
         """Each scope of the message with each window it has a limit in."""
         scopes = self._scopes(message) if self.enabled else []
@@ -240,6 +296,17 @@ def _limits(limits: QuotaLimits, window: str) -> tuple[int | None, int | None]:
     if window == "day":
         return limits.turns_per_day, limits.tokens_per_day
     return limits.turns_per_minute, limits.tokens_per_minute
+
+
+def _past_soft(limits: QuotaLimits, window: str, turns: int, tokens: int) -> str | None:
+    """Which of a window's limits the counts are past the soft ratio of (for the log), if any."""
+    ratio = limits.soft_ratio or 1.0
+    turn_limit, token_limit = _limits(limits, window)
+    if turn_limit is not None and turns >= ratio * turn_limit:
+        return f"{turns} of {turn_limit} turns"
+    if token_limit is not None and tokens >= ratio * token_limit:
+        return f"{tokens} of {token_limit} tokens"
+    return None
 
 
 def _over(

@@ -35,6 +35,7 @@ from agent.loop import tool_message
 from agent.personas import Persona, PersonaLibrary
 from agent.replay import ReplayPoint, Unresumable, open_calls, replay_point
 from agent.types import Message
+from bot.pipeline.chat_choice import ChatChoices
 from bot.pipeline.conversations import TurnSignal
 from bot.pipeline.delivery import Delivery
 from bot.pipeline.language import ConversationLanguage
@@ -44,7 +45,7 @@ from bot.pipeline.turn_input import TASK_EVENT
 from bot.pipeline.turn_outcome import Outcome
 from bot.pipeline.turn_work import TurnWork
 from bot.storage.base import StorageError
-from bot.storage.roles import MessageRecords, TurnRecords
+from bot.storage.roles import ApprovalRecords, MessageRecords, TurnRecords
 from bot.storage.rows import ResumedTurn
 from bot.storage.turns import chat_from_record, handle_from_record, handle_record
 from content.blobs import BlobStore
@@ -77,9 +78,15 @@ class TurnResumer:
         settings: ResumeSettings,
         blobs: BlobStore | None = None,
         languages: ConversationLanguage | None = None,
+        approvals: ApprovalRecords | None = None,
+        choices: ChatChoices | None = None,
     ) -> None:
-        """`languages`: which language a conversation's texts are in (None: English)."""
+        """`languages`: which language a conversation's texts are in (None: English);
+        `approvals`: where the calls a turn waited on are asked about (None: none are);
+        `choices`: the conversation's chosen model (None: the default answers)."""
+        self.approvals = approvals
         self.languages = languages
+        self.choices = choices
         self.channels = channels
         self.blobs = blobs  # where the parts a resumed answer sends are read
         self.coordinator = coordinator
@@ -123,7 +130,8 @@ class TurnResumer:
                 allowed = self.coordinator.prepare(persona).allowed
                 try:
                     audit = [asdict(call) for call in calls]
-                    point = replay_point(own, audit, self.coordinator.registry, allowed)
+                    gated = await self._gated(turn_id, own)
+                    point = replay_point(own, audit, self.coordinator.registry, allowed, gated)
                 except Unresumable as exc:
                     reason = str(exc)
         except StorageError as exc:
@@ -142,6 +150,18 @@ class TurnResumer:
         signal = control or TurnSignal()
         return await self._finish(turn, persona, channel, chat, handle, point, signal)
 
+    async def _gated(self, turn_id: str, own: list[Message]) -> set[str]:
+        """The open calls that waited for approval and whose approval was not used: they never
+        ran, so they go back to the gate (agent/replay.py)."""
+        if self.approvals is None:
+            return set()
+        gated = set()
+        for call in open_calls(own):
+            asked = await self.approvals.approval_for_call(turn_id, call.id)
+            if asked is not None and asked.status != "used":
+                gated.add(call.id)
+        return gated
+
     def _persona(
         self, turn: ResumedTurn, channel: Channel | None, chat: ChatRef | None
     ) -> tuple[Persona | None, str | None]:
@@ -150,7 +170,9 @@ class TurnResumer:
             return None, f"taken up {turn.resume_attempts - 1} times already"
         started = datetime.fromisoformat(turn.created_at)
         age = (datetime.now(UTC) - started).total_seconds()
-        if age > self.settings.max_age_s:
+        # attempts 0: it waited for a person's approval, and no crash cut it: however long the
+        # person took, it goes on (the approval's own timeout bounds the wait)
+        if age > self.settings.max_age_s and turn.resume_attempts > 0:
             return (
                 None,
                 f"too old ({age:.0f} s; agent.resume_max_age_s is {self.settings.max_age_s:g})",
@@ -176,7 +198,12 @@ class TurnResumer:
     ) -> str:
         language = await self._language(turn)
         delivery = Delivery(
-            channel, chat, recipient=turn.user_id, blobs=self.blobs, language=language
+            channel,
+            chat,
+            recipient=turn.user_id,
+            blobs=self.blobs,
+            language=language,
+            stopped=lambda: control.stopped,
         )
         # a background result's media (the user message's parts) ride with its answer, as in
         # a turn that was not cut (bot/pipeline/turn_input.py `carried`)
@@ -194,6 +221,10 @@ class TurnResumer:
             else:  # its process died before it learned the placeholder's id: a new one
                 await self._new_placeholder(turn.id, delivery)
             if point.final is None:
+                provider = None
+                if self.choices is not None:
+                    key = turn.conversation_key
+                    provider = await self.choices.chosen_provider(key, turn.channel)
                 work = TurnInput(
                     persona=persona,
                     session_id=turn.session_id,
@@ -203,14 +234,18 @@ class TurnResumer:
                     conversation_key=turn.conversation_key,
                     text=point.messages[0].content,
                     parts=point.messages[0].parts,
+                    provider=provider,
                 )
                 outcome = await self.work.run(work, delivery, control, point)
-                if outcome.status != "stopped":
+                if outcome.status not in ("stopped", "waiting"):
                     outcome.parts = carried + outcome.parts
             if control.lost:  # another process took it over meanwhile: leave it to that one
                 log.warning("turn %s left to the process that took it over", turn.id)
                 return "lost"
-            await delivery.finish(outcome.text, outcome.display, outcome.parts)
+            if outcome.status == "stopped":  # what it showed stays, marked stopped
+                await delivery.finish_stopped(outcome.text)
+            else:
+                await delivery.finish(outcome.text, outcome.display, outcome.parts)
         except ChannelError as exc:
             log.error("turn %s resumed but its final edit failed: %s", turn.id, exc)
             outcome.status, outcome.error = "failed", f"delivery: {exc}"

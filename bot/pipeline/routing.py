@@ -17,7 +17,9 @@ from typing import Final, Literal, Protocol
 from adapters.base import InboundMessage
 from content.texts import DEFAULT_LANGUAGE, has, t
 
-Access = Literal["allow", "ignore", "refuse"]
+# "pair": a direct message from a sender the policy does not know, on an instance that pairs
+# (bot/pipeline/pairing.py): allowed once an admin approved the sender's code
+Access = Literal["allow", "ignore", "refuse", "pair"]
 Reply = Callable[[InboundMessage, str], Awaitable[None]]  # the gateway's answer in the chat
 
 
@@ -112,12 +114,13 @@ class Route:
     """Where a message goes: nowhere, a refusal, a command, or its conversation (whose mode
     decides between a turn and its `ModeHandler`)."""
 
-    to: Literal["ignore", "refuse", "command", "conversation"]
+    to: Literal["ignore", "refuse", "pair", "command", "conversation"]
     command: Command | None = None
 
 
 IGNORE: Final = Route("ignore")
 REFUSE: Final = Route("refuse")
+PAIR: Final = Route("pair")  # the pairing gate first, then `Router.allowed`
 CONVERSATION: Final = Route("conversation")
 
 
@@ -129,7 +132,11 @@ class Router:
     def route(self, message: InboundMessage) -> Route:
         decision = self.access.check(message)
         if decision != "allow":
-            return IGNORE if decision == "ignore" else REFUSE
+            return {"ignore": IGNORE, "pair": PAIR}.get(decision, REFUSE)
+        return self.allowed(message)
+
+    def allowed(self, message: InboundMessage) -> Route:
+        """Where a message the access policy admits goes (a paired sender's, after the gate)."""
         command = self.commands.get(message.command)
         if command is not None:
             return Route("command", command)

@@ -26,8 +26,12 @@ from agent.loop import Resumed
 from agent.personas import PersonaLibrary
 from agent.replay import ReplayPoint
 from agent.types import Message
+from bot.approvals.desk import ApprovalDesk
 from bot.ops.metrics import NO_METRICS, GatewayMetrics
 from bot.pipeline.attachments import fetch_files, tell_refusals, to_fetch
+from bot.pipeline.chat_choice import ChatChoices, TurnChoice
+from bot.pipeline.chat_notes import noted
+from bot.pipeline.conversation_state import StateSnapshot
 from bot.pipeline.conversations import TurnSignal
 from bot.pipeline.dedup import Dedup
 from bot.pipeline.delivery import Delivery
@@ -36,6 +40,7 @@ from bot.pipeline.persona_choice import PersonaChoice
 from bot.pipeline.placeholder import post_placeholder
 from bot.pipeline.quota import Quotas
 from bot.pipeline.resume import TurnResumer
+from bot.pipeline.turn_before import taken_over, withdraw_questions
 from bot.pipeline.turn_ends import TurnEnds
 from bot.pipeline.turn_input import carried, combine, media, shown, user_text_masker
 from bot.pipeline.turn_line import log_turn, tallying
@@ -71,7 +76,9 @@ __all__ = [
     "TurnRunner",
 ]
 
-RESUME_EVENT = "resume:"  # + a turn id: the queued resumption of a turn interrupted by a crash
+# + a turn id: the queued resumption of a turn interrupted by a crash; + `~<tag>` when one turn
+# is resumed more than once (each approval it waited on), which Redis would else queue only once
+RESUME_EVENT = "resume:"
 SHUTDOWN_GRACE_S = 3.0
 
 SessionFor = Callable[[InboundMessage, str, str], Awaitable[str]]
@@ -96,11 +103,16 @@ class TurnRunner:
         blobs: BlobStore | None = None,
         hearing: Hearing | None = None,
         languages: ConversationLanguage | None = None,
+        approvals: ApprovalDesk | None = None,
+        choices: ChatChoices | None = None,
     ) -> None:
-        """`work` runs the coordinator; `ends` records how turns ended (retrying what the store
-        refused); `resumer` finishes the turns a dead process left (None: they are not);
+        """`choices`: each conversation's persona, model and budget (None: the channel's
+        persona and the default model, always). `work` runs the coordinator; `ends` records
+        how turns ended (retrying what the store refused); `resumer` finishes the turns a dead process left (None: they are not);
         `hearing` transcribes voice notes (None: they stay audio parts, unheard); `languages`
-        says which language the turn's own texts are in (None: English)."""
+        says which language the turn's own texts are in (None: English); `approvals`: the
+        questions a new message withdraws (None: none are asked)."""
+        self.approvals = approvals
         self.languages = languages
         self.channels = channels
         self.blobs = blobs  # where inbound files are fetched to; None: they stay labels
@@ -116,11 +128,12 @@ class TurnRunner:
         self.quotas = quotas
         self.resumer = resumer
         self.ends = ends
+        self.choices = choices
 
     async def run(self, batch: list[InboundMessage], control: TurnSignal) -> None:
         while batch and batch[0].event_id.startswith(RESUME_EVENT) and self.resumer is not None:
             # queued at start (bot/pipeline/recovery.py), before any new message of the conversation
-            turn_id = batch[0].event_id.removeprefix(RESUME_EVENT)
+            turn_id = batch[0].event_id.removeprefix(RESUME_EVENT).partition("~")[0]
             if await self.resumer.resume_turn(turn_id, control) == "running":
                 self.resumer.deferred.add(turn_id, batch[0].chat)  # the store refused it
             else:
@@ -128,6 +141,8 @@ class TurnRunner:
             batch = batch[1:]
         if not batch:
             return
+        if self.approvals is not None and self.resumer is not None:
+            await withdraw_questions(self.approvals, self.resumer, batch, control)
         last = batch[-1]
         turn_id = uuid.uuid4().hex
         # every log line of the turn, its tools and specialists included, names it (JSON log);
@@ -147,9 +162,15 @@ class TurnRunner:
     async def _run(self, batch: list[InboundMessage], control: TurnSignal, turn_id: str) -> None:
         last = batch[-1]
         channel = self.channels[last.chat.channel]
-        if control.resumed and self.resumer is not None and await self._taken_over(batch, control):
+        if (
+            control.resumed
+            and self.resumer is not None
+            and await taken_over(self.turn_log, self.resumer, batch, control)
+        ):
             return
-        language = DEFAULT_LANGUAGE if self.languages is None else await self.languages.of(last)
+        language, state = DEFAULT_LANGUAGE, None  # the state as read for the language, reused
+        if self.languages is not None:
+            language, state = await self.languages.with_state(last)
         delivery = Delivery(
             channel,
             last.chat,
@@ -157,12 +178,14 @@ class TurnRunner:
             recipient=last.user_id,
             blobs=self.blobs,
             language=language,
+            stopped=lambda: control.stopped,
         )
         arrived = min(message.received_at for message in batch)
         outcome = Outcome()
         recorded = False
         session_id: str | None = None
         kept: tuple[str, Message] | None = None  # an answer shown but not saved: saved later
+        choice: TurnChoice | None = None
         log.debug("turn of %d message(s) starts", len(batch))
         try:
             if control.stopped:
@@ -171,8 +194,9 @@ class TurnRunner:
                 log.info("over quota in %s: %s", last.conversation_key, refusal)
                 outcome = Outcome("refused", refusal)
             else:
-                # pinned for the whole turn
-                persona = self.personas.get(self.persona.for_channel(last.chat.channel))
+                # pinned for the whole turn, with the conversation's model
+                choice = await self._choice(last, language, state)
+                persona = self.personas.get(choice.persona)
                 session_id = await self.session_for(last, persona.name, persona.version)
                 masker = user_text_masker(self.coordinator)
                 # Files to download and no voice notes among them: the placeholder goes up
@@ -194,7 +218,7 @@ class TurnRunner:
                     return
                 self.metrics.placeholder_shown(last.chat.channel, time.monotonic() - arrived)
             else:  # the persona, session and inputs above are set: nothing stopped the turn
-                assert session_id is not None  # set with the persona above
+                assert session_id is not None and choice is not None  # set with the persona
                 text, parts = combine(batch, masker), media(batch)
                 # with the user's message: a restart goes on from it (agent/replay.py)
                 user = Message("user", text, parts=parts)
@@ -242,19 +266,26 @@ class TurnRunner:
                     conversation_key=last.conversation_key,
                     text=text,
                     parts=parts,
+                    provider=choice.provider,
+                    specialists=choice.specialists,
                 )
                 if heard is not None and heard.nothing_else:
                     outcome = Outcome("refused", heard.reply)
                 else:
                     outcome = await self.work.run(turn, delivery, control, start)
-                    if outcome.status != "stopped":  # a background result's media, once
+                    # a background result's media, once: with the answer (not with a question)
+                    if outcome.status not in ("stopped", "waiting"):
                         outcome.parts = carried(batch) + outcome.parts
             if control.lost:
                 outcome, recorded = Outcome("lost"), False  # the new holder's now: hands off
                 log.warning("turn %s left to the process that took it over", turn_id)
                 return
+            outcome.text = noted(outcome.status, outcome.text, choice, language)
             try:
-                await delivery.finish(outcome.text, outcome.display, outcome.parts)
+                if outcome.status == "stopped":  # what it showed stays, marked stopped
+                    await delivery.finish_stopped(outcome.text)
+                else:
+                    await delivery.finish(outcome.text, outcome.display, outcome.parts)
             except ChannelError as exc:
                 log.error("turn %s ended but its final edit failed: %s", turn_id, exc)
                 outcome.status, outcome.error = "failed", f"delivery: {exc}"
@@ -314,24 +345,6 @@ class TurnRunner:
             await tell_refusals(channel, heard.notes)
         return heard
 
-    async def _taken_over(self, batch: list[InboundMessage], control: TurnSignal) -> bool:
-        """A batch taken over from a process that died running it (several processes): if a
-        turn took these events, finish that one in its placeholder (never a second one), or, if
-        it ended before its process died, leave it be: nothing is answered twice. False: no
-        turn was recorded, so the batch is run as new."""
-        assert self.resumer is not None
-        last = batch[-1]
-        turn = await self.turn_log.turn_for_events(
-            last.conversation_key, [m.event_id for m in batch]
-        )
-        if turn is None:
-            return False
-        if turn.status == "running":
-            await self.resumer.resume_turn(str(turn.id), control)
-        else:
-            log.info("turn %s had ended (%s) before its process died", turn.id, turn.status)
-        return True
-
     async def _record_end(
         self, turn_id: str, outcome: Outcome, kept: tuple[str, Message] | None = None
     ) -> None:
@@ -340,6 +353,14 @@ class TurnRunner:
         status = "failed" if outcome.status == "undelivered" else outcome.status
         # kept and retried if refused; `kept` is saved with it
         await self.ends.record(turn_id, status, final, outcome.error, kept, parts)
+
+    async def _choice(
+        self, message: InboundMessage, language: str, state: StateSnapshot | None
+    ) -> TurnChoice:
+        """The conversation's persona and model (bot/pipeline/chat_choice.py)."""
+        if self.choices is None:
+            return TurnChoice(self.persona.for_channel(message.chat.channel))
+        return await self.choices.for_turn(message, language, state)
 
     async def _over_quota(self, message: InboundMessage, language: str) -> str | None:
         """What the placeholder says instead of an answer, if a quota is reached; else None and

@@ -19,6 +19,7 @@ from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 
+from agent import log_context
 from agent.providers.metered import ModelCall
 
 log = logging.getLogger(__name__)
@@ -30,6 +31,10 @@ class Tally:
     calls: int = 0
     input_tokens: int = 0
     output_tokens: int = 0
+    # the coordinator's provider chain moved on to a backup, and which model answered it last:
+    # the answer then says so (bot/pipeline/chat_notes.py), never a silent fallback
+    failed_over: bool = False
+    served_by: str | None = None
 
 
 _current: ContextVar[Tally | None] = ContextVar("turn_tally", default=None)
@@ -46,6 +51,11 @@ def tallying() -> Iterator[Tally]:
         _current.reset(token)
 
 
+def current_tally() -> Tally | None:
+    """The tally of the turn this code runs in, if any."""
+    return _current.get()
+
+
 class Tallies:
     """A model observer: each call counted into the tally of the turn it belongs to, if any."""
 
@@ -59,12 +69,21 @@ class Tallies:
         name = f"{call.provider}:{call.model}"
         if name not in tally.models:
             tally.models.append(name)
+        if call.outcome == "ok" and not _in_specialist():
+            tally.served_by = call.model
 
     def model_retry(self, provider: str, model: str) -> None:
         return None
 
     def model_fallback(self, from_provider: str, to_provider: str) -> None:
-        return None
+        tally = _current.get()
+        if tally is not None and not _in_specialist():  # the answer is the coordinator's
+            tally.failed_over = True
+
+
+def _in_specialist() -> bool:
+    """Whether the model call runs in a specialist's task (agent/workers.py binds its id)."""
+    return "task_id" in log_context.current()
 
 
 TALLIES = Tallies()

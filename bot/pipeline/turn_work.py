@@ -17,6 +17,7 @@ from bot.pipeline.delivery import Delivery
 from bot.pipeline.turn_outcome import Outcome, describe, storage_fault
 from bot.storage.base import StorageError
 from content.texts import t
+from tools.approval import ApprovalPending
 
 log = logging.getLogger(__name__)
 
@@ -51,6 +52,9 @@ class TurnWork:
             return Outcome("stopped", t(language, "turn.stopped"))
         except StorageError:
             raise  # the turn ends with its own note (see `TurnRunner.run`)
+        except ApprovalPending as paused:  # the live message asks; the answer resumes the turn
+            log.info("turn %s waits for approval %s", turn.turn_id, paused.pause.approval_id)
+            return Outcome("waiting", paused.pause.prompt, paused.pause.display)
         except TimeoutError:
             log.warning("turn %s timed out after %ss", turn.turn_id, self.timeout_s)
             return Outcome("failed", t(language, "turn.timed_out"), error="turn timeout")

@@ -1,9 +1,15 @@
-"""`InboundMessage` to JSON and back, for queues other processes read."""
+"""`InboundMessage` to JSON and back, for queues other processes read.
+
+Processes of two versions share the queues during a rolling upgrade: `load` reads a message of
+an older version (a field it lacks takes its default) and of a newer one (a field this version
+does not know is dropped), so neither side fails on the other's messages.
+"""
 
 from __future__ import annotations
 
 import json
-from dataclasses import asdict
+from dataclasses import asdict, fields
+from functools import cache
 from typing import Any
 
 from adapters.base import Action, Attachment, ChatRef, InboundMessage
@@ -22,11 +28,24 @@ def dump(message: InboundMessage) -> str:
 
 
 def load(text: str) -> InboundMessage:
-    data: dict[str, Any] = json.loads(text)
-    data["chat"] = ChatRef(**data["chat"])
-    data["attachments"] = tuple(Attachment(**a) for a in data["attachments"])
+    data = _known(InboundMessage, json.loads(text))
+    data["chat"] = ChatRef(**_known(ChatRef, data["chat"]))
+    data["attachments"] = tuple(
+        Attachment(**_known(Attachment, a)) for a in data.get("attachments", ())
+    )
     # a message queued by a process of the version before parts has none
     data["parts"] = tuple(part_from_json(p) for p in data.get("parts", ()))
-    if data["action"] is not None:
-        data["action"] = Action(**data["action"])
+    if data.get("action") is not None:
+        data["action"] = Action(**_known(Action, data["action"]))
     return InboundMessage(**data)
+
+
+def _known(cls: type, data: dict[str, Any]) -> dict[str, Any]:
+    """`data` without the fields `cls` does not have (a newer version's)."""
+    names = _names(cls)
+    return {k: v for k, v in data.items() if k in names}
+
+
+@cache
+def _names(cls: type) -> frozenset[str]:
+    return frozenset(f.name for f in fields(cls))

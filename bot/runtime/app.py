@@ -17,31 +17,30 @@ from types import TracebackType
 from adapters.base import Channel, ChannelError, ChannelRevoked, PlatformStatus
 from adapters.registry import build_enabled
 from agent.personas import PersonaLibrary
-from agent.providers import build_provider, describe_provider
+from agent.providers import build_choices, build_provider, describe_provider
 from agent.providers.base import Provider
-from bot.handoff.build import build_handoff, handoff_commands
+from bot.approvals.desk import DeskAnswers
+from bot.handoff.build import build_handoff, handoff_commands, operates
 from bot.media.build import build_blobs, build_links, keep_retention, upload_secret
 from bot.media.route import MediaRoute
+from bot.ops.admin.pairing import PairingDesk
 from bot.ops.health import ChannelStates
 from bot.ops.mcp_status import watch_mcp
 from bot.ops.operations import Operations, metrics_enabled
 from bot.pipeline.background import BackgroundResults
 from bot.pipeline.conversations import ConversationQueue
 from bot.pipeline.gateway import Gateway, GatewaySettings
+from bot.pipeline.pairing import PairingGate, PairingNotices
 from bot.pipeline.quota import Quotas
 from bot.pipeline.recovery import recover_interrupted_turns
 from bot.pipeline.resume import ResumeSettings
-from bot.runtime import wiring
+from bot.runtime import chat_wiring, scheduling, wiring
 from bot.runtime.config import Config, ConfigError
+from bot.runtime.tool_wiring import build_tools
 from bot.runtime.web_server import WebServer
 from bot.storage import StorageError
 from bot.storage.backends import build_store
-from tools.builtin import builtin_registry
-from tools.control import CONTROL, control_source
-from tools.knowledge import KnowledgeBase
-from tools.mcp.servers import McpServers
 from tools.registry import ToolRegistry
-from tools.shared_http import SharedSession
 
 log = logging.getLogger(__name__)
 
@@ -69,23 +68,14 @@ class App:
         self.ops = Operations(metrics=metrics_enabled() if metrics is None else metrics)
         self._own_provider = provider is None  # a provider handed in is closed by its owner
         self.provider = provider or build_provider(config.llm)
-        self.registry = registry or builtin_registry(config.tools.intake)
+        tools = build_tools(config, registry, self.base_dir, self._path)
+        self.registry, self.knowledge, self.http, self.mcp = tools
         served = self.ops.meter(self.provider, self.registry)  # what the agent calls
-        self.registry.pii = config.tools.pii.masker()
-        self.knowledge = KnowledgeBase(
-            [self._path(d) for d in config.knowledge.dirs],
-            passage_chars=config.knowledge.passage_chars,
-            max_results=config.knowledge.max_results,
-        )
-        self.http = SharedSession()  # for tools; opened with the app
-        missing = [control for control in CONTROL if control.name not in self.registry]
-        if missing:
-            self.registry.add_source(control_source(missing))
-        self.mcp = McpServers(
-            config.mcp, base_dir=self.base_dir
-        )  # each server one more tool source, kept connected
-        for source in self.mcp.sources:
-            self.registry.add_source(source)
+        # the models a conversation may switch to (`llm.choices`), measured the same way
+        self.models = {
+            name: self.ops.meter(model, self.registry)
+            for name, model in build_choices(config.llm).items()
+        }
         self.store = build_store(self._path(config.storage.path), config.storage.url)
         self.media_dir = self._path(config.media.dir)
         self.blobs = build_blobs(
@@ -114,10 +104,7 @@ class App:
                 self.store,
                 self.ops,
                 self.redis,
-                admits=lambda message: (
-                    (self.handoff is not None and self.handoff.operates(message))
-                    or access.check(message) == "allow"
-                ),
+                admits=lambda m: access.check(m) == "allow" or operates(self.handoff, m),
                 # the agent id of the conversations' sessions (the gateway's persona)
                 persona_name=lambda: self.personas.get(persona).name,
                 introduction=lambda: wiring.introduction(self.personas.get(persona)),
@@ -142,27 +129,31 @@ class App:
             deliver=self.background.deliver,
         )
         states = wiring.conversation_states(self.store, self.redis)
-        choice = wiring.persona_choice(config, persona)
-        # a person takes over (bot/handoff/): None when nobody can
-        self.handoff = build_handoff(
-            config,
-            store=self.store,
-            states=states,
-            channels=self.channels,
-            claims=dedup,
-            personas=self.personas,
-            persona=choice,
-            hub=None if self.redis is None else self.redis.hub,
-        )
-        deps = wiring.tool_deps(
-            config, self.http, self.knowledge, self.workers, self.blobs, self.handoff
+        persona_choice = wiring.persona_choice(config, persona)
+        self.handoff = build_handoff(config, self.store, states, self.channels, dedup,  # a person
+                                     self.personas, persona_choice, self.redis)  # fmt: skip
+        self.schedules = scheduling.scheduling(  # tasks enter the gateway as messages
+            config, self.store, states, self.channels, inbox=lambda m: self.gateway.handle(m),
+            access=access, serving=web_server,
+        )  # fmt: skip
+        deps = wiring.tool_deps(config, self.http, self.knowledge, self.workers, self.blobs,
+                                self.schedules.desk, self.handoff)  # fmt: skip
+        gate, self.approvals = wiring.approvals(
+            config, self.store, self.channels, self.registry, states, serving=web_server
         )
         self.coordinator = wiring.build_coordinator(
-            config, served, self.registry, self.store, self.personas, deps
+            config, served, self.registry, self.store, self.personas, deps, gate
         )
         agent = config.agent
         # voice notes' speech to text
         self.hearing = wiring.hearing(config, self.blobs, self.ops.speech)
+        self.quota_state = wiring.quota_state(self.store, self.redis)
+        quotas = Quotas(config.quotas, self.quota_state, observer=self.ops.metrics)
+        self.choices = chat_wiring.chat_choices(
+            config, states, quotas, persona_choice, self.personas, self.models, self.provider.model
+        )
+        self.pairing = wiring.pairing_settings(config)  # codes for unknown senders
+        self.pairing_notices = PairingNotices(self.store, self.channels)
         self.gateway = Gateway(
             channels=self.channels,
             coordinator=self.coordinator,
@@ -173,20 +164,33 @@ class App:
             conversations=self.conversations,
             settings=GatewaySettings(
                 turn_timeout_s=agent.turn_timeout_s,
-                persona=choice,
+                persona=persona_choice,
                 resume=ResumeSettings(agent.resume_max_age_s, agent.resume_max_attempts),
                 language=config.gateway.language,
             ),
             access=access,
             workers=self.workers,
             metrics=self.ops.gateway_metrics,
-            quotas=Quotas(config.quotas, wiring.quota_state(self.store, self.redis)),
+            quotas=quotas,
             states=states,
+            commands=[
+                *chat_wiring.chat_commands(config, self.choices, self.personas, self.store),
+                *self.schedules.commands,
+                *handoff_commands(self.handoff, self.conversations, self.channels, self.workers),
+            ],
             blobs=self.blobs,
             hearing=self.hearing,
-            commands=handoff_commands(
-                self.handoff, self.conversations, self.channels, self.workers
+            pairing=PairingGate(
+                self.store,
+                self.pairing,
+                place=wiring.pairing_place(
+                    config, self.channels, self.store, self.pairing_notices.wake
+                )
+                if web_server  # `bot chat` runs no platform channel to post to
+                else None,
             ),
+            approvals=self.approvals,
+            choices=self.choices,
             handoff=self.handoff,
         )
         self.gateway.accepting.clear()  # until interrupted turns are queued (see `_start`)
@@ -242,6 +246,7 @@ class App:
         await self.http.open()
         self.personas.load()  # logs each broken file, saying what serves instead
         wiring.check_personas(self.gateway.settings.persona, self.personas)
+        chat_wiring.check_switchable(self.config, self.personas)
         self._supervisor = asyncio.create_task(self._supervise(), name="app")
         started = asyncio.create_task(self.conversations.started.wait())
         await asyncio.wait({started, self._supervisor}, return_when=asyncio.FIRST_COMPLETED)
@@ -273,6 +278,8 @@ class App:
                 redis=self.redis,
                 media=MediaRoute(self.blobs, self.links) if self.links is not None else None,
                 tool_servers=self.mcp.states,
+                pairing=PairingDesk(self.store, self.pairing, self.pairing_notices.wake),
+                approvals=DeskAnswers(self.approvals, self.gateway.queue_resume),
                 handoff=None if self.handoff is None else self.handoff.desk,
             )
             self.port = await self._web.start()
@@ -315,9 +322,12 @@ class App:
             close_channel = getattr(channel, "aclose", None)
             if close_channel is not None:
                 await close_channel()
-        close_provider = getattr(self.provider, "aclose", None)
-        if self._own_provider and close_provider is not None:
-            await close_provider()  # the SDKs' HTTP connection pools
+        # the SDKs' HTTP connection pools
+        owned = [self.provider] if self._own_provider else []  # a handed-in one: its owner's
+        for model in [*owned, *self.models.values()]:
+            close_provider = getattr(model, "aclose", None)
+            if close_provider is not None:
+                await close_provider()
         await self.hearing.aclose()
         if self.redis is not None:
             await self.redis.close()
@@ -340,10 +350,18 @@ class App:
             if self.web_server:  # `bot chat` shares a serving bot's folder: that one purges
                 retention = keep_retention(self.blobs, self.config.media.retention_days)
                 group.create_task(retention, name="media-retention")
+            if self.web_server and wiring.pairs(self.config):  # approvals told by serving processes
+                group.create_task(self.pairing_notices.run(), name="pairing-notices")
             for channel in self.channels.values():
                 group.create_task(self._keep_running(channel), name=f"channel:{channel.name}")
+            group.create_task(self.schedules.run(self.gateway.accepting), name="schedules")
             if self.web_server:
                 group.create_task(self._announce(), name="readiness")
+                watch = chat_wiring.cost_watch(
+                    self.config, self.store, self.models, self.quota_state, self.ops.metrics
+                )
+                if watch is not None:
+                    group.create_task(watch.run(), name="cost-alert")
 
     async def _announce(self) -> None:
         """Once the channels have had time to start: what /readyz says, in the log."""

@@ -1,4 +1,5 @@
-"""The `bot` command: serve, chat in a terminal, check personas, read sessions and usage."""
+"""The `bot` command: serve, chat in a terminal, check personas, read sessions and usage,
+decide pairing codes."""
 
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ from pathlib import Path
 
 from agent.providers.base import ProviderConfigError
 from bot.runtime.config import Config, ConfigError, config_folder, load_config
+from bot.runtime.config.choices import model_prices
 
 log = logging.getLogger("bot")
 
@@ -47,6 +49,8 @@ def _run(args: argparse.Namespace) -> int:
         return asyncio.run(_sessions(config, base_dir, args))
     if args.command == "usage":
         return asyncio.run(_usage(config, base_dir, args))
+    if args.command == "pairing":
+        return asyncio.run(_pairing(config, base_dir, args))
     if args.command == "mcp":
         from bot.runtime.mcp_cli import mcp_command
 
@@ -99,9 +103,28 @@ def _parser() -> argparse.ArgumentParser:
     usage.add_argument("--since", help="from this UTC date on (YYYY-MM-DD); default: all")
     usage.add_argument("--by", choices=["user", "model", "channel", "day"], default="model")
     usage.add_argument("--json", action="store_true", help="one JSON object, for scripts")
-    for command in (serve, chat, check, listing, show, usage, mcp_list, mcp_check):
+    pairing = _pairing_parsers(commands)
+    for command in (serve, chat, check, listing, show, usage, mcp_list, mcp_check, *pairing):
         command.add_argument("--config", help="config file (default: ./config.yaml if present)")
     return parser
+
+
+def _pairing_parsers(
+    commands: argparse._SubParsersAction[argparse.ArgumentParser],
+) -> list[argparse.ArgumentParser]:
+    """The `pairing` command's parsers; those that read the config are returned."""
+    pairing = commands.add_parser("pairing", help="approve or deny unknown senders' pairing codes")
+    sub = pairing.add_subparsers(dest="pairing_command", required=True)
+    listing = sub.add_parser("list", help="pending codes (and, with --approved, who is approved)")
+    listing.add_argument("--approved", action="store_true", help="list the approved senders")
+    approve = sub.add_parser("approve", help="let the code's sender talk to the bot; they are told")
+    approve.add_argument("code", help="the code the sender was given (case and dashes ignored)")
+    deny = sub.add_parser("deny", help="refuse the code; its sender gets no new one for deny_s")
+    deny.add_argument("code", help="the code the sender was given")
+    revoke = sub.add_parser("revoke", help="forget an approval: the sender pairs anew")
+    revoke.add_argument("channel", help="the channel instance (as `list --approved` shows it)")
+    revoke.add_argument("user", help="the sender's user id there")
+    return [listing, approve, deny, revoke]
 
 
 def _api_key(args: argparse.Namespace) -> int:
@@ -265,12 +288,23 @@ async def _usage(config: Config, base_dir: Path, args: argparse.Namespace) -> in
     store = build_store(path, config.storage.url)
     try:
         async with store:
-            report = await usage_report(store, config.usage.prices, by=(args.by,), since=since)
+            prices = model_prices(config)  # `usage.prices` and each choice's `price`
+            report = await usage_report(store, prices, by=(args.by,), since=since)
     except StorageError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     print(json.dumps(report.as_json(), indent=2) if args.json else format_report(report))
     return 0
+
+
+async def _pairing(config: Config, base_dir: Path, args: argparse.Namespace) -> int:
+    from bot.runtime.pairing_cli import pairing_command
+    from bot.storage.backends import build_store
+
+    path = _database(config, base_dir)
+    if path is None:
+        return 2
+    return await pairing_command(config, build_store(path, config.storage.url), args)
 
 
 async def _sessions(config: Config, base_dir: Path, args: argparse.Namespace) -> int:

@@ -18,10 +18,13 @@ from agent.providers.base import Provider
 from bot.handoff.desk import HandoffDesk
 from bot.media.route import MediaRoute
 from bot.ops.admin import AdminSources, AdminView
+from bot.ops.admin.approvals import ApprovalConsole
+from bot.ops.admin.pairing import PairingDesk
 from bot.ops.health import ChannelStates
 from bot.ops.operations import Operations
 from bot.ops.readiness import Down
 from bot.runtime.config import Config
+from bot.runtime.config.choices import model_prices
 from bot.runtime.listener import CappedListener, default_max_connections
 from bot.storage.backends import AnyStore
 from tools.mcp.state import ServerState
@@ -51,10 +54,14 @@ class WebServer:
         redis: RedisMode | None,
         media: MediaRoute | None = None,
         tool_servers: Callable[[], Mapping[str, ServerState]] = dict,
+        approvals: ApprovalConsole | None = None,
+        pairing: PairingDesk | None = None,
         handoff: HandoffDesk | None = None,
     ) -> None:
-        """`tool_servers`: the MCP servers' states, for the admin view; `handoff`: what its
-        operators act through (None: the view stays read-only)."""
+        """`tool_servers`: the MCP servers' states, for the admin view; `pairing`: its
+        pairing section; `approvals`: the requests waiting for a yes; `handoff`: what its
+        operators act through (None: no handoff pages)."""
+        self.approvals = approvals
         self.handoff = handoff
         self.config = config
         self.provider = provider
@@ -66,6 +73,7 @@ class WebServer:
         self.redis = redis
         self.media = media  # /media/<blob id>: signed links to stored files
         self.tool_servers = tool_servers
+        self.pairing = pairing
         self._runner: web.AppRunner | None = None
         self._listener: CappedListener | None = None
         self._probe: asyncio.Task[None] | None = None  # /healthz's storage write, in flight
@@ -120,8 +128,11 @@ class WebServer:
             personas=self.personas,
             channel_states=self.channel_states,
             channels=lambda: sorted(self.channels),
-            prices=self.config.usage.prices,
+            prices=model_prices(self.config),  # `usage.prices` and each choice's `price`
             tool_servers=self.tool_servers,
+            pairing=self.pairing,
+            approvals=self.approvals,
+            schedules=self.store,
             handoff=self.handoff,
         )
         return AdminView(self.config.admin, sources)

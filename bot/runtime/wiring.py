@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from adapters.accounts import Accounts, FileAccounts
-from adapters.base import BlobLinks, InboundMessage
+from adapters.base import BlobLinks, Channel, InboundMessage
 from adapters.rates import LocalInboundRates
 from adapters.registry import ChannelServices, instance_name, sections
 from agent.coordinator import AgentSettings, Coordinator
@@ -22,11 +22,18 @@ from agent.loop import LoopSettings
 from agent.personas import Persona, PersonaLibrary
 from agent.providers.base import Provider
 from agent.workers import Deliver, Workers, WorkerSettings
+from bot.approvals.desk import ApprovalDesk
+from bot.approvals.gate import StoredGate
+from bot.approvals.place import OperatorPlace, PlaceName
+from bot.approvals.policy import ApprovalSettings
 from bot.ops.operations import Operations
 from bot.pipeline.access import AccessRules
 from bot.pipeline.conversation_state import ConversationState, StoredConversationState
 from bot.pipeline.conversations import ConversationQueue, LocalConversations
 from bot.pipeline.dedup import Dedup, StoreDedup
+from bot.pipeline.language import ConversationLanguage
+from bot.pipeline.pairing_codes import PairingSettings
+from bot.pipeline.pairing_place import PairingPlace, Place
 from bot.pipeline.persona_choice import PersonaChoice
 from bot.pipeline.quota import QuotaState, StoreQuotaState
 from bot.pipeline.transcript import StoreHistory
@@ -35,8 +42,10 @@ from bot.runtime.config import Config, ConfigError
 from bot.speech.base import SpeechObserver
 from bot.storage import StorageError
 from bot.storage.backends import AnyStore
+from bot.storage.roles import PairingRecords
 from content.blobs import BlobStore
-from tools.base import HumanHandoff, ToolDeps
+from tools.approval import ApprovalGate
+from tools.base import HumanHandoff, ScheduleDesk, ToolDeps
 from tools.knowledge import KnowledgeBase
 from tools.redirects import load_redirects
 from tools.registry import ToolRegistry
@@ -156,7 +165,12 @@ def _latest_conversation(store: AnyStore) -> Callable[[str, str, str], Awaitable
 def loop_settings(config: Config) -> LoopSettings:
     """How every tool loop runs, the coordinator's and the specialists': one place."""
     agent = config.agent
-    return LoopSettings(max_rounds=agent.max_rounds, tool_timeout_s=agent.tool_timeout_s)
+    return LoopSettings(
+        max_rounds=agent.max_rounds,
+        tool_timeout_s=agent.tool_timeout_s,
+        globs=tuple(config.approvals.tools),
+        exempt=tuple(config.approvals.exempt),
+    )
 
 
 def build_workers(
@@ -195,6 +209,7 @@ def tool_deps(
     knowledge: KnowledgeBase,
     workers: Workers,
     blobs: BlobStore | None,
+    schedules: ScheduleDesk | None = None,
     handoff: HumanHandoff | None = None,
 ) -> ToolDeps:
     """What every tool call (and the model's requests, for media parts) may reach, built once
@@ -206,6 +221,7 @@ def tool_deps(
         knowledge=knowledge,
         agents=workers,
         blobs=blobs,
+        schedules=schedules,
         handoff=handoff,
     )
 
@@ -217,8 +233,10 @@ def build_coordinator(
     store: AnyStore,
     personas: PersonaLibrary,
     deps: ToolDeps,
+    gate: ApprovalGate | None = None,
 ) -> Coordinator:
-    """The agent that answers a turn; `deps` are what its tools may reach."""
+    """The agent that answers a turn; `deps` are what its tools may reach; `gate` who is asked
+    before a call that needs approval."""
     return Coordinator(
         provider=provider,
         registry=registry,
@@ -230,6 +248,7 @@ def build_coordinator(
         personas=personas,
         redirects=load_redirects(),
         deps=deps,
+        gate=gate,
     )
 
 
@@ -254,6 +273,43 @@ def conversation_states(store: AnyStore, redis: RedisMode | None) -> Conversatio
     return StoredConversationState(store)
 
 
+def approvals(
+    config: Config,
+    store: AnyStore,
+    channels: Mapping[str, Channel],
+    registry: ToolRegistry,
+    states: ConversationState,
+    *,
+    serving: bool = True,
+) -> tuple[StoredGate, ApprovalDesk]:
+    """The approval gate the tool loops ask and the desk that takes the answers, sharing the
+    settings and the operator place (a Slack channel the gateway runs, when one is named;
+    `serving` False: `bot chat`, which runs no platform channel)."""
+    section = config.approvals
+    place = None
+    if section.place is not None and serving:  # `bot chat` runs no Slack: its user answers
+        try:
+            place = OperatorPlace(PlaceName.parse(section.place), channels)
+        except ValueError as exc:
+            raise ConfigError(f"approvals.place: {exc}") from None
+    settings = ApprovalSettings(
+        approvers=frozenset(section.approvers),
+        timeout_s=section.timeout_s,
+        place=section.place if place is not None else None,
+    )
+    languages = ConversationLanguage(states, default=config.gateway.language)
+    desk = ApprovalDesk(records=store, turns=store, audit=store, settings=settings, place=place)
+    gate = StoredGate(
+        records=store,
+        settings=settings,
+        place=place,
+        language=languages.of_conversation,
+        status=registry.status,
+        asked=desk.asked,
+    )
+    return gate, desk
+
+
 def quota_state(store: AnyStore, redis: RedisMode | None) -> QuotaState:
     """Where quotas are counted: in Redis (across processes) or in the store."""
     return redis.quotas if redis else StoreQuotaState(store)
@@ -268,6 +324,43 @@ def access_rules(config: Config) -> AccessRules:
             instance_name(spec, section): section for spec, section in sections(config.channels)
         },
     )
+
+
+def pairing_settings(config: Config) -> PairingSettings:
+    p = config.pairing
+    return PairingSettings(p.ttl_s, p.max_pending, p.resend_s, p.deny_s)
+
+
+def pairing_place(
+    config: Config,
+    channels: Mapping[str, Channel],
+    records: PairingRecords,
+    decided: Callable[[], None],
+) -> PairingPlace | None:
+    """`pairing.place`: its instance must be a channel this gateway runs (a typo would post
+    every code nowhere)."""
+    if config.pairing.place is None:
+        return None
+    place = Place.parse(config.pairing.place)
+    if place.instance not in channels:
+        raise ConfigError(
+            f"pairing.place: no enabled channel instance {place.instance!r}; running:"
+            f" {sorted(channels)}"
+        )
+    return PairingPlace(
+        place,
+        channels,
+        records,
+        pairing_settings(config),
+        approvers=config.pairing.approvers,
+        language=config.gateway.language,
+        decided=decided,
+    )
+
+
+def pairs(config: Config) -> bool:
+    """Whether any channel instance gives unknown senders pairing codes."""
+    return any(section.dm_policy == "pairing" for _, section in sections(config.channels))
 
 
 def persona_choice(config: Config, default: str) -> PersonaChoice:

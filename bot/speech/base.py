@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from typing import Final, Literal, Protocol
 
+from content.parts import size_text
+
 # how a voice note's transcription ended: `silent` (no words heard), `failed` (the service),
 # `too_large` (over stt.max_bytes, never sent), `unread` (its blob is gone), `off` (no stt)
 SpeechOutcome = Literal["ok", "silent", "failed", "too_large", "unread", "off"]
@@ -21,11 +23,9 @@ class TranscriptionError(Exception):
 
 def too_large(size: int, limit: int) -> TranscriptionError:
     """The error for a recording over the transcriber's cap (never sent)."""
-    return TranscriptionError(f"it is {_size(size)}, over the {_size(limit)} speech-to-text takes")
-
-
-def _size(size: int) -> str:
-    return f"{size / 1_000_000:.1f} MB" if size >= 100_000 else f"{size / 1000:.0f} KB"
+    return TranscriptionError(
+        f"it is {size_text(size)}, over the {size_text(limit)} speech-to-text takes"
+    )
 
 
 class Transcriber(Protocol):

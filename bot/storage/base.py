@@ -17,12 +17,15 @@ from typing import Protocol
 from adapters.api.records import SessionRecords as ApiRecords
 from bot.storage.roles import (
     AdminViewRecords,
+    ApprovalRecords,
     BlobRecords,
     ClaimRecords,
     ConversationStateRecords,
     HandoffRecords,
     MessageRecords,
+    PairingRecords,
     QuotaRecords,
+    ScheduleRecords,
     TurnRecords,
 )
 from tools.memory import MemoryStore, OrderStore
@@ -44,6 +47,9 @@ class Store(
     ApiRecords,
     BlobRecords,
     ConversationStateRecords,
+    PairingRecords,
+    ApprovalRecords,
+    ScheduleRecords,
     HandoffRecords,
     Protocol,
 ):

@@ -71,7 +71,30 @@ STEPS: tuple[tuple[ExecutableDDLElement, ...], ...] = (
     ),
     # the answer's media beside its text: a reload and the sessions API's history show them
     (*add_column(tables.turns.c.final_parts), *add_column(tables.api_messages.c.parts)),
-    # handoff to a person (issue 26): the requests, and every operator action on them
+    # pairing codes for unknown senders (access dm_policy: pairing), bot/storage/pairings.py
+    create_table(
+        tables.pairings,
+        "channel user_id code status chat user_name language created_at expires_at sent_at"
+        " attempts decided_at decided_by notified_at",
+    ),
+    # approvals before sensitive tools (issue 26): the requests, and the "always allow" grants
+    (
+        *create_table(
+            tables.approvals,
+            "id turn_id session_id call_id tool_name arguments target conversation_key channel"
+            " user_id status decision decided_by created_at expires_at decided_at notice",
+        ),
+        *create_table(
+            tables.approval_grants, "conversation_key tool_name target granted_by granted_at"
+        ),
+    ),
+    # scheduled messages (issue 27, bot/schedules/; v14): one table, its due index
+    create_table(
+        tables.schedules,
+        "id conversation_key chat user_id kind body spec timezone missed status next_at"
+        " occurrence fence lease_until sending failures note language created_at fired_at",
+    ),
+    # handoff to a person (issue 26; v15): the requests, and every operator action on them
     (
         *create_table(
             tables.handoffs,

@@ -6,13 +6,15 @@ do with the database is visible where it is built, and a fake for its test is sm
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from typing import Any, Protocol
 
 from adapters.base import ChatRef
 from agent.store import Store as AgentStore
 from agent.types import Message
+from bot.storage.pairings import PairingRequest, PairingTicket
 from bot.storage.rows import (
+    ApprovalRow,
     AuditRow,
     ConversationRow,
     ConversationStateRow,
@@ -20,6 +22,7 @@ from bot.storage.rows import (
     HandoffRow,
     MessageRow,
     ModelCallRow,
+    PairingRow,
     ResumedTurn,
     SessionRow,
     ToolCallRow,
@@ -27,6 +30,7 @@ from bot.storage.rows import (
     TurnUsage,
     UsageTotalRow,
 )
+from bot.storage.schedules import Refusal, ScheduleRow, Settle
 from content.parts import Part
 
 
@@ -109,6 +113,8 @@ class TurnRecords(Protocol):
 
     async def unfinished_turns(self) -> list[TurnRow]: ...
 
+    async def get_turn(self, turn_id: str) -> TurnRow | None: ...
+
     async def turn_for_events(self, conversation_key: str, event_ids: list[str]) -> TurnRow | None:
         """The conversation's newest turn (finished or not) that took any of these inbound
         events; None if none of its newest turns did."""
@@ -120,7 +126,8 @@ class TurnRecords(Protocol):
 
     async def begin_resume(self, turn_id: str) -> ResumedTurn | None:
         """If the turn is still `running`: add one to its `resume_attempts` and return it, with
-        its session's `user_id` and `agent_id`, in one transaction. Else None."""
+        its session's `user_id` and `agent_id`, in one transaction; a turn `waiting` for
+        approval becomes `running` again, its attempts as they were. Else None."""
         ...
 
     async def turn_tool_calls(self, turn_id: str, session_id: str) -> list[ToolCallRow]:
@@ -226,6 +233,104 @@ class ConversationStateRecords(Protocol):
         the stored version is `expected_version` (0: no row yet); False if another writer
         moved it on since."""
         ...
+
+
+class PairingRecords(Protocol):
+    """The `pairings` table: unknown senders' codes and the approved (bot/pipeline/pairing.py)."""
+
+    async def pairing_request(self, request: PairingRequest) -> PairingTicket:
+        """An approved sender passes; a live code is resent once `resend_s` has passed since it
+        was last sent; a new code only while the instance has fewer than `max_pending` live."""
+        ...
+
+    async def pairing_decide(
+        self, code: str, *, approve: bool, by: str, now: float, block_s: float
+    ) -> PairingRow | None:
+        """Approves or denies the live pending code (a denial stands `block_s`); the row as
+        decided, or None when no live code is `code`."""
+        ...
+
+    async def pairing_rows(self, status: str, *, now: float, limit: int = 100) -> list[PairingRow]:
+        """Live rows of `status` (a pending code not expired; every approval), newest first."""
+        ...
+
+    async def pairing_revoke(self, channel: str, user_id: str) -> bool:
+        """Forgets an approval (the sender's next message pairs anew); False: none was there."""
+        ...
+
+    async def pairing_untold(self, channels: Collection[str], now: float) -> list[PairingRow]:
+        """Approvals on `channels` whose sender nobody has been told of yet, taken for telling."""
+        ...
+
+
+class ApprovalRecords(Protocol):
+    """The `approvals` and `approval_grants` tables (bot/storage/approvals.py): calls asked
+    about before they run, each decided once and used once, and "always allow" grants."""
+
+    async def create_approval(self, row: ApprovalRow) -> ApprovalRow: ...
+
+    async def approval(self, approval_id: str) -> ApprovalRow | None: ...
+
+    async def approval_for_call(self, turn_id: str, call_id: str) -> ApprovalRow | None: ...
+
+    async def decide_approval(
+        self, approval_id: str, *, status: str, decision: str, by: str, at: float
+    ) -> ApprovalRow | None:
+        """The decided row; None when it was not pending any more (decided once)."""
+        ...
+
+    async def use_approval(self, approval_id: str) -> bool:
+        """`allowed` -> `used`; False when it was used already (the call runs once)."""
+        ...
+
+    async def set_approval_notice(self, approval_id: str, notice: str) -> None: ...
+
+    async def pending_approvals(self, conversation_key: str) -> list[ApprovalRow]: ...
+
+    async def expired_approvals(self, now: float) -> list[ApprovalRow]: ...
+
+    async def unresumed_approvals(self, before: float) -> list[ApprovalRow]:
+        """Decided before `before`, its turn still `waiting` (the decider died first)."""
+        ...
+
+    async def next_approval_expiry(self) -> float | None: ...
+
+    async def grant_approval(
+        self, conversation_key: str, tool_name: str, target: str, *, by: str, at: float
+    ) -> None: ...
+
+    async def approval_granted(
+        self, conversation_key: str, tool_name: str, target: str
+    ) -> bool: ...
+
+
+class ScheduleRecords(Protocol):
+    """The `schedules` table (bot/storage/schedules.py): scheduled messages, each occurrence
+    claimed by one process with a fence."""
+
+    async def add_schedule(
+        self, row: ScheduleRow, *, max_per_user: int, max_per_conversation: int
+    ) -> Refusal | None: ...
+
+    async def get_schedule(self, schedule_id: str) -> ScheduleRow | None: ...
+
+    async def conversation_schedules(self, conversation_key: str) -> list[ScheduleRow]: ...
+
+    async def recent_schedules(self, limit: int = 100) -> list[ScheduleRow]: ...
+
+    async def cancel_schedule(self, schedule_id: str, note: str) -> bool: ...
+
+    async def claim_due_schedules(self, limit: int, lease_s: float) -> list[ScheduleRow]: ...
+
+    async def schedules_sending(self, marks: Sequence[tuple[str, int, str]]) -> set[str]: ...
+
+    async def extend_schedule_leases(
+        self, held: Sequence[tuple[str, int]], lease_s: float
+    ) -> set[str]: ...
+
+    async def settle_schedules(self, settles: Sequence[Settle]) -> set[str]: ...
+
+    async def next_schedule_in(self) -> float | None: ...
 
 
 class HandoffRecords(Protocol):

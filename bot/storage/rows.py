@@ -16,6 +16,31 @@ from content.parts import Part
 
 
 @dataclass(frozen=True, slots=True)
+class ApprovalRow:
+    """A call asked about before it runs (bot/approvals/): `status` is `pending`, then
+    `allowed` (until the call runs: `used`), `denied`, `expired` or `dismissed`; `decision`
+    what was pressed (`once`, `always`, `deny`, ...); `notice` the operator place's message."""
+
+    id: str
+    turn_id: str
+    session_id: str
+    call_id: str
+    tool_name: str
+    arguments: str  # JSON object, as the model sent it
+    target: str  # what the call acts on ("" none): the scope of an "always allow"
+    conversation_key: str
+    channel: str
+    user_id: str
+    status: str
+    decision: str | None
+    decided_by: str | None
+    created_at: float  # unix seconds
+    expires_at: float
+    decided_at: float | None
+    notice: str | None
+
+
+@dataclass(frozen=True, slots=True)
 class ConversationStateRow:
     """A conversation's routing state (bot/routing): its mode (e.g. `agent`, `human`), who it is
     assigned to, its settings, and `version`, which each save moves on by one."""
@@ -197,6 +222,27 @@ class TurnUsage:
     model_calls: int
     input_tokens: int
     output_tokens: int
+
+
+@dataclass(frozen=True, slots=True)
+class PairingRow:
+    """An unknown sender's pairing (the `pairings` table): pending with a code, approved or
+    denied. `chat` is where the sender is told (a chat record, JSON); times are unix seconds."""
+
+    channel: str
+    user_id: str
+    code: str
+    status: str  # pending | approved | denied
+    chat: str
+    user_name: str | None
+    language: str | None
+    created_at: float
+    expires_at: float  # pending: the code's end; denied: when the sender may ask again
+    sent_at: float  # when the code last went to the sender
+    attempts: int  # the sender's messages while this row stood
+    decided_at: float | None
+    decided_by: str | None
+    notified_at: float | None  # when a process took the approval notice to send
 
 
 @dataclass(frozen=True, slots=True)

@@ -16,7 +16,8 @@ from bot.storage import ddl
 SESSION_STATUSES = frozenset(
     {"active", "closed", "running", "completed", "failed", "killed", "timeout"}
 )
-TURN_STATUSES = frozenset({"running", "completed", "failed", "stopped"})
+# waiting: paused for a person's approval (bot/approvals/), resumed once it is answered
+TURN_STATUSES = frozenset({"running", "completed", "failed", "stopped", "waiting"})
 
 
 _SECOND: list[Any] = [-1, ""]  # the last whole second `now` formatted, and its text

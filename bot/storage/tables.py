@@ -118,7 +118,62 @@ conversation_states = sa.Table(
     _col("assignee", Text), _col("settings", Text, null=False),  # a JSON object
     _col("version", Int, null=False), _col("updated_at", Float, null=False),  # unix seconds
 )
-# handoff to a person: one row per request (bot/handoff/), and its audited actions
+# v12: pairing codes of unknown senders and the senders approved (bot/storage/pairings.py);
+# one row per sender of a channel instance; times are unix seconds, `chat` a JSON chat record
+pairings = sa.Table(
+    "pairings", metadata,
+    _col("channel", Text, primary_key=True), _col("user_id", Text, primary_key=True),
+    _col("code", Text, null=False), _col("status", Text, null=False),
+    _col("chat", Text, null=False), _col("user_name", Text), _col("language", Text),
+    _col("created_at", Float, null=False), _col("expires_at", Float, null=False),
+    _col("sent_at", Float, null=False), _col("attempts", Int, null=False),
+    _col("decided_at", Float), _col("decided_by", Text), _col("notified_at", Float),
+    sa.Index("idx_pairings_code", "code"),
+    sa.Index("idx_pairings_untold", "status", "notified_at"),  # approvals to tell, every 2 s
+)
+# v13: approvals before sensitive tools (bot/approvals/): one row per call asked about, used
+# once; and the "always allow" grants of a conversation, per tool and target
+approvals = sa.Table(
+    "approvals", metadata,
+    _col("id", Text, primary_key=True), _col("turn_id", Text, null=False),
+    _col("session_id", Text, null=False), _col("call_id", Text, null=False),
+    _col("tool_name", Text, null=False), _col("arguments", Text, null=False),  # JSON object
+    _col("target", Text, null=False), _col("conversation_key", Text, null=False),
+    _col("channel", Text, null=False), _col("user_id", Text, null=False),
+    _col("status", Text, null=False), _col("decision", Text), _col("decided_by", Text),
+    _col("created_at", Float, null=False), _col("expires_at", Float, null=False),
+    _col("decided_at", Float), _col("notice", Text),  # JSON: the operator place's message
+    sa.Index("idx_approvals_call", "turn_id", "call_id", unique=True),
+    sa.Index("idx_approvals_pending", "status", "expires_at"),
+    sa.Index("idx_approvals_conversation", "conversation_key", "status"),
+)
+approval_grants = sa.Table(
+    "approval_grants", metadata,
+    _col("conversation_key", Text, primary_key=True), _col("tool_name", Text, primary_key=True),
+    _col("target", Text, primary_key=True), _col("granted_by", Text, null=False),
+    _col("granted_at", Float, null=False),
+)
+# v14: schedules (bot/schedules/): a message or a task to send later, once or again and again.
+# `next_at` is the due time (unix s; null once finished); `occurrence` counts the fired ones;
+# `fence` moves on with every claim, and only the holder of the newest fence may record what
+# its claim did (`sending`: the occurrence in flight, `lease_until`: its claim's end)
+schedules = sa.Table(
+    "schedules", metadata,
+    _col("id", Text, primary_key=True), _col("conversation_key", Text, null=False),
+    _col("chat", Text, null=False),  # a JSON chat record (bot/storage/turns.py chat_record)
+    _col("user_id", Text, null=False), _col("kind", Text, null=False),  # text | task
+    _col("body", Text, null=False), _col("spec", Text, null=False),  # the `when`, normalized
+    _col("timezone", Text, null=False), _col("missed", Text, null=False),  # late | skip
+    _col("status", Text, null=False),  # active | done | cancelled | disabled
+    _col("next_at", Float), _col("occurrence", Int, null=False),
+    _col("fence", Int, null=False), _col("lease_until", Float), _col("sending", Text),
+    _col("failures", Int, null=False), _col("note", Text), _col("language", Text),
+    _col("created_at", Float, null=False), _col("fired_at", Float),
+    sa.Index("idx_schedules_due", "status", "next_at"),
+    sa.Index("idx_schedules_conversation", "conversation_key"),
+    sa.Index("idx_schedules_user", "user_id"),
+)
+# v15: handoff to a person: one row per request (bot/handoff/), and its audited actions
 handoffs = sa.Table(
     "handoffs", metadata,
     _col("id", Text, primary_key=True), _col("conversation_key", Text, null=False),

@@ -68,10 +68,17 @@ _LATEST_CONVERSATION = Query(
     .order_by(_NEWEST_FIRST)
     .limit(1)
 )
+# A turn that was `waiting` for approval goes on without counting as a crash's resumption (its
+# attempts stay as they were: 0 for a turn no crash interrupted).
 _RESUME = Query(
     sa.update(T)
-    .values(resume_attempts=T.c.resume_attempts + 1)
-    .where(T.c.id == sa.bindparam("turn_id"), T.c.status == "running")
+    .values(
+        resume_attempts=sa.case(
+            (T.c.status == "running", T.c.resume_attempts + 1), else_=T.c.resume_attempts
+        ),
+        status="running",
+    )
+    .where(T.c.id == sa.bindparam("turn_id"), T.c.status.in_(("running", "waiting")))
 )
 _TURN_AND_CALLER = Query(
     sa.select(T, S.c.user_id, S.c.agent_id)

@@ -17,6 +17,7 @@ from tools.builtin.payment import create_payment
 from tools.builtin.rates import get_exchange_rate
 from tools.builtin.search import web_search
 from tools.registry import ToolRegistry
+from tools.schedules import cancel_schedule, list_schedules, schedule_message
 from tools.settings import IntakeSettings
 
 
@@ -37,6 +38,9 @@ def builtin_registry(intake: IntakeSettings | None = None) -> ToolRegistry:
             intake_tool(intake),
             create_payment,
             fetch_news,
+            schedule_message,
+            list_schedules,
+            cancel_schedule,
             transfer_to_human,
         ]
     )

@@ -20,7 +20,7 @@ def _zone_names_by_lower() -> dict[str, str]:
     return {name.lower(): name for name in zoneinfo.available_timezones()}
 
 
-def _zone(name: str) -> zoneinfo.ZoneInfo:
+def zone_named(name: str) -> zoneinfo.ZoneInfo:
     key = name.strip()
     key = _ALIASES.get(key.lower()) or key
     try:
@@ -46,7 +46,7 @@ async def get_current_datetime(
             the user's default zone when omitted.
         format: 'full' for date, time, weekday and UTC offset; 'date' or 'time' for less.
     """
-    zone = _zone(timezone or ctx.deps.default_timezone)
+    zone = zone_named(timezone or ctx.deps.default_timezone)
     now = datetime.now(zone)
     offset = now.strftime("%z")
     fields = {

@@ -55,7 +55,7 @@ def _payment_url(config: PaymentSettings, order: dict[str, object]) -> str | Non
     return config.provider_url.format(**{k: str(v) for k, v in order.items()})
 
 
-@tool(destructive=False, open_world=False)
+@tool(destructive=False, open_world=False, approval=True)
 async def create_payment(ctx: ToolContext, service: str, category: str, method: str) -> ToolResult:
     """Create a payment order for a paid service and show the user a QR code to pay it.
 

@@ -39,6 +39,15 @@ def annotations_of(tool: types.Tool) -> ToolAnnotations:
     )
 
 
+def marked_destructive(tool: types.Tool) -> bool:
+    """Whether the server says in so many words that the tool may destroy (`destructiveHint`
+    true, not read-only): such a call waits for a person's yes. A tool with no hints is not
+    asked about (MCP's default would ask before every call of every unannotated tool: the
+    "too many prompts" users of other gateways complain of)."""
+    hints = tool.annotations
+    return hints is not None and hints.destructive_hint is True and not hints.read_only_hint
+
+
 class Catalog:
     """The tools of one server, as last listed."""
 
@@ -96,6 +105,7 @@ class Catalog:
                     annotations_of(tool),
                     status=f"Using {tool.title or tool.name} ({self._server})",
                     timeout_s=config.call_timeout_s,
+                    approval=marked_destructive(tool),
                 )
             )
         if tuple(infos) != self.infos:

@@ -12,8 +12,13 @@ function createAnswers(ui, o, log, sendFrame) {
     var node = el("div", "cgw-msg cgw-bot cgw-pending");
     var body = el("div", "cgw-body");
     var work = el("ul", "cgw-work");
-    node.append(botHeader(o, at), body, work);
-    bot = { id: id, node: node, body: body, work: work, lines: new Map(), done: false };
+    // three dots that bounce while the answer is written (still under reduced motion)
+    var typing = el("span", "cgw-typing");
+    typing.setAttribute("role", "img");
+    typing.setAttribute("aria-label", t.typing);
+    typing.append(el("i"), el("i"), el("i"));
+    node.append(botHeader(o, at), body, typing, work);
+    bot = { id: id, node: node, body: body, typing: typing, work: work, lines: new Map(), done: false };
     bots.set(id, bot);
     log.show(node);
     return bot;
@@ -50,7 +55,17 @@ function createAnswers(ui, o, log, sendFrame) {
   function complete(bot, frame, replayed) {
     bot.done = true;
     bot.node.classList.remove("cgw-pending");
-    render(bot, frame.text);
+    bot.typing.remove();
+    var text = String(frame.text || "");
+    if (frame.stopped === true) {  // what it showed stays; its last paragraph is the mark
+      var cut = text.lastIndexOf("\n\n");
+      var mark = el("p", "cgw-stopped-mark");
+      mark.append(icon("stop"), el("span", "", text.slice(cut + 2).replace(/^\u23F9\s*/, "")));
+      text = cut < 0 ? "" : settleMarkdown(text.slice(0, cut));  // cut mid-markup: closed
+      bot.node.classList.add("cgw-stopped");
+    }
+    render(bot, text);
+    if (mark) bot.body.append(mark);  // in the answer it ends, read with it
     var names = Array.from(bot.lines.values(), function (line) { return line.label; });
     names = names.filter(function (name, i) { return names.indexOf(name) === i; });
     if (names.length && !bot.used) {  // the work, folded away under the answer

@@ -2,7 +2,7 @@
 
 var STRINGS = {
   en: { title: "Chat", open: "Open chat", close: "Close chat", input: "Write a message",
-    placeholder: "Write a message…", send: "Send", stop: "Stop the answer",
+    placeholder: "Write a message…", send: "Send", stop: "Stop the answer", stopLabel: "Stop", typing: "Typing",
     newChat: "New conversation", connecting: "Connecting…", online: "Online",
     personReplying: "{name} (a person) is replying", personAsked: "Waiting for a person to join…",
     offline: "Offline: messages wait until you are back", reconnecting: "Reconnecting…",
@@ -19,7 +19,7 @@ var STRINGS = {
     record: "Record a voice message", stopRecording: "Stop recording and send", recording: "Recording",
     micUnavailable: "This browser cannot record audio", micDenied: "The microphone is not allowed" },
   de: { title: "Chat", open: "Chat öffnen", close: "Chat schließen", input: "Nachricht schreiben",
-    placeholder: "Nachricht schreiben…", send: "Senden", stop: "Antwort anhalten",
+    placeholder: "Nachricht schreiben…", send: "Senden", stop: "Antwort anhalten", stopLabel: "Anhalten", typing: "Schreibt",
     newChat: "Neues Gespräch", connecting: "Verbinde…", online: "Online",
     personReplying: "{name} (eine Person) antwortet", personAsked: "Warte, bis eine Person übernimmt…",
     offline: "Offline: Nachrichten warten, bis Sie wieder online sind",
@@ -38,7 +38,7 @@ var STRINGS = {
     micUnavailable: "Dieser Browser kann keinen Ton aufnehmen", micDenied: "Das Mikrofon ist nicht erlaubt" },
   fr: { title: "Discussion", open: "Ouvrir la discussion", close: "Fermer la discussion",
     input: "Écrire un message", placeholder: "Écrire un message…", send: "Envoyer",
-    stop: "Arrêter la réponse", newChat: "Nouvelle conversation", connecting: "Connexion…",
+    stop: "Arrêter la réponse", stopLabel: "Arrêter", typing: "En train d'écrire", newChat: "Nouvelle conversation", connecting: "Connexion…",
     online: "En ligne", offline: "Hors ligne : les messages attendent votre retour",
     personReplying: "{name} (une personne) vous répond", personAsked: "En attente d'une personne…",
     reconnecting: "Reconnexion…", sending: "Envoi…", sent: "Envoyé",

@@ -112,12 +112,17 @@ function buildPanel(root, o) {
   titles.append(el("h2", "cgw-title", o.title));
   ui.state = el("span", "cgw-state", t.connecting);
   titles.append(ui.state);
-  ui.stopButton = iconButton("cgw-stop", "stop", t.stop);
+  // Stop, labelled, where the eyes are while an answer runs: above the composer
+  ui.stopButton = el("button", "cgw-button cgw-stop");
+  ui.stopButton.type = "button";
+  ui.stopButton.setAttribute("aria-label", t.stop);
+  ui.stopButton.title = t.stop;
+  ui.stopButton.append(icon("stop"), el("span", "", t.stopLabel));
   ui.stopButton.hidden = true;
   // a pen, not a "+": a "+" reads as "add" or "attach", not "start a new conversation"
   ui.newButton = iconButton("cgw-new", "compose", t.newChat);
   ui.closeButton = iconButton("cgw-close", "close", t.close);
-  head.append(titles, ui.stopButton, ui.newButton);
+  head.append(titles, ui.newButton);
   if (!o.inline) head.append(ui.closeButton);
   ui.banner = el("div", "cgw-banner");
   ui.banner.setAttribute("role", "alert");
@@ -159,7 +164,8 @@ function buildPanel(root, o) {
   ui.micState.setAttribute("role", "status");
   ui.micState.hidden = true;
   ui.form.append(ui.attach, ui.picker, ui.input, ui.mic, ui.send);
-  ui.panel.append(head, ui.banner, ui.person, ui.log, ui.live, ui.chips, ui.micState, ui.fileError, ui.form);
+  ui.panel.append(head, ui.banner, ui.person, ui.log, ui.live, ui.stopButton, ui.chips, ui.micState,
+    ui.fileError, ui.form);
   root.append(ui.panel);
   if (!o.inline) root.append(ui.launcher);
   return ui;

@@ -27,14 +27,17 @@ from aiohttp import web
 
 from agent.personas import PersonaLibrary
 from bot.handoff.desk import HandoffDesk
+from bot.ops.admin.approvals import AdminApprovals, ApprovalConsole
 from bot.ops.admin.client import ClientAddress
 from bot.ops.admin.operators import NAME_COOKIE, OperatorConsole, operator_name, page_number
+from bot.ops.admin.pairing import PairingDesk, PairingPage
+from bot.ops.admin.schedules import AdminSchedules
 from bot.ops.admin.throttle import SignInThrottle
 from bot.ops.health import ChannelStates
 from bot.reports.sessions_view import find_session, session_tree
 from bot.reports.usage import usage_report
 from bot.runtime.config.schema import AdminConfig, ModelPrice
-from bot.storage.roles import AdminViewRecords
+from bot.storage.roles import AdminViewRecords, ScheduleRecords
 from tools.mcp.state import ServerState
 
 COOKIE = "bot_admin"
@@ -70,6 +73,9 @@ class AdminSources:
     channels: Callable[[], list[str]]
     prices: Mapping[str, ModelPrice]
     tool_servers: Callable[[], Mapping[str, ServerState]] = dict  # the MCP servers, by name
+    pairing: PairingDesk | None = None  # the pairing section (bot/ops/admin/pairing.py)
+    approvals: ApprovalConsole | None = None  # requests waiting for a yes (bot/approvals/)
+    schedules: ScheduleRecords | None = None  # scheduled messages (bot/ops/admin/schedules.py)
     handoff: HandoffDesk | None = None  # operators answer users here (None: read-only)
 
 
@@ -80,6 +86,8 @@ class AdminView:
         self._token = config.token.encode()
         # the cookie proves the token without holding it (a copied cookie jar leaks no token)
         self._cookie = hmac.new(self._token, b"bot admin cookie", hashlib.sha256).hexdigest()
+        # what the pages' forms carry back (CSRF): only a page this server rendered has it
+        self._form_token = hmac.new(self._token, b"bot admin form", hashlib.sha256).hexdigest()
         self._allow_remote = config.allow_remote
         self._clients = ClientAddress(config.trusted_proxies)
         self._throttle = SignInThrottle()
@@ -99,13 +107,38 @@ class AdminView:
             self.console = OperatorConsole(
                 sources.handoff, sources.store, self._guard, self._page, lambda _: self._csrf
             )
+        sections = (
+            ("Approvals", "/admin/approvals", sources.approvals),
+            ("Pairing", "/admin/pairing", sources.pairing),
+            ("Schedules", "/admin/schedules", sources.schedules),
+        )
+        self.nav += [(label, path) for label, path, source in sections if source is not None]
         self.nav.append(("System", "/admin#system"))
 
     def install(self, app: web.Application) -> None:
         app.router.add_get("/admin", self._guard(self._index))
         app.router.add_get("/admin/sessions/{session_id}", self._guard(self._session))
+        if self.sources.approvals is not None:
+            forms = hmac.new(self._token, b"bot admin forms", hashlib.sha256).hexdigest()
+            AdminApprovals(self.sources.approvals, forms, self._page).install(app, self._guard)
         app.router.add_get("/admin/login", self._login_form)
         app.router.add_post("/admin/login", self._login)
+        if self.sources.pairing is not None:
+            section = PairingPage(
+                self.sources.pairing,
+                guard=self._guard,
+                page=self._page,
+                form_token=self._form_token,
+            )
+            section.install(app)
+        if self.sources.schedules is not None:
+            schedules = AdminSchedules(
+                self.sources.schedules,
+                guard=self._guard,
+                page=self._page,
+                form_token=self._form_token,
+            )
+            schedules.install(app)
         app.router.add_get("/admin/static/{name:admin.css|console.js}", self._static)
         if self.console is not None:
             self.console.install(app)

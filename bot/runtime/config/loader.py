@@ -11,6 +11,7 @@ from typing import Any
 import yaml
 from pydantic import BaseModel, ValidationError
 
+from bot.runtime.config.choices import check_choices
 from bot.runtime.config.env import expand_env
 from bot.runtime.config.errors import ConfigError, describe, show
 from bot.runtime.config.instances import check_instances, single_instance_loc
@@ -104,6 +105,7 @@ def _validate(
         override_server(expanded, env, *server)
         config = follow_server(Config.model_validate(expanded))
         check_instances(config.channels)
+        check_choices(config)
         _check_urls(config, data)
         _check_folders(config, folder)
     except ValidationError as exc:  # before ValueError, which it is

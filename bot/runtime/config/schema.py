@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ipaddress
+import re
 from collections.abc import Iterator
 from typing import Any, Literal, get_args, get_origin
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
@@ -15,8 +16,11 @@ from adapters.feishu.config import FeishuConfig
 from adapters.slack.config import SlackConfig
 from adapters.telegram.config import TelegramConfig
 from adapters.websocket.config import WebsocketConfig
+from bot.runtime.config.choices import ModelChoice
+from bot.runtime.config.choices import ModelPrice as ModelPrice  # where it always was
 from bot.runtime.config.handoff import HandoffConfig
 from bot.runtime.config.instances import INSTANCE_KINDS, INSTANCES, as_instances
+from bot.schedules.settings import SchedulesConfig
 from content.texts import LANGUAGES, negotiate
 from tools.mcp.settings import McpSettings
 from tools.settings import KnowledgeSettings, ToolsSettings
@@ -121,6 +125,8 @@ class LLMConfig(_Section):
     # how many of a history's newest images go to the model again as images; older ones go as
     # their description (agent/providers/image_plan.py)
     media_history_images: int = Field(4, ge=0, le=100)
+    # the models a conversation may switch to with /model (bot/runtime/config/choices.py)
+    choices: list[ModelChoice] = []
 
 
 class AgentConfig(_Section):
@@ -163,11 +169,25 @@ class GatewayConfig(_Section):
         return ours
 
 
-class ModelPrice(_Section):
-    """US dollars (or any one currency) per million tokens."""
+class PairingConfig(_Section):
+    """Codes for unknown senders on channel instances with `dm_policy: pairing`."""
 
-    input_per_mtok: float = Field(ge=0)
-    output_per_mtok: float = Field(ge=0)
+    ttl_s: float = Field(3600, gt=0, le=30 * 86400)  # how long a code waits for an admin
+    max_pending: int = Field(10, ge=1, le=1000)  # live codes per instance; more senders wait
+    resend_s: float = Field(60, ge=0)  # a pending code is sent again at most this often
+    deny_s: float = Field(86400, ge=0)  # a denied sender gets no new code for this long
+    # slack:<instance>/<channel id>: each new code posted there with Approve / Deny buttons
+    place: str | None = None
+    approvers: list[str] = []  # who may press them there (platform user ids); empty: anyone
+
+    @field_validator("place")
+    @classmethod
+    def _place(cls, value: str | None) -> str | None:
+        if value and not re.fullmatch(r"[a-z]+:[a-z0-9][a-z0-9_-]{0,31}/\S+", value):
+            raise ValueError(
+                f"{value!r}: expected slack:<instance>/<channel id>, such as slack:slack/C0123ABCD"
+            )
+        return value or None
 
 
 class UsageConfig(_Section):
@@ -182,6 +202,9 @@ class QuotaLimits(_Section):
     turns_per_day: int | None = Field(None, ge=0)
     tokens_per_minute: int | None = Field(None, ge=0)
     tokens_per_day: int | None = Field(None, ge=0)
+    # past this share of any limit above, the conversation moves to `quotas.soft_model` and
+    # no specialist is dispatched (the user told once); None: no soft limit
+    soft_ratio: float | None = Field(None, gt=0, lt=1)
 
 
 class QuotasConfig(_Section):
@@ -191,6 +214,9 @@ class QuotasConfig(_Section):
     per_address: QuotaLimits = QuotaLimits()
     per_api_key: QuotaLimits = QuotaLimits()
     exempt_users: list[str] = []  # user ids, or `channel:user_id`
+    soft_model: str | None = None  # the llm.choices name past a scope's soft_ratio
+    # a day whose spend is more than this many times its 7-day median is an alert (0: off)
+    cost_alert_factor: float = Field(3.0, ge=0)
 
     @field_validator("exempt_users")
     @classmethod
@@ -203,6 +229,27 @@ class QuotasConfig(_Section):
                     "(websocket:u:<user_id>) instead"
                 )
         return users
+
+
+class ApprovalsConfig(_Section):
+    """Approvals before sensitive tools (bot/approvals/)."""
+
+    tools: list[str] = []  # names or globs asked about in every persona, e.g. mcp__github__*
+    # tools that declare approval (create_payment) but run unasked here: the payment provider
+    # confirms each payment itself, say (approvals.tools and a persona's approve: still ask)
+    exempt: list[str] = []
+    approvers: list[str] = []  # `<channel>:<user id>` or a bare user id; empty: the user
+    timeout_s: float = Field(300, gt=0, le=7 * 86400)  # unanswered this long: denied
+    place: str | None = None  # slack:<instance>/<channel id>: approvers are asked there
+
+    @field_validator("place")
+    @classmethod
+    def _slack_channel(cls, value: str | None) -> str | None:
+        if value is not None and not re.match(r"^slack:[A-Za-z0-9_.-]+/[A-Z0-9]+$", value):
+            raise ValueError(
+                f"{value!r} is not slack:<instance>/<channel id> (e.g. slack:slack/C0123456789)"
+            )
+        return value
 
 
 class AdminConfig(_Section):
@@ -287,6 +334,7 @@ class SttConfig(_Section):
 
 class PersonasConfig(_Section):
     dirs: list[str] = ["personas"]
+    switchable: list[str] = []  # personas a conversation may switch to with /persona
 
 
 class ChannelsConfig(_Section):
@@ -315,6 +363,7 @@ class Config(_Section):
     llm: LLMConfig = LLMConfig()
     agent: AgentConfig = AgentConfig()
     gateway: GatewayConfig = GatewayConfig()
+    pairing: PairingConfig = PairingConfig()  # codes for unknown senders (dm_policy: pairing)
     personas: PersonasConfig = PersonasConfig()
     channels: ChannelsConfig = ChannelsConfig()
     knowledge: KnowledgeSettings = KnowledgeSettings()  # defined beside the tools that read it
@@ -325,6 +374,8 @@ class Config(_Section):
     stt: SttConfig = SttConfig()  # speech to text (voice notes); off while stt.base_url is null
     mcp: McpSettings = McpSettings()  # tool servers, defined beside the MCP source
     admin: AdminConfig = AdminConfig()
+    approvals: ApprovalsConfig = ApprovalsConfig()
+    schedules: SchedulesConfig = SchedulesConfig()  # scheduled messages (bot/schedules/)
     handoff: HandoffConfig = HandoffConfig()  # a person takes over (bot/handoff/)
 
 

@@ -1,0 +1,209 @@
+"""Benchmark: how fast a stop stops the work, from the press to what the fakes observe.
+
+Each run is the turn of tests/stop_kit.py: the coordinator's slow MCP call (the demo server over
+stdio), a background specialist in a slow MCP call, a foreground specialist whose model stream
+the fake OpenAI server holds open (the real SDK streams from it). Once all of it runs, the user
+stops it, and the run measures from the press to:
+
+  (a) closed     the fake model server saw the held stream's connection closed;
+  (b) killed     the last of the two specialists' tasks ended (cancelled);
+  (c) marked     the user's client saw the answer end stopped: the widget's `message.completed`
+                 with `stopped: true`, or on Telegram the placeholder edited to the stop mark
+                 (the fake Bot API's record of the edit). That edit keeps to Telegram's one
+                 call a second per chat (the fake answers 429 past it): pressed within a second
+                 of the chat's last call, it waits for the budget. `telegram*` rows are runs
+                 pressed once the chat was a second quiet: the gateway's own delay.
+
+for the widget (its `stop` frame on the web socket) and for `/stop` on Telegram (the real aiogram
+client against tests/telegram_fake.py, webhook mode: the fake posts the update). Prints p50 and
+p99 per channel and measure; the goal is 200 ms p99 for each.
+
+    python bench/stop_bench.py [--runs 100]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import logging
+import sys
+import tempfile
+import time
+import uuid
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+
+import aiohttp
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from bench.percentiles import ms
+from bot.pipeline.turn import STOPPED
+from bot.runtime.app import App
+from bot.runtime.config import load_config
+from tests.stop_kit import StopModel, log_count, sections
+from tests.telegram_fake import TOKEN, FakeBotAPI
+
+GOAL_MS = 200.0
+ORIGIN = "http://127.0.0.1:8080"
+MEASURES = ("closed", "killed", "marked")
+
+Press = Callable[[], Awaitable[Callable[[], Awaitable[float]]]]
+
+
+class Bench:
+    def __init__(self, app: App, model: StopModel, log: Path) -> None:
+        self.app, self.model, self.log = app, model, log
+
+    async def run(
+        self,
+        start: Callable[[], Awaitable[None]],
+        press: Press,
+        before: Callable[[], Awaitable[None]] | None = None,
+    ) -> tuple[float, ...]:
+        """One turn started, stopped once all its work runs (and `before` returned); the three
+        delays in seconds."""
+        model, requests, closed = self.model, len(self.model.requests), len(self.model.closed)
+        slow = log_count(self.log, "slow started")
+        await start()
+        await model.wait_requests(requests + 3, timeout=60)
+        async with asyncio.timeout(60):
+            while log_count(self.log, "slow started") < slow + 2:  # noqa: ASYNC110 (a child's log)
+                await asyncio.sleep(0.005)
+        tasks = [
+            t.task for t in self.app.workers.tasks.values() if t.status == "running" and t.task
+        ]
+        assert len(tasks) == 2, tasks
+        ended: list[float] = []
+        for task in tasks:
+            task.add_done_callback(lambda _: ended.append(time.monotonic()))
+        if before is not None:
+            await before()
+        pressed = time.monotonic()
+        marked = await press()
+        seen = await marked()
+        await model.wait_closed(closed + 1, timeout=60)
+        await asyncio.wait(tasks)
+        await self.app.gateway.wait_idle()
+        return model.closed[closed] - pressed, max(ended) - pressed, seen - pressed
+
+
+async def widget(bench: Bench, session: aiohttp.ClientSession) -> tuple[float, ...]:
+    ws = await session.ws_connect(f"{bench.app.url}/ws", headers={"Origin": ORIGIN})
+    try:
+        await ws.send_json({"type": "hello", "visitor_id": f"bench-{uuid.uuid4().hex[:12]}"})
+        while (await ws.receive_json())["type"] != "ready":
+            pass
+
+        async def start() -> None:
+            await ws.send_json({"type": "message", "text": "do all the work"})
+
+        async def press() -> Callable[[], Awaitable[float]]:
+            await ws.send_json({"type": "stop"})
+
+            async def marked() -> float:
+                while True:
+                    frame = await ws.receive_json(timeout=60)
+                    if frame["type"] == "message.completed" and frame.get("stopped"):
+                        return time.monotonic()
+
+            return marked
+
+        return await bench.run(start, press)
+    finally:
+        await ws.close()
+
+
+async def telegram(
+    bench: Bench, fake: FakeBotAPI, chat: int, *, budget_free: bool = False
+) -> tuple[float, ...]:
+    """`budget_free`: pressed once the chat's last call is a second old, so the stop's edit
+    need not wait for Telegram's one call a second per chat (the gateway keeps to it)."""
+
+    async def quiet() -> None:
+        while time.monotonic() - fake.to_chat(chat)[-1].at < fake.interval_s + 0.05:  # noqa: ASYNC110
+            await asyncio.sleep(0.01)
+
+    async def start() -> None:
+        fake.push(fake.message(chat, "do all the work"))
+
+    async def press() -> Callable[[], Awaitable[float]]:
+        entities = [{"type": "bot_command", "offset": 0, "length": 5}]
+        fake.push(fake.message(chat, "/stop", entities=entities))
+
+        async def marked() -> float:
+            await fake.wait_for(
+                lambda: any(
+                    c == chat and STOPPED in text for (c, _), text in fake.messages.items()
+                ),
+                timeout=60,
+            )
+            return time.monotonic()
+
+        return marked
+
+    return await bench.run(start, press, quiet if budget_free else None)
+
+
+async def main(runs: int) -> None:
+    logging.basicConfig(level=logging.ERROR)
+    fake = FakeBotAPI()  # Telegram's own limits: one edit a second per chat
+    await fake.start()
+    try:
+        async with StopModel("work") as model:
+            with tempfile.TemporaryDirectory() as data:
+                folder, log = Path(data), Path(data) / "mcp.log"
+                config = sections(folder, model, log)
+                config["channels"] = {
+                    "websocket": {"rate_limit_per_minute": 100_000},
+                    "telegram": {"enabled": True, "token": TOKEN, "api_base": fake.url},
+                }
+                config["server"] = {"port": 0, "public_url": "https://bot.example.com"}
+                config["storage"] = {"path": str(folder / "bench.db")}
+                path = folder / "config.yaml"
+                path.write_text(json.dumps(config))
+                app = App(load_config(path, env={}), base_dir=folder)
+                async with app, aiohttp.ClientSession() as session:
+                    await app.mcp.servers["demo"].wait_for(lambda s: s.ready)
+                    bench = Bench(app, model, log)
+                    results: dict[str, list[tuple[float, ...]]] = {
+                        "widget": [],
+                        "telegram": [],
+                        "telegram*": [],
+                    }
+                    for n in range(runs):
+                        results["widget"].append(await widget(bench, session))
+                        results["telegram"].append(await telegram(bench, fake, 5000 + n))
+                        results["telegram*"].append(
+                            await telegram(bench, fake, 9000 + n, budget_free=True)
+                        )
+                    report(results, runs)
+    finally:
+        await fake.close()
+
+
+def report(results: dict[str, list[tuple[float, ...]]], runs: int) -> None:
+    print(f"stop -> work ended, {runs} runs per channel (goal: p99 <= {GOAL_MS:.0f} ms)")
+    print(f"{'channel':<10} {'measure':<8} {'p50 ms':>8} {'p99 ms':>8} {'max ms':>8}  goal")
+    for channel, rows in results.items():
+        for index, measure in enumerate(MEASURES):
+            values = sorted(row[index] for row in rows)
+            p99 = values[min(len(values) - 1, int(0.99 * len(values)))] * 1000
+            verdict = "ok" if p99 <= GOAL_MS else "MISSED"
+            print(
+                f"{channel:<10} {measure:<8} {ms(values, 0.5):>8} {ms(values, 0.99):>8} "
+                f"{ms(values, 1.0):>8}  {verdict}"
+            )
+    print(
+        "telegram:  pressed whenever the work runs; the stop's edit waits for the chat's budget "
+        "(Telegram: one call a second per chat, shared by previews, typing and finals)\n"
+        "telegram*: pressed once the chat's last call was a second old: the gateway's own part"
+    )
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--runs", type=int, default=100)
+    asyncio.run(main(parser.parse_args().runs))
