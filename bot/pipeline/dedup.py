@@ -8,12 +8,19 @@ platform's retry is answered.
 
 from __future__ import annotations
 
+import asyncio
+import logging
 import time
 from collections import OrderedDict
 from collections.abc import Callable
 from typing import Protocol
 
+from adapters.base import TryLater
 from bot.storage.roles import ClaimRecords
+
+log = logging.getLogger(__name__)
+
+UNCLAIM_RETRIES_S = (0.05, 0.1, 0.2, 0.4, 0.8, 1.6)
 
 
 class Dedup(Protocol):
@@ -90,3 +97,16 @@ class MemoryDedup:
 
     def __len__(self) -> int:
         return len(self._seen)
+
+
+async def release_retrying(dedup: Dedup, event_id: str) -> None:
+    """The event was claimed but could not be queued (Redis went down in between): release
+    the claim, so the redelivery the channel asks for is answered. Retried for a while: the
+    same outage that refused the queue may refuse this too."""
+    for delay in UNCLAIM_RETRIES_S:
+        try:
+            await dedup.release(event_id)
+            return
+        except TryLater:
+            await asyncio.sleep(delay)
+    log.error("event %s was claimed but not queued, and its claim not released", event_id)

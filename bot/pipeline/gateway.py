@@ -28,9 +28,10 @@ from bot.approvals.desk import ApprovalDesk
 from bot.ops.metrics import NO_METRICS, GatewayMetrics
 from bot.pipeline.chat_choice import ChatChoices
 from bot.pipeline.commands import NewCommand, StopCommand
+from bot.pipeline.conversation_sessions import ConversationSessions
 from bot.pipeline.conversation_state import ConversationState, MemoryConversationState
 from bot.pipeline.conversations import ClaimingQueue, ConversationQueue, Held, QueueFull, TurnSignal
-from bot.pipeline.dedup import Dedup
+from bot.pipeline.dedup import Dedup, release_retrying
 from bot.pipeline.gateway_settings import GatewaySettings
 from bot.pipeline.handoff_seam import HandoffSeam
 from bot.pipeline.held import HeldMessages
@@ -67,7 +68,6 @@ __all__ = ["Access", "AccessPolicy", "DefaultAccess", "Gateway", "GatewaySetting
 # in English (tests); said in the conversation's language (bot/pipeline/language.py)
 REFUSAL = t(DEFAULT_LANGUAGE, "gateway.refused")
 QUEUE_FULL = t(DEFAULT_LANGUAGE, "gateway.queue_full")
-UNCLAIM_RETRIES_S = (0.05, 0.1, 0.2, 0.4, 0.8, 1.6)
 NOT_TAKEN = t(DEFAULT_LANGUAGE, "gateway.not_taken")
 
 
@@ -130,14 +130,15 @@ class Gateway:
         self.choices = choices
         self.access = access or DefaultAccess()
         self.pairing = pairing
+        self.sessions = ConversationSessions(turn_log, personas, settings.persona, choices)
         self.languages = ConversationLanguage(
-            self.states, default=settings.language, persona_language=self._persona_language
+            self.states, default=settings.language, persona_language=self.sessions.persona_language
         )
         self.router = Router(
             self.access,
             CommandTable(
                 (
-                    NewCommand(turn_log, self._persona_name),
+                    NewCommand(turn_log, self.sessions.persona_name),
                     StopCommand(conversations, channels, workers),
                     *commands,
                 )
@@ -145,7 +146,7 @@ class Gateway:
         )
         held = HeldMessages(
             history=message_log,
-            session_for=self._held_session,
+            session_for=self.sessions.held_session,
             masker=lambda: user_text_masker(coordinator),
         )
         self.modes: Mapping[str, ModeHandler] = modes or {"waiting": held, "human": held}
@@ -174,7 +175,7 @@ class Gateway:
             turn_log=turn_log,
             personas=personas,
             dedup=dedup,
-            session_for=self._session,
+            session_for=self.sessions.session,
             persona=settings.persona,
             work=work,
             ends=ends,
@@ -315,7 +316,7 @@ class Gateway:
             await self.dedup.release(message.event_id)
             await self._say(message, "gateway.not_taken")
         except TryLater:
-            await self._unclaim(message.event_id)
+            await release_retrying(self.dedup, message.event_id)
             raise  # the channel has it delivered again
         else:
             if mode != "bot":
@@ -337,7 +338,7 @@ class Gateway:
             await self.dedup.release(message.event_id)
             await self._say(message, "gateway.not_taken")
         except TryLater:
-            await self._unclaim(message.event_id)
+            await release_retrying(self.dedup, message.event_id)
             raise
 
     async def _enqueue_new(self, queue: ClaimingQueue, message: InboundMessage) -> None:
@@ -363,18 +364,6 @@ class Gateway:
             raise QueueOverflow(str(exc)) from exc
         await self._say(message, "gateway.queue_full")
 
-    async def _unclaim(self, event_id: str) -> None:
-        """The event was claimed but could not be queued (Redis went down in between): release
-        the claim, so the redelivery the channel asks for is answered. Retried for a while: the
-        same outage that refused the queue may refuse this too."""
-        for delay in UNCLAIM_RETRIES_S:
-            try:
-                await self.dedup.release(event_id)
-                return
-            except TryLater:
-                await asyncio.sleep(delay)
-        log.error("event %s was claimed but not queued, and its claim not released", event_id)
-
     async def resume_turn(self, turn_id: str, control: TurnSignal | None = None) -> str:
         """Finish a turn whose process died (bot/pipeline/resume.py): its final status, or "not
         running". The caller holds its conversation; `control` is what `/stop` reaches."""
@@ -384,30 +373,6 @@ class Gateway:
         """Resume a turn in its conversation's queue (`tag`: which approval it waited on)."""
         event = RESUME_EVENT + turn_id + (f"~{tag}" if tag else "")  # no user: coalesced alone
         await self.conversations.enqueue(InboundMessage(chat, "", "", event))
-
-    async def _session(self, message: InboundMessage, agent_id: str, version: str) -> str:
-        # read every turn (one indexed read), never cached: another process may have run /new
-        return await self.turn_log.active_session(
-            channel=message.chat.channel,
-            conversation_key=message.conversation_key,
-            user_id=message.user_id,
-            agent_id=agent_id,
-            persona_version=version,
-        )
-
-    async def _persona_name(self, message: InboundMessage) -> str:
-        """The agent id of a conversation's sessions: the persona answering it (`/persona`)."""
-        if self.choices is None:
-            return self.personas.get(self.settings.persona.for_channel(message.chat.channel)).name
-        return self.personas.get(await self.choices.persona_for(message)).name
-
-    async def _held_session(self, message: InboundMessage) -> str:
-        persona = self.personas.get(self.settings.persona.for_channel(message.chat.channel))
-        return await self._session(message, persona.name, persona.version)
-
-    def _persona_language(self, channel: str) -> str | None:
-        """The `language:` of the persona answering on a channel, if it sets one."""
-        return self.personas.get(self.settings.persona.for_channel(channel)).language
 
     async def _in_language(self, message: InboundMessage) -> InboundMessage:
         """The message as a command or a mode handler sees it: with its conversation's language."""

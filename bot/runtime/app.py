@@ -29,12 +29,11 @@ from bot.ops.mcp_status import watch_mcp
 from bot.ops.operations import Operations, metrics_enabled
 from bot.pipeline.background import BackgroundResults
 from bot.pipeline.conversations import ConversationQueue
-from bot.pipeline.gateway import Gateway, GatewaySettings
-from bot.pipeline.pairing import PairingGate, PairingNotices
+from bot.pipeline.gateway import Gateway
+from bot.pipeline.pairing import PairingNotices
 from bot.pipeline.quota import Quotas
 from bot.pipeline.recovery import recover_interrupted_turns
-from bot.pipeline.resume import ResumeSettings
-from bot.runtime import chat_wiring, scheduling, wiring
+from bot.runtime import chat_wiring, people_wiring, scheduling, wiring
 from bot.runtime.config import Config, ConfigError
 from bot.runtime.tool_wiring import build_tools
 from bot.runtime.web_server import WebServer
@@ -138,13 +137,12 @@ class App:
         )  # fmt: skip
         deps = wiring.tool_deps(config, self.http, self.knowledge, self.workers, self.blobs,
                                 self.schedules.desk, self.handoff)  # fmt: skip
-        gate, self.approvals = wiring.approvals(
+        gate, self.approvals = people_wiring.approvals(
             config, self.store, self.channels, self.registry, states, serving=web_server
         )
         self.coordinator = wiring.build_coordinator(
             config, served, self.registry, self.store, self.personas, deps, gate
         )
-        agent = config.agent
         # voice notes' speech to text
         self.hearing = wiring.hearing(config, self.blobs, self.ops.speech)
         self.quota_state = wiring.quota_state(self.store, self.redis)
@@ -152,7 +150,7 @@ class App:
         self.choices = chat_wiring.chat_choices(
             config, states, quotas, persona_choice, self.personas, self.models, self.provider.model
         )
-        self.pairing = wiring.pairing_settings(config)  # codes for unknown senders
+        self.pairing = people_wiring.pairing_settings(config)  # codes for unknown senders
         self.pairing_notices = PairingNotices(self.store, self.channels)
         self.gateway = Gateway(
             channels=self.channels,
@@ -162,12 +160,7 @@ class App:
             personas=self.personas,
             dedup=dedup,
             conversations=self.conversations,
-            settings=GatewaySettings(
-                turn_timeout_s=agent.turn_timeout_s,
-                persona=persona_choice,
-                resume=ResumeSettings(agent.resume_max_age_s, agent.resume_max_attempts),
-                language=config.gateway.language,
-            ),
+            settings=wiring.gateway_settings(config, persona_choice),
             access=access,
             workers=self.workers,
             metrics=self.ops.gateway_metrics,
@@ -180,14 +173,8 @@ class App:
             ],
             blobs=self.blobs,
             hearing=self.hearing,
-            pairing=PairingGate(
-                self.store,
-                self.pairing,
-                place=wiring.pairing_place(
-                    config, self.channels, self.store, self.pairing_notices.wake
-                )
-                if web_server  # `bot chat` runs no platform channel to post to
-                else None,
+            pairing=people_wiring.pairing_gate(
+                config, self.channels, self.store, self.pairing_notices, serving=web_server
             ),
             approvals=self.approvals,
             choices=self.choices,
@@ -350,7 +337,9 @@ class App:
             if self.web_server:  # `bot chat` shares a serving bot's folder: that one purges
                 retention = keep_retention(self.blobs, self.config.media.retention_days)
                 group.create_task(retention, name="media-retention")
-            if self.web_server and wiring.pairs(self.config):  # approvals told by serving processes
+            if self.web_server and people_wiring.pairs(
+                self.config
+            ):  # approvals told by serving processes
                 group.create_task(self.pairing_notices.run(), name="pairing-notices")
             for channel in self.channels.values():
                 group.create_task(self._keep_running(channel), name=f"channel:{channel.name}")

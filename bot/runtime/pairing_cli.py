@@ -14,7 +14,7 @@ import time
 from datetime import UTC, datetime
 
 from bot.pipeline.pairing_codes import decide
-from bot.runtime import wiring
+from bot.runtime import people_wiring
 from bot.runtime.config import Config
 from bot.storage import StorageError
 from bot.storage.backends import AnyStore
@@ -43,7 +43,7 @@ async def pairing_command(config: Config, store: AnyStore, args: argparse.Namesp
                 args.code,
                 approve=approve,
                 by=f"cli:{getpass.getuser()}",
-                settings=wiring.pairing_settings(config),
+                settings=people_wiring.pairing_settings(config),
             )
     except StorageError as exc:
         print(f"error: {exc}", file=sys.stderr)

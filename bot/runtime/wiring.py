@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from adapters.accounts import Accounts, FileAccounts
-from adapters.base import BlobLinks, Channel, InboundMessage
+from adapters.base import BlobLinks, InboundMessage
 from adapters.rates import LocalInboundRates
 from adapters.registry import ChannelServices, instance_name, sections
 from agent.coordinator import AgentSettings, Coordinator
@@ -22,27 +22,21 @@ from agent.loop import LoopSettings
 from agent.personas import Persona, PersonaLibrary
 from agent.providers.base import Provider
 from agent.workers import Deliver, Workers, WorkerSettings
-from bot.approvals.desk import ApprovalDesk
-from bot.approvals.gate import StoredGate
-from bot.approvals.place import OperatorPlace, PlaceName
-from bot.approvals.policy import ApprovalSettings
 from bot.ops.operations import Operations
 from bot.pipeline.access import AccessRules
 from bot.pipeline.conversation_state import ConversationState, StoredConversationState
 from bot.pipeline.conversations import ConversationQueue, LocalConversations
 from bot.pipeline.dedup import Dedup, StoreDedup
-from bot.pipeline.language import ConversationLanguage
-from bot.pipeline.pairing_codes import PairingSettings
-from bot.pipeline.pairing_place import PairingPlace, Place
+from bot.pipeline.gateway_settings import GatewaySettings
 from bot.pipeline.persona_choice import PersonaChoice
 from bot.pipeline.quota import QuotaState, StoreQuotaState
+from bot.pipeline.resume import ResumeSettings
 from bot.pipeline.transcript import StoreHistory
 from bot.pipeline.voice import Hearing
 from bot.runtime.config import Config, ConfigError
 from bot.speech.base import SpeechObserver
 from bot.storage import StorageError
 from bot.storage.backends import AnyStore
-from bot.storage.roles import PairingRecords
 from content.blobs import BlobStore
 from tools.approval import ApprovalGate
 from tools.base import HumanHandoff, ScheduleDesk, ToolDeps
@@ -273,43 +267,6 @@ def conversation_states(store: AnyStore, redis: RedisMode | None) -> Conversatio
     return StoredConversationState(store)
 
 
-def approvals(
-    config: Config,
-    store: AnyStore,
-    channels: Mapping[str, Channel],
-    registry: ToolRegistry,
-    states: ConversationState,
-    *,
-    serving: bool = True,
-) -> tuple[StoredGate, ApprovalDesk]:
-    """The approval gate the tool loops ask and the desk that takes the answers, sharing the
-    settings and the operator place (a Slack channel the gateway runs, when one is named;
-    `serving` False: `bot chat`, which runs no platform channel)."""
-    section = config.approvals
-    place = None
-    if section.place is not None and serving:  # `bot chat` runs no Slack: its user answers
-        try:
-            place = OperatorPlace(PlaceName.parse(section.place), channels)
-        except ValueError as exc:
-            raise ConfigError(f"approvals.place: {exc}") from None
-    settings = ApprovalSettings(
-        approvers=frozenset(section.approvers),
-        timeout_s=section.timeout_s,
-        place=section.place if place is not None else None,
-    )
-    languages = ConversationLanguage(states, default=config.gateway.language)
-    desk = ApprovalDesk(records=store, turns=store, audit=store, settings=settings, place=place)
-    gate = StoredGate(
-        records=store,
-        settings=settings,
-        place=place,
-        language=languages.of_conversation,
-        status=registry.status,
-        asked=desk.asked,
-    )
-    return gate, desk
-
-
 def quota_state(store: AnyStore, redis: RedisMode | None) -> QuotaState:
     """Where quotas are counted: in Redis (across processes) or in the store."""
     return redis.quotas if redis else StoreQuotaState(store)
@@ -324,43 +281,6 @@ def access_rules(config: Config) -> AccessRules:
             instance_name(spec, section): section for spec, section in sections(config.channels)
         },
     )
-
-
-def pairing_settings(config: Config) -> PairingSettings:
-    p = config.pairing
-    return PairingSettings(p.ttl_s, p.max_pending, p.resend_s, p.deny_s)
-
-
-def pairing_place(
-    config: Config,
-    channels: Mapping[str, Channel],
-    records: PairingRecords,
-    decided: Callable[[], None],
-) -> PairingPlace | None:
-    """`pairing.place`: its instance must be a channel this gateway runs (a typo would post
-    every code nowhere)."""
-    if config.pairing.place is None:
-        return None
-    place = Place.parse(config.pairing.place)
-    if place.instance not in channels:
-        raise ConfigError(
-            f"pairing.place: no enabled channel instance {place.instance!r}; running:"
-            f" {sorted(channels)}"
-        )
-    return PairingPlace(
-        place,
-        channels,
-        records,
-        pairing_settings(config),
-        approvers=config.pairing.approvers,
-        language=config.gateway.language,
-        decided=decided,
-    )
-
-
-def pairs(config: Config) -> bool:
-    """Whether any channel instance gives unknown senders pairing codes."""
-    return any(section.dm_policy == "pairing" for _, section in sections(config.channels))
 
 
 def persona_choice(config: Config, default: str) -> PersonaChoice:
@@ -399,3 +319,13 @@ def hearing(config: Config, blobs: BlobStore | None, observer: SpeechObserver) -
             max_bytes=stt.max_bytes,
         )
     return Hearing(transcriber, blobs, concurrency=stt.concurrency, observer=observer)
+
+
+def gateway_settings(config: Config, persona: PersonaChoice) -> GatewaySettings:
+    agent = config.agent
+    return GatewaySettings(
+        turn_timeout_s=agent.turn_timeout_s,
+        persona=persona,
+        resume=ResumeSettings(agent.resume_max_age_s, agent.resume_max_attempts),
+        language=config.gateway.language,
+    )

@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 import ipaddress
-import re
 from collections.abc import Iterator
 from typing import Any, Literal, get_args, get_origin
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
+from pydantic import BaseModel, Field, ValidationInfo, field_validator
 
 from adapters.access import secret
 from adapters.api.config import ApiConfig
@@ -20,17 +19,14 @@ from bot.runtime.config.choices import ModelChoice
 from bot.runtime.config.choices import ModelPrice as ModelPrice  # where it always was
 from bot.runtime.config.handoff import HandoffConfig
 from bot.runtime.config.instances import INSTANCE_KINDS, INSTANCES, as_instances
+from bot.runtime.config.people import ApprovalsConfig, PairingConfig
+from bot.runtime.config.section import Section as _Section
 from bot.schedules.settings import SchedulesConfig
 from content.texts import LANGUAGES, negotiate
 from tools.mcp.settings import McpSettings
 from tools.settings import KnowledgeSettings, ToolsSettings
 
 ADMIN_TOKEN_MIN = 16  # a shorter token falls to guessing despite the sign-in throttle
-
-
-class _Section(BaseModel):
-    # Numbers become strings so an unquoted numeric chat id or password still loads as text.
-    model_config = ConfigDict(extra="forbid", frozen=True, coerce_numbers_to_str=True)
 
 
 class ServerConfig(_Section):
@@ -169,27 +165,6 @@ class GatewayConfig(_Section):
         return ours
 
 
-class PairingConfig(_Section):
-    """Codes for unknown senders on channel instances with `dm_policy: pairing`."""
-
-    ttl_s: float = Field(3600, gt=0, le=30 * 86400)  # how long a code waits for an admin
-    max_pending: int = Field(10, ge=1, le=1000)  # live codes per instance; more senders wait
-    resend_s: float = Field(60, ge=0)  # a pending code is sent again at most this often
-    deny_s: float = Field(86400, ge=0)  # a denied sender gets no new code for this long
-    # slack:<instance>/<channel id>: each new code posted there with Approve / Deny buttons
-    place: str | None = None
-    approvers: list[str] = []  # who may press them there (platform user ids); empty: anyone
-
-    @field_validator("place")
-    @classmethod
-    def _place(cls, value: str | None) -> str | None:
-        if value and not re.fullmatch(r"[a-z]+:[a-z0-9][a-z0-9_-]{0,31}/\S+", value):
-            raise ValueError(
-                f"{value!r}: expected slack:<instance>/<channel id>, such as slack:slack/C0123ABCD"
-            )
-        return value or None
-
-
 class UsageConfig(_Section):
     # keyed by the model name as recorded in `usage.model`; a model without a price costs "-"
     prices: dict[str, ModelPrice] = {}
@@ -229,27 +204,6 @@ class QuotasConfig(_Section):
                     "(websocket:u:<user_id>) instead"
                 )
         return users
-
-
-class ApprovalsConfig(_Section):
-    """Approvals before sensitive tools (bot/approvals/)."""
-
-    tools: list[str] = []  # names or globs asked about in every persona, e.g. mcp__github__*
-    # tools that declare approval (create_payment) but run unasked here: the payment provider
-    # confirms each payment itself, say (approvals.tools and a persona's approve: still ask)
-    exempt: list[str] = []
-    approvers: list[str] = []  # `<channel>:<user id>` or a bare user id; empty: the user
-    timeout_s: float = Field(300, gt=0, le=7 * 86400)  # unanswered this long: denied
-    place: str | None = None  # slack:<instance>/<channel id>: approvers are asked there
-
-    @field_validator("place")
-    @classmethod
-    def _slack_channel(cls, value: str | None) -> str | None:
-        if value is not None and not re.match(r"^slack:[A-Za-z0-9_.-]+/[A-Z0-9]+$", value):
-            raise ValueError(
-                f"{value!r} is not slack:<instance>/<channel id> (e.g. slack:slack/C0123456789)"
-            )
-        return value
 
 
 class AdminConfig(_Section):
