@@ -288,3 +288,19 @@ async def test_the_gateways_own_texts_follow_accept_language(
     # kept for the session: the next message without the header is answered in German too
     again = await api.ask(sid, "/new")
     assert again.last("message.completed")["text"] == t("de", "command.started_new")
+
+
+async def test_a_resend_with_a_malformed_attachment_is_refused_not_replayed(
+    start_api: StartApi, session: aiohttp.ClientSession
+) -> None:
+    """The same client_message_id replays its answer, but only for a well-formed body: the
+    attachment is checked before the id is looked up."""
+    app = await start_api(ScriptedProvider([Reply("hello")]))
+    api = ApiClient(session, app)
+    sid = await api.new_session()
+    first = await api.ask(sid, "hi", client_message_id="c1")
+    assert first.last("message.completed")["text"] == "hello"
+    forged = {"type": "file", "blob_id": "x", "mime_type": "a/b", "size": 0, "ref": None}
+    body = {"text": "hi", "client_message_id": "c1", "attachments": [forged]}
+    status, refused = await api.call("POST", f"/sessions/{sid}/messages", body)
+    assert 400 <= status < 500 and refused["error"]["code"] == "attachment_invalid"

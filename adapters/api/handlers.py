@@ -79,6 +79,8 @@ class SessionsApi:
         self, request: web.Request, session: ApiSession, frame: UserText
     ) -> web.StreamResponse:
         resume = bodies.last_event_id(request)
+        # checked first: a malformed attachment is refused even where the id was sent before
+        parts = self._parts(session, frame.attachments)
         resent = await self._resent(session, frame.client_message_id)
         if resent is not None:
             again = self._inbound(
@@ -90,7 +92,6 @@ class SessionsApi:
                 parts=resent.parts,
             )
             return await self.streams.resume(request, resent, resume, again)
-        parts = self._parts(session, frame.attachments)
         message_id = frame.client_message_id or new_id("c_")
         event_id = f"api:{session.id}:{frame.client_message_id or uuid.uuid4().hex}"
         inbound = self._inbound(
