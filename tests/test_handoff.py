@@ -173,3 +173,24 @@ async def test_no_operator_place_or_outside_hours_keeps_the_bot(desk: Desk) -> N
 
 
 __all__ += ["OPS"]
+
+
+async def test_human_while_a_turn_runs_switches_after_its_final(desk: Desk) -> None:
+    """`/human` mid-turn is kept and switched to in the conversation's queue: the running
+    turn's final goes out first, then the notice (never the other way round)."""
+    gate = asyncio.Event()
+    provider = ScriptedProvider([Reply(FINAL, wait=gate)])
+    app = await desk.start(provider)
+    await desk.user_says("can I get a refund?")
+    await provider.wait_requests(1)  # the turn runs, its model call held
+    await desk.user_says("/human")
+    asked = "select count(*) from conversation_states where settings like '%handoff_asked%'"
+    opened = "select count(*) from handoffs"
+    await until(lambda: db_rows(app, asked) != [(0,)] or db_rows(app, opened) != [(0,)])
+    gate.set()
+    await desk.user_sees("asked a person to take over")
+    calls = desk.telegram.ok(4242, "sendmessage", "editmessagetext")
+    final = next(c.at for c in calls if FINAL in str(c.params.get("text", "")))
+    notice = next(c.at for c in calls if "asked a person" in str(c.params.get("text", "")))
+    assert final < notice
+    await until(lambda: handoff_row(desk)[1] == "waiting")

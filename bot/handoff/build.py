@@ -96,4 +96,5 @@ def handoff_commands(
     if relay is None:
         return ()
     stop = StopCommand(conversations, channels, tasks)
-    return (HumanCommand(relay.desk), HandoffStopCommand(relay.desk, stop))
+    human = HumanCommand(relay.desk, conversations.enqueue)
+    return (human, HandoffStopCommand(relay.desk, stop))

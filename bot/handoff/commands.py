@@ -7,11 +7,14 @@ other it stops the running answer, as before.
 
 from __future__ import annotations
 
+import uuid
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
 from adapters.base import InboundMessage
 from bot.handoff.desk import HandoffDesk
-from bot.handoff.model import Asked
+from bot.handoff.model import ASKED_SETTING, Asked
+from bot.handoff.relay import SWITCH
 from bot.pipeline.commands import StopCommand
 from bot.pipeline.routing import Reply
 from content.texts import t
@@ -21,15 +24,26 @@ ASKED_BY_USER = "the user asked for a person"
 
 @dataclass(frozen=True, slots=True)
 class HumanCommand:
+    """Kept in the conversation's state and switched to in the conversation's queue, after the
+    turn running now (on whichever process): its final goes out before the notice."""
+
     desk: HandoffDesk
+    queue: Callable[[InboundMessage], Awaitable[None]]  # the conversations' `enqueue`
     name: str = "human"
     help: str = "handoff.human_help"
 
     async def run(self, message: InboundMessage, reply: Reply) -> None:
+        refusal = self.desk.unavailable(message.language)
+        if refusal is not None:  # no operator place, or outside its hours: the bot stays
+            await reply(message, refusal)
+            return
         said = message.text.strip().partition(" ")[2].strip()  # `/human my card is blocked`
-        asked = Asked(said or ASKED_BY_USER, said, message.user_id, message.user_name)
-        notice = await self.desk.ask(message.chat, asked, language=message.language, via="/human")
-        await reply(message, notice)
+        asked = Asked(said or ASKED_BY_USER, said, message.user_id, message.user_name, "/human")
+        await self.desk.states.update(
+            message.conversation_key, lambda s: s.with_setting(ASKED_SETTING, asked.dumps())
+        )
+        switch = f"{SWITCH}{uuid.uuid4().hex}"  # no user: never coalesced into a user's turn
+        await self.queue(InboundMessage(message.chat, "", "", switch, language=message.language))
 
 
 @dataclass(frozen=True, slots=True)

@@ -56,22 +56,24 @@ class Operator:
 
 @dataclass(frozen=True, slots=True)
 class Asked:
-    """A request a tool made mid-turn, kept in the conversation's state until the turn ends."""
+    """A request the model (or the user's `/human`) made, kept in the conversation's state until
+    the turn running ends: the switch never races its final."""
 
     reason: str
     summary: str
     user_id: str
     user_name: str | None = None
+    via: str = "tool"  # or "/human": what the audit names
 
     def dumps(self) -> str:
         return json.dumps(
-            [self.reason, self.summary, self.user_id, self.user_name], ensure_ascii=False
+            [self.reason, self.summary, self.user_id, self.user_name, self.via], ensure_ascii=False
         )
 
     @classmethod
     def loads(cls, text: str) -> Asked:
-        reason, summary, user_id, user_name = json.loads(text)
-        return cls(reason, summary, user_id, user_name)
+        reason, summary, user_id, user_name, *via = json.loads(text)  # older: no `via`
+        return cls(reason, summary, user_id, user_name, *via[:1])
 
 
 class HandoffError(Exception):

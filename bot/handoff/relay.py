@@ -26,6 +26,7 @@ from tools.base import ToolContext
 log = logging.getLogger(__name__)
 
 RESUMED = "resume:"  # a queued resumption (bot/pipeline/turn.py RESUME_EVENT): never held
+SWITCH = "handoff:"  # a queued `/human`: the switch, once the turn before it has ended
 COMMANDS = {"!release": "release", "!resolve": "resolve", "!take": "take"}
 
 
@@ -101,8 +102,9 @@ class HandoffRelay:
     async def before_turn(self, batch: list[InboundMessage], hold: Hold) -> list[InboundMessage]:
         """The batch, or only its resumptions if a person holds the conversation now. The one
         state read a turn costs: it also finds a request a dead process's turn left behind."""
-        fresh = [m for m in batch if not m.event_id.startswith(RESUMED)]
         key = batch[-1].conversation_key if batch else ""
+        batch = [m for m in batch if not m.event_id.startswith(SWITCH)]  # no turn of its own
+        fresh = [m for m in batch if not m.event_id.startswith(RESUMED)]
         try:
             state = await self.desk.states.get(key)
         except Exception:  # the queue took it in bot mode: the bot answers rather than nobody
@@ -129,7 +131,7 @@ class HandoffRelay:
                 return
             language = state.settings.get("language") or last.language
             asked = Asked.loads(kept)
-            notice = await self.desk.ask(last.chat, asked, language=language, via="tool")
+            notice = await self.desk.ask(last.chat, asked, language=language, via=asked.via)
         except Exception:  # the turn is over and answered: the request is lost, said in the log
             log.exception("the model's handoff request in %s failed", last.conversation_key)
             return

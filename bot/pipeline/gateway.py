@@ -218,8 +218,9 @@ class Gateway:
         if self.handoff is None:
             await self.turns.run(batch, control)
             return
-        batch = await self.handoff.before_turn(batch, self._hold)
-        await self.turns.run(batch, control)
+        run = await self.handoff.before_turn(batch, self._hold)
+        if run:  # not only a `/human` switch, nor held
+            await self.turns.run(run, control)
         await self.handoff.after_turn(batch)
 
     async def wait_idle(self) -> None:
