@@ -68,6 +68,9 @@ class ChannelServices:
     # How the bot introduces itself in an empty conversation, from the coordinator persona:
     # `bot_name`, `welcome`, `suggestions` (those it sets). The web socket's `ready` carries them.
     introduction: Callable[[], Mapping[str, Any]] = dict
+    # The gateway's commands this deployment offers beyond every chat's (`human`, `schedule`,
+    # `model`, `persona`): a channel with a command menu lists them too.
+    menu: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

@@ -194,3 +194,6 @@ async def test_human_while_a_turn_runs_switches_after_its_final(desk: Desk) -> N
     notice = next(c.at for c in calls if "asked a person" in str(c.params.get("text", "")))
     assert final < notice
     await until(lambda: handoff_row(desk)[1] == "waiting")
+    # with an operator place, Telegram's command menu offers /human
+    menu = next(c.params for c in desk.telegram.calls if c.method == "setmycommands")
+    assert "human" in [command["command"] for command in menu["commands"]]

@@ -286,6 +286,9 @@ async def test_commands_also_as_cmd_at_botname(telegram: Start, fake: FakeBotAPI
         ("new", "zh"),
     ]
     assert menus[1]["commands"][2]["description"] == "was dieser Bot kann"
+    # every chat's commands, then what this config offers (schedules are on by default)
+    names = ["new", "stop", "help", "usage", "schedule"]
+    assert [c["command"] for c in menus[0]["commands"]] == names
 
 
 async def test_photos_documents_voice_and_unsupported_kinds(

@@ -11,7 +11,7 @@ error leaves here as a `ChannelError`. Receiving updates (long polling or webhoo
 from __future__ import annotations
 
 import logging
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import Literal, TypeVar
@@ -89,6 +89,7 @@ class TelegramChannel:
         private_edit_interval_s: float = 1.0,
         group_edit_interval_s: float = 3.0,
         album_wait_s: float = 0.8,
+        menu: Sequence[str] = (),
         request_timeout_s: float = 15.0,
         poll_timeout_s: int = 25,
         admits: Callable[[InboundMessage], bool] | None = None,
@@ -142,6 +143,7 @@ class TelegramChannel:
             request_timeout_s=request_timeout_s,
             poll_timeout_s=poll_timeout_s,
             album_wait_s=album_wait_s,
+            menu=menu,
             leader=leader,
             accounts=accounts,
         )

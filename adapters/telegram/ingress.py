@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import secrets
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from contextlib import AbstractAsyncContextManager, nullcontext
 from functools import partial
 from typing import Literal, TypeVar
@@ -61,12 +61,24 @@ RETRYABLE = (
     ClientDecodeError,
 )
 MENU = ("new", "stop", "help", "usage")  # the gateway commands every chat has
+# each command's line in the menu: the catalogue key of its help (content/locales/)
+MENU_TEXTS = {
+    "human": "handoff.human_help",
+    "schedule": "schedule.help",
+    "model": "model.help",
+    "persona": "persona.help",
+}
 
 
-def commands(language: str) -> list[BotCommand]:
-    """The command menu in `language` (one of content/texts.py's)."""
+def commands(language: str, more: Sequence[str] = ()) -> list[BotCommand]:
+    """The command menu in `language` (one of content/texts.py's): every chat's commands, then
+    `more` that this deployment offers (those with a text: MENU_TEXTS)."""
     return [
-        BotCommand(command=name, description=t(language, f"command.menu_{name}")) for name in MENU
+        BotCommand(
+            command=name,
+            description=t(language, MENU_TEXTS.get(name, f"command.menu_{name}"))[:256],
+        )
+        for name in (*MENU, *(name for name in more if name in MENU_TEXTS))
     ]
 
 
@@ -92,6 +104,7 @@ class Ingress:
         request_timeout_s: float,
         poll_timeout_s: int,
         album_wait_s: float = QUIET_S,
+        menu: Sequence[str] = (),
         leader: Leader | None = None,
         accounts: Accounts | None = None,
     ) -> None:
@@ -114,6 +127,7 @@ class Ingress:
         self._inbox: Inbox | None = None
         self._me: BotIdentity | None = None
         self._answered: Recent[str, None] = Recent(REMEMBERED_UPDATES)
+        self._menu = tuple(menu)  # the deployment's commands beyond every chat's
         self._albums = Albums(quiet_s=album_wait_s, most_s=max(MOST_S, album_wait_s))
         # why Telegram has not answered this run (None: getMe and the set-up calls did)
         self.platform_trouble: str | None = "not started"
@@ -343,10 +357,15 @@ class Ingress:
         """The command menu, and one per language of ours: Telegram shows each user the menu of
         their app's language. A server that refuses the first is not asked for the others."""
         if not await self._best_effort(
-            "setMyCommands", partial(self.bot.set_my_commands, COMMANDS)
+            "setMyCommands",
+            partial(self.bot.set_my_commands, commands(DEFAULT_LANGUAGE, self._menu)),
         ):
             return
         for language in LANGUAGES:
             if language != DEFAULT_LANGUAGE:
-                menu = partial(self.bot.set_my_commands, commands(language), language_code=language)
+                menu = partial(
+                    self.bot.set_my_commands,
+                    commands(language, self._menu),
+                    language_code=language,
+                )
                 await self._best_effort("setMyCommands", menu)

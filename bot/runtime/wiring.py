@@ -117,7 +117,19 @@ def channel_services(
         blob_links=links,
         upload_secret=uploads,
         introduction=introduction,
+        menu=offered_commands(config),
     )
+
+
+def offered_commands(config: Config) -> tuple[str, ...]:
+    """The commands beyond every chat's that this config offers, for the channels' menus."""
+    offered = {
+        "human": config.handoff.place is not None,
+        "schedule": config.schedules.enabled,
+        "model": bool(config.llm.choices),
+        "persona": bool(config.personas.switchable),
+    }
+    return tuple(name for name, on in offered.items() if on)
 
 
 def introduction(persona: Persona) -> dict[str, Any]:
