@@ -11,13 +11,12 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-import re
 from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import Final
 
 from adapters.base import Channel, ChannelError, ChatRef, OutboundContent
 from bot.approvals.prompt import buttons_hint
+from bot.pipeline.places import Place
 from bot.storage.rows import ApprovalRow
 from bot.storage.turns import handle_from_record, handle_record
 from content.texts import DEFAULT_LANGUAGE, t
@@ -25,33 +24,11 @@ from tools.display import alert
 
 log = logging.getLogger(__name__)
 
-PLACE: Final = re.compile(r"^slack:(?P<instance>[A-Za-z0-9_.-]+)/(?P<channel>[A-Z0-9]+)$")
 DEADLINE_S: Final = 15.0  # a Slack that does not answer must not hold the turn
 
 
-@dataclass(frozen=True, slots=True)
-class PlaceName:
-    instance: str  # the Slack instance's id (`channels.slack[].id`)
-    channel_id: str
-
-    @classmethod
-    def parse(cls, place: str) -> PlaceName:
-        found = PLACE.match(place)
-        if found is None:
-            raise ValueError(
-                f"approvals.place {place!r} is not slack:<instance>/<channel id>"
-                " (e.g. slack:slack/C0123456789)"
-            )
-        return cls(found["instance"], found["channel"])
-
-    @property
-    def key(self) -> str:
-        """The conversation key prefix of the channel's messages (and of its threads)."""
-        return f"{self.instance}:{self.channel_id}"
-
-
 class OperatorPlace:
-    def __init__(self, name: PlaceName, channels: Mapping[str, Channel]) -> None:
+    def __init__(self, name: Place, channels: Mapping[str, Channel]) -> None:
         channel = channels.get(name.instance)
         if channel is None:
             raise ValueError(
@@ -60,7 +37,7 @@ class OperatorPlace:
             )
         self.name = name
         self.channel = channel
-        self.chat = ChatRef(name.instance, name.channel_id)
+        self.chat = ChatRef(name.instance, name.chat_id)
 
     @property
     def key(self) -> str:

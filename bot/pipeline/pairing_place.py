@@ -11,14 +11,13 @@ another operator's, a replay: a code is decided once).
 from __future__ import annotations
 
 import logging
-import re
 from collections.abc import Callable, Collection, Mapping
-from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Final
 
 from adapters.base import Channel, ChatRef, InboundMessage, OutboundContent
 from bot.pipeline.pairing_codes import PairingSettings, decide
+from bot.pipeline.places import Place
 from bot.pipeline.routing import Reply
 from bot.storage.roles import PairingRecords
 from content.texts import t
@@ -27,22 +26,6 @@ log = logging.getLogger(__name__)
 
 APPROVE: Final = "pairing.approve"  # the buttons' action ids
 DENY: Final = "pairing.deny"
-_PLACE = re.compile(r"(?P<kind>[a-z]+):(?P<instance>[a-z0-9][a-z0-9_-]{0,31})/(?P<chat>\S+)")
-
-
-@dataclass(frozen=True, slots=True)
-class Place:
-    instance: str  # the channel instance's name (`ChatRef.channel`)
-    chat_id: str
-
-    @classmethod
-    def parse(cls, value: str) -> Place:
-        found = _PLACE.fullmatch(value)
-        if found is None:
-            raise ValueError(
-                f"{value!r}: expected slack:<instance>/<channel id>, such as slack:slack/C0123ABCD"
-            )
-        return cls(found["instance"], found["chat"])
 
 
 class PairingPlace:

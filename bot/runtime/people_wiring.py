@@ -9,13 +9,14 @@ from adapters.base import Channel
 from adapters.registry import sections
 from bot.approvals.desk import ApprovalDesk
 from bot.approvals.gate import StoredGate
-from bot.approvals.place import OperatorPlace, PlaceName
+from bot.approvals.place import OperatorPlace
 from bot.approvals.policy import ApprovalSettings
 from bot.pipeline.conversation_state import ConversationState
 from bot.pipeline.language import ConversationLanguage
 from bot.pipeline.pairing import PairingGate, PairingNotices
 from bot.pipeline.pairing_codes import PairingSettings
-from bot.pipeline.pairing_place import PairingPlace, Place
+from bot.pipeline.pairing_place import PairingPlace
+from bot.pipeline.places import parse_place
 from bot.runtime.config import Config, ConfigError
 from bot.storage.backends import AnyStore
 from bot.storage.roles import PairingRecords
@@ -38,7 +39,7 @@ def approvals(
     place = None
     if section.place is not None and serving:  # `bot chat` runs no Slack: its user answers
         try:
-            place = OperatorPlace(PlaceName.parse(section.place), channels)
+            place = OperatorPlace(parse_place(section.place), channels)
         except ValueError as exc:
             raise ConfigError(f"approvals.place: {exc}") from None
     settings = ApprovalSettings(
@@ -74,7 +75,7 @@ def pairing_place(
     every code nowhere)."""
     if config.pairing.place is None:
         return None
-    place = Place.parse(config.pairing.place)
+    place = parse_place(config.pairing.place)
     if place.instance not in channels:
         raise ConfigError(
             f"pairing.place: no enabled channel instance {place.instance!r}; running:"

@@ -16,20 +16,14 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from pydantic import BaseModel, ConfigDict, field_validator
 
+from bot.pipeline.places import Place as Place  # the handoff's, where it always was
+from bot.pipeline.places import parse_place as parse_place
+
 DAYS: Final = ("mon", "tue", "wed", "thu", "fri", "sat", "sun")
-_PLACE = re.compile(r"slack:([A-Za-z0-9_.-]+)/([A-Z0-9]+)")
 _HOURS = re.compile(
     r"(?P<first>[a-z]{3})(?:-(?P<last>[a-z]{3}))?\s+(?P<start>\d\d:\d\d)-(?P<end>\d\d:\d\d)"
     r"(?:\s+(?P<zone>\S+))?"
 )
-
-
-@dataclass(frozen=True, slots=True)
-class Place:
-    """Where operators work: a channel instance and a chat in it."""
-
-    instance: str
-    chat_id: str
 
 
 @dataclass(frozen=True, slots=True)
@@ -44,15 +38,6 @@ class Hours:
     def open_at(self, moment: datetime) -> bool:
         local = moment.astimezone(ZoneInfo(self.zone))
         return local.weekday() in self.days and self.start <= local.time() < self.end
-
-
-def parse_place(value: str) -> Place:
-    match = _PLACE.fullmatch(value.strip())
-    if match is None:
-        raise ValueError(
-            f"expected slack:<instance>/<channel id>, e.g. slack:slack/C0123456789; got {value!r}"
-        )
-    return Place(match.group(1), match.group(2))
 
 
 def parse_hours(value: str) -> Hours:

@@ -3,10 +3,9 @@ before sensitive tools (the handoff's own section is bot/runtime/config/handoff.
 
 from __future__ import annotations
 
-import re
-
 from pydantic import Field, field_validator
 
+from bot.pipeline.places import parse_place
 from bot.runtime.config.section import Section as _Section
 
 
@@ -24,10 +23,8 @@ class PairingConfig(_Section):
     @field_validator("place")
     @classmethod
     def _place(cls, value: str | None) -> str | None:
-        if value and not re.fullmatch(r"[a-z]+:[a-z0-9][a-z0-9_-]{0,31}/\S+", value):
-            raise ValueError(
-                f"{value!r}: expected slack:<instance>/<channel id>, such as slack:slack/C0123ABCD"
-            )
+        if value:
+            parse_place(value)  # a clear ValueError
         return value or None
 
 
@@ -45,8 +42,6 @@ class ApprovalsConfig(_Section):
     @field_validator("place")
     @classmethod
     def _slack_channel(cls, value: str | None) -> str | None:
-        if value is not None and not re.match(r"^slack:[A-Za-z0-9_.-]+/[A-Z0-9]+$", value):
-            raise ValueError(
-                f"{value!r} is not slack:<instance>/<channel id> (e.g. slack:slack/C0123456789)"
-            )
+        if value is not None:
+            parse_place(value)  # a clear ValueError
         return value
