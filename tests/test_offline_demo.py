@@ -1,5 +1,6 @@
 """The offline demo model shows, with the consulting example and no API key, each thing it can do:
-a knowledge search, a payment card with its link, a specialist dispatched. Users see the
+a knowledge search, a payment card with its link (once the user allowed the payment), a
+specialist dispatched. Users see the
 specialist's display name and never the dispatch prompt or the internal name."""
 
 from __future__ import annotations
@@ -42,6 +43,24 @@ async def test_the_offline_model_demos_the_consulting_example(
     assert "Applicants need 80 points" in found["text"]
 
     paid = await client.ask("I want to pay for the GRADUATE assessment by PAYPAL")
+    # create_payment waits for the user's yes (approvals): the demo model's first try and each
+    # retry with an argument the tool's error named are asked about, and allowed, in turn
+    for _ in range(6):
+        hints = paid.get("display") or []
+        if not hints or hints[0]["type"] != "confirm":
+            break
+        assert "`create_payment`" in paid["text"]
+        once = next(b for b in hints[0]["buttons"] if b["action_id"] == "approval.once")
+        await client.send(
+            type="action",
+            action_id="approval.once",
+            value=once["value"],
+            label=once["label"],
+            message_id=paid["message_id"],
+        )
+        paid = await client.until(
+            lambda f: f["type"] == "message.completed" and bool(f.get("display")), 30
+        )
     (card,) = paid["display"]
     assert card["type"] == "card" and card["title"] == "Payment order"
     fields = {field["label"]: field["value"] for field in card["fields"]}
