@@ -26,6 +26,7 @@ from typing import Any, Protocol, runtime_checkable
 
 from aiohttp import web
 
+from adapters.live import Live
 from content.blobs import BlobStore
 from content.parts import BlobRef, MediaPart, Part, size_text
 
@@ -152,6 +153,8 @@ class OutboundContent:
     # the final of a stopped answer: `text` is what it had shown, its last paragraph the
     # stopped mark; a channel that shows a stop itself (the web's `stopped: true`) says so
     stopped: bool = False
+    # the turn's state in parts (previews and the final of a delivery; None elsewhere)
+    live: Live | None = None
 
 
 @dataclass(frozen=True, slots=True)

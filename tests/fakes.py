@@ -17,6 +17,7 @@ from adapters.base import (
     OutboundContent,
     RateLimited,
 )
+from adapters.live import Live
 
 
 @dataclass
@@ -27,6 +28,7 @@ class Call:
     final: bool
     at: float = field(default_factory=time.monotonic)
     stopped: bool = False  # the final of a stopped answer (`OutboundContent.stopped`)
+    live: Live | None = None  # the turn's state in parts (`OutboundContent.live`)
 
 
 class RecordingChannel:
@@ -89,7 +91,10 @@ class RecordingChannel:
             self.refused.append(content.text)
             self.changed.set()
             raise ChannelError("edit refused: 502 Bad Gateway")
-        call = Call("edit", handle.message_id, content.text, final, self.clock(), content.stopped)
+        call = Call(
+            "edit", handle.message_id, content.text, final, self.clock(), content.stopped,
+            content.live,
+        )  # fmt: skip
         self._record(call)
 
     def _record(self, call: Call) -> None:

@@ -19,6 +19,8 @@ from tools.events import (
     Failed,
     Final,
     Interim,
+    ToolFinished,
+    ToolStarted,
 )
 
 CHAT = ChatRef("fake", "c1")
@@ -273,3 +275,31 @@ async def test_a_preview_never_edits_a_message_whose_text_is_unchanged() -> None
         "Second part, growing on and on",
         "Second part, growing on and on and on.",
     ]
+
+
+async def test_previews_and_the_final_carry_the_turns_steps_in_parts() -> None:
+    channel = RecordingChannel(ChannelLimits(max_text_length=1000, min_edit_interval_s=0.0))
+    delivery = Delivery(channel, CHAT)
+    handle = await delivery.start()
+    assert handle is not None
+    await delivery.on_event(AgentStarted("t1", "specialist-research", "find flights", "Scout"))
+    await delivery.on_event(ToolStarted("c1", "get_time", "Checking the time"))
+    await channel.wait_for(lambda: "🔧" in channel.texts(handle.message_id)[-1])
+    live = channel.calls[-1].live
+    assert live is not None and live.answer == "" and live.note.startswith("Asking Scout")
+    assert [(s.id, s.kind, s.title, s.status) for s in live.steps] == [
+        ("t1", "agent", "Scout — find flights", "running"),
+        ("c1", "tool", "Checking the time", "running"),
+    ]
+    await delivery.on_event(ToolFinished("c1", "get_time", "Checking the time", ok=False))
+    await delivery.on_event(AgentFinished("t1", "specialist-research", "find flights", "completed"))
+    await delivery.on_event(AnswerDelta("Two flights"))
+    await channel.wait_for(lambda: channel.texts(handle.message_id)[-1] == "Two flights")
+    live = channel.calls[-1].live
+    assert live is not None and (live.answer, live.note) == ("Two flights", "")
+    await delivery.on_event(Final("Two flights found."))
+    final = channel.calls[-1]
+    assert final.final and final.live is not None
+    assert final.live.answer == "Two flights found."
+    # ended steps stay, with how they ended: a task card or a panel shows them done
+    assert [s.status for s in final.live.steps] == ["completed", "failed"]

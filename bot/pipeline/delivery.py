@@ -31,7 +31,9 @@ from adapters.base import (
     OutboundContent,
     RateLimited,
 )
+from adapters.live import Live
 from bot.pipeline.attachments import send_parts_or_say
+from bot.pipeline.live_steps import Steps
 from bot.pipeline.status_frame import emit_status, shown_name
 from bot.pipeline.textsplit import split_text
 from content.blobs import BlobStore
@@ -92,12 +94,7 @@ class Delivery:
         self._interim = self.placeholder
         self._note = ""  # the last SendMessage note: kept by a stop when no answer streamed
         self._answer: list[str] = []
-        self._workers: dict[str, str] = {}  # task_id -> status line
-        self._tools: dict[str, str] = {}  # call_id -> status line of a tool call
-        # a quick tool ends before any preview showed its line: it stays for one preview, so
-        # the user sees what the bot did; lines already shown go when their tool ends
-        self._tools_shown: set[str] = set()
-        self._tools_ended: set[str] = set()
+        self._steps = Steps()  # the status lines under the text, and `Live`'s steps
         self._dirty = asyncio.Event()
         self._io = asyncio.Lock()  # one send/edit in flight; the final waits for it
         self._last_edit = 0.0
@@ -170,11 +167,11 @@ class Delivery:
             case AgentStarted(task_id=task_id):
                 # users see the persona's display name, never its internal name or the prompt
                 kind, what = shown_name(event), event.shown_description
-                self._workers[task_id] = f"⏳ {kind} — {what}"
+                self._steps.agent_started(task_id, f"{kind} — {what}")
                 if self._interim == self.placeholder:
                     self._interim = t(self.language, "turn.asking", name=kind)
-            case AgentFinished(task_id=task_id):
-                self._workers.pop(task_id, None)
+            case AgentFinished(task_id=task_id, status=status):
+                self._steps.agent_finished(task_id, status)
             case Final(text=text, display=display, parts=parts):
                 await self.finish(text, display, parts)
                 return
@@ -183,27 +180,10 @@ class Delivery:
                 await self.finish(t(self.language, "turn.apology"))
                 return
             case ToolStarted(call_id=call_id, label=label):
-                self._tools[call_id] = f"🔧 {label}…"
-            case ToolFinished(call_id=call_id):
-                if call_id in self._tools_shown:
-                    self._forget_tool(call_id)
-                else:
-                    self._tools_ended.add(call_id)
+                self._steps.tool_started(call_id, label)
+            case ToolFinished(call_id=call_id, ok=ok):
+                self._steps.tool_finished(call_id, ok)
         self._dirty.set()
-
-    def _forget_tool(self, call_id: str) -> None:
-        self._tools.pop(call_id, None)
-        self._tools_shown.discard(call_id)
-        self._tools_ended.discard(call_id)
-
-    def _previewed(self, call_ids: set[str]) -> None:
-        """These tools' lines were in a preview: the ended ones may go now."""
-        self._tools_shown |= call_ids
-        ended = self._tools_ended & call_ids
-        for call_id in ended:
-            self._forget_tool(call_id)
-        if ended:
-            self._dirty.set()
 
     async def _status_frame(
         self, event: AgentStarted | AgentFinished | ToolStarted | ToolFinished
@@ -213,9 +193,15 @@ class Delivery:
             placeholder = self.handles[0].message_id if self.handles else None
             await emit_status(self.channel, self.chat, event, placeholder)
 
+    def live(self, final: str | None = None) -> Live:
+        """The turn's state in parts (`final`: the answer's last text)."""
+        answer = "".join(self._answer) if final is None else final
+        note = "" if answer else self._interim
+        return Live(answer, note, self._steps.view())
+
     def preview(self) -> str:
         body = "".join(self._answer) if self._answer else self._interim
-        lines = [*self._workers.values(), *self._tools.values()]
+        lines = self._steps.lines()
         if lines:
             body = body + "\n\n" + "\n".join(lines)
         return body
@@ -238,7 +224,7 @@ class Delivery:
             chunks = split_text(text or "…", self.limits.max_text_length, self.limits.length)
             for index, chunk in enumerate(chunks):
                 last = index == len(chunks) - 1
-                extra = (display, parts, stopped) if last else ((), (), False)
+                extra = (display, parts, stopped, self.live(text)) if last else ((), (), False)
                 await self._put_final(index, OutboundContent(chunk, *extra))
             for index in range(len(chunks), len(self.handles)):
                 await self._put_final(index, OutboundContent("⋯"))
@@ -275,11 +261,12 @@ class Delivery:
             async with self._io:
                 if self._done or self._stopped():
                     return
-                showing = set(self._tools)
+                showing = self._steps.showing()
                 # from here the user may see the answer (a send in flight may land)
                 self._answer_seen = self._answer_seen or bool(self._answer)
                 await self._put_preview(self.preview())
-                self._previewed(showing)
+                if self._steps.previewed(showing):
+                    self._dirty.set()
 
     async def finish_stopped(self, mark: str) -> None:
         """A stopped turn's last word: its answer so far (else its last SendMessage note) stays,
@@ -302,7 +289,7 @@ class Delivery:
             if index < len(self.handles) and not self._may_preview(index):
                 continue  # this message's last edit is kept for the final
             try:
-                await self._put(index, OutboundContent(chunk), final=False)
+                await self._put(index, OutboundContent(chunk, live=self.live()), final=False)
             except RateLimited as exc:
                 self._paused_until = self._clock() + exc.retry_after
                 self._dirty.set()
