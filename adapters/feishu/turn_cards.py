@@ -1,0 +1,138 @@
+"""A turn's one CardKit card, from the placeholder to the final: what it shows, and how it changes.
+
+A preview whose steps (the specialists' panels, the tools' lines) are what the card shows writes
+only the answer element (`PUT …/elements/answer/content`, which CardKit animates); one whose
+steps changed writes the whole card (`PUT /cardkit/v1/cards/:card_id`), streaming still on. The
+final writes the whole card when its structure changes (the stop button goes, panels end,
+display hints come), else the answer element, then turns streaming off with the chat list's
+summary. Every call carries the card's next sequence (outbound.py).
+
+The turn's card is the only card of the turn: a final the delivery could not land in it and
+would post as a new message (`send(final=True)` with `content.live`) is written into the chat's
+open card again, as a plain card with the answer alone when the whole card keeps being refused.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from adapters.base import ChannelError, MessageHandle, OutboundContent, RateLimited
+from adapters.feishu.cards import ANSWER
+from adapters.feishu.live_card import live_card, shown_text, steps_of
+from adapters.feishu.outbound import Outbound
+from adapters.feishu.render import plain_text
+from adapters.live import Step
+from adapters.telegram.recent import Recent
+
+log = logging.getLogger(__name__)
+
+REMEMBERED = 4096  # cards whose shown state is kept
+
+
+@dataclass
+class TurnCard:
+    card_id: str
+    chat_key: str
+    stop: Mapping[str, str] | None  # the stop button's callback value while it shows
+    markdown: str  # the answer element as shown
+    steps: tuple[Step, ...] = ()  # the steps as the panels and lines show them
+    known: bool = True  # False: a card of an earlier process, whose state is not known
+
+
+class TurnCards:
+    def __init__(self, out: Outbound, limit: int) -> None:
+        self.out = out
+        self.limit = limit  # the answer element's most bytes (card markdown, JSON-encoded)
+        self._cards: Recent[str, TurnCard] = Recent(REMEMBERED)  # message id -> its card
+        self._open: dict[str, list[MessageHandle]] = {}  # chat key -> its cards not ended
+
+    def placeholder(self, content: OutboundContent, stop: Mapping[str, str] | None) -> str:
+        markdown = shown_text(content, self.limit)
+        return live_card(markdown, steps_of(content), streaming=True, stop=stop, summary="…")
+
+    def opened(
+        self, handle: MessageHandle, card_id: str, content: OutboundContent, stop: Any
+    ) -> None:
+        markdown = shown_text(content, self.limit)
+        card = TurnCard(card_id, handle.chat.key, stop, markdown, steps_of(content))
+        self._cards.put(handle.message_id, card)
+        self._open.setdefault(handle.chat.key, []).append(handle)
+
+    def open_card(self, chat_key: str) -> MessageHandle | None:
+        """The chat's one turn card not ended yet (None: none, or several)."""
+        handles = [h for h in self._open.get(chat_key, []) if h.message_id in self._cards]
+        return handles[0] if len(handles) == 1 else None
+
+    async def preview(self, handle: MessageHandle, content: OutboundContent) -> None:
+        card = self._card(handle)
+        markdown = shown_text(content, self.limit)
+        steps = steps_of(content)
+        if steps != card.steps:
+            whole = live_card(markdown, steps, streaming=True, stop=card.stop, summary="…")
+            await self.out.replace_card(card.card_id, whole, "preview")
+            card.steps, card.markdown = steps, markdown
+        elif markdown != card.markdown:
+            await self.out.stream_text(card.card_id, ANSWER, markdown or " ", "preview")
+            card.markdown = markdown
+
+    async def final(
+        self, handle: MessageHandle, content: OutboundContent, where: Mapping[str, Any]
+    ) -> None:
+        card = self._card(handle)
+        markdown = shown_text(content, self.limit)
+        steps = steps_of(content)
+        whole = (
+            steps != card.steps
+            or content.display
+            or card.stop is not None
+            or not card.known
+            or self.out.stream_age(card.card_id) >= self.out.stream_renew_s
+        )
+        if whole:
+            final = live_card(markdown, steps, streaming=False, hints=content.display, where=where)
+            await self.out.replace_card(card.card_id, final)
+            card.steps, card.markdown, card.stop, card.known = steps, markdown, None, True
+        elif markdown != card.markdown:
+            await self.out.stream_text(card.card_id, ANSWER, markdown or " ", "final")
+            card.markdown = markdown
+        await self.out.close_stream(card.card_id, plain_text(content.text, 60))
+        self._end(handle, card)
+
+    async def final_again(
+        self, handle: MessageHandle, content: OutboundContent, where: Mapping[str, Any]
+    ) -> None:
+        """The delivery gave up on this card's final: once more, then as the answer alone."""
+        try:
+            await self.final(handle, content, where)
+            return
+        except RateLimited:
+            raise
+        except ChannelError as exc:
+            log.warning("Feishu card final refused again (%s): the answer alone", exc)
+        card = self._card(handle)
+        markdown = shown_text(content, self.limit)
+        await self.out.replace_card(card.card_id, live_card(markdown, (), streaming=False))
+        card.steps, card.markdown, card.stop = (), markdown, None
+        try:
+            await self.out.close_stream(card.card_id, plain_text(content.text, 60))
+        except ChannelError as exc:  # the card holds the answer: the chat list may lag
+            log.info("Feishu card streaming not turned off: %s", exc)
+        self._end(handle, card)
+
+    def _card(self, handle: MessageHandle) -> TurnCard:
+        card = self._cards.get(handle.message_id)
+        if card is None:  # a card of an earlier process (adopted): nothing known of it
+            card_id = str(handle.data["card_id"])
+            card = TurnCard(card_id, handle.chat.key, None, "", (), known=False)
+            self._cards.put(handle.message_id, card)
+        return card
+
+    def _end(self, handle: MessageHandle, card: TurnCard) -> None:
+        handles = self._open.get(card.chat_key, [])
+        handles[:] = [h for h in handles if h.message_id != handle.message_id]
+        if not handles:
+            self._open.pop(card.chat_key, None)
+        self.out.forget_card(card.card_id)
