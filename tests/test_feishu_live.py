@@ -310,3 +310,29 @@ async def test_a_card_never_takes_more_than_ten_operations_a_second(fake: FakeFe
     ops = [c.at for c in fake.of("content", "settings", "card_update")]
     assert len(ops) >= 8  # it did update, as often as it may
     assert all(sum(1 for t in ops if start <= t < start + 1.0) <= 10 for start in ops)
+
+
+async def test_an_answer_too_long_for_one_card_goes_on_in_plain_cards(fake: FakeFeishu) -> None:
+    channel = FeishuChannel(
+        app_id=APP_ID, app_secret=APP_SECRET, domain=fake.url, card_update_interval_s=0.05
+    )
+    turn = Delivery(channel, CHAT, recipient="ou_user")
+    await turn.start()
+    await turn.on_event(AgentStarted("t1", "researcher", "a long search"))
+    words = [f"w{number:05d}" for number in range(5000)]  # 35 KB: more than a card holds
+    for start in range(0, len(words), 1000):
+        await turn.on_event(AnswerDelta(" ".join(words[start : start + 1000]) + " "))
+        await asyncio.sleep(0.15)
+    await turn.on_event(AgentFinished("t1", "researcher", "a long search", "completed"))
+    await turn.on_event(Final(" ".join(words)))
+
+    first, *rest = fake.bot_messages("oc_chat")
+    assert rest and " ".join(fake.text_of(m) for m in (first, *rest)).split() == words
+    [panel] = elements(fake.card_of(first), "collapsible_panel")
+    assert panel["header"]["title"]["content"].startswith("✅ Researcher")
+    for later in rest:  # the text alone: the steps and the button belong to the turn's card
+        assert not elements(fake.card_of(later), "collapsible_panel")
+    made = [json.loads(c.body["data"]) for c in fake.of("card_create")]
+    assert [by_id(card, "stop") is not None for card in made] == [True] + [False] * (len(made) - 1)
+    assert all(by_id(fake.card_of(m), "stop") is None for m in (first, *rest))
+    assert not any(fake.streaming(m) for m in (first, *rest))

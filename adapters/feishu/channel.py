@@ -194,7 +194,8 @@ class FeishuChannel:
                 await self.turns.final_again(open_card, content, self._where(chat))
                 return open_card
         if self.cards and not final:
-            stop = self._stop_value(chat, recipient)
+            part = self.turns.is_part(content)  # a long answer's later part: no button
+            stop = None if part else self._stop_value(chat, recipient)
             card = self.turns.placeholder(content, stop)
             try:
                 card_id = await self.out.create_card(card)
@@ -233,6 +234,7 @@ class FeishuChannel:
                 in_thread=bool(chat.thread_id),
             )
             self._shown.put(message_id, markdown)
+            await self.turns.settle(chat.key, content)  # a long answer's last part
             return MessageHandle(chat, message_id, {"kind": "inline"})
         text = with_hints(markdown, content.display)
         message_id = await self.out.post(

@@ -23,7 +23,7 @@ from adapters.base import ChannelError, MessageHandle, OutboundContent, RateLimi
 from adapters.feishu.cards import ANSWER
 from adapters.feishu.live_card import live_card, shown_text, steps_of
 from adapters.feishu.outbound import Outbound
-from adapters.feishu.render import plain_text
+from adapters.feishu.render import plain_text, rendered_length
 from adapters.live import Step
 from adapters.telegram.recent import Recent
 
@@ -40,6 +40,7 @@ class TurnCard:
     markdown: str  # the answer element as shown
     steps: tuple[Step, ...] = ()  # the steps as the panels and lines show them
     known: bool = True  # False: a card of an earlier process, whose state is not known
+    part: bool = False  # a later part of an answer too long for one card: the text alone
 
 
 class TurnCards:
@@ -48,18 +49,31 @@ class TurnCards:
         self.limit = limit  # the answer element's most bytes (card markdown, JSON-encoded)
         self._cards: Recent[str, TurnCard] = Recent(REMEMBERED)  # message id -> its card
         self._open: dict[str, list[MessageHandle]] = {}  # chat key -> its cards not ended
+        # chat key -> a turn card whose final was the first part of a long answer: its panels
+        # end when the last part (which carries the turn's live state) is out
+        self._settling: dict[str, TurnCard] = {}
+
+    def is_part(self, content: OutboundContent) -> bool:
+        """A preview's later part of an answer too long for one card (the delivery splits it):
+        a card of its own, with the text alone: the turn's card keeps the steps and the button."""
+        live = content.live
+        return live is not None and rendered_length(live.answer or live.note) > self.limit
 
     def placeholder(self, content: OutboundContent, stop: Mapping[str, str] | None) -> str:
         markdown = shown_text(content, self.limit)
-        return live_card(markdown, steps_of(content), streaming=True, stop=stop, summary="…")
+        steps = () if stop is None and self.is_part(content) else steps_of(content)
+        return live_card(markdown, steps, streaming=True, stop=stop, summary="…")
 
     def opened(
         self, handle: MessageHandle, card_id: str, content: OutboundContent, stop: Any
     ) -> None:
         markdown = shown_text(content, self.limit)
-        card = TurnCard(card_id, handle.chat.key, stop, markdown, steps_of(content))
+        part = self.is_part(content)
+        card = TurnCard(card_id, handle.chat.key, stop, markdown, part=part)
+        card.steps = self._steps(card, content)
         self._cards.put(handle.message_id, card)
-        self._open.setdefault(handle.chat.key, []).append(handle)
+        if not part:
+            self._open.setdefault(handle.chat.key, []).append(handle)
 
     def open_card(self, chat_key: str) -> MessageHandle | None:
         """The chat's one turn card not ended yet (None: none, or several)."""
@@ -69,7 +83,7 @@ class TurnCards:
     async def preview(self, handle: MessageHandle, content: OutboundContent) -> None:
         card = self._card(handle)
         markdown = shown_text(content, self.limit)
-        steps = steps_of(content)
+        steps = self._steps(card, content)
         if steps != card.steps:
             whole = live_card(markdown, steps, streaming=True, stop=card.stop, summary="…")
             await self.out.replace_card(card.card_id, whole, "preview")
@@ -83,7 +97,7 @@ class TurnCards:
     ) -> None:
         card = self._card(handle)
         markdown = shown_text(content, self.limit)
-        steps = steps_of(content)
+        steps = self._steps(card, content)
         whole = (
             steps != card.steps
             or content.display
@@ -99,7 +113,27 @@ class TurnCards:
             await self.out.stream_text(card.card_id, ANSWER, markdown or " ", "final")
             card.markdown = markdown
         await self.out.close_stream(card.card_id, plain_text(content.text, 60))
-        self._end(handle, card)
+        if content.live is None and not card.part:
+            self._settling[card.chat_key] = card
+        self._end(handle, card, forget=content.live is not None)
+        if card.part:
+            await self.settle(card.chat_key, content)
+
+    async def settle(self, chat_key: str, content: OutboundContent) -> None:
+        """The last part of a long answer is out: the turn's card shows its steps' ends."""
+        card = self._settling.pop(chat_key, None) if content.live is not None else None
+        if card is None or content.live is None:
+            return
+        steps = content.live.steps
+        try:
+            if steps != card.steps:
+                whole = live_card(card.markdown, steps, streaming=False)
+                await self.out.replace_card(card.card_id, whole)
+                card.steps = steps
+        except ChannelError as exc:  # the answer is out; only the panels lag
+            log.info("Feishu turn card's panels not ended: %s", exc)
+        finally:
+            self.out.forget_card(card.card_id)
 
     async def final_again(
         self, handle: MessageHandle, content: OutboundContent, where: Mapping[str, Any]
@@ -122,6 +156,14 @@ class TurnCards:
             log.info("Feishu card streaming not turned off: %s", exc)
         self._end(handle, card)
 
+    @staticmethod
+    def _steps(card: TurnCard, content: OutboundContent) -> tuple[Step, ...]:
+        """The steps the card shows: none on a later part; the last shown when the content
+        has no live state (the first part of a long answer's final)."""
+        if card.part:
+            return ()
+        return steps_of(content) if content.live is not None else card.steps
+
     def _card(self, handle: MessageHandle) -> TurnCard:
         card = self._cards.get(handle.message_id)
         if card is None:  # a card of an earlier process (adopted): nothing known of it
@@ -130,9 +172,10 @@ class TurnCards:
             self._cards.put(handle.message_id, card)
         return card
 
-    def _end(self, handle: MessageHandle, card: TurnCard) -> None:
+    def _end(self, handle: MessageHandle, card: TurnCard, *, forget: bool = True) -> None:
         handles = self._open.get(card.chat_key, [])
         handles[:] = [h for h in handles if h.message_id != handle.message_id]
         if not handles:
             self._open.pop(card.chat_key, None)
-        self.out.forget_card(card.card_id)
+        if forget:
+            self.out.forget_card(card.card_id)
