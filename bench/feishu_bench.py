@@ -46,7 +46,7 @@ async def run(chats: int, chars: int, stream_s: float, card_rate: float, tools: 
     await fake.start()
     answer = " ".join(f"w{i:04d}" for i in range(chars // 6 + 1))[:chars]
     pieces = max(1, int(stream_s / 0.1))
-    calls = [("get_current_datetime", {})] * tools
+    calls: list[tuple[str, dict[str, object]]] = [("get_current_datetime", {})] * tools
 
     def reply(request: ModelRequest) -> Reply:
         if calls and request.messages[-1].role != "tool":  # the turn's first call: the tools
