@@ -336,3 +336,15 @@ async def test_an_answer_too_long_for_one_card_goes_on_in_plain_cards(fake: Fake
     assert [by_id(card, "stop") is not None for card in made] == [True] + [False] * (len(made) - 1)
     assert all(by_id(fake.card_of(m), "stop") is None for m in (first, *rest))
     assert not any(fake.streaming(m) for m in (first, *rest))
+
+
+async def test_without_the_stop_button_the_card_has_none(fake: FakeFeishu) -> None:
+    channel = FeishuChannel(
+        app_id=APP_ID, app_secret=APP_SECRET, domain=fake.url, stop_button=False
+    )
+    turn = Delivery(channel, CHAT, recipient="ou_user")
+    await turn.start()
+    await turn.on_event(Final("done"))
+    message = the_one_card(fake, "oc_chat")
+    assert all(by_id(card, "stop") is None for card in shown_cards(fake))
+    assert fake.text_of(message) == "done" and not fake.streaming(message)

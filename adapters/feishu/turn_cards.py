@@ -41,6 +41,7 @@ class TurnCard:
     steps: tuple[Step, ...] = ()  # the steps as the panels and lines show them
     known: bool = True  # False: a card of an earlier process, whose state is not known
     part: bool = False  # a later part of an answer too long for one card: the text alone
+    summary: str = ""  # the chat list's line, once the card ended
 
 
 class TurnCards:
@@ -106,13 +107,22 @@ class TurnCards:
             or self.out.stream_age(card.card_id) >= self.out.stream_renew_s
         )
         if whole:
-            final = live_card(markdown, steps, streaming=False, hints=content.display, where=where)
+            summary = plain_text(content.text, 60)
+            final = live_card(
+                markdown,
+                steps,
+                streaming=False,
+                hints=content.display,
+                where=where,
+                summary=summary,
+            )
             await self.out.replace_card(card.card_id, final)
             card.steps, card.markdown, card.stop, card.known = steps, markdown, None, True
         elif markdown != card.markdown:
             await self.out.stream_text(card.card_id, ANSWER, markdown or " ", "final")
             card.markdown = markdown
-        await self.out.close_stream(card.card_id, plain_text(content.text, 60))
+        card.summary = plain_text(content.text, 60)
+        await self.out.close_stream(card.card_id, card.summary)
         if content.live is None and not card.part:
             self._settling[card.chat_key] = card
         self._end(handle, card, forget=content.live is not None)
@@ -127,7 +137,7 @@ class TurnCards:
         steps = content.live.steps
         try:
             if steps != card.steps:
-                whole = live_card(card.markdown, steps, streaming=False)
+                whole = live_card(card.markdown, steps, streaming=False, summary=card.summary)
                 await self.out.replace_card(card.card_id, whole)
                 card.steps = steps
         except ChannelError as exc:  # the answer is out; only the panels lag
@@ -148,7 +158,8 @@ class TurnCards:
             log.warning("Feishu card final refused again (%s): the answer alone", exc)
         card = self._card(handle)
         markdown = shown_text(content, self.limit)
-        await self.out.replace_card(card.card_id, live_card(markdown, (), streaming=False))
+        alone = live_card(markdown, (), streaming=False, summary=plain_text(content.text, 60))
+        await self.out.replace_card(card.card_id, alone)
         card.steps, card.markdown, card.stop = (), markdown, None
         try:
             await self.out.close_stream(card.card_id, plain_text(content.text, 60))
