@@ -4,8 +4,9 @@ It answers in Feishu's shapes (`{"code": 0, "msg": "success", "data": {…}}`, e
 with a non-zero code) and enforces what the platform enforces (platforms.md §3.2, §6): a tenant
 token on every call; a `uuid` sent twice posts once; CardKit `sequence` strictly increasing per
 card (300317); a card entity sent once; 20 `PUT` edits per message (230072); card or post JSON
-≤ 30 KB (230025); sends ≤ `chat_per_s` per chat (230020); card updates ≤ `card_per_s` per card and
-calls ≤ `app_per_s` per app (HTTP 429, 99991400, with `x-ogw-ratelimit-reset`).
+≤ 30 KB (230025); sends ≤ `chat_per_s` per chat (230020); card operations ≤ `card_per_s` per
+card (10 a second), element content writes ≤ 50 a second per app, and calls ≤ `app_per_s` per
+app (HTTP 429, 99991400, with `x-ogw-ratelimit-reset`).
 CardKit cards: a card's streaming mode closes `stream_timeout_s` (600) after it was last turned
 on (at creation, or by the settings call with `streaming_mode: true`); a whole-card update keeps
 it closed once closed; an element content write to a card not streaming is refused (300309,
@@ -111,7 +112,8 @@ class FakeFeishu:
         self.token_delay_s = 0.0  # a slow token endpoint  # the next edit finds its message recalled by the user  # kind -> the error every such call gets
         self.retry_after = 1
         self.secret = APP_SECRET
-        self._limits = {"chat": chat_per_s, "card": card_per_s, "app": app_per_s}
+        # the element content endpoint has its own 50 a second per app [doc], within the app's
+        self._limits = {"chat": chat_per_s, "card": card_per_s, "app": app_per_s, "content": 50.0}
         self._recent: dict[str, list[float]] = defaultdict(list)  # scope -> call times
         self._uuids: dict[str, str] = {}
         self._ids = itertools.count(1)
@@ -345,6 +347,8 @@ class FakeFeishu:
             scopes.append(("chat", f"chat:{chat}"))
         if kind in ("content", "settings", "card_update"):
             scopes.append(("card", f"card:{request.match_info['card']}"))
+        if kind == "content":
+            scopes.append(("content", "content"))
         now = time.monotonic()
         for limit, scope in scopes:
             recent = [t for t in self._recent[scope] if now - t < 1.0]
