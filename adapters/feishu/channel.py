@@ -187,8 +187,9 @@ class FeishuChannel:
         markdown = to_card_markdown(content.text)
         if chat.thread_id:  # replies are what keeps a message in its thread
             reply_to = reply_to or self.threads.get(chat.thread_id)
-        if self.cards and final and content.live is not None:
+        if self.cards and final and content.live is not None and not self.turns.is_part(content):
             # a delivery's final posted anew (its card refused it): into that card once more
+            # (a long answer's later part is a message of its own)
             open_card = self.turns.open_card(chat.key)
             if open_card is not None:
                 await self.turns.final_again(open_card, content, self._where(chat))
