@@ -3,12 +3,15 @@
 The real gateway and the real lark-oapi clients (the long connection in, the Open API out) talk to
 tests/feishu_fake.py, which enforces Feishu's rules: a strictly increasing `sequence` per card,
 at most `--card-rate` updates a second per card, 50 calls a second per app and 5 sends a second per
-chat (a rate-limit error past any of them). A scripted model streams each answer in pieces.
-Prints the rate-limit errors (the goal is zero), card updates per answer, the time from the event
-to the placeholder card and to the final (streaming off), and whether every card ended with
-streaming mode off and holds the whole answer.
+chat (a rate-limit error past any of them). A scripted model calls `--tools` tools (each a line in the card), then streams the answer in pieces.
+Prints the rate-limit errors (the goal is zero), messages sent per turn (the goal is one card),
+card operations per turn (element content writes, whole-card updates, settings calls), the time
+from the event to the placeholder card, to the first visible token (the first card write that
+holds answer text) and to the final (streaming off), and whether every card ended with streaming
+mode off and holds the whole answer.
 
     python bench/feishu_bench.py [--chats 20] [--chars 3000] [--stream-s 8] [--card-rate 10]
+                                 [--tools 3]
 """
 
 from __future__ import annotations
@@ -28,23 +31,29 @@ sys.path.insert(0, str(ROOT))
 
 from adapters.feishu.render import to_card_markdown
 from agent.providers.scripted import Reply, ScriptedProvider
+from agent.types import ModelRequest
 from bench.percentiles import ms
 from bot.runtime.app import App
 from bot.runtime.config import load_config
 from tests.feishu_events import message_event
-from tests.feishu_fake import APP_ID, APP_SECRET, FakeFeishu
+from tests.feishu_fake import APP_ID, APP_SECRET, Call, FakeFeishu
 
 RATE_CODES = {99991400, 230020, 11232}
 
 
-async def run(chats: int, chars: int, stream_s: float, card_rate: float) -> None:
+async def run(chats: int, chars: int, stream_s: float, card_rate: float, tools: int) -> None:
     fake = FakeFeishu(card_per_s=card_rate)
     await fake.start()
     answer = " ".join(f"w{i:04d}" for i in range(chars // 6 + 1))[:chars]
     pieces = max(1, int(stream_s / 0.1))
-    provider = ScriptedProvider(
-        lambda request: Reply(answer, chunks=pieces, delay_s=stream_s / pieces)
-    )
+    calls: list[tuple[str, dict[str, object]]] = [("get_current_datetime", {})] * tools
+
+    def reply(request: ModelRequest) -> Reply:
+        if calls and request.messages[-1].role != "tool":  # the turn's first call: the tools
+            return Reply(calls=calls)
+        return Reply(answer, chunks=pieces, delay_s=stream_s / pieces)
+
+    provider = ScriptedProvider(reply)
     with tempfile.TemporaryDirectory() as data:
         path = Path(data) / "config.yaml"
         feishu = {
@@ -98,16 +107,21 @@ def _report(
         for c in replies.values()
     }
     placeholder = sorted(replies[q].at - asked[q] for q in asked if q in replies)
-    finals, updates = [], []
+    finals, updates, first_token = [], [], []
+    ops = fake.of("content", "settings", "card_update", ok=True)
+    first_word = answer.split()[0]
     for question, card_id in cards.items():
-        calls = [
-            c for c in fake.of("content", "settings", ok=True) if f"/cards/{card_id}/" in c.path
-        ]
+        calls = [c for c in ops if c.path.split("/")[5] == card_id]
         updates.append(len(calls))
         closes = [c for c in calls if c.kind == "settings"]
         if closes:
             finals.append(closes[-1].at - asked[question])
+        shown = [c for c in calls if first_word in _written(c)]
+        if shown:
+            first_token.append(shown[0].at - asked[question])
     finals.sort()
+    first_token.sort()
+    sent = len(fake.of("message", ok=True))
     limited = [c for c in fake.calls if c.code in RATE_CODES]
     other = [c for c in fake.calls if c.code not in RATE_CODES | {0}]
     ended = sum(not fake.cards[card_id].streaming for card_id in cards.values())
@@ -124,18 +138,37 @@ def _report(
     print(
         f"  cards ending streaming off    : {ended}/{chats}; holding the whole answer: {complete}/{chats}"
     )
+    tooled = sum(
+        any(e.get("element_id") == "tools" for e in fake.cards[c].card["body"]["elements"])
+        for c in cards.values()
+    )
+    print(f"  cards showing the tools' lines: {tooled}/{chats}")
+    print(f"  messages sent per turn        : {sent / chats:.2f} (one card each: 1.00)")
     print(
-        f"  card updates per answer       : min {min(updates)}, mean {statistics.mean(updates):.1f}, "
-        f"max {max(updates)} (element content + the closing settings call)"
+        f"  card operations per turn      : min {min(updates)}, mean {statistics.mean(updates):.1f}, "
+        f"max {max(updates)} (content writes, whole-card updates, settings calls)"
     )
     print(
         f"  event -> placeholder card     : p50 {ms(placeholder, 0.5, digits=0)} ms, max {ms(placeholder, 1.0, digits=0)} ms"
+    )
+    print(
+        f"  event -> first visible token  : p50 {ms(first_token, 0.5, digits=0)} ms, max {ms(first_token, 1.0, digits=0)} ms "
+        "(the first card write holding answer text)"
     )
     print(
         f"  event -> final (streaming off): p50 {ms(finals, 0.5, digits=0)} ms, max {ms(finals, 1.0, digits=0)} ms "
         f"(the answer itself streams for {stream_s:.0f} s)"
     )
     print(f"  calls to the fake             : {len(fake.calls)} in {wall:.1f} s wall time")
+
+
+def _written(call: Call) -> str:
+    """The text a card call wrote: an element's content, or a whole card's JSON."""
+    if call.kind == "content":
+        return str(call.body.get("content", ""))
+    if call.kind == "card_update":
+        return str(call.body["card"]["data"])
+    return ""
 
 
 def main() -> None:
@@ -146,9 +179,12 @@ def main() -> None:
     parser.add_argument(
         "--card-rate", type=float, default=10.0, help="updates/s per card the fake allows"
     )
+    parser.add_argument(
+        "--tools", type=int, default=3, help="tool calls before each answer (lines in the card)"
+    )
     args = parser.parse_args()
     logging.basicConfig(level=logging.ERROR)
-    asyncio.run(run(args.chats, args.chars, args.stream_s, args.card_rate))
+    asyncio.run(run(args.chats, args.chars, args.stream_s, args.card_rate, args.tools))
 
 
 if __name__ == "__main__":

@@ -64,12 +64,14 @@ def mention(key: str, open_id: str = BOT_OPEN_ID, name: str = "Bot") -> dict[str
     return {"key": key, "id": {"open_id": open_id}, "name": name, "tenant_key": "tk"}
 
 
-def action_event(value: dict[str, Any], *, chat_id: str, message_id: str) -> dict[str, Any]:
+def action_event(
+    value: dict[str, Any], *, chat_id: str, message_id: str, user: str = "ou_user"
+) -> dict[str, Any]:
     return {
         "schema": "2.0",
         "header": _header(None, "card.action.trigger"),
         "event": {
-            "operator": {"open_id": "ou_user", "tenant_key": "tk"},
+            "operator": {"open_id": user, "tenant_key": "tk"},
             "token": "c-123",
             "action": {"tag": "button", "value": value},
             "host": "im_message",

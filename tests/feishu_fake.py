@@ -4,8 +4,15 @@ It answers in Feishu's shapes (`{"code": 0, "msg": "success", "data": {…}}`, e
 with a non-zero code) and enforces what the platform enforces (platforms.md §3.2, §6): a tenant
 token on every call; a `uuid` sent twice posts once; CardKit `sequence` strictly increasing per
 card (300317); a card entity sent once; 20 `PUT` edits per message (230072); card or post JSON
-≤ 30 KB (230025); sends ≤ `chat_per_s` per chat (230020); card updates ≤ `card_per_s` per card and
-calls ≤ `app_per_s` per app (HTTP 429, 99991400, with `x-ogw-ratelimit-reset`).
+≤ 30 KB (230025); sends ≤ `chat_per_s` per chat (230020); card operations ≤ `card_per_s` per
+card (10 a second), element content writes ≤ 50 a second per app, and calls ≤ `app_per_s` per
+app (HTTP 429, 99991400, with `x-ogw-ratelimit-reset`).
+CardKit cards: a card's streaming mode closes `stream_timeout_s` (600) after it was last turned
+on (at creation, or by the settings call with `streaming_mode: true`); a whole-card update keeps
+it closed once closed; an element content write to a card not streaming is refused (300309,
+"streaming mode is closed"). Card JSON is checked as 2.0 is: element ids (a letter, then
+letters, digits and `_`, at most 20) unique in the card (300301), a `collapsible_panel` has a
+`header` and no `form` inside, a button has `text` and `behaviors`.
 
 Scripted faults: `gone_next` (the next edit finds its message recalled), `refuse[kind]` (every such call fails with that code), `force_429[kind]` (the next call of that kind is rate limited), and a call carried
 out whose answer is lost: `hang_next[kind]` (no answer) or `garble_next[kind]` (a proxy's HTML page).
@@ -31,6 +38,7 @@ from typing import Any
 
 from aiohttp import web
 
+from tests.feishu_card_rules import FeishuError, check_card
 from tests.feishu_fake_ws import LongConnectionEndpoint
 
 APP_ID = "cli_test_app"
@@ -70,22 +78,29 @@ class CardEntity:
     sequence: int = 0
     sent: bool = False
     updates: int = 0
+    timeout_s: float = 600.0
+    opened_at: float = field(default_factory=time.monotonic)  # streaming last turned on
+    timed_out: int = 0  # times Feishu closed its stream itself
 
     @property
     def streaming(self) -> bool:
-        return bool(self.card.get("config", {}).get("streaming_mode"))
-
-
-class FeishuError(Exception):
-    def __init__(self, code: int, msg: str, status: int = 400, reset: float | None = None) -> None:
-        super().__init__(msg)
-        self.code, self.msg, self.status, self.reset = code, msg, status, reset
+        config = self.card.setdefault("config", {})
+        if config.get("streaming_mode") and time.monotonic() - self.opened_at >= self.timeout_s:
+            config["streaming_mode"] = False  # closed by Feishu, as after 10 minutes
+            self.timed_out += 1
+        return bool(config.get("streaming_mode"))
 
 
 class FakeFeishu:
     def __init__(
-        self, *, chat_per_s: float = 5.0, card_per_s: float = 10.0, app_per_s: float = 50.0
+        self,
+        *,
+        chat_per_s: float = 5.0,
+        card_per_s: float = 10.0,
+        app_per_s: float = 50.0,
+        stream_timeout_s: float = 600.0,
     ) -> None:
+        self.stream_timeout_s = stream_timeout_s
         self.calls: list[Call] = []
         self.messages: dict[str, Message] = {}
         self.cards: dict[str, CardEntity] = {}
@@ -97,7 +112,8 @@ class FakeFeishu:
         self.token_delay_s = 0.0  # a slow token endpoint  # the next edit finds its message recalled by the user  # kind -> the error every such call gets
         self.retry_after = 1
         self.secret = APP_SECRET
-        self._limits = {"chat": chat_per_s, "card": card_per_s, "app": app_per_s}
+        # the element content endpoint has its own 50 a second per app [doc], within the app's
+        self._limits = {"chat": chat_per_s, "card": card_per_s, "app": app_per_s, "content": 50.0}
         self._recent: dict[str, list[float]] = defaultdict(list)  # scope -> call times
         self._uuids: dict[str, str] = {}
         self._ids = itertools.count(1)
@@ -155,6 +171,16 @@ class FakeFeishu:
         if message.msg_type == "text":
             return str(body["text"])
         return "".join(node.get("text", "") for line in body["zh_cn"]["content"] for node in line)
+
+    def card_of(self, message: Message) -> dict[str, Any]:
+        """The card JSON a card message shows now."""
+        if message.card_id:
+            return self.cards[message.card_id].card
+        return dict(json.loads(message.content))
+
+    def refused_for_rate(self) -> list[Call]:
+        """Calls the fake refused as over a rate (per card, per chat, per app)."""
+        return [c for c in self.calls if c.code in (99991400, 230020)]
 
     def streaming(self, message: Message) -> bool:
         return message.card_id is not None and self.cards[message.card_id].streaming
@@ -321,6 +347,8 @@ class FakeFeishu:
             scopes.append(("chat", f"chat:{chat}"))
         if kind in ("content", "settings", "card_update"):
             scopes.append(("card", f"card:{request.match_info['card']}"))
+        if kind == "content":
+            scopes.append(("content", "content"))
         now = time.monotonic()
         for limit, scope in scopes:
             recent = [t for t in self._recent[scope] if now - t < 1.0]
@@ -410,8 +438,10 @@ class FakeFeishu:
         if body.get("type") != "card_json":
             raise FeishuError(300301, "unsupported card type")
         self._check_size(body["data"])
+        card = json.loads(body["data"])
+        check_card(card)
         card_id = f"card_{next(self._ids)}"
-        self.cards[card_id] = CardEntity(json.loads(body["data"]))
+        self.cards[card_id] = CardEntity(card, timeout_s=self.stream_timeout_s)
         return {"card_id": card_id}
 
     def _card(self, request: web.Request, body: dict[str, Any]) -> CardEntity:
@@ -427,6 +457,8 @@ class FakeFeishu:
 
     def _content(self, request: web.Request, body: dict[str, Any]) -> dict[str, Any]:
         entity = self._card(request, body)
+        if not entity.streaming:
+            raise FeishuError(300309, "streaming mode is closed")
         for element in entity.card["body"]["elements"]:
             if element.get("element_id") == request.match_info["element"]:
                 element["content"] = body["content"]
@@ -436,13 +468,23 @@ class FakeFeishu:
 
     def _settings(self, request: web.Request, body: dict[str, Any]) -> dict[str, Any]:
         entity = self._card(request, body)
-        entity.card.setdefault("config", {}).update(json.loads(body["settings"])["config"])
+        config = json.loads(body["settings"])["config"]
+        if config.get("streaming_mode"):
+            entity.opened_at = time.monotonic()
+        entity.card.setdefault("config", {}).update(config)
         return {}
 
     def _card_update(self, request: web.Request, body: dict[str, Any]) -> dict[str, Any]:
         entity = self._card(request, body)
+        if body["card"].get("type") != "card_json":
+            raise FeishuError(300301, "unsupported card type")
         self._check_size(body["card"]["data"])
-        entity.card = json.loads(body["card"]["data"])
+        card = json.loads(body["card"]["data"])
+        check_card(card)
+        was_streaming = entity.streaming  # a whole-card update does not reopen a closed stream
+        entity.card = card
+        config = card.setdefault("config", {})
+        config["streaming_mode"] = bool(config.get("streaming_mode")) and was_streaming
         return {}
 
     @staticmethod

@@ -286,13 +286,21 @@ async def test_specialists_at_work_show_in_the_card_while_it_streams(fake: FakeF
     turn = Delivery(channel, CHAT)
     await turn.start()
     await turn.on_event(AgentStarted("t1", "researcher", "looks up prices"))
-    await fake.wait_for(lambda: any("Researcher" in c.body["content"] for c in fake.of("content")))
+    await fake.wait_for(
+        lambda: any("Researcher" in c.body["card"]["data"] for c in fake.of("card_update"))
+    )
     await turn.on_event(AgentFinished("t1", "researcher", "looks up prices", "completed"))
     await turn.on_event(Final("Prices found"))
-    shown = [c.body["content"] for c in fake.of("content")]
-    assert any("⏳ Researcher — looks up prices" in text for text in shown), shown
-    assert shown[-1] == "Prices found"
-    assert not fake.streaming(fake.bot_messages("oc_chat")[0])
+    [message] = fake.bot_messages("oc_chat")
+    running = json.loads(fake.of("card_update")[0].body["card"]["data"])
+    [panel] = [e for e in running["body"]["elements"] if e["tag"] == "collapsible_panel"]
+    assert panel["header"]["title"]["content"] == "⏳ Researcher — looks up prices"
+    [panel] = [
+        e for e in fake.card_of(message)["body"]["elements"] if e["tag"] == "collapsible_panel"
+    ]
+    assert panel["header"]["title"]["content"] == "✅ Researcher — looks up prices"
+    assert fake.text_of(message) == "Prices found"  # the panel, not a line under the answer
+    assert not fake.streaming(message)
 
 
 async def test_the_token_is_fetched_without_blocking_the_event_loop(fake: FakeFeishu) -> None:

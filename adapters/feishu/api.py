@@ -33,6 +33,8 @@ SECRET_REFUSED = {10014, 10003}  # "app secret invalid", "invalid param" (a wron
 RATE_LIMITED = {99991400, 230020, 11232}  # gateway, per chat, tenant [doc]
 GONE = {230011, 231003}  # the message was recalled or deleted [doc]
 STALE_SEQUENCE = 300317  # CardKit: "sequence number compare failed"
+# CardKit: "streaming mode is closed", "card streaming timeout" (10 minutes after it was turned on)
+STREAM_CLOSED = {300309, 200850}
 NO_PERMISSION = {99991672, 99991679}  # the app lacks a scope (cardkit:card:write, say) [doc]
 
 

@@ -1,9 +1,15 @@
-"""The Feishu/Lark channel: a CardKit streaming card per answer, or a text message edited in place.
+"""The Feishu/Lark channel: ONE CardKit streaming card per turn, or a text message edited in place.
 
-The placeholder is a card entity created with streaming mode on and sent as a reply; previews
-write the answer's markdown element (the delivery's text, status lines included), and the final
-writes the last text (or the whole card, when display hints add buttons) and turns streaming
-mode off. Where the app may not use CardKit (no `cardkit:card:write`), or with
+The placeholder is a card entity created with streaming mode on and sent as a reply. The card
+is rendered from `content.live` (live_card.py): the answer (or the note before it) in the
+markdown element the stream writes, a collapsible panel per specialist with its status, the
+tools' lines, and, while the turn runs, a stop button (`stop_button`) whose press comes back
+as "/stop" from the presser (normalize.py: in a group only the user the turn answers may).
+Previews write the answer element, or the whole card when the steps changed; the final writes
+the whole card (the button gone, panels ended, display hints) and turns streaming mode off.
+Streaming is turned on again before Feishu's 10-minute close (outbound.py), and a final the
+delivery would post anew lands in the same card (turn_cards.py): a turn never has a second
+card. Where the app may not use CardKit (no `cardkit:card:write`), or with
 `streaming: text`, answers are `post` messages edited with `PUT`, which Feishu allows 20 times a
 message: the limits say so, and the channel itself never spends the last edit on a preview.
 Receiving (long connection or HTTP callbacks) is in ingress.py.
@@ -31,11 +37,12 @@ from adapters.base import (
 from adapters.budget import LocalRateBudget, Rank, RateBudget
 from adapters.feishu import media
 from adapters.feishu.api import NO_PERMISSION, ApiError, FeishuApi
-from adapters.feishu.cards import ANSWER, card_json, post_content, with_hints
+from adapters.feishu.cards import card_json, post_content, with_hints
 from adapters.feishu.config import base_url
 from adapters.feishu.ingress import Ingress
 from adapters.feishu.outbound import Outbound
-from adapters.feishu.render import plain_text, rendered_length, to_card_markdown
+from adapters.feishu.render import rendered_length, to_card_markdown
+from adapters.feishu.turn_cards import TurnCards
 from adapters.history import Claims
 from adapters.platform_calls import NO_PLATFORM_CALLS, PlatformCalls
 from adapters.telegram.recent import Recent
@@ -68,6 +75,7 @@ class FeishuChannel:
         verification_token: str | None = None,
         path: str = "/feishu/events",
         streaming: Literal["card", "text"] = "card",
+        stop_button: bool = True,
         card_update_interval_s: float = 0.5,
         text_edit_interval_s: float = 1.5,
         request_timeout_s: float = 10.0,
@@ -100,6 +108,8 @@ class FeishuChannel:
         )
         self.admits: Callable[[InboundMessage], bool] = admits or (lambda message: True)
         self.cards = streaming == "card"
+        self.stop_button = stop_button
+        self.turns = TurnCards(self.out, MAX_MARKDOWN_BYTES)
         # final_marker: a card's final also turns streaming off (its own call), so it is sent
         # even when the last preview already shows the final text; `edit` skips what is shown
         self._card_limits = FeishuLimits(
@@ -177,8 +187,17 @@ class FeishuChannel:
         markdown = to_card_markdown(content.text)
         if chat.thread_id:  # replies are what keeps a message in its thread
             reply_to = reply_to or self.threads.get(chat.thread_id)
+        if self.cards and final and content.live is not None and not self.turns.is_part(content):
+            # a delivery's final posted anew (its card refused it): into that card once more
+            # (a long answer's later part is a message of its own)
+            open_card = self.turns.open_card(chat.key)
+            if open_card is not None:
+                await self.turns.final_again(open_card, content, self._where(chat))
+                return open_card
         if self.cards and not final:
-            card = card_json(content.text, streaming=True, summary="…")
+            part = self.turns.is_part(content)  # a long answer's later part: no button
+            stop = None if part else self._stop_value(chat, recipient)
+            card = self.turns.placeholder(content, stop)
             try:
                 card_id = await self.out.create_card(card)
             except ApiError as exc:
@@ -200,8 +219,9 @@ class FeishuChannel:
                     rank=rank,
                     in_thread=bool(chat.thread_id),
                 )
-                self._shown.put(message_id, markdown)
-                return MessageHandle(chat, message_id, {"kind": "card", "card_id": card_id})
+                handle = MessageHandle(chat, message_id, {"kind": "card", "card_id": card_id})
+                self.turns.opened(handle, card_id, content, stop)
+                return handle
         if self.cards:  # a final message of its own: an inline card, ended from the start
             card = card_json(
                 content.text, streaming=False, hints=content.display, where=self._where(chat)
@@ -215,6 +235,7 @@ class FeishuChannel:
                 in_thread=bool(chat.thread_id),
             )
             self._shown.put(message_id, markdown)
+            await self.turns.settle(chat.key, content)  # a long answer's last part
             return MessageHandle(chat, message_id, {"kind": "inline"})
         text = with_hints(markdown, content.display)
         message_id = await self.out.post(
@@ -261,23 +282,18 @@ class FeishuChannel:
     async def _edit_card(
         self, handle: MessageHandle, content: OutboundContent, final: bool
     ) -> None:
-        card_id = str(handle.data["card_id"])
-        markdown = to_card_markdown(content.text)
-        changed = self._shown.get(handle.message_id) != markdown
-        if not final:
-            if changed:
-                await self.out.stream_text(card_id, ANSWER, markdown or " ", "preview")
-                self._shown.put(handle.message_id, markdown)
-            return
-        if content.display:  # buttons and fields: the whole card is written
-            where = self._where(handle.chat)
-            card = card_json(content.text, streaming=False, hints=content.display, where=where)
-            await self.out.replace_card(card_id, card)
-        elif changed:
-            await self.out.stream_text(card_id, ANSWER, markdown or " ", "final")
-        await self.out.close_stream(card_id, plain_text(content.text, 60))
-        self._shown.put(handle.message_id, markdown)
-        self.out.forget_card(card_id)
+        if final:
+            await self.turns.final(handle, content, self._where(handle.chat))
+        else:
+            await self.turns.preview(handle, content)
+
+    def _stop_value(self, chat: ChatRef, recipient: str | None) -> dict[str, str] | None:
+        """The stop button's callback value: who may press it (the user the turn answers) and
+        where the conversation lives. None: no button (off, or no user named)."""
+        if not self.stop_button or not recipient:
+            return None
+        where = {key: value for key, value in self._where(chat).items() if value is not None}
+        return {"by": recipient, **where}
 
     # --- files --------------------------------------------------------------------------------
 

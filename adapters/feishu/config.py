@@ -31,6 +31,7 @@ class FeishuConfig(InstanceConfig):
     verification_token: str | None = secret(None, env="FEISHU_VERIFICATION_TOKEN")
     path: str = "/feishu/events"
     streaming: Literal["card", "text"] = "card"
+    stop_button: bool = True  # a stop button on a running turn's card
     card_update_interval_s: float = Field(0.5, gt=0)
     text_edit_interval_s: float = Field(1.5, gt=0)
 

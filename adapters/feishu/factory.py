@@ -18,6 +18,7 @@ def build(section: FeishuConfig, services: ChannelServices) -> FeishuChannel:
         verification_token=section.verification_token,
         path=section.path,
         streaming=section.streaming,
+        stop_button=section.stop_button,
         card_update_interval_s=section.card_update_interval_s,
         text_edit_interval_s=section.text_edit_interval_s,
         admits=services.admits,

@@ -6,7 +6,10 @@ bot's own mention is dropped. A message in a thread keeps to that thread's conve
 and post (rich text) are read, images, files, audio and video (and the images inside a post)
 become attachments fetched through the message-resource API; other kinds become `Unsupported`
 with a short honest reply.
-`card.action.trigger` (a button press) becomes an action on the conversation its button named.
+`card.action.trigger` (a button press) becomes an action on the conversation its button named;
+the stop button of a running turn's card becomes the text "/stop" from the presser, taken in a
+private chat from anyone (there is only the user), in a group only from the user the turn
+answers (the button's value names them): another member's press is ignored.
 
 The claim key for the gateway's dedup is the message id (Feishu redelivers an event with the
 same message id, for about seven hours, and the same message may arrive by two routes); for a
@@ -16,13 +19,17 @@ button press it is the event id.
 from __future__ import annotations
 
 import json
+import logging
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from adapters.base import Action, Attachment, ChatRef, InboundMessage
+from adapters.feishu.live_card import STOP_ACTION
 from content.texts import t
+
+log = logging.getLogger(__name__)
 
 CHANNEL = "feishu"
 MESSAGE = "im.message.receive_v1"
@@ -197,9 +204,25 @@ def _action(
     if not isinstance(value, dict) or not value.get("action_id") or not chat_id or not event_id:
         return None  # not one of our buttons
     message_id = context.get("open_message_id")
+    presser = str((event.get("operator") or {}).get("open_id", ""))
+    chat = ChatRef(channel, str(chat_id), value.get("thread") or None)
+    if value["action_id"] == STOP_ACTION:
+        if value.get("group") == "1" and value.get("by") != presser:
+            log.info("Feishu: a stop pressed in %s by someone the turn does not answer", chat.key)
+            return None
+        return InboundMessage(
+            chat=chat,
+            user_id=presser,
+            text="/stop",
+            event_id=f"{channel}:event:{event_id}",
+            message_id=message_id,
+            is_group=value.get("group") == "1",
+            mentioned=True,
+            raw=raw,
+        )
     return InboundMessage(
-        chat=ChatRef(channel, str(chat_id), value.get("thread") or None),
-        user_id=str((event.get("operator") or {}).get("open_id", "")),
+        chat=chat,
+        user_id=presser,
         text="",
         event_id=f"{channel}:event:{event_id}",
         message_id=message_id,
