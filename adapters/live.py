@@ -28,3 +28,4 @@ class Live:
     answer: str = ""  # the answer streamed so far; "" before it starts
     note: str = ""  # what shows while no answer has streamed: the placeholder, a SendMessage note
     steps: tuple[Step, ...] = ()  # every step so far, in the order they started, ended ones too
+    language: str = "en"  # the conversation's, for the words a channel adds (a stop button)

@@ -21,7 +21,7 @@ from typing import Any
 
 from adapters.base import ChannelError, MessageHandle, OutboundContent, RateLimited
 from adapters.feishu.cards import ANSWER
-from adapters.feishu.live_card import live_card, shown_text, steps_of
+from adapters.feishu.live_card import language_of, live_card, shown_text, steps_of
 from adapters.feishu.outbound import Outbound
 from adapters.feishu.render import plain_text, rendered_length
 from adapters.live import Step
@@ -63,7 +63,9 @@ class TurnCards:
     def placeholder(self, content: OutboundContent, stop: Mapping[str, str] | None) -> str:
         markdown = shown_text(content, self.limit)
         steps = () if stop is None and self.is_part(content) else steps_of(content)
-        return live_card(markdown, steps, streaming=True, stop=stop, summary="…")
+        return live_card(
+            markdown, steps, streaming=True, stop=stop, summary="…", language=language_of(content)
+        )
 
     def opened(
         self, handle: MessageHandle, card_id: str, content: OutboundContent, stop: Any
@@ -86,7 +88,10 @@ class TurnCards:
         markdown = shown_text(content, self.limit)
         steps = self._steps(card, content)
         if steps != card.steps:
-            whole = live_card(markdown, steps, streaming=True, stop=card.stop, summary="…")
+            whole = live_card(
+                markdown, steps, streaming=True, stop=card.stop, summary="…",
+                language=language_of(content),
+            )  # fmt: skip
             await self.out.replace_card(card.card_id, whole, "preview")
             card.steps, card.markdown = steps, markdown
         elif markdown != card.markdown:
@@ -115,6 +120,7 @@ class TurnCards:
                 hints=content.display,
                 where=where,
                 summary=summary,
+                language=language_of(content),
             )
             await self.out.replace_card(card.card_id, final)
             card.steps, card.markdown, card.stop, card.known = steps, markdown, None, True
@@ -137,7 +143,10 @@ class TurnCards:
         steps = content.live.steps
         try:
             if steps != card.steps:
-                whole = live_card(card.markdown, steps, streaming=False, summary=card.summary)
+                whole = live_card(
+                    card.markdown, steps, streaming=False, summary=card.summary,
+                    language=language_of(content),
+                )  # fmt: skip
                 await self.out.replace_card(card.card_id, whole)
                 card.steps = steps
         except ChannelError as exc:  # the answer is out; only the panels lag

@@ -197,7 +197,7 @@ class Delivery:
         """The turn's state in parts (`final`: the answer's last text)."""
         answer = "".join(self._answer) if final is None else final
         note = "" if answer else self._interim
-        return Live(answer, note, self._steps.view())
+        return Live(answer, note, self._steps.view(), self.language)
 
     def preview(self) -> str:
         body = "".join(self._answer) if self._answer else self._interim
