@@ -18,6 +18,7 @@ def build(section: SlackConfig, services: ChannelServices) -> SlackChannel:
         api_base=section.api_base,
         updates_per_minute=section.updates_per_minute,
         edit_interval_s=section.edit_interval_s,
+        streaming=section.streaming,
         admits=services.admits,
         budget=services.rate_budget,
         calls=services.platform_calls,
