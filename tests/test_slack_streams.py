@@ -15,7 +15,7 @@ from adapters.base import ChatRef, OutboundContent
 from adapters.slack import SlackChannel
 from adapters.slack.throttle import StreamRates
 from bot.pipeline.delivery import Delivery
-from tests.slack_fake import BOT_TOKEN, FakeSlack
+from tests.slack_fake import BOT_TOKEN, MAX_TEXT_BYTES, FakeSlack
 from tools.display import button, card
 from tools.events import (
     AgentFinished,
@@ -252,3 +252,18 @@ async def test_a_preview_without_live_parts_streams_its_text(
     await channel.edit(handle, OutboundContent("Partial answer and the whole."), final=True)
     [message] = fake.bot_messages()
     assert message.text == "Partial answer and the whole." and not fake.called("chat.update")
+
+
+async def test_an_answer_too_long_for_one_message_streams_then_continues_in_the_thread(
+    fake: FakeSlack, channel: SlackChannel
+) -> None:
+    answer = "\n\n".join(f"第{i}段：" + "漢字かな交じり文です。" * 40 for i in range(6))
+    pieces = [answer[i : i + 400] for i in range(0, len(answer), 400)]
+    await play(channel, [*[AnswerDelta(p) for p in pieces], Final(answer)])
+    shown = [m.text for m in fake.bot_messages()]
+    assert len(shown) >= 2 and "".join(shown).replace("\n", "") == answer.replace("\n", "")
+    assert all(len(text.encode()) <= MAX_TEXT_BYTES for text in shown)
+    assert len(fake.ok("chat.startStream")) == 1  # the parts after the first are posted
+    assert not [c for c in fake.calls if c.error] and not any(
+        m.streaming for m in fake.bot_messages()
+    )

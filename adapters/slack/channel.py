@@ -201,7 +201,7 @@ class SlackChannel:
         if reply_to and reply_to.startswith("ephemeral:") and not chat.chat_id.startswith("D"):
             return await self._send_ephemeral(chat, text, reply_to.removeprefix("ephemeral:"))
         if not final and self.streams is not None:
-            streamed = await self.streams.start(chat, content.text, recipient)
+            streamed = await self.streams.start(chat, content, recipient)
             if streamed is not None:
                 self.ingress.joined(chat)
                 await self.status.show(chat, "is thinking…")

@@ -104,10 +104,14 @@ class Streams:
             self._open.put(key, stream)
         return stream
 
-    async def start(self, chat: ChatRef, text: str, recipient: str | None) -> MessageHandle | None:
+    async def start(
+        self, chat: ChatRef, content: OutboundContent, recipient: str | None
+    ) -> MessageHandle | None:
         direct = chat.chat_id.startswith("D")
         if not chat.thread_id or chat.chat_id in self._refused:
             return None  # a stream must be a reply in a thread
+        if content.live is not None and answer_of(content) is None:
+            return None  # the rest of a long answer: a part, as the update path shows it
         if not direct and not (recipient and chat.team_id):
             return None  # channels need the recipient's user and team
         args: dict[str, Any] = {
@@ -129,7 +133,7 @@ class Streams:
             self._refused.put(chat.chat_id, None)
             return None
         ts, channel = str(response["ts"]), str(response.get("channel") or chat.chat_id)
-        self._open.put((channel, ts), Stream(chat, channel, ts, text))
+        self._open.put((channel, ts), Stream(chat, channel, ts, content.text))
         return MessageHandle(chat, ts, {"channel": channel, "stream": True})
 
     async def preview(self, stream: Stream, content: OutboundContent) -> bool:
