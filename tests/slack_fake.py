@@ -430,6 +430,11 @@ class FakeSlack:
                     blocks = p["blocks"]
                     message.blocks = json.loads(blocks) if isinstance(blocks, str) else blocks
                 return {"channel": key[0], "ts": key[1], "text": text}
+            case "agents.sessions.setStatus":
+                statuses = ("processing", "active", "suspended", "closed")
+                if not p.get("channel_id") or p.get("status") not in statuses:
+                    return {"error": "invalid_arguments"}
+                return {}
             case "chat.startStream" | "chat.appendStream" | "chat.stopStream":
                 return self._stream(call.method, p)
             case "files.getUploadURLExternal":

@@ -101,6 +101,7 @@ class SlackChannel:
         updates_per_minute: float = 45.0,
         edit_interval_s: float = 3.0,
         streaming: Literal["native", "update"] = "native",
+        agent_view: bool = False,
         stream_rates: StreamRates | None = None,
         request_timeout_s: float = 10.0,
         admits: Callable[[InboundMessage], bool] | None = None,
@@ -136,7 +137,7 @@ class SlackChannel:
             self.counts |= {"streams": 0, "appends": 0, "stops": 0}
         self._sent: Recent[tuple[str, str], str] = Recent(REMEMBERED_TEXTS)  # -> text shown
         self._with_buttons: Recent[tuple[str, str], None] = Recent(REMEMBERED_TEXTS)
-        self.status = AssistantStatus(self.client, self.slots)
+        self.status = AssistantStatus(self.client, self.slots, agent=agent_view)
         self.ingress = Ingress(
             self.client,
             name=name,
@@ -150,6 +151,7 @@ class SlackChannel:
             admits=admits or (lambda message: True),
             answered=answered,
             latest_conversation=latest_conversation,
+            agent_view=agent_view,
         )
 
     def limits_for(self, chat: ChatRef) -> ChannelLimits:

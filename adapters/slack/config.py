@@ -23,6 +23,9 @@ class SlackConfig(InstanceConfig):
     edit_interval_s: float = Field(3.0, ge=0)
     # native: Slack's streams (chat.startStream/appendStream/stopStream); update: chat.update
     streaming: Literal["native", "update"] = "native"
+    # the app uses Slack's agent messaging experience (manifest features.agent_view): each
+    # top-level DM message is a thread and a conversation of its own; threads are agent sessions
+    agent_view: bool = False
 
     _check_path = field_validator("path")(url_path)
 

@@ -19,6 +19,7 @@ def build(section: SlackConfig, services: ChannelServices) -> SlackChannel:
         updates_per_minute=section.updates_per_minute,
         edit_interval_s=section.edit_interval_s,
         streaming=section.streaming,
+        agent_view=section.agent_view,
         admits=services.admits,
         budget=services.rate_budget,
         calls=services.platform_calls,
