@@ -70,6 +70,7 @@ REVOKED = frozenset(
     {"invalid_auth", "not_authed", "token_revoked", "token_expired", "account_inactive"}
 )
 GONE = frozenset({"message_not_found", "cant_update_message", "edit_window_closed", "is_inactive"})
+STREAM_INTERVAL_S = 1.0  # a stream appends at most once a second: Tier 4 is 100+ a minute
 STREAM_METHODS = frozenset({"chat.startStream", "chat.appendStream", "chat.stopStream"})
 COUNTED = {
     "chat.update": "updates",
@@ -127,6 +128,9 @@ class SlackChannel:
         self._timeout_s = request_timeout_s
         self.mode = mode
         self.limits = SlackLimits(MAX_TEXT_BYTES, edit_interval_s, final_marker=True)
+        # a stream's appends are Tier 4, apart from chat.update's Tier 3: they may come faster
+        stream_interval_s = min(edit_interval_s, STREAM_INTERVAL_S)
+        self._stream_limits = SlackLimits(MAX_TEXT_BYTES, stream_interval_s, final_marker=True)
         self.slots = WorkspaceSlots(
             budget or LocalRateBudget(), updates_per_minute, name, stream_rates
         )
@@ -155,7 +159,9 @@ class SlackChannel:
         )
 
     def limits_for(self, chat: ChatRef) -> ChannelLimits:
-        return self.limits
+        """A thread's answers may stream, at the appends' pace; the rest are updated."""
+        streams = self.streams is not None and chat.thread_id
+        return self._stream_limits if streams else self.limits
 
     def install(self, app: web.Application) -> None:
         """HTTP mode: Slack's events, commands and interactions arrive at `path`."""
