@@ -7,9 +7,12 @@ wire format and enforces their rules and rate tiers; `Delivery` drives the chann
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable
+from typing import Any
 
 import pytest
+from slack_sdk.errors import SlackApiError
+from slack_sdk.web.async_client import AsyncWebClient
 
 from adapters.base import ChatRef, OutboundContent
 from adapters.slack import SlackChannel
@@ -267,3 +270,46 @@ async def test_an_answer_too_long_for_one_message_streams_then_continues_in_the_
     assert not [c for c in fake.calls if c.error] and not any(
         m.streaming for m in fake.bot_messages()
     )
+
+
+async def test_the_fake_holds_the_real_client_to_the_stream_rules(fake: FakeSlack) -> None:
+    client = AsyncWebClient(token=BOT_TOKEN, base_url=fake.url)
+    client.retry_handlers.clear()
+
+    async def refusal(call: Awaitable[Any]) -> str:
+        with pytest.raises(SlackApiError) as caught:
+            await call
+        return str(caught.value.response["error"])
+
+    no_thread = client.api_call("chat.startStream", json={"channel": "D1"})
+    assert await refusal(no_thread) == "invalid_arguments"
+    in_channel = client.chat_startStream(channel="C1", thread_ts=THREAD)
+    assert await refusal(in_channel) == "missing_recipient_user_id"
+    started = await client.chat_startStream(
+        channel="C1", thread_ts=THREAD, recipient_user_id=USER, recipient_team_id="T1"
+    )
+    ts = str(started["ts"])
+    too_long = client.chat_appendStream(channel="C1", ts=ts, markdown_text="x" * 12_001)
+    assert await refusal(too_long) == "msg_too_long"
+    bad_task = [{"type": "task_update", "id": "1", "title": "t", "status": "done"}]
+    assert await refusal(client.chat_appendStream(channel="C1", ts=ts, chunks=bad_task)) == (
+        "invalid_chunks"
+    )
+    await client.chat_appendStream(channel="C1", ts=ts, markdown_text="one ")
+    await client.chat_appendStream(channel="C1", ts=ts, markdown_text="two")
+    busy = client.chat_update(channel="C1", ts=ts, text="over it")
+    assert await refusal(busy) == "streaming_state_conflict"
+    await client.chat_stopStream(channel="C1", ts=ts)
+    late = client.chat_appendStream(channel="C1", ts=ts, markdown_text=" three")
+    assert await refusal(late) == "message_not_in_streaming_state"
+    assert [m.text for m in fake.bot_messages()] == ["one two"]
+    # Tier 2: a burst of starts, then 429 ratelimited with a Retry-After
+    for _ in range(5):
+        try:
+            await client.chat_startStream(channel="D1", thread_ts=THREAD)
+        except SlackApiError as exc:
+            assert exc.response.status_code == 429 and exc.response["error"] == "ratelimited"
+            assert int(exc.response.headers["Retry-After"]) >= 1
+            break
+    else:
+        raise AssertionError("the fake never rate-limited chat.startStream")

@@ -66,10 +66,7 @@ log = logging.getLogger(__name__)
 DEFAULT_API = "https://slack.com/api/"
 MAX_TEXT_BYTES = 3900  # updates fail with msg_too_long near 4,000 bytes of text
 REMEMBERED_TEXTS = 4096
-REVOKED = frozenset(
-    {"invalid_auth", "not_authed", "token_revoked", "token_expired", "account_inactive"}
-)
-GONE = frozenset({"message_not_found", "cant_update_message", "edit_window_closed", "is_inactive"})
+BUSY_RETRY_S = 20.0  # the longest a preview the budget turned away waits to be tried again
 STREAM_INTERVAL_S = 1.0  # a stream appends at most once a second: Tier 4 is 100+ a minute
 STREAM_METHODS = frozenset({"chat.startStream", "chat.appendStream", "chat.stopStream"})
 COUNTED = {
@@ -224,7 +221,7 @@ class SlackChannel:
         if content.display:
             args["blocks"] = blocks(text, content.display)
         async with self._call("chat.postMessage", chat, "final" if final else "send", sending=True):
-            response = await _blocks_or_text(self.client.chat_postMessage, args)
+            response = await errors.blocks_or_text(self.client.chat_postMessage, args)
         ts, channel = str(response["ts"]), str(response.get("channel") or chat.chat_id)
         self._sent.put((channel, ts), text)
         self._remember_buttons((channel, ts), content)
@@ -275,7 +272,7 @@ class SlackChannel:
                     args["blocks"] = blocks(text, ())
                 rank: Rank = "final" if final else "preview"
                 async with self._call("chat.update", chat, rank, ts=handle.message_id):
-                    await _blocks_or_text(self.client.chat_update, args)
+                    await errors.blocks_or_text(self.client.chat_update, args)
                 self._sent.put(key, text)
                 self._remember_buttons(key, content)
             if not final:
@@ -352,7 +349,12 @@ class SlackChannel:
                     raise
                 self.calls.record("slack", method, "ok")
         except Busy as exc:
-            raise RateLimited(exc.retry_after, "workspace budget in use") from None
+            # Our budget's estimate, not Slack's 429: a preview behind many waiting finals would
+            # be told minutes, and its final, which waits its turn in the budget anyway, would
+            # give up on so long a pause (the delivery's deadline). Asked again soon instead.
+            raise RateLimited(
+                min(exc.retry_after, BUSY_RETRY_S), "workspace budget in use"
+            ) from None
         except SlackApiError as exc:
             code = errors.error_code(exc)
             if code is None:  # not Slack's JSON: a proxy's page, say; the call may have landed
@@ -370,19 +372,3 @@ class SlackChannel:
             raise errors.refused(method, code) from exc
         except (TimeoutError, aiohttp.ClientError, SlackClientError, ValueError) as exc:
             raise errors.lost(method, exc, sending) from exc
-
-
-async def _blocks_or_text(call: Callable[..., Awaitable[Any]], args: dict[str, Any]) -> Any:
-    """The call; if Slack refuses its blocks (a tool's hint past a Block Kit limit), the text
-    alone: the answer must land even when its buttons cannot."""
-    try:
-        return await call(**args)
-    except SlackApiError as exc:
-        if "blocks" not in args or errors.error_code(exc) not in errors.BAD_BLOCKS:
-            raise
-        log.warning("Slack refused the blocks (%s); the text goes alone", errors.error_code(exc))
-        # chat.update keeps a message's blocks unless told otherwise: an empty list removes them
-        text_only = {k: v for k, v in args.items() if k != "blocks"}
-        if "ts" in args:
-            text_only["blocks"] = []
-        return await call(**text_only)

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import logging
 import re
+import time
 from collections.abc import Callable, Sequence
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
@@ -54,6 +55,7 @@ log = logging.getLogger(__name__)
 Call = Callable[..., AbstractAsyncContextManager[None]]
 
 REMEMBERED = 4096
+REFUSAL_KEPT_S = 600.0  # a channel that refused a stream is not asked again for this long
 TITLE_CHARS = 256  # a task's or a plan's title
 TASK_STATUS = {"running": "in_progress", "completed": "complete"}  # failed, killed, timeout: error
 _SETTLED = re.compile(r".*\s", re.DOTALL)
@@ -90,7 +92,7 @@ class Streams:
         self._client = client
         self._call = call
         self._open: Recent[tuple[str, str], Stream] = Recent(REMEMBERED)
-        self._refused: Recent[str, None] = Recent(REMEMBERED)  # channels that refused a start
+        self._refused: Recent[str, float] = Recent(REMEMBERED)  # channel -> when it refused
         self.ended: Recent[tuple[str, str], None] = Recent(REMEMBERED)  # streamed, now updated
 
     def get(self, handle: MessageHandle) -> Stream | None:
@@ -108,7 +110,10 @@ class Streams:
         self, chat: ChatRef, content: OutboundContent, recipient: str | None
     ) -> MessageHandle | None:
         direct = chat.chat_id.startswith("D")
-        if not chat.thread_id or chat.chat_id in self._refused:
+        refused = self._refused.get(chat.chat_id)
+        if refused is not None and time.monotonic() - refused < REFUSAL_KEPT_S:
+            return None  # asked lately and refused: posted, without asking each time
+        if not chat.thread_id:
             return None  # a stream must be a reply in a thread
         if content.live is not None and answer_of(content) is None:
             return None  # the rest of a long answer: a part, as the update path shows it
@@ -130,7 +135,7 @@ class Streams:
             raise
         except ChannelError as exc:
             log.info("Slack refused a stream in %s (%s): posting instead", chat.key, exc)
-            self._refused.put(chat.chat_id, None)
+            self._refused.put(chat.chat_id, time.monotonic())
             return None
         ts, channel = str(response["ts"]), str(response.get("channel") or chat.chat_id)
         self._open.put((channel, ts), Stream(chat, channel, ts, content.text))
