@@ -313,3 +313,24 @@ async def test_the_fake_holds_the_real_client_to_the_stream_rules(fake: FakeSlac
             break
     else:
         raise AssertionError("the fake never rate-limited chat.startStream")
+
+
+async def test_a_refused_append_stops_the_stream_and_the_final_is_an_update(
+    fake: FakeSlack, channel: SlackChannel
+) -> None:
+    fake.fail_next["chat.appendStream"] = ["internal_error"]
+    await play(channel, [AnswerDelta("First words "), AnswerDelta("and more. "), Final("Done.")])
+    [message] = fake.bot_messages()
+    assert message.text == "Done." and not message.streaming
+    assert fake.ok("chat.stopStream") and fake.ok("chat.update")
+    assert [c.error for c in fake.calls if c.error] == ["internal_error"]  # nothing else refused
+
+
+async def test_a_stop_whose_answer_was_lost_still_ends_in_the_final(
+    fake: FakeSlack, channel: SlackChannel
+) -> None:
+    fake.garble_next["chat.stopStream"] = 1  # carried out; a proxy's page instead of the answer
+    await play(channel, [AnswerDelta("All of "), Final("All of it.")])
+    [message] = fake.bot_messages()
+    assert message.text == "All of it." and not message.streaming
+    assert len(fake.bot_messages()) == 1 and not fake.called("chat.postMessage")

@@ -158,14 +158,12 @@ class Streams:
                 await self._client.chat_appendStream(
                     channel=stream.channel, ts=stream.ts, chunks=chunks
                 )
-        except DeliveryUncertain:
-            stream.streamed = None  # it may have landed: what shows is not known
-            raise
         except (RateLimited, ChannelRevoked):
             raise
-        except ChannelError as exc:
+        except ChannelError as exc:  # refused, lost (it may have landed), or ended by Slack
             log.info("stream %s in %s ended (%s): updated instead", stream.ts, stream.chat.key, exc)
-            self._forget(stream)
+            stream.streamed = None  # what shows is not known: it is stopped and updated
+            await self._end(stream, None, "preview")
             return False
         stream.streamed += suffix
         stream.tasks |= tasks
@@ -198,9 +196,9 @@ class Streams:
                     await self._client.chat_stopStream(**{**args, "blocks": None})
         except (RateLimited, ChannelRevoked):
             raise
-        except ChannelError as exc:
+        except ChannelError as exc:  # ended by Slack already, refused, or its answer lost
             log.info("stream %s in %s not stopped (%s): updated", stream.ts, stream.chat.key, exc)
-            self._forget(stream)
+            await self._end(stream, None, "final")  # a plain stop, in case it is still open
             return False
         self._forget(stream)
         return extends
