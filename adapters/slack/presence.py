@@ -21,7 +21,7 @@ from slack_sdk.errors import SlackApiError, SlackClientError
 from slack_sdk.web.async_client import AsyncWebClient
 
 from adapters.base import ChatRef
-from adapters.budget import Busy
+from adapters.budget import Busy, Rank
 from adapters.slack.throttle import WorkspaceSlots
 from adapters.telegram.recent import Recent
 
@@ -87,7 +87,8 @@ class AssistantStatus:
         if shown == status:
             return True
         try:
-            async with self._slots.status(chat, "preview" if status == "processing" else "final"):
+            rank: Rank = "preview" if status == "processing" else "final"
+            async with self._slots.status(chat, rank, "agents.sessions.setStatus"):
                 await self._client.agents_sessions_setStatus(
                     channel_id=chat.chat_id, thread_ts=chat.thread_id, status=status
                 )

@@ -28,7 +28,7 @@ from adapters.budget import Rank, Rate, RateBudget
 UPDATE_BURST = 3
 POSTS_PER_SECOND = 1.0
 POST_BURST = 8
-STATUS_PER_MINUTE = 45.0  # assistant.threads.setStatus: Tier 3 as well
+STATUS_PER_MINUTE = 45.0  # assistant.threads.setStatus: Tier 3 as well (agent sessions: taken so)
 
 
 @dataclass(frozen=True, slots=True)
@@ -75,14 +75,17 @@ class WorkspaceSlots:
             rates=(self._post_rate(chat),),
         )
 
-    def status(self, chat: ChatRef, rank: Rank) -> AbstractAsyncContextManager[None]:
-        """One assistant.threads.setStatus: a courtesy (a preview) but for the clearing one."""
+    def status(
+        self, chat: ChatRef, rank: Rank, method: str = "assistant.threads.setStatus"
+    ) -> AbstractAsyncContextManager[None]:
+        """One assistant.threads.setStatus (or agents.sessions.setStatus): a courtesy (a
+        preview) but for the last one of a turn."""
         team = self._team(chat)
         return self._budget.slot(
             f"{team}:status:{chat.chat_id}:{chat.thread_id or '-'}",
             rank,
             interval_s=0.0,
-            rates=(Rate(f"{team}:assistant.threads.setStatus", STATUS_PER_MINUTE / 60, burst=3),),
+            rates=(Rate(f"{team}:{method}", STATUS_PER_MINUTE / 60, burst=3),),
         )
 
     def stream(
