@@ -20,6 +20,10 @@ Faults Slack really produces can be scripted per method: an error code for the n
 answer until the client gives up; `garble_next`: a proxy's HTML page), a message the user
 deleted just before our update (`gone_next`), and a revoked token (`revoke()`). Blocks past some
 of Block Kit's limits are refused with `invalid_blocks`, as Slack does.
+
+Native streams (chat.startStream/appendStream/stopStream) follow tests/slack_fake_streams.py,
+with Slack's tiers per workspace: appendStream Tier 4 (`appends_per_minute`, ~100), startStream
+and stopStream Tier 2 (`stream_calls_per_minute`, ~20 each). `stop_streams()` is a user's stop.
 """
 
 from __future__ import annotations
@@ -36,6 +40,7 @@ from typing import Any
 
 from aiohttp import WSMsgType, web
 
+from tests import slack_fake_streams as streams
 from tests.slack_events import BOT_ID, BOT_USER, TEAM
 
 BOT_TOKEN = "xoxb-1-test"
@@ -77,6 +82,12 @@ class Message:
     thread_ts: str | None
     blocks: list[Any] | None = None
     updates: int = 0
+    streaming: bool = False  # an open native stream
+    started_at: float = 0.0
+    chunks: list[dict[str, Any]] = field(default_factory=list)  # a stream's, in order
+    tasks: dict[str, dict[str, Any]] = field(default_factory=dict)  # id -> title, status
+    plan: str | None = None
+    streamed: bool = False  # began as a stream
 
 
 class Gcra:
@@ -104,9 +115,19 @@ class FakeSlack:
         update_burst: int = 5,
         posts_per_second: float = 1.0,
         post_burst: int = 10,
+        appends_per_minute: float = 100,
+        stream_calls_per_minute: float = 20,
+        stream_burst: int = 3,
+        stream_lifetime_s: float = 306.0,
     ) -> None:
         self.updates = Gcra(updates_per_minute / 60, update_burst)
         self.posts = Gcra(posts_per_second, post_burst)
+        self.tiers = {
+            "chat.appendStream": Gcra(appends_per_minute / 60, stream_burst * 2),
+            "chat.startStream": Gcra(stream_calls_per_minute / 60, stream_burst),
+            "chat.stopStream": Gcra(stream_calls_per_minute / 60, stream_burst),
+        }
+        self.stream_lifetime_s = stream_lifetime_s
         self.calls: list[Call] = []
         self.messages: dict[tuple[str, str], Message] = {}
         self.acks: list[dict[str, Any]] = []
@@ -169,6 +190,15 @@ class FakeSlack:
             "url_private": url,
             "url_private_download": url,
         }
+
+    def stop_streams(self, channel: str, thread_ts: str) -> list[str]:
+        """A user pressed the agent session's stop: Slack ends the thread's open streams."""
+        stopped = []
+        for message in self.messages.values():
+            if message.channel == channel and message.thread_ts == thread_ts and message.streaming:
+                message.streaming = False
+                stopped.append(message.ts)
+        return stopped
 
     def revoke(self) -> None:
         """The app is uninstalled: every token is refused from now on."""
@@ -332,6 +362,8 @@ class FakeSlack:
             return self.updates.wait(TEAM, now)
         if method == "chat.postMessage":
             return self.posts.wait(f"{TEAM}:{params.get('channel')}", now)
+        if method in self.tiers:
+            return self.tiers[method].wait(TEAM, now)
         return 0.0
 
     def _carry_out(self, call: Call) -> dict[str, Any]:
@@ -386,6 +418,8 @@ class FakeSlack:
                 message = self.messages.get(key)
                 if message is None:
                     return {"error": "message_not_found"}
+                if message.streaming:
+                    return {"error": "streaming_state_conflict"}
                 if _invalid_blocks(p.get("blocks")):
                     return {"error": "invalid_blocks"}
                 text = str(p.get("text") or "")
@@ -396,6 +430,13 @@ class FakeSlack:
                     blocks = p["blocks"]
                     message.blocks = json.loads(blocks) if isinstance(blocks, str) else blocks
                 return {"channel": key[0], "ts": key[1], "text": text}
+            case "agents.sessions.setStatus":
+                statuses = ("processing", "active", "suspended", "closed")
+                if not p.get("channel_id") or p.get("status") not in statuses:
+                    return {"error": "invalid_arguments"}
+                return {}
+            case "chat.startStream" | "chat.appendStream" | "chat.stopStream":
+                return self._stream(call.method, p)
             case "files.getUploadURLExternal":
                 file_id = f"FU{len(self._pending) + 1:04d}"
                 self._pending[file_id] = {"name": p.get("filename"), "length": p.get("length")}
@@ -409,6 +450,34 @@ class FakeSlack:
                     return {"error": "file_not_found"}
                 return {"file": self.file_object(file_id)}
         return {}  # assistant.threads.*, and anything else: accepted
+
+    def _stream(self, method: str, p: dict[str, Any]) -> dict[str, Any]:
+        channel = str(p.get("channel", ""))
+        if method == "chat.startStream":
+            error = streams.start_error(p)
+            if error:
+                return {"error": error}
+            ts = f"1700000000.{next(self._ts):06d}"
+            message = Message(channel, ts, "", str(p["thread_ts"]), streaming=True, streamed=True)
+            message.started_at = time.monotonic()
+            streams.apply(message, p)
+            self.messages[(channel, ts)] = message
+            return {"channel": channel, "ts": ts}
+        found = self.messages.get((channel, str(p.get("ts"))))
+        error = streams.open_error(found, self.stream_lifetime_s) or streams.content_error(p)
+        if method == "chat.stopStream":
+            error = error or streams.stop_blocks_error(p) or _bad(p.get("blocks"))
+        elif not error and not p.get("markdown_text") and not p.get("chunks"):
+            error = "invalid_arguments"
+        if error or found is None:
+            return {"error": error or "message_not_found"}
+        streams.apply(found, p)
+        if method == "chat.stopStream":
+            found.streaming = False
+            if p.get("blocks"):
+                blocks = p["blocks"]
+                found.blocks = json.loads(blocks) if isinstance(blocks, str) else blocks
+        return {"channel": channel, "ts": found.ts}
 
     def _complete_upload(self, p: dict[str, Any]) -> dict[str, Any]:
         listed = p.get("files")
@@ -431,6 +500,10 @@ class FakeSlack:
                 )
             done.append({"id": item["id"], "title": item.get("title"), "name": pending["name"]})
         return {"files": done}
+
+
+def _bad(blocks: Any) -> str | None:
+    return "invalid_blocks" if _invalid_blocks(blocks) else None
 
 
 def _invalid_blocks(blocks: Any) -> bool:

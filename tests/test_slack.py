@@ -42,7 +42,7 @@ async def test_a_channel_mention_is_answered_in_a_thread_once_whatever_slack_sen
     await fake.push("events_api", envelope(said, event_id="EvRetried"), retry=1)
     await answered(app, provider)
     assert fake.thread("C1", said["ts"]) == ["Sure."]
-    assert len(fake.ok("chat.postMessage")) == 1
+    assert len(fake.ok("chat.postMessage", "chat.startStream")) == 1  # a stream, by default
     assert user_texts(provider, 0) == ["can you help?"]  # the mention is not part of the question
     # A reply in that thread continues the conversation without another mention.
     follow = message("and one more thing", channel="C1", thread_ts=said["ts"])

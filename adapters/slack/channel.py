@@ -1,19 +1,28 @@
-"""The Slack channel: a placeholder reply in the thread, edited with paced `chat.update`s.
+"""The Slack channel: each answer is one message in its thread, streamed natively or updated.
 
-chat.update, not native streaming, by default. Slack's `chat.startStream`/`appendStream`/
-`stopStream` only append: the delivery shows status lines under the text that go when their
-tool ends, replaces a `SendMessage` note with the answer, and restarts an answer whose stream
-the provider restarted (its text shrinks); an append-only stream can do none of that without
-ending in a second message. Streaming also needs the recipient's ids in channels, takes only
-standard markdown, and its rate tier is not published, while chat.update's is (Tier 3, ~50 a
-minute per workspace), so the budget can keep twenty simultaneous answers in one workspace
-from drawing a single `ratelimited` (bench/slack_bench.py). So every edit is a chat.update
-inside a per-workspace `RateBudget` (throttle.py); a `ratelimited` that comes anyway pauses the
-whole workspace for its `Retry-After`, and the final still lands.
+`channels.slack.streaming: native` (the default) makes an answer one Slack stream
+(stream.py): `chat.startStream` is the placeholder, each preview a `chat.appendStream` of
+what is new (the answer's text as markdown, the turn's steps as task cards), `chat.stopStream`
+the final, its display hints as blocks under the text. A stream only appends, so:
 
-Text is mrkdwn (render.py says why); display hints become Block Kit beside it. Every slack_sdk
-and network error leaves here as a `ChannelError`; a revoked token stops the channel (not the
-process) through `ChannelRevoked`. Receiving (Socket Mode or HTTP events) is in ingress.py.
+(a) a note shown while no answer streams (a `SendMessage` note, "Asking Researcher…") is the
+    plan's title, which is replaced, never text that would later have to vanish; steps are
+    tasks whose status changes (in progress, complete, error) rather than lines to remove;
+(b) an answer the model restarted (it no longer begins with what was streamed) or a final
+    that does not extend it ends the stream, and the same message is `chat.update`d: still
+    one message;
+(c) whatever a stream cannot do falls back to the `chat.update` path: a DM without a thread
+    (a stream must be a reply), a channel without the recipient's ids, a start Slack refuses
+    or none free under its rate, a stream Slack ended (after about five minutes, or the
+    user's stop), the parts of an answer too long for one message, and `streaming: update`.
+
+Each method has its workspace budget (throttle.py): appendStream Tier 4, start and stop Tier 2,
+chat.update Tier 3 (~50 a minute, shared by every answer there), and a `ratelimited` that
+comes anyway pauses that method in the workspace for its `Retry-After`; the final still lands.
+A stream takes standard markdown (`<!`, `<@`, `<#` defused); updates carry mrkdwn (render.py
+says why) with display hints as Block Kit. Every slack_sdk and network error leaves here as a
+`ChannelError`; a revoked token stops the channel (not the process) through `ChannelRevoked`.
+Receiving (Socket Mode or HTTP events) is in ingress.py.
 """
 
 from __future__ import annotations
@@ -45,8 +54,9 @@ from adapters.platform_calls import NO_PLATFORM_CALLS, PlatformCalls
 from adapters.slack import errors, files
 from adapters.slack.ingress import Ingress
 from adapters.slack.presence import AssistantStatus
-from adapters.slack.render import blocks, mrkdwn_bytes, to_mrkdwn
-from adapters.slack.throttle import WorkspaceSlots
+from adapters.slack.render import blocks, hint_blocks, mrkdwn_bytes, to_mrkdwn
+from adapters.slack.stream import Streams
+from adapters.slack.throttle import StreamRates, WorkspaceSlots
 from adapters.telegram.recent import Recent
 from content.blobs import BlobStore
 from content.parts import BlobRef, MediaPart
@@ -56,10 +66,15 @@ log = logging.getLogger(__name__)
 DEFAULT_API = "https://slack.com/api/"
 MAX_TEXT_BYTES = 3900  # updates fail with msg_too_long near 4,000 bytes of text
 REMEMBERED_TEXTS = 4096
-REVOKED = frozenset(
-    {"invalid_auth", "not_authed", "token_revoked", "token_expired", "account_inactive"}
-)
-GONE = frozenset({"message_not_found", "cant_update_message", "edit_window_closed", "is_inactive"})
+BUSY_RETRY_S = 20.0  # the longest a preview the budget turned away waits to be tried again
+STREAM_INTERVAL_S = 1.0  # a stream appends at most once a second: Tier 4 is 100+ a minute
+STREAM_METHODS = frozenset({"chat.startStream", "chat.appendStream", "chat.stopStream"})
+COUNTED = {
+    "chat.update": "updates",
+    "chat.startStream": "streams",
+    "chat.appendStream": "appends",
+    "chat.stopStream": "stops",
+}
 
 
 @dataclass(frozen=True, slots=True)
@@ -83,6 +98,9 @@ class SlackChannel:
         api_base: str | None = None,
         updates_per_minute: float = 45.0,
         edit_interval_s: float = 3.0,
+        streaming: Literal["native", "update"] = "native",
+        agent_view: bool = False,
+        stream_rates: StreamRates | None = None,
         request_timeout_s: float = 10.0,
         admits: Callable[[InboundMessage], bool] | None = None,
         budget: RateBudget | None = None,
@@ -107,11 +125,20 @@ class SlackChannel:
         self._timeout_s = request_timeout_s
         self.mode = mode
         self.limits = SlackLimits(MAX_TEXT_BYTES, edit_interval_s, final_marker=True)
-        self.slots = WorkspaceSlots(budget or LocalRateBudget(), updates_per_minute, name)
+        # a stream's appends are Tier 4, apart from chat.update's Tier 3: they may come faster
+        stream_interval_s = min(edit_interval_s, STREAM_INTERVAL_S)
+        self._stream_limits = SlackLimits(MAX_TEXT_BYTES, stream_interval_s, final_marker=True)
+        self.slots = WorkspaceSlots(
+            budget or LocalRateBudget(), updates_per_minute, name, stream_rates
+        )
+        self.streaming = streaming
+        self.streams = Streams(self.client, self._call) if streaming == "native" else None
         self.counts: dict[str, int] = {"posts": 0, "updates": 0, "ratelimited": 0}
+        if self.streams is not None:
+            self.counts |= {"streams": 0, "appends": 0, "stops": 0}
         self._sent: Recent[tuple[str, str], str] = Recent(REMEMBERED_TEXTS)  # -> text shown
         self._with_buttons: Recent[tuple[str, str], None] = Recent(REMEMBERED_TEXTS)
-        self.status = AssistantStatus(self.client, self.slots)
+        self.status = AssistantStatus(self.client, self.slots, agent=agent_view)
         self.ingress = Ingress(
             self.client,
             name=name,
@@ -125,17 +152,25 @@ class SlackChannel:
             admits=admits or (lambda message: True),
             answered=answered,
             latest_conversation=latest_conversation,
+            agent_view=agent_view,
         )
 
     def limits_for(self, chat: ChatRef) -> ChannelLimits:
-        return self.limits
+        """A thread's answers may stream, at the appends' pace; the rest are updated."""
+        streams = self.streams is not None and chat.thread_id
+        return self._stream_limits if streams else self.limits
 
     def install(self, app: web.Application) -> None:
         """HTTP mode: Slack's events, commands and interactions arrive at `path`."""
         self.ingress.install(app)
 
     def health(self) -> Mapping[str, Any]:
-        return {self.name: {"mode": self.mode, "connected": self.ingress.connected, **self.counts}}
+        state = {
+            "mode": self.mode,
+            "streaming": self.streaming,
+            "connected": self.ingress.connected,
+        }
+        return {self.name: state | self.counts}
 
     def platform_down(self) -> str | None:
         return None if self.ingress.connected else "auth.test or Socket Mode not answered yet"
@@ -170,6 +205,12 @@ class SlackChannel:
         text = to_mrkdwn(content.text) or "…"
         if reply_to and reply_to.startswith("ephemeral:") and not chat.chat_id.startswith("D"):
             return await self._send_ephemeral(chat, text, reply_to.removeprefix("ephemeral:"))
+        if not final and self.streams is not None:
+            streamed = await self.streams.start(chat, content, recipient)
+            if streamed is not None:
+                self.ingress.joined(chat)
+                await self.status.show(chat, "is thinking…")
+                return streamed
         args: dict[str, Any] = {
             "channel": chat.chat_id,
             "text": text,
@@ -180,7 +221,7 @@ class SlackChannel:
         if content.display:
             args["blocks"] = blocks(text, content.display)
         async with self._call("chat.postMessage", chat, "final" if final else "send", sending=True):
-            response = await _blocks_or_text(self.client.chat_postMessage, args)
+            response = await errors.blocks_or_text(self.client.chat_postMessage, args)
         ts, channel = str(response["ts"]), str(response.get("channel") or chat.chat_id)
         self._sent.put((channel, ts), text)
         self._remember_buttons((channel, ts), content)
@@ -199,8 +240,21 @@ class SlackChannel:
         channel = str(handle.data.get("channel") or chat.chat_id)
         text = to_mrkdwn(content.text) or "…"
         key = (channel, handle.message_id)
+        streams = self.streams
+        stream = streams.get(handle) if streams is not None else None
         try:
-            if self._sent.get(key) != text or content.display:
+            if streams is not None and stream is not None:
+                if final:
+                    hints = hint_blocks(content.display)
+                    streamed = await streams.finish(stream, content, hints)
+                else:
+                    streamed = await streams.preview(stream, content)
+                if streamed:
+                    if not final:
+                        await self.status.follow(chat, content.text)
+                    return
+            streamed_once = stream is not None or (streams is not None and key in streams.ended)
+            if self._sent.get(key) != text or content.display or stream is not None:
                 # `parse` defaults to "client" on chat.update (to "none" on postMessage): our
                 # text is mrkdwn already escaped, so Slack must not link `@channel` in it either
                 args: dict[str, Any] = {
@@ -211,13 +265,14 @@ class SlackChannel:
                 }
                 if content.display:
                     args["blocks"] = blocks(text, content.display)
-                elif key in self._with_buttons:
+                elif key in self._with_buttons or streamed_once:
                     # Slack may keep a message's old blocks on a text-only update: its buttons
-                    # (an approval's, once answered) go with blocks of the text alone
+                    # (an approval's, once answered), a stream's text and tasks, go with blocks
+                    # of the text alone
                     args["blocks"] = blocks(text, ())
                 rank: Rank = "final" if final else "preview"
                 async with self._call("chat.update", chat, rank, ts=handle.message_id):
-                    await _blocks_or_text(self.client.chat_update, args)
+                    await errors.blocks_or_text(self.client.chat_update, args)
                 self._sent.put(key, text)
                 self._remember_buttons(key, content)
             if not final:
@@ -269,12 +324,16 @@ class SlackChannel:
         self, method: str, chat: ChatRef, rank: Rank, *, ts: str = "", sending: bool = False
     ) -> AsyncIterator[None]:
         """One Web API call inside the workspace budget, its errors as `ChannelError`s."""
-        updating = method == "chat.update"
-        slot = self.slots.update(chat, ts, rank) if updating else self.slots.post(chat, rank)
+        if method in STREAM_METHODS:
+            slot = self.slots.stream(method, chat, ts, rank)
+        elif method == "chat.update":
+            slot = self.slots.update(chat, ts, rank)
+        else:
+            slot = self.slots.post(chat, rank)
         self.connect()
         try:
             async with slot:
-                self.counts["updates" if updating else "posts"] += 1
+                self.counts[COUNTED.get(method, "posts")] += 1
                 try:
                     yield
                 except SlackApiError as exc:
@@ -290,7 +349,12 @@ class SlackChannel:
                     raise
                 self.calls.record("slack", method, "ok")
         except Busy as exc:
-            raise RateLimited(exc.retry_after, "workspace budget in use") from None
+            # Our budget's estimate, not Slack's 429: a preview behind many waiting finals would
+            # be told minutes, and its final, which waits its turn in the budget anyway, would
+            # give up on so long a pause (the delivery's deadline). Asked again soon instead.
+            raise RateLimited(
+                min(exc.retry_after, BUSY_RETRY_S), "workspace budget in use"
+            ) from None
         except SlackApiError as exc:
             code = errors.error_code(exc)
             if code is None:  # not Slack's JSON: a proxy's page, say; the call may have landed
@@ -299,10 +363,8 @@ class SlackChannel:
                 wait = errors.retry_after(exc)
                 self.counts["ratelimited"] += 1
                 log.warning("Slack ratelimited %s in %s: retry after %ss", method, chat.key, wait)
-                if updating:  # the workspace's budget for the method, for every answer there
-                    await self.slots.penalize_updates(chat, wait)
-                else:
-                    await self.slots.penalize_posts(chat, wait)
+                # the workspace's budget for the method, for every answer there
+                await self.slots.penalize(method, chat, wait)
                 raise RateLimited(wait, f"Slack ratelimited {method}") from exc
             if code in errors.REVOKED:
                 reason = f"Slack refused the bot token on {method} ({code})"
@@ -310,19 +372,3 @@ class SlackChannel:
             raise errors.refused(method, code) from exc
         except (TimeoutError, aiohttp.ClientError, SlackClientError, ValueError) as exc:
             raise errors.lost(method, exc, sending) from exc
-
-
-async def _blocks_or_text(call: Callable[..., Awaitable[Any]], args: dict[str, Any]) -> Any:
-    """The call; if Slack refuses its blocks (a tool's hint past a Block Kit limit), the text
-    alone: the answer must land even when its buttons cannot."""
-    try:
-        return await call(**args)
-    except SlackApiError as exc:
-        if "blocks" not in args or errors.error_code(exc) not in errors.BAD_BLOCKS:
-            raise
-        log.warning("Slack refused the blocks (%s); the text goes alone", errors.error_code(exc))
-        # chat.update keeps a message's blocks unless told otherwise: an empty list removes them
-        text_only = {k: v for k, v in args.items() if k != "blocks"}
-        if "ts" in args:
-            text_only["blocks"] = []
-        return await call(**text_only)

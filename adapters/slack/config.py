@@ -21,6 +21,11 @@ class SlackConfig(InstanceConfig):
     # chat.update is ~50 a minute per app per workspace (Tier 3), shared by every answer there.
     updates_per_minute: float = Field(45, gt=0, le=600)
     edit_interval_s: float = Field(3.0, ge=0)
+    # native: Slack's streams (chat.startStream/appendStream/stopStream); update: chat.update
+    streaming: Literal["native", "update"] = "native"
+    # the app uses Slack's agent messaging experience (manifest features.agent_view): each
+    # top-level DM message is a thread and a conversation of its own; threads are agent sessions
+    agent_view: bool = False
 
     _check_path = field_validator("path")(url_path)
 

@@ -3,15 +3,22 @@
 Slack answers HTTP 200 `{"ok": false, "error": "<code>"}` for a refusal and HTTP 429
 `ratelimited` with `Retry-After` for a rate limit; slack_sdk raises `SlackApiError` for both.
 Anything else (a timeout, a dropped connection, a proxy's page instead of JSON) means the call's
-fate is unknown: a post that may have landed is `DeliveryUncertain`, never sent again.
+fate is unknown: a post that may have landed is `DeliveryUncertain`, never sent again. Blocks
+Slack refuses (`invalid_blocks`) leave a post's or update's text to go alone (`blocks_or_text`).
 """
 
 from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Callable
+from typing import Any
 
 import aiohttp
 from slack_sdk.errors import SlackApiError
 
 from adapters.base import ChannelError, DeliveryUncertain, MessageGone
+
+log = logging.getLogger(__name__)
 
 REVOKED = frozenset(
     {"invalid_auth", "not_authed", "token_revoked", "token_expired", "account_inactive"}
@@ -61,3 +68,19 @@ def lost(method: str, exc: BaseException, sending: bool) -> ChannelError:
     if sending and not isinstance(exc, aiohttp.ClientConnectorError):
         return DeliveryUncertain(f"{what}; the message may have been posted, so it is not resent")
     return ChannelError(what)
+
+
+async def blocks_or_text(call: Callable[..., Awaitable[Any]], args: dict[str, Any]) -> Any:
+    """The call; if Slack refuses its blocks (a tool's hint past a Block Kit limit), the text
+    alone: the answer must land even when its buttons cannot."""
+    try:
+        return await call(**args)
+    except SlackApiError as exc:
+        if "blocks" not in args or error_code(exc) not in BAD_BLOCKS:
+            raise
+        log.warning("Slack refused the blocks (%s); the text goes alone", error_code(exc))
+        # chat.update keeps a message's blocks unless told otherwise: an empty list removes them
+        text_only = {k: v for k, v in args.items() if k != "blocks"}
+        if "ts" in args:
+            text_only["blocks"] = []
+        return await call(**text_only)

@@ -18,6 +18,8 @@ def build(section: SlackConfig, services: ChannelServices) -> SlackChannel:
         api_base=section.api_base,
         updates_per_minute=section.updates_per_minute,
         edit_interval_s=section.edit_interval_s,
+        streaming=section.streaming,
+        agent_view=section.agent_view,
         admits=services.admits,
         budget=services.rate_budget,
         calls=services.platform_calls,

@@ -82,8 +82,10 @@ class Ingress:
         admits: Callable[[InboundMessage], bool],
         answered: Callable[[str], Awaitable[bool]] | None = None,
         latest_conversation: Callable[[str, str, str], Awaitable[str | None]] | None = None,
+        agent_view: bool = False,
     ) -> None:
         self.client = client
+        self.agent_view = agent_view  # each top-level DM message is a thread root
         self.name = name  # the channel instance's: it starts its chats' keys and event ids
         self._slots = slots
         self._status = status
@@ -103,6 +105,8 @@ class Ingress:
         self.app.event("app_mention")(self._on_message)
         self.app.event("assistant_thread_started")(self._on_assistant_thread)
         self.app.event("assistant_thread_context_changed")(self._ignore)
+        self.app.event("agent_session_stopped")(self._on_session_stopped)
+        self.app.event("app_context_changed")(self._ignore)
         self.app.event("tokens_revoked")(self._on_revoked)
         self.app.event("app_uninstalled")(self._on_revoked)
         self.app.command(ANY)(self._on_command)
@@ -218,7 +222,7 @@ class Ingress:
             return
         team = str(body.get("team_id") or me.team_id)
         message = normalize.message(
-            event, team, me, lambda c, t: (c, t) in self._threads, self.name
+            event, team, me, lambda c, t: (c, t) in self._threads, self.name, self.agent_view
         )
         if message is None:
             return
@@ -228,9 +232,10 @@ class Ingress:
             return  # channel chatter not for us: not even a claim in the database
         chat = message.chat
         if chat.thread_id and message.mentioned:
+            if message.is_group or self.agent_view:
+                self._last_thread.put((chat.chat_id, message.user_id), chat.thread_id)
             if message.is_group:
                 self._threads.put((chat.chat_id, chat.thread_id), None)
-                self._last_thread.put((chat.chat_id, message.user_id), chat.thread_id)
             else:
                 self._status.mark(chat.chat_id, chat.thread_id)
         log.debug("Slack message %s from %s in %s", message.message_id, message.user_id, chat.key)
@@ -254,8 +259,10 @@ class Ingress:
             return
         channel, user = str(body.get("channel_id", "")), str(body.get("user_id", ""))
         team = str(body.get("team_id") or me.team_id)
-        # A slash command carries no thread: in a channel it means the user's latest thread.
-        thread = None if channel.startswith("D") else await self._latest_thread(channel, user)
+        # A slash command carries no thread: in a channel it means the user's latest thread,
+        # and in a DM too where each DM message starts one (agent view).
+        direct = channel.startswith("D") and not self.agent_view
+        thread = None if direct else await self._latest_thread(channel, user)
         chat = ChatRef(self.name, channel, thread, team_id=team)
         await inbox(normalize.command(body, chat))
 
@@ -291,6 +298,16 @@ class Ingress:
             )
         except SlackApiError as exc:
             log.debug("suggested prompts not set in %s: %s", channel, exc)
+
+    async def _on_session_stopped(self, event: dict[str, Any], body: dict[str, Any]) -> None:
+        inbox, me = self._inbox, self._me
+        if inbox is None or me is None:
+            return
+        team = str(body.get("team_id") or me.team_id)
+        message = normalize.session_stopped(event, team, self.name)
+        if message is not None:
+            log.debug("Slack agent session stopped by %s in %s", message.user_id, message.chat.key)
+            await inbox(message)
 
     async def _on_revoked(self, event: dict[str, Any]) -> None:
         self.revoked(f"Slack sent {event.get('type')}")

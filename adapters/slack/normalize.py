@@ -3,7 +3,10 @@
 A mention in a channel starts a thread under the message; the thread is the conversation, and
 replies in it continue it without another mention (after a restart too: ingress.py asks the
 store whether the bot answered in a thread it does not remember). A
-DM is one conversation, or one per thread where the user threads (the AI-app container does).
+DM is one conversation, or one per thread where the user threads (the AI-app container does);
+under Slack's agent messaging experience (`agent_view`) each top-level DM message is a thread
+root, so each is a conversation of its own, answered in its thread. A stop pressed on an agent
+session (`agent_session_stopped`) is the user's `/stop` in that thread.
 The event id is the message's (`team:channel:ts`), not Slack's `event_id`: Slack sends a
 mention both as `message` and as `app_mention`, with different event ids, and retries either;
 keyed on the message, the gateway's durable claim answers it once, whichever comes first.
@@ -39,6 +42,7 @@ def message(
     me: BotIdentity,
     in_our_thread: Callable[[str, str], bool],
     channel_name: str = CHANNEL,
+    agent_view: bool = False,
 ) -> InboundMessage | None:
     """A `message` or `app_mention` event; None for what is not a user's new message: edits,
     deletions, joins, and anything from a bot (this one included)."""
@@ -55,7 +59,8 @@ def message(
     mention = f"<@{me.user_id}>"
     raw_text = str(event.get("text") or "")
     if direct:
-        chat = ChatRef(channel_name, channel, thread_ts, team_id=team_id)
+        root = thread_ts or (ts if agent_view else None)
+        chat = ChatRef(channel_name, channel, root, team_id=team_id)
         addressed = True
     else:
         chat = ChatRef(channel_name, channel, thread_ts or ts, team_id=team_id)
@@ -73,6 +78,27 @@ def message(
         is_group=not direct,
         mentioned=addressed,
         attachments=_files(event.get("files") or ()),
+        raw={"event": dict(event)},
+    )
+
+
+def session_stopped(
+    event: Mapping[str, Any], team_id: str, channel_name: str = CHANNEL
+) -> InboundMessage | None:
+    """The stop button of an agent session: `/stop` from its user in its thread. Slack has
+    already ended the streams it lists (`streaming_message_ts`)."""
+    channel, thread_ts, user = event.get("channel"), event.get("thread_ts"), event.get("user")
+    if not channel or not thread_ts or not user:
+        return None
+    direct = str(channel).startswith("D")
+    chat = ChatRef(channel_name, str(channel), str(thread_ts), team_id=team_id)
+    return InboundMessage(
+        chat=chat,
+        user_id=str(user),
+        text="/stop",
+        event_id=f"{channel_name}:{team_id}:stopped:{channel}:{thread_ts}:{event.get('event_ts')}",
+        is_group=not direct,
+        mentioned=True,
         raw={"event": dict(event)},
     )
 

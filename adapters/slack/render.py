@@ -7,6 +7,10 @@ before Slack's limit; `text` may travel beside Block Kit blocks (buttons, cards)
 `markdown_text` may not; and a half-streamed preview renders cleanly because every span is
 written from the parsed tree, closed where it opens.
 
+Native streams (stream.py) take standard markdown (`markdown_text`), which Slack renders itself:
+the model's text goes as it is, but for `<!`, `<@` and `<#`, which are kept from reaching Slack
+as a mention (`safe_markdown`).
+
 Length: Slack's `text` limit is documented as 40,000 characters but updates are refused with
 `msg_too_long` near 4,000 *bytes* of text (CJK is three bytes a character), so the measure is
 the UTF-8 size of the rendered, escaped text.
@@ -77,6 +81,21 @@ def mrkdwn_bytes(markdown: str, *, limit: int | None = None) -> int:
     if limit is not None and written <= limit and plain:
         return written
     return len(to_mrkdwn(markdown).encode())
+
+
+_MENTION = re.compile(r"<([!@#])")
+
+
+def safe_markdown(markdown: str) -> str:
+    """Markdown for a stream, no `<!channel>`, `<@U…>` or `<#C…>` in it: a word joiner after
+    the `<` keeps the text as it reads and Slack from pinging anyone."""
+    return _MENTION.sub("<\u2060\\1", markdown)
+
+
+def hint_blocks(hints: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """The display hints alone as Block Kit (a stream's text is its own)."""
+    made = [block for number, hint in enumerate(hints) for block in _hint(hint, number)]
+    return made[:MAX_BLOCKS]
 
 
 def blocks(text: str, hints: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
