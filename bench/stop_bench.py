@@ -14,8 +14,11 @@ stops it, and the run measures from the press to:
                  of the chat's last call, it waits for the budget. `telegram*` rows are runs
                  pressed once the chat was a second quiet: the gateway's own delay.
 
-for the widget (its `stop` frame on the web socket) and for `/stop` on Telegram (the real aiogram
-client against tests/telegram_fake.py, webhook mode: the fake posts the update). Prints p50 and
+for the widget (its `stop` frame on the web socket), for `/stop` on Telegram (the real aiogram
+client against tests/telegram_fake.py, webhook mode: the fake posts the update), for the stop
+button of a Slack agent session (`agent_session_stopped`, the real bolt app over Socket Mode
+against tests/slack_fake.py) and for the stop button of a Feishu turn card (a card action over
+the long connection, the real lark-oapi client against tests/feishu_fake.py). Prints p50 and
 p99 per channel and measure; the goal is 200 ms p99 for each.
 
     python bench/stop_bench.py [--runs 100]
@@ -43,6 +46,10 @@ from bench.percentiles import ms
 from bot.pipeline.turn import STOPPED
 from bot.runtime.app import App
 from bot.runtime.config import load_config
+from tests.feishu_events import action_event, message_event
+from tests.feishu_fake import APP_ID, APP_SECRET, FakeFeishu
+from tests.slack_events import envelope, message, new_ts
+from tests.slack_fake import APP_TOKEN, BOT_TOKEN, FakeSlack
 from tests.stop_kit import StopModel, log_count, sections
 from tests.telegram_fake import TOKEN, FakeBotAPI
 
@@ -147,10 +154,70 @@ async def telegram(
     return await bench.run(start, press, quiet if budget_free else None)
 
 
+async def slack(bench: Bench, fake: FakeSlack, channel: str) -> tuple[float, ...]:
+    """A DM under Slack's agent view: the agent session's stop button (Slack ends the thread's
+    streams, then sends `agent_session_stopped`)."""
+    said = message("do all the work", channel=channel)
+
+    async def start() -> None:
+        await fake.push("events_api", envelope(said))
+
+    async def press() -> Callable[[], Awaitable[float]]:
+        stopped = fake.stop_streams(channel, said["ts"])
+        event = {
+            "type": "agent_session_stopped",
+            "channel": channel,
+            "user": "U1",
+            "thread_ts": said["ts"],
+            "streaming_message_ts": stopped,
+            "event_ts": new_ts(),
+        }
+        await fake.push("events_api", envelope(event))
+
+        async def marked() -> float:
+            await fake.wait_for(
+                lambda: any(STOPPED in text for text in fake.thread(channel, said["ts"])), 60
+            )
+            return time.monotonic()
+
+        return marked
+
+    return await bench.run(start, press)
+
+
+async def feishu(bench: Bench, fake: FakeFeishu, chat: str) -> tuple[float, ...]:
+    """A private chat: the stop button on the turn's card."""
+
+    async def start() -> None:
+        await fake.ws.push(message_event("do all the work", chat_id=chat))
+
+    async def press() -> Callable[[], Awaitable[float]]:
+        [card] = fake.bot_messages(chat)
+        stop = next(
+            e for e in fake.card_of(card)["body"]["elements"] if e.get("element_id") == "stop"
+        )
+        value = stop["behaviors"][0]["value"]
+        await fake.ws.push(action_event(value, chat_id=chat, message_id=card.message_id))
+
+        async def marked() -> float:
+            await fake.wait_for(lambda: STOPPED in fake.text_of(card), 60)
+            return time.monotonic()
+
+        return marked
+
+    async def button() -> None:  # the card is out with its button (the work started first)
+        await fake.wait_for(lambda: bool(fake.bot_messages(chat)), 60)
+
+    return await bench.run(start, press, button)
+
+
 async def main(runs: int) -> None:
     logging.basicConfig(level=logging.ERROR)
     fake = FakeBotAPI()  # Telegram's own limits: one edit a second per chat
     await fake.start()
+    slack_fake, feishu_fake = FakeSlack(), FakeFeishu()  # their rate limits too
+    await slack_fake.start()
+    await feishu_fake.start()
     try:
         async with StopModel("work") as model:
             with tempfile.TemporaryDirectory() as data:
@@ -159,6 +226,19 @@ async def main(runs: int) -> None:
                 config["channels"] = {
                     "websocket": {"rate_limit_per_minute": 100_000},
                     "telegram": {"enabled": True, "token": TOKEN, "api_base": fake.url},
+                    "slack": {
+                        "enabled": True,
+                        "bot_token": BOT_TOKEN,
+                        "app_token": APP_TOKEN,
+                        "api_base": slack_fake.url,
+                        "agent_view": True,
+                    },
+                    "feishu": {
+                        "enabled": True,
+                        "app_id": APP_ID,
+                        "app_secret": APP_SECRET,
+                        "domain": feishu_fake.url,
+                    },
                 }
                 config["server"] = {"port": 0, "public_url": "https://bot.example.com"}
                 config["storage"] = {"path": str(folder / "bench.db")}
@@ -167,11 +247,15 @@ async def main(runs: int) -> None:
                 app = App(load_config(path, env={}), base_dir=folder)
                 async with app, aiohttp.ClientSession() as session:
                     await app.mcp.servers["demo"].wait_for(lambda s: s.ready)
+                    await slack_fake.wait_for(lambda: slack_fake.connected > 0, 60)
+                    await feishu_fake.ws.wait_connected()
                     bench = Bench(app, model, log)
                     results: dict[str, list[tuple[float, ...]]] = {
                         "widget": [],
                         "telegram": [],
                         "telegram*": [],
+                        "slack": [],
+                        "feishu": [],
                     }
                     for n in range(runs):
                         results["widget"].append(await widget(bench, session))
@@ -179,9 +263,13 @@ async def main(runs: int) -> None:
                         results["telegram*"].append(
                             await telegram(bench, fake, 9000 + n, budget_free=True)
                         )
+                        results["slack"].append(await slack(bench, slack_fake, f"D{n}"))
+                        results["feishu"].append(await feishu(bench, feishu_fake, f"oc_{n}"))
                     report(results, runs)
     finally:
         await fake.close()
+        await slack_fake.close()
+        await feishu_fake.close()
 
 
 def report(results: dict[str, list[tuple[float, ...]]], runs: int) -> None:
