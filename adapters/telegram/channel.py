@@ -38,6 +38,7 @@ from adapters.base import (
     ChannelError,
     ChannelLimits,
     ChatRef,
+    DeliveryUncertain,
     InboundMessage,
     Inbox,
     Leader,
@@ -50,6 +51,7 @@ from adapters.platform_calls import NO_PLATFORM_CALLS, PlatformCalls
 from adapters.telegram import media
 from adapters.telegram.buttons import keyboard
 from adapters.telegram.calls import CountedCalls
+from adapters.telegram.drafts import REPLY_TO, Drafts, draft_of
 from adapters.telegram.errors import NotModified, ParseError, bad_request, lost
 from adapters.telegram.ingress import Ingress
 from adapters.telegram.presence import TypingStatus
@@ -64,6 +66,7 @@ log = logging.getLogger(__name__)
 T = TypeVar("T")
 MAX_TEXT = 4096  # UTF-16 code units after entity parsing
 NO_PREVIEW = LinkPreviewOptions(is_disabled=True)  # model-written links never unfurl
+FILLER = "⋯"  # what the delivery leaves in a message its final no longer needs
 REMEMBERED_TEXTS = 4096  # messages whose last sent text is kept, to skip edits that change nothing
 
 
@@ -89,6 +92,7 @@ class TelegramChannel:
         private_edit_interval_s: float = 1.0,
         group_edit_interval_s: float = 3.0,
         album_wait_s: float = 0.8,
+        drafts: Literal["auto", "off"] = "auto",
         menu: Sequence[str] = (),
         request_timeout_s: float = 15.0,
         poll_timeout_s: int = 25,
@@ -131,6 +135,11 @@ class TelegramChannel:
         self._typing = TypingStatus(
             self._send_typing, lambda chat: self._limits(chat.chat_id).min_edit_interval_s
         )
+        self._drafts = Drafts(
+            self.bot,
+            lambda chat, rendered, rank, request: self._deliver(chat, rendered, rank, request),
+            enabled=drafts == "auto",
+        )
         self.ingress = Ingress(
             self.bot,
             name=name,
@@ -146,6 +155,7 @@ class TelegramChannel:
             menu=menu,
             leader=leader,
             accounts=accounts,
+            answered_draft=self._drafts.finished,
         )
 
     def limits_for(self, chat: ChatRef) -> ChannelLimits:
@@ -183,8 +193,17 @@ class TelegramChannel:
         recipient: str | None = None,
     ) -> MessageHandle:
         reply = _reply(reply_to)
-
         markup = keyboard(content.display)
+        if not final and markup is None and self._drafts.wanted(chat):
+            try:
+                handle = await self._drafts.open(chat, to_html(content.text), reply_to)
+            except RateLimited:
+                raise
+            except ChannelError as exc:  # refused (remembered), or lost: a message instead
+                log.info("no draft in %s (%s); posting a placeholder message", chat.key, exc)
+            else:
+                self._typing.start(chat, self.ingress.group)  # keeps the draft alive
+                return handle
 
         def request(text: str, mode: str | None) -> Awaitable[object]:
             return self.bot.send_message(
@@ -216,6 +235,9 @@ class TelegramChannel:
     async def edit(
         self, handle: MessageHandle, content: OutboundContent, *, final: bool = False
     ) -> None:
+        if draft_of(handle) is not None:
+            await self._edit_draft(handle, content, final)
+            return
         chat = handle.chat
         markup = keyboard(content.display)  # none: the message's buttons go (an answer came)
 
@@ -242,6 +264,33 @@ class TelegramChannel:
         finally:
             if final:
                 self._typing.stop(chat)
+
+    async def _edit_draft(
+        self, handle: MessageHandle, content: OutboundContent, final: bool
+    ) -> None:
+        """A preview updates the draft; the final posts the one message (once: a retried final
+        edits it). The delivery closes a message the final needs no more with FILLER: a draft
+        needs nothing, it goes when the final message comes."""
+        if not final:
+            await self._drafts.update(handle, to_html(content.text))
+            return
+        self._typing.stop(handle.chat)
+        posted, message = self._drafts.closing(handle)
+        if posted:
+            if message is not None:
+                await self.edit(message, content, final=True)
+            return
+        if content.text == FILLER and content.live is None:
+            return
+        reply_to = handle.data.get(REPLY_TO)
+        try:
+            message = await self.send(handle.chat, content, reply_to=reply_to, final=True)
+        except DeliveryUncertain as exc:
+            # it may be in the chat: a retried final must not post it twice
+            log.warning("the final of a draft in %s may not have landed: %s", handle.chat.key, exc)
+            self._drafts.posted(handle, None)
+            return
+        self._drafts.posted(handle, message)
 
     async def fetch(
         self, message: InboundMessage, attachment: Attachment, blobs: BlobStore
@@ -321,6 +370,8 @@ class TelegramChannel:
             raise ChannelError(f"Telegram call failed in aiogram: {type(exc).__name__}") from exc
 
     async def _send_typing(self, chat: ChatRef) -> None:
+        if await self._drafts.refresh(chat):
+            return  # the draft shows the turn at work
         async with self._call(chat, "preview"):
             await self.bot.send_chat_action(
                 chat_id=chat.chat_id, action=ChatAction.TYPING, message_thread_id=_thread(chat)

@@ -28,7 +28,7 @@ from aiogram.exceptions import (
     TelegramServerError,
     TelegramUnauthorizedError,
 )
-from aiogram.types import BotCommand, CallbackQuery, Message, Update
+from aiogram.types import BotCommand, CallbackQuery, Message, MessageGenerationStopped, Update
 from aiogram.utils.backoff import Backoff, BackoffConfig
 from aiohttp import web
 from pydantic import ValidationError
@@ -37,7 +37,7 @@ from adapters.accounts import Accounts, AccountTaken
 from adapters.base import ChannelError, InboundMessage, Inbox, Leader, OutboundContent, TryLater
 from adapters.telegram.albums import MOST_S, QUIET_S, Albums
 from adapters.telegram.buttons import pressed
-from adapters.telegram.normalize import BotIdentity, Unsupported, normalize
+from adapters.telegram.normalize import BotIdentity, Unsupported, normalize, stop_press
 from adapters.telegram.recent import Recent
 from content.texts import DEFAULT_LANGUAGE, LANGUAGES, t
 
@@ -107,7 +107,10 @@ class Ingress:
         menu: Sequence[str] = (),
         leader: Leader | None = None,
         accounts: Accounts | None = None,
+        answered_draft: Callable[[str, int], bool] = lambda chat_id, draft_id: False,
     ) -> None:
+        """`answered_draft(chat id, draft id)`: that draft's final is out (a stop pressed on it
+        came too late to stop anything)."""
         self.bot = bot
         self.name = name  # the channel instance's: it starts its chats' keys and event ids
         self._admits = admits
@@ -118,6 +121,10 @@ class Ingress:
         self.dp = Dispatcher()
         self.dp.message.register(self._on_message)
         self.dp.callback_query.register(self._on_press)
+        # registered, it is named in allowed_updates (polling and webhook): Telegram sends only
+        # the kinds named there once any are
+        self.dp.stopped_message_generation.register(self._on_stop_press)
+        self._answered_draft = answered_draft
         self.group: asyncio.TaskGroup | None = None  # owns update handlers and typing
         self._secret = (secret or "").encode()
         self._path = path
@@ -274,6 +281,17 @@ class Ingress:
         inbound = pressed(query, event_update.update_id, self.name)
         if inbound is not None:
             await inbox(inbound)
+
+    async def _on_stop_press(self, stopped: MessageGenerationStopped, event_update: Update) -> None:
+        """A draft's stop button: the user's `/stop` (the app stops only showing the draft; the
+        work is stopped by the command). A press on a draft whose answer is out is too late."""
+        inbox, me = self._inbox, self._me
+        if inbox is None or me is None:
+            return
+        if self._answered_draft(str(stopped.chat.id), stopped.draft_id):
+            log.debug("Telegram stop pressed on answered draft %s", stopped.draft_id)
+            return
+        await inbox(stop_press(stopped, event_update.update_id, me, self.name))
 
     async def _decline(self, unsupported: Unsupported) -> None:
         """Name what we can read. The gateway never sees these (it has nothing to hand the model),
