@@ -9,6 +9,7 @@ import itertools
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 
+import aiohttp
 import pytest
 
 from agent.providers.scripted import Reply, ScriptedProvider
@@ -189,3 +190,68 @@ async def test_a_draft_to_a_group_is_refused_by_the_fake_like_telegram(fake: Fak
         assert fake.drafts == {(42, 0, 7): ""}  # empty: the app shows "Thinking…"
     finally:
         await bot.session.close()
+
+
+def _holding() -> ScriptedProvider:
+    """A note, then an answer that would take a minute: the turn is at work until stopped."""
+    return ScriptedProvider(
+        [
+            Reply(calls=[("SendMessage", {"message": "Looking into it…"})]),
+            Reply("an answer nobody waits for", delay_s=60),
+        ]
+    )
+
+
+async def test_the_drafts_stop_button_stops_the_turn_and_leaves_one_message(
+    telegram: tg.Start, fake: FakeBotAPI
+) -> None:
+    provider = _holding()
+    app = await telegram(provider)
+    fake.push(fake.message(42, "take your time"))
+    await fake.wait_for(lambda: any(c.text == "Looking into it…" for c in drafts(fake, 42)))
+    await provider.wait_requests(2)
+    draft_id = drafts(fake, 42)[0].params["draft_id"]
+    fake.push(fake.stop_press(42, draft_id))
+    await fake.wait_for(lambda: bool(fake.ok(42, "sendMessage")))
+    await app.gateway.wait_idle()
+
+    [message] = fake.ok(42, "sendMessage")
+    assert message.text == "Looking into it…\n\n⏹ Stopped."  # what showed stays, marked
+    assert not fake.drafts
+    assert len(provider.requests) == 2  # the held answer was cancelled, nothing asked after
+    # a press that comes after the answer is too late: no "nothing to stop" message
+    fake.push(fake.stop_press(42, draft_id))
+    fake.push(fake.message(42, "/help"))  # a mark that the press before it was handled
+    await fake.wait_for(lambda: len(fake.ok(42, "sendMessage")) == 2)
+    await app.gateway.wait_idle()
+    assert "/stop" in (fake.ok(42, "sendMessage")[1].text or "")  # the help, and only it
+
+
+async def test_a_stop_press_through_the_webhook_in_a_private_topic(
+    telegram: tg.Start, fake: FakeBotAPI, session: aiohttp.ClientSession
+) -> None:
+    provider = _holding()
+    app = await telegram(provider, mode="webhook", webhook_secret=tg.SECRET)
+    assert "stopped_message_generation" in fake.webhook["allowed_updates"]
+    url, headers = f"{app.url}/telegram/webhook", {"X-Telegram-Bot-Api-Secret-Token": tg.SECRET}
+    async with session.post(url, json=fake.message(42, "hi", thread_id=7), headers=headers) as r:
+        assert r.status == 200
+    await fake.wait_for(lambda: any(c.text == "Looking into it…" for c in drafts(fake, 42)))
+    await provider.wait_requests(2)
+    shows = drafts(fake, 42)
+    assert {c.params["message_thread_id"] for c in shows} == {7}  # the topic's own draft
+    press = fake.stop_press(42, shows[0].params["draft_id"], thread_id=7)
+    async with session.post(url, json=press, headers=headers) as r:
+        assert r.status == 200
+    await fake.wait_for(lambda: bool(fake.ok(42, "sendMessage")))
+    await app.gateway.wait_idle()
+    [message] = fake.ok(42, "sendMessage")
+    assert message.params["message_thread_id"] == 7 and (message.text or "").endswith("⏹ Stopped.")
+    # a press of a draft this process does not know (another's) is a /stop, claimed once
+    other = fake.stop_press(42, 99, thread_id=7)
+    for _ in range(2):  # Telegram delivering it again
+        async with session.post(url, json=other, headers=headers) as r:
+            assert r.status == 200
+        await app.gateway.wait_idle()
+    _, nothing = fake.ok(42, "sendMessage")
+    assert nothing.params["message_thread_id"] == 7 and "stop" in (nothing.text or "").lower()
