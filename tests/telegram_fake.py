@@ -19,6 +19,10 @@ TEXTDRAFT_PEER_INVALID), a non-zero integer `draft_id`, 0-4096 characters (empty
 "Thinking…"), the chat's rate like a message. `drafts` holds what each draft shows; the app drops
 a chat's drafts when a message from the bot arrives there, and so does the fake. `stop_press`
 builds the `stopped_message_generation` update a press of a draft's stop button sends.
+
+Guest mode (Bot API 10.0): `guest` builds a summon (a `guest_message` update); its query takes
+one `answerGuestQuery` (an article with text), within `guest_window_s` when that is set, and
+`guest_answers` holds what each answer showed.
 """
 
 from __future__ import annotations
@@ -142,6 +146,9 @@ class FakeBotAPI:
         self.markups: dict[tuple[int, int], Any] = {}  # (chat, message id) -> reply_markup
         # (chat, thread or 0, draft id) -> what the draft shows, while the app shows it
         self.drafts: dict[tuple[int, int, int], str] = {}
+        self.guest_answers: dict[str, str] = {}  # guest query id -> the answer's visible text
+        self.guest_window_s: float | None = None  # a summon's answer comes within this, or never
+        self._guest_queries: dict[str, float] = {}  # open query id -> when it was made
         self.webhook: dict[str, Any] = {}
         self.fail_parse_next = 0  # the next N HTML texts get "can't parse entities"
         # method (lower case) -> how many of its next calls a proxy answers with an HTML 502
@@ -288,6 +295,14 @@ class FakeBotAPI:
             stopped["message_thread_id"] = thread_id
         return {"update_id": next(self._update_ids), "stopped_message_generation": stopped}
 
+    def guest(self, chat_id: int, text: str, *, user_id: int | None = None) -> dict[str, Any]:
+        """An Update summoning the bot as a guest in a chat it is not in (not queued)."""
+        update = self.message(chat_id, text, user_id=user_id)
+        query = f"gq{update['update_id']}"
+        self._guest_queries[query] = time.monotonic()
+        message = update.pop("message") | {"guest_query_id": query}
+        return update | {"guest_message": message}
+
     def add_file(self, data: bytes, path: str = "documents/file_0.bin") -> str:
         """A file users sent, held for getFile and the download; its file_id."""
         file_id = f"F{len(self.files)}-{path.rsplit('/', 1)[-1]}"
@@ -395,6 +410,8 @@ class FakeBotAPI:
                 return self._upload(call)
             case "sendmessagedraft":
                 return self._draft(call)
+            case "answerguestquery":
+                return self._guest_answer(call)
             case "sendmessage":
                 call.text = self._visible(p)
                 self._drop_drafts(p["chat_id"])
@@ -445,6 +462,21 @@ class FakeBotAPI:
         call.text = self._visible(p, empty_ok=True)
         self.drafts[(p["chat_id"], p.get("message_thread_id") or 0, p["draft_id"])] = call.text
         return True
+
+    def _guest_answer(self, call: Call) -> dict[str, Any]:
+        p = call.params
+        query = str(p.get("guest_query_id"))
+        made, window = self._guest_queries.get(query), self.guest_window_s
+        expired = made is not None and window is not None and call.at - made > window
+        if made is None or query in self.guest_answers or expired:
+            raise ApiError(400, "Bad Request: QUERY_ID_INVALID")
+        result = p.get("result")
+        if not isinstance(result, dict) or result.get("type") != "article":
+            raise ApiError(400, "Bad Request: RESULT_TYPE_INVALID")
+        shown = result.get("input_message_content") or {}
+        text = {"text": shown.get("message_text", ""), "parse_mode": shown.get("parse_mode")}
+        call.text = self.guest_answers[query] = self._visible(text)
+        return {"inline_message_id": f"im-{query}"}
 
     def _drop_drafts(self, chat_id: int) -> None:
         for key in [key for key in self.drafts if key[0] == chat_id]:

@@ -255,3 +255,15 @@ async def test_a_stop_press_through_the_webhook_in_a_private_topic(
         await app.gateway.wait_idle()
     _, nothing = fake.ok(42, "sendMessage")
     assert nothing.params["message_thread_id"] == 7 and "stop" in (nothing.text or "").lower()
+
+
+async def test_a_drafts_final_of_unknown_fate_is_never_posted_twice(
+    telegram: tg.Start, fake: FakeBotAPI
+) -> None:
+    provider = ScriptedProvider([Reply("the answer", chunks=2, delay_s=0.3)])
+    app = await telegram(provider)
+    fake.garble_answer_next["sendmessage"] = 1  # it lands; its answer is a proxy's error page
+    fake.push(fake.message(42, "hi"))
+    await answered(app, provider)
+    assert shown(fake, 42) == ["the answer"]
+    assert len(fake.to_chat(42, "sendMessage")) == 1  # not retried: it may be (it is) there

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
-from contextlib import asynccontextmanager
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from dataclasses import dataclass
 from typing import Literal, TypeVar
 
@@ -38,7 +38,6 @@ from adapters.base import (
     ChannelError,
     ChannelLimits,
     ChatRef,
-    DeliveryUncertain,
     InboundMessage,
     Inbox,
     Leader,
@@ -51,8 +50,9 @@ from adapters.platform_calls import NO_PLATFORM_CALLS, PlatformCalls
 from adapters.telegram import media
 from adapters.telegram.buttons import keyboard
 from adapters.telegram.calls import CountedCalls
-from adapters.telegram.drafts import REPLY_TO, Drafts, draft_of
+from adapters.telegram.drafts import Drafts, draft_of
 from adapters.telegram.errors import NotModified, ParseError, bad_request, lost
+from adapters.telegram.guests import ANSWER_WITHIN_S, Guests, is_guest
 from adapters.telegram.ingress import Ingress
 from adapters.telegram.presence import TypingStatus
 from adapters.telegram.recent import Recent
@@ -66,7 +66,6 @@ log = logging.getLogger(__name__)
 T = TypeVar("T")
 MAX_TEXT = 4096  # UTF-16 code units after entity parsing
 NO_PREVIEW = LinkPreviewOptions(is_disabled=True)  # model-written links never unfurl
-FILLER = "⋯"  # what the delivery leaves in a message its final no longer needs
 REMEMBERED_TEXTS = 4096  # messages whose last sent text is kept, to skip edits that change nothing
 
 
@@ -93,6 +92,8 @@ class TelegramChannel:
         group_edit_interval_s: float = 3.0,
         album_wait_s: float = 0.8,
         drafts: Literal["auto", "off"] = "auto",
+        guest_mode: bool = False,
+        guest_answer_s: float = ANSWER_WITHIN_S,  # a guest summon's time box
         menu: Sequence[str] = (),
         request_timeout_s: float = 15.0,
         poll_timeout_s: int = 25,
@@ -126,6 +127,7 @@ class TelegramChannel:
         self.admits: Callable[[InboundMessage], bool] = admits or (lambda message: True)
         self._private_limits = TelegramLimits(MAX_TEXT, private_edit_interval_s, final_marker=True)
         self._group_limits = TelegramLimits(MAX_TEXT, group_edit_interval_s, final_marker=True)
+        self._guest_limits = TelegramLimits(MAX_TEXT, private_edit_interval_s, can_edit=False)
         self._sent: Recent[tuple[str, str], str] = Recent(REMEMBERED_TEXTS)  # -> rendered text
         self._budget = ChatSlots(
             budget or LocalRateBudget(),
@@ -139,6 +141,11 @@ class TelegramChannel:
             self.bot,
             lambda chat, rendered, rank, request: self._deliver(chat, rendered, rank, request),
             enabled=drafts == "auto",
+        )
+        self._guests = (
+            Guests(self.bot, name, self._guest_call, answer_within_s=guest_answer_s)
+            if guest_mode
+            else None
         )
         self.ingress = Ingress(
             self.bot,
@@ -156,10 +163,11 @@ class TelegramChannel:
             leader=leader,
             accounts=accounts,
             answered_draft=self._drafts.finished,
+            guests=self._guests,
         )
 
     def limits_for(self, chat: ChatRef) -> ChannelLimits:
-        return self._limits(chat.chat_id)
+        return self._guest_limits if is_guest(chat) else self._limits(chat.chat_id)
 
     def _limits(self, chat_id: str) -> TelegramLimits:
         # Group and channel ids are negative, users' (and so private chats') positive.
@@ -192,6 +200,10 @@ class TelegramChannel:
         final: bool = False,
         recipient: str | None = None,
     ) -> MessageHandle:
+        if is_guest(chat):  # no placeholder there (it cannot be edited): this is the answer
+            if self._guests is None:
+                raise ChannelError("channels.telegram.guest_mode is off")
+            return await self._guests.answer(chat, content.text)
         reply = _reply(reply_to)
         markup = keyboard(content.display)
         if not final and markup is None and self._drafts.wanted(chat):
@@ -236,7 +248,9 @@ class TelegramChannel:
         self, handle: MessageHandle, content: OutboundContent, *, final: bool = False
     ) -> None:
         if draft_of(handle) is not None:
-            await self._edit_draft(handle, content, final)
+            if final:
+                self._typing.stop(handle.chat)
+            await self._drafts.edit(handle, content, final, post=self._post, edit=self.edit)
             return
         chat = handle.chat
         markup = keyboard(content.display)  # none: the message's buttons go (an answer came)
@@ -265,33 +279,6 @@ class TelegramChannel:
             if final:
                 self._typing.stop(chat)
 
-    async def _edit_draft(
-        self, handle: MessageHandle, content: OutboundContent, final: bool
-    ) -> None:
-        """A preview updates the draft; the final posts the one message (once: a retried final
-        edits it). The delivery closes a message the final needs no more with FILLER: a draft
-        needs nothing, it goes when the final message comes."""
-        if not final:
-            await self._drafts.update(handle, to_html(content.text))
-            return
-        self._typing.stop(handle.chat)
-        posted, message = self._drafts.closing(handle)
-        if posted:
-            if message is not None:
-                await self.edit(message, content, final=True)
-            return
-        if content.text == FILLER and content.live is None:
-            return
-        reply_to = handle.data.get(REPLY_TO)
-        try:
-            message = await self.send(handle.chat, content, reply_to=reply_to, final=True)
-        except DeliveryUncertain as exc:
-            # it may be in the chat: a retried final must not post it twice
-            log.warning("the final of a draft in %s may not have landed: %s", handle.chat.key, exc)
-            self._drafts.posted(handle, None)
-            return
-        self._drafts.posted(handle, message)
-
     async def fetch(
         self, message: InboundMessage, attachment: Attachment, blobs: BlobStore
     ) -> BlobRef:
@@ -306,6 +293,8 @@ class TelegramChannel:
         caption: str | None = None,
         reply_to: str | None = None,
     ) -> MessageHandle:
+        if is_guest(chat):
+            raise ChannelError("a guest answer is one text message")
         _, data = await blobs.get(part.blob.blob_id)
         sent = await media.send_part(
             self.bot,
@@ -368,6 +357,14 @@ class TelegramChannel:
             raise ChannelError(f"Telegram {type(exc).__name__}: {exc.message}") from exc
         except AiogramError as exc:
             raise ChannelError(f"Telegram call failed in aiogram: {type(exc).__name__}") from exc
+
+    async def _post(
+        self, chat: ChatRef, content: OutboundContent, reply_to: str | None
+    ) -> MessageHandle:
+        return await self.send(chat, content, reply_to=reply_to, final=True)
+
+    def _guest_call(self, chat: ChatRef) -> AbstractAsyncContextManager[None]:
+        return self._call(chat, "final", sending=True)
 
     async def _send_typing(self, chat: ChatRef) -> None:
         if await self._drafts.refresh(chat):

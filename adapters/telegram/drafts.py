@@ -25,10 +25,11 @@ from typing import Any
 from aiogram import Bot
 from aiogram.exceptions import TelegramBadRequest, TelegramNotFound
 
-from adapters.base import ChannelError, ChatRef, MessageHandle
+from adapters.base import ChannelError, ChatRef, DeliveryUncertain, MessageHandle, OutboundContent
 from adapters.budget import Rank
 from adapters.telegram.errors import ParseError, bad_request
 from adapters.telegram.recent import Recent
+from adapters.telegram.render import to_html
 
 log = logging.getLogger(__name__)
 
@@ -37,7 +38,11 @@ REPLY_TO = "reply_to"  # the handle's data: the message its final answers
 REFRESH_S = 20.0  # a draft unchanged this long is sent again (the app drops it after ~30 s)
 REMEMBERED = 4096  # chats refused, drafts finished
 MAX_DRAFT_ID = 2**31 - 1
+FILLER = "⋯"  # what the delivery leaves in a message its final no longer needs
 
+# the final as a new message in the chat (markdown, the message it answers): its handle
+Post = Callable[[ChatRef, OutboundContent, str | None], Awaitable[MessageHandle]]
+Edit = Callable[..., Awaitable[None]]  # the channel's edit of a message
 Request = Callable[[str, str | None], Awaitable[object]]
 # the channel's way to make one call: the chat's budget, HTML with a plain-text retry
 Deliver = Callable[[ChatRef, str, Rank, Request], Awaitable[object]]
@@ -113,6 +118,37 @@ class Drafts:
             if draft.rendered is not None and now - draft.at >= REFRESH_S:
                 await self._send(draft, draft.rendered, "preview")
         return True
+
+    async def edit(
+        self,
+        handle: MessageHandle,
+        content: OutboundContent,
+        final: bool,
+        *,
+        post: Post,
+        edit: Edit,
+    ) -> None:
+        """A preview updates the draft; the final posts the one message (once: a retried final
+        edits it). The delivery closes a message the final needs no more with FILLER: a draft
+        needs nothing, it goes when the final message comes."""
+        if not final:
+            await self.update(handle, to_html(content.text))
+            return
+        posted, message = self.closing(handle)
+        if posted:
+            if message is not None:
+                await edit(message, content, final=True)
+            return
+        if content.text == FILLER and content.live is None:
+            return
+        try:
+            message = await post(handle.chat, content, handle.data.get(REPLY_TO))
+        except DeliveryUncertain as exc:
+            # it may be in the chat: a retried final must not post it twice
+            log.warning("the final of a draft in %s may not have landed: %s", handle.chat.key, exc)
+            self.posted(handle, None)
+            return
+        self.posted(handle, message)
 
     def closing(self, handle: MessageHandle) -> tuple[bool, MessageHandle | None]:
         """A final for the draft: it shows no more. (True, its message) if its final was

@@ -20,6 +20,7 @@ def build(section: TelegramConfig, services: ChannelServices) -> TelegramChannel
         group_edit_interval_s=section.group_edit_interval_s,
         album_wait_s=section.album_wait_s,
         drafts=section.drafts,
+        guest_mode=section.guest_mode,
         menu=services.menu,
         admits=services.admits,
         budget=services.rate_budget,
