@@ -12,10 +12,14 @@ from typing import Any
 import aiohttp
 import pytest
 
+from adapters.base import ChatRef, InboundMessage
+from adapters.telegram import TelegramChannel
 from agent.providers.scripted import Reply, ScriptedProvider
 from agent.types import ModelRequest
+from bot.pipeline.delivery import Delivery
 from tests import test_telegram as tg
-from tests.telegram_fake import FakeBotAPI
+from tests.telegram_fake import TOKEN, FakeBotAPI
+from tools.events import AnswerDelta, ToolStarted
 
 INTERVAL = tg.INTERVAL
 telegram = tg.telegram
@@ -267,3 +271,54 @@ async def test_a_drafts_final_of_unknown_fate_is_never_posted_twice(
     await answered(app, provider)
     assert shown(fake, 42) == ["the answer"]
     assert len(fake.to_chat(42, "sendMessage")) == 1  # not retried: it may be (it is) there
+
+
+async def test_a_long_preview_takes_two_drafts_kept_alive_and_the_final_one_message(
+    fake: FakeBotAPI,
+) -> None:
+    """Past 4096 the preview continues in a second draft; drafts a quiet turn leaves unchanged
+    are sent again before the app drops them; a final that fits one message is one message, and
+    the second draft needs no closing: the message takes both drafts' place."""
+    channel = TelegramChannel(
+        token=TOKEN, api_base=fake.url, private_edit_interval_s=INTERVAL, draft_refresh_s=0.3
+    )
+    running = asyncio.create_task(channel.run(_ignore))
+    try:
+        await fake.wait_for(lambda: any(c.method == "getupdates" for c in fake.calls))
+        delivery = Delivery(channel, ChatRef("telegram", "42"), reply_to="7")
+        await delivery.start()
+        answer = "word " * 815  # 4075 characters: the running tool's line does not fit beside
+        await delivery.on_event(AnswerDelta(answer))
+        await delivery.on_event(ToolStarted("c1", "get_current_datetime", "Checking the time"))
+
+        def ids() -> list[int]:
+            return [c.params["draft_id"] for c in drafts(fake, 42)]
+
+        await fake.wait_for(lambda: len(set(ids())) == 2)
+
+        def refreshed() -> bool:  # a draft sent again as it was
+            last: dict[int, str | None] = {}
+            for call in drafts(fake, 42):
+                draft = call.params["draft_id"]
+                if last.get(draft) == call.text:
+                    return True
+                last[draft] = call.text
+            return False
+
+        await fake.wait_for(refreshed)
+        await delivery.finish(answer)
+        [message] = fake.ok(42, "sendMessage")
+        assert message.text == answer.strip() and message.params["reply_parameters"] == {
+            "message_id": 7,
+            "allow_sending_without_reply": True,
+        }
+        assert not fake.drafts and not fake.to_chat(42, "editMessageText")
+        assert not fake.rate_limited
+    finally:
+        running.cancel()
+        await asyncio.wait([running])
+        await channel.aclose()
+
+
+async def _ignore(message: InboundMessage) -> None:
+    return None

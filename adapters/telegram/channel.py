@@ -1,11 +1,16 @@
-"""The Telegram channel: placeholder, edits and finals through aiogram, inside a per-chat budget.
+"""The Telegram channel: live drafts, placeholders, edits and finals through aiogram, inside a
+per-chat budget.
 
-Every call to a chat takes the chat's slot in a `RateBudget` (scopes in throttle.py), so
-previews, "typing" and finals together stay under Telegram's rate; a 429 pauses the whole chat.
-Text is rendered from markdown to HTML; if Telegram cannot parse it, the same message goes again
-as plain text. An edit to the text a message already shows makes no call (a final edit still ends
-"typing…"), so the final edit is always handed to us (`final_marker`). Every aiogram and network
-error leaves here as a `ChannelError`. Receiving updates (long polling or webhook) is in ingress.py.
+A turn in a private chat streams as a live draft (`sendMessageDraft`, drafts.py: its previews
+update one draft, its final is one `sendMessage`); in groups, with `drafts: off`, or where
+Telegram refuses drafts, the placeholder is a message edited into the answer. A guest summon
+(guest_mode, guests.py) is answered once through `answerGuestQuery`. Every call to a chat takes
+the chat's slot in a `RateBudget` (scopes in throttle.py), so drafts, previews, "typing" and
+finals together stay under Telegram's rate; a 429 pauses the whole chat. Text is rendered from
+markdown to HTML; if Telegram cannot parse it, the same message goes again as plain text. An
+edit to the text a message already shows makes no call (a final edit still ends "typing…"), so
+the final edit is always handed to us (`final_marker`). Every aiogram and network error leaves
+here as a `ChannelError`. Receiving updates (long polling or webhook) is in ingress.py.
 """
 
 from __future__ import annotations
@@ -50,7 +55,7 @@ from adapters.platform_calls import NO_PLATFORM_CALLS, PlatformCalls
 from adapters.telegram import media
 from adapters.telegram.buttons import keyboard
 from adapters.telegram.calls import CountedCalls
-from adapters.telegram.drafts import Drafts, draft_of
+from adapters.telegram.drafts import REFRESH_S, Drafts, draft_of
 from adapters.telegram.errors import NotModified, ParseError, bad_request, lost
 from adapters.telegram.guests import ANSWER_WITHIN_S, Guests, is_guest
 from adapters.telegram.ingress import Ingress
@@ -76,7 +81,8 @@ class TelegramLimits(ChannelLimits):
 
 
 class TelegramChannel:
-    """Private chats, groups and forum topics; long polling or a webhook on the gateway's server."""
+    """Private chats (and their topics), groups and forum topics, guest summons; long polling or
+    a webhook on the gateway's server."""
 
     def __init__(
         self,
@@ -92,6 +98,7 @@ class TelegramChannel:
         group_edit_interval_s: float = 3.0,
         album_wait_s: float = 0.8,
         drafts: Literal["auto", "off"] = "auto",
+        draft_refresh_s: float = REFRESH_S,  # a draft unchanged this long is sent again
         guest_mode: bool = False,
         guest_answer_s: float = ANSWER_WITHIN_S,  # a guest summon's time box
         menu: Sequence[str] = (),
@@ -141,6 +148,7 @@ class TelegramChannel:
             self.bot,
             lambda chat, rendered, rank, request: self._deliver(chat, rendered, rank, request),
             enabled=drafts == "auto",
+            refresh_s=draft_refresh_s,
         )
         self._guests = (
             Guests(self.bot, name, self._guest_call, answer_within_s=guest_answer_s)

@@ -76,8 +76,11 @@ def draft_of(handle: MessageHandle) -> int | None:
 
 
 class Drafts:
-    def __init__(self, bot: Bot, deliver: Deliver, *, enabled: bool) -> None:
+    def __init__(
+        self, bot: Bot, deliver: Deliver, *, enabled: bool, refresh_s: float = REFRESH_S
+    ) -> None:
         self._bot = bot
+        self._refresh_s = refresh_s
         self._deliver = deliver
         self.enabled = enabled  # channels.telegram.drafts: auto
         self._refused: Recent[str, None] = Recent(REMEMBERED)  # chat ids
@@ -109,13 +112,13 @@ class Drafts:
             await self._send(draft, rendered, "preview")
 
     async def refresh(self, chat: ChatRef) -> bool:
-        """Send again the chat's drafts unchanged for REFRESH_S; False when it shows none."""
+        """Send again the chat's drafts unchanged for `refresh_s`; False when it shows none."""
         drafts = self._live.get(chat.key)
         if not drafts:
             return False
         now = asyncio.get_running_loop().time()
         for draft in list(drafts):
-            if draft.rendered is not None and now - draft.at >= REFRESH_S:
+            if draft.rendered is not None and now - draft.at >= self._refresh_s:
                 await self._send(draft, draft.rendered, "preview")
         return True
 

@@ -1,5 +1,8 @@
 """Updates in: long polling, or a webhook route on the gateway's aiohttp server; then aiogram's
-Dispatcher routes each update to our handler, which normalizes it and hands it to the inbox.
+Dispatcher routes each update to our handler, which normalizes it and hands it to the inbox:
+messages, button presses, a draft's stop button (`stopped_message_generation`, as `/stop`) and,
+with guest mode, guest summons. Both ask Telegram for exactly the kinds handled (`allowed_updates`
+from the Dispatcher's handlers): Telegram keeps the list and sends nothing else.
 
 We run the polling loop ourselves instead of `Dispatcher.start_polling`: cancelling that one
 leaves its polling task running (it waits on `asyncio.wait`, which does not cancel what it waits
