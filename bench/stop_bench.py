@@ -8,18 +8,21 @@ stops it, and the run measures from the press to:
   (a) closed     the fake model server saw the held stream's connection closed;
   (b) killed     the last of the two specialists' tasks ended (cancelled);
   (c) marked     the user's client saw the answer end stopped: the widget's `message.completed`
-                 with `stopped: true`, or on Telegram the placeholder edited to the stop mark
-                 (the fake Bot API's record of the edit). That edit keeps to Telegram's one
-                 call a second per chat (the fake answers 429 past it): pressed within a second
-                 of the chat's last call, it waits for the budget. `telegram*` rows are runs
-                 pressed once the chat was a second quiet: the gateway's own delay.
+                 with `stopped: true`, or on Telegram the message with the stop mark that
+                 replaces the turn's live draft (the fake Bot API's record of it). That message
+                 keeps to Telegram's one call a second per chat (the fake answers 429 past it):
+                 pressed within a second of the chat's last call, it waits for the budget.
+                 Rows marked `*` are runs pressed once the chat was a second quiet: the
+                 gateway's own delay.
 
-for the widget (its `stop` frame on the web socket), for `/stop` on Telegram (the real aiogram
-client against tests/telegram_fake.py, webhook mode: the fake posts the update), for the stop
-button of a Slack agent session (`agent_session_stopped`, the real bolt app over Socket Mode
-against tests/slack_fake.py) and for the stop button of a Feishu turn card (a card action over
-the long connection, the real lark-oapi client against tests/feishu_fake.py). Prints p50 and
-p99 per channel and measure; the goal is 200 ms p99 for each.
+for the widget (its `stop` frame on the web socket), for `/stop` typed in a private Telegram chat
+(`telegram`) and for the stop button of the turn's draft (`tg-button`: the
+`stopped_message_generation` update), the real aiogram client against tests/telegram_fake.py,
+long polling; for the stop button of a Slack agent session (`agent_session_stopped`, the real
+bolt app over Socket Mode against tests/slack_fake.py) and for the stop button of a Feishu turn
+card (a card action over the long connection, the real lark-oapi client against
+tests/feishu_fake.py). Prints p50 and p99 per channel and measure; the goal is 200 ms p99 for
+each.
 
     python bench/stop_bench.py [--runs 100]
 """
@@ -124,10 +127,11 @@ async def widget(bench: Bench, session: aiohttp.ClientSession) -> tuple[float, .
 
 
 async def telegram(
-    bench: Bench, fake: FakeBotAPI, chat: int, *, budget_free: bool = False
+    bench: Bench, fake: FakeBotAPI, chat: int, *, budget_free: bool = False, button: bool = False
 ) -> tuple[float, ...]:
-    """`budget_free`: pressed once the chat's last call is a second old, so the stop's edit
-    need not wait for Telegram's one call a second per chat (the gateway keeps to it)."""
+    """`budget_free`: pressed once the chat's last call is a second old, so the stop's message
+    need not wait for Telegram's one call a second per chat (the gateway keeps to it).
+    `button`: the draft's stop button, else `/stop` typed."""
 
     async def quiet() -> None:
         while time.monotonic() - fake.to_chat(chat)[-1].at < fake.interval_s + 0.05:  # noqa: ASYNC110
@@ -137,8 +141,12 @@ async def telegram(
         fake.push(fake.message(chat, "do all the work"))
 
     async def press() -> Callable[[], Awaitable[float]]:
-        entities = [{"type": "bot_command", "offset": 0, "length": 5}]
-        fake.push(fake.message(chat, "/stop", entities=entities))
+        if button:
+            draft = fake.ok(chat, "sendMessageDraft")[-1].params["draft_id"]
+            fake.push(fake.stop_press(chat, draft))
+        else:
+            entities = [{"type": "bot_command", "offset": 0, "length": 5}]
+            fake.push(fake.message(chat, "/stop", entities=entities))
 
         async def marked() -> float:
             await fake.wait_for(
@@ -213,7 +221,7 @@ async def feishu(bench: Bench, fake: FakeFeishu, chat: str) -> tuple[float, ...]
 
 async def main(runs: int) -> None:
     logging.basicConfig(level=logging.ERROR)
-    fake = FakeBotAPI()  # Telegram's own limits: one edit a second per chat
+    fake = FakeBotAPI(drafts=True)  # Telegram's own limits: one call a second per chat
     await fake.start()
     slack_fake, feishu_fake = FakeSlack(), FakeFeishu()  # their rate limits too
     await slack_fake.start()
@@ -254,6 +262,8 @@ async def main(runs: int) -> None:
                         "widget": [],
                         "telegram": [],
                         "telegram*": [],
+                        "tg-button": [],
+                        "tg-button*": [],
                         "slack": [],
                         "feishu": [],
                     }
@@ -262,6 +272,12 @@ async def main(runs: int) -> None:
                         results["telegram"].append(await telegram(bench, fake, 5000 + n))
                         results["telegram*"].append(
                             await telegram(bench, fake, 9000 + n, budget_free=True)
+                        )
+                        results["tg-button"].append(
+                            await telegram(bench, fake, 13000 + n, button=True)
+                        )
+                        results["tg-button*"].append(
+                            await telegram(bench, fake, 17000 + n, budget_free=True, button=True)
                         )
                         results["slack"].append(await slack(bench, slack_fake, f"D{n}"))
                         results["feishu"].append(await feishu(bench, feishu_fake, f"oc_{n}"))
@@ -285,9 +301,10 @@ def report(results: dict[str, list[tuple[float, ...]]], runs: int) -> None:
                 f"{ms(values, 1.0):>8}  {verdict}"
             )
     print(
-        "telegram:  pressed whenever the work runs; the stop's edit waits for the chat's budget "
-        "(Telegram: one call a second per chat, shared by previews, typing and finals)\n"
-        "telegram*: pressed once the chat's last call was a second old: the gateway's own part"
+        "telegram:  /stop typed; tg-button: the draft's stop button (stopped_message_generation)\n"
+        "pressed whenever the work runs, the stop's message waits for the chat's budget "
+        "(Telegram: one call a second per chat, shared by drafts, typing and finals);\n"
+        "*: pressed once the chat's last call was a second old: the gateway's own part"
     )
 
 

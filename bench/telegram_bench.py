@@ -2,10 +2,14 @@
 
 The real gateway and the real aiogram client (long polling) talk to tests/telegram_fake.py, which
 enforces Telegram's limit of one message or edit per second per chat (429 + retry_after past it).
-A scripted model streams each answer in pieces. Prints edits per answer, the highest call rate
-seen in any one chat, and the number of 429s (the target is zero).
+A scripted model streams each answer in pieces. The chats are private: with `--drafts auto` (the
+default, as in production) each answer streams as a live draft and lands as one message; with
+`--drafts off` a placeholder message is edited. Prints previews (drafts or edits) per answer, the
+highest call rate seen in any one chat, the number of 429s (the target is zero), and the time to
+the first visible token: from the user's message to the first preview showing answer text.
 
     python bench/telegram_bench.py [--chats 20] [--chars 3000] [--stream-s 8] [--interval 1.0]
+                                   [--drafts auto|off]
 """
 
 from __future__ import annotations
@@ -30,9 +34,12 @@ from bot.runtime.app import App
 from bot.runtime.config import load_config
 from tests.telegram_fake import TOKEN, Call, FakeBotAPI
 
+PREVIEWS = ("sendMessageDraft", "editMessageText")
+RATED = ("sendmessage", "sendmessagedraft", "editmessagetext", "sendchataction")
 
-async def run(chats: int, chars: int, stream_s: float, interval: float) -> None:
-    fake = FakeBotAPI(interval_s=interval)
+
+async def run(chats: int, chars: int, stream_s: float, interval: float, drafts: str) -> None:
+    fake = FakeBotAPI(interval_s=interval, drafts=True)
     await fake.start()
     answer = " ".join(f"w{i:04d}" for i in range(chars // 6 + 1))[:chars]
     pieces = max(1, int(stream_s / 0.1))
@@ -53,6 +60,7 @@ async def run(chats: int, chars: int, stream_s: float, interval: float) -> None:
                             "token": "${TELEGRAM_BOT_TOKEN}",
                             "api_base": fake.url,
                             "private_edit_interval_s": interval,
+                            "drafts": drafts,
                         }
                     },
                 }
@@ -70,7 +78,7 @@ async def run(chats: int, chars: int, stream_s: float, interval: float) -> None:
             await app.gateway.wait_idle()  # every turn done: its final landed
             wall = time.monotonic() - started
         await fake.close()
-    _report(fake, ids, asked, answer, wall, chats, chars, stream_s, interval)
+    _report(fake, ids, asked, answer, wall, chats, chars, stream_s, interval, drafts)
 
 
 def _final(fake: FakeBotAPI, chat: int, answer: str) -> bool:
@@ -88,8 +96,9 @@ def _report(
     chars: int,
     stream_s: float,
     interval: float,
+    drafts: str,
 ) -> None:
-    edits = [len(fake.ok(chat, "editMessageText")) for chat in ids]
+    edits = [len(fake.ok(chat, *PREVIEWS)) for chat in ids]
     sends = [len(fake.ok(chat, "sendMessage")) for chat in ids]
     actions = sum(len(fake.ok(chat, "sendChatAction")) for chat in ids)
     gaps, windows = [], []
@@ -97,18 +106,23 @@ def _report(
         calls = fake.ok(chat)
         gaps += [b.at - a.at for a, b in itertools.pairwise(calls)]
         windows.append(_busiest_second(calls, interval))
-    placeholder = sorted(fake.ok(c, "sendMessage")[0].at - asked[c] for c in ids)
-    everywhere = _busiest_second(
-        [c for c in fake.calls if c.method in ("sendmessage", "editmessagetext", "sendchataction")]
+    placeholder = sorted(fake.ok(c, "sendMessage", *PREVIEWS)[0].at - asked[c] for c in ids)
+    first_word = answer.split()[0]
+    token = sorted(
+        next(call.at for call in fake.ok(c, *PREVIEWS) if first_word in (call.text or ""))
+        - asked[c]
+        for c in ids
     )
+    everywhere = _busiest_second([c for c in fake.calls if c.method in RATED])
+    how = "live drafts, then one message" if drafts == "auto" else "one message edited"
     print(
-        f"Telegram: {chats} chats x one {chars}-character answer streamed over {stream_s:.0f} s; "
-        f"the fake allows one call per {interval:g} s per chat"
+        f"Telegram: {chats} private chats x one {chars}-character answer streamed over "
+        f"{stream_s:.0f} s ({how}); the fake allows one call per {interval:g} s per chat"
     )
     print(f"  answers complete and in order : {sum(_final(fake, c, answer) for c in ids)}/{chats}")
     print(f"  messages per answer           : {min(sends)}..{max(sends)} (4096 UTF-16 units each)")
     print(
-        f"  edits per answer              : min {min(edits)}, mean {statistics.mean(edits):.1f}, max {max(edits)}"
+        f"  previews per answer           : min {min(edits)}, mean {statistics.mean(edits):.1f}, max {max(edits)}"
     )
     print(f"  typing actions (all chats)    : {actions}")
     print(
@@ -120,6 +134,10 @@ def _report(
     print(
         f"  placeholder after the update  : p50 {ms(placeholder, 0.5)} ms, p99 {ms(placeholder, 0.99)} ms "
         "(includes the long-poll hand-off)"
+    )
+    print(
+        f"  first visible token           : p50 {ms(token, 0.5)} ms, p99 {ms(token, 0.99)} ms "
+        "(the first preview showing answer text)"
     )
     print(f"  wall time                     : {wall:.1f} s")
 
@@ -142,9 +160,10 @@ def main() -> None:
     parser.add_argument(
         "--interval", type=float, default=1.0, help="per-chat limit the fake enforces"
     )
+    parser.add_argument("--drafts", choices=("auto", "off"), default="auto")
     args = parser.parse_args()
     logging.basicConfig(level=logging.ERROR)
-    asyncio.run(run(args.chats, args.chars, args.stream_s, args.interval))
+    asyncio.run(run(args.chats, args.chars, args.stream_s, args.interval, args.drafts))
 
 
 if __name__ == "__main__":

@@ -11,6 +11,18 @@ before our edit (`gone_next`), an edit that finds the text already there, as aft
 from another process (`not_modified_next`), and a call carried out whose answer is lost: a proxy's
 HTML error page (`garble_answer_next`) or no answer at all (`hang_answer_next`); a method refused
 every time (`refuse`), and a getUpdates that answers an empty poll at once (`poll_answers_at_once`).
+
+Live drafts (`sendMessageDraft`, Bot API 9.5) exist only in a fake made with `drafts=True`; by
+default it is a server from before them, answering 404 as such a server does (the channel then
+falls back to edits: the tests of edits in private chats run so). They follow Telegram's rules: private chats only (a group draws 400
+TEXTDRAFT_PEER_INVALID), a non-zero integer `draft_id`, 0-4096 characters (empty shows
+"Thinking…"), the chat's rate like a message. `drafts` holds what each draft shows; the app drops
+a chat's drafts when a message from the bot arrives there, and so does the fake. `stop_press`
+builds the `stopped_message_generation` update a press of a draft's stop button sends.
+
+Guest mode (Bot API 10.0): `guest` builds a summon (a `guest_message` update); its query takes
+one `answerGuestQuery` (an article with text), within `guest_window_s` when that is set, and
+`guest_answers` holds what each answer showed.
 """
 
 from __future__ import annotations
@@ -41,7 +53,9 @@ UPLOADS = {
     "sendvoice": "voice",
     "sendaudio": "audio",
 }
-RATED = frozenset({"sendmessage", "editmessagetext", "sendchataction", *UPLOADS})
+RATED = frozenset(
+    {"sendmessage", "editmessagetext", "sendchataction", "sendmessagedraft", *UPLOADS}
+)
 BAD_GATEWAY = "<html><head><title>502 Bad Gateway</title></head><body>nginx</body></html>"
 JSON_FIELDS = frozenset(
     {
@@ -51,9 +65,14 @@ JSON_FIELDS = frozenset(
         "commands",
         "entities",
         "reply_markup",
+        "can_stop",
+        "keep_on_stop",
+        "result",
     }
 )
-INT_FIELDS = frozenset({"chat_id", "message_id", "message_thread_id", "offset", "timeout", "limit"})
+INT_FIELDS = frozenset(
+    {"chat_id", "message_id", "message_thread_id", "offset", "timeout", "limit", "draft_id"}
+)
 TAGS = frozenset(
     {
         "b",
@@ -111,14 +130,25 @@ class ApiError(Exception):
 
 class FakeBotAPI:
     def __init__(
-        self, *, interval_s: float = 1.0, token: str = TOKEN, bot: dict[str, Any] | None = None
+        self,
+        *,
+        interval_s: float = 1.0,
+        token: str = TOKEN,
+        bot: dict[str, Any] | None = None,
+        drafts: bool = False,
     ) -> None:
         self.interval_s = interval_s
+        self.drafts_supported = drafts
         self.token = token
         self.bot = bot or BOT  # what getMe answers: another token is another bot
         self.calls: list[Call] = []
         self.messages: dict[tuple[int, int], str] = {}  # (chat, message id) -> visible text
         self.markups: dict[tuple[int, int], Any] = {}  # (chat, message id) -> reply_markup
+        # (chat, thread or 0, draft id) -> what the draft shows, while the app shows it
+        self.drafts: dict[tuple[int, int, int], str] = {}
+        self.guest_answers: dict[str, str] = {}  # guest query id -> the answer's visible text
+        self.guest_window_s: float | None = None  # a summon's answer comes within this, or never
+        self._guest_queries: dict[str, float] = {}  # open query id -> when it was made
         self.webhook: dict[str, Any] = {}
         self.fail_parse_next = 0  # the next N HTML texts get "can't parse entities"
         # method (lower case) -> how many of its next calls a proxy answers with an HTML 502
@@ -253,6 +283,26 @@ class FakeBotAPI:
         }
         return {"update_id": next(self._update_ids), "callback_query": query}
 
+    def stop_press(
+        self, chat_id: int, draft_id: int, *, thread_id: int | None = None
+    ) -> dict[str, Any]:
+        """The update a press of a draft's stop button sends (not queued: pass it to `push`)."""
+        stopped: dict[str, Any] = {
+            "chat": {"id": chat_id, "type": "private", "first_name": "U"},
+            "draft_id": draft_id,
+        }
+        if thread_id:
+            stopped["message_thread_id"] = thread_id
+        return {"update_id": next(self._update_ids), "stopped_message_generation": stopped}
+
+    def guest(self, chat_id: int, text: str, *, user_id: int | None = None) -> dict[str, Any]:
+        """An Update summoning the bot as a guest in a chat it is not in (not queued)."""
+        update = self.message(chat_id, text, user_id=user_id)
+        query = f"gq{update['update_id']}"
+        self._guest_queries[query] = time.monotonic()
+        message = update.pop("message") | {"guest_query_id": query}
+        return update | {"guest_message": message}
+
     def add_file(self, data: bytes, path: str = "documents/file_0.bin") -> str:
         """A file users sent, held for getFile and the download; its file_id."""
         file_id = f"F{len(self.files)}-{path.rsplit('/', 1)[-1]}"
@@ -330,6 +380,8 @@ class FakeBotAPI:
 
     async def _method(self, call: Call) -> Any:
         p = call.params
+        if call.method == "sendmessagedraft":  # refused before flood control counts it
+            self._check_draft(p)
         if call.method in RATED:
             self._check_rate(call)
         match call.method:
@@ -356,8 +408,13 @@ class FakeBotAPI:
                 }
             case "sendphoto" | "senddocument" | "sendvoice" | "sendaudio":
                 return self._upload(call)
+            case "sendmessagedraft":
+                return self._draft(call)
+            case "answerguestquery":
+                return self._guest_answer(call)
             case "sendmessage":
                 call.text = self._visible(p)
+                self._drop_drafts(p["chat_id"])
                 message_id = call.message_id = next(self._message_ids)
                 self.messages[(p["chat_id"], message_id)] = call.text
                 self.markups[(p["chat_id"], message_id)] = _decode(
@@ -388,6 +445,43 @@ class FakeBotAPI:
                 return self._result(p, p["message_id"], text) | {"edit_date": int(time.time())}
         raise ApiError(404, "Not Found: method not found")
 
+    def _check_draft(self, p: dict[str, Any]) -> None:
+        if not self.drafts_supported:
+            raise ApiError(404, "Not Found: method not found")
+        draft_id = p.get("draft_id")
+        if not isinstance(draft_id, int) or draft_id == 0:
+            raise ApiError(400, "Bad Request: draft_id must be a non-zero integer")
+        if p["chat_id"] <= 0:  # "live drafts can only be sent to users"
+            raise ApiError(400, "Bad Request: TEXTDRAFT_PEER_INVALID")
+        for flag in ("can_stop", "keep_on_stop"):
+            if flag in p and not isinstance(p[flag], bool):
+                raise ApiError(400, f"Bad Request: {flag} must be a boolean")
+
+    def _draft(self, call: Call) -> bool:
+        p = call.params
+        call.text = self._visible(p, empty_ok=True)
+        self.drafts[(p["chat_id"], p.get("message_thread_id") or 0, p["draft_id"])] = call.text
+        return True
+
+    def _guest_answer(self, call: Call) -> dict[str, Any]:
+        p = call.params
+        query = str(p.get("guest_query_id"))
+        made, window = self._guest_queries.get(query), self.guest_window_s
+        expired = made is not None and window is not None and call.at - made > window
+        if made is None or query in self.guest_answers or expired:
+            raise ApiError(400, "Bad Request: QUERY_ID_INVALID")
+        result = p.get("result")
+        if not isinstance(result, dict) or result.get("type") != "article":
+            raise ApiError(400, "Bad Request: RESULT_TYPE_INVALID")
+        shown = result.get("input_message_content") or {}
+        text = {"text": shown.get("message_text", ""), "parse_mode": shown.get("parse_mode")}
+        call.text = self.guest_answers[query] = self._visible(text)
+        return {"inline_message_id": f"im-{query}"}
+
+    def _drop_drafts(self, chat_id: int) -> None:
+        for key in [key for key in self.drafts if key[0] == chat_id]:
+            del self.drafts[key]
+
     def _upload(self, call: Call) -> dict[str, Any]:
         """A multipart upload: the file field is named by `attach://<field>` in the method's."""
         p = call.params
@@ -403,6 +497,7 @@ class FakeBotAPI:
         if call.method == "sendphoto":
             _check_photo(data)
         message_id = call.message_id = next(self._message_ids)
+        self._drop_drafts(p["chat_id"])
         caption = p.get("caption")
         self.uploads.append(
             Upload(call.method, p["chat_id"], field.filename, data, caption, message_id)
@@ -454,7 +549,7 @@ class FakeBotAPI:
             raise ApiError(429, f"Too Many Requests: retry after {retry}", retry)
         self._last[chat] = now
 
-    def _visible(self, p: dict[str, Any]) -> str:
+    def _visible(self, p: dict[str, Any], *, empty_ok: bool = False) -> str:
         text = str(p.get("text", ""))
         if str(p.get("parse_mode", "")).lower() == "html":
             if self.fail_parse_next:
@@ -465,7 +560,7 @@ class FakeBotAPI:
                     '"foo" at byte offset 0',
                 )
             text = _HtmlCheck.visible(text)
-        if not text.strip():
+        if not text.strip() and not empty_ok:
             raise ApiError(400, "Bad Request: message text is empty")
         if len(text.encode("utf-16-le")) // 2 > 4096:
             raise ApiError(400, "Bad Request: message is too long")

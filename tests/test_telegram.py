@@ -114,7 +114,9 @@ async def test_long_polling_turn_is_one_message_filled_in_at_the_cadence(
     polls = [c for c in fake.calls if c.method == "getupdates"]
     assert "offset" not in polls[0].params
     assert any(c.params.get("offset") == update["update_id"] + 1 for c in polls)
-    assert sorted(polls[0].params["allowed_updates"]) == ["callback_query", "message"]  # buttons
+    # buttons, and the stop button of a draft
+    kinds = ["callback_query", "message", "stopped_message_generation"]
+    assert sorted(polls[0].params["allowed_updates"]) == kinds
 
 
 async def test_a_429_pauses_the_chat_and_the_final_still_lands(

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 from aiogram.types import Update
 
-from adapters.telegram.normalize import BotIdentity, Unsupported, normalize
+from adapters.telegram.normalize import BotIdentity, Unsupported, normalize, stop_press
 from adapters.telegram.render import rendered_length, to_html, visible_text
 from bot.pipeline.textsplit import split_text
 from tests.telegram_fake import BOT, FakeBotAPI, _HtmlCheck
@@ -216,3 +216,27 @@ def test_documents_voice_and_what_is_ignored() -> None:
     assert normalize(message, update_id, ME) is None  # not addressed to us in a group
     message, update_id = _message(fake, 42, None, location=location)
     assert isinstance(normalize(message, update_id, ME), Unsupported)
+
+
+def test_a_private_chat_topic_is_its_own_conversation() -> None:
+    """Bot API 9.3+: topics in a user's chat with the bot, each its own conversation; the stop
+    button of a draft in one is that user's /stop there."""
+    fake = FakeBotAPI()
+    keys = set()
+    for thread in (7, 8, None):
+        message, update_id = _message(fake, 42, "hi", thread_id=thread)
+        inbound = normalize(message, update_id, ME)
+        assert inbound is not None and not isinstance(inbound, Unsupported)
+        assert not inbound.is_group and inbound.user_id == "42"
+        keys.add(inbound.chat.key)
+    assert keys == {"telegram:42:7", "telegram:42:8", "telegram:42"}
+    update = Update.model_validate(fake.stop_press(42, 5, thread_id=7))
+    assert update.stopped_message_generation is not None
+    stop = stop_press(update.stopped_message_generation, update.update_id, ME)
+    assert (stop.chat.key, stop.user_id, stop.text, stop.command) == (
+        "telegram:42:7",
+        "42",
+        "/stop",
+        "stop",
+    )
+    assert stop.event_id == f"telegram:{update.update_id}" and stop.mentioned

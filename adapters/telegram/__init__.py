@@ -1,4 +1,5 @@
-"""The Telegram channel (aiogram 3): long polling or webhook, streamed edits inside a chat budget."""
+"""The Telegram channel (aiogram 3): long polling or webhook; answers stream as live drafts in
+private chats and as edits in groups, inside a chat budget."""
 
 from __future__ import annotations
 

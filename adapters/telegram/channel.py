@@ -1,18 +1,23 @@
-"""The Telegram channel: placeholder, edits and finals through aiogram, inside a per-chat budget.
+"""The Telegram channel: live drafts, placeholders, edits and finals through aiogram, inside a
+per-chat budget.
 
-Every call to a chat takes the chat's slot in a `RateBudget` (scopes in throttle.py), so
-previews, "typing" and finals together stay under Telegram's rate; a 429 pauses the whole chat.
-Text is rendered from markdown to HTML; if Telegram cannot parse it, the same message goes again
-as plain text. An edit to the text a message already shows makes no call (a final edit still ends
-"typing…"), so the final edit is always handed to us (`final_marker`). Every aiogram and network
-error leaves here as a `ChannelError`. Receiving updates (long polling or webhook) is in ingress.py.
+A turn in a private chat streams as a live draft (`sendMessageDraft`, drafts.py: its previews
+update one draft, its final is one `sendMessage`); in groups, with `drafts: off`, or where
+Telegram refuses drafts, the placeholder is a message edited into the answer. A guest summon
+(guest_mode, guests.py) is answered once through `answerGuestQuery`. Every call to a chat takes
+the chat's slot in a `RateBudget` (scopes in throttle.py), so drafts, previews, "typing" and
+finals together stay under Telegram's rate; a 429 pauses the whole chat. Text is rendered from
+markdown to HTML; if Telegram cannot parse it, the same message goes again as plain text. An
+edit to the text a message already shows makes no call (a final edit still ends "typing…"), so
+the final edit is always handed to us (`final_marker`). Every aiogram and network error leaves
+here as a `ChannelError`. Receiving updates (long polling or webhook) is in ingress.py.
 """
 
 from __future__ import annotations
 
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
-from contextlib import asynccontextmanager
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from dataclasses import dataclass
 from typing import Literal, TypeVar
 
@@ -50,7 +55,9 @@ from adapters.platform_calls import NO_PLATFORM_CALLS, PlatformCalls
 from adapters.telegram import media
 from adapters.telegram.buttons import keyboard
 from adapters.telegram.calls import CountedCalls
+from adapters.telegram.drafts import REFRESH_S, Drafts, draft_of
 from adapters.telegram.errors import NotModified, ParseError, bad_request, lost
+from adapters.telegram.guests import ANSWER_WITHIN_S, Guests, is_guest
 from adapters.telegram.ingress import Ingress
 from adapters.telegram.presence import TypingStatus
 from adapters.telegram.recent import Recent
@@ -74,7 +81,8 @@ class TelegramLimits(ChannelLimits):
 
 
 class TelegramChannel:
-    """Private chats, groups and forum topics; long polling or a webhook on the gateway's server."""
+    """Private chats (and their topics), groups and forum topics, guest summons; long polling or
+    a webhook on the gateway's server."""
 
     def __init__(
         self,
@@ -89,6 +97,10 @@ class TelegramChannel:
         private_edit_interval_s: float = 1.0,
         group_edit_interval_s: float = 3.0,
         album_wait_s: float = 0.8,
+        drafts: Literal["auto", "off"] = "auto",
+        draft_refresh_s: float = REFRESH_S,  # a draft unchanged this long is sent again
+        guest_mode: bool = False,
+        guest_answer_s: float = ANSWER_WITHIN_S,  # a guest summon's time box
         menu: Sequence[str] = (),
         request_timeout_s: float = 15.0,
         poll_timeout_s: int = 25,
@@ -122,6 +134,7 @@ class TelegramChannel:
         self.admits: Callable[[InboundMessage], bool] = admits or (lambda message: True)
         self._private_limits = TelegramLimits(MAX_TEXT, private_edit_interval_s, final_marker=True)
         self._group_limits = TelegramLimits(MAX_TEXT, group_edit_interval_s, final_marker=True)
+        self._guest_limits = TelegramLimits(MAX_TEXT, private_edit_interval_s, can_edit=False)
         self._sent: Recent[tuple[str, str], str] = Recent(REMEMBERED_TEXTS)  # -> rendered text
         self._budget = ChatSlots(
             budget or LocalRateBudget(),
@@ -130,6 +143,17 @@ class TelegramChannel:
         )
         self._typing = TypingStatus(
             self._send_typing, lambda chat: self._limits(chat.chat_id).min_edit_interval_s
+        )
+        self._drafts = Drafts(
+            self.bot,
+            lambda chat, rendered, rank, request: self._deliver(chat, rendered, rank, request),
+            enabled=drafts == "auto",
+            refresh_s=draft_refresh_s,
+        )
+        self._guests = (
+            Guests(self.bot, name, self._guest_call, answer_within_s=guest_answer_s)
+            if guest_mode
+            else None
         )
         self.ingress = Ingress(
             self.bot,
@@ -146,10 +170,12 @@ class TelegramChannel:
             menu=menu,
             leader=leader,
             accounts=accounts,
+            answered_draft=self._drafts.finished,
+            guests=self._guests,
         )
 
     def limits_for(self, chat: ChatRef) -> ChannelLimits:
-        return self._limits(chat.chat_id)
+        return self._guest_limits if is_guest(chat) else self._limits(chat.chat_id)
 
     def _limits(self, chat_id: str) -> TelegramLimits:
         # Group and channel ids are negative, users' (and so private chats') positive.
@@ -182,9 +208,22 @@ class TelegramChannel:
         final: bool = False,
         recipient: str | None = None,
     ) -> MessageHandle:
+        if is_guest(chat):  # no placeholder there (it cannot be edited): this is the answer
+            if self._guests is None:
+                raise ChannelError("channels.telegram.guest_mode is off")
+            return await self._guests.answer(chat, content.text)
         reply = _reply(reply_to)
-
         markup = keyboard(content.display)
+        if not final and markup is None and self._drafts.wanted(chat):
+            try:
+                handle = await self._drafts.open(chat, to_html(content.text), reply_to)
+            except RateLimited:
+                raise
+            except ChannelError as exc:  # refused (remembered), or lost: a message instead
+                log.info("no draft in %s (%s); posting a placeholder message", chat.key, exc)
+            else:
+                self._typing.start(chat, self.ingress.group)  # keeps the draft alive
+                return handle
 
         def request(text: str, mode: str | None) -> Awaitable[object]:
             return self.bot.send_message(
@@ -216,6 +255,11 @@ class TelegramChannel:
     async def edit(
         self, handle: MessageHandle, content: OutboundContent, *, final: bool = False
     ) -> None:
+        if draft_of(handle) is not None:
+            if final:
+                self._typing.stop(handle.chat)
+            await self._drafts.edit(handle, content, final, post=self._post, edit=self.edit)
+            return
         chat = handle.chat
         markup = keyboard(content.display)  # none: the message's buttons go (an answer came)
 
@@ -257,6 +301,8 @@ class TelegramChannel:
         caption: str | None = None,
         reply_to: str | None = None,
     ) -> MessageHandle:
+        if is_guest(chat):
+            raise ChannelError("a guest answer is one text message")
         _, data = await blobs.get(part.blob.blob_id)
         sent = await media.send_part(
             self.bot,
@@ -320,7 +366,17 @@ class TelegramChannel:
         except AiogramError as exc:
             raise ChannelError(f"Telegram call failed in aiogram: {type(exc).__name__}") from exc
 
+    async def _post(
+        self, chat: ChatRef, content: OutboundContent, reply_to: str | None
+    ) -> MessageHandle:
+        return await self.send(chat, content, reply_to=reply_to, final=True)
+
+    def _guest_call(self, chat: ChatRef) -> AbstractAsyncContextManager[None]:
+        return self._call(chat, "final", sending=True)
+
     async def _send_typing(self, chat: ChatRef) -> None:
+        if await self._drafts.refresh(chat):
+            return  # the draft shows the turn at work
         async with self._call(chat, "preview"):
             await self.bot.send_chat_action(
                 chat_id=chat.chat_id, action=ChatAction.TYPING, message_thread_id=_thread(chat)

@@ -27,6 +27,10 @@ class TelegramConfig(InstanceConfig):
     group_edit_interval_s: float = Field(3.0, gt=0)
     # an album's photos and files are one message once none came for this long
     album_wait_s: float = Field(0.8, gt=0, le=10)
+    # private chats stream through live drafts (sendMessageDraft); off: a message edited
+    drafts: Literal["auto", "off"] = "auto"
+    # guest summons (Bot API 10.0) answered through answerGuestQuery
+    guest_mode: bool = False
 
     _check_path = field_validator("webhook_path")(url_path)
 

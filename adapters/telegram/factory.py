@@ -19,6 +19,8 @@ def build(section: TelegramConfig, services: ChannelServices) -> TelegramChannel
         private_edit_interval_s=section.private_edit_interval_s,
         group_edit_interval_s=section.group_edit_interval_s,
         album_wait_s=section.album_wait_s,
+        drafts=section.drafts,
+        guest_mode=section.guest_mode,
         menu=services.menu,
         admits=services.admits,
         budget=services.rate_budget,

@@ -1,5 +1,8 @@
 """Updates in: long polling, or a webhook route on the gateway's aiohttp server; then aiogram's
-Dispatcher routes each update to our handler, which normalizes it and hands it to the inbox.
+Dispatcher routes each update to our handler, which normalizes it and hands it to the inbox:
+messages, button presses, a draft's stop button (`stopped_message_generation`, as `/stop`) and,
+with guest mode, guest summons. Both ask Telegram for exactly the kinds handled (`allowed_updates`
+from the Dispatcher's handlers): Telegram keeps the list and sends nothing else.
 
 We run the polling loop ourselves instead of `Dispatcher.start_polling`: cancelling that one
 leaves its polling task running (it waits on `asyncio.wait`, which does not cancel what it waits
@@ -28,7 +31,7 @@ from aiogram.exceptions import (
     TelegramServerError,
     TelegramUnauthorizedError,
 )
-from aiogram.types import BotCommand, CallbackQuery, Message, Update
+from aiogram.types import CallbackQuery, Message, MessageGenerationStopped, Update
 from aiogram.utils.backoff import Backoff, BackoffConfig
 from aiohttp import web
 from pydantic import ValidationError
@@ -37,9 +40,11 @@ from adapters.accounts import Accounts, AccountTaken
 from adapters.base import ChannelError, InboundMessage, Inbox, Leader, OutboundContent, TryLater
 from adapters.telegram.albums import MOST_S, QUIET_S, Albums
 from adapters.telegram.buttons import pressed
-from adapters.telegram.normalize import BotIdentity, Unsupported, normalize
+from adapters.telegram.guests import Guests
+from adapters.telegram.menu import commands
+from adapters.telegram.normalize import BotIdentity, Unsupported, normalize, stop_press
 from adapters.telegram.recent import Recent
-from content.texts import DEFAULT_LANGUAGE, LANGUAGES, t
+from content.texts import DEFAULT_LANGUAGE, LANGUAGES
 
 log = logging.getLogger(__name__)
 
@@ -60,31 +65,6 @@ RETRYABLE = (
     TelegramConflictError,
     ClientDecodeError,
 )
-MENU = ("new", "stop", "help", "usage")  # the gateway commands every chat has
-# each command's line in the menu: the catalogue key of its help (content/locales/)
-MENU_TEXTS = {
-    "human": "handoff.human_help",
-    "schedule": "schedule.help",
-    "model": "model.help",
-    "persona": "persona.help",
-}
-
-
-def commands(language: str, more: Sequence[str] = ()) -> list[BotCommand]:
-    """The command menu in `language` (one of content/texts.py's): every chat's commands, then
-    `more` that this deployment offers (those with a text: MENU_TEXTS)."""
-    return [
-        BotCommand(
-            command=name,
-            description=t(language, MENU_TEXTS.get(name, f"command.menu_{name}"))[:256],
-        )
-        for name in (*MENU, *(name for name in more if name in MENU_TEXTS))
-    ]
-
-
-COMMANDS = commands(DEFAULT_LANGUAGE)
-
-
 # the channel's answer to one message (a reply of its own, sent final)
 Reply = Callable[[InboundMessage, OutboundContent], Awaitable[object]]
 
@@ -107,7 +87,11 @@ class Ingress:
         menu: Sequence[str] = (),
         leader: Leader | None = None,
         accounts: Accounts | None = None,
+        answered_draft: Callable[[str, int], bool] = lambda chat_id, draft_id: False,
+        guests: Guests | None = None,
     ) -> None:
+        """`answered_draft(chat id, draft id)`: that draft's final is out (a stop pressed on it
+        came too late to stop anything)."""
         self.bot = bot
         self.name = name  # the channel instance's: it starts its chats' keys and event ids
         self._admits = admits
@@ -118,6 +102,13 @@ class Ingress:
         self.dp = Dispatcher()
         self.dp.message.register(self._on_message)
         self.dp.callback_query.register(self._on_press)
+        # registered, it is named in allowed_updates (polling and webhook): Telegram sends only
+        # the kinds named there once any are
+        self.dp.stopped_message_generation.register(self._on_stop_press)
+        self._answered_draft = answered_draft
+        self._guests = guests
+        if guests is not None:  # guest_mode: guest_message joins allowed_updates
+            self.dp.guest_message.register(self._on_guest)
         self.group: asyncio.TaskGroup | None = None  # owns update handlers and typing
         self._secret = (secret or "").encode()
         self._path = path
@@ -274,6 +265,22 @@ class Ingress:
         inbound = pressed(query, event_update.update_id, self.name)
         if inbound is not None:
             await inbox(inbound)
+
+    async def _on_stop_press(self, stopped: MessageGenerationStopped, event_update: Update) -> None:
+        """A draft's stop button: the user's `/stop` (the app stops only showing the draft; the
+        work is stopped by the command). A press on a draft whose answer is out is too late."""
+        inbox, me = self._inbox, self._me
+        if inbox is None or me is None:
+            return
+        if self._answered_draft(str(stopped.chat.id), stopped.draft_id):
+            log.debug("Telegram stop pressed on answered draft %s", stopped.draft_id)
+            return
+        await inbox(stop_press(stopped, event_update.update_id, me, self.name))
+
+    async def _on_guest(self, message: Message, event_update: Update) -> None:
+        inbox, me = self._inbox, self._me
+        if inbox is not None and me is not None and self._guests is not None:
+            await self._guests.summoned(message, event_update.update_id, me, inbox, self.group)
 
     async def _decline(self, unsupported: Unsupported) -> None:
         """Name what we can read. The gateway never sees these (it has nothing to hand the model),

@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass
 
-from aiogram.types import Message, MessageEntity
+from aiogram.types import Message, MessageEntity, MessageGenerationStopped
 
 from adapters.base import Attachment, ChatRef, InboundMessage
 from adapters.telegram.media import GET_FILE_LIMIT, photo_within
@@ -163,3 +163,26 @@ def _start_is_help(text: str, me: BotIdentity) -> str:
     if word.lower() in ("/start", f"/start@{me.username.lower()}"):
         return "/help"
     return text
+
+
+def stop_press(
+    stopped: MessageGenerationStopped, update_id: int, me: BotIdentity, channel: str = CHANNEL
+) -> InboundMessage:
+    """The stop button of a draft pressed: the `/stop` command from the user of that private
+    chat (drafts go to users only, and a user's chat with the bot has the user's id), in its
+    topic if it has one."""
+    chat_id = str(stopped.chat.id)
+    thread = str(stopped.message_thread_id) if stopped.message_thread_id else None
+    return InboundMessage(
+        chat=ChatRef(channel, chat_id, thread),
+        user_id=chat_id,
+        text="/stop",
+        event_id=f"{channel}:{update_id}",
+        user_name=stopped.chat.username or stopped.chat.full_name,
+        mentioned=True,
+        bot_name=me.username,
+        raw={
+            "update_id": update_id,
+            "stopped_message_generation": stopped.model_dump(mode="json", exclude_none=True),
+        },
+    )
