@@ -66,6 +66,8 @@ async def test_the_sessions_stop_button_stops_the_turn_in_its_thread(
     await app.gateway.wait_idle()
     [shown] = fake.thread("D1", said["ts"])  # one message: the answer so far, then the mark
     assert shown.startswith("word0 word1") and shown.endswith(STOPPED) and long not in shown
+    # Slack ended the stream itself: the stopped final is an update, no Tier 2 stop spent on it
+    assert not fake.called("chat.stopStream")
     assert fake.ok("agents.sessions.setStatus")[-1].params["status"] == "active"
 
 

@@ -153,6 +153,7 @@ class SlackChannel:
             answered=answered,
             latest_conversation=latest_conversation,
             agent_view=agent_view,
+            streams_ended=self.streams.ended_by_slack if self.streams is not None else None,
         )
 
     def limits_for(self, chat: ChatRef) -> ChannelLimits:

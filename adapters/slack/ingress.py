@@ -83,8 +83,11 @@ class Ingress:
         answered: Callable[[str], Awaitable[bool]] | None = None,
         latest_conversation: Callable[[str, str, str], Awaitable[str | None]] | None = None,
         agent_view: bool = False,
+        streams_ended: Callable[[str, list[str]], None] | None = None,
     ) -> None:
         self.client = client
+        # Slack ended these streams itself (a session's stop): the final updates them at once
+        self._streams_ended = streams_ended
         self.agent_view = agent_view  # each top-level DM message is a thread root
         self.name = name  # the channel instance's: it starts its chats' keys and event ids
         self._slots = slots
@@ -304,6 +307,9 @@ class Ingress:
         if inbox is None or me is None:
             return
         team = str(body.get("team_id") or me.team_id)
+        stopped = event.get("streaming_message_ts")
+        if self._streams_ended and isinstance(stopped, list) and event.get("channel"):
+            self._streams_ended(str(event["channel"]), [str(ts) for ts in stopped])
         message = normalize.session_stopped(event, team, self.name)
         if message is not None:
             log.debug("Slack agent session stopped by %s in %s", message.user_id, message.chat.key)

@@ -106,6 +106,14 @@ class Streams:
             self._open.put(key, stream)
         return stream
 
+    def ended_by_slack(self, channel: str, stamps: list[str]) -> None:
+        """Slack ended these streams (the user stopped the agent session): no stop call is
+        spent on them (Tier 2, a slot every few seconds); their final is an update."""
+        for ts in stamps:
+            stream = self._open.get((channel, ts))
+            if stream is not None:
+                self._forget(stream)
+
     async def start(
         self, chat: ChatRef, content: OutboundContent, recipient: str | None
     ) -> MessageHandle | None:
