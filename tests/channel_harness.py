@@ -617,8 +617,8 @@ class FeishuHarness(ChannelHarness):
 
     A message's text is its card's answer element (card markdown, as the platform holds it);
     a card has ended when its streaming mode is off. Receiving is not run (sending needs none
-    of it); card updates are not spaced, and sends to the chat are (the fake holds them to
-    5 a second, as Feishu does).
+    of it); card updates are spaced only by CardKit's 10 a second per card, and sends to the
+    chat by Feishu's 5 a second (the fake holds them to both).
     """
 
     faults = frozenset({"rate_limited", "send_timeout", "send_garbled"})

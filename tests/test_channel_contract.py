@@ -6,6 +6,8 @@ produce is not skipped: the scenario then shows the channel never raises that er
 
 from __future__ import annotations
 
+import asyncio
+
 import math
 from collections.abc import AsyncIterator
 from typing import get_args
@@ -105,7 +107,10 @@ async def test_the_placeholder_is_one_message_in_reply(harness: ChannelHarness) 
 
 async def test_edits_change_that_same_message(harness: ChannelHarness) -> None:
     handle = await placeholder(harness)
+    # at the channel's own cadence, as a delivery sends them (Feishu: 10 card operations a second)
+    pace = harness.channel.limits_for(harness.chat).min_edit_interval_s
     for text in ("Hello", "Hello, world", "Goodbye"):  # replaced, extended, replaced
+        await asyncio.sleep(pace)
         await harness.channel.edit(handle, OutboundContent(text))
         assert texts(await harness.what_the_user_sees()) == [text]
     assert harness.posts() == 1

@@ -40,7 +40,7 @@ from adapters.feishu.api import NO_PERMISSION, ApiError, FeishuApi
 from adapters.feishu.cards import card_json, post_content, with_hints
 from adapters.feishu.config import base_url
 from adapters.feishu.ingress import Ingress
-from adapters.feishu.outbound import Outbound
+from adapters.feishu.outbound import CARD_GAP_S, Outbound
 from adapters.feishu.render import rendered_length, to_card_markdown
 from adapters.feishu.turn_cards import TurnCards
 from adapters.history import Claims
@@ -112,8 +112,8 @@ class FeishuChannel:
         self.turns = TurnCards(self.out, MAX_MARKDOWN_BYTES)
         # final_marker: a card's final also turns streaming off (its own call), so it is sent
         # even when the last preview already shows the final text; `edit` skips what is shown
-        self._card_limits = FeishuLimits(
-            MAX_MARKDOWN_BYTES, card_update_interval_s, final_marker=True
+        self._card_limits = FeishuLimits(  # CardKit's 10 operations a second per card
+            MAX_MARKDOWN_BYTES, max(card_update_interval_s, CARD_GAP_S), final_marker=True
         )
         self._text_limits = FeishuLimits(
             MAX_MARKDOWN_BYTES,
