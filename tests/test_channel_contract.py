@@ -7,7 +7,6 @@ produce is not skipped: the scenario then shows the channel never raises that er
 from __future__ import annotations
 
 import asyncio
-
 import math
 from collections.abc import AsyncIterator
 from typing import get_args
