@@ -18,6 +18,7 @@ from adapters.base import ChatRef, OutboundContent
 from adapters.slack import SlackChannel
 from adapters.slack.throttle import StreamRates
 from bot.pipeline.delivery import Delivery
+from tests.slack_app import fake
 from tests.slack_fake import BOT_TOKEN, MAX_TEXT_BYTES, FakeSlack
 from tools.display import button, card
 from tools.events import (
@@ -35,14 +36,7 @@ from tools.events import (
 THREAD = "1699999999.000100"
 CHAT = ChatRef("slack", "C1", THREAD, team_id="T1")
 USER = "U1"
-
-
-@pytest.fixture
-async def fake() -> AsyncIterator[FakeSlack]:
-    slack = FakeSlack()
-    await slack.start()
-    yield slack
-    await slack.close()
+__all__ = ["fake"]  # fixtures
 
 
 @pytest.fixture

@@ -206,28 +206,19 @@ def _action(
     message_id = context.get("open_message_id")
     presser = str((event.get("operator") or {}).get("open_id", ""))
     chat = ChatRef(channel, str(chat_id), value.get("thread") or None)
-    if value["action_id"] == STOP_ACTION:
-        if value.get("group") == "1" and value.get("by") != presser:
-            log.info("Feishu: a stop pressed in %s by someone the turn does not answer", chat.key)
-            return None
-        return InboundMessage(
-            chat=chat,
-            user_id=presser,
-            text="/stop",
-            event_id=f"{channel}:event:{event_id}",
-            message_id=message_id,
-            is_group=value.get("group") == "1",
-            mentioned=True,
-            raw=raw,
-        )
+    stop = value["action_id"] == STOP_ACTION  # the turn card's stop button: the user's /stop
+    if stop and value.get("group") == "1" and value.get("by") != presser:
+        log.info("Feishu: a stop pressed in %s by someone the turn does not answer", chat.key)
+        return None
+    action = Action(str(value["action_id"]), value.get("value"), value.get("label"), message_id)
     return InboundMessage(
         chat=chat,
         user_id=presser,
-        text="",
+        text="/stop" if stop else "",
         event_id=f"{channel}:event:{event_id}",
         message_id=message_id,
         is_group=value.get("group") == "1",
         mentioned=True,  # pressing the bot's button addresses the bot
-        action=Action(str(value["action_id"]), value.get("value"), value.get("label"), message_id),
+        action=None if stop else action,
         raw=raw,
     )
