@@ -61,3 +61,24 @@ def test_a_channel_is_failed_until_a_run_has_lasted() -> None:
     states.started("chat")
     states.stopped("chat")
     assert states.report()["chat"]["state"] == "stopped"
+
+
+def test_a_first_run_counts_once_connected_and_a_crash_looping_one_never_does() -> None:
+    now, down = [0.0], ["Socket Mode not answered yet"]
+    states = ChannelStates(settle_s=5.0, clock=lambda: now[0])
+    states.started("slack", lambda: down[0] or None)
+    assert states.report()["slack"]["state"] == "starting"
+    now[0], down[0] = 0.3, ""  # connected: running at once, no waiting for the settle time
+    assert states.report()["slack"]["state"] == "running" and states.down("slack") is None
+    assert not states.any_starting
+    for _ in range(10):  # it connects each time, and crashes a second later
+        now[0] += 1.0
+        states.failed("slack", "crashed: KeyError: 'ts'")
+        assert states.report()["slack"]["state"] == "failed"
+        now[0] += 2.0  # the backoff
+        states.started("slack", lambda: down[0] or None)  # up again at once
+        report = states.report()["slack"]
+        assert report["state"] == "failed" and "KeyError" in report["reason"]
+        assert states.down("slack") is not None and states.any_failed
+    now[0] += 5.5  # this retry has lasted: the channel runs again
+    assert states.report()["slack"]["state"] == "running" and not states.any_failed

@@ -104,3 +104,22 @@ def test_a_channel_that_can_tell_runs_when_its_platform_answered() -> None:
     states.failed("tg", "crashed")
     states.started("tg", lambda: "getMe not answered yet")  # the retry: failed until answered
     assert states.report()["tg"]["state"] == "failed"
+
+
+async def test_channels_are_ready_once_their_platform_answered_not_after_a_while(
+    tmp_path: Path, fake: FakeBotAPI, session: aiohttp.ClientSession
+) -> None:
+    telegram = {"enabled": True, "token": fake.token, "api_base": fake.url}
+    config = make_config(tmp_path, channels={"telegram": telegram})
+    app = App(config, base_dir=tmp_path, provider=ScriptedProvider([]))
+    app.channel_states.settle_s = 3600.0  # "it ran long enough" would never come
+    async with app:
+        await fake.wait_for(lambda: any(c.method == "getme" for c in fake.calls))
+        for _ in range(300):  # a hang guard of some 30 s
+            status, body = await _get(session, f"{app.url}/readyz")
+            if status == 200:
+                break
+            await asyncio.sleep(0.1)
+        assert (status, body) == (200, {"status": "ready"})
+        states = app.channel_states.report()
+        assert states["telegram"]["state"] == states["websocket"]["state"] == "running"

@@ -35,7 +35,14 @@ class LongConnection:
         self._base_url = base_url
         self._ws_loop: asyncio.AbstractEventLoop | None = None
         self._client: Any = None
-        self.connected = False
+        self._running = False
+
+    @property
+    def connected(self) -> bool:
+        """Whether the client's web socket is open now (read when asked: one attribute of the
+        client, which its thread sets; nothing polls it)."""
+        client = self._client
+        return self._running and client is not None and connected(client)
 
     async def run(self, feed: Feed) -> None:
         """Receive events until cancelled; a client that cannot connect is a `ChannelError`."""
@@ -65,11 +72,12 @@ class LongConnection:
             name="feishu-long-connection",
             daemon=True,
         )
+        self._client, self._running = None, True  # not a previous run's client
         thread.start()
         try:
             await ended
         finally:
-            self.connected = False
+            self._running = False
             self._stop()
             await asyncio.to_thread(thread.join, JOIN_S)
 
@@ -100,7 +108,6 @@ class LongConnection:
         self._client = client
         error: BaseException | None = None
         try:
-            loop.call_soon(self._mark_connected, main)
             client.start()
         except RuntimeError as exc:
             if "stopped" not in str(exc):  # "Event loop stopped before Future completed": ours
@@ -110,14 +117,6 @@ class LongConnection:
         finally:
             self._close(loop, client)
             main.call_soon_threadsafe(finish, error)
-
-    def _mark_connected(self, main: asyncio.AbstractEventLoop) -> None:
-        def check() -> None:
-            self.connected = self._client is not None and connected(self._client)
-
-        main.call_soon_threadsafe(check)
-        if self._ws_loop is not None and not self._ws_loop.is_closed():
-            self._ws_loop.call_later(1.0, self._mark_connected, main)
 
     def _stop(self) -> None:
         if self._client is not None:

@@ -131,6 +131,8 @@ class Ingress:
         self.platform_trouble = "getMe not answered yet"
         try:
             me = await self._retrying("getMe", self.bot.me)
+            if self.mode == "webhook" and self._public_url:  # up once Telegram has our URL
+                self.platform_trouble = "setWebhook not answered yet"
             self._me = BotIdentity(me.id, me.username or "")
             log.info("Telegram: @%s (%s)", me.username, self.mode)
             account = f"Telegram bot @{me.username} (id {me.id})"

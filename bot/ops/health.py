@@ -10,8 +10,10 @@ from typing import Any, Literal
 
 from tools.redact import redact_credentials
 
-# A channel that says whether its platform answered (`PlatformStatus`) runs once it has, and
-# fails when it has not within this long; one that cannot say runs once a run lasted this long
+# A channel that says whether its platform answered (`PlatformStatus`) runs the moment it has on
+# its first run, and fails when it has not within this long. After a failure a retry counts only
+# once its platform answered again and it has lasted this long (a channel that connects and then
+# crashes, again and again, is never ready). One that cannot say runs once a run lasted this long
 # without raising (a channel that fails to start, a refused token, fails well before).
 SETTLE_S = 5.0
 REASON_CHARS = 300
@@ -75,6 +77,11 @@ class ChannelStates:
             return "failed", channel.reason
         if channel.platform is not None:
             down = channel.platform_down()
+            if down is None and channel.failed_since and not self._settled(channel):
+                return (
+                    "failed",
+                    f"{channel.reason} (retried: up again, not yet for {self.settle_s:g} s)",
+                )
             if down is None:
                 return "running", ""
             if channel.failed_since or self._settled(channel):
@@ -99,6 +106,11 @@ class ChannelStates:
         if state == "failed":
             return f"failed: {redact_credentials(why)[:REASON_CHARS]}", since
         return (f"{state}: {why}" if why else state), channel.run_started_at
+
+    @property
+    def any_starting(self) -> bool:
+        """A channel's first run has not connected yet (nor failed)."""
+        return any(self.state(name) == "starting" for name in self._channels)
 
     @property
     def any_failed(self) -> bool:

@@ -353,8 +353,12 @@ class App:
                     group.create_task(watch.run(), name="cost-alert")
 
     async def _announce(self) -> None:
-        """Once the channels have had time to start: what /readyz says, in the log."""
-        await asyncio.sleep(self.channel_states.settle_s + 0.5)
+        """Once every channel has connected or failed (or had its time to): what /readyz says,
+        in the log."""
+        waited, step = 0.0, 0.05
+        while self.channel_states.any_starting and waited < self.channel_states.settle_s + 0.5:
+            await asyncio.sleep(step)
+            waited += step
         await self.ops.announce()
 
     async def _keep_running(self, channel: Channel) -> None:
