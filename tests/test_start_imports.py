@@ -92,3 +92,33 @@ def test_a_part_that_is_on_imports_its_sdk_alone(tmp_path: Path, case: str) -> N
     config, env, sdk = CASES[case]
     imported = _imported(tmp_path, config, start=False, **env)
     assert imported == {sdk, *ALSO.get(case, ())}
+
+
+LARK_CHILD = """
+import json, sys
+from adapters.feishu import sdk  # what the Feishu channel imports of lark-oapi
+used = sorted(name for name in sys.modules if name.startswith("lark_oapi"))
+import lark_oapi  # code that wants the whole SDK still gets it, when it asks for a name
+whole = lark_oapi.Client is not None and lark_oapi.api.im.v1.CreateImageRequest
+print(json.dumps({"used": used, "same": whole is sdk.CreateImageRequest,
+                  "all": sum(name.startswith("lark_oapi") for name in sys.modules)}))
+"""
+
+
+@pytest.mark.timeout(300)
+def test_feishu_imports_the_lark_modules_it_uses_not_every_api(tmp_path: Path) -> None:
+    result = subprocess.run(
+        [sys.executable, "-c", LARK_CHILD],
+        cwd=tmp_path,
+        env={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(ROOT)},
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert result.returncode == 0, result.stderr
+    seen = json.loads(result.stdout.splitlines()[-1])
+    used = set(seen["used"])
+    assert "lark_oapi.client" not in used and "lark_oapi.api.drive.v1.resource" not in used
+    assert {"lark_oapi.ws.client", "lark_oapi.api.im.v1.resource.image"} <= used
+    assert len(used) * 5 < seen["all"]  # the rest of the SDK came with `lark_oapi.Client`
+    assert seen["same"]

@@ -1,8 +1,8 @@
 """The Open API through lark-oapi, with our own async token cache and errors as `ChannelError`s.
 
 lark-oapi fetches the tenant token with `requests` (blocking) even inside its `a*` methods, so
-the client is built with `enable_set_token` and every call carries a token we fetched through
-the SDK's async transport. Each call is `client.arequest` (the SDK's generic call, which does the
+the SDK's config has `enable_set_token` and every call carries a token we fetched through
+the SDK's async transport. Each call is the SDK's `arequest` (its generic call, which does the
 domain, headers and JSON) and its raw answer is read here: `{"code": 0, "data": …}` is success,
 anything else becomes one of the errors in adapters/base.py. A send that may have landed (a
 timeout, an answer that is not JSON) is `DeliveryUncertain`; sends carry a `uuid`, so the
@@ -21,7 +21,14 @@ from typing import Any
 import httpx
 
 from adapters.base import ChannelError, DeliveryUncertain, MessageGone, RateLimited
-from adapters.feishu.sdk import AccessTokenType, HttpMethod, lark
+from adapters.feishu.sdk import (
+    AccessTokenType,
+    BaseRequest,
+    HttpMethod,
+    RequestOption,
+    arequest,
+    config,
+)
 from adapters.platform_calls import NO_PLATFORM_CALLS, PlatformCalls
 
 log = logging.getLogger(__name__)
@@ -63,15 +70,8 @@ class FeishuApi:
         self.metrics = calls  # what each call came to, for /metrics
         self.app_id = app_id
         self._app_secret = app_secret
-        self.client = (
-            lark.Client.builder()
-            .app_id(app_id)
-            .app_secret(app_secret)
-            .domain(base_url)
-            .timeout(timeout_s)
-            .enable_set_token(True)
-            .log_level(lark.LogLevel.WARNING)
-            .build()
+        self.config = config(
+            app_id=app_id, app_secret=app_secret, domain=base_url, timeout_s=timeout_s
         )
         self._token = ""
         self._token_expires = 0.0
@@ -149,7 +149,7 @@ class FeishuApi:
         sending: bool = False,
     ) -> dict[str, Any]:
         builder = (
-            lark.BaseRequest.builder()
+            BaseRequest.builder()
             .http_method(method)
             .uri(path)
             .paths(dict(paths))
@@ -161,14 +161,13 @@ class FeishuApi:
             builder = builder.token_types(set())
         if body is not None:
             builder = builder.body(dict(body))
-        option = lark.RequestOption.builder().tenant_access_token(token).build() if token else None
+        option = RequestOption.builder().tenant_access_token(token).build() if token else None
         try:
-            response = await self.client.arequest(builder.build(), option)
+            raw = await arequest(self.config, builder.build(), option)
         except httpx.TransportError as exc:
             never_sent = isinstance(exc, httpx.ConnectError)
             what = f"no answer from Feishu ({type(exc).__name__})"
             raise _lost(what, sending and not never_sent) from exc
-        raw = response.raw
         try:
             answer = json.loads(raw.content)
             if not isinstance(answer, dict):

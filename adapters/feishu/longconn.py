@@ -19,7 +19,16 @@ from typing import Any
 
 from adapters.base import ChannelError
 from adapters.feishu.normalize import MESSAGE
-from adapters.feishu.sdk import connected, disconnect, lark, stop_reconnecting, use_loop, ws_client
+from adapters.feishu.sdk import (
+    JSON,
+    EventDispatcherHandler,
+    LogLevel,
+    connected,
+    disconnect,
+    stop_reconnecting,
+    use_loop,
+    ws_client,
+)
 
 log = logging.getLogger(__name__)
 
@@ -53,7 +62,7 @@ class LongConnection:
             # On the client's thread: hand over and return, so the ack goes out at once. An
             # event our loop did not take (the channel stopping) raises: the SDK then answers
             # 500 instead of acking it, and Feishu delivers it again rather than it being lost.
-            payload = json.loads(lark.JSON.marshal(data))
+            payload = json.loads(JSON.marshal(data))
             taken = asyncio.run_coroutine_threadsafe(feed(payload), main).result(HANDOFF_S)
             if not taken:
                 raise ChannelError("Feishu event not taken: the channel is stopping")
@@ -92,7 +101,7 @@ class LongConnection:
         use_loop(loop)  # the SDK drives the loop in its module global (sdk.py)
         self._ws_loop = loop
         events = (
-            lark.EventDispatcherHandler.builder("", "")
+            EventDispatcherHandler.builder("", "")
             .register_p2_customized_event(MESSAGE, handle)
             .register_p2_card_action_trigger(handle)
             .build()
@@ -103,7 +112,7 @@ class LongConnection:
             event_handler=events,
             domain=self._base_url,
             auto_reconnect=True,
-            log_level=lark.LogLevel.WARNING,
+            log_level=LogLevel.WARNING,
         )
         self._client = client
         error: BaseException | None = None

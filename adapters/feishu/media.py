@@ -17,7 +17,17 @@ import httpx
 
 from adapters.base import Attachment, ChannelError, FileTooLarge, InboundMessage, RateLimited
 from adapters.feishu.api import RATE_LIMITED, TOKEN_INVALID, ApiError, FeishuApi
-from adapters.feishu.sdk import lark
+from adapters.feishu.sdk import (
+    BaseResponse,
+    CreateFileRequest,
+    CreateFileRequestBody,
+    CreateImageRequest,
+    CreateImageRequestBody,
+    File,
+    Files,
+    Image,
+    RequestOption,
+)
 from adapters.media import check_declared, collect, file_name, keep, limit_for
 from content.blobs import BlobStore
 from content.parts import AudioPart, BlobRef, ImagePart, MediaPart
@@ -37,8 +47,6 @@ FILE_TYPES = {  # Feishu's `file_type` by media type; anything else is a "stream
     "audio/ogg": "opus",
     "audio/opus": "opus",
 }
-
-im = lark.api.im.v1  # loaded with the client (sdk.py imports lark_oapi first, on purpose)
 
 
 async def fetch(
@@ -83,7 +91,7 @@ async def fetch(
 
 
 def _named(attachment: Attachment, headers: httpx.Headers) -> Attachment:
-    name = lark.Files.parse_file_name({"Content-Disposition": headers.get("content-disposition")})
+    name = Files.parse_file_name({"Content-Disposition": headers.get("content-disposition")})
     if not name:
         return attachment
     return Attachment(attachment.kind, name, attachment.mime_type, attachment.size, None, None)
@@ -99,7 +107,7 @@ def _useful(mime: str | None) -> str | None:
 async def upload(api: FeishuApi, part: MediaPart, data: bytes) -> tuple[str, str]:
     """The part uploaded; the message type and content that show it."""
     token = await api.token()
-    option = lark.RequestOption.builder().tenant_access_token(token).build()
+    option = RequestOption.builder().tenant_access_token(token).build()
     blob = part.blob
     try:
         if (
@@ -107,20 +115,20 @@ async def upload(api: FeishuApi, part: MediaPart, data: bytes) -> tuple[str, str
             and blob.size <= IMAGE_LIMIT
             and blob.mime_type in IMAGE_TYPES
         ):
-            body = im.CreateImageRequestBody.builder().image_type("message").image(io.BytesIO(data))
-            request = im.CreateImageRequest.builder().request_body(body.build()).build()
-            response = await api.client.im.v1.image.acreate(request, option)
+            body = CreateImageRequestBody.builder().image_type("message").image(io.BytesIO(data))
+            request = CreateImageRequest.builder().request_body(body.build()).build()
+            response = await Image(api.config).acreate(request, option)
             _check(response, "the image upload")
             return "image", json.dumps({"image_key": response.data.image_key})
         file_type = FILE_TYPES.get(blob.mime_type, "stream")
         builder = (
-            im.CreateFileRequestBody.builder()
+            CreateFileRequestBody.builder()
             .file_type(file_type)
             .file_name(file_name(blob, part.type))
             .file(io.BytesIO(data))
         )
-        request_file = im.CreateFileRequest.builder().request_body(builder.build()).build()
-        answer = await api.client.im.v1.file.acreate(request_file, option)
+        request_file = CreateFileRequest.builder().request_body(builder.build()).build()
+        answer = await File(api.config).acreate(request_file, option)
         _check(answer, "the file upload")
         key = answer.data.file_key
         kind = "audio" if isinstance(part, AudioPart) and file_type == "opus" else "file"
@@ -129,7 +137,7 @@ async def upload(api: FeishuApi, part: MediaPart, data: bytes) -> tuple[str, str
         raise ChannelError(f"Feishu upload failed: {type(exc).__name__}") from None
 
 
-def _check(response: lark.BaseResponse, what: str) -> None:
+def _check(response: BaseResponse, what: str) -> None:
     if response.success():
         return
     code, msg = int(response.code or -1), str(response.msg or "")
