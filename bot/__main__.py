@@ -1,5 +1,5 @@
 """`python -m bot` is the `bot` command."""
 
-from bot.runtime.cli import main
+from bot.runtime.command import main
 
 raise SystemExit(main())

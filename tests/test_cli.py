@@ -193,3 +193,22 @@ def test_version_and_a_limit_below_one_are_answered_plainly(tmp_path: Path) -> N
     zero = _bot("sessions", "list", "--limit", "0", cwd=tmp_path)
     assert zero.returncode == 2 and "Traceback" not in zero.stderr
     assert "--limit: must be 1 or more, not 0" in zero.stderr
+
+
+def test_the_entry_point_turns_the_collector_off_and_a_command_turns_it_back_on(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import gc
+
+    from bot.runtime import command
+
+    try:
+        monkeypatch.setattr(sys, "argv", ["bot", "api-key", "new", "--id", "ci"])
+        seen = []  # the entry point's own step, then the command's
+        monkeypatch.setattr(gc, "disable", lambda: seen.append("off"))
+        monkeypatch.setattr(gc, "enable", lambda: seen.append("on"))
+        assert command.main() == 0 and "sha256" in capsys.readouterr().out
+        assert seen == ["off", "on"]  # `bot serve` turns it on itself, once started
+    finally:
+        monkeypatch.undo()
+        gc.enable()

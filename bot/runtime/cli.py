@@ -7,7 +7,6 @@ import argparse
 import asyncio
 import contextlib
 import gc
-import importlib.metadata
 import json
 import logging
 import os
@@ -26,6 +25,8 @@ log = logging.getLogger("bot")
 def main(argv: Sequence[str] | None = None) -> int:
     parser = _parser()
     args = parser.parse_args(argv)
+    if getattr(args, "command", None) != "serve":
+        gc.enable()  # off since the entry point (bot/runtime/command.py); `serve` turns it on
     if not getattr(args, "command", None):
         parser.print_help()
         return 2
@@ -68,7 +69,7 @@ def _run(args: argparse.Namespace) -> int:
 
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="bot", description="Multi-channel chat bot gateway.")
-    parser.add_argument("--version", action="version", version=f"%(prog)s {_version()}")
+    parser.add_argument("--version", action=_Version, nargs=0, help="print the version and exit")
     commands = parser.add_subparsers(dest="command")
     serve = commands.add_parser("serve", help="run every enabled channel and the web server")
     serve.add_argument("--host", help="address to bind (default: server.host, or $BOT_HOST)")
@@ -146,7 +147,17 @@ def _api_key(args: argparse.Namespace) -> int:
     return 0
 
 
+class _Version(argparse.Action):
+    """`--version`, looked up only when asked (importlib.metadata and the lookup: ~50 ms)."""
+
+    def __call__(self, parser: argparse.ArgumentParser, *args: object) -> None:
+        print(f"{parser.prog} {_version()}")
+        parser.exit()
+
+
 def _version() -> str:
+    import importlib.metadata
+
     try:
         return importlib.metadata.version("chat-gateway")
     except importlib.metadata.PackageNotFoundError:  # run from a checkout that is not installed
