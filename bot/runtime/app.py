@@ -352,13 +352,16 @@ class App:
                 if watch is not None:
                     group.create_task(watch.run(), name="cost-alert")
 
-    async def _announce(self) -> None:
-        """Once every channel has connected or failed (or had its time to): what /readyz says,
-        in the log."""
+    async def channels_started(self) -> None:
+        """Until every channel has connected or failed (or had its time to: `settle_s`)."""
         waited, step = 0.0, 0.05
         while self.channel_states.any_starting and waited < self.channel_states.settle_s + 0.5:
             await asyncio.sleep(step)
             waited += step
+
+    async def _announce(self) -> None:
+        """What /readyz says, in the log, once the channels have started."""
+        await self.channels_started()
         await self.ops.announce()
 
     async def _keep_running(self, channel: Channel) -> None:

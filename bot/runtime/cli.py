@@ -218,6 +218,8 @@ async def _serve_app(config: Config, base_dir: Path) -> int:
         loop.add_signal_handler(sig, main_task.cancel)
     try:
         async with App(config, base_dir=base_dir) as app:
+            # its full collection pauses the loop (0.1-0.3 s): after the channels connected
+            await app.channels_started()
             settle_heap()
             await app.wait()
     except asyncio.CancelledError:
