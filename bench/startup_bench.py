@@ -7,10 +7,10 @@ Two configurations, each started `--runs` times as a real `bot serve` child proc
 Each run times, from the process's spawn: listening (the first answer of `GET /healthz`; and the
 CPU time the process had used by then, which a loaded machine changes less than wall time),
 connected (every fake has seen the gateway: Telegram's first getUpdates, Slack's socket, Feishu's
-long connection) and ready (`GET /readyz` 200: a channel counts as started once it has run
-`SETTLE_S`, bot/ops/health.py, so ready is never sooner than that). The data folder is kept
-between runs: run 1 creates the database, later runs open it (a restart). Then one start of the
-defaults under `python -X importtime`: where its import time goes, by top-level package.
+long connection) and ready (`GET /readyz` 200: each channel's platform answered, bot/ops/health.py;
+a checkout from before that, `--root`, waited `SETTLE_S` = 5 s more). The data folder is kept
+between runs: run 1 creates the database, later runs open it (a restart). Then one start of each
+configuration under `python -X importtime`: where its import time goes, by top-level package.
 
     python bench/startup_bench.py [--runs 3] [--only defaults|channels] [--root CHECKOUT]
 """
@@ -177,20 +177,25 @@ def report(mode: str, results: list[dict[str, float]]) -> None:
     print(f"{mode:<9} median (range) of {len(results)}: " + ", ".join(parts), flush=True)
 
 
-async def import_profile(top: int = 12) -> None:
-    """One start of the defaults under -X importtime: self time summed per top-level package."""
+async def import_profile(mode: str, top: int = 12) -> None:
+    """One start under -X importtime: self time summed per top-level package."""
     line = re.compile(r"import time:\s+(\d+) \|\s+\d+ \|( *)(\S+)")
     with tempfile.TemporaryDirectory() as data:
         log = Path(data) / "importtime.txt"
         python = ["sh", "-c", f'exec "$0" -X importtime "$@" 2>{log}', sys.executable]
-        await one_start(Path(data), {}, None, python)
+        if mode == "defaults":
+            await one_start(Path(data), {}, None, python)
+        else:
+            async with Fakes() as fakes:
+                (Path(data) / "config.yaml").write_text(json.dumps(fakes.config(Path(data))))
+                await one_start(Path(data), ENV, fakes.connected, python)
         by_package: Counter[str] = Counter()
         for match in map(line.match, log.read_text().splitlines()):
             if match:
                 by_package[match.group(3).split(".")[0]] += int(match.group(1))
     total = sum(by_package.values()) / 1e6
     listed = ", ".join(f"{name} {us / 1e3:.0f}" for name, us in by_package.most_common(top))
-    print(f"imports   {total:.2f} s in all; by package (ms): {listed}", flush=True)
+    print(f"imports ({mode}) {total:.2f} s in all; by package (ms): {listed}", flush=True)
 
 
 async def main() -> None:
@@ -202,10 +207,11 @@ async def main() -> None:
     global SOURCE
     SOURCE = (args.root or ROOT).resolve()
     print(f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores", flush=True)
-    for mode in ("defaults", "channels"):
-        if args.only in (None, mode):
-            report(mode, await run_mode(mode, args.runs))
-    await import_profile()
+    modes = [mode for mode in ("defaults", "channels") if args.only in (None, mode)]
+    for mode in modes:
+        report(mode, await run_mode(mode, args.runs))
+    for mode in modes:
+        await import_profile(mode)
 
 
 if __name__ == "__main__":
