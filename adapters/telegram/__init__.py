@@ -5,6 +5,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from adapters.telegram import sdk
+
+sdk.install()  # aiogram, whoever imports it first, with its types built when first used
+
 if TYPE_CHECKING:
     from adapters.telegram.channel import TelegramChannel
 
