@@ -43,6 +43,9 @@ from typing import Any
 
 log = logging.getLogger(__name__)
 _said: set[str] = set()
+# packages whose `__init__` waits for a name it defines; the last one's imports pkg_resources
+# (~60 ms) to declare a namespace package its own folder already is
+LAZY = ("lark_oapi", "lark_oapi.api", "lark_oapi.ws.pb.google")
 
 
 class _LazyPackages(importlib.abc.MetaPathFinder):
@@ -55,7 +58,7 @@ class _LazyPackages(importlib.abc.MetaPathFinder):
     def find_spec(
         self, name: str, path: Sequence[str] | None, target: ModuleType | None = None
     ) -> ModuleSpec | None:
-        if name not in ("lark_oapi", "lark_oapi.api") and not name.startswith("lark_oapi.api."):
+        if name not in LAZY and not name.startswith("lark_oapi.api."):
             return None
         spec = importlib.machinery.PathFinder.find_spec(name, path)
         if spec is None or spec.submodule_search_locations is None or spec.loader is None:
