@@ -19,6 +19,7 @@ DOORS = {
     "agent/providers/openai_sdk.py",
     "adapters/slack/bolt.py",
     "adapters/feishu/sdk.py",
+    "adapters/telegram/sdk.py",
 }
 # where an SDK's objects are handled: a private attribute there belongs to an SDK
 SDK_USERS = ("agent/providers", "adapters/slack", "adapters/feishu")

@@ -76,11 +76,28 @@ class _TypesBuiltLater(importlib.abc.Loader):
             return result
 
         setattr(BaseModel, "model_rebuild", classmethod(model_rebuild))  # noqa: B010
+        defaults = _config_defaults()
+        if defaults is not None:  # the methods' models too (~150), built on their first call
+            defaults["defer_build"] = True
         try:
             self.loader.exec_module(module)
         finally:
             setattr(BaseModel, "model_rebuild", original)  # noqa: B010
+            if defaults is not None:
+                defaults["defer_build"] = False
         _check(kept)
+
+
+def _config_defaults() -> dict[str, Any] | None:
+    """pydantic's defaults of a model's config (a model that does not say `defer_build` takes
+    it from here), or None if they are not where they were."""
+    try:
+        from pydantic._internal._config import config_defaults
+    except ImportError:
+        return None
+    if not isinstance(config_defaults, dict) or config_defaults.get("defer_build") is not False:
+        return None
+    return config_defaults
 
 
 def _check(kept: list[tuple[type[Any], dict[str, Any]]]) -> None:
