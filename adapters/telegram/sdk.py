@@ -22,7 +22,7 @@ import importlib.abc
 import importlib.machinery
 import logging
 import sys
-from collections.abc import Sequence
+from collections.abc import MutableMapping, Sequence
 from importlib.machinery import ModuleSpec
 from types import ModuleType
 from typing import Any
@@ -88,16 +88,17 @@ class _TypesBuiltLater(importlib.abc.Loader):
         _check(kept)
 
 
-def _config_defaults() -> dict[str, Any] | None:
+def _config_defaults() -> MutableMapping[str, Any] | None:
     """pydantic's defaults of a model's config (a model that does not say `defer_build` takes
     it from here), or None if they are not where they were."""
     try:
         from pydantic._internal._config import config_defaults
     except ImportError:
         return None
-    if not isinstance(config_defaults, dict) or config_defaults.get("defer_build") is not False:
+    defaults: Any = config_defaults  # a ConfigDict: a dict
+    if not isinstance(defaults, dict) or defaults.get("defer_build") is not False:
         return None
-    return config_defaults
+    return defaults
 
 
 def _check(kept: list[tuple[type[Any], dict[str, Any]]]) -> None:
