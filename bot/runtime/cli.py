@@ -20,6 +20,7 @@ from bot.runtime.config import Config, ConfigError, config_folder, load_config
 from bot.runtime.config.choices import model_prices
 
 log = logging.getLogger("bot")
+SETTLE_HEAP_AFTER_S = 1.0  # after the channels have connected (or failed)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -218,8 +219,10 @@ async def _serve_app(config: Config, base_dir: Path) -> int:
         loop.add_signal_handler(sig, main_task.cancel)
     try:
         async with App(config, base_dir=base_dir) as app:
-            # its full collection pauses the loop (0.1-0.3 s): after the channels connected
+            # its full collection pauses the loop (0.2-0.5 s): not while the channels connect,
+            # nor as they answer their platforms' first calls and /readyz's first 200
             await app.channels_started()
+            await asyncio.sleep(SETTLE_HEAP_AFTER_S)
             settle_heap()
             await app.wait()
     except asyncio.CancelledError:
