@@ -17,6 +17,10 @@ conversation, turns/s of N conversations flat out, and latency paced at half tha
 `--profile DIR` records the gateway with py-spy during each vendor's long conversation and
 paced run and prints the event loop's frames with the largest inclusive and self shares.
 
+The gateway logs as `bot serve` does, at its default level (INFO: a line per turn) into a file in
+its data folder: a default deployment pays for its log. `BENCH_LOG=WARNING` (or DEBUG) sets
+another level.
+
     python bench/ws_bench.py [--conversations 50] [--turns 40] [--rate TURNS_PER_S]
     python bench/ws_bench.py --provider all [--long-turns 1000] [--profile /tmp/prof]
     python bench/ws_bench.py --memory-only [--help-visitors 3000]   # the /help memory line only
