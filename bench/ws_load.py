@@ -146,13 +146,19 @@ async def serve_echo() -> None:
 
 
 def start_gateway(
-    data_dir: str, cpu: str, llm: str = "", deltas: int = 0, env: dict[str, str] | None = None
+    data_dir: str,
+    cpu: str,
+    llm: str = "",
+    deltas: int = 0,
+    env: dict[str, str] | None = None,
+    wrap: tuple[str, ...] = (),
 ) -> Server:
     """The gateway child: `llm` is the JSON of an `llm` config section, "" the scripted model
     (answering `deltas` pieces of fake_llm_server's text, or with 0 an echo of the message);
-    `env`: variables to set for it (BOT_METRICS=off, say)."""
+    `env`: variables to set for it (BOT_METRICS=off, say); `wrap`: a command it runs under
+    (valgrind). Its log (stderr) is `gateway.log` in `data_dir`."""
     argv = ["--serve-gateway", data_dir, "--llm", llm, "--deltas", str(deltas), "--cpu", cpu]
-    return Server(__file__, *argv, env=env, log=Path(data_dir) / "gateway.log")
+    return Server(__file__, *argv, env=env, log=Path(data_dir) / "gateway.log", wrap=wrap)
 
 
 def start_echo(cpu: str) -> Server:
@@ -165,11 +171,15 @@ class Server:
     its end is shown if the child does not start."""
 
     def __init__(
-        self, *argv: str, env: dict[str, str] | None = None, log: Path | None = None
+        self,
+        *argv: str,
+        env: dict[str, str] | None = None,
+        log: Path | None = None,
+        wrap: tuple[str, ...] = (),
     ) -> None:
         with open(log, "w") if log is not None else contextlib.nullcontext() as stderr:
             self.process = subprocess.Popen(
-                [sys.executable, *argv],
+                [*wrap, sys.executable, *argv],
                 stdin=subprocess.PIPE,
                 stdout=subprocess.PIPE,
                 stderr=stderr,
