@@ -17,10 +17,18 @@ conversation, turns/s of N conversations flat out, and latency paced at half tha
 `--profile DIR` records the gateway with py-spy during each vendor's long conversation and
 paced run and prints the event loop's frames with the largest inclusive and self shares.
 
+The gateway logs as `bot serve` does, at its default level (INFO: a line per turn) into a file in
+its data folder: a default deployment pays for its log. `BENCH_LOG=WARNING` (or DEBUG) sets
+another level.
+
     python bench/ws_bench.py [--conversations 50] [--turns 40] [--rate TURNS_PER_S]
     python bench/ws_bench.py --provider all [--long-turns 1000] [--profile /tmp/prof]
     python bench/ws_bench.py --memory-only [--help-visitors 3000]   # the /help memory line only
     python bench/ws_bench.py --metrics-overhead 5   # CPU per turn with BOT_METRICS on vs off
+    python bench/ws_bench.py --instructions [--provider openai] [--conversations 1 --turns 100]
+
+`--instructions` counts instead, with callgrind, the gateway's instructions per turn (the load
+does not change them: bench/ws_instructions.py), for the scripted model and the vendor(s).
 """
 
 from __future__ import annotations
@@ -39,6 +47,7 @@ import aiohttp
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from bench.ws_instructions import run_instructions
 from bench.ws_load import (
     LOOP_ENV,
     Cores,
@@ -246,6 +255,11 @@ def main() -> None:
         metavar="ROUNDS",
         help="only the cost of /metrics: CPU per turn with BOT_METRICS on and off, ROUNDS each",
     )
+    parser.add_argument(
+        "--instructions",
+        action="store_true",
+        help="count the gateway's instructions per turn with callgrind (valgrind) instead",
+    )
     args = parser.parse_args()
     os.environ[LOOP_ENV] = args.loop  # the gateway children read it
     cores = pin_cores()
@@ -255,6 +269,11 @@ def main() -> None:
         asyncio.run(
             run_metrics_overhead(args.conversations, args.turns, args.metrics_overhead, cores)
         )
+    elif args.instructions:
+        vendors = {"scripted": [], "all": ["openai", "anthropic"]}.get(
+            args.provider, [args.provider]
+        )
+        asyncio.run(run_instructions(vendors, args, cores))
     elif args.provider == "scripted":
         asyncio.run(
             run_scripted(

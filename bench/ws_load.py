@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import os
 import resource
@@ -29,6 +30,7 @@ sys.path.insert(0, str(ROOT))
 from bench.fake_llm_server import answer_pieces
 
 ORIGIN = "http://127.0.0.1:8080"
+LOG_ENV = "BENCH_LOG"  # the gateway's log level (DEBUG, INFO, WARNING); unset: its default
 
 
 @dataclass(frozen=True)
@@ -62,7 +64,6 @@ def gateway_config(data_dir: str, llm: dict[str, Any] | None) -> Path:
         "server": {"port": 0},
         "storage": {"path": str(Path(data_dir) / "bench.db")},
         "personas": {"dirs": [str(ROOT / "personas")]},
-        "log": {"level": "WARNING"},
         "channels": {
             "websocket": {
                 "rate_limit_per_minute": 1_000_000,
@@ -73,6 +74,8 @@ def gateway_config(data_dir: str, llm: dict[str, Any] | None) -> Path:
     }
     if llm is not None:
         config["llm"] = llm
+    if LOG_ENV in os.environ:  # else the default level: a default deployment pays its logging
+        config["log"] = {"level": os.environ[LOG_ENV]}
     path = Path(data_dir) / "config.yaml"
     path.write_text(json.dumps(config))
     return path
@@ -87,9 +90,12 @@ async def serve_gateway(data_dir: str, llm: dict[str, Any] | None, answer: list[
     from bot.runtime.app import App
     from bot.runtime.config import load_config
     from bot.runtime.heap import settle_heap
+    from bot.runtime.logs import setup_logging
 
     # the key comes from the environment, as the config check asks of secrets
     config = load_config(gateway_config(data_dir, llm), env={"BENCH_LLM_KEY": "bench-key"})
+    # as `bot serve` logs (bot/runtime/cli.py), into the log file the child's stderr is
+    setup_logging(config.log.level, config.log.format, secrets=["bench-key"])
     provider: Provider | None = None
     if llm is None:
         text = "".join(answer)
@@ -140,13 +146,19 @@ async def serve_echo() -> None:
 
 
 def start_gateway(
-    data_dir: str, cpu: str, llm: str = "", deltas: int = 0, env: dict[str, str] | None = None
+    data_dir: str,
+    cpu: str,
+    llm: str = "",
+    deltas: int = 0,
+    env: dict[str, str] | None = None,
+    wrap: tuple[str, ...] = (),
 ) -> Server:
     """The gateway child: `llm` is the JSON of an `llm` config section, "" the scripted model
     (answering `deltas` pieces of fake_llm_server's text, or with 0 an echo of the message);
-    `env`: variables to set for it (BOT_METRICS=off, say)."""
+    `env`: variables to set for it (BOT_METRICS=off, say); `wrap`: a command it runs under
+    (valgrind). Its log (stderr) is `gateway.log` in `data_dir`."""
     argv = ["--serve-gateway", data_dir, "--llm", llm, "--deltas", str(deltas), "--cpu", cpu]
-    return Server(__file__, *argv, env=env)
+    return Server(__file__, *argv, env=env, log=Path(data_dir) / "gateway.log", wrap=wrap)
 
 
 def start_echo(cpu: str) -> Server:
@@ -154,21 +166,32 @@ def start_echo(cpu: str) -> Server:
 
 
 class Server:
-    """A child process that prints `PORT <n>` when it listens; `cpu()` probes a gateway child."""
+    """A child process that prints `PORT <n>` when it listens; `cpu()` probes a gateway child.
+    `log`: a file its stderr goes to (a deployment's log is a file or a pipe, not a terminal);
+    its end is shown if the child does not start."""
 
-    def __init__(self, *argv: str, env: dict[str, str] | None = None) -> None:
-        self.process = subprocess.Popen(
-            [sys.executable, *argv],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            text=True,
-            cwd=ROOT,
-            env=os.environ | (env or {}),
-        )
+    def __init__(
+        self,
+        *argv: str,
+        env: dict[str, str] | None = None,
+        log: Path | None = None,
+        wrap: tuple[str, ...] = (),
+    ) -> None:
+        with open(log, "w") if log is not None else contextlib.nullcontext() as stderr:
+            self.process = subprocess.Popen(
+                [*wrap, sys.executable, *argv],
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=stderr,
+                text=True,
+                cwd=ROOT,
+                env=os.environ | (env or {}),
+            )
         line = self._readline()
         if not line.startswith("PORT "):
             self.process.kill()
-            raise SystemExit(f"{argv[0]} did not start: {line!r}")
+            tail = log.read_text()[-3000:] if log is not None else ""
+            raise SystemExit(f"{argv[0]} did not start: {line!r}\n{tail}")
         self.port = int(line.split()[1])
         self.pid = self.process.pid
 

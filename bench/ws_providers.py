@@ -172,17 +172,23 @@ async def run_providers(vendors: list[str], args: argparse.Namespace, cores: Cor
         async with aiohttp.ClientSession() as session:
             columns["scripted"] = await measure("scripted", "", args, cores, session)
             for vendor in vendors:
-                llm = {
-                    "provider": vendor,
-                    "base_url": base + ("/v1" if vendor == "openai" else ""),
-                    "api_key": "${BENCH_LLM_KEY}",
-                    "model": "bench-model",
-                    "total_timeout_s": 600,  # an unfixed SDK's 1,000th turn is slow, not broken
-                }
-                columns[vendor] = await measure(vendor, json.dumps(llm), args, cores, session)
+                llm = vendor_llm(vendor, base)
+                columns[vendor] = await measure(vendor, llm, args, cores, session)
     finally:
         fake.stop()
     print_table(columns, args)
+
+
+def vendor_llm(vendor: str, base: str) -> str:
+    """The gateway's `llm` section (JSON) for `vendor`'s SDK against the fake server at `base`."""
+    llm = {
+        "provider": vendor,
+        "base_url": base + ("/v1" if vendor == "openai" else ""),
+        "api_key": "${BENCH_LLM_KEY}",
+        "model": "bench-model",
+        "total_timeout_s": 600,  # an unfixed SDK's 1,000th turn is slow, not broken
+    }
+    return json.dumps(llm)
 
 
 @contextmanager

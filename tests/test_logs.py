@@ -18,7 +18,7 @@ import pytest
 
 from agent.providers.scripted import Reply, ScriptedProvider
 from bot.runtime.app import App
-from bot.runtime.logs import secret_env_values, secret_values, setup_logging
+from bot.runtime.logs import Redact, secret_env_values, secret_values, setup_logging
 from tests.agents_kit import TASK, Probe, Router, dispatch, registry_with, write_personas
 from tests.conftest import ROOT, connect, db_rows, make_config, settled
 
@@ -121,6 +121,23 @@ def test_tokens_and_secrets_are_masked_at_every_level(json_log: io.StringIO) -> 
     assert messages[0] == "POST https://api.telegram.org/bot[redacted]/sendMessage"
     assert messages[2] == "webhook secret: [redacted]; proxy http://***@proxy:3128"
     assert "RuntimeError: refused token [redacted]" in lines(json_log)[3]["exc"]
+
+
+@pytest.mark.parametrize(
+    ("text", "masked"),
+    [
+        (TOKEN + " at the start", "[redacted] at the start"),
+        ("xoxb-1234-5678-abcdefgh and xapp-1-A0-123-abcdef", "[redacted] and [redacted]"),
+        ("sk-proj-abcdefghijklmnop,rk-abcdefghijklmnop", "[redacted],[redacted]"),
+        ("Authorization: Bearer abc.def-ghi_jkl~mno==", "Authorization: Bearer [redacted]"),
+        # inside a longer word or number: not a token's start, left alone
+        ("taskxoxb-12345678 risk-abcdefghijklmnop 12345" + TOKEN, None),
+        ("turn completed in 2 ms: model openai:bench-model, 1 call(s), user 0123456789", None),
+    ],
+)
+def test_token_shapes_are_masked_where_they_start(text: str, masked: str | None) -> None:
+    redact = Redact()
+    assert redact.mask(text) == (text if masked is None else masked)
 
 
 def test_a_log_call_whose_arguments_do_not_fit_is_logged_masked_not_raised(
@@ -260,15 +277,17 @@ async def test_every_turn_writes_one_info_line_that_jq_finds_by_turn_id(
 
 
 @pytest.mark.parametrize("level", ["INFO", "DEBUG"])
-def test_httpx_request_lines_are_debug_lines(level: str) -> None:
-    """lark-oapi calls Feishu through httpx, which logs each request at INFO."""
+@pytest.mark.parametrize("library", ["httpx", "httpx2"])
+def test_httpx_request_lines_are_debug_lines(level: str, library: str) -> None:
+    """lark-oapi calls Feishu through httpx, the model SDKs through httpx2: both log each
+    request at INFO."""
     buffer = io.StringIO()
     root = logging.getLogger()
     before = root.level
     handler = setup_logging(level, "json", stream=buffer)
     try:
-        logging.getLogger("httpx").info('HTTP Request: POST https://open.feishu.cn/x "200 OK"')
-        logging.getLogger("httpx").warning("a warning stays a warning")
+        logging.getLogger(library).info('HTTP Request: POST https://open.feishu.cn/x "200 OK"')
+        logging.getLogger(library).warning("a warning stays a warning")
     finally:
         root.removeHandler(handler)
         handler.close()

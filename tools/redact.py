@@ -16,6 +16,8 @@ _USERINFO = re.compile(r"\b([a-z][a-z0-9+.-]*://)[^/?#\s'\"<>@]*(?:@[^/?#\s'\"<>
 
 def redact_credentials(text: str) -> str:
     """`http://user:s3cret@host/v1` → `http://***@host/v1`, wherever a URL sits in `text`."""
+    if "://" not in text:  # no URL: the regex would scan every position to find none
+        return text
     return _USERINFO.sub(r"\1***@", text)
 
 

@@ -10,10 +10,10 @@ import hashlib
 import hmac
 import json
 import re
+import time
 import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from typing import Any, Final, Literal
 
 from adapters.base import Action, ChatRef, InboundMessage
@@ -283,8 +283,16 @@ def new_id(prefix: str) -> str:
 
 def now_stamp() -> str:
     """A message's `at`: UTC to the second, ISO 8601 (`2026-12-02T06:05:09Z`), for the client
-    to show in its own time zone; the replay keeps it, so a reload shows when it was said."""
-    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    to show in its own time zone; the replay keeps it, so a reload shows when it was said.
+    Formatted once a second (a turn's frames in the same second share it: ~5 us each)."""
+    second = time.time() // 1
+    last = _last_stamp[0]
+    if last[0] != second:
+        last = _last_stamp[0] = (second, time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(second)))
+    return last[1]
+
+
+_last_stamp: list[tuple[float, str]] = [(-1.0, "")]  # the second formatted last, and its text
 
 
 def inbound_message(

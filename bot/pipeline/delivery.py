@@ -16,7 +16,7 @@ import asyncio
 import logging
 import time
 from collections.abc import Awaitable, Callable, Mapping
-from typing import Any
+from typing import Any, TypeGuard
 
 from adapters.base import (
     Channel,
@@ -112,11 +112,7 @@ class Delivery:
         """The placeholder's handle before it is posted, where the gateway makes the id itself
         (`NamesItsMessages`): the turn records it first. None elsewhere (and without edits)."""
         channel = self.channel
-        if (
-            self._reserved is None
-            and self.limits.can_edit
-            and isinstance(channel, NamesItsMessages)
-        ):
+        if self._reserved is None and self.limits.can_edit and _names_its_messages(channel):
             self._reserved = channel.reserve(self.chat, self.reply_to)
         return self._reserved
 
@@ -377,3 +373,15 @@ class Delivery:
         self.handles.append(handle)
         self._sent.append(text)
         self._edits.append(0)
+
+
+_NAMING: dict[type, bool] = {}  # per channel class: whether it is `NamesItsMessages`
+
+
+def _names_its_messages(channel: Channel) -> TypeGuard[NamesItsMessages]:
+    """`isinstance(channel, NamesItsMessages)`, asked once per channel class: a protocol's
+    isinstance looks up each of its members (~5 us, every turn)."""
+    names = _NAMING.get(type(channel))
+    if names is None:
+        names = _NAMING[type(channel)] = isinstance(channel, NamesItsMessages)
+    return names

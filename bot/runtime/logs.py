@@ -27,12 +27,15 @@ from tools.redact import redact_credentials
 TEXT_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
 MASK = "[redacted]"
 HANDLER_NAME = "bot"
+# Each alternative starts with a character class and checks what precedes it by looking back
+# after it (not `\b` or a look-behind first): the regex engine then skips at once every position
+# that cannot start a match, ~4x faster on a log line (each line passes here, at every level).
 _TOKENS = re.compile(
-    r"(?<![0-9])[0-9]{6,12}:[A-Za-z0-9_-]{30,}"  # a Telegram bot token (also inside /bot<token>/)
-    r"|\bxox[abposr]-[A-Za-z0-9-]{8,}|\bxapp-[A-Za-z0-9-]{8,}"  # Slack bot, user and app tokens
-    r"|\b(?:sk|rk)-[A-Za-z0-9_\-]{12,}"  # OpenAI and Anthropic keys
-    r"|(?<=Bearer )[A-Za-z0-9._~+/-]{12,}=*"
+    r"[0-9](?<![0-9][0-9])[0-9]{5,11}:[A-Za-z0-9_-]{30,}"  # a Telegram bot token (also in /bot<token>/)
+    r"|x(?<!\wx)ox[abposr]-[A-Za-z0-9-]{8,}|x(?<!\wx)app-[A-Za-z0-9-]{8,}"  # Slack tokens
+    r"|[sr](?<!\w[sr])k-[A-Za-z0-9_\-]{12,}"  # OpenAI and Anthropic keys
 )
+_BEARER = re.compile(r"(?<=Bearer )[A-Za-z0-9._~+/-]{12,}=*")  # only where "Bearer " is
 
 
 _SECRET_NAME = re.compile(r"(^|_)(key|token|secret|password)$", re.I)
@@ -55,7 +58,10 @@ class Redact(logging.Filter):
         for value in self.secrets:
             if value in text:
                 text = text.replace(value, MASK)
-        return redact_credentials(_TOKENS.sub(MASK, text))
+        text = _TOKENS.sub(MASK, text)
+        if "Bearer " in text:
+            text = _BEARER.sub(MASK, text)
+        return redact_credentials(text)
 
     def filter(self, record: logging.LogRecord) -> bool:
         try:
@@ -93,8 +99,9 @@ class JsonFormatter(logging.Formatter):
 
 
 # Libraries that log every request at INFO: one line per platform call drowns the turn lines
-# (lark-oapi calls Feishu through httpx, and httpx writes "HTTP Request: POST …" at INFO).
-CHATTY_LOGGERS = ("httpx",)
+# (lark-oapi calls Feishu through httpx, and httpx writes "HTTP Request: POST …" at INFO; the
+# model SDKs' httpx2 the same for every model call).
+CHATTY_LOGGERS = ("httpx", "httpx2")
 
 
 class DemoteInfo(logging.Filter):
@@ -136,6 +143,9 @@ def setup_logging(
         chatty = logging.getLogger(name)
         if not any(isinstance(f, DemoteInfo) for f in chatty.filters):
             chatty.addFilter(DemoteInfo())
+        # above DEBUG their INFO lines are not even made (a record, a filter: ~20 us a model
+        # call); at DEBUG they are, and shown as DEBUG lines
+        chatty.setLevel(logging.NOTSET if root.level <= logging.DEBUG else logging.WARNING)
     return handler
 
 
