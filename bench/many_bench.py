@@ -70,6 +70,7 @@ class Run:
     turn: tuple[float, float] = (0.0, 0.0)
     cpu: float = 0.0  # ms per turn
     waited: float = 0.0  # ms per turn
+    client: float = 0.0  # ms of this process's CPU per turn (the load, and the idle sockets)
     gc: dict[str, float] = field(default_factory=dict)
     gc_warm: dict[str, float] = field(default_factory=dict)
 
@@ -99,6 +100,7 @@ async def paced(url: str, gateway: Server, run: Run, turns: int, first: int) -> 
     total: list[float] = []
     gc_figures(gateway)
     cpu, waited, started = gateway.cpu(), run_queue_wait(gateway.pid), time.perf_counter()
+    client = time.process_time()
     async with aiohttp.ClientSession() as session:
         await asyncio.gather(
             *(
@@ -107,6 +109,7 @@ async def paced(url: str, gateway: Server, run: Run, turns: int, first: int) -> 
             )
         )
     run.reached = len(total) / (time.perf_counter() - started)
+    run.client = (time.process_time() - client) / len(total) * 1000
     run.cpu = (gateway.cpu() - cpu) / len(total) * 1000
     run.waited = (run_queue_wait(gateway.pid) - waited) / len(total) * 1000
     run.gc = gc_figures(gateway)
@@ -273,6 +276,7 @@ def report(base: Run, full: Run, args: argparse.Namespace) -> None:
     row("turn latency p50 / p99 (ms)", "{r.turn[0]:.2f} / {r.turn[1]:.2f}")
     row("gateway CPU per turn (ms)", "{r.cpu:.2f}")
     row("waiting for its core (ms per turn)", "{r.waited:.2f}")
+    row("the load's own CPU per turn (ms)", "{r.client:.2f}")
     row("collections (full)", "{r.gc[collections]:.0f} ({r.gc[full]:.0f})")
     row("longest GC pause, wall / CPU (ms)", "{r.gc[longest]:.1f} / {r.gc[longest_cpu]:.1f}")
     row("longest full collection (ms)", "{r.gc[longest_full]:.1f}")
