@@ -8,7 +8,9 @@ collection inside it. It answers one line at a time on its stdin:
 - an empty line: `CPU <process seconds>` (as bench/ws_load.py's gateway child does);
 - `gc`: `GC <collections> <full> <longest pause ms> <its CPU ms> <longest full ms>
   <CPU of all pauses ms> <tracked objects>`, the figures since the last `gc`, then clears them;
-- `types`: `TYPES <type> <count>, ...`, the 15 types the collector tracks most of.
+- `types`: `TYPES <tracked objects> <type> <count>, ...`, the 15 types it tracks most of;
+- `garbage`: `GARBAGE <objects> <type> <count>, ...`: what a full collection frees now (kept
+  with `gc.DEBUG_SAVEALL` to be counted, then let go of).
 
     python bench/many_child.py --serve-gateway DIR --llm JSON [--cpu N]   # prints "PORT <n>"
 """
@@ -106,12 +108,23 @@ def _answer(probe: Probe) -> None:
     for line in sys.stdin:
         if line.strip() == "gc":
             print(probe.report(), flush=True)
-        elif line.strip() == "types":  # what the collector tracks, by type: the top 15
-            counts = Counter(type(o).__qualname__ for o in gc.get_objects())
-            top = ", ".join(f"{name} {n}" for name, n in counts.most_common(15))
-            print(f"TYPES {top}", flush=True)
+        elif line.strip() == "types":  # what the collector tracks, by type
+            print(_census("TYPES", gc.get_objects()), flush=True)
+        elif line.strip() == "garbage":  # a full collection, keeping what it would free
+            gc.set_debug(gc.DEBUG_SAVEALL)
+            gc.collect()
+            print(_census("GARBAGE", gc.garbage), flush=True)
+            gc.garbage.clear()
+            gc.set_debug(0)
         else:
             print(f"CPU {time.process_time()}", flush=True)
+
+
+def _census(title: str, objects: list[Any]) -> str:
+    """`<title> <how many> <type> <count>, ...`: the 15 most frequent types."""
+    counts = Counter(type(o).__qualname__ for o in objects)
+    top = ", ".join(f"{name} {n}" for name, n in counts.most_common(15))
+    return f"{title} {len(objects)} {top}"
 
 
 async def fill(
