@@ -86,7 +86,8 @@ def gc_figures(gateway: Server) -> dict[str, float]:
     gateway.process.stdin.write("gc\n")
     gateway.process.stdin.flush()
     values = gateway.process.stdout.readline().split()[1:]
-    names = ("collections", "full", "longest", "longest_cpu", "longest_full", "cpu", "tracked")
+    names = ["collections", "full", "longest", "longest_cpu", "longest_full", "cpu", "tracked"]
+    names.append("collected")
     return dict(zip(names, map(float, values), strict=True))
 
 
@@ -284,6 +285,9 @@ def report(base: Run, full: Run, args: argparse.Namespace) -> None:
         r.gc["per_turn"] = r.gc["cpu"] * 1000 / max(1, LOAD * args.load_turns)
     row("GC CPU per turn (us)", "{r.gc[per_turn]:.0f}")
     row("tracked objects at the end", "{r.gc[tracked]:,.0f}")
+    for r in columns.values():
+        r.gc["garbage"] = r.gc["collected"] / max(1, LOAD * args.load_turns)
+    row("cyclic garbage freed per turn (objects)", "{r.gc[garbage]:.1f}")
 
 
 def main() -> None:

@@ -7,7 +7,7 @@ collection inside it. It answers one line at a time on its stdin:
 
 - an empty line: `CPU <process seconds>` (as bench/ws_load.py's gateway child does);
 - `gc`: `GC <collections> <full> <longest pause ms> <its CPU ms> <longest full ms>
-  <CPU of all pauses ms> <tracked objects>`, the figures since the last `gc`, then clears them;
+  <CPU of all pauses ms> <tracked objects> <objects freed>`, the figures since the last `gc`, then clears them;
 - `types`: `TYPES <tracked objects> <type> <count>, ...`, the 15 types it tracks most of;
 - `garbage`: `GARBAGE <objects> <type> <count>, ...`: what a full collection frees now (kept
   with `gc.DEBUG_SAVEALL` to be counted, then let go of).
@@ -43,6 +43,7 @@ class Probe:
 
     def __init__(self) -> None:
         self.pauses: list[tuple[int, float, float]] = []  # generation, wall s, CPU s
+        self.collected = 0  # objects the collections freed (cyclic garbage)
         self._start = self._cpu = 0.0
 
     def __call__(self, phase: str, info: dict[str, Any]) -> None:
@@ -51,16 +52,18 @@ class Probe:
         else:
             wall, cpu = time.perf_counter() - self._start, time.thread_time() - self._cpu
             self.pauses.append((info["generation"], wall, cpu))
+            self.collected += info["collected"]
 
     def report(self) -> str:
         pauses, self.pauses = self.pauses, []
+        collected, self.collected = self.collected, 0
         longest = max(pauses, key=lambda p: p[1], default=(0, 0.0, 0.0))
         fulls = [wall for generation, wall, _ in pauses if generation == 2]
         cpu = sum(p[2] for p in pauses)
         tracked = len(gc.get_objects())  # the frozen start-up heap is not counted
         return (
             f"GC {len(pauses)} {len(fulls)} {longest[1] * 1e3:.3f} {longest[2] * 1e3:.3f}"
-            f" {max(fulls, default=0.0) * 1e3:.3f} {cpu * 1e3:.3f} {tracked}"
+            f" {max(fulls, default=0.0) * 1e3:.3f} {cpu * 1e3:.3f} {tracked} {collected}"
         )
 
 
