@@ -73,6 +73,7 @@ class Run:
     client: float = 0.0  # ms of this process's CPU per turn (the load, and the idle sockets)
     gc: dict[str, float] = field(default_factory=dict)
     gc_warm: dict[str, float] = field(default_factory=dict)
+    gc_sockets: dict[str, float] = field(default_factory=dict)
 
 
 def start(data_dir: str, llm: str, cores: Cores) -> Server:
@@ -211,6 +212,7 @@ async def many(llm: str, rate: float, args: argparse.Namespace, cores: Cores) ->
                 sockets = await open_idle(idle, url, args.sockets)
                 await asyncio.sleep(1)
                 run.per_socket = (mib(gateway.pid) - run.rss_warm) * 1024 / max(1, args.sockets)
+                run.gc_sockets = gc_figures(gateway)
                 print(f"  many: {len(sockets)} idle sockets open", file=sys.stderr, flush=True)
                 await paced(url, gateway, run, args.load_turns, 1_000_000)
                 run.rss_end = mib(gateway.pid)
@@ -265,12 +267,12 @@ def report(base: Run, full: Run, args: argparse.Namespace) -> None:
     row("RSS at start / warm / end (MiB)", "{r.rss_start:.0f} / {r.rss_warm:.0f} / {r.rss_end:.0f}")
     row("RSS per cached conversation (KiB)", "{r.per_conversation:.1f}")
     row("memory per idle web socket (KiB)", "{r.per_socket:.1f}")
-    gc = full.gc_warm
-    print(
-        f"  warming: {gc.get('collections', 0):.0f} collections, {gc.get('full', 0):.0f} full, "
-        f"longest {gc.get('longest', 0):.1f} ms (CPU {gc.get('longest_cpu', 0):.1f}), "
-        f"longest full {gc.get('longest_full', 0):.1f} ms"
-    )
+    for phase, gc in (("warming", full.gc_warm), ("opening the sockets", full.gc_sockets)):
+        print(
+            f"  {phase}: {gc.get('collections', 0):.0f} collections, {gc.get('full', 0):.0f} "
+            f"full, longest {gc.get('longest', 0):.1f} ms (CPU {gc.get('longest_cpu', 0):.1f}), "
+            f"longest full {gc.get('longest_full', 0):.1f} ms"
+        )
     print(f"paced load: {LOAD} conversations x {args.load_turns} short turns, openai SDK")
     row("asked / reached (turns/s)", "{r.rate:.0f} / {r.reached:.0f}")
     row("time to placeholder p50 / p99 (ms)", "{r.placeholder[0]:.2f} / {r.placeholder[1]:.2f}")
