@@ -15,7 +15,7 @@ most freed by reference counting before any collection sees them. Measured over 
 16-20 ms (two full collections); at 2,000, 12 us and 2-5 ms; at 10,000, 5 us but every young
 collection a 3-5 ms pause. Unfrozen at 700 (before): 62 us and 70-95 ms.
 
-What outlives start-up is frozen too, after each full collection (`_freeze_survivors`): what
+What outlives start-up is frozen too, after each full collection (`freeze_survivors`): what
 survived it is live, and a full collection would otherwise walk it again each time. Idle web
 sockets are most of it: ~74 tracked objects each (aiohttp's handler task and its coroutines,
 the reader's queue, the heartbeat's timer; bench/many_census.py), so 5,000 of them made every
@@ -51,8 +51,8 @@ def settle_heap() -> int:
     gc.collect()  # garbage of start-up must not be frozen: it would never be freed
     gc.freeze()
     gc.set_threshold(YOUNG_THRESHOLD, *OLDER_THRESHOLDS)
-    if _freeze_survivors not in gc.callbacks:
-        gc.callbacks.append(_freeze_survivors)
+    if freeze_survivors not in gc.callbacks:
+        gc.callbacks.append(freeze_survivors)
     gc.enable()
     frozen = gc.get_freeze_count()
     log.info(
@@ -63,7 +63,7 @@ def settle_heap() -> int:
     return frozen
 
 
-def _freeze_survivors(phase: str, info: dict[str, int]) -> None:
+def freeze_survivors(phase: str, info: dict[str, int]) -> None:
     """After a full collection, what survived it joins the frozen heap: the next full
     collection walks only what has come since."""
     if phase == "stop" and info["generation"] == 2:
