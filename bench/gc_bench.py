@@ -38,6 +38,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))  # runnable from a checkout
 
 from agent.types import Message, Usage  # noqa: E402
+from bot.runtime import heap  # noqa: E402
 from bot.runtime.heap import settle_heap  # noqa: E402
 from bot.storage import SqliteStore  # noqa: E402
 
@@ -91,6 +92,10 @@ async def one_size(
     path = directory / f"gc-{conversations}.db"
     async with open_store(path, conversations, old_sessions) as store:
         settle_heap()  # as `bot serve` does once started
+        # but the cache's own layout is measured: as full collections would walk it unfrozen
+        # (`bot serve` freezes what survives one: bot/runtime/heap.py)
+        if getattr(heap, "freeze_survivors", None) in gc.callbacks:
+            gc.callbacks.remove(heap.freeze_survivors)
         base_objects, base_rss = len(gc.get_objects()), rss_kib()
         sessions = []
         for c in range(conversations):

@@ -1,11 +1,21 @@
-"""`MemoryEventHub`: the `EventHub` of one process, its conversations in memory (bounded)."""
+"""`MemoryEventHub`: the `EventHub` of one process, its conversations in memory (bounded).
+
+With `replay_idle_s` (the web socket channel's), a conversation that has published nothing for
+that long, with no message open (every `message.created` since completed), keeps no frames
+but a `conversation.cleared` one: a tab that resumes later gets the stored transcript instead
+(adapters/websocket/transcript.py), as for frames evicted. Its seq stays. Why: an idle tab's
+conversation otherwise holds its last `replay_events` frames for as long as the tab stays open
+(5,000 idle tabs after a turn each: ~10 MB). Conversations are looked at in the order they went
+quiet, each time a frame is published: no timer, and nothing done for a quiet process.
+"""
 
 from __future__ import annotations
 
 import logging
+import time
 import uuid
 from collections import OrderedDict
-from collections.abc import Hashable, Mapping
+from collections.abc import Callable, Hashable, Mapping
 from typing import Any, Final
 
 from adapters.hub.base import (
@@ -23,8 +33,12 @@ log = logging.getLogger(__name__)
 MAX_IDLE_BYTES: Final = 64 * 2**20
 
 
+_OPENING: Final = "message.created"
+_CLOSING: Final = frozenset({"message.completed"})
+
+
 class _Conversation:
-    __slots__ = ("_kept", "identity", "seq", "size", "sockets")
+    __slots__ = ("_kept", "cleared", "identity", "open", "seq", "size", "sockets")
 
     def __init__(self, identity: str) -> None:
         self.identity = identity
@@ -33,6 +47,29 @@ class _Conversation:
         self.sockets: set[Subscriber] = set()
         # slot → (seq, encoded frame); insertion order is seq order because every insert is newest
         self._kept: OrderedDict[Hashable, tuple[int, str]] = OrderedDict()
+        self.cleared: Hashable = None  # the slot of a kept `conversation.cleared` frame
+        self.open: set[str] | None = None  # ids of messages created and not completed
+
+    def track(self, type: str, fields: Mapping[str, Any]) -> None:
+        """Follow which messages are open (created, not completed yet)."""
+        message_id = fields.get("message_id")
+        if not isinstance(message_id, str):
+            return
+        if type == _OPENING:
+            self.open = (self.open or set()) | {message_id}
+        elif type in _CLOSING and self.open is not None:
+            self.open.discard(message_id)
+            if not self.open:
+                self.open = None
+
+    def trim(self) -> int:
+        """Forget the kept frames but a `conversation.cleared` one; returns how much `size`
+        changed."""
+        cleared = self._kept.get(self.cleared) if self.cleared is not None else None
+        dropped = self.clear()
+        if cleared is not None:
+            dropped += self.remember(self.cleared, cleared[0], cleared[1], 1)
+        return dropped
 
     def remember(self, slot: Hashable, seq: int, frame: str, limit: int) -> int:
         """Keep `frame`; returns how much `size` changed."""
@@ -51,6 +88,7 @@ class _Conversation:
         dropped = self.size
         self._kept.clear()
         self.size = 0
+        self.cleared = None
         return -dropped
 
     def frames_after(self, seq: int) -> list[str]:
@@ -70,6 +108,8 @@ class MemoryEventHub:
         replay_events: int,
         max_idle: int = MAX_IDLE_CONVERSATIONS,
         max_idle_bytes: int = MAX_IDLE_BYTES,
+        replay_idle_s: float | None = None,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.epoch = uuid.uuid4().hex[:16]  # a restart numbers every conversation anew
         self._replay_events = replay_events
@@ -78,6 +118,10 @@ class MemoryEventHub:
         self._live: dict[str, _Conversation] = {}
         self._idle: OrderedDict[str, _Conversation] = OrderedDict()
         self._idle_bytes = 0
+        self._replay_idle_s = replay_idle_s
+        self._clock = clock
+        # conversations holding frames, by when they last published (the oldest first)
+        self._quiet: OrderedDict[str, tuple[float, _Conversation]] = OrderedDict()
 
     def footprint(self) -> dict[str, int]:
         """How many conversations are kept, and the characters of their frames (tests, metrics)."""
@@ -85,6 +129,7 @@ class MemoryEventHub:
             "live": len(self._live),
             "idle": len(self._idle),
             "idle_bytes": self._idle_bytes,
+            "kept_bytes": sum(c.size for c in (*self._live.values(), *self._idle.values())),
         }
 
     async def attach(
@@ -117,12 +162,18 @@ class MemoryEventHub:
         conv.seq = seq
         if self._replay_events:
             grown = conv.clear() if type == CLEARING_TYPE else 0
-            grown += conv.remember(
-                replay_slot(type, fields, seq), seq, encoded, self._replay_events
-            )
+            slot = replay_slot(type, fields, seq)
+            grown += conv.remember(slot, seq, encoded, self._replay_events)
+            if type == CLEARING_TYPE:
+                conv.cleared = slot
             if self._live.get(conversation) is not conv:  # an answer to a tab that has gone
                 self._idle_bytes += grown
                 self._trim_idle()
+            if self._replay_idle_s is not None:
+                conv.track(type, fields)
+                self._quiet.pop(conversation, None)
+                self._quiet[conversation] = (self._clock(), conv)
+                self._trim_quiet(self._replay_idle_s)
         dead = [socket for socket in conv.sockets if not socket.push(encoded)]
         if dead:
             log.debug("dropping %d closed socket(s) from %s", len(dead), conversation)
@@ -151,6 +202,20 @@ class MemoryEventHub:
         self._idle[conv.identity] = conv
         self._idle_bytes += conv.size
         self._trim_idle()
+
+    def _trim_quiet(self, idle_s: float) -> None:
+        """The kept frames of conversations quiet for `idle_s`, no message open, let go of
+        (an open one comes back with its next frame)."""
+        until = self._clock() - idle_s
+        while self._quiet:
+            identity, (last, conv) = next(iter(self._quiet.items()))
+            if last > until:
+                return
+            del self._quiet[identity]
+            if conv.open is None:
+                dropped = conv.trim()
+                if self._idle.get(identity) is conv:
+                    self._idle_bytes += dropped
 
     def _trim_idle(self) -> None:
         while len(self._idle) > self._max_idle or (

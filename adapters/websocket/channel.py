@@ -45,6 +45,9 @@ _LIMITS = ChannelLimits(
     parts_inline=True,
     refuses_in_protocol=True,
 )
+# A conversation quiet this long, no answer open, keeps no replay frames in memory (its tabs,
+# open or not, resume from the stored transcript): adapters/hub/local.py.
+REPLAY_IDLE_S = 120.0
 
 
 class WebSocketChannel:
@@ -63,6 +66,7 @@ class WebSocketChannel:
         max_text_chars: int = 8000,
         identity_secret: str | None = None,
         replay_events: int = 200,
+        replay_idle_s: float = REPLAY_IDLE_S,
         hub: EventHub | None = None,
         public_url: str | None = None,
         hello_timeout_s: float = 10,
@@ -95,7 +99,11 @@ class WebSocketChannel:
             raise ValueError(f"hello_timeout_s must be more than 0, not {hello_timeout_s}")
         self._path = path
         # replay_events sizes the default in-process hub; a given hub brings its own.
-        self._hub = hub if hub is not None else MemoryEventHub(replay_events=replay_events)
+        self._hub = (
+            hub
+            if hub is not None
+            else MemoryEventHub(replay_events=replay_events, replay_idle_s=replay_idle_s)
+        )
         # Configured origins, the public URL's, and (checked per socket) the server's own address.
         admission = Admission(
             allowed_origins,

@@ -1,0 +1,171 @@
+"""The gateway child of bench/many_bench.py, and the database fill it starts on.
+
+The child is the real app as `bot serve` runs it (the heap settled after start, the log set up
+at the config's default level, INFO, written to `gateway.log` in the data folder), its model the
+real `openai` SDK against bench/fake_llm_server.py. A `gc.callbacks` probe records every
+collection inside it. It answers one line at a time on its stdin:
+
+- an empty line: `CPU <process seconds>` (as bench/ws_load.py's gateway child does);
+- `gc`: `GC <collections> <full> <longest pause ms> <its CPU ms> <longest full ms>
+  <CPU of all pauses ms> <tracked objects> <objects freed>`, the figures since the last `gc`, then clears them;
+- `types`: `TYPES <tracked objects> <type> <count>, ...`, the 15 types it tracks most of;
+- `garbage`: `GARBAGE <objects> <type> <count>, ...`: what a full collection frees now (kept
+  with `gc.DEBUG_SAVEALL` to be counted, then let go of).
+
+    python bench/many_child.py --serve-gateway DIR --llm JSON [--cpu N]   # prints "PORT <n>"
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import gc
+import json
+import os
+import resource
+import sys
+import threading
+import time
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from bench.ws_load import pin_self  # noqa: E402
+
+ANSWER = "an answer of a usual length from the model, " * 6
+
+
+class Probe:
+    """Every collection's pause (wall time from its start to its stop callback) and CPU."""
+
+    def __init__(self) -> None:
+        self.pauses: list[tuple[int, float, float]] = []  # generation, wall s, CPU s
+        self.collected = 0  # objects the collections freed (cyclic garbage)
+        self._start = self._cpu = 0.0
+
+    def __call__(self, phase: str, info: dict[str, Any]) -> None:
+        if phase == "start":
+            self._start, self._cpu = time.perf_counter(), time.thread_time()
+        else:
+            wall, cpu = time.perf_counter() - self._start, time.thread_time() - self._cpu
+            self.pauses.append((info["generation"], wall, cpu))
+            self.collected += info["collected"]
+
+    def report(self) -> str:
+        pauses, self.pauses = self.pauses, []
+        collected, self.collected = self.collected, 0
+        longest = max(pauses, key=lambda p: p[1], default=(0, 0.0, 0.0))
+        fulls = [wall for generation, wall, _ in pauses if generation == 2]
+        cpu = sum(p[2] for p in pauses)
+        tracked = len(gc.get_objects())  # the frozen start-up heap is not counted
+        return (
+            f"GC {len(pauses)} {len(fulls)} {longest[1] * 1e3:.3f} {longest[2] * 1e3:.3f}"
+            f" {max(fulls, default=0.0) * 1e3:.3f} {cpu * 1e3:.3f} {tracked} {collected}"
+        )
+
+
+def config_file(data_dir: str, llm: dict[str, Any]) -> Path:
+    """The gateway's config: no `log` section (the default level), one address for all."""
+    config = {
+        "server": {"port": 0},
+        "storage": {"path": str(Path(data_dir) / "bench.db")},
+        "personas": {"dirs": [str(ROOT / "personas")]},
+        "llm": llm,
+        "channels": {
+            "websocket": {
+                "rate_limit_per_minute": 1_000_000,
+                "max_connections_per_address": 100_000,
+            }
+        },
+    }
+    path = Path(data_dir) / "config.yaml"
+    path.write_text(json.dumps(config))
+    return path
+
+
+async def serve(data_dir: str, llm: dict[str, Any]) -> None:
+    _, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+    from bot.runtime.app import App
+    from bot.runtime.config import load_config
+    from bot.runtime.heap import settle_heap
+    from bot.runtime.logs import secret_values, setup_logging
+
+    config = load_config(config_file(data_dir, llm), env={"BENCH_LLM_KEY": "bench-key"})
+    log = (Path(data_dir) / "gateway.log").open("a", encoding="utf-8")
+    setup_logging(config.log.level, config.log.format, secrets=secret_values(config), stream=log)
+    probe = Probe()
+    threading.Thread(target=_answer, args=(probe,), daemon=True).start()
+    gc.disable()  # as `bot serve` starts
+    async with App(config, base_dir=Path(data_dir)) as app:
+        settle_heap()
+        gc.callbacks.append(probe)
+        print(f"PORT {app.port}", flush=True)
+        await app.wait()
+
+
+def _answer(probe: Probe) -> None:
+    for line in sys.stdin:
+        if line.strip() == "gc":
+            print(probe.report(), flush=True)
+        elif line.strip() == "types":  # what the collector tracks, by type
+            print(_census("TYPES", gc.get_objects()), flush=True)
+        elif line.strip() == "garbage":  # a full collection, keeping what it would free
+            gc.set_debug(gc.DEBUG_SAVEALL)
+            gc.collect()
+            print(_census("GARBAGE", gc.garbage), flush=True)
+            gc.garbage.clear()
+            gc.set_debug(0)
+        else:
+            print(f"CPU {time.process_time()}", flush=True)
+
+
+def _census(title: str, objects: list[Any]) -> str:
+    """`<title> <how many> <type> <count>, ...`: the 15 most frequent types."""
+    counts = Counter(type(o).__qualname__ for o in objects)
+    top = ", ".join(f"{name} {n}" for name, n in counts.most_common(15))
+    return f"{title} {len(objects)} {top}"
+
+
+async def fill(
+    db: Path, keys: list[tuple[str, str]], template: tuple[str, str | None], turns: int
+) -> None:
+    """`turns` turns in each conversation, through the store's own API (as gc_bench does):
+    `keys` (conversation key, user id), `template` (agent id, persona version) as the gateway
+    wrote its own first session."""
+    from agent.types import Message, Usage
+    from bot.storage import SqliteStore
+
+    agent_id, version = template
+    async with SqliteStore(db, history_cache_bytes=1 << 20) as store:
+        for c, (key, user) in enumerate(keys):
+            session_id = await store.active_session(
+                channel="websocket",
+                conversation_key=key,
+                user_id=user,
+                agent_id=agent_id,
+                persona_version=version,
+            )
+            for n in range(turns):
+                question = Message("user", f"question number {n}, asked by a user")
+                usage = Usage(1200 + n, 80, "openai", "bench-model")
+                answer = Message("assistant", f"{ANSWER}{n}", usage=usage)
+                await store.append_messages(session_id, f"fill-{c}-{n}", [question, answer])
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description="the gateway child of bench/many_bench.py")
+    parser.add_argument("--serve-gateway", metavar="DIR", required=True)
+    parser.add_argument("--llm", required=True, help="the llm config section as JSON")
+    parser.add_argument("--cpu", default="", help="comma-separated CPUs to pin this process to")
+    args = parser.parse_args()
+    pin_self(args.cpu)
+    os.environ.setdefault("PYTHONUNBUFFERED", "1")
+    asyncio.run(serve(args.serve_gateway, json.loads(args.llm)))
+
+
+if __name__ == "__main__":
+    main()
