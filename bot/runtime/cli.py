@@ -210,7 +210,7 @@ async def _serve(config: Config, base_dir: Path) -> int:
 
 async def _serve_app(config: Config, base_dir: Path) -> int:
     from bot.runtime.app import App
-    from bot.runtime.heap import settle_heap
+    from bot.runtime.heap import settle_heap, sweep_periodically
 
     loop = asyncio.get_running_loop()
     main_task = asyncio.current_task()
@@ -224,7 +224,11 @@ async def _serve_app(config: Config, base_dir: Path) -> int:
             await app.channels_started()
             await asyncio.sleep(SETTLE_HEAP_AFTER_S)
             settle_heap()
-            await app.wait()
+            sweeper = asyncio.create_task(sweep_periodically(), name="heap-sweep")
+            try:
+                await app.wait()
+            finally:
+                sweeper.cancel()
     except asyncio.CancelledError:
         log.info("stopped")
     except OSError as exc:

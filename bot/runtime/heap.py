@@ -29,20 +29,25 @@ The price: a frozen object that later becomes cyclic garbage is never freed. Wha
 builds lives as long as the process, but for what a reload replaces (personas, knowledge files):
 rare and small; what survived a full collection is freed by reference counting as far as was
 measured (turns, web sockets, requests), and a new source of cycles would show in many_bench's
-count of what collections free. Only a serving process calls `settle_heap` (`bot serve`, the benchmark's
+count of what collections free. So that an unforeseen one cannot grow for the life of the
+process, `sweep_frozen` unfreezes everything and collects once an hour (`bot serve`, SWEEP_EVERY_S):
+one full pause an hour instead of one every few thousand turns, and the log says what it freed. Only a serving process calls `settle_heap` (`bot serve`, the benchmark's
 gateway); a process that starts and stops many apps (the tests) must not.
 """
 
 from __future__ import annotations
 
+import asyncio
 import gc
 import logging
+import time
 from typing import Final
 
 log = logging.getLogger(__name__)
 
 YOUNG_THRESHOLD: Final = 2_000  # allocations between young collections (CPython: 700)
 OLDER_THRESHOLDS: Final = (10, 10)  # CPython's defaults
+SWEEP_EVERY_S: Final = 3600.0
 
 
 def settle_heap() -> int:
@@ -68,3 +73,23 @@ def freeze_survivors(phase: str, info: dict[str, int]) -> None:
     collection walks only what has come since."""
     if phase == "stop" and info["generation"] == 2:
         gc.freeze()
+
+
+def sweep_frozen() -> tuple[int, float]:
+    """Walk the whole heap once: unfreeze, collect, freeze again. Frees cyclic garbage that was
+    frozen (alive at a full collection, let go of since); returns how many objects were freed
+    and the pause in seconds."""
+    started = time.perf_counter()
+    gc.unfreeze()
+    freed = gc.collect()
+    gc.freeze()
+    return freed, time.perf_counter() - started
+
+
+async def sweep_periodically(every_s: float = SWEEP_EVERY_S) -> None:
+    """`sweep_frozen` every `every_s` seconds, logged, until cancelled."""
+    while True:
+        await asyncio.sleep(every_s)
+        freed, paused = sweep_frozen()
+        level = logging.WARNING if freed > 10_000 else logging.INFO
+        log.log(level, "heap swept: %d frozen objects were garbage, %.0f ms", freed, paused * 1e3)
