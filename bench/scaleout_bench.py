@@ -29,6 +29,7 @@ The gateways log at their default level (`log.level` INFO, as `bot serve`), to a
 
     python bench/scaleout_bench.py [--conversations 40] [--turns 30] [--redis redis://127.0.0.1:6379/0]
     python bench/scaleout_bench.py --cores 2      # measured where the machine has 4+ cores
+    python bench/scaleout_bench.py --instructions --conversations 4 --turns 50   # callgrind
 """
 
 from __future__ import annotations
@@ -103,7 +104,10 @@ async def serve(data_dir: str, redis_json: str, llm_json: str) -> None:
 
     scripted = ScriptedProvider(answer)
     scripted.requests = _Discard()
-    threading.Thread(target=_answer_cpu_probes, daemon=True).start()
+    probes = _answer_cpu_probes
+    if os.environ.get("BENCH_CALLGRIND"):  # --instructions: the probes switch the count
+        from bench.scaleout_instructions import counted_probes as probes
+    threading.Thread(target=probes, daemon=True).start()
     provider = scripted if llm is None else None
     async with App(config, base_dir=Path(data_dir), provider=provider) as app:
         print(f"PORT {app.port}", flush=True)
@@ -212,6 +216,11 @@ def report(results: dict[str, dict[str, float]]) -> None:
 
 async def main(args: Any) -> None:
     allowed = sorted(os.sched_getaffinity(0))
+    if args.instructions:
+        from bench.scaleout_instructions import instructions
+
+        await instructions(__file__, args, str(allowed[-1]))
+        return
     if args.cores:
         planned = layout(allowed, args.cores)
         if planned is not None:
@@ -261,6 +270,11 @@ if __name__ == "__main__":
         "--cores", type=int, default=0, help="measure 1..N processes, a core each (N + 2 cores)"
     )
     parser.add_argument("--serve", metavar="DATA_DIR", help=argparse.SUPPRESS)
+    parser.add_argument(
+        "--instructions",
+        action="store_true",
+        help="callgrind's instructions per turn, embedded and redis x1 (use --conversations 4)",
+    )
     parser.add_argument("--redis-json", default="", help=argparse.SUPPRESS)
     parser.add_argument("--llm", default="", help=argparse.SUPPRESS)
     parser.add_argument("--cpu", default="", help=argparse.SUPPRESS)
