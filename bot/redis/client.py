@@ -15,6 +15,7 @@ import hashlib
 import logging
 import random
 import time
+import weakref
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from typing import Any, Final
@@ -47,6 +48,7 @@ READER_TIMEOUT_S: Final = BLOCK_MS / 1000 + 4.0
 MAX_CONNECTIONS: Final = 1000
 HEALTH_TTL_S: Final = 1.0
 RETRY_BACKOFF_S: Final = 0.1  # before the one retry of a refused or dropped connection
+KEPT_CONNECTIONS: Final = 8  # per client, for script calls (LuaScript)
 
 
 class RedisUnavailable(TryLater):
@@ -139,19 +141,31 @@ class LuaScript:
     async def _send(self, command: tuple[str | int | float, ...]) -> Any:
         packed = pack_command(command)  # type: ignore[arg-type]  # its stub: a 1-tuple
         pool = self._redis.connection_pool
+        idle = _IDLE.setdefault(pool, [])
         for retry in (False, True):
-            connection = await pool.get_connection()  # type: ignore[no-untyped-call]
+            # a connection kept for scripts, not handed back: the pool's get and release cost
+            # a lock each and metrics records; closing the client still closes them (in use)
+            connection = idle.pop() if idle else await pool.get_connection()  # type: ignore[no-untyped-call]
             try:
-                await connection.send_packed_command(packed)
-                return await connection.read_response()
+                await connection.send_packed_command(packed)  # connects again if it was dropped
+                return await connection.read_response()  # a failed read drops the connection
             except RedisConnectionError:
                 await connection.disconnect()
                 if retry:
                     raise
             finally:
-                await pool.release(connection)
+                if len(idle) < KEPT_CONNECTIONS:
+                    idle.append(connection)
+                else:  # a burst of calls at once: the pool has the rest back
+                    await pool.release(connection)
             await asyncio.sleep(random.uniform(0, RETRY_BACKOFF_S))  # noqa: S311
         raise AssertionError("unreachable")
+
+
+# Per pool: the connections script calls keep to themselves (up to KEPT_CONNECTIONS)
+_IDLE: Final[weakref.WeakKeyDictionary[ConnectionPool, list[AbstractConnection]]] = (
+    weakref.WeakKeyDictionary()
+)
 
 
 @asynccontextmanager
