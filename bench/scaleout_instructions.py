@@ -3,8 +3,10 @@ Redis mode, counted by valgrind's callgrind in the gateway child (only while the
 the figure does not move with the machine's load as CPU time does.
 
 Under callgrind the gateway runs some 50x slower, so the same load keeps more calls in flight
-at once and Redis mode batches more of them than at full speed: keep `--conversations` low (the
-default here is 4) to stay near one call per kind per turn, the least batched case.
+at once and Redis mode batches more of them than at full speed: keep `--conversations` low (4
+in the README) to stay near one call per kind per turn, the least batched case. Each
+conversation is warmed first with two turns, one conversation at a time (slow under callgrind:
+side by side their web socket attaches could outlast Redis's deadlines), not counted.
 """
 
 from __future__ import annotations
@@ -71,13 +73,15 @@ async def instructions(script: str, args: Any, core: str) -> None:
     counts: dict[str, float] = {}
     for label, redis in (("embedded", ""), ("redis x1", args.redis)):
         with tempfile.TemporaryDirectory(dir=os.environ.get("BENCH_DIR")) as data_dir:
-            prefix = f"bench:{uuid.uuid4().hex[:8]}:"  # its keys are left to expire
+            prefix = f"bench:{uuid.uuid4().hex[:8]}:"
             shared = json.dumps({"url": redis, "prefix": prefix}) if redis else ""
             argv = (script, "--serve", data_dir, "--redis-json", shared, "--llm", "", "--cpu", core)
             child = Counted(Path(data_dir) / "callgrind.out", *argv)
             try:
                 async with aiohttp.ClientSession() as session:
                     url = f"http://127.0.0.1:{child.port}/ws"
+                    for n in range(args.conversations):  # warmed (other visitors), one at a time
+                        await gateway_conversation(session, url, 1000 + n, 2, [], [])
                     child.cpu()
                     await asyncio.gather(
                         *(
@@ -88,7 +92,21 @@ async def instructions(script: str, args: Any, core: str) -> None:
                     child.cpu()
             finally:
                 child.stop()
+                if redis:
+                    await _forget(redis, prefix)
             counts[label] = child.instructions() / turns
         print(f"{label:<10} {counts[label] / 1e6:6.2f} M instructions/turn (callgrind)", flush=True)
     ratio = counts["redis x1"] / counts["embedded"]
     print(f"redis x1 vs embedded, gateway instructions/turn: {ratio:.2f}x", flush=True)
+
+
+async def _forget(url: str, prefix: str) -> None:
+    from bot.redis.client import connect
+
+    client = connect(url)
+    try:
+        keys = [key async for key in client.scan_iter(match=f"{prefix}*", count=1000)]
+        if keys:
+            await client.delete(*keys)
+    finally:
+        await client.aclose()
