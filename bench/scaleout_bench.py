@@ -15,10 +15,21 @@ CPU were all that limits them (each gateway 1 / its CPU per turn, Redis's one th
 per turn for all). It is computed, not measured: on 2 cores the load generator, Redis and two
 gateways share the cores, so the measured x2 throughput cannot show what two machines would.
 
+`--cores N` measures it instead, where the machine has the cores: 1 … N gateway processes on a
+core each, Redis, the fake model and the load on others (bench/scaleout_cores.py). On a machine
+with fewer than N + 2 cores it says so and prints the computed bound.
+
 Last, the takeover time (bench/takeover.py): the process running a turn is killed with SIGKILL,
-and the clock runs until the other process has finished that turn in the same placeholder.
+and the clock runs until the other process has finished that turn in the same placeholder (bound
+by `redis.lease_s`); beside it, the start of the surviving process, and a takeover by a process
+started only after the kill.
+
+The gateways log at their default level (`log.level` INFO, as `bot serve`), to a file each;
+`BENCH_LOG=WARNING` sets another.
 
     python bench/scaleout_bench.py [--conversations 40] [--turns 30] [--redis redis://127.0.0.1:6379/0]
+    python bench/scaleout_bench.py --cores 2      # measured where the machine has 4+ cores
+    python bench/scaleout_bench.py --instructions --conversations 4 --turns 50   # callgrind
 """
 
 from __future__ import annotations
@@ -39,16 +50,16 @@ import aiohttp
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from bench.scaleout_cores import layout, measured
 from bench.takeover import takeover
 from bench.ws_load import Server, gateway_conversation, pct, pin_self
 
 
-def child_config(data_dir: str, redis: dict[str, Any] | None) -> Path:
+def child_config(data_dir: str, redis: dict[str, Any] | None, llm: dict[str, Any] | None) -> Path:
     config: dict[str, Any] = {
         "server": {"port": 0},
         "storage": {"path": str(Path(data_dir) / "bench.db")},
         "personas": {"dirs": [str(ROOT / "personas")]},
-        "log": {"level": os.environ.get("BENCH_LOG", "WARNING")},
         "channels": {
             "websocket": {
                 "rate_limit_per_minute": 1_000_000,
@@ -56,6 +67,10 @@ def child_config(data_dir: str, redis: dict[str, Any] | None) -> Path:
             }
         },
     }
+    if "BENCH_LOG" in os.environ:
+        config["log"] = {"level": os.environ["BENCH_LOG"]}
+    if llm is not None:
+        config["llm"] = llm
     if redis is not None:  # the URL from the environment, as an operator writes it
         os.environ["BENCH_REDIS_URL"] = redis["url"]
         config["redis"] = {**redis, "url": "${BENCH_REDIS_URL}"}
@@ -64,20 +79,23 @@ def child_config(data_dir: str, redis: dict[str, Any] | None) -> Path:
     return path
 
 
-async def serve(data_dir: str, redis_json: str) -> None:
-    """A gateway child: the real app, the scripted model echoing the message."""
-    import logging
+async def serve(data_dir: str, redis_json: str, llm_json: str) -> None:
+    """A gateway child: the real app, the scripted model echoing the message (`llm_json`: that
+    `llm` section instead, bench/fake_llm_server.py through its SDK)."""
     import threading
 
     from agent.providers.scripted import Reply, ScriptedProvider
     from bench.ws_load import _answer_cpu_probes, _Discard
     from bot.runtime.app import App
     from bot.runtime.config import load_config
+    from bot.runtime.logs import setup_logging
 
-    level = os.environ.get("BENCH_LOG", "WARNING")
-    logging.basicConfig(level=level, format="%(asctime)s %(process)d %(name)s: %(message)s")
     redis = json.loads(redis_json) if redis_json else None
-    config = load_config(child_config(data_dir, redis), env=dict(os.environ))
+    llm = json.loads(llm_json) if llm_json else None
+    path = child_config(data_dir, redis, llm)  # sets BENCH_REDIS_URL
+    config = load_config(path, env={**os.environ, "BENCH_LLM_KEY": "bench-key"})
+    log_file = Path(data_dir) / f"gateway-{os.getpid()}.log"
+    setup_logging(config.log.level, config.log.format, file=log_file)  # as `bot serve` does
     hold_s = float(os.environ.get("BENCH_HOLD_S", "0"))  # bench/takeover.py: "slow" is held
 
     def answer(request: Any) -> Reply:
@@ -86,18 +104,29 @@ async def serve(data_dir: str, redis_json: str) -> None:
 
     scripted = ScriptedProvider(answer)
     scripted.requests = _Discard()
-    threading.Thread(target=_answer_cpu_probes, daemon=True).start()
-    async with App(config, base_dir=Path(data_dir), provider=scripted) as app:
+    probes = _answer_cpu_probes
+    if os.environ.get("BENCH_CALLGRIND"):  # --instructions: the probes switch the count
+        from bench.scaleout_instructions import counted_probes as probes
+    threading.Thread(target=probes, daemon=True).start()
+    provider = scripted if llm is None else None
+    async with App(config, base_dir=Path(data_dir), provider=provider) as app:
         print(f"PORT {app.port}", flush=True)
         await app.wait()
 
 
 async def run(
-    label: str, data_dir: str, cores: list[str], redis: dict[str, Any] | None, args: Any
+    label: str,
+    data_dir: str,
+    cores: list[str],
+    redis: dict[str, Any] | None,
+    args: Any,
+    llm: str = "",
 ) -> dict[str, float]:
     redis_json = json.dumps(redis) if redis is not None else ""
     children = [
-        Server(__file__, "--serve", data_dir, "--redis-json", redis_json, "--cpu", core)
+        Server(
+            __file__, "--serve", data_dir, "--redis-json", redis_json, "--llm", llm, "--cpu", core
+        )
         for core in cores
     ]
     placeholder: list[float] = []
@@ -106,7 +135,7 @@ async def run(
         async with aiohttp.ClientSession() as session:
             urls = [f"http://127.0.0.1:{c.port}/ws" for c in children]
             cpu = [c.cpu() for c in children]
-            redis_cpu = await redis_server_cpu(args.redis) if redis is not None else 0.0
+            redis_cpu = await redis_server_cpu(redis["url"]) if redis is not None else 0.0
             began = time.perf_counter()
             await asyncio.gather(
                 *(
@@ -119,7 +148,7 @@ async def run(
             elapsed = time.perf_counter() - began
             used = sum(c.cpu() - before for c, before in zip(children, cpu, strict=True))
             if redis is not None:
-                redis_cpu = await redis_server_cpu(args.redis) - redis_cpu
+                redis_cpu = await redis_server_cpu(redis["url"]) - redis_cpu
     finally:
         for child in children:
             child.stop()
@@ -179,7 +208,7 @@ def report(results: dict[str, dict[str, float]]) -> None:
         " (they share the cores with the load and Redis here)"
     )
     print(
-        f"scaling bound (computed from CPU per turn, not a measured throughput): one process"
+        f"scaling bound, computed from CPU per turn (not measured: too few cores): one process"
         f" {one:.0f} turns/s, two processes on a core each {two:.0f} turns/s = {two / one:.2f}x"
         f" (Redis, one thread, caps them at {1000 / max(x2['redis_cpu_ms/turn'], 1e-9):.0f})"
     )
@@ -187,6 +216,21 @@ def report(results: dict[str, dict[str, float]]) -> None:
 
 async def main(args: Any) -> None:
     allowed = sorted(os.sched_getaffinity(0))
+    if args.instructions:
+        from bench.scaleout_instructions import instructions
+
+        await instructions(__file__, args, str(allowed[-1]))
+        return
+    if args.cores:
+        planned = layout(allowed, args.cores)
+        if planned is not None:
+            await measured(args, run, *planned)
+            return
+        print(
+            f"--cores {args.cores}: this machine has {len(allowed)} cores, and {args.cores}"
+            f" gateways need {args.cores + 2} (one each, Redis, the load and the model);"
+            " the scaling below is computed from CPU per turn"
+        )
     if len(allowed) < 2:
         raise SystemExit("needs 2 cores: one per gateway process")
     a, b = str(allowed[-1]), str(allowed[-2])
@@ -222,12 +266,21 @@ if __name__ == "__main__":
     parser.add_argument("--turns", type=int, default=30)
     parser.add_argument("--redis", default="redis://127.0.0.1:6379/0")
     parser.add_argument("--only", choices=["embedded", "redis x1", "redis x2"])
+    parser.add_argument(
+        "--cores", type=int, default=0, help="measure 1..N processes, a core each (N + 2 cores)"
+    )
     parser.add_argument("--serve", metavar="DATA_DIR", help=argparse.SUPPRESS)
+    parser.add_argument(
+        "--instructions",
+        action="store_true",
+        help="callgrind's instructions per turn, embedded and redis x1 (use --conversations 4)",
+    )
     parser.add_argument("--redis-json", default="", help=argparse.SUPPRESS)
+    parser.add_argument("--llm", default="", help=argparse.SUPPRESS)
     parser.add_argument("--cpu", default="", help=argparse.SUPPRESS)
     options = parser.parse_args()
     if options.serve:
         pin_self(options.cpu)
-        asyncio.run(serve(options.serve, options.redis_json))
+        asyncio.run(serve(options.serve, options.redis_json, options.llm))
     else:
         asyncio.run(main(options))

@@ -170,11 +170,12 @@ async def test_a_released_lease_stays_released(processes: list[RedisConversation
     token = int(claim[0])
     await q.redis.pexpire(keys["lock"], 1)
     await asyncio.sleep(0.01)  # the lease lapsed (a Redis outage, a stall): still ours to extend
-    extend = [keys["lock"], keys["fence"], keys["stop"]]
-    assert int(await q.scripts["EXTEND"](keys=extend, args=[token, 5000])) == 1
+    extend = [keys["lock"], keys["fence"], keys["stop"], q.ready]
+    beat: list[str | int] = [token, 5000, "0-1", GROUP, q.consumer]
+    assert await q.extends.send(c, extend, beat) == [1]
     let_go = await q.scripts["NEXT"](keys=q.claim_keys(c), args=q.claim_args(c, "0-1", "", token))
     assert let_go == [1]  # nothing queued: let go
-    assert int(await q.scripts["EXTEND"](keys=extend, args=[token, 5000])) == 0
+    assert await q.extends.send(c, extend, beat) == [0]
     assert not await q.redis.exists(keys["lock"])
 
 
@@ -217,17 +218,17 @@ async def test_a_finish_retried_after_a_lost_reply_keeps_the_batch_it_took(
     keys, turn = q.claim_keys(c), q.key(c, "turn")
     first, second = messages.dump(msg("a", "first")), messages.dump(msg("a", 'second ü/"x"'))
     await q.redis.rpush(q.key(c, "in"), first)
-    token, kind, message, answered = await q.scripts["CLAIM"](
+    token, kind, message, answered, state = await q.scripts["CLAIM"](
         keys=keys, args=q.claim_args(c, "0-1", "look")
     )
-    assert (kind, message) == (3, first)  # a lone message is taken in the claim
+    assert (kind, message, state) == (3, first, [])  # a lone message is taken in the claim
     assert q.load_batch(answered) == [msg("a", "first")]
     await q.redis.rpush(q.key(c, "in"), second)
     args = [*q.claim_args(c, "0-1", "", int(token))[:7], answered]
-    kind, message, taken = await q.scripts["NEXT"](keys=keys, args=args)
+    kind, message, taken, state = await q.scripts["NEXT"](keys=keys, args=args)
     assert (kind, message) == (3, second)
     assert q.load_batch(taken) == [msg("a", 'second ü/"x"')]  # Lua's JSON reads back the same
-    assert await q.scripts["NEXT"](keys=keys, args=args) == [2, taken]  # the retry keeps it
+    assert await q.scripts["NEXT"](keys=keys, args=args) == [2, taken, []]  # the retry keeps it
     assert await q.redis.get(turn) == taken
 
 

@@ -24,7 +24,7 @@ from redis.exceptions import RedisError
 
 from adapters.budget import Busy, LocalRateBudget, Rank, Rate
 from bot.redis import budget_lua
-from bot.redis.client import describe
+from bot.redis.client import LuaScript, describe
 
 log = logging.getLogger(__name__)
 
@@ -42,10 +42,10 @@ class RedisRateBudget:
         self.redis = redis
         self.prefix = f"{prefix}rb:"
         self._lease_ms = int(lease_s * 1000)
-        self._acquire = redis.register_script(budget_lua.ACQUIRE)
-        self._release = redis.register_script(budget_lua.RELEASE)
-        self._cancel = redis.register_script(budget_lua.CANCEL)
-        self._penalize = redis.register_script(budget_lua.PENALIZE)
+        self._acquire = LuaScript(redis, budget_lua.ACQUIRE)
+        self._release = LuaScript(redis, budget_lua.RELEASE)
+        self._cancel = LuaScript(redis, budget_lua.CANCEL)
+        self._penalize = LuaScript(redis, budget_lua.PENALIZE)
         self._local = LocalRateBudget()
         self._warned = -_WARN_EVERY_S
 

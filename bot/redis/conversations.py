@@ -46,7 +46,7 @@ from bot.redis import messages
 from bot.redis.client import BLOCK_MS, LuaScript, cancelled_meanwhile, describe, guarded
 from bot.redis.conversations_lua import GROUP
 from bot.redis.dedup import RedisDedup, once_key
-from bot.redis.drain import drain
+from bot.redis.drain import Lease, drain, heartbeats
 from bot.redis.script_batch import ScriptBatch
 from bot.redis.states import state_key
 from bot.redis.stops import listen_for_stops
@@ -105,18 +105,15 @@ class RedisConversations:
         self._draining: set[str] = set()
         self.scripts = {
             name: LuaScript(redis, getattr(lua, name))
-            for name in (
-                "CLAIM",
-                "NEXT",
-                "EXTEND",
-                "TAKE",
-                "STOP",
-                "ABANDON",
-            )
+            for name in ("CLAIM", "NEXT", "STOP", "ABANDON")
         }
-        # ENQUEUE and NEXT: the calls asked for while one is in flight go together in the next
+        # ENQUEUE, NEXT, TAKE and the lease heartbeats: the calls asked for while one is in
+        # flight go together in the next
         self.queueing = ScriptBatch(redis, lua.ENQUEUE, lua.ENQUEUE_SHAPE, self._claimed)
         self.nexts = ScriptBatch(redis, lua.NEXT_MANY, lua.NEXT_SHAPE)
+        self.takes = ScriptBatch(redis, lua.TAKE_MANY, lua.TAKE_SHAPE)
+        self.extends = ScriptBatch(redis, lua.EXTEND_MANY, lua.EXTEND_SHAPE)
+        self.leases: dict[tuple[str, int], Lease] = {}  # held here: (conversation, token)
         self.run_turn: RunTurn | None = None
         self._tasks: asyncio.TaskGroup | None = None  # run()'s: the drains of this process
 
@@ -144,6 +141,7 @@ class RedisConversations:
                     stop_task=self._task_stopped,
                 )
                 group.create_task(stops)
+                group.create_task(heartbeats(self))
                 group.create_task(self._take_work(group))
         finally:
             self._tasks = None
@@ -181,7 +179,7 @@ class RedisConversations:
         args = self.claim_args(c, "", "wait" if self.coalesce_ms else "look")
         here = self.consumer if self.serve_here(message) else ""
         args += [messages.dump(message), here, once_ms, "1" if held else ""]
-        keys = [*self.claim_keys(c), once, state_key(self.prefix, c)]
+        keys = [*self.claim_keys(c)[:7], once, state_key(self.prefix, c)]
         async with guarded("queueing a message"):
             reply = await self.queueing.send(c, keys, args)
         status = int(reply[0])
@@ -285,9 +283,10 @@ class RedisConversations:
                 raise
 
     def claim_keys(self, c: str) -> list[str]:
-        """The keys of the CLAIM, NEXT and ENQUEUE scripts (conversations_lua.py), in order."""
+        """The keys of the CLAIM and NEXT scripts (conversations_lua.py), in order; ENQUEUE's
+        begin with the first seven."""
         keys = [self.key(c, part) for part in ("lock", "fence", "in", "turn", "stop")]
-        return [*keys, f"{self.base}busy", self.ready]
+        return [*keys, f"{self.base}busy", self.ready, state_key(self.prefix, c)]
 
     def claim_args(self, c: str, entry_id: str, flag: str, token: int = 0) -> list[str | int]:
         return [token, self.lease_ms, c, entry_id, GROUP, self.max_queued, flag, ""]

@@ -35,36 +35,6 @@ local function mine()
 end
 """
 
-# KEYS: lock fence stop; ARGV: token lease_ms -> 0 lost, 1 held, 2 held and a stop was asked
-EXTEND: Final = (
-    _BIND
-    + _MINE
-    + """
-if not mine() then return 0 end
-if redis.call('EXISTS', K[3]) == 1 then return 2 end
-return 1
-"""
-)
-
-# KEYS: lock fence in turn stop; ARGV: token lease_ms batch n index1 message1 index2 message2 ...
-# -> 1 taken, 0 lease lost, -1 the queue changed under us (a /stop): look again
-TAKE: Final = (
-    _BIND
-    + _MINE
-    + """
-if not mine() then return 0 end
-local n = tonumber(A[4])
-for i = 0, n - 1 do
-  if redis.call('LINDEX', K[3], A[5 + 2 * i]) ~= A[6 + 2 * i] then return -1 end
-end
-for i = 0, n - 1 do redis.call('LSET', K[3], A[5 + 2 * i], '\\0taken') end
-redis.call('LREM', K[3], 0, '\\0taken')
-redis.call('SET', K[4], A[3])
-redis.call('DEL', K[5])
-return 1
-"""
-)
-
 # KEYS: in lock stop busy; ARGV: conversation stop_ms channel -> {dropped, running, messages}
 STOP: Final = """
 local queued = redis.call('LRANGE', KEYS[1], 0, -1)
@@ -95,16 +65,18 @@ return 1
 # The hot path: a turn is one round trip (NEXT) after the one that queued its message (ENQUEUE,
 # which takes the lease and the message when the conversation was idle). It was eleven: queue, a
 # reader's XREADGROUP, acquire, GET turn + LRANGE in, take, finish, GET + LRANGE, release, XACK.
-# KEYS: lock fence in turn stop busy ready [once]
+# KEYS: lock fence in turn stop busy ready state (ENQUEUE: ... ready once state)
 # ARGV: token lease_ms conversation entry_id group max_queued flag finished_batch
 #       [message consumer once_ms]
-# look(entry) -> {1} let go (and the entry acked), {2, batch} a recorded batch (a dead holder's),
-#   {3, message, batch} the one queued message taken (a batch of one is always that message),
-#   {4, queued...} several queued: the caller picks a batch and TAKEs it.
+# look(entry, state) -> {1} let go (and the entry acked), {2, batch, S} a recorded batch (a dead
+#   holder's), {3, message, batch, S} the one queued message taken (a batch of one is always that
+#   message), {4, queued..., S} several queued: the caller picks a batch and TAKEs it. S is the
+#   conversation's state hash (bot/redis/states.py) as HGETALL gives it: the turn's own read of
+#   it, in the call that hands it its messages (the state as of then) instead of one of its own.
 _LOOK: Final = """
-local function look(entry)
+local function look(entry, state)
   local recorded = redis.call('GET', K[4])
-  if recorded then return {2, recorded} end
+  if recorded then return {2, recorded, redis.call('HGETALL', state)} end
   local n = redis.call('LLEN', K[3])
   if n == 0 then
     redis.call('DEL', K[1])
@@ -119,10 +91,11 @@ local function look(entry)
     local batch = '[' .. cjson.encode(message) .. ']'
     redis.call('SET', K[4], batch)
     redis.call('DEL', K[5])
-    return {3, message, batch}
+    return {3, message, batch, redis.call('HGETALL', state)}
   end
   local queued = redis.call('LRANGE', K[3], 0, tonumber(A[6]) - 1)
   table.insert(queued, 1, 4)
+  queued[#queued + 1] = redis.call('HGETALL', state)
   return queued
 end
 
@@ -130,7 +103,7 @@ end
 -- coalesces a burst first, then calls NEXT). Held by another process -> {0}, and the entry is
 -- acked unless it was reclaimed (flag "reclaimed": its holder's lease decides). Otherwise
 -- {token, <what look returned>...}.
-local function claim(entry)
+local function claim(entry, state)
   if redis.call('EXISTS', K[1]) == 1 then
     if A[7] ~= 'reclaimed' then redis.call('XACK', K[7], A[5], entry) end
     return {0}
@@ -138,13 +111,13 @@ local function claim(entry)
   local token = redis.call('INCR', K[2])
   redis.call('SET', K[1], token, 'PX', A[2])
   if A[7] == 'wait' then return {token} end
-  local out = look(entry)
+  local out = look(entry, state)
   table.insert(out, 1, token)
   return out
 end
 """
 
-CLAIM: Final = _BIND + _LOOK + "return claim(ARGV[4])"
+CLAIM: Final = _BIND + _LOOK + "return claim(ARGV[4], KEYS[8])"
 
 # Queue a message -> {0} the queue is full, {-1} `once` was set (an earlier attempt whose reply
 # was lost queued it, or `once` is the dedup claim of an event seen already: nothing queued),
@@ -209,7 +182,7 @@ local function enqueue()
   if type(read) ~= 'table' or read.err or not read[1] then return {1} end
   local entry = read[1][2][1]
   if entry[2][2] ~= A[3] then return {2, entry[1], entry[2][2], 0} end
-  local out = claim(entry[1])
+  local out = claim(entry[1], K[9])
   table.insert(out, 1, entry[2][2])
   table.insert(out, 1, entry[1])
   table.insert(out, 1, 2)
@@ -229,13 +202,13 @@ NEXT: Final = (
     + """
 if not mine() then return {0} end
 if ARGV[8] ~= '' and redis.call('GET', KEYS[4]) == ARGV[8] then redis.call('DEL', KEYS[4]) end
-return look(ARGV[4])
+return look(ARGV[4], KEYS[8])
 """
 )
 
 # NEXT for several conversations in one call (bot/redis/drain.py): groups of NEXT_KEYS keys and
 # NEXT_ARGS arguments, one reply each, as ENQUEUE takes them.
-NEXT_KEYS: Final = 7
+NEXT_KEYS: Final = 8
 NEXT_ARGS: Final = 8
 NEXT_SHAPE: Final = (NEXT_KEYS, NEXT_ARGS)
 NEXT_MANY: Final = (
@@ -246,8 +219,57 @@ NEXT_MANY: Final = (
 local function next_turn()
   if not mine() then return {0} end
   if A[8] ~= '' and redis.call('GET', K[4]) == A[8] then redis.call('DEL', K[4]) end
-  return look(A[4])
+  return look(A[4], K[8])
 end
 """
     + _each("next_turn", NEXT_KEYS, NEXT_ARGS)
+)
+
+# The lease heartbeat of every conversation this process holds, in one call per beat
+# (bot/redis/drain.py's heartbeats): groups of EXTEND_KEYS keys and EXTEND_ARGS arguments.
+# KEYS: lock fence stop ready; ARGV: token lease_ms entry_id group consumer
+# -> {0} lost, {1} held, {2} held and a stop was asked. Held, the stream entry is claimed again
+# for this consumer (XCLAIM resets its idle time), so no other process reclaims it meanwhile.
+EXTEND_KEYS: Final = 4
+EXTEND_ARGS: Final = 5
+EXTEND_SHAPE: Final = (EXTEND_KEYS, EXTEND_ARGS)
+EXTEND_MANY: Final = (
+    "local K, A\n"
+    + _MINE
+    + """
+local function extend()
+  if not mine() then return {0} end
+  redis.call('XCLAIM', K[4], A[4], A[5], 0, A[3], 'JUSTID')
+  if redis.call('EXISTS', K[3]) == 1 then return {2} end
+  return {1}
+end
+"""
+    + _each("extend", EXTEND_KEYS, EXTEND_ARGS)
+)
+
+# Several queued: the batch the drain picked (bot/pipeline/conversations.next_batch) is taken,
+# for any number of conversations in one call: groups of TAKE_KEYS keys and TAKE_ARGS arguments.
+# KEYS: lock fence in turn stop; ARGV: token lease_ms batch picks (JSON: [[index, message]...])
+# -> {1} taken, {0} lease lost, {-1} the queue changed under us (a /stop): look again
+TAKE_KEYS: Final = 5
+TAKE_ARGS: Final = 4
+TAKE_SHAPE: Final = (TAKE_KEYS, TAKE_ARGS)
+TAKE_MANY: Final = (
+    "local K, A\n"
+    + _MINE
+    + """
+local function take()
+  if not mine() then return {0} end
+  local picks = cjson.decode(A[4])
+  for _, pick in ipairs(picks) do
+    if redis.call('LINDEX', K[3], pick[1]) ~= pick[2] then return {-1} end
+  end
+  for _, pick in ipairs(picks) do redis.call('LSET', K[3], pick[1], '\\0taken') end
+  redis.call('LREM', K[3], 0, '\\0taken')
+  redis.call('SET', K[4], A[3])
+  redis.call('DEL', K[5])
+  return {1}
+end
+"""
+    + _each("take", TAKE_KEYS, TAKE_ARGS)
 )

@@ -20,7 +20,7 @@ from redis.asyncio import Redis
 from redis.exceptions import RedisError
 
 from bot.pipeline.quota import Bucket, Check, Counts
-from bot.redis.client import describe
+from bot.redis.client import LuaScript, describe
 
 log = logging.getLogger(__name__)
 
@@ -74,8 +74,8 @@ class RedisQuotaState:
     def __init__(self, redis: Redis, *, prefix: str) -> None:
         self.redis = redis
         self.prefix = f"{prefix}quota:"
-        self._take = redis.register_script(TAKE)
-        self._add = redis.register_script(ADD)
+        self._take = LuaScript(redis, TAKE)
+        self._add = LuaScript(redis, ADD)
 
     async def counts(self, buckets: Sequence[str]) -> dict[str, Counts]:
         if not buckets:

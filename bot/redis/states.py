@@ -3,15 +3,23 @@
 `<prefix>cs:<conversation>` holds `mode`, `assignee`, `settings` (a JSON object), `version` and
 `updated_at`; a conversation nobody changed has no hash. A write is one script that compares
 the version and writes the whole state (`SAVE`), so `StoredConversationState` retries a change
-that lost the race, as over the store. Nothing is cached in the process: the one read on the
-hot path, the mode of a conversation a message is queued on, happens inside the queue's own
-ENQUEUE script (bot/redis/conversations_lua.py), so a cache could save no round trip, and
-could only be wrong.
+that lost the race, as over the store. Nothing is cached in the process. The reads on the hot
+path happen inside the queue's own scripts (bot/redis/conversations_lua.py): the mode of a
+conversation a message is queued on in ENQUEUE, and the state a turn reads (its language, its
+persona and model) in the call that hands the turn its messages. That one is `primed` for the
+turn's task: its first read of its own conversation's state takes it instead of a round trip
+(the state as of when the turn took its messages; a change meanwhile, say a /model on another
+process, counts from the next turn, as one landing just after the read would). A write of
+that state, or a second read, goes to Redis.
 """
 
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
+from dataclasses import dataclass
 from typing import Final, cast
 
 from redis.asyncio import Redis
@@ -35,6 +43,36 @@ return 1
 """
 
 
+@dataclass(eq=False, slots=True)
+class _Primed:
+    key: str  # the state's hash
+    fields: list[str] | None  # as HGETALL gives them; None once read (or the turn is over)
+
+
+_PRIMED: ContextVar[_Primed | None] = ContextVar("primed_conversation_state", default=None)
+
+
+@contextmanager
+def primed(key: str, fields: list[str]) -> Iterator[None]:
+    """A turn runs inside: its first read of the state hash `key` is `fields` (what the queue's
+    script read as it handed the turn its messages), not a round trip."""
+    held = _Primed(key, fields)
+    token = _PRIMED.set(held)
+    try:
+        yield
+    finally:
+        held.fields = None  # tasks the turn started keep the context, not the state
+        _PRIMED.reset(token)
+
+
+def _take_primed(key: str) -> list[str] | None:
+    held = _PRIMED.get()
+    if held is None or held.key != key:
+        return None
+    fields, held.fields = held.fields, None
+    return fields
+
+
 def state_key(prefix: str, conversation_key: str) -> str:
     """The hash of a conversation's state (the queue's ENQUEUE reads its `mode`)."""
     return f"{prefix}cs:{conversation_key}"
@@ -49,8 +87,13 @@ class RedisStateRecords:
         self._save = LuaScript(redis, SAVE)
 
     async def load_conversation_state(self, key: str) -> ConversationStateRow | None:
-        async with guarded("reading a conversation's state"):
-            fields = cast(dict[str, str], await self.redis.hgetall(state_key(self.prefix, key)))
+        flat = _take_primed(state_key(self.prefix, key))
+        if flat is not None:
+            fields = dict(zip(flat[::2], flat[1::2], strict=True))
+        else:
+            async with guarded("reading a conversation's state"):
+                hash_key = state_key(self.prefix, key)
+                fields = cast(dict[str, str], await self.redis.hgetall(hash_key))
         if not fields:
             return None
         return ConversationStateRow(
@@ -75,6 +118,7 @@ class RedisStateRecords:
             settings,
             repr(row.updated_at),
         ]
+        _take_primed(state_key(self.prefix, row.conversation_key))  # read it anew after this
         async with guarded("changing a conversation's state"):
             saved = await self._save(keys=[state_key(self.prefix, row.conversation_key)], args=args)
         return bool(saved)
