@@ -56,6 +56,16 @@ freed = weakref.ref(plain)
 gc.collect()
 assert later() is None, "what turns leave behind is still collected"
 assert gc.get_freeze_count() > before, "the survivors of a full collection are frozen"
+young = Node()
+young.self = young
+middle = gc.get_freeze_count()
+gc.collect(1)
+assert gc.get_freeze_count() > middle, "the survivors of a middle collection are frozen"
+assert not any(o is young for o in gc.get_objects()), "a young survivor is walked again"
+fresh = Node()
+fresh.self = fresh
+gc.collect(0)
+assert any(o is fresh for o in gc.get_objects()), "a youngest collection freezes nothing"
 assert not any(o is survivor for o in gc.get_objects()), "a survivor is walked again"
 del plain
 assert freed() is None, "a frozen object is still freed by reference counting"

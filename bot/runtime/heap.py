@@ -15,23 +15,26 @@ most freed by reference counting before any collection sees them. Measured over 
 16-20 ms (two full collections); at 2,000, 12 us and 2-5 ms; at 10,000, 5 us but every young
 collection a 3-5 ms pause. Unfrozen at 700 (before): 62 us and 70-95 ms.
 
-What outlives start-up is frozen too, after each full collection (`freeze_survivors`): what
-survived it is live, and a full collection would otherwise walk it again each time. Idle web
-sockets are most of it: ~74 tracked objects each (aiohttp's handler task and its coroutines,
-the reader's queue, the heartbeat's timer; bench/many_census.py), so 5,000 of them made every
-full collection walk ~370,000 objects, 80-90 ms of CPU (bench/many_bench.py, loaded machine).
-Frozen, they are walked once. It leaks nothing measurable: a frozen object is still freed by
-reference counting when it is let go of, and the gateway's turns leave no cyclic garbage
-(many_bench counts what collections free during its paced load: 0.0 objects a turn), nor do
-closed connections since bot/runtime/listener.py breaks their cycles (29 objects each before).
+What outlives start-up is frozen too, after each collection of the middle or the oldest
+generation (`freeze_survivors`): what survived it is live (or held by old garbage), and a full
+collection would otherwise walk it again each time. Idle web sockets are most of it: ~74
+tracked objects each (aiohttp's handler task and its coroutines, the reader's queue, the
+heartbeat's timer; bench/many_census.py), so 5,000 of them made every full collection walk
+~370,000 objects, 80-90 ms of CPU (bench/many_bench.py, loaded machine). Frozen after full
+collections only, the first full collection after a burst still walked the newcomers once
+(27-75 ms with 10,000 conversations warming and 5,000 sockets opening, quiet machine); frozen
+after the middle generation's, they are frozen before a full collection ever comes, and no
+pause left is longer than a young collection's. A frozen object is still freed by reference
+counting when it is let go of, and the gateway's turns leave no cyclic garbage (many_bench
+counts what collections free during its paced load: 0.0 objects a turn), nor do closed
+connections since bot/runtime/listener.py breaks their cycles (29 objects each before).
 
-The price: a frozen object that later becomes cyclic garbage is never freed. What start-up
-builds lives as long as the process, but for what a reload replaces (personas, knowledge files):
-rare and small; what survived a full collection is freed by reference counting as far as was
-measured (turns, web sockets, requests), and a new source of cycles would show in many_bench's
-count of what collections free. So that an unforeseen one cannot grow for the life of the
-process, `sweep_frozen` unfreezes everything and collects once an hour (`bot serve`, SWEEP_EVERY_S):
-one full pause an hour instead of one every few thousand turns, and the log says what it freed. Only a serving process calls `settle_heap` (`bot serve`, the benchmark's
+The price: a frozen object that later becomes cyclic garbage is not freed by collections, and
+neither is what only old garbage held when it was frozen. So that such garbage cannot grow for
+the life of the process, `sweep_frozen` unfreezes everything and collects once an hour
+(`bot serve`, SWEEP_EVERY_S): one full pause an hour (all the heap is walked: ~0.1 s with
+10,000 conversations and 5,000 sockets) instead of one every few thousand turns, and the log
+says what it freed. Only a serving process calls `settle_heap` (`bot serve`, the benchmark's
 gateway); a process that starts and stops many apps (the tests) must not.
 """
 
@@ -69,9 +72,9 @@ def settle_heap() -> int:
 
 
 def freeze_survivors(phase: str, info: dict[str, int]) -> None:
-    """After a full collection, what survived it joins the frozen heap: the next full
-    collection walks only what has come since."""
-    if phase == "stop" and info["generation"] == 2:
+    """After a collection of the middle or oldest generation, what survived it joins the frozen
+    heap: a full collection walks only what has come since (so, nearly never anything)."""
+    if phase == "stop" and info["generation"] >= 1:
         gc.freeze()
 
 
