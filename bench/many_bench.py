@@ -74,6 +74,7 @@ class Run:
     gc: dict[str, float] = field(default_factory=dict)
     gc_warm: dict[str, float] = field(default_factory=dict)
     gc_sockets: dict[str, float] = field(default_factory=dict)
+    sweep: tuple[float, float] = (0.0, 0.0)  # the hourly sweep at the end: objects freed, ms
 
 
 def start(data_dir: str, llm: str, cores: Cores) -> Server:
@@ -90,6 +91,15 @@ def gc_figures(gateway: Server) -> dict[str, float]:
     names = ["collections", "full", "longest", "longest_cpu", "longest_full", "cpu", "tracked"]
     names.append("collected")
     return dict(zip(names, map(float, values), strict=True))
+
+
+def sweep(gateway: Server) -> tuple[float, float]:
+    """The child's hourly sweep of its frozen heap, run now: (objects freed, pause in ms)."""
+    assert gateway.process.stdin is not None and gateway.process.stdout is not None
+    gateway.process.stdin.write("sweep\n")
+    gateway.process.stdin.flush()
+    freed, ms = gateway.process.stdout.readline().split()[1:]
+    return float(freed), float(ms)
 
 
 def mib(pid: int) -> float:
@@ -216,6 +226,7 @@ async def many(llm: str, rate: float, args: argparse.Namespace, cores: Cores) ->
                 print(f"  many: {len(sockets)} idle sockets open", file=sys.stderr, flush=True)
                 await paced(url, gateway, run, args.load_turns, 1_000_000)
                 run.rss_end = mib(gateway.pid)
+                run.sweep = sweep(gateway)
                 for ws in sockets:
                     await ws.close()
         finally:
@@ -290,6 +301,10 @@ def report(base: Run, full: Run, args: argparse.Namespace) -> None:
     for r in columns.values():
         r.gc["garbage"] = r.gc["collected"] / max(1, LOAD * args.load_turns)
     row("cyclic garbage freed per turn (objects)", "{r.gc[garbage]:.1f}")
+    freed, ms = full.sweep
+    print(
+        f"  the hourly sweep at the end (the whole heap walked once): {ms:.1f} ms, freed {freed:.0f}"
+    )
 
 
 def main() -> None:

@@ -9,6 +9,7 @@ collection inside it. It answers one line at a time on its stdin:
 - `gc`: `GC <collections> <full> <longest pause ms> <its CPU ms> <longest full ms>
   <CPU of all pauses ms> <tracked objects> <objects freed>`, the figures since the last `gc`, then clears them;
 - `types`: `TYPES <tracked objects> <type> <count>, ...`, the 15 types it tracks most of;
+- `sweep`: `SWEEP <objects freed> <pause ms>`: `bot serve`'s hourly sweep of the frozen heap, now;
 - `garbage`: `GARBAGE <objects> <type> <count>, ...`: what a full collection frees now (kept
   with `gc.DEBUG_SAVEALL` to be counted, then let go of).
 
@@ -34,6 +35,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from bench.ws_load import pin_self  # noqa: E402
+from bot.runtime.heap import sweep_frozen  # noqa: E402
 
 ANSWER = "an answer of a usual length from the model, " * 6
 
@@ -113,6 +115,9 @@ def _answer(probe: Probe) -> None:
             print(probe.report(), flush=True)
         elif line.strip() == "types":  # what the collector tracks, by type
             print(_census("TYPES", gc.get_objects()), flush=True)
+        elif line.strip() == "sweep":  # bot serve's hourly sweep (bot/runtime/heap.py), now
+            freed, paused = sweep_frozen()
+            print(f"SWEEP {freed} {paused * 1e3:.1f}", flush=True)
         elif line.strip() == "garbage":  # a full collection, keeping what it would free
             gc.set_debug(gc.DEBUG_SAVEALL)
             gc.collect()

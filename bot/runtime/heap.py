@@ -32,7 +32,7 @@ connections since bot/runtime/listener.py breaks their cycles (29 objects each b
 The price: a frozen object that later becomes cyclic garbage is not freed by collections, and
 neither is what only old garbage held when it was frozen. So that such garbage cannot grow for
 the life of the process, `sweep_frozen` unfreezes everything and collects once an hour
-(`bot serve`, SWEEP_EVERY_S): one full pause an hour (all the heap is walked: ~0.1 s with
+(`bot serve`, SWEEP_EVERY_S): one full pause an hour (all the heap is walked: ~0.33 s with
 10,000 conversations and 5,000 sockets) instead of one every few thousand turns, and the log
 says what it freed. Only a serving process calls `settle_heap` (`bot serve`, the benchmark's
 gateway); a process that starts and stops many apps (the tests) must not.
