@@ -14,6 +14,7 @@ from aiohttp import web
 
 from adapters.base import ChatRef, OutboundContent
 from adapters.hub import MemoryEventHub
+from adapters.hub.local import TRIMS_PER_FRAME
 from adapters.hub.base import CLEARING_TYPE
 from adapters.websocket import WebSocketChannel
 from bot.pipeline.transcript import StoreHistory
@@ -69,6 +70,21 @@ async def test_a_quiet_conversation_keeps_no_frames_and_its_seq() -> None:
 
     await answer(hub, "a", "m3")  # it goes on numbering where it was
     assert seqs((await hub.attach("a", Sink(), 4))[1]) == [5, 6, 8]
+
+
+async def test_many_gone_quiet_together_are_trimmed_a_few_per_frame() -> None:
+    clock = Clock()
+    hub = MemoryEventHub(replay_events=200, replay_idle_s=120, clock=clock)
+    many = 3 * TRIMS_PER_FRAME
+    for n in range(many):
+        await answer(hub, f"c{n}", f"m{n}")
+    clock.now += 121
+    await hub.publish("other", "agent.started", {"task_id": "t1"})  # one frame: a few trimmed
+    kept = [n for n in range(many) if (await hub.attach(f"c{n}", Sink(), 0))[1]]
+    assert kept == list(range(TRIMS_PER_FRAME, many))
+    for _ in range(2):
+        await hub.publish("other", "agent.started", {"task_id": "t1"})
+    assert not [n for n in range(many) if (await hub.attach(f"c{n}", Sink(), 0))[1]]
 
 
 async def test_an_answer_still_open_keeps_its_frames_until_it_is_done() -> None:

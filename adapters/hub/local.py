@@ -31,6 +31,9 @@ log = logging.getLogger(__name__)
 # Kept frames of idle conversations in all: 10,000 of them with 200 long answers each would
 # otherwise be gigabytes.
 MAX_IDLE_BYTES: Final = 64 * 2**20
+# quiet conversations trimmed per frame published at most: 10,000 gone quiet together are let go
+# of a few at a time (each frame trims more than went quiet since, ~3 us each), not in one stall
+TRIMS_PER_FRAME: Final = 64
 
 
 _OPENING: Final = "message.created"
@@ -207,7 +210,9 @@ class MemoryEventHub:
         """The kept frames of conversations quiet for `idle_s`, no message open, let go of
         (an open one comes back with its next frame)."""
         until = self._clock() - idle_s
-        while self._quiet:
+        for _ in range(TRIMS_PER_FRAME):
+            if not self._quiet:
+                return
             identity, (last, conv) = next(iter(self._quiet.items()))
             if last > until:
                 return
