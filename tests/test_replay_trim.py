@@ -14,8 +14,8 @@ from aiohttp import web
 
 from adapters.base import ChatRef, OutboundContent
 from adapters.hub import MemoryEventHub
-from adapters.hub.local import TRIMS_PER_FRAME
 from adapters.hub.base import CLEARING_TYPE
+from adapters.hub.local import TRIMS_PER_FRAME
 from adapters.websocket import WebSocketChannel
 from bot.pipeline.transcript import StoreHistory
 from bot.storage import SqliteStore
