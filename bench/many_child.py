@@ -34,6 +34,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from bench.stall_watch import StallWatch  # noqa: E402
 from bench.ws_load import pin_self  # noqa: E402
 from bot.runtime.heap import sweep_frozen  # noqa: E402
 
@@ -105,6 +106,8 @@ async def serve(data_dir: str, llm: dict[str, Any]) -> None:
     async with App(config, base_dir=Path(data_dir)) as app:
         settle_heap()
         gc.callbacks.append(probe)
+        if os.environ.get("BENCH_STALLS"):  # where the loop was when it stalled (a file)
+            watch = StallWatch(Path(os.environ["BENCH_STALLS"])).start()  # noqa: F841
         print(f"PORT {app.port}", flush=True)
         await app.wait()
 
