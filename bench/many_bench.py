@@ -70,6 +70,7 @@ class Run:
     turn: tuple[float, float] = (0.0, 0.0)
     cpu: float = 0.0  # ms per turn
     waited: float = 0.0  # ms per turn
+    stolen: float = 0.0  # ms the hypervisor ran others on this machine's CPUs during the load
     client: float = 0.0  # ms of this process's CPU per turn (the load, and the idle sockets)
     gc: dict[str, float] = field(default_factory=dict)
     gc_warm: dict[str, float] = field(default_factory=dict)
@@ -102,6 +103,23 @@ def sweep(gateway: Server) -> tuple[float, float]:
     return float(freed), float(ms)
 
 
+def stolen_ms() -> float:
+    """The CPU time a hypervisor gave others, all CPUs (/proc/stat's steal): a virtual machine
+    stalls as a whole then, its processes not even waiting for a core as far as they can see."""
+    try:
+        fields = Path("/proc/stat").read_text().split("\n", 1)[0].split()
+    except OSError:
+        return 0.0
+    return int(fields[8]) * 1000 / os.sysconf("SC_CLK_TCK") if len(fields) > 8 else 0.0
+
+
+def _mark(phase: str) -> None:
+    """A phase's start in the stall file (BENCH_STALLS, bench/stall_watch.py), if one is kept."""
+    if os.environ.get("BENCH_STALLS"):
+        with open(os.environ["BENCH_STALLS"], "a", encoding="utf-8") as out:
+            out.write(f"=== phase {phase} at {time.time():.3f}\n")
+
+
 def mib(pid: int) -> float:
     return rss_bytes(pid) / 2**20
 
@@ -112,6 +130,7 @@ async def paced(url: str, gateway: Server, run: Run, turns: int, first: int) -> 
     total: list[float] = []
     gc_figures(gateway)
     cpu, waited, started = gateway.cpu(), run_queue_wait(gateway.pid), time.perf_counter()
+    stolen = stolen_ms()
     client = time.process_time()
     async with aiohttp.ClientSession() as session:
         await asyncio.gather(
@@ -124,6 +143,7 @@ async def paced(url: str, gateway: Server, run: Run, turns: int, first: int) -> 
     run.client = (time.process_time() - client) / len(total) * 1000
     run.cpu = (gateway.cpu() - cpu) / len(total) * 1000
     run.waited = (run_queue_wait(gateway.pid) - waited) / len(total) * 1000
+    run.stolen = stolen_ms() - stolen
     run.gc = gc_figures(gateway)
     run.placeholder = (pct(placeholder, 0.5), pct(placeholder, 0.99))
     run.turn = (pct(total, 0.5), pct(total, 0.99))
@@ -224,7 +244,9 @@ async def many(llm: str, rate: float, args: argparse.Namespace, cores: Cores) ->
                 run.per_socket = (mib(gateway.pid) - run.rss_warm) * 1024 / max(1, args.sockets)
                 run.gc_sockets = gc_figures(gateway)
                 print(f"  many: {len(sockets)} idle sockets open", file=sys.stderr, flush=True)
+                _mark("paced load")
                 await paced(url, gateway, run, args.load_turns, 1_000_000)
+                _mark("paced load done")
                 run.rss_end = mib(gateway.pid)
                 run.sweep = sweep(gateway)
                 for ws in sockets:
@@ -290,6 +312,7 @@ def report(base: Run, full: Run, args: argparse.Namespace) -> None:
     row("turn latency p50 / p99 (ms)", "{r.turn[0]:.2f} / {r.turn[1]:.2f}")
     row("gateway CPU per turn (ms)", "{r.cpu:.2f}")
     row("waiting for its core (ms per turn)", "{r.waited:.2f}")
+    row("the machine's stolen time in the load (ms)", "{r.stolen:.0f}")
     row("the load's own CPU per turn (ms)", "{r.client:.2f}")
     row("collections (full)", "{r.gc[collections]:.0f} ({r.gc[full]:.0f})")
     row("longest GC pause, wall / CPU (ms)", "{r.gc[longest]:.1f} / {r.gc[longest_cpu]:.1f}")

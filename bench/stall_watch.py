@@ -54,7 +54,9 @@ class StallWatch:
                         last_take = now
                 elif stacks:
                     stalled = self.stamp - began  # the last stamp before it to the first after
-                    out.write(f"=== stall of {stalled * 1e3:.0f} ms, {len(stacks)} stacks\n")
+                    out.write(
+                        f"=== stall of {stalled * 1e3:.0f} ms, {len(stacks)} stacks, at {time.time():.3f}\n"
+                    )
                     for stack in dict.fromkeys(stacks):  # each distinct stack once, in order
                         out.write(stack + "---\n")
                     out.flush()
