@@ -35,7 +35,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from bench.stall_watch import StallWatch  # noqa: E402
-from bench.ws_load import pin_self  # noqa: E402
+from bench.ws_load import loop_factory, pin_self  # noqa: E402
 from bot.runtime.heap import sweep_frozen  # noqa: E402
 
 ANSWER = "an answer of a usual length from the model, " * 6
@@ -172,7 +172,8 @@ def main() -> None:
     args = parser.parse_args()
     pin_self(args.cpu)
     os.environ.setdefault("PYTHONUNBUFFERED", "1")
-    asyncio.run(serve(args.serve_gateway, json.loads(args.llm)))
+    with asyncio.Runner(loop_factory=loop_factory()) as runner:  # as `bot serve`'s: uvloop
+        runner.run(serve(args.serve_gateway, json.loads(args.llm)))
 
 
 if __name__ == "__main__":

@@ -52,7 +52,7 @@ sys.path.insert(0, str(ROOT))
 
 from bench.scaleout_cores import layout, measured
 from bench.takeover import takeover
-from bench.ws_load import Server, gateway_conversation, pct, pin_self
+from bench.ws_load import Server, gateway_conversation, loop_factory, pct, pin_self
 
 
 def child_config(data_dir: str, redis: dict[str, Any] | None, llm: dict[str, Any] | None) -> Path:
@@ -281,6 +281,7 @@ if __name__ == "__main__":
     options = parser.parse_args()
     if options.serve:
         pin_self(options.cpu)
-        asyncio.run(serve(options.serve, options.redis_json, options.llm))
+        with asyncio.Runner(loop_factory=loop_factory()) as runner:  # as `bot serve`'s
+            runner.run(serve(options.serve, options.redis_json, options.llm))
     else:
         asyncio.run(main(options))

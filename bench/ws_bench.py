@@ -245,9 +245,9 @@ def main() -> None:
     parser.add_argument("--memory-only", action="store_true", help="only the /help memory figure")
     parser.add_argument(
         "--loop",
-        choices=["asyncio", "uvloop"],
-        default="asyncio",
-        help="the gateway's event loop (uvloop: pip install uvloop; measured, not a dependency)",
+        choices=["auto", "asyncio", "uvloop"],
+        default="auto",
+        help="the gateway's event loop (auto: as `bot serve`'s server.event_loop: uvloop)",
     )
     parser.add_argument(
         "--metrics-overhead",

@@ -20,7 +20,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, cast, get_args
 
 import aiohttp
 
@@ -28,6 +28,8 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from bench.fake_llm_server import answer_pieces
+from bot.runtime import event_loop
+from bot.runtime.event_loop import EventLoopChoice
 
 ORIGIN = "http://127.0.0.1:8080"
 LOG_ENV = "BENCH_LOG"  # the gateway's log level (DEBUG, INFO, WARNING); unset: its default
@@ -338,16 +340,14 @@ def pct(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, int(q * len(ordered)))] * 1000
 
 
-LOOP_ENV = "WS_BENCH_LOOP"  # "uvloop": the gateway child runs on uvloop
+LOOP_ENV = "WS_BENCH_LOOP"  # the gateway child's loop: auto (as `bot serve`), asyncio or uvloop
 
 
 def loop_factory() -> Callable[[], asyncio.AbstractEventLoop] | None:
-    if os.environ.get(LOOP_ENV) != "uvloop":
-        return None
-    import uvloop  # type: ignore[import-not-found, unused-ignore]
-
-    factory: Callable[[], asyncio.AbstractEventLoop] = uvloop.new_event_loop
-    return factory
+    choice = os.environ.get(LOOP_ENV, "auto")
+    if choice not in get_args(EventLoopChoice):
+        raise SystemExit(f"{LOOP_ENV}={choice!r}: expected one of {get_args(EventLoopChoice)}")
+    return event_loop.loop_factory(cast(EventLoopChoice, choice))
 
 
 def main() -> None:

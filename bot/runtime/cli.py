@@ -18,6 +18,7 @@ from pathlib import Path
 from agent.providers.base import ProviderConfigError
 from bot.runtime.config import Config, ConfigError, config_folder, load_config
 from bot.runtime.config.choices import model_prices
+from bot.runtime.event_loop import loop_factory, loop_name
 
 log = logging.getLogger("bot")
 SETTLE_HEAP_AFTER_S = 1.0  # after the channels have connected (or failed)
@@ -63,8 +64,9 @@ def _run(args: argparse.Namespace) -> int:
         if args.command == "serve"
         else _chat(config, base_dir, args.persona)
     )
-    with contextlib.suppress(KeyboardInterrupt):
-        return asyncio.run(runner)
+    factory = loop_factory(config.server.event_loop) if args.command == "serve" else None
+    with contextlib.suppress(KeyboardInterrupt), asyncio.Runner(loop_factory=factory) as loop:
+        return loop.run(runner)
     return 0
 
 
@@ -213,6 +215,7 @@ async def _serve_app(config: Config, base_dir: Path) -> int:
     from bot.runtime.heap import settle_heap, sweep_periodically
 
     loop = asyncio.get_running_loop()
+    log.info("event loop: %s (server.event_loop: %s)", loop_name(loop), config.server.event_loop)
     main_task = asyncio.current_task()
     assert main_task is not None
     for sig in (signal.SIGTERM, signal.SIGINT):

@@ -18,7 +18,7 @@ import asyncio
 import logging
 import resource
 import time
-from typing import Any
+from typing import Any, cast
 
 from aiohttp import web
 from aiohttp.web_protocol import RequestHandler
@@ -111,5 +111,5 @@ class _Gate(asyncio.Protocol):
         self._listener = listener
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        assert isinstance(transport, asyncio.Transport)
-        self._listener.admit(transport)
+        # a stream transport (uvloop's is not a subclass of asyncio.Transport)
+        self._listener.admit(cast(asyncio.Transport, transport))

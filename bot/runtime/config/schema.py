@@ -21,6 +21,7 @@ from bot.runtime.config.handoff import HandoffConfig
 from bot.runtime.config.instances import INSTANCE_KINDS, INSTANCES, as_instances
 from bot.runtime.config.people import ApprovalsConfig, PairingConfig
 from bot.runtime.config.section import Section as _Section
+from bot.runtime.event_loop import EventLoopChoice, uvloop_installed
 from bot.schedules.settings import SchedulesConfig
 from content.texts import LANGUAGES, negotiate
 from tools.mcp.settings import McpSettings
@@ -39,6 +40,15 @@ class ServerConfig(_Section):
     # connections open at once; past it a new one gets a bare 503 (bot/runtime/listener.py).
     # None: three quarters of the open-file limit, the rest for storage, Redis, the model
     max_connections: int | None = Field(None, ge=1)
+    # auto: uvloop where it is installed, else asyncio's own (bot/runtime/event_loop.py)
+    event_loop: EventLoopChoice = "auto"
+
+    @field_validator("event_loop")
+    @classmethod
+    def _installed(cls, value: EventLoopChoice) -> EventLoopChoice:
+        if value == "uvloop" and not uvloop_installed():
+            raise ValueError("uvloop is not installed (pip install uvloop), or choose auto")
+        return value
 
 
 class StorageConfig(_Section):
