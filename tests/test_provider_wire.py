@@ -167,6 +167,31 @@ async def test_a_message_sent_again_is_not_encoded_again(
 
 
 @pytest.mark.parametrize("vendor", ["openai", "anthropic"])
+async def test_each_call_sends_its_own_system_prompt_though_its_encoding_is_kept(
+    vendor: str, openai_fake: FakeOpenAI, anthropic_fake: FakeAnthropic
+) -> None:
+    """A persona edited while the bot runs: the next call carries the new prompt, not the
+    encoding kept from the last (and none, when a request has no system prompt)."""
+    fake: FakeOpenAI | FakeAnthropic = openai_fake if vendor == "openai" else anthropic_fake
+    fake.add(*(Reply(text=["ok"]) for _ in range(4)))
+    cls = OpenAIProvider if vendor == "openai" else AnthropicProvider
+    provider = cls(api_key="test-key", base_url=fake.url, model="m")
+    history = (Message("user", "hi"),)
+    for system in ("Be brief.", "Be brief.", "Answer in French.", ""):
+        await _text(provider, ModelRequest(system, history))
+    await provider.aclose()
+    if vendor == "openai":
+        sent = [
+            [m["content"] for m in r.body["messages"] if m["role"] == "system"]
+            for r in fake.requests
+        ]
+        assert sent == [["Be brief."], ["Be brief."], ["Answer in French."], []]
+    else:
+        sent = [r.body.get("system") for r in fake.requests]
+        assert sent == ["Be brief.", "Be brief.", "Answer in French.", None]
+
+
+@pytest.mark.parametrize("vendor", ["openai", "anthropic"])
 async def test_the_sdk_builds_the_request_once_not_per_call(
     vendor: str,
     openai_fake: FakeOpenAI,

@@ -37,7 +37,7 @@ from agent.providers.deadline import Deadline, Timeouts
 from agent.providers.image_plan import Plan
 from agent.providers.media import ALL_MEDIA, Media
 from agent.providers.media_call import MediaCall
-from agent.providers.wire import dumps, json_object
+from agent.providers.wire import LastEncoded, dumps, json_object
 from agent.types import (
     ModelEvent,
     ModelRequest,
@@ -92,6 +92,7 @@ class AnthropicProvider:
         # the request built once through SDK internals, or the SDK's public post() (door.py)
         self._door = door(self._client, http, internals=sdk_internals)
         self._tools: tuple[tuple[ToolSpec, ...], bytes] = ((), b"[]")
+        self._system = LastEncoded()
 
     async def aclose(self) -> None:
         await self._client.close()
@@ -145,9 +146,9 @@ class AnthropicProvider:
     def _body(self, request: ModelRequest, model: str, plan: Plan) -> bytes:
         """The Messages API request as JSON: the history's pieces are encoded once each."""
         fields: dict[str, Any] = {"model": model, "max_tokens": request.max_tokens, "stream": True}
-        if request.system:
-            fields["system"] = request.system
-        encoded = {"tools": self._tool_params(request.tools)} if request.tools else {}
+        encoded = {"system": self._system(request.system)} if request.system else {}
+        if request.tools:
+            encoded["tools"] = self._tool_params(request.tools)
         messages = _turns(request.messages, self.media, plan)
         return json_object(fields, encoded, {"messages": messages})
 

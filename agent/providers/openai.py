@@ -43,7 +43,7 @@ from agent.providers.media import Media, media_for
 from agent.providers.media_call import MediaCall
 from agent.providers.openai_sdk import door
 from agent.providers.openai_wire import _PREFIX, BASE, _items
-from agent.providers.wire import dumps, json_object
+from agent.providers.wire import LastEncoded, dumps, json_object
 from agent.types import (
     ModelRequest,
     ModelStream,
@@ -105,6 +105,7 @@ class OpenAIProvider:
         # what the model takes natively; the rest goes as text (media.py)
         self.media = media if media is not None else media_for("openai", self.base_url, None)
         self._tools: tuple[tuple[ToolSpec, ...], bytes] = ((), b"[]")
+        self._system = LastEncoded(lambda text: {"role": "system", "content": text})
 
     async def aclose(self) -> None:
         await self._client.close()
@@ -160,7 +161,7 @@ class OpenAIProvider:
 
     def _body(self, request: ModelRequest, model: str, plan: Plan) -> bytes:
         """The Chat Completions request as JSON: the history's pieces are encoded once each."""
-        system = [dumps({"role": "system", "content": request.system})] if request.system else []
+        system = [self._system(request.system)] if request.system else []
         fields: dict[str, Any] = {
             "model": model,
             "stream": True,

@@ -31,6 +31,23 @@ def dumps(value: Any) -> bytes:
     return _ENCODER.encode(value).encode()
 
 
+class LastEncoded:
+    """`dumps(wrap(text))`, kept for the next call with the same text: a persona's system prompt
+    (kilobytes, the same on every call of a persona version) is encoded once, not per call."""
+
+    __slots__ = ("_encoded", "_text", "_wrap")
+
+    def __init__(self, wrap: Callable[[str], Any] = lambda text: text) -> None:
+        self._wrap = wrap
+        self._text: str | None = None
+        self._encoded = b""
+
+    def __call__(self, text: str) -> bytes:
+        if text != self._text:  # the same object as a rule: `is`, then no compare at all
+            self._text, self._encoded = text, dumps(self._wrap(text))
+        return self._encoded
+
+
 def cached(message: Message, key: str, derive: Callable[[Message], T]) -> T:
     """What `derive` makes of the message, kept on it under `key`: computed on first use only."""
     try:
