@@ -181,14 +181,14 @@ async def test_each_call_sends_its_own_system_prompt_though_its_encoding_is_kept
         await _text(provider, ModelRequest(system, history))
     await provider.aclose()
     if vendor == "openai":
-        sent = [
+        systems = [
             [m["content"] for m in r.body["messages"] if m["role"] == "system"]
             for r in fake.requests
         ]
-        assert sent == [["Be brief."], ["Be brief."], ["Answer in French."], []]
+        assert systems == [["Be brief."], ["Be brief."], ["Answer in French."], []]
     else:
-        sent = [r.body.get("system") for r in fake.requests]
-        assert sent == ["Be brief.", "Be brief.", "Answer in French.", None]
+        fields = [r.body.get("system") for r in fake.requests]
+        assert fields == ["Be brief.", "Be brief.", "Answer in French.", None]
 
 
 @pytest.mark.parametrize("vendor", ["openai", "anthropic"])
