@@ -65,8 +65,8 @@ def _run(args: argparse.Namespace) -> int:
         else _chat(config, base_dir, args.persona)
     )
     factory = loop_factory(config.server.event_loop) if args.command == "serve" else None
-    with contextlib.suppress(KeyboardInterrupt), asyncio.Runner(loop_factory=factory) as loop:
-        return loop.run(runner)
+    with contextlib.suppress(KeyboardInterrupt), asyncio.Runner(loop_factory=factory) as running:
+        return running.run(runner)
     return 0
 
 
