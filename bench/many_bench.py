@@ -90,7 +90,7 @@ def gc_figures(gateway: Server) -> dict[str, float]:
     gateway.process.stdin.flush()
     values = gateway.process.stdout.readline().split()[1:]
     names = ["collections", "full", "longest", "longest_cpu", "longest_full", "cpu", "tracked"]
-    names.append("collected")
+    names += ["collected", "longest_generation"]
     return dict(zip(names, map(float, values), strict=True))
 
 
@@ -315,7 +315,10 @@ def report(base: Run, full: Run, args: argparse.Namespace) -> None:
     row("the machine's stolen time in the load (ms)", "{r.stolen:.0f}")
     row("the load's own CPU per turn (ms)", "{r.client:.2f}")
     row("collections (full)", "{r.gc[collections]:.0f} ({r.gc[full]:.0f})")
-    row("longest GC pause, wall / CPU (ms)", "{r.gc[longest]:.1f} / {r.gc[longest_cpu]:.1f}")
+    row(
+        "longest GC pause wall / CPU (ms), generation",
+        "{r.gc[longest]:.1f} / {r.gc[longest_cpu]:.1f}, {r.gc[longest_generation]:.0f}",
+    )
     row("longest full collection (ms)", "{r.gc[longest_full]:.1f}")
     for r in columns.values():
         r.gc["per_turn"] = r.gc["cpu"] * 1000 / max(1, LOAD * args.load_turns)

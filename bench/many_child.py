@@ -67,6 +67,7 @@ class Probe:
         return (
             f"GC {len(pauses)} {len(fulls)} {longest[1] * 1e3:.3f} {longest[2] * 1e3:.3f}"
             f" {max(fulls, default=0.0) * 1e3:.3f} {cpu * 1e3:.3f} {tracked} {collected}"
+            f" {longest[0]}"
         )
 
 
