@@ -5,11 +5,7 @@ them, for three reasons: a send may wait for the transport to drain, and two pub
 sends directly could then reach two tabs in different orders; a slow tab must not hold up the
 gateway or the other tabs; and the queue is bounded, so a client that stops reading is closed
 with 1013 instead of growing without limit (it reconnects and resumes from the replay buffer).
-The writer task exists only while frames are queued: an idle connection costs no task. A frame
-pushed while none is queued is written at once, by the push itself, as a writer task would have
-(the order is the same: nothing is ahead of it); only when that write has to wait for the
-transport to drain does a writer task take it over, and the frames after it queue behind. Four
-frames a turn, that is four tasks a turn fewer (~1 % of a turn's instructions on uvloop).
+The writer task exists only while frames are queued: an idle connection costs no task.
 A burst of bad frames gets one error per code, not one per frame (while one is queued, or for
 `quiet_s` after it): the socket's own error replies must not be what fills its queue and closes a
 healthy socket with 1013.
@@ -21,9 +17,8 @@ import asyncio
 import json
 import logging
 import time
-from collections.abc import Coroutine
 from dataclasses import dataclass
-from typing import Any, Final
+from typing import Final
 
 from aiohttp import web
 
@@ -42,7 +37,6 @@ class Connection:
     """A socket of the channel; `identity` is set by its hello."""
 
     __slots__ = (
-        "_begun",
         "_dead",
         "_errors",
         "_granted",
@@ -71,7 +65,6 @@ class Connection:
         self._errors: set[str] = set()  # codes of the error frames queued and not yet sent
         self._quiet: dict[str, float] | None = None  # code → until when it is not sent again
         self._writer: asyncio.Task[None] | None = None
-        self._begun: tuple[Coroutine[Any, Any, None], Any] | Exception | None = None
         self._dead = False
 
     def push(self, frame: str) -> bool:
@@ -148,35 +141,12 @@ class Connection:
             self._writer.cancel()
 
     def _enqueue(self, item: str | _Close) -> None:
-        if self._writer is None and isinstance(item, str):
-            if self._write_now(item):
-                return
-        else:
-            self._pending.append(item)
+        self._pending.append(item)
         if self._writer is None:
             self._writer = asyncio.create_task(self._write(), name="websocket-writer")
 
-    def _write_now(self, frame: str) -> bool:
-        """Write `frame` at once, as the writer would: True when it is written; else the
-        writer takes over what is left (`_begun`: the send, suspended, or how it failed)."""
-        sending = self.ws.send_str(frame)
-        try:
-            self._begun = (sending, sending.send(None))
-        except StopIteration:  # written: the usual case
-            self._granted = 0
-            self._errors.clear()
-            return True
-        except Exception as exc:
-            self._begun = exc
-        return False
-
     async def _write(self) -> None:
         try:
-            begun, self._begun = self._begun, None
-            if isinstance(begun, Exception):
-                raise begun
-            if begun is not None:
-                await _go_on(*begun)  # waiting for the transport to drain
             while self._pending:
                 batch, self._pending = self._pending, []
                 self._granted = 0
@@ -200,20 +170,3 @@ class Connection:
             if self._dead:
                 self._pending.clear()
                 self._errors.clear()
-
-
-async def _go_on(sending: Coroutine[Any, Any, None], blocked_on: Any) -> None:
-    """Drive on a send begun outside any task, which suspended on the future `blocked_on`."""
-    while True:
-        try:
-            if blocked_on is None:  # a bare yield: only to let others run
-                await asyncio.sleep(0)
-            else:
-                await asyncio.wait((blocked_on,))
-        except asyncio.CancelledError:
-            sending.close()
-            raise
-        try:
-            blocked_on = sending.send(None)
-        except StopIteration:
-            return
