@@ -28,7 +28,7 @@ from tests import kill_kit
 from tests.fake_llm import Reply
 from tests.fake_openai import FakeOpenAI
 from tests.kill_kit import WAIT_S, deliver, our_logs, rows, until
-from tests.processes import one_gateway
+from tests.processes import HERE, one_gateway
 from tests.redis_kit import URL, redis_prefix
 from tests.redis_proxy import HoldingProxy
 from tests.telegram_fake import Call, FakeBotAPI
@@ -185,14 +185,17 @@ async def test_a_process_frozen_past_its_lease_leaves_the_turn_to_the_one_that_t
         try:
             assert await deliver(session, first, update) == 200
             await model.wait_requests(1, timeout=WAIT_S)
-            first.process.send_signal(signal.SIGSTOP)
+            # a webhook's update goes to whichever process reads the queue first: freeze that one
+            await until(lambda: first.logged(HERE) + second.logged(HERE) > 0)
+            frozen = first if first.logged(HERE) else second
+            frozen.process.send_signal(signal.SIGSTOP)
             try:
                 await fake.wait_for(lambda: ANSWER in fake.messages.values(), WAIT_S)
                 await until(lambda: rows(tmp_path, "select status from turns") == [("completed",)])
             finally:
-                first.process.send_signal(signal.SIGCONT)
-            await until(lambda: first.logged("lease lost") > 0)
-            await until(lambda: first.logged("turn stopped in") + first.logged("left to") > 0)
+                frozen.process.send_signal(signal.SIGCONT)
+            await until(lambda: frozen.logged("lease lost") > 0)
+            await until(lambda: frozen.logged("turn stopped in") + frozen.logged("left to") > 0)
         except (AssertionError, TimeoutError):
             raise AssertionError(f"the logs (ours):\n{our_logs(first, second)}") from None
 
