@@ -304,7 +304,7 @@ def document(max_text_chars: int = 8000) -> dict[str, Any]:
                         "text": text,
                         "client_message_id": client_id,
                         "attachments": {
-                            "type": "array",
+                            "type": ["array", "null"],  # null: none, as the server reads it
                             "maxItems": MAX_ATTACHMENTS,
                             "items": _ref("Attachment"),
                         },
