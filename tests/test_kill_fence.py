@@ -9,6 +9,7 @@ import asyncio
 import json
 import signal
 from collections.abc import AsyncIterator
+from contextlib import AsyncExitStack
 from pathlib import Path
 
 import aiohttp
@@ -103,14 +104,16 @@ async def test_a_process_frozen_with_a_tool_call_open_adds_no_second_result(
     update = fake.message(CHAT, "How much is a dollar in yuan?")
     async with redis_prefix() as (_, prefix), Rates() as rates:
         config = _config(tmp_path, fake, model, prefix, rates.url)
-        async with (
-            one_gateway(config, kill_kit.env(URL)) as first,
-            one_gateway(config, kill_kit.env(URL)) as second,
-        ):
+        async with AsyncExitStack() as stack:
+            first = await stack.enter_async_context(one_gateway(config, kill_kit.env(URL)))
+            running = [first]
             try:
                 assert await deliver(session, first, update) == 200
                 async with asyncio.timeout(WAIT_S):
-                    await rates.first.wait()  # the call is open in the first process
+                    await rates.first.wait()  # the call is open in `first`, alone yet
+                # started now: a webhook's update goes to whichever process reads first
+                second = await stack.enter_async_context(one_gateway(config, kill_kit.env(URL)))
+                running.append(second)
                 first.process.send_signal(signal.SIGSTOP)
                 try:
                     await fake.wait_for(lambda: ANSWER in fake.messages.values(), WAIT_S)
@@ -120,7 +123,7 @@ async def test_a_process_frozen_with_a_tool_call_open_adds_no_second_result(
                     first.process.send_signal(signal.SIGCONT)
                 await until(lambda: first.logged("left to the process that took it over") > 0)
             except (AssertionError, TimeoutError):
-                raise AssertionError(f"the logs (ours):\n{our_logs(first, second)}") from None
+                raise AssertionError(f"the logs (ours):\n{our_logs(*running)}") from None
 
     results = rows(
         tmp_path, "select content from messages where tool_call_id = 'call_rate' order by id"

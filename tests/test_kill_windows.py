@@ -17,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import signal
 from collections.abc import AsyncIterator
+from contextlib import AsyncExitStack
 from pathlib import Path
 from typing import Any
 
@@ -95,12 +96,16 @@ async def test_a_turn_answered_right_before_its_process_died_is_not_answered_aga
     fake.on_answer = proxy.hold  # the answer is shown: from now on Redis hears nothing from it
     update = fake.message(CHAT, "What does an assessment cost?")
     try:
-        async with (
-            one_gateway(config, kill_kit.env(await proxy.start())) as first,
-            one_gateway(config, kill_kit.env(URL)) as second,
-        ):
+        async with AsyncExitStack() as stack:
+            gateway = one_gateway(config, kill_kit.env(await proxy.start()))
+            first = await stack.enter_async_context(gateway)
+            running = [first]
             try:
                 assert await deliver(session, first, update) == 200
+                await until(lambda: first.logged(HERE) > 0)  # the turn runs in `first`, alone yet
+                # started now: a webhook's update goes to whichever process reads first
+                second = await stack.enter_async_context(one_gateway(config, kill_kit.env(URL)))
+                running.append(second)
                 # the turn is recorded as answered, and the batch's release waits in the proxy
                 await until(lambda: rows(tmp_path, "select status from turns") == [("completed",)])
                 await until(lambda: proxy.held > 0)
@@ -116,7 +121,7 @@ async def test_a_turn_answered_right_before_its_process_died_is_not_answered_aga
                 assert second.logged("had ended") == 1
                 await until_idle(redis, prefix)  # whatever `second` does with the batch, done
             except (AssertionError, TimeoutError):
-                raise AssertionError(f"the logs (ours):\n{our_logs(first, second)}") from None
+                raise AssertionError(f"the logs (ours):\n{our_logs(*running)}") from None
     finally:
         await proxy.close()
 
