@@ -6,6 +6,7 @@ from __future__ import annotations
 import gc
 
 from agent.types import Message, ToolCall, Usage
+from bot.runtime.heap import OLDER_THRESHOLDS, YOUNG_THRESHOLD
 from bot.storage.history_cache import ENTRY_BYTES, MAX_CHUNKS, HistoryCache, IdRow
 from content.parts import BlobRef, ImagePart
 
@@ -119,3 +120,35 @@ def test_a_history_back_and_forth_many_times_reads_back_whole() -> None:
         cache.merge(f"other{n}", (), 0)  # s goes cold
     back = cache.merge("s", (), next_id - 1)
     assert back is not None and back.items == expected and len(expected) == 2 * (2 * MAX_CHUNKS + 3)
+
+
+def test_hot_histories_let_go_bring_the_young_collections_the_count_misses() -> None:
+    """New histories made hot while older ones are let go of leave CPython's young count (made
+    minus freed) where it was, so its own collections stop coming while the young generation
+    fills; the cache runs them. Without it this churn brings none at all."""
+    cache = HistoryCache(hot_messages=200)
+    generations: list[int] = []
+
+    def probe(phase: str, info: dict[str, int]) -> None:
+        if phase == "start":
+            generations.append(info["generation"])
+
+    young, middle, old = gc.get_threshold()
+    was_enabled = gc.isenabled()
+    gc.collect()
+    gc.set_threshold(YOUNG_THRESHOLD, *OLDER_THRESHOLDS)  # what `bot serve` sets
+    gc.callbacks.append(probe)
+    gc.enable()
+    try:
+        for n in range(400):  # 20,000 messages made hot, 19,800 let go of
+            messages = [Message("user" if i % 2 else "assistant", f"{n}.{i}") for i in range(50)]
+            cache.merge(f"s{n}", rows(1, "t", messages), 0)
+            del messages
+    finally:
+        gc.callbacks.remove(probe)
+        gc.set_threshold(young, middle, old)
+        if not was_enabled:
+            gc.disable()
+    # 39,600 objects let go of: one collection for each 2,000 (CPython itself may add a few)
+    assert 15 <= len(generations) <= 40, generations
+    assert 1 in generations  # the middle generation too, when due: it would fill as long
