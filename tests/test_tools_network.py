@@ -46,6 +46,27 @@ async def test_live_rate_converts_and_is_cached() -> None:
     assert fake.requests[0].headers["User-Agent"].startswith("chat-gateway-tools")
 
 
+async def test_a_deadline_longer_than_the_shared_sessions_bound_is_kept() -> None:
+    """`tools.http_timeout_s` past the app's shared session's own bound (60 s; 0.1 s here) is
+    the request's deadline: the session's bound cut it short before, and the message then named
+    the configured deadline as the one missed."""
+    body = json.dumps(RATES).encode()
+    async with FakeHttp() as fake:
+        fake.stream("/latest/USD", body, 1, "application/json")  # slower than 0.1 s in all
+        config = settings(exchange_rate={"url": fake.url + "/latest/{base}"}, http_timeout_s=60)
+        http = SharedSession(timeout_s=0.1)
+        await http.open()
+        try:
+            started = time.monotonic()
+            data = await call_json(
+                "get_exchange_rate", {"from": "USD", "to": "HKD"}, context(config=config, http=http)
+            )
+        finally:
+            await http.close()
+    assert time.monotonic() - started > 0.1  # the answer took longer than the session's bound
+    assert data["rate"] == 7.8 and data["is_estimate"] is False
+
+
 async def test_key_goes_into_the_url_and_never_into_the_answer() -> None:
     async with FakeHttp() as fake:
         fake.json(

@@ -41,11 +41,13 @@ async def fetch(
     """GET `url` within `tools.http_timeout_s`; any failure raises Unreachable naming the host."""
     deadline = ctx.deps.settings.http_timeout_s
     sent = {"User-Agent": USER_AGENT, **(headers or {})}
+    # the request's own: the shared session's bound (60 s) must not cut a longer deadline short
+    timeout = aiohttp.ClientTimeout(total=deadline)
     try:
         async with (
             asyncio.timeout(deadline),
             _session(ctx) as session,
-            session.get(url, params=params, headers=sent) as response,
+            session.get(url, params=params, headers=sent, timeout=timeout) as response,
         ):
             if response.status >= 400:
                 raise Unreachable(f"{_host(url)} answered HTTP {response.status}")
