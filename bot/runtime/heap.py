@@ -19,8 +19,8 @@ The middle generation is collected after every 2 young collections (CPython: 10)
 collection's pause is the objects it walks, and on a large heap each costs ~0.5 us (its
 references reach objects cold in the CPU's cache): with 10,000 conversations cached, the middle
 generation held up to 36,000 objects at 10 (25 ms while the conversations warmed), ~10,000 at 2
-(8 ms at most, bench/many_bench.py). What it walks is walked once either way (then frozen), so
-the collector's CPU a turn stayed the same (6 us).
+(the longest pause while they warmed 7-12 ms in three runs, bench/many_bench.py). What it walks
+is walked once either way (then frozen), so the collector's CPU a turn stayed the same (7-11 us).
 
 What outlives start-up is frozen too, after each collection of the middle or the oldest
 generation (`freeze_survivors`): what survived it is live (or held by old garbage), and a full
