@@ -27,6 +27,13 @@ def handoff_row(desk: Desk) -> tuple[str, str, str | None]:
     return handoff_id, status, thread
 
 
+def asked(desk: Desk) -> bool:
+    """The request is posted to the desk and its thread recorded: the row gets the thread once
+    Slack has answered the post, a moment after the fake shows it."""
+    threads = db_rows(desk.apps[-1], "select thread from handoffs")
+    return len(desk.parents()) == 1 and len(threads) == 1 and threads[0][0] is not None
+
+
 async def test_telegram_to_slack_and_back_with_the_marker(desk: Desk) -> None:
     provider = ScriptedProvider(
         [
@@ -45,7 +52,7 @@ async def test_telegram_to_slack_and_back_with_the_marker(desk: Desk) -> None:
     assert final_at < notice_at, desk.user_texts()
     assert sent
 
-    await until(lambda: len(desk.parents()) == 1)
+    await until(lambda: asked(desk))
     [parent] = desk.parents()
     handoff_id, status, thread = handoff_row(desk)
     assert status == "waiting" and thread == parent.ts
@@ -100,7 +107,7 @@ async def test_a_restart_mid_handoff_keeps_it(desk: Desk) -> None:
     app = await desk.start(provider)
     await desk.user_says("/human my card is blocked")
     await desk.user_sees("asked a person to take over")
-    await until(lambda: len(desk.parents()) == 1)
+    await until(lambda: asked(desk))
     handoff_id, _, thread = handoff_row(desk)
     assert thread is not None
     await desk.press("handoff.take", handoff_id, thread)
@@ -123,7 +130,7 @@ async def test_a_restart_mid_handoff_keeps_it(desk: Desk) -> None:
 async def test_two_operators_press_take_at_once_and_one_wins(desk: Desk) -> None:
     app = await desk.start(ScriptedProvider([Reply("unused")]))
     await desk.user_says("/human")
-    await until(lambda: len(desk.parents()) == 1)
+    await until(lambda: asked(desk))
     handoff_id, _, thread = handoff_row(desk)
     assert app.handoff is not None
     taking = [
