@@ -34,6 +34,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from bench.gc_walks import GcWalks  # noqa: E402
 from bench.stall_watch import StallWatch  # noqa: E402
 from bench.ws_load import loop_factory, pin_self  # noqa: E402
 from bot.runtime.heap import sweep_frozen  # noqa: E402
@@ -107,6 +108,8 @@ async def serve(data_dir: str, llm: dict[str, Any]) -> None:
     async with App(config, base_dir=Path(data_dir)) as app:
         settle_heap()
         gc.callbacks.append(probe)
+        if os.environ.get("BENCH_GC_WALKS"):  # what each collection walked (bench/gc_walks.py)
+            gc.callbacks.insert(0, GcWalks(Path(os.environ["BENCH_GC_WALKS"])))
         if os.environ.get("BENCH_STALLS"):  # where the loop was when it stalled (a file)
             watch = StallWatch(Path(os.environ["BENCH_STALLS"])).start()  # noqa: F841
         print(f"PORT {app.port}", flush=True)
