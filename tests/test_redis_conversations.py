@@ -294,3 +294,50 @@ async def test_enqueue_new_claims_the_event_as_it_queues(
             await q.wait_idle()
         task.cancel()
     assert turns == ["one", "two"]
+
+
+async def test_a_lease_taken_back_by_its_own_process_stops_only_the_old_turn(
+    processes: list[RedisConversations],
+) -> None:
+    """A process that stalls past its lease can reclaim its own conversation (XAUTOCLAIM names
+    no process) while the old turn still runs here. The heartbeat then finds the old lease lost:
+    it must stop the old turn, not the resumed one that now holds the conversation (CI: both
+    were left, and the turn was answered by nobody)."""
+    q = processes[0]
+    c = "fake:a"
+    signals: list[TurnSignal] = []
+    finished: list[bool] = []
+    first_running = asyncio.Event()
+
+    async def run(batch: list[InboundMessage], signal: TurnSignal) -> None:
+        signals.append(signal)
+        signal.work = asyncio.current_task()
+        if not signal.resumed:
+            first_running.set()
+            try:
+                await asyncio.Future()  # the model thinks until it is stopped
+            except asyncio.CancelledError:
+                asyncio.current_task().uncancel()  # type: ignore[union-attr]
+                return
+        await asyncio.sleep(3 * q.lease_ms / 1000)  # past the old lease's next heartbeat
+        finished.append(signal.resumed)
+
+    async with asyncio.TaskGroup() as group:
+        task = group.create_task(q.run(run))
+        await q.started.wait()
+        await q.enqueue(msg("a", "pay"))
+        async with asyncio.timeout(10):
+            await first_running.wait()
+        pending = await q.redis.xpending_range(q.ready, GROUP, "-", "+", 1)
+        await q.redis.delete(q.key(c, "lock"))  # the lease lapsed while the process stalled
+        # ... and this process's own XAUTOCLAIM found the entry idle: the reclaim it then serves
+        reclaim = group.create_task(q._serve(str(pending[0]["message_id"]), c, reclaimed=True))
+        async with asyncio.timeout(15):
+            await reclaim
+            await q.wait_idle()
+        task.cancel()
+    old, resumed = signals
+    assert (old.resumed, old.lost) == (False, True)
+    assert (resumed.resumed, resumed.lost, resumed.stopped) == (True, False, False)
+    assert finished == [True]
+    assert q.signals == {}

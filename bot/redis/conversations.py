@@ -22,6 +22,7 @@ import logging
 import os
 import socket
 import uuid
+from collections import Counter
 from collections.abc import Callable
 from typing import Any, Final
 
@@ -102,7 +103,8 @@ class RedisConversations:
         self._stopped = stopped
         self._task_stopped = task_stopped
         self.signals: dict[str, TurnSignal] = {}  # the turns running in this process
-        self._draining: set[str] = set()
+        # drains running here, by conversation: two, while one lost its lease to a newer one here
+        self._draining: Counter[str] = Counter()
         self.scripts = {
             name: LuaScript(redis, getattr(lua, name))
             for name in ("CLAIM", "NEXT", "STOP", "ABANDON")
@@ -306,11 +308,13 @@ class RedisConversations:
                 claimed = await self.scripts["CLAIM"](keys=self.claim_keys(c), args=args)
             token, *looked = claimed
             if int(token):
-                self._draining.add(c)
+                self._draining[c] += 1
                 try:
                     await drain(self, c, int(token), entry_id, looked)
                 finally:
-                    self._draining.discard(c)
+                    self._draining[c] -= 1
+                    if not self._draining[c]:
+                        del self._draining[c]
         except RedisError as exc:
             cancelled_meanwhile()
             log.warning("conversation %s: Redis failed (%s); it is retried", c, describe(exc))

@@ -32,10 +32,14 @@ SHUTDOWN_S: Final = 2.0
 
 @dataclass(eq=False, slots=True)
 class Lease:
-    """A conversation's lease this process holds: its stream entry, and whether it was lost."""
+    """A conversation's lease this process holds: its stream entry, whether it was lost, and the
+    turn running under it. The turn is the lease's own, not the conversation's: a process that
+    stalled past its lease can take the conversation back under a new one (its own XAUTOCLAIM)
+    while the old drain's turn still runs, and losing the old lease must stop only that turn."""
 
     entry_id: str
     lost: asyncio.Event = field(default_factory=asyncio.Event)
+    signal: TurnSignal | None = None
 
 
 class HeldQueue(Protocol):
@@ -72,7 +76,7 @@ async def drain(q: HeldQueue, c: str, token: int, entry_id: str, looked: list[An
     (the entry stays pending for a reclaim)."""
     q.leases[c, token] = lease = Lease(entry_id)
     try:
-        return await _turns(q, c, token, entry_id, looked, lease.lost)
+        return await _turns(q, c, token, entry_id, looked, lease)
     except asyncio.CancelledError:
         await _abandon(q, c, token, entry_id)
         raise
@@ -85,7 +89,7 @@ async def drain(q: HeldQueue, c: str, token: int, entry_id: str, looked: list[An
 
 
 async def _turns(
-    q: HeldQueue, c: str, token: int, entry_id: str, looked: list[Any], lost: asyncio.Event
+    q: HeldQueue, c: str, token: int, entry_id: str, looked: list[Any], lease: Lease
 ) -> bool:
     """One NEXT per turn: it forgets the batch just answered and takes the next (see
     conversations_lua.NEXT); a queue of several messages needs a TAKE for the batch picked here.
@@ -95,7 +99,7 @@ async def _turns(
         if q.coalesce_ms:
             await asyncio.sleep(q.coalesce_ms / 1000)  # let a burst arrive
         looked = await q.nexts.send(c, keys, args)
-    while not lost.is_set():
+    while not lease.lost.is_set():
         kind = int(looked[0])
         if kind == 0:
             return False  # the lease was lost
@@ -121,23 +125,32 @@ async def _turns(
             resumed = False
         log.debug("conversation %s: a turn of %d message(s) runs here", c, len(batch))
         with primed(keys[7], state):
-            await _run(q, c, batch, resumed)
+            await _run(q, c, batch, resumed, lease)
         looked = await _finish(q, keys, [*args[:7], text])
     return False
 
 
-async def _run(q: HeldQueue, c: str, batch: list, resumed: bool) -> None:  # type: ignore[type-arg]
+async def _run(
+    q: HeldQueue,
+    c: str,
+    batch: list[InboundMessage],
+    resumed: bool,
+    lease: Lease,
+) -> None:
     run_turn = q.run_turn
     if run_turn is None:
         return
-    q.signals[c] = signal = TurnSignal(resumed=resumed)
+    # /stop reaches the newest turn of `c` here (`stop_here`); a lost lease, its own (heartbeats)
+    q.signals[c] = lease.signal = signal = TurnSignal(resumed=resumed)
     try:
         await run_turn(batch, signal)
     except Exception:
         # one conversation's failure (say, its channel cannot deliver) never stops others
         log.exception("turn in %s failed to deliver", c)
     finally:
-        q.signals.pop(c, None)
+        lease.signal = None
+        if q.signals.get(c) is signal:  # not a newer drain's, under a lease taken back since
+            del q.signals[c]
 
 
 async def _finish(q: HeldQueue, keys: list[str], args: list[str | int]) -> list[Any]:
@@ -188,8 +201,8 @@ async def heartbeats(q: HeldQueue) -> None:
                 q.stop_here(c)
             if state == 0:
                 log.warning("conversation %s: lease lost to another process; stopping here", c)
-                if (running := q.signals.get(c)) is not None:
-                    running.lose()  # the turn is the new holder's: nothing more of it from here
+                if lease.signal is not None:
+                    lease.signal.lose()  # the turn is the new holder's: nothing more of it here
                 lease.lost.set()
         if failed is not None:
             cancelled_meanwhile()
