@@ -249,7 +249,7 @@ async def test_two_processes_two_questions_in_one_turn_answered_on_the_other_pro
     (folder / "default.md").write_text(PERSONA)
     shared = ScriptedProvider([Reply(calls=[PAY]), Reply(calls=[other]), Reply("Both made.")])
     sections: dict[str, Any] = {
-        "redis": {"url": URL, "prefix": prefix, "lease_s": 2},
+        "redis": {"url": URL, "prefix": prefix, "lease_s": 4},
         "personas": {"dirs": [str(folder)]},
         "tools": {
             "payment": {

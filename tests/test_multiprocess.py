@@ -234,7 +234,7 @@ async def test_redis_restarted_mid_run_loses_and_doubles_nothing(
     try:
         await _until_up(port)
         config = write_config(
-            tmp_path, redis={"url": "${REDIS_URL}", "lease_s": 2}, log={"level": "DEBUG"}
+            tmp_path, redis={"url": "${REDIS_URL}", "lease_s": 4}, log={"level": "DEBUG"}
         )
         env = {"REDIS_URL": f"redis://127.0.0.1:{port}/0"}
         async with gateways(2, config, env) as (first, second):

@@ -39,7 +39,7 @@ async def test_a_model_switch_on_one_process_is_seen_by_another(
                        "base_url": mini.url, "api_key": mini.api_key, "display": "GPT mini"}  # fmt: skip
         config = write_config(
             tmp_path,
-            redis={"url": URL, "prefix": prefix, "lease_s": 2},
+            redis={"url": URL, "prefix": prefix, "lease_s": 4},
             llm=llm_config("openai", default, choices=[mini_choice], max_retries=0),
             log={"level": "DEBUG"},
         )

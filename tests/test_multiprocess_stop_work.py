@@ -57,7 +57,7 @@ async def test_a_stop_on_a_ends_the_model_call_tools_and_specialists_b_runs(
     async with StopModel("work") as model, AsyncExitStack() as stack:
         config = sections(tmp_path, model, log)
         config["mcp"]["servers"]["demo"]["required"] = True
-        path = write_config(tmp_path, redis={"url": URL, "prefix": prefix, "lease_s": 2}, **config)
+        path = write_config(tmp_path, redis={"url": URL, "prefix": prefix, "lease_s": 4}, **config)
         try:
             b = await stack.enter_async_context(one_gateway(path, {}))
             running.append(b)

@@ -44,7 +44,7 @@ async def test_a_code_from_one_process_is_approved_on_another(
     prefix: str, tmp_path: Path, apps: list[App], session: aiohttp.ClientSession
 ) -> None:
     sections = {
-        "redis": {"url": URL, "prefix": prefix, "lease_s": 2},
+        "redis": {"url": URL, "prefix": prefix, "lease_s": 4},
         "channels": {"websocket": {"dm_policy": "pairing"}},
         "admin": {"token": ADMIN_TOKEN},
     }
@@ -99,7 +99,7 @@ async def test_a_gate_the_store_refuses_answers_honestly_and_keeps_the_message_t
     """The claim is Redis's, the pairing the database's: a full disk at the gate is "try again"
     with the claim released, so the same message sent again is taken and draws its code."""
     sections = {
-        "redis": {"url": URL, "prefix": prefix, "lease_s": 2},
+        "redis": {"url": URL, "prefix": prefix, "lease_s": 4},
         "channels": {"websocket": {"dm_policy": "pairing"}},
     }
     apps.append(App(make_config(tmp_path, **sections), base_dir=tmp_path))

@@ -24,7 +24,7 @@ SECRET = "s3cret-webhook"
 async def test_two_processes_serve_one_conversation(
     prefix: str, running: Running, session: aiohttp.ClientSession
 ) -> None:
-    redis = {"url": URL, "prefix": prefix, "lease_s": 2}
+    redis = {"url": URL, "prefix": prefix, "lease_s": 4}
     first = await running(ScriptedProvider([Reply("from whichever ran it")]), redis=redis)
     second = await running(ScriptedProvider([Reply("from whichever ran it")]), redis=redis)
     on_first, on_second = await connect(session, first), await connect(session, second)
@@ -87,7 +87,7 @@ async def test_redis_down_nothing_is_taken_and_each_channel_says_later(
 async def test_quotas_count_in_redis_for_every_process(
     prefix: str, running: Running, session: aiohttp.ClientSession
 ) -> None:
-    redis = {"url": URL, "prefix": prefix, "lease_s": 2}
+    redis = {"url": URL, "prefix": prefix, "lease_s": 4}
     quotas = {"per_user": {"turns_per_day": 1}}
     first = await running(ScriptedProvider([Reply("the one answer")]), redis=redis, quotas=quotas)
     second = await running(ScriptedProvider([Reply("never")]), redis=redis, quotas=quotas)
