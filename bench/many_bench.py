@@ -75,7 +75,7 @@ class Run:
     gc: dict[str, float] = field(default_factory=dict)
     gc_warm: dict[str, float] = field(default_factory=dict)
     gc_sockets: dict[str, float] = field(default_factory=dict)
-    sweep: tuple[float, float] = (0.0, 0.0)  # the hourly sweep at the end: objects freed, ms
+    sweep: tuple[float, float] = (0.0, 0.0)  # the sweep at the end: objects freed, ms
 
 
 def start(data_dir: str, llm: str, cores: Cores) -> Server:
@@ -95,7 +95,7 @@ def gc_figures(gateway: Server) -> dict[str, float]:
 
 
 def sweep(gateway: Server) -> tuple[float, float]:
-    """The child's hourly sweep of its frozen heap, run now: (objects freed, pause in ms)."""
+    """The child's sweep of its frozen heap, run now: (objects freed, pause in ms)."""
     assert gateway.process.stdin is not None and gateway.process.stdout is not None
     gateway.process.stdin.write("sweep\n")
     gateway.process.stdin.flush()
@@ -328,9 +328,7 @@ def report(base: Run, full: Run, args: argparse.Namespace) -> None:
         r.gc["garbage"] = r.gc["collected"] / max(1, LOAD * args.load_turns)
     row("cyclic garbage freed per turn (objects)", "{r.gc[garbage]:.1f}")
     freed, ms = full.sweep
-    print(
-        f"  the hourly sweep at the end (the whole heap walked once): {ms:.1f} ms, freed {freed:.0f}"
-    )
+    print(f"  the sweep at the end (the whole heap walked once): {ms:.1f} ms, freed {freed:.0f}")
 
 
 def main() -> None:

@@ -9,7 +9,7 @@ collection inside it. It answers one line at a time on its stdin:
 - `gc`: `GC <collections> <full> <longest pause ms> <its CPU ms> <longest full ms>
   <CPU of all pauses ms> <tracked objects> <objects freed>`, the figures since the last `gc`, then clears them;
 - `types`: `TYPES <tracked objects> <type> <count>, ...`, the 15 types it tracks most of;
-- `sweep`: `SWEEP <objects freed> <pause ms>`: `bot serve`'s hourly sweep of the frozen heap, now;
+- `sweep`: `SWEEP <objects freed> <pause ms>`: `bot serve`'s sweep of the frozen heap, now;
 - `garbage`: `GARBAGE <objects> <type> <count>, ...`: what a full collection frees now (kept
   with `gc.DEBUG_SAVEALL` to be counted, then let go of).
 
@@ -122,7 +122,7 @@ def _answer(probe: Probe) -> None:
             print(probe.report(), flush=True)
         elif line.strip() == "types":  # what the collector tracks, by type
             print(_census("TYPES", gc.get_objects()), flush=True)
-        elif line.strip() == "sweep":  # bot serve's hourly sweep (bot/runtime/heap.py), now
+        elif line.strip() == "sweep":  # bot serve's sweep (bot/runtime/heap.py), now
             freed, paused = sweep_frozen()
             print(f"SWEEP {freed} {paused * 1e3:.1f}", flush=True)
         elif line.strip() == "garbage":  # a full collection, keeping what it would free

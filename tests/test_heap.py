@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from bot.runtime.heap import sweep_due
 from tests.processes import ROOT, logging_serve
 
 pytestmark = pytest.mark.process
@@ -86,3 +87,43 @@ def test_start_up_garbage_is_freed_later_garbage_collected_survivors_frozen_and_
     )
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == "ok"
+
+
+SWEEPS = """
+import asyncio, logging, sys
+from bot.runtime import heap
+
+logging.basicConfig(level=logging.INFO, stream=sys.stdout, format="%(message)s")
+
+async def main():
+    sweeper = asyncio.create_task(heap.sweep_periodically(check_s=0.02))
+    await asyncio.sleep(0.3)  # memory as it was: nothing to sweep for
+    print("grown")
+    ballast = bytearray(heap.resident_bytes())  # written through: resident at once
+    await asyncio.sleep(0.3)
+    sweeper.cancel()
+    print("end", len(ballast) > 0)
+
+asyncio.run(main())
+"""
+
+
+def test_the_frozen_heap_is_swept_once_memory_has_grown_by_a_quarter_not_every_hour() -> None:
+    result = subprocess.run(
+        [sys.executable, "-c", SWEEPS], cwd=ROOT, capture_output=True, text=True, timeout=60
+    )
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.splitlines()
+    assert lines[0] == "grown", "swept while memory held steady"
+    swept = [line for line in lines if line.startswith("heap swept")]
+    assert len(swept) == 1, lines  # once: grown since, not again as long as it holds
+    assert re.match(r"heap swept \(memory grew [12]\.\d\dx since the last sweep\)", swept[0])
+    assert lines[-1] == "end True"
+
+
+def test_a_sweep_is_due_on_growth_by_a_quarter_or_after_a_day() -> None:
+    mib = 1 << 20
+    assert sweep_due(124 * mib, 100 * mib, 3600) is None
+    assert sweep_due(125 * mib, 100 * mib, 60) == "memory grew 1.25x since the last sweep"
+    assert sweep_due(90 * mib, 100 * mib, 86_400) == "24 h since the last sweep"
+    assert sweep_due(10 * mib, 0, 86_399) is None  # memory unknown: daily only

@@ -38,11 +38,14 @@ connections since bot/runtime/listener.py breaks their cycles (29 objects each b
 
 The price: a frozen object that later becomes cyclic garbage is not freed by collections, and
 neither is what only old garbage held when it was frozen. So that such garbage cannot grow for
-the life of the process, `sweep_frozen` unfreezes everything and collects once an hour
-(`bot serve`, SWEEP_EVERY_S): one full pause an hour (all the heap is walked: ~0.33 s with
-10,000 conversations and 5,000 sockets) instead of one every few thousand turns, and the log
-says what it freed. Only a serving process calls `settle_heap` (`bot serve`, the benchmark's
-gateway); a process that starts and stops many apps (the tests) must not.
+the life of the process, `sweep_frozen` unfreezes everything and collects (`bot serve`): a full
+pause (all the heap is walked: ~0.3 s with 10,000 conversations and 5,000 sockets), and the log
+says what it freed. It was hourly; it now runs when it can matter (`sweep_due`, looked at
+hourly): once the process's resident memory has grown by a quarter since the last sweep, and
+at least once a day. Stranded garbage is memory: it cannot grow unseen past that quarter for
+more than a day, and a gateway whose heap holds steady (the load leaves no cyclic garbage,
+above) pauses once a day instead of 24 times. Only a serving process calls `settle_heap` (`bot
+serve`, the benchmark's gateway); a process that starts and stops many apps (the tests) must not.
 """
 
 from __future__ import annotations
@@ -50,6 +53,7 @@ from __future__ import annotations
 import asyncio
 import gc
 import logging
+import os
 import time
 from typing import Final
 
@@ -57,7 +61,9 @@ log = logging.getLogger(__name__)
 
 YOUNG_THRESHOLD: Final = 2_000  # allocations between young collections (CPython: 700)
 OLDER_THRESHOLDS: Final = (2, 10)  # CPython: (10, 10)
-SWEEP_EVERY_S: Final = 3600.0
+SWEEP_CHECK_S: Final = 3600.0  # how often `sweep_due` is asked
+SWEEP_GROWTH: Final = 1.25  # resident memory, as a multiple of what it was after the last sweep
+SWEEP_AT_LEAST_S: Final = 86_400.0
 
 
 def settle_heap() -> int:
@@ -96,10 +102,41 @@ def sweep_frozen() -> tuple[int, float]:
     return freed, time.perf_counter() - started
 
 
-async def sweep_periodically(every_s: float = SWEEP_EVERY_S) -> None:
-    """`sweep_frozen` every `every_s` seconds, logged, until cancelled."""
+def sweep_due(resident: int, after_last: int, since_last_s: float) -> str | None:
+    """Why the frozen heap should be swept now (`resident`: bytes of memory now, `after_last`:
+    right after the last sweep or the start, 0 where unknown), or None."""
+    if after_last and resident >= after_last * SWEEP_GROWTH:
+        return f"memory grew {resident / after_last:.2f}x since the last sweep"
+    if since_last_s >= SWEEP_AT_LEAST_S:
+        return f"{since_last_s / 3600:.0f} h since the last sweep"
+    return None
+
+
+def resident_bytes() -> int:
+    """This process's resident memory (Linux: /proc/self/statm); 0 where it cannot be read."""
+    try:
+        with open("/proc/self/statm", "rb") as statm:
+            return int(statm.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+    except (OSError, ValueError, IndexError, AttributeError):
+        return 0  # then a sweep comes once a day only
+
+
+async def sweep_periodically(check_s: float = SWEEP_CHECK_S) -> None:
+    """`sweep_frozen` whenever `sweep_due` says so (asked every `check_s` seconds), logged,
+    until cancelled."""
+    after_last, last = resident_bytes(), time.monotonic()
     while True:
-        await asyncio.sleep(every_s)
+        await asyncio.sleep(check_s)
+        why = sweep_due(resident_bytes(), after_last, time.monotonic() - last)
+        if why is None:
+            continue
         freed, paused = sweep_frozen()
+        after_last, last = resident_bytes(), time.monotonic()
         level = logging.WARNING if freed > 10_000 else logging.INFO
-        log.log(level, "heap swept: %d frozen objects were garbage, %.0f ms", freed, paused * 1e3)
+        log.log(
+            level,
+            "heap swept (%s): %d frozen objects were garbage, %.0f ms",
+            why,
+            freed,
+            paused * 1e3,
+        )
