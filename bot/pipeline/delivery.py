@@ -124,7 +124,7 @@ class Delivery:
         self._interim = text
         if not self.limits.can_edit:
             return None
-        if self._reserved is not None and isinstance(self.channel, NamesItsMessages):
+        if self._reserved is not None and _names_its_messages(self.channel):
             handle = self._reserved
             await self.channel.post(handle, OutboundContent(text))
         else:
