@@ -113,7 +113,8 @@ async def serve(data_dir: str, llm: dict[str, Any]) -> None:
         if os.environ.get("BENCH_STALLS"):  # where the loop was when it stalled (a file)
             watch = StallWatch(Path(os.environ["BENCH_STALLS"])).start()  # noqa: F841
         print(f"PORT {app.port}", flush=True)
-        await app.wait()
+        with app.ops.collections_watched():  # as `bot serve` does
+            await app.wait()
 
 
 def _answer(probe: Probe) -> None:

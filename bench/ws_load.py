@@ -112,9 +112,10 @@ async def serve_gateway(data_dir: str, llm: dict[str, Any] | None, answer: list[
         provider = scripted
     threading.Thread(target=_answer_cpu_probes, daemon=True).start()
     async with App(config, base_dir=Path(data_dir), provider=provider) as app:
-        settle_heap()  # as `bot serve` does
+        settle_heap()  # as `bot serve` does, and each collection's pause in /metrics
         print(f"PORT {app.port}", flush=True)
-        await app.wait()
+        with app.ops.collections_watched():
+            await app.wait()
 
 
 def _answer_cpu_probes() -> None:

@@ -5,15 +5,21 @@ Both run in child processes: a frozen object is never freed, which the test proc
 
 from __future__ import annotations
 
+import asyncio
+import gc
 import re
 import subprocess
 import sys
+import uuid
 from pathlib import Path
+from typing import cast
 
+import aiohttp
 import pytest
 
+from bot.ops.gc_pauses import watched
 from bot.runtime.heap import sweep_due
-from tests.processes import ROOT, logging_serve
+from tests.processes import ROOT, Gateway, logging_serve, open_tab, serving, write_config
 
 pytestmark = pytest.mark.process
 
@@ -127,3 +133,40 @@ def test_a_sweep_is_due_on_growth_by_a_quarter_or_after_a_day() -> None:
     assert sweep_due(125 * mib, 100 * mib, 60) == "memory grew 1.25x since the last sweep"
     assert sweep_due(90 * mib, 100 * mib, 86_400) == "24 h since the last sweep"
     assert sweep_due(10 * mib, 0, 86_399) is None  # memory unknown: daily only
+
+
+def test_a_watched_collection_reports_its_generation_and_pause_until_the_watch_ends() -> None:
+    seen: list[tuple[int, float]] = []
+    with watched(lambda generation, seconds: seen.append((generation, seconds))):
+        gc.collect(0)
+        gc.collect(2)
+    gc.collect(1)  # no longer watched
+    assert [generation for generation, _ in seen] == [0, 2]
+    assert all(0 <= seconds < 60 for _, seconds in seen)
+
+
+async def test_bot_serve_shows_each_collections_pause_in_its_metrics(tmp_path: Path) -> None:
+    """Young collections come once 2,000 more objects live than before, after the heap has
+    settled: web sockets held open (~74 objects each; over aiohttp's 100 a session) bring one
+    about."""
+    young = re.compile(r'^gateway_gc_pause_seconds_count\{generation="0"\} (\S+)$', re.M)
+    sockets = {"max_connections_per_address": 10_000, "rate_limit_per_minute": 10_000}
+    config = write_config(tmp_path, channels={"websocket": sockets})
+    async with (
+        serving("--config", str(config), cwd=tmp_path) as port,
+        aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0)) as session,
+    ):
+        gateway = Gateway(cast(asyncio.subprocess.Process, None), port)
+        tabs: list[aiohttp.ClientWebSocketResponse] = []
+        counted = 0.0
+        async with asyncio.timeout(45):
+            while not counted and len(tabs) < 1000:  # one has come with 100-200
+                for _ in range(10):
+                    tabs.append(await open_tab(session, gateway, f"v-{uuid.uuid4().hex[:8]}"))
+                async with session.get(f"{gateway.url}/metrics") as response:
+                    assert response.status == 200
+                    found = young.search(await response.text())
+                counted = float(found.group(1)) if found else 0.0
+        assert counted >= 1, f"no young collection in /metrics with {len(tabs)} sockets open"
+        for tab in tabs:
+            await tab.close()

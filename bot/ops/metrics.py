@@ -32,6 +32,7 @@ from prometheus_client.registry import Collector
 
 from adapters.platform_calls import Outcome
 from agent.providers.metered import ModelCall
+from bot.ops import gc_pauses
 from bot.speech.base import SpeechOutcome
 from tools.registry import ToolOutcome
 
@@ -174,6 +175,13 @@ class Metrics:
             registry=r,
         )
 
+        self.gc_pauses = Histogram(
+            "gateway_gc_pause_seconds",
+            "Cyclic garbage collections: each one's pause (bot serve)",
+            ["generation"],
+            buckets=gc_pauses.BUCKETS,
+            registry=r,
+        )
         self.transcriptions = Counter(
             "gateway_transcriptions", "Voice notes sent to speech to text", ["outcome"], registry=r
         )
@@ -210,6 +218,9 @@ class Metrics:
         self._at(self.turn_seconds, channel, outcome).observe(seconds)
 
     # -- SpeechObserver --------------------------------------------------------------------------
+    def collection_paused(self, generation: int, seconds: float) -> None:
+        self._at(self.gc_pauses, str(generation)).observe(seconds)
+
     def transcription(self, outcome: SpeechOutcome, seconds: float) -> None:
         self._at(self.transcriptions, outcome).inc()
         if outcome in ("ok", "silent", "failed"):  # the service was asked

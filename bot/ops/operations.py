@@ -12,6 +12,7 @@ import logging
 import os
 import uuid
 from collections.abc import Iterator, Mapping
+from contextlib import AbstractContextManager, nullcontext
 
 from aiohttp import web
 
@@ -21,6 +22,7 @@ from agent.providers.base import Provider
 from agent.providers.metered import ModelCall, ModelObserver
 from agent.providers.metering import meter
 from agent.workers import Workers
+from bot.ops.gc_pauses import watched
 from bot.ops.health import ChannelStates
 from bot.ops.metrics import CONTENT_TYPE, NO_METRICS, GatewayMetrics, Metrics
 from bot.ops.readiness import Check, Down, ModelWatch, Readiness
@@ -50,6 +52,11 @@ class Operations:
     @property
     def gateway_metrics(self) -> GatewayMetrics:
         return self.metrics or NO_METRICS
+
+    def collections_watched(self) -> AbstractContextManager[None]:
+        """Each cyclic collection's pause in /metrics while inside: for a serving process only
+        (`bot serve`; bot/ops/gc_pauses.py says why)."""
+        return nullcontext() if self.metrics is None else watched(self.metrics.collection_paused)
 
     @property
     def speech(self) -> SpeechObserver:

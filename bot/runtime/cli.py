@@ -229,7 +229,8 @@ async def _serve_app(config: Config, base_dir: Path) -> int:
             settle_heap()
             sweeper = asyncio.create_task(sweep_periodically(), name="heap-sweep")
             try:
-                await app.wait()
+                with app.ops.collections_watched():  # each collection's pause in /metrics
+                    await app.wait()
             finally:
                 sweeper.cancel()
     except asyncio.CancelledError:
