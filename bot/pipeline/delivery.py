@@ -185,7 +185,7 @@ class Delivery:
         self, event: AgentStarted | AgentFinished | ToolStarted | ToolFinished
     ) -> None:
         """Channels that show turn status themselves (the web socket) get it as a frame."""
-        if isinstance(self.channel, EventSink):
+        if _sinks_events(self.channel):
             placeholder = self.handles[0].message_id if self.handles else None
             await emit_status(self.channel, self.chat, event, placeholder)
 
@@ -375,13 +375,22 @@ class Delivery:
         self._edits.append(0)
 
 
-_NAMING: dict[type, bool] = {}  # per channel class: whether it is `NamesItsMessages`
+# per (channel class, protocol): whether the class is one; a protocol's isinstance looks up
+# each of its members (~5 us), and these are asked every turn or every tool call
+_KINDS: dict[tuple[type, type], bool] = {}
+
+
+def _is(channel: Channel, protocol: type) -> bool:
+    key = (type(channel), protocol)
+    found = _KINDS.get(key)
+    if found is None:
+        found = _KINDS[key] = isinstance(channel, protocol)
+    return found
 
 
 def _names_its_messages(channel: Channel) -> TypeGuard[NamesItsMessages]:
-    """`isinstance(channel, NamesItsMessages)`, asked once per channel class: a protocol's
-    isinstance looks up each of its members (~5 us, every turn)."""
-    names = _NAMING.get(type(channel))
-    if names is None:
-        names = _NAMING[type(channel)] = isinstance(channel, NamesItsMessages)
-    return names
+    return _is(channel, NamesItsMessages)
+
+
+def _sinks_events(channel: Channel) -> TypeGuard[EventSink]:
+    return _is(channel, EventSink)
