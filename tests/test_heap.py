@@ -10,6 +10,7 @@ import gc
 import re
 import subprocess
 import sys
+import threading
 import uuid
 from pathlib import Path
 from typing import cast
@@ -18,6 +19,7 @@ import aiohttp
 import pytest
 
 from bot.ops.gc_pauses import watched
+from bot.ops.metrics import Metrics
 from bot.runtime.heap import sweep_due
 from tests.processes import ROOT, Gateway, logging_serve, open_tab, serving, write_config
 
@@ -170,3 +172,21 @@ async def test_bot_serve_shows_each_collections_pause_in_its_metrics(tmp_path: P
         assert counted >= 1, f"no young collection in /metrics with {len(tabs)} sockets open"
         for tab in tabs:
             await tab.close()
+
+
+def test_a_collections_pause_is_counted_without_the_lock_a_scrape_holds() -> None:
+    """A scrape holds the histogram's lock while it allocates, and an allocation can set off a
+    collection, whose hook then reports its pause on that same thread: were the hook to take
+    that lock (prometheus-client's `labels()` does, a non-reentrant one), the process would
+    hang. Here the lock is held as a scrape holds it, and the report comes from a thread."""
+    metrics = Metrics()
+    reported = threading.Event()
+
+    def report() -> None:
+        metrics.collection_paused(0, 0.002)
+        reported.set()
+
+    with metrics.gc_pauses._lock:  # as `collect()` holds it while it copies the children
+        threading.Thread(target=report, daemon=True).start()
+        assert reported.wait(10), "the pause waited for the scrape's lock"
+    assert b'gateway_gc_pause_seconds_count{generation="0"} 1.0' in metrics.render()

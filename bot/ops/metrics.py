@@ -174,7 +174,6 @@ class Metrics:
             ch,
             registry=r,
         )
-
         self.gc_pauses = Histogram(
             "gateway_gc_pause_seconds",
             "Cyclic garbage collections: each one's pause (bot serve)",
@@ -182,6 +181,10 @@ class Metrics:
             buckets=gc_pauses.BUCKETS,
             registry=r,
         )
+        # Made now, never from the collector's hook: `labels()` takes the metric's lock, which a
+        # scrape on the same thread may hold when its allocations set off a collection.
+        self._generations = [self.gc_pauses.labels(str(g)) for g in range(3)]
+
         self.transcriptions = Counter(
             "gateway_transcriptions", "Voice notes sent to speech to text", ["outcome"], registry=r
         )
@@ -217,10 +220,12 @@ class Metrics:
         self._at(self.turns, channel, outcome).inc()
         self._at(self.turn_seconds, channel, outcome).observe(seconds)
 
-    # -- SpeechObserver --------------------------------------------------------------------------
     def collection_paused(self, generation: int, seconds: float) -> None:
-        self._at(self.gc_pauses, str(generation)).observe(seconds)
+        """A collection's pause (bot/ops/gc_pauses.py). Called inside the collector: it takes
+        only the child's value locks, which hold no allocation."""
+        self._generations[generation].observe(seconds)
 
+    # -- SpeechObserver --------------------------------------------------------------------------
     def transcription(self, outcome: SpeechOutcome, seconds: float) -> None:
         self._at(self.transcriptions, outcome).inc()
         if outcome in ("ok", "silent", "failed"):  # the service was asked
