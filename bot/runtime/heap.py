@@ -46,6 +46,8 @@ at least once a day. Stranded garbage is memory: it cannot grow unseen past that
 more than a day, and a gateway whose heap holds steady (the load leaves no cyclic garbage,
 above) pauses once a day instead of 24 times. Only a serving process calls `settle_heap` (`bot
 serve`, the benchmark's gateway); a process that starts and stops many apps (the tests) must not.
+In production, `bot serve`'s /metrics shows each pause (`gateway_gc_pause_seconds`, by
+generation: bot/ops/gc_pauses.py).
 """
 
 from __future__ import annotations
