@@ -301,8 +301,8 @@ async def test_a_lease_taken_back_by_its_own_process_stops_only_the_old_turn(
 ) -> None:
     """A process that stalls past its lease can reclaim its own conversation (XAUTOCLAIM names
     no process) while the old turn still runs here. The heartbeat then finds the old lease lost:
-    it must stop the old turn, not the resumed one that now holds the conversation (CI: both
-    were left, and the turn was answered by nobody)."""
+    it must stop the old turn, not the resumed one that now holds the conversation (in CI it
+    stopped the resumed one, and the old one, its lease gone, could answer nobody)."""
     q = processes[0]
     c = "fake:a"
     signals: list[TurnSignal] = []
