@@ -336,6 +336,34 @@ async def test_checkpoints_run_on_their_own_thread_and_the_wal_is_tidied(tmp_pat
         await store.load_history("s")
 
 
+async def test_the_wal_starts_over_under_writes_that_never_pause(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A PASSIVE checkpoint copies only what was written before it began, and a WAL starts
+    over only when a write finds all of it copied: with writes all through each checkpoint it
+    never did, and grew by every page written. A checkpoint that leaves more than
+    RESTART_AT_FRAMES behind is followed by a RESTART, during which calls wait off the loop."""
+    from bot.storage import connection
+
+    monkeypatch.setattr(connection, "RESTART_AT_FRAMES", 64)
+    writes = 12 * connection.CHECKPOINT_EVERY
+    async with SqliteStore(tmp_path / "bot.db") as store:
+        session_id = await store.active_session(**KEY)
+        page = store._conn.execute("PRAGMA page_size").fetchone()[0]
+        text = "x" * page  # a message of a page or more: at least one new page each write
+        for n in range(writes):
+            await store.append_messages(session_id, f"t{n}", [Message("user", text)])
+        assert store._checkpoint is not None
+        await asyncio.wrap_future(store._checkpoint)
+        assert store.restarts >= 1
+        wal = (tmp_path / "bot.db-wal").stat().st_size
+        # each write adds two pages or more (its row's and its text's): all of them without a
+        # restart; with one, what came since the last (a checkpoint comes every 500 writes)
+        assert wal < writes * page
+        history = await store.load_history(session_id)
+        assert len(history) == writes
+
+
 async def test_a_very_long_history_is_trimmed_to_the_newest_messages(tmp_path: Path) -> None:
     from bot.storage.history_cache import HISTORY_KEEP, HISTORY_TRIM_AT
 
