@@ -7,8 +7,14 @@ import gc
 
 from agent.types import Message, ToolCall, Usage
 from bot.runtime.heap import OLDER_THRESHOLDS, YOUNG_THRESHOLD
-from bot.storage.history_cache import ENTRY_BYTES, MAX_CHUNKS, HistoryCache, IdRow
-from content.parts import BlobRef, ImagePart
+from bot.storage.history_cache import (
+    ENTRY_BYTES,
+    MAX_APPENDED_CHUNKS,
+    MAX_CHUNKS,
+    HistoryCache,
+    IdRow,
+)
+from content.parts import BlobRef, ImagePart, parts_to_json
 
 CALL = ToolCall("c1", "web_search", '{"q":  "Zürich"}')
 IMAGE = ImagePart(BlobRef("b1", "image/png", 12, "a.png"))
@@ -152,3 +158,34 @@ def test_hot_histories_let_go_bring_the_young_collections_the_count_misses() -> 
     # 39,600 objects let go of: one collection for each 2,000 (CPython itself may add a few)
     assert 15 <= len(generations) <= 40, generations
     assert 1 in generations  # the middle generation too, when due: it would fill as long
+
+
+def test_an_append_to_a_cold_history_does_not_read_it_back() -> None:
+    """A turn's writes join a history that went cold as more bytes; it reads back whole."""
+    cache = HistoryCache(hot_messages=2)
+    cache.merge("s", rows(1, "t1", MESSAGES), 0)
+    cache.merge("other", rows(100, "t", [Message("user", "x")]), 0)  # s goes cold
+    expected = [("t1", stored(m)) for m in MESSAGES]
+    next_id = 5
+    for n in range(MAX_APPENDED_CHUNKS + 3):  # past the chunk bound: read back, and cold again
+        added = [Message("user", f"q{n}"), Message("assistant", f"a{n}")]
+        cache.extend("s", rows(next_id, f"t{n}", added), next_id - 1)
+        expected += [(f"t{n}", m) for m in added]
+        next_id += 2
+        assert cache.last_id("s") == next_id - 1
+        assert "s" not in cache._hot or n == MAX_APPENDED_CHUNKS - 1  # read back at the bound
+        cache.merge("other", (), 100)  # the other session is the one in use
+    assert cache.size == sum(len(m.content) + ENTRY_BYTES for _, m in expected) + sum(
+        len(c.id) + len(c.name) + len(c.arguments) + ENTRY_BYTES for c in [CALL]
+    ) + len("x") + ENTRY_BYTES + len(parts_to_json(MESSAGES[0].parts) or "")
+    back = cache.merge("s", (), next_id - 1)
+    assert back is not None and back.items == expected
+
+
+def test_an_append_to_a_hot_history_joins_its_objects() -> None:
+    cache = HistoryCache()
+    cache.merge("s", rows(1, "t1", MESSAGES[:1]), 0)
+    cache.extend("s", rows(2, "t1", MESSAGES[1:]), 1)
+    history = cache.merge("s", (), 4)
+    assert history is not None and [m for _, m in history.items] == MESSAGES
+    assert history.items[3][1] is MESSAGES[3]

@@ -33,7 +33,7 @@ import io
 import json
 import marshal
 from collections import OrderedDict
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from typing import Any, cast
 
 from agent.types import Message, Role, ToolCall
@@ -47,7 +47,7 @@ HISTORY_KEEP = 5000
 HISTORY_TRIM_AT = 6000
 # ~2.5 tracked objects each: ~20,000 objects, a few ms of a full collection, enough to hold the
 # histories of a few dozen conversations talking at once
-HOT_MESSAGES = 8000
+HOT_MESSAGES = 32000
 MAX_BYTES = 256 * 1024 * 1024  # 10,000 conversations of 50 turns take ~80 MB
 ENTRY_BYTES = 48  # what a message costs encoded beyond its text (its fields, the marshal codes)
 ITEM_OBJECTS = 2  # tracked objects a hot message holds: its `Message`, its (turn id, message) tuple
@@ -125,6 +125,9 @@ class History:
 # cold hit does not encode the whole history again); past MAX_CHUNKS, all of it as one.
 Cold = tuple[int, int, int, bytes]
 MAX_CHUNKS = 8
+# A cold history that messages are appended to (`extend`) takes each append as one more chunk,
+# up to this many before it is encoded as one again: an append never reads the history back.
+MAX_APPENDED_CHUNKS = 32
 
 
 def _rows(items: list[HistoryItem]) -> bytes:
@@ -215,6 +218,30 @@ class HistoryCache:
         if self._hot_count > self.hot_messages or self._bytes > self.max_bytes:
             self._bound()
         return history
+
+    def extend(self, session_id: str, rows: Sequence[IdRow], since: int) -> None:
+        """Rows a session's own writes just added (and those others added since `since`), as
+        `merge` takes them, without making its history hot: a cold history takes them as one
+        more chunk of its bytes, not read back (a turn's appends come while other turns use
+        the hot histories, and reading a long history back costs ~5 us a message)."""
+        cold = self._cold.get(session_id)
+        if cold is None:
+            self.merge(session_id, rows, since)
+            return
+        last_id, size, chunks, packed = cold
+        new = [(row_id, item) for row_id, item in rows if row_id > last_id]
+        if not new:
+            return
+        if chunks >= MAX_APPENDED_CHUNKS:
+            self.merge(session_id, rows, since)  # read back, and encoded as one when it goes
+            return
+        added = sum(_size(m) for _, (_, m) in new)
+        packed += _rows([item for _, item in new])
+        self._cold[session_id] = (new[-1][0], size + added, chunks + 1, packed)
+        self._cold.move_to_end(session_id)
+        self._bytes += added
+        if self._bytes > self.max_bytes:
+            self._bound()
 
     def _let_go(self, history: History) -> None:
         """A hot history's objects are freed, which CPython's young count takes for fewer young

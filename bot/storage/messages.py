@@ -157,7 +157,7 @@ class MessageLog(StoreCalls):
             since = self._histories.last_id(session_id)
             rows = await self._tx(_append, session_id, turn_id, messages, since, usage, turn)
             if since is not None:
-                self._histories.merge(session_id, rows, since)
+                self._histories.extend(session_id, rows, since)
             return
         lock = self._append_locks.setdefault(session_id, asyncio.Lock())
         self._appenders[session_id] += 1
@@ -166,7 +166,7 @@ class MessageLog(StoreCalls):
                 since = self._histories.last_id(session_id)
                 rows = await self._tx(_append, session_id, turn_id, messages, since, usage, turn)
                 if since is not None:  # cached when read: joins it (unless let go of since)
-                    self._histories.merge(session_id, rows, since)
+                    self._histories.extend(session_id, rows, since)
         finally:
             self._appenders[session_id] -= 1
             if not self._appenders[session_id]:
