@@ -105,7 +105,7 @@ class Deadline:
         if self._handle is None or self._handle.when() != when:
             self.close()
             self._handle = self._loop.call_at(when, self._fire)
-        task = asyncio.current_task()
+        task = asyncio.current_task(self._loop)  # its loop given: no getpid() (3.11's lookup)
         if task is None:
             raise RuntimeError("Deadline.wait must be awaited in a task")
         cancelling = task.cancelling()

@@ -45,8 +45,10 @@ IdRow = tuple[int, HistoryItem]  # message id, (turn id, message)
 # budget), trimmed in steps so the history window recounts rarely.
 HISTORY_KEEP = 5000
 HISTORY_TRIM_AT = 6000
-# ~2.5 tracked objects each: ~20,000 objects, a few ms of a full collection, enough to hold the
-# histories of a few dozen conversations talking at once
+# ~2 tracked objects each, frozen once they survive a collection of the middle generation
+# (bot/runtime/heap.py), so the collector walks each about twice. Enough to hold 50
+# conversations of 300 turns talking at once; 8,000 held 80 turns each, and past that every
+# turn read its history back (bench/sustained_bench.py: 1.4 ms of CPU a turn became 5.9 ms).
 HOT_MESSAGES = 32000
 MAX_BYTES = 256 * 1024 * 1024  # 10,000 conversations of 50 turns take ~80 MB
 ENTRY_BYTES = 48  # what a message costs encoded beyond its text (its fields, the marshal codes)
