@@ -364,6 +364,43 @@ async def test_the_wal_starts_over_under_writes_that_never_pause(
         assert len(history) == writes
 
 
+async def test_a_reader_holding_on_defers_the_restart_and_no_write_fails(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Another process's long read keeps the frames it may need: the RESTART waits for it only
+    RESTART_WAIT_S (holding the write lock meanwhile, so the writes wait off the loop), gives
+    up, and starts the WAL over at a later checkpoint, once the reader is gone."""
+    from bot.storage import connection
+
+    monkeypatch.setattr(connection, "RESTART_AT_FRAMES", 64)
+    async with SqliteStore(tmp_path / "bot.db") as store:
+        store.busy_wait_s = 2.0  # a RESTART waiting out the reader (5 s, say) would fail writes
+        session_id = await store.active_session(**KEY)
+        reader = sqlite3.connect(tmp_path / "bot.db")
+        reader.execute("BEGIN")
+        assert reader.execute("SELECT count(*) FROM messages").fetchone() == (0,)
+        written = 0
+        for _ in range(2):
+            for _ in range(connection.CHECKPOINT_EVERY):
+                await store.append_messages(session_id, "t", [Message("user", str(written))])
+                written += 1
+            assert store._checkpoint is not None
+            while not store._checkpoint.done():  # writes all through the checkpoint
+                await store.append_messages(session_id, "t", [Message("user", str(written))])
+                written += 1
+            assert store._checkpoint.result() is None and store.restarts == 0
+        reader.rollback()
+        reader.close()
+        for _ in range(connection.CHECKPOINT_EVERY):
+            await store.append_messages(session_id, "t", [Message("user", str(written))])
+            written += 1
+        assert store._checkpoint is not None
+        await asyncio.wrap_future(store._checkpoint)
+        assert store.restarts == 1
+        history = await store.load_history(session_id)
+        assert [m.content for _, m in history] == [str(n) for n in range(written)]
+
+
 async def test_a_very_long_history_is_trimmed_to_the_newest_messages(tmp_path: Path) -> None:
     from bot.storage.history_cache import HISTORY_KEEP, HISTORY_TRIM_AT
 

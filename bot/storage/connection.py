@@ -52,6 +52,9 @@ CHECKPOINT_EVERY = 500  # writes between checkpoints (~1000 WAL pages is SQLite'
 # restarted WAL larger than WAL_KEEP_BYTES is cut back to that size by the next commit.
 RESTART_AT_FRAMES = 8192  # ~32 MB of 4 KiB pages
 WAL_KEEP_BYTES = 64 * 1024 * 1024
+# How long a RESTART waits for a writer or a reader (another process's long read, say) before it
+# gives up for this round: it holds the write lock meanwhile, and every write waits with it.
+RESTART_WAIT_S = 0.1
 OPEN_BUSY_MS = 2000  # at start nothing else is served yet: waiting on the loop is fine
 OPEN_DEADLINE_S = 30.0  # for another process creating or migrating the schema meanwhile
 
@@ -243,7 +246,8 @@ class StoreConnection(StoreCalls):
         WAL over (~2-3 ms); meanwhile this process's calls go to the lock waiter's thread, so the
         loop does not sleep in SQLite's busy handler (`_tx`)."""
         if self._checkpoint_conn is None:
-            self._checkpoint_conn = sqlite3.connect(str(self.path))
+            # its busy timeout is only the RESTART's: a PASSIVE checkpoint never waits
+            self._checkpoint_conn = sqlite3.connect(str(self.path), timeout=RESTART_WAIT_S)
         try:
             _, frames, _ = self._checkpoint_conn.execute(
                 "PRAGMA wal_checkpoint(PASSIVE)"
@@ -252,8 +256,9 @@ class StoreConnection(StoreCalls):
             if frames > RESTART_AT_FRAMES:
                 self._restarting = True
                 try:
-                    self._checkpoint_conn.execute("PRAGMA wal_checkpoint(RESTART)")
-                    self.restarts += 1
+                    row = self._checkpoint_conn.execute("PRAGMA wal_checkpoint(RESTART)")
+                    if row.fetchone()[0] == 0:  # 1: a reader or writer held on past the wait
+                        self.restarts += 1
                 finally:
                     self._restarting = False
         except sqlite3.Error as exc:
