@@ -241,10 +241,11 @@ class StoreConnection(StoreCalls):
         of it copied. Under a steady load the loop writes during every checkpoint, so that never
         happened: the WAL grew by every page every turn wrote (~100 KB a turn, 1 GB in 10,000
         turns flat out, its index slower to search with each frame). So when a checkpoint leaves
-        more than RESTART_AT_FRAMES behind it, a RESTART follows: it copies what the PASSIVE one
-        missed (a few hundred frames) and holds the write lock until the next write starts the
-        WAL over (~2-3 ms); meanwhile this process's calls go to the lock waiter's thread, so the
-        loop does not sleep in SQLite's busy handler (`_tx`)."""
+        more than RESTART_AT_FRAMES behind it, a RESTART follows: it holds the write lock while
+        it copies what the PASSIVE one missed (a few hundred frames) and waits for readers to
+        leave the WAL (~2-3 ms in all), and the next write starts the WAL over. Meanwhile this
+        process's calls go to the lock waiter's thread, so the loop does not sleep in SQLite's
+        busy handler (`_tx`)."""
         if self._checkpoint_conn is None:
             # its busy timeout is only the RESTART's: a PASSIVE checkpoint never waits
             self._checkpoint_conn = sqlite3.connect(str(self.path), timeout=RESTART_WAIT_S)
