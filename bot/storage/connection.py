@@ -169,9 +169,7 @@ class StoreConnection(StoreCalls):
             except sqlite3.Error as exc:
                 if not is_busy(exc):
                     self._raise(exc, op)
-                result = await self._wait_for_lock(driver(op), (self._on_conn, args, kwargs))
-                self._ran(op)
-                return result
+                return await self._off_loop(op, args, kwargs)
             if self._trouble.failing:
                 self._trouble.succeeded(op, self._last_rowid())
             self._writes += 1
@@ -179,13 +177,17 @@ class StoreConnection(StoreCalls):
                 self._request_checkpoint()
             return result
         if self._open and self._restarting:  # a write would wait for the restart: off the loop
-            result = await self._wait_for_lock(driver(op), (self._on_conn, args, kwargs))
-            self._ran(op)
-            return result
+            return await self._off_loop(op, args, kwargs)
         if self._open and self._waiter.idle:  # the calls that waited are done: prune, go on
             return await self._tx(op, *args, **kwargs)
         self._check_open()
         return await self._run(driver(op), self._on_conn, args, kwargs)
+
+    async def _off_loop(self, op: Op[P, T], args: tuple[Any, ...], kwargs: dict[str, Any]) -> T:
+        """`op` on the lock waiter's thread, behind any call waiting there (see bot.storage.faults)."""
+        result = await self._wait_for_lock(driver(op), (self._on_conn, args, kwargs))
+        self._ran(op)
+        return result
 
     def _check_open(self) -> None:
         if not self._open:
