@@ -2,6 +2,7 @@
 is built, says so in the log, and the request goes through the SDK's public API, whole and with the
 SDK's own errors (agent/providers/door.py)."""
 
+import json
 import logging
 from collections.abc import AsyncIterator
 from typing import Any
@@ -9,6 +10,8 @@ from typing import Any
 import anthropic
 import openai
 import pytest
+from aiohttp import ClientSession, web
+from aiohttp.test_utils import TestServer
 
 from agent.providers import anthropic_sdk, build_provider, openai_sdk
 from agent.providers.door import INTERNALS_VARIABLE, PublicPost, internals_allowed
@@ -99,3 +102,43 @@ async def test_bot_sdk_internals_off_forces_the_public_api(value: str, public: b
     provider: Any = build_provider(llm, env={INTERNALS_VARIABLE: value})
     assert isinstance(provider.chain[0].inner._door, PublicPost if public else PreparedPost)
     await provider.aclose()
+
+
+async def test_the_fast_path_follows_a_redirect_as_the_sdk_does(fake: FakeLLM) -> None:
+    """The fast path sends on the client's transport, past the client: a redirect (a proxy in
+    front of a model server that moved it) still goes through the client, which follows it as
+    `post()` does, with the key (same origin) and the body."""
+    fake.add(Reply(text=["moved ", "on"]))
+
+    async def moved(request: web.Request) -> web.Response:
+        return web.Response(status=307, headers={"Location": "/new" + request.path})
+
+    async def forward(request: web.Request) -> web.StreamResponse:
+        async with (
+            ClientSession() as session,
+            session.post(
+                fake.url.removesuffix(fake.api_prefix) + request.path.removeprefix("/new"),
+                data=await request.read(),
+                headers={k: v for k, v in request.headers.items() if k.lower() != "host"},
+            ) as answer,
+        ):
+            return web.Response(status=answer.status, body=await answer.read(),
+                                content_type=answer.content_type)  # fmt: skip
+
+    app = web.Application()
+    app.router.add_post("/new/{tail:.*}", forward)
+    app.router.add_post("/{tail:.*}", moved)
+    async with TestServer(app, host="127.0.0.1") as proxy:
+        sdk = anthropic if isinstance(fake, FakeAnthropic) else openai
+        http = sdk.DefaultAioHttpClient()
+        cls: Any = sdk.AsyncAnthropic if sdk is anthropic else sdk.AsyncOpenAI
+        base_url = str(proxy.make_url("")).rstrip("/") + fake.api_prefix
+        client = cls(api_key=fake.api_key, base_url=base_url, http_client=http, max_retries=0)
+        door = (anthropic_sdk if sdk is anthropic else openai_sdk).door(
+            client, http, internals=True
+        )
+        assert isinstance(door, PreparedPost)
+        assert await _text(door, fake) == "moved on"
+        await client.close()
+    [received] = fake.requests
+    assert received.body == json.loads(_body(fake))
