@@ -68,6 +68,7 @@ def _prepared(client: anthropic.AsyncAnthropic, http: httpx2.AsyncClient) -> Pre
     return PreparedPost(
         template,
         http,
+        http._transport_for_url(template.url),  # the client's choice for the URL (proxies)
         status_error=status_error,
         errors=(anthropic.APITimeoutError, anthropic.APIConnectionError),
         stream=partial(_Stream, client=client),

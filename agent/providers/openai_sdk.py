@@ -70,6 +70,7 @@ def _prepared(client: openai.AsyncOpenAI, http: httpx2.AsyncClient) -> PreparedP
     return PreparedPost(
         template,
         http,
+        http._transport_for_url(template.url),  # the client's choice for the URL (proxies)
         status_error=status_error,
         errors=(openai.APITimeoutError, openai.APIConnectionError),
         stream=partial(_Stream, client=client),

@@ -29,9 +29,9 @@ POST of the same body, read to the end, is 0.65 M.
   retries, knowing about fallbacks and about text already shown) and the anthropic SDK's
   per-call tracing span and middleware (neither is configured here).
 
-These are SDK internals, named only in each SDK's door (door.py), and one of httpx's
-(`_transport_for_url`, used when the door builds this: a release without it fails that check
-too): without them the provider
+These are SDK internals, named only in each SDK's door (door.py), as is httpx's one (the
+client's `_transport_for_url`: a release without it fails the door's check too): without them
+the provider
 uses the public `post` above, with the SDK's own SSE decoder, at 3.75 M (anthropic) and 4.21 M
 (openai) instead of 1.94 M and 1.89 M (`provider_bench.py --instructions --deltas 5 --public`;
 2.25 M and 2.18 M before the request copy and the transport above).
@@ -56,13 +56,15 @@ S = TypeVar("S")
 class PreparedPost(Generic[S]):
     """`client.post(path, content=body, stream=True)` without redoing per call what never
     changes. The SDK's door (anthropic_sdk.py, openai_sdk.py) hands it what the SDK's internals
-    make: the request built once (`template`), the SDK's error for an error response
-    (`status_error`) and the SDK's stream over a response (`stream`)."""
+    make: the request built once (`template`), the transport the client sends it on
+    (`transport`), the SDK's error for an error response (`status_error`) and the SDK's stream
+    over a response (`stream`)."""
 
     def __init__(
         self,
         template: httpx2.Request,
         http: httpx2.AsyncClient,
+        transport: httpx2.AsyncBaseTransport,
         *,
         status_error: Callable[[httpx2.Response], Exception],
         errors: tuple[Callable[..., Exception], Callable[..., Exception]],
@@ -72,7 +74,7 @@ class PreparedPost(Generic[S]):
         headers.pop(_LENGTH, None)
         self._encoding = headers.encoding
         self._http = http
-        self._transport = http._transport_for_url(template.url)
+        self._transport = transport
         self._url = template.url
         self._headers = headers
         self._extensions = template.extensions

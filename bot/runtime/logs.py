@@ -154,7 +154,7 @@ def _skip_unused_fields() -> None:
     """Neither format shows where a line was logged from, nor the thread or process: the
     logging HOWTO's "Optimization" switches, so a record is made without them (finding the
     caller walks the stack): ~15 % of what a line costs, ~10 us on the development machine."""
-    logging._srcfile = None  # type: ignore[attr-defined]
+    logging._srcfile = None
     logging.logThreads = False
     logging.logProcesses = False
     logging.logMultiprocessing = False
