@@ -30,11 +30,10 @@ POST of the same body, read to the end, is 0.65 M.
   per-call tracing span and middleware (neither is configured here).
 
 These are SDK internals, named only in each SDK's door (door.py), as is httpx's one (the
-client's `_transport_for_url`: a release without it fails the door's check too): without them
-the provider
-uses the public `post` above, with the SDK's own SSE decoder, at 3.75 M (anthropic) and 4.21 M
-(openai) instead of 1.94 M and 1.89 M (`provider_bench.py --instructions --deltas 5 --public`;
-2.25 M and 2.18 M before the request copy and the transport above).
+client's `_transport_for_url`: a release without it fails the door's check too). Without them
+the provider uses the public `post` above, with the SDK's own SSE decoder, at 3.75 M (anthropic)
+and 4.21 M (openai) instead of 1.95 M and 1.90 M (`provider_bench.py --instructions --deltas 5
+--public`; 2.25 M and 2.18 M before the request copy and the transport above).
 
 Sending through httpx's own transport (a plain `httpx2.AsyncClient`) instead costs ~1.3 M more a
 call.
