@@ -25,6 +25,18 @@ from tests.conftest import ROOT, connect, db_rows, make_config, settled
 TOKEN = "110201543:AAHdqTcvCH1vGWJxfSeofSAs0K5PALDsaw"  # the shape of a Telegram bot token
 
 
+@pytest.fixture(autouse=True)
+def _record_fields() -> Iterator[None]:
+    """`setup_logging` switches off, process-wide, the record fields no format of ours shows
+    (bot/runtime/logs.py): put back, so the other tests' failure reports still show where a
+    line came from."""
+    switches = ("_srcfile", "logThreads", "logProcesses", "logMultiprocessing")
+    before = {name: getattr(logging, name) for name in switches}
+    yield
+    for name, value in before.items():
+        setattr(logging, name, value)
+
+
 @pytest.fixture
 def json_log() -> Iterator[io.StringIO]:
     """The log as `bot serve` sets it up with `log.format: json`, into a buffer."""
@@ -295,3 +307,22 @@ def test_httpx_request_lines_are_debug_lines(level: str, library: str) -> None:
     shown = [(line["level"], line["message"][:13]) for line in lines(buffer)]
     request = [("DEBUG", "HTTP Request:")] if level == "DEBUG" else []
     assert shown == [*request, ("WARNING", "a warning sta")]
+
+
+def test_a_line_is_made_without_walking_the_stack(json_log: io.StringIO) -> None:
+    """No format shows where a line came from, so the record is made without finding out."""
+    kept: list[logging.LogRecord] = []
+
+    class Keep(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            kept.append(record)
+
+    keep = Keep()
+    logging.getLogger().addHandler(keep)
+    try:
+        logging.getLogger("bot.test").info("made cheaply")
+    finally:
+        logging.getLogger().removeHandler(keep)
+    [record] = kept
+    assert (record.lineno, record.threadName, record.process) == (0, None, None)
+    assert lines(json_log)[-1]["message"] == "made cheaply"
