@@ -12,7 +12,7 @@ from agent.history import HistoryWindow
 from agent.loop import LoopResult, LoopSettings, run_loop, tool_message
 from agent.personas import Persona, PersonaLibrary
 from agent.providers.base import Provider
-from agent.replay import ReplayPoint, open_calls
+from agent.replay import ReplayPoint, history_before, open_calls
 from agent.store import Store, UsageLog
 from agent.types import Message, ToolCall
 from content.parts import Part
@@ -141,7 +141,7 @@ class Coordinator:
         model = turn.persona.model if turn.provider is None else None
         rows = await self.store.load_history(turn.session_id)
         if replay is not None:
-            rows = [row for row in rows if row[0] != turn.turn_id]
+            rows = history_before(rows, turn.turn_id, replay.messages)
         history = self._window.fit(turn.session_id, rows, self.settings.context_budget_tokens)
         usage_log = UsageLog(provider, model)
         interim: list[str] = []

@@ -154,3 +154,24 @@ def _made(audit: Sequence[Mapping[str, Any]]) -> tuple[Part, ...]:
 
 def _parts(items: Any) -> tuple[Part, ...]:
     return tuple(part_from_json(item) for item in items) if isinstance(items, list) else ()
+
+
+def history_before(
+    rows: list[tuple[str, Message]], turn_id: str, own: Sequence[Message]
+) -> list[tuple[str, Message]]:
+    """The session's rows (turn id, message) without the turn's own, which `own` (the replay's
+    messages, its user message first) goes on from; `rows` may be cut in place.
+
+    A turn's rows are usually the newest, the very objects it recorded (the store's history
+    cache hands them back): when the last `len(own)` rows are the turn's and are `own` itself,
+    from its first row on, they are all of the turn's rows, cut off the end. Searching every row
+    instead cost each turn ~40 ns a message (75 us at 2,000). Otherwise (rows read back from
+    the database, a result found only in the audit log, another writer's row after the turn's
+    user message) every row is looked at."""
+    n = len(own)
+    if 0 < n <= len(rows):
+        tail = rows[len(rows) - n :]
+        if all(row[0] == turn_id and row[1] is m for row, m in zip(tail, own, strict=True)):
+            del rows[len(rows) - n :]
+            return rows
+    return [row for row in rows if row[0] != turn_id]

@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 
 from agent.loop import NO_ANSWER
-from agent.replay import Unresumable, replay_point
+from agent.replay import Unresumable, history_before, replay_point
 from agent.types import Message, ToolCall
 from tools.base import ToolContext
 from tools.registry import ToolRegistry, tool
@@ -91,3 +91,50 @@ def test_a_second_result_for_a_call_is_not_replayed() -> None:
         ("a", "found")
     ]
     assert point.resumed is not None and [c.id for c in point.resumed.pending] == ["b"]
+
+
+def _rows(*rows: tuple[str, Message]) -> list[tuple[str, Message]]:
+    return list(rows)
+
+
+def test_a_new_turns_message_is_cut_off_the_history() -> None:
+    before = [("t1", Message("user", "hi")), ("t1", Message("assistant", "hello"))]
+    user = Message("user", "and now?")
+    assert history_before([*before, ("t2", user)], "t2", (user,)) == before
+
+
+def test_a_row_written_after_the_turns_message_is_kept_and_the_turns_found() -> None:
+    """An operator's message recorded between the turn's user message and the read: the turn's
+    row is not the last, so every row is looked at."""
+    user, operator = Message("user", "help"), Message("assistant", "a person here")
+    rows = _rows(("t1", Message("user", "hi")), ("t2", user), ("op", operator))
+    assert history_before(rows, "t2", (user,)) == [rows[0], ("op", operator)]
+
+
+def test_the_turns_rows_read_back_as_new_objects_are_found_by_their_turn() -> None:
+    user = Message("user", "again")
+    read_back = Message("user", "again")  # equal, not the same object: from the database
+    rows = _rows(("t1", Message("user", "hi")), ("t2", read_back))
+    assert history_before(rows, "t2", (user,)) == [rows[0]]
+
+
+def test_a_resumed_turn_with_a_second_result_drops_every_row_of_the_turn() -> None:
+    """`one_result_per_call` left a duplicate result out of the replay: the tail is not the
+    replay's messages, and the duplicate must not stay in the history either."""
+    call = ToolCall("c1", "lookup", "{}")
+    user, step = Message("user", "look it up"), Message("assistant", "", (call,))
+    result = Message("tool", "found", tool_call_id="c1", name="lookup")
+    again = Message("tool", "found", tool_call_id="c1", name="lookup")
+    answer = Message("assistant", "it is there")
+    earlier = ("t1", Message("user", "hi"))
+    rows = _rows(earlier, *(("t2", m) for m in (user, step, result, again, answer)))
+    assert history_before(rows, "t2", (user, step, result, answer)) == [earlier]
+
+
+def test_a_result_found_only_in_the_audit_log_is_not_in_the_rows() -> None:
+    call = ToolCall("c1", "lookup", "{}")
+    user, step = Message("user", "look it up"), Message("assistant", "", (call,))
+    recovered = Message("tool", "found", tool_call_id="c1", name="lookup")
+    earlier = ("t1", Message("user", "hi"))
+    rows = _rows(earlier, ("t2", user), ("t2", step))
+    assert history_before(rows, "t2", (user, step, recovered)) == [earlier]
