@@ -160,7 +160,8 @@ def history_before(
     rows: list[tuple[str, Message]], turn_id: str, own: Sequence[Message]
 ) -> list[tuple[str, Message]]:
     """The session's rows (turn id, message) without the turn's own, which `own` (the replay's
-    messages, its user message first) goes on from; `rows` may be cut in place.
+    messages, its user message first) goes on from; `rows` (the caller's: `Store.load_history`
+    makes a new list each time) may be cut in place.
 
     A turn's rows are usually the newest, the very objects it recorded (the store's history
     cache hands them back): when the last `len(own)` rows are the turn's and are `own` itself,
@@ -172,6 +173,6 @@ def history_before(
     if 0 < n <= len(rows):
         tail = rows[len(rows) - n :]
         if all(row[0] == turn_id and row[1] is m for row, m in zip(tail, own, strict=True)):
-            del rows[len(rows) - n :]
+            del rows[len(rows) - n :]  # in place: a copy was ~7 instructions a row
             return rows
     return [row for row in rows if row[0] != turn_id]

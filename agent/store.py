@@ -36,7 +36,7 @@ class Store(Protocol):
 
     async def load_history(self, session_id: str) -> list[tuple[str, Message]]:
         """The session's messages in order (at least the newest few thousand), each with the id
-        of the turn that wrote it."""
+        of the turn that wrote it: a new list each call, the caller's to change."""
         ...
 
     async def append_messages(
