@@ -64,6 +64,17 @@ async def test_claims_are_once_until_released(store: AnyStore) -> None:
     assert not await store.claim_event("short", 60)
 
 
+async def test_whether_an_event_is_claimed_is_read_without_claiming_it(store: AnyStore) -> None:
+    assert not await store.event_claimed("e1")
+    assert not await store.event_claimed("e1")  # asking claims nothing
+    assert await store.claim_event("e1", 60)
+    assert await store.event_claimed("e1")
+    await store.release_event("e1")
+    assert not await store.event_claimed("e1")
+    assert await store.claim_event("gone", 0)  # expired as soon as it is made
+    assert not await store.event_claimed("gone")
+
+
 async def test_the_active_session_is_kept_until_new(store: AnyStore) -> None:
     first = await store.active_session(**SESSION)
     assert await store.active_session(**SESSION) == first

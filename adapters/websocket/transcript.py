@@ -7,8 +7,11 @@ tab shows it, the replay buffer keeps it in order, and the sender learns it was 
 of an id already published is not published again (the gateway answers it once, and the
 transcript must not show it twice); the sending socket alone gets `message.user` with that id,
 `"duplicate": true` and no `seq` or text, so it can mark the message sent. `/new` publishes `conversation.cleared`, which empties the
-replay buffer (adapters/hub/) and every open tab. With durable `claims` (the app's store) a resend is
-recognised after a restart too.
+replay buffer (adapters/hub/) and every open tab. A resend is recognised after a restart (or in
+another process) too: where the gateway's own claims are the store's (one process), by asking
+whether the gateway claimed the message (`gateway_claimed`: a read, where a claim of its own was
+a second write a turn); else by a durable claim of its own (`claims`, the app's store, as
+`echo:<event id>`: the gateway's claims are then Redis's).
 
 The replay buffer is memory: a restart, an evicted idle conversation or one longer than the
 buffer would show a cut transcript while the bot remembers it all. So when the buffer cannot
@@ -23,7 +26,7 @@ from __future__ import annotations
 import json
 import logging
 from collections import OrderedDict
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, Final
 
 from adapters.base import ChatRef, InboundMessage, TryLater
@@ -50,12 +53,14 @@ class UserEcho:
         hub: EventHub,
         *,
         claims: Claims | None = None,
+        gateway_claimed: Callable[[str], Awaitable[bool]] | None = None,
         max_ids: int = MAX_REMEMBERED_IDS,
         render: Render | None = None,
     ) -> None:
         self._hub = hub
         self._render = render
         self._claims = claims
+        self._gateway_claimed = gateway_claimed  # asked instead of claiming (module doc)
         self._max_ids = max_ids
         # (conversation, client_message_id) of published messages; the keys only, so that
         # 20,000 of them stay a few MiB however long their texts were
@@ -68,13 +73,15 @@ class UserEcho:
         identity = message.chat.chat_id
         cmid = frame.client_message_id
         if cmid is not None:
-            if (identity, cmid) in self._published or not await self._claim(message):
-                again = {"type": "message.user", "message_id": cmid, "duplicate": True}
-                conn.push(json.dumps(again))  # this socket only, no seq: "yes, that one arrived"
-                return
+            # known before the await: a second copy sent meanwhile (another tab) is a duplicate
+            first = (identity, cmid) not in self._published
             self._published[(identity, cmid)] = None
             while len(self._published) > self._max_ids:
                 self._published.popitem(last=False)
+            if not first or not await self._claim(message):
+                again = {"type": "message.user", "message_id": cmid, "duplicate": True}
+                conn.push(json.dumps(again))  # this socket only, no seq: "yes, that one arrived"
+                return
         try:
             if message.command == "new":
                 await self._hub.publish(
@@ -119,8 +126,8 @@ class UserEcho:
             log.warning("websocket %s: refusal not published: %s", message.chat.chat_id, exc)
 
     async def _unclaim(self, message: InboundMessage) -> None:
-        if self._claims is None:
-            return
+        if self._gateway_claimed is not None or self._claims is None:
+            return  # the gateway lets go of its own claim, or there is none
         try:
             await self._claims.release("echo:" + message.event_id)
         except Exception as exc:  # its resend then shows as a duplicate, and is still answered
@@ -128,9 +135,11 @@ class UserEcho:
 
     async def _claim(self, message: InboundMessage) -> bool:
         """False when another process (or this one before a restart) published this id."""
-        if self._claims is None:
-            return True
         try:
+            if self._gateway_claimed is not None:
+                return not await self._gateway_claimed(message.event_id)
+            if self._claims is None:
+                return True
             return await self._claims.claim("echo:" + message.event_id)
         except Exception as exc:  # the storage failed: publishing twice beats losing it
             log.warning("websocket %s: resend check failed: %s", message.chat.chat_id, exc)

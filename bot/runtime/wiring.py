@@ -105,6 +105,8 @@ def channel_services(
         # what a reload shows after a restart, and resends known after one
         history=StoreHistory(store, persona_name),
         claims=StoreDedup(store, ttl_s=config.gateway.dedup_ttl_s),
+        # embedded, the gateway claims in the store (conversation_seams below)
+        gateway_claimed=None if redis else store.event_claimed,
         answered=_answered(store),
         event_hub=redis.hub if redis else None,
         rate_budget=redis.budget if redis else None,

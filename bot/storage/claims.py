@@ -23,6 +23,9 @@ _CLAIM = Query(
     )
 )
 _RELEASE = Query(sa.delete(C).where(C.c.event_id == sa.bindparam("event_id")))
+_LIVE = Query(
+    sa.select(C.c.event_id).where(C.c.event_id == sa.bindparam("event_id"), C.c.expires_at > _NOW)
+)
 _PRUNE = Query(sa.delete(C).where(C.c.expires_at <= _NOW))
 PRUNE_EVERY = 1000  # claims between deletions of expired ones
 
@@ -44,11 +47,19 @@ class EventClaims(StoreCalls):
     async def release_event(self, event_id: str) -> None:
         await self._tx(_release, event_id)
 
+    async def event_claimed(self, event_id: str) -> bool:
+        """Whether `event_id` is claimed now (one read: nothing is written)."""
+        return await self._tx(_claimed, event_id)
+
 
 async def _claim(tx: Tx, /, event_id: str, ttl_s: float, prune: bool) -> bool:
     if prune:
         await tx.execute(_PRUNE)
     return await tx.execute(_CLAIM, event_id=event_id, ttl_s=ttl_s) == 1
+
+
+async def _claimed(tx: Tx, /, event_id: str) -> bool:
+    return await tx.fetchone(_LIVE, event_id=event_id) is not None
 
 
 async def _release(tx: Tx, /, event_id: str) -> None:

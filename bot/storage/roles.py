@@ -48,6 +48,10 @@ class ClaimRecords(Protocol):
 
     async def release_event(self, event_id: str) -> None: ...
 
+    async def event_claimed(self, event_id: str) -> bool:
+        """Whether `event_id` is claimed now, without claiming it."""
+        ...
+
 
 class TurnRecords(Protocol):
     """A conversation's active session and its turns: the gateway's and the resumer's log."""
