@@ -6,7 +6,6 @@ socket client; what a page sees is compared with what was said, ids included.
 
 from __future__ import annotations
 
-import sqlite3
 from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 from typing import Any
@@ -17,7 +16,7 @@ import pytest
 from agent.providers.base import Provider
 from agent.providers.scripted import Reply, ScriptedProvider
 from bot.runtime.app import App
-from tests.conftest import WsClient, connect, make_config
+from tests.conftest import WsClient, connect, db_rows, make_config
 from tests.processes import serving
 
 Start = Callable[..., Awaitable[App]]
@@ -204,15 +203,14 @@ async def test_a_message_resent_after_a_restart_is_shown_once(
 
 
 async def test_one_process_writes_one_claim_a_message(
-    start: Start, session: aiohttp.ClientSession, tmp_path: Path
+    start: Start, session: aiohttp.ClientSession
 ) -> None:
     """Embedded, the gateway's claim is the store's: the echo asks for it (a read) rather than
     writing a claim of its own, and a resend is still known after a restart (the test above)."""
     app = await start(ScriptedProvider([Reply("One."), Reply("Two.")]))
     await chat(app, session, ("c1", "first"), ("c2", "second"))
     await app.stop()
-    with sqlite3.connect(tmp_path / "bot.db") as db:
-        claims = sorted(row[0] for row in db.execute("SELECT event_id FROM event_claims"))
+    claims = sorted(row[0] for row in db_rows(app, "SELECT event_id FROM event_claims"))
     assert len(claims) == 2 and not any(claim.startswith("echo:") for claim in claims), claims
     assert claims[0].endswith("c1") and claims[1].endswith("c2")
 
