@@ -60,7 +60,7 @@ def _body(fake: FakeLLM) -> bytes:
 
 
 async def _text(door: Any, fake: FakeLLM) -> str:
-    events = [event async for event in await door.open(_body(fake))]
+    events = [event async for batch in await door.open(_body(fake)) for event in batch]
     text = [e["delta"].get("text") for e in events if e.get("type") == "content_block_delta"]
     text += [c["delta"].get("content") for e in events for c in e.get("choices") or ()]
     return "".join(t for t in text if t)

@@ -1,5 +1,5 @@
 """sse.py splits a stream into the events the SDKs' own decoders make of it, however it is chunked,
-and ends openai's at `[DONE]` reading the body to its end."""
+hands them on a batch per chunk read, and ends openai's at `[DONE]` reading the body to its end."""
 
 import asyncio
 import gc
@@ -7,6 +7,8 @@ import sys
 from collections.abc import AsyncIterator, Sequence
 from typing import Any
 
+import httpx2
+import openai
 import pytest
 from anthropic._streaming import ServerSentEvent as AnthropicEvent
 from anthropic._streaming import SSEDecoder as AnthropicDecoder
@@ -14,7 +16,7 @@ from openai._streaming import ServerSentEvent as OpenAIEvent
 from openai._streaming import SSEDecoder as OpenAIDecoder
 
 from agent.providers.openai import OpenAIProvider
-from agent.providers.sse import SSELines
+from agent.providers.sse import EventBatches, Parser
 from agent.types import Message, ModelRequest, Stop, TextDelta
 from tests.fake_llm import Reply
 from tests.fake_openai import FakeOpenAI
@@ -44,31 +46,46 @@ async def _aiter(chunks: list[bytes]) -> AsyncIterator[bytes]:
 
 
 def _seen(events: Sequence[OpenAIEvent | AnthropicEvent]) -> list[tuple[object, ...]]:
-    return [(e.event, e.data, e.id or None, e.retry) for e in events]
+    """What the SDKs' streams read of an event, its name and data; an event of only an id or a
+    retry is none here (module doc of sse.py)."""
+    return [(e.event, e.data) for e in events if e.event or e.data]
+
+
+def _parsed(chunks: list[bytes], end: bytes | None = None) -> list[tuple[str | None, str]]:
+    parser = Parser(end)
+    return [pair for chunk in chunks for pair in parser.feed(chunk)] + parser.finish()
 
 
 @pytest.mark.parametrize("stream", STREAMS)
-@pytest.mark.parametrize(
-    ("decoder", "event"), [(OpenAIDecoder, OpenAIEvent), (AnthropicDecoder, AnthropicEvent)]
-)
+@pytest.mark.parametrize("decoder", [OpenAIDecoder, AnthropicDecoder])
 async def test_every_chunking_gives_the_events_the_sdk_decoder_gives(
-    stream: bytes, decoder: type[OpenAIDecoder] | type[AnthropicDecoder], event: type
+    stream: bytes, decoder: type[OpenAIDecoder] | type[AnthropicDecoder]
 ) -> None:
     expected = _seen([e async for e in decoder().aiter_bytes(_aiter([stream]))])
     assert expected  # each stream has events
     for size in range(1, len(stream) + 1):
-        chunks = _chunks(stream, size)
-        ours = [e async for e in SSELines(event).aiter_bytes(_aiter(chunks))]
-        assert all(isinstance(e, event) for e in ours)
-        assert _seen(ours) == expected, f"chunks of {size} bytes"
-        assert _seen(list(SSELines(event).iter_bytes(iter(chunks)))) == expected
+        assert _parsed(_chunks(stream, size)) == expected, f"chunks of {size} bytes"
 
 
 def test_bytes_that_are_not_utf8_fail_as_the_sdk_decoder_does() -> None:
     with pytest.raises(UnicodeDecodeError):
-        list(SSELines(OpenAIEvent).iter_bytes(iter([b"data: \xff\n\n"])))
+        _parsed([b"data: \xff\n\n"])
     with pytest.raises(UnicodeDecodeError):
         list(OpenAIDecoder().iter_bytes(iter([b"data: \xff\n\n"])))
+
+
+def _response(body: AsyncIterator[bytes]) -> httpx2.Response:
+    return httpx2.Response(200, content=body, request=httpx2.Request("POST", "http://model/"))
+
+
+def _data(name: str | None, data: str, response: httpx2.Response) -> str:
+    return data
+
+
+async def _batches(body: AsyncIterator[bytes], end: bytes | None = None) -> list[list[str]]:
+    errors = (openai.APITimeoutError, openai.APIConnectionError)
+    events = EventBatches(_response(body), handle=_data, errors=errors, end=end)
+    return [batch async for batch in events]
 
 
 @pytest.mark.parametrize("size", [1, 5, 1000])
@@ -82,12 +99,19 @@ async def test_the_end_marker_ends_the_events_and_the_body_is_read_to_its_end(si
             read.append(chunk)
             yield chunk
 
-    ours = [e async for e in SSELines(OpenAIEvent, end=b"[DONE]").aiter_bytes(body())]
-    assert [e.data for e in ours] == ['{"a":1}']  # the SDK stops at [DONE] too
+    assert _parsed(chunks, end=b"[DONE]") == [(None, '{"a":1}')]  # the SDK stops at [DONE] too
+    assert [d for batch in await _batches(body(), end=b"[DONE]") for d in batch] == ['{"a":1}']
     assert read == chunks  # the rest read, for the connection's reuse
-    assert [e.data for e in SSELines(OpenAIEvent, end=b"[DONE]").iter_bytes(iter(chunks))] == [
-        '{"a":1}'
-    ]
+
+
+async def test_each_chunk_read_is_one_batch_of_the_events_it_completed() -> None:
+    async def body() -> AsyncIterator[bytes]:
+        yield b"data: a\n\ndata: b\n\nda"
+        yield b"ta: c"
+        yield b"\n\n: nothing but a comment\n\n"
+        yield b"data: d\n\n"
+
+    assert await _batches(body()) == [["a", "b"], ["c"], ["d"]]
 
 
 @pytest.mark.parametrize("after", ["fails", "hangs"])
@@ -97,13 +121,30 @@ async def test_what_follows_the_end_marker_is_no_error_and_no_wait(after: str) -
     async def body() -> AsyncIterator[bytes]:
         yield b'data: {"a":1}\n\ndata: [DONE]\n\n'
         if after == "fails":
-            raise ConnectionResetError("the server went away")
+            raise httpx2.ReadError("the server went away")
         await asyncio.Event().wait()  # the body never ends
         yield b""
 
     async with asyncio.timeout(5):  # a guard, not a measure: the drain gives up after 0.1 s
-        ours = [e async for e in SSELines(OpenAIEvent, end=b"[DONE]").aiter_bytes(body())]
-    assert [e.data for e in ours] == ['{"a":1}']
+        assert await _batches(body(), end=b"[DONE]") == [['{"a":1}']]
+
+
+@pytest.mark.parametrize(
+    ("failure", "error"),
+    [
+        (httpx2.ReadTimeout("slow"), openai.APITimeoutError),
+        (httpx2.ReadError("reset"), openai.APIConnectionError),
+    ],
+)
+async def test_a_failed_read_is_the_sdks_error_as_its_stream_raises(
+    failure: Exception, error: type[Exception]
+) -> None:
+    async def body() -> AsyncIterator[bytes]:
+        yield b"data: a\n\n"
+        raise failure
+
+    with pytest.raises(error):
+        await _batches(body())
 
 
 async def test_an_openai_call_leaves_no_async_generator_to_the_loops_finalizer() -> None:

@@ -11,11 +11,11 @@ SDK's issue #1195). The body is assembled from pieces encoded once per message (
 as the request the SDK built once for the endpoint (prepared.py, which says why that way and what
 it costs), or through the SDK's public `post()` when its internals are not as expected
 (anthropic_sdk.py, door.py): the SDK still does the transport, auth, the version header,
-timeouts, the SSE framing and its error types (`event: error` included); create()'s extras (a
-deprecated-model warning, tracing span names) are not needed here. As in the OpenAI module,
-events arrive as parsed JSON (`AsyncStream[object]`, no pydantic model per event) and the client
-runs on the SDK's aiohttp transport (`DefaultAioHttpClient`): both measured in
-bench/provider_bench.py.
+timeouts and its error types (`event: error` included); create()'s extras (a deprecated-model
+warning, tracing span names) are not needed here. As in the OpenAI module, events arrive as
+parsed JSON (no pydantic model per event), on the fast path read by sse.py as the SDK's
+`AsyncStream[object]` would make them, a batch per chunk read, and the client runs on the SDK's
+aiohttp transport (`DefaultAioHttpClient`): both measured in bench/provider_bench.py.
 """
 
 from __future__ import annotations
@@ -116,27 +116,30 @@ class AnthropicProvider:
                 plan = await media.ready()
         media.sent(plan)
         state = _State()
-        # an async generator (closed below), though the SDK types it as an iterator
-        events = cast(AsyncGenerator[Any, None], aiter(stream))
+        # an async generator (closed below): the events of each read (door.py)
+        batches = cast(AsyncGenerator[list[Any], None], aiter(stream))
         try:
             while True:
                 try:
-                    event = await deadline.wait(anext(events))
+                    batch = await deadline.wait(anext(batches))
                 except StopAsyncIteration:
                     break
-                if not isinstance(event, dict):
-                    raise TypeError(f"an event that is not a JSON object: {type(event).__name__}")
-                if event.get("type") != "message_start":
-                    deadline.token()
-                for ours in state.take(event):
-                    yield ours
+                for event in batch:
+                    if not isinstance(event, dict):
+                        raise TypeError(
+                            f"an event that is not a JSON object: {type(event).__name__}"
+                        )
+                    if event.get("type") != "message_start":
+                        deadline.token()
+                    for ours in state.take(event):
+                        yield ours
         except (anthropic.APIError, httpx2.HTTPError) as exc:
             raise self._error(exc, who, bool(request.tools)) from exc
         except MALFORMED as exc:  # the SDK parses each data line to JSON; it does not map this
             raise malformed(who, exc) from exc
         finally:
             deadline.close()
-            await events.aclose()
+            await batches.aclose()
             await stream.close()
         if not state.done:
             raise ProviderUnavailable(f"{who}: the stream ended before message_stop")

@@ -25,9 +25,10 @@ _logged: set[tuple[str, str]] = set()  # (vendor, what was said): each said once
 
 
 class Events(Protocol):
-    """The SDK's `AsyncStream`: the events of one response, as parsed JSON."""
+    """The events of one response, as parsed JSON, in batches: on the fast path a list for each
+    chunk read (sse.py), on the public path the SDK's `AsyncStream`, each event a list of one."""
 
-    def __aiter__(self) -> AsyncIterator[Any]: ...
+    def __aiter__(self) -> AsyncIterator[list[Any]]: ...
 
     async def close(self) -> None: ...
 
@@ -56,7 +57,7 @@ class PublicPost:
         self._stream_cls = stream_cls
 
     async def open(self, body: bytes) -> Events:
-        stream: Events = await self._client.post(
+        stream = await self._client.post(
             self._path,
             cast_to=object,
             content=body,
@@ -64,7 +65,23 @@ class PublicPost:
             stream=True,
             stream_cls=self._stream_cls,
         )
-        return stream
+        return _OneByOne(stream)
+
+
+class _OneByOne:
+    """The SDK's `AsyncStream` as `Events`: each event a batch of one."""
+
+    __slots__ = ("_stream",)
+
+    def __init__(self, stream: Any) -> None:
+        self._stream = stream
+
+    async def __aiter__(self) -> AsyncIterator[list[Any]]:
+        async for event in self._stream:
+            yield [event]
+
+    async def close(self) -> None:
+        await self._stream.close()
 
 
 def fast_path(vendor: str, version: str, missing: list[str], allowed: bool) -> bool:

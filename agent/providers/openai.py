@@ -14,10 +14,11 @@ message of the history against the whole message-param union on every call (~0.3
 encoded once per message (wire.py) and sent as the request the SDK built once for the endpoint
 (prepared.py, which says why that way and what it costs), or through the SDK's public `post()`
 when its internals are not as expected (openai_sdk.py, door.py): the SDK still does the transport,
-auth, timeouts, the SSE framing and its error types (an `error` inside the stream included).
+auth, timeouts and its error types (an `error` inside the stream included).
 
-The stream is `AsyncStream[object]`, so each chunk arrives as the JSON the SDK parsed, not also
-built into a pydantic `ChatCompletionChunk` (~15 % of a turn's CPU), and the client runs on the
+Each chunk arrives as parsed JSON, not also built into a pydantic `ChatCompletionChunk` (~15 % of
+a turn's CPU): on the fast path read by sse.py as the SDK's `AsyncStream[object]` would make it,
+a batch per chunk read (on the public path, that stream itself), and the client runs on the
 SDK's own aiohttp transport (`DefaultAioHttpClient`, the `aiohttp` extra), about a third less CPU
 per call than httpx's (bench/provider_bench.py). Reading plain JSON means a field of the wrong
 type raises here, which the stream maps to a retryable broken stream, as it does for JSON that
@@ -129,26 +130,27 @@ class OpenAIProvider:
                 plan = await media.ready()
         media.sent(plan)
         state = _State()
-        # an async generator (closed below), though the SDK types it as an iterator
-        chunks = cast(AsyncGenerator[Any, None], aiter(stream))
+        # an async generator (closed below): the chunks of each read (door.py)
+        batches = cast(AsyncGenerator[list[Any], None], aiter(stream))
         try:
             while True:
                 try:
-                    chunk = await deadline.wait(anext(chunks))
+                    batch = await deadline.wait(anext(batches))
                 except StopAsyncIteration:
                     break
-                text = state.take(chunk)
+                for chunk in batch:
+                    text = state.take(chunk)
+                    if text:
+                        yield TextDelta(text)
                 if state.started:
                     deadline.token()
-                if text:
-                    yield TextDelta(text)
         except (openai.OpenAIError, httpx2.HTTPError) as exc:
             raise self._error(exc, who, bool(request.tools)) from exc
         except MALFORMED as exc:  # the SDK parses each data line to JSON; it does not map this
             raise malformed(who, exc) from exc
         finally:
             deadline.close()
-            await chunks.aclose()
+            await batches.aclose()
             await stream.close()
         if state.finish is None and not state.calls:
             raise ProviderUnavailable(f"{who}: the stream ended before a finish_reason")

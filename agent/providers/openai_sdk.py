@@ -2,14 +2,18 @@
 
 Every private name of the SDK that the gateway uses is here: `_models.FinalRequestOptions` and
 `_build_request` (the request built once), `_make_status_error_from_response` (the SDK's error for
-an error response), `_streaming.ServerSentEvent` and the stream's `_decoder` (sse.py's faster line
-splitting, which also ends the stream at `[DONE]` more cheaply than the SDK's own stop). Each is
-tried once, when the provider is built; without any of them the provider sends through the SDK's
-public `post()`, which makes the same request, only slower.
+an error response). Each is tried once, when the provider is built; without any of them the
+provider sends through the SDK's public `post()`, which makes the same request, only slower.
+
+On the fast path the events are read by sse.py, and `_event` does with each what the SDK's
+`AsyncStream.__stream__` does for Chat Completions: `[DONE]` ends the stream (sse.py), the data is
+parsed as JSON, and an object with a truthy `error` raises the SDK's `APIError` with the same
+message and body.
 """
 
 from __future__ import annotations
 
+import json
 from functools import partial
 from typing import Any
 
@@ -18,7 +22,7 @@ import openai
 
 from agent.providers.door import Door, Events, PublicPost, fast_path
 from agent.providers.prepared import PreparedPost
-from agent.providers.sse import SSELines
+from agent.providers.sse import EventBatches
 
 PATH = "/chat/completions"
 
@@ -27,8 +31,7 @@ _REFUSED = {"type": "error", "error": {"type": "invalid_request_error", "message
 
 try:
     from openai._models import FinalRequestOptions
-    from openai._streaming import ServerSentEvent
-except ImportError:  # a release that moved them: the public path, and the log says why
+except ImportError:  # a release that moved it: the public path, and the log says why
     MOVED = True
 else:
     MOVED = False
@@ -36,7 +39,7 @@ else:
 
 def door(client: openai.AsyncOpenAI, http: httpx2.AsyncClient, *, internals: bool) -> Door:
     """The fast path when `internals` allows it and the SDK still has what it needs, else the
-    public `post()`; either way the stream yields each chunk as parsed JSON."""
+    public `post()`; either way the stream yields the chunks as parsed JSON, in batches."""
     missing: list[str] = []
     fast: PreparedPost[Events] | None = None
     if internals:
@@ -52,12 +55,7 @@ def door(client: openai.AsyncOpenAI, http: httpx2.AsyncClient, *, internals: boo
 
 def _prepared(client: openai.AsyncOpenAI, http: httpx2.AsyncClient) -> PreparedPost[Events]:
     if MOVED:
-        raise ImportError("openai._models.FinalRequestOptions, _streaming.ServerSentEvent")
-    if "_decoder" not in getattr(openai.AsyncStream, "__annotations__", {}):
-        raise AttributeError("AsyncStream._decoder")
-    event = ServerSentEvent(event="e", data="{}", id=None, retry=None)
-    if (event.event, event.json()) != ("e", {}):
-        raise TypeError("ServerSentEvent(event=, data=, id=, retry=) makes another event")
+        raise ImportError("openai._models.FinalRequestOptions")
     options = FinalRequestOptions.construct(method="post", url=PATH, security={"bearer_auth": True})
     template = client._build_request(options)
     if not isinstance(template, httpx2.Request) or not template.url.path.endswith(PATH):
@@ -66,21 +64,24 @@ def _prepared(client: openai.AsyncOpenAI, http: httpx2.AsyncClient) -> PreparedP
     refused = status_error(httpx2.Response(400, json=_REFUSED, request=template))
     if not isinstance(refused, openai.BadRequestError):
         raise TypeError(f"_make_status_error_from_response made {refused!r}")
-    _Stream(httpx2.Response(200, request=template), client)  # the stream's constructor as used
+    errors = (openai.APITimeoutError, openai.APIConnectionError)
     return PreparedPost(
         template,
         http,
         http._transport_for_url(template.url),  # the client's choice for the URL (proxies)
         status_error=status_error,
-        errors=(openai.APITimeoutError, openai.APIConnectionError),
-        stream=partial(_Stream, client=client),
+        errors=errors,
+        stream=partial(EventBatches, handle=_event, errors=errors, end=b"[DONE]"),
     )
 
 
-class _Stream(openai.AsyncStream[object]):
-    """The SDK's stream, chunks as parsed JSON, the lines split by sse.py, which ends it at
-    `[DONE]` by reading the body to its end (cheaper than the SDK's own stop)."""
-
-    def __init__(self, response: httpx2.Response, client: Any) -> None:
-        super().__init__(cast_to=object, response=response, client=client)
-        self._decoder = SSELines(ServerSentEvent, end=b"[DONE]")  # sse.py says why
+def _event(name: str | None, data: str, response: httpx2.Response) -> Any:
+    """One event's chunk, as the SDK's stream makes it (the module doc)."""
+    chunk = json.loads(data)
+    if type(chunk) is dict and chunk.get("error"):  # the SDK: is_mapping(data) and data.get(...)
+        error = chunk["error"]
+        message = error.get("message") if isinstance(error, dict) else None
+        if not message or not isinstance(message, str):
+            message = "An error occurred during streaming"
+        raise openai.APIError(message=message, request=response.request, body=error)
+    return chunk

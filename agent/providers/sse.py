@@ -1,73 +1,108 @@
-"""Server-sent events split in fewer Python steps, for the SDKs' own streams to read.
+"""A model's server-sent events read off the response, in batches: the fast path's stream.
 
-The SDKs' `AsyncStream` reads events from a decoder the client makes (`_make_sse_decoder`, the
-hook their Bedrock and Vertex clients override with decoders of their own); the vendor modules
-hand it this one. It yields the SDK's own event objects with what the SDK's `SSEDecoder` would
-put in them, so the stream's event handling (`[DONE]`, `ping`, `error` events and their error
-types, JSON parsing) stays the SDK's. What differs is the work per line: the SDK's decoder runs a
-regex, a generator step, a copy, a UTF-8 decode and a method call for every line; this one splits
-each chunk in C and walks the lines in one loop, decoding only what it keeps: 6-9 % of a model
-call's instructions (bench/provider_bench.py --instructions). Reading the events in our own loop
-instead of the SDK's stream would save another 10-20 % (0.25-0.5 M instructions; openai's stream
-also drains the body after `[DONE]` under an anyio cancel scope, ~0.15 M), but the event handling
-would then be ours, not the SDK's.
+On the fast path (prepared.py) the vendor module reads the events here instead of through the
+SDK's `AsyncStream`. The SDK's stream runs four async generators for every event (its decoder's,
+`_iter_events`, `__stream__`, `__aiter__`), makes a `ServerSentEvent` of each, and checks each
+parsed item with `typing.Mapping` (an ABC check through `typing`); this reads each chunk that
+arrives in one loop and hands the vendor module, per chunk, the list of items its events made,
+so the vendor module's own wait for the next read (its deadline) is per read, not per event.
+bench/provider_bench.py --instructions, openai, a 5-piece answer: 1.90 M instructions a call
+before, 1.74 M after; each more event read on its own 87 k before, 65 k after.
 
-A stream's end marker (openai's `data: [DONE]`, `end=`) is not passed on: the events after it are
-dropped and the rest of the body is read to its end here, so the SDK's stream ends as at the end
-of the body. That is what the SDK does on `[DONE]` (stop; read the rest so the HTTP/1.1 connection
-is reused), without what its `break` costs: a drain under an anyio timeout scope, and three async
-generators (its `_iter_events`, this decoder's, httpx's `aiter_bytes`) left unfinished for the
-event loop's finalizer, each a thread-safe wake-up and a task to close it. That was 10 % of an
-openai call: 2.40 M instructions before, 2.17 M after (2.81 M and 2.57 M with 2,000 messages;
-bench/provider_bench.py --instructions). As the SDK's drain, it reads the rest for at most 0.1 s
-and a failure to read it is no error.
+What the SDK's stream does with an event is done by the door's `handle` (openai_sdk.py,
+anthropic_sdk.py): the same JSON parsing and the SDK's own error for an `error` event; a failed
+read becomes the SDK's timeout or connection error, as its `_iter_events` maps it. The public
+path (door.py) keeps the SDK's stream whole, each event a batch of one.
+
+A stream's end marker (openai's `data: [DONE]`, `end=`) ends it: the events after it are dropped
+and the rest of the body is read to its end here, for the connection's reuse, as the SDK's drain
+does on `[DONE]`, for at most 0.1 s, a failure to read it no error. Before (the SDK's own stop),
+the `break` left three async generators unfinished for the event loop's finalizer, each a
+thread-safe wake-up and a task to close it: 10 % of an openai call.
 
 The format is the WHATWG one the SDK decoder implements: lines end in LF, CRLF or CR; a blank line
 ends an event; `:` starts a comment; one space after the colon is dropped; `data` lines join with
-LF; an `id` holding NUL is ignored and the last one is kept across events; a partial event when
-the stream ends is dropped.
+LF; a partial event when the stream ends is dropped. The `id` and `retry` fields, which the SDKs'
+streams never read, are skipped (an event of nothing else is none here; openai's stream failed on
+its empty data).
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Callable, Iterator
+import ssl
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
+import httpx2
+
 _DRAIN_S = 0.1  # the SDK's own limit for reading what follows [DONE]
-EventFactory = Callable[..., Any]  # the SDK's ServerSentEvent(event=, data=, id=, retry=)
+SKIP: Any = object()  # what `handle` returns for an event the SDK's stream passes over (a ping)
+# (event name or None, data, the response) -> the item, or SKIP; raises the SDK's error
+Handle = Callable[[str | None, str, httpx2.Response], Any]
+SDKError = Callable[..., Exception]  # the SDK's APITimeoutError / APIConnectionError(request=)
 
 
-class SSELines:
-    """An `SSEBytesDecoder` (the SDKs' protocol) making events with `event_factory`."""
+class EventBatches:
+    """The items of one 2xx response's events (door.py's `Events`): a list for each chunk read
+    that completed any; `close()` releases the connection."""
 
-    def __init__(self, event_factory: EventFactory, end: bytes | None = None) -> None:
-        self._factory = event_factory
+    __slots__ = ("_end", "_errors", "_handle", "_response")
+
+    def __init__(
+        self,
+        response: httpx2.Response,
+        *,
+        handle: Handle,
+        errors: tuple[SDKError, SDKError],
+        end: bytes | None = None,
+    ) -> None:
+        self._response = response
+        self._handle = handle
+        self._errors = errors  # (timeout, connection): the SDK's, as its _iter_events raises
         self._end = end  # the data that ends the stream (module doc)
 
-    def iter_bytes(self, iterator: Iterator[bytes]) -> Iterator[Any]:
-        parser = _Parser(self._factory, self._end)
-        for chunk in iterator:
-            yield from parser.feed(chunk)
-        yield from parser.finish()
+    def __aiter__(self) -> AsyncIterator[list[Any]]:
+        return self._batches()
 
-    async def aiter_bytes(self, iterator: AsyncIterator[bytes]) -> AsyncIterator[Any]:
-        parser = _Parser(self._factory, self._end)
-        chunks = aiter(iterator)
-        async for chunk in chunks:
-            for event in parser.feed(chunk):
-                yield event
-            if parser.ended:
-                await _read_rest(chunks)
-                return
-        for event in parser.finish():
-            yield event
+    async def close(self) -> None:
+        await self._response.aclose()
+
+    async def _batches(self) -> AsyncIterator[list[Any]]:
+        response, handle = self._response, self._handle
+        parser = Parser(self._end)
+        chunks = aiter(response.aiter_bytes())
+        try:
+            async for chunk in chunks:
+                batch = [
+                    item
+                    for event, data in parser.feed(chunk)
+                    if (item := handle(event, data, response)) is not SKIP
+                ]
+                if batch:
+                    yield batch
+                if parser.ended:
+                    await _read_rest(chunks)
+                    return
+            batch = [
+                item
+                for event, data in parser.finish()
+                if (item := handle(event, data, response)) is not SKIP
+            ]
+            if batch:
+                yield batch
+        except httpx2.TimeoutException as exc:
+            raise self._errors[0](request=response.request) from exc
+        except (httpx2.RequestError, ssl.SSLError) as exc:
+            raise self._errors[1](request=response.request) from exc
+        finally:
+            await response.aclose()
 
 
 async def _read_rest(chunks: AsyncIterator[bytes]) -> None:
     """What follows the end marker, read and dropped for the connection's reuse, as the SDK's
-    drain does: for at most 0.1 s, and a failure is no error (the answer is whole). Then the SDK's
-    stream closes the response, and with it a connection whose body did not end."""
+    drain does: for at most 0.1 s, and a failure is no error (the answer is whole). Then the
+    response is closed, and with it a connection whose body did not end."""
     try:
         async with asyncio.timeout(_DRAIN_S):
             async for _ in chunks:
@@ -76,24 +111,24 @@ async def _read_rest(chunks: AsyncIterator[bytes]) -> None:
         return
 
 
-class _Parser:
-    __slots__ = ("_data", "_end", "_ended", "_event", "_factory", "_id", "_pending", "_retry")
+class Parser:
+    """Splits the chunks of an event stream into (event name or None, data) pairs: each chunk
+    split in C, its lines walked in one loop, only what is kept decoded."""
 
-    def __init__(self, factory: EventFactory, end: bytes | None = None) -> None:
-        self._factory = factory
+    __slots__ = ("_data", "_end", "_ended", "_event", "_pending")
+
+    def __init__(self, end: bytes | None = None) -> None:
         self._end = end
         self._ended = False  # the end marker came: the rest is dropped
         self._pending = b""  # the unfinished last line
         self._event = b""
         self._data: list[bytes] = []
-        self._id = b""
-        self._retry: int | None = None
 
     @property
     def ended(self) -> bool:
         return self._ended
 
-    def feed(self, chunk: bytes) -> list[Any]:
+    def feed(self, chunk: bytes) -> list[tuple[str | None, str]]:
         if self._ended:
             return []
         text = self._pending + chunk
@@ -103,14 +138,16 @@ class _Parser:
             text = text[:-1] if held else text
             text = text.replace(b"\r\n", b"\n").replace(b"\r", b"\n") + (b"\r" if held else b"")
         *lines, self._pending = text.split(b"\n")
-        events: list[Any] = []
+        events: list[tuple[str | None, str]] = []
         for line in lines:
             if not line:
-                if self._event or self._data or self._id or self._retry is not None:
-                    if self._end is not None and b"\n".join(self._data).startswith(self._end):
+                if self._event or self._data:
+                    data = b"\n".join(self._data)
+                    if self._end is not None and data.startswith(self._end):
                         self._ended, self._pending = True, b""
                         return events  # as the SDK's `startswith("[DONE]")`
-                    events.append(self._dispatch())
+                    events.append((self._event.decode() or None, data.decode()))
+                    self._event, self._data = b"", []
                 continue
             if line[0] == 58:  # ":", a comment
                 continue
@@ -121,26 +158,8 @@ class _Parser:
                 self._data.append(value)
             elif name == b"event":
                 self._event = value
-            elif name == b"id":
-                if b"\0" not in value:
-                    self._id = value
-            elif name == b"retry":
-                try:
-                    self._retry = int(value)
-                except ValueError:
-                    pass
         return events
 
-    def finish(self) -> list[Any]:
+    def finish(self) -> list[tuple[str | None, str]]:
         """The stream ended: a CR held back was a line end after all."""
         return self.feed(b"\n") if self._pending.endswith(b"\r") else []
-
-    def _dispatch(self) -> Any:
-        event = self._factory(
-            event=self._event.decode() or None,
-            data=b"\n".join(self._data).decode(),
-            id=self._id.decode() or None,
-            retry=self._retry,
-        )
-        self._event, self._data, self._retry = b"", [], None  # the id is kept, as the spec says
-        return event
