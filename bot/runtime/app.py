@@ -95,6 +95,8 @@ class App:
             stopped=lambda key: self.workers.stop_conversation(key),
             task_stopped=lambda key, task_id: self.workers.stop_task(key, task_id),
         )
+        if self.redis is None:  # one process: it owns the database (see the sweep in `start`)
+            self.store.write_alone()
         access = wiring.access_rules(config)
         # `bot chat` (no web server) runs none: a polling channel would steal a serving bot's updates
         if web_server:

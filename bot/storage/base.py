@@ -59,6 +59,11 @@ class Store(
 
     async def close(self) -> None: ...
 
+    def write_alone(self) -> None:
+        """This process is the database's only writer (one process, no Redis): what it caches
+        of the database is all there is, not read again for others' changes."""
+        ...
+
     @property
     def trouble(self) -> str | None:
         """The newest storage failure not yet followed by a success of that kind (for /readyz)."""
