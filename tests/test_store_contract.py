@@ -296,6 +296,56 @@ async def test_history_round_trips_and_sees_other_processes(opener: Opener) -> N
         assert [row.is_error for row in rows] == [0, 0, 1, 0, 0, 0]
 
 
+async def test_a_store_written_alone_keeps_its_histories_without_reading_them_back(
+    opener: Opener,
+) -> None:
+    """One process, no Redis: the store is the database's only writer (`write_alone`), so a
+    cached history is all of it. What it writes, bounded cache or not, reads back the same, and
+    from its cache: a row written behind its back (which one process never meets) is not looked
+    for, as the store that is not alone does."""
+    async with opener(history_cache_bytes=2000, history_hot_messages=4) as store, opener() as other:
+        store.write_alone()
+        sessions = [await store.active_session(**SESSION | {"user_id": f"u{i}"}) for i in range(4)]
+        expected: list[list[tuple[str, Message]]] = [[] for _ in sessions]
+        for n in range(3):
+            for i, session_id in enumerate(sessions):
+                turn = [(f"t{n}", m) for _, m in CONVERSATION]
+                await store.append_messages(session_id, f"t{n}", [m for _, m in turn])
+                expected[i] += turn
+                assert await store.load_history(session_id) == expected[i]
+        for i, session_id in enumerate(sessions):
+            assert await other.load_history(session_id) == expected[i]  # all of it was written
+        cached = sessions[-1]
+        await other.append_messages(cached, "x", [Message("user", "behind its back")])
+        assert await store.load_history(cached) == expected[-1]
+        await store.append_messages(cached, "t9", [Message("user", "last")])
+        assert await store.load_history(cached) == [*expected[-1], ("t9", Message("user", "last"))]
+
+
+@pytest.mark.parametrize("alone", [False, True], ids=["shared", "alone"])
+async def test_the_active_session_follows_every_change(opener: Opener, alone: bool) -> None:
+    """Written alone, the store keeps each key's active session: every change of a session
+    (/new, a status set, a session created) is seen as without it."""
+    async with opener() as store:
+        if alone:
+            store.write_alone()
+        first = await store.active_session(**SESSION)
+        assert await store.active_session(**SESSION) == first
+        assert await store.close_active_sessions(**SESSION) == 1
+        second = await store.active_session(**SESSION)
+        assert second != first
+        await store.set_session_status(second, "closed")
+        third = await store.active_session(**SESSION)
+        assert third not in (first, second)
+        other = await store.active_session(**SESSION | {"user_id": "8"})
+        await store.set_session_status(other, "failed")  # another key's: this one's is kept
+        assert await store.active_session(**SESSION) == third
+        created = await store.create_session(agent_id="default", **SESSION)
+        assert await store.active_session(**SESSION) == created  # the newest active one
+        await store.set_session_status(first, "active")  # an older one active again
+        assert await store.active_session(**SESSION) == created
+
+
 async def test_a_small_history_cache_gives_the_same_histories(opener: Opener) -> None:
     """A cache bound to 2,000 bytes (two of these sessions), 4 messages of it as objects:
     sessions go cold (kept as bytes), are let go of, come back; each history stays what the

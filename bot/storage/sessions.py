@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import uuid
+from collections import OrderedDict
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 import sqlalchemy as sa
 
@@ -48,7 +51,20 @@ _CLOSE_ACTIVE = Query(
 
 
 class SessionLog(StoreCalls):
-    """Create, find and close sessions; a new session's (empty) history is cached at once."""
+    """Create, find and close sessions; a new session's (empty) history is cached at once.
+
+    Written alone (`write_alone`: one process), the newest `KEPT` keys' active sessions are
+    kept: a turn finds its session without a statement. Every change of a session's status
+    (here, and only here) lets go of what it may have changed; a lookup that overlapped one
+    keeps nothing (on PostgreSQL the calls interleave)."""
+
+    KEPT = 10_000  # keys whose active session is kept (~300 bytes each)
+    _alone: bool  # the message log's (`write_alone`)
+
+    def _init_sessions(self) -> None:
+        self._active: OrderedDict[SessionKey, str] = OrderedDict()
+        self._keys: dict[str, SessionKey] = {}  # the kept sessions' keys, by session id
+        self._changed = 0  # status changes begun and ended: a lookup that saw it move keeps nothing
 
     def _remember_empty(self, session_id: str) -> None:
         raise NotImplementedError  # the message log's, later in the MRO
@@ -64,13 +80,17 @@ class SessionLog(StoreCalls):
         persona_version: str | None = None,
     ) -> str:
         key = (channel, conversation_key, user_id, agent_id)
-        session_id = await self._tx(_insert, key, parent_session_id, persona_version)
+        with self._changing(key):  # the newest active session of its key now
+            session_id = await self._tx(_insert, key, parent_session_id, persona_version)
         self._remember_empty(session_id)
         return session_id
 
     async def set_session_status(self, session_id: str, status: str) -> None:
         check_status(status, SESSION_STATUSES, "session")
-        await self._tx(_set_status, session_id, status)
+        # a kept session is its key's newest active one: only its own change changes that
+        # (none is made active again but as it is created; should one be, nothing is kept)
+        with self._changing(self._keys.get(session_id), everything=status == "active"):
+            await self._tx(_set_status, session_id, status)
 
     async def close_session(self, session_id: str) -> None:
         await self.set_session_status(session_id, "closed")
@@ -79,7 +99,9 @@ class SessionLog(StoreCalls):
         self, *, channel: str, conversation_key: str, user_id: str, agent_id: str = "default"
     ) -> int:
         """`/new`: the conversation's active sessions for this user close; how many there were."""
-        return await self._tx(_close_active, (channel, conversation_key, user_id, agent_id))
+        key = (channel, conversation_key, user_id, agent_id)
+        with self._changing(key):
+            return await self._tx(_close_active, key)
 
     async def active_session(
         self,
@@ -92,10 +114,39 @@ class SessionLog(StoreCalls):
     ) -> str:
         """The newest active session of this conversation, user and persona, else a new one."""
         key = (channel, conversation_key, user_id, agent_id)
+        if self._alone:
+            kept = self._active.get(key)
+            if kept is not None:
+                self._active.move_to_end(key)
+                return kept
+        changed = self._changed
         session_id, created = await self._tx(_active_session, key, persona_version)
         if created:
             self._remember_empty(session_id)
+        if self._alone and changed == self._changed:
+            self._active[key] = session_id
+            self._keys[session_id] = key
+            if len(self._active) > self.KEPT:
+                del self._keys[self._active.popitem(last=False)[1]]
         return session_id
+
+    @contextmanager
+    def _changing(self, key: SessionKey | None, *, everything: bool = False) -> Iterator[None]:
+        """Around a status change: what it may change (`key`'s session, or `everything`) is
+        let go of as it begins and as it ends, so no lookup that overlapped it keeps anything."""
+        self._change(key, everything)
+        try:
+            yield
+        finally:
+            self._change(key, everything)
+
+    def _change(self, key: SessionKey | None, everything: bool) -> None:
+        self._changed += 1
+        if everything:
+            self._active.clear()
+            self._keys.clear()
+        elif key is not None and (session_id := self._active.pop(key, None)) is not None:
+            del self._keys[session_id]
 
     async def running_worker_sessions(self) -> list[SessionRow]:
         """Specialist sessions still `running` (left so by a process that died, in embedded

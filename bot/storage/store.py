@@ -26,3 +26,4 @@ class SqliteStore(AllTables, StoreConnection):
     ) -> None:
         super().__init__(path)
         self._init_history(history_cache_bytes, history_hot_messages)
+        self._init_sessions()

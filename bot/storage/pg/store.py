@@ -23,3 +23,4 @@ class PostgresStore(AllTables, PgConnection):
     ) -> None:
         super().__init__(url, **pool)
         self._init_history(history_cache_bytes, history_hot_messages)
+        self._init_sessions()
