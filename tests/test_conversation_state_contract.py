@@ -29,10 +29,12 @@ __all__ = ["pg_database", "pg_url"]  # fixtures the store cases use
 MakeState = Callable[[], ConversationState]
 
 
-@pytest.fixture(params=["memory", "sqlite", "postgresql", "redis"])
+@pytest.fixture(
+    params=["memory", "sqlite", "sqlite-alone", "postgresql", "postgresql-alone", "redis"]
+)
 def backend(request: pytest.FixtureRequest) -> tuple[str, str | None]:
     """The implementation under test, and the database url of a PostgreSQL one."""
-    url = request.getfixturevalue("pg_url") if request.param == "postgresql" else None
+    url = request.getfixturevalue("pg_url") if request.param.startswith("postgresql") else None
     return request.param, url
 
 
@@ -46,6 +48,11 @@ async def make(backend: tuple[str, str | None], tmp_path: Path) -> AsyncIterator
     if kind == "redis":
         async with redis_prefix() as (redis, prefix):
             yield lambda: StoredConversationState(RedisStateRecords(redis, prefix=prefix))
+        return
+    if kind.endswith("-alone"):  # one process, its only writer: every "instance" is the same
+        async with build_store(tmp_path / "bot.db", url) as store:
+            alone = StoredConversationState(store, alone=True)
+            yield lambda: alone
         return
     async with AsyncExitStack() as stack:
         opened = []
@@ -130,3 +137,20 @@ async def test_in_redis_a_conversation_nobody_changed_has_no_hash() -> None:
         assert not await redis.exists(state_key(prefix, "k"))
         await state.update("k", _set_mode("waiting"))
         assert await redis.hget(state_key(prefix, "k"), "mode") == "waiting"
+
+
+async def test_alone_a_state_is_read_once_and_a_change_that_lost_reads_the_records(
+    tmp_path: Path,
+) -> None:
+    """One process (no Redis) is the records' only writer: what it read or wrote is kept, not
+    read again. Should another writer move a state all the same (which one process never
+    meets), the kept state loses the compare-and-set and the change is made on the records'."""
+    async with build_store(tmp_path / "bot.db", None) as store:
+        alone = StoredConversationState(store, alone=True)
+        behind = StoredConversationState(store)
+        assert await alone.get("k") == DEFAULT
+        await behind.update("k", _set_mode("waiting"))
+        assert await alone.get("k") == DEFAULT  # kept: not read again
+        changed = await alone.update("k", _set_mode("human", "operator:anna"))
+        assert (changed.mode, changed.assignee, changed.version) == ("human", "operator:anna", 2)
+        assert await alone.get("k") == changed == await behind.get("k")

@@ -10,6 +10,7 @@ store and Redis compare-and-set on the version and retry, so two concurrent chan
 from __future__ import annotations
 
 import time
+from collections import OrderedDict
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from types import MappingProxyType
@@ -107,24 +108,63 @@ def snapshot_of(row: ConversationStateRow | None) -> StateSnapshot:
 
 class StoredConversationState:
     """Kept in records with a version (the store's table, or Redis hashes: bot/redis/states.py):
-    each change a compare-and-set on the version, retried when another writer moved it."""
+    each change a compare-and-set on the version, retried when another writer moved it.
 
-    def __init__(self, records: ConversationStateRecords) -> None:
+    `alone`: this process is the records' only writer (one process, no Redis), so the states it
+    read or wrote stay true: the newest `CACHED` are kept and read again without a statement (a
+    turn reads its conversation's state twice: routing, then the turn). A change still goes
+    through the compare-and-set, and one that loses reads the records, not what is kept."""
+
+    CACHED: Final = 10_000  # states kept (~150 bytes each), the least recently used let go of
+
+    def __init__(self, records: ConversationStateRecords, *, alone: bool = False) -> None:
         self.records = records
+        self._kept: OrderedDict[str, StateSnapshot] | None = OrderedDict() if alone else None
+        self._changes = 0  # changes begun and ended: a read that saw it move is not kept
 
     async def get(self, key: str) -> StateSnapshot:
-        return snapshot_of(await self.records.load_conversation_state(key))
+        kept = self._kept
+        if kept is None:
+            return snapshot_of(await self.records.load_conversation_state(key))
+        state = kept.get(key)
+        if state is not None:
+            kept.move_to_end(key)
+            return state
+        changes = self._changes
+        state = snapshot_of(await self.records.load_conversation_state(key))
+        if changes == self._changes:
+            self._keep(key, state)
+        return state
 
     async def mode(self, key: str) -> Mode:
         return (await self.get(key)).mode  # one primary-key read; no row for most conversations
 
     async def update(self, key: str, change: Change) -> StateSnapshot:
-        for _ in range(CAS_ATTEMPTS):
+        for attempt in range(CAS_ATTEMPTS):
+            if attempt and self._kept is not None:
+                self._kept.pop(key, None)  # lost: what was kept is not the records' state
             current = await self.get(key)
             new = next_state(current, change)
             row = ConversationStateRow(
                 key, new.mode, new.assignee, new.settings, new.version, new.updated_at
             )
-            if await self.records.save_conversation_state(row, expected_version=current.version):
+            self._changes += 1  # and again when it is done: no read that overlapped it is kept
+            try:
+                saved = await self.records.save_conversation_state(
+                    row, expected_version=current.version
+                )
+            finally:
+                self._changes += 1
+            if saved:
+                if self._kept is not None:
+                    self._keep(key, new)
                 return new
         raise StateConflict(f"{key}: {CAS_ATTEMPTS} changes of others landed first; try again")
+
+    def _keep(self, key: str, state: StateSnapshot) -> None:
+        kept = self._kept
+        assert kept is not None
+        kept[key] = state
+        kept.move_to_end(key)
+        if len(kept) > self.CACHED:
+            kept.popitem(last=False)

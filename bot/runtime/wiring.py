@@ -278,7 +278,7 @@ def conversation_states(store: AnyStore, redis: RedisMode | None) -> Conversatio
     in the store."""
     if redis is not None:
         return redis.states
-    return StoredConversationState(store)
+    return StoredConversationState(store, alone=True)  # one process: the only writer
 
 
 def quota_state(store: AnyStore, redis: RedisMode | None) -> QuotaState:
