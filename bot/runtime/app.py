@@ -95,7 +95,9 @@ class App:
             stopped=lambda key: self.workers.stop_conversation(key),
             task_stopped=lambda key, task_id: self.workers.stop_task(key, task_id),
         )
-        if self.redis is None:  # one process: it owns the database (see the sweep in `start`)
+        # `bot serve` without Redis: its conversations' one writer (`bot chat` has its own)
+        self.alone = self.redis is None and web_server
+        if self.alone:
             self.store.write_alone()
         access = wiring.access_rules(config)
         # `bot chat` (no web server) runs none: a polling channel would steal a serving bot's updates
@@ -129,7 +131,7 @@ class App:
             self.redis,
             deliver=self.background.deliver,
         )
-        states = wiring.conversation_states(self.store, self.redis)
+        states = wiring.conversation_states(self.store, self.redis, alone=self.alone)
         persona_choice = wiring.persona_choice(config, persona)
         self.handoff = build_handoff(config, self.store, states, self.channels, dedup,  # a person
                                      self.personas, persona_choice, self.redis)  # fmt: skip

@@ -273,12 +273,14 @@ def conversation_seams(
     )
 
 
-def conversation_states(store: AnyStore, redis: RedisMode | None) -> ConversationState:
+def conversation_states(
+    store: AnyStore, redis: RedisMode | None, *, alone: bool
+) -> ConversationState:
     """Where conversations' modes and settings live: in Redis (read by the queue's script), or
-    in the store."""
+    in the store (`alone`: this process is their only writer, and keeps what it read)."""
     if redis is not None:
         return redis.states
-    return StoredConversationState(store, alone=True)  # one process: the only writer
+    return StoredConversationState(store, alone=alone)
 
 
 def quota_state(store: AnyStore, redis: RedisMode | None) -> QuotaState:

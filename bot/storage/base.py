@@ -60,8 +60,8 @@ class Store(
     async def close(self) -> None: ...
 
     def write_alone(self) -> None:
-        """This process is the database's only writer (one process, no Redis): what it caches
-        of the database is all there is, not read again for others' changes."""
+        """This process is the only writer of what it writes (`bot serve` without Redis): what
+        it caches of its sessions is all there is, not read again for others' changes."""
         ...
 
     @property

@@ -122,7 +122,7 @@ class MessageLog(StoreCalls):
         self._alone = False  # `write_alone`
 
     def write_alone(self) -> None:
-        """This process is the database's only writer (one process, no Redis: bot/runtime/
+        """This process is its sessions' only writer (`bot serve` without Redis: bot/runtime/
         app.py), so a cached history is all of it: reading one looks for no rows others added
         since, nor does an append (three statements of a turn's 21)."""
         self._alone = True
