@@ -95,8 +95,7 @@ class App:
             stopped=lambda key: self.workers.stop_conversation(key),
             task_stopped=lambda key, task_id: self.workers.stop_task(key, task_id),
         )
-        # `bot serve` without Redis: its conversations' one writer (`bot chat` has its own)
-        self.alone = self.redis is None and web_server
+        self.alone = self.redis is None and web_server  # their one writer (bot chat: its own)
         if self.alone:
             self.store.write_alone()
         access = wiring.access_rules(config)
