@@ -95,8 +95,8 @@ class App:
             stopped=lambda key: self.workers.stop_conversation(key),
             task_stopped=lambda key, task_id: self.workers.stop_task(key, task_id),
         )
-        self.alone = self.redis is None and web_server  # their one writer (bot chat: its own)
-        if self.alone:
+        self.alone = self.redis is None and web_server  # writes its conversations alone
+        if self.alone:  # (bot chat, beside a serving bot, writes only its own)
             self.store.write_alone()
         access = wiring.access_rules(config)
         # `bot chat` (no web server) runs none: a polling channel would steal a serving bot's updates
