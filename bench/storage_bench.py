@@ -6,7 +6,10 @@ conversation, with history), and `--tree DIR` measures another checkout's store 
 script's turn, so a change and its base are compared in one sitting:
 
     python bench/storage_bench.py [--turns 2000]
-    python bench/storage_bench.py --instructions [--turns 200] [--tree DIR]
+    python bench/storage_bench.py --instructions [--turns 200] [--tree DIR] [--alone]
+
+`--alone` counts the store as `bot serve` without Redis uses it (`write_alone`: the only writer
+of its sessions, which reads no cached history back).
 """
 
 from __future__ import annotations
@@ -109,9 +112,11 @@ async def run(path: Path, turns: int, conversations: int, with_history: bool) ->
         print(f"  scale: one minimal store call costs the loop {floor * 1e6:,.0f} us")
 
 
-async def count(path: Path, turns: int) -> None:
+async def count(path: Path, turns: int, alone: bool) -> None:
     """The child of `instructions`: warm up, then `turns` turns with callgrind counting."""
     async with SqliteStore(path) as store:
+        if alone:
+            store.write_alone()
         for n in range(50):
             await one_turn(store, "conv", n, with_history=True)
         # as a serving gateway settles its heap (bot.runtime.heap): start-up objects frozen, so
@@ -126,21 +131,21 @@ async def count(path: Path, turns: int) -> None:
         subprocess.run(toggle, stdout=subprocess.DEVNULL, check=True)  # noqa: ASYNC221
 
 
-def instructions(tree: Path, turns: int) -> None:
+def instructions(tree: Path, turns: int, alone: bool) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         child = subprocess.run(
             ["valgrind", "--tool=callgrind", "--instr-atstart=no",
              "--callgrind-out-file=/dev/null", sys.executable, __file__, "--count",
-             str(Path(tmp) / "bench.db"), "--turns", str(turns), "--tree", str(tree)],
+             str(Path(tmp) / "bench.db"), "--turns", str(turns), "--tree", str(tree),
+             *(["--alone"] if alone else [])],
             capture_output=True, text=True, check=False,
         )  # fmt: skip
     counted = re.search(r"Collected : (\d+)", child.stderr)
     if child.returncode or counted is None:
         raise SystemExit(f"callgrind run failed: {child.stderr[-3000:]}")
     thousands = int(counted.group(1)) / turns / 1e3
-    print(
-        f"{tree.name:16} store, 1 conversation + load_history: {thousands:,.0f} k instructions/turn"
-    )
+    how = "written alone" if alone else "1 conversation"
+    print(f"{tree.name:16} store, {how} + load_history: {thousands:,.0f} k instructions/turn")
 
 
 def main() -> None:
@@ -149,13 +154,14 @@ def main() -> None:
     parser.add_argument("--dir", type=Path, help="where the database files go (default: temporary)")
     parser.add_argument("--instructions", action="store_true", help="callgrind counts per turn")
     parser.add_argument("--tree", type=Path, default=ROOT, help="the checkout whose store to count")
+    parser.add_argument("--alone", action="store_true", help="as bot serve without Redis")
     parser.add_argument("--count", type=Path, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.count:
-        asyncio.run(count(args.count, args.turns))
+        asyncio.run(count(args.count, args.turns, args.alone))
         return
     if args.instructions:
-        instructions(args.tree.resolve(), args.turns)
+        instructions(args.tree.resolve(), args.turns, args.alone)
         return
     with tempfile.TemporaryDirectory() as tmp:
         directory = args.dir or Path(tmp)
