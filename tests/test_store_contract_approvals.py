@@ -11,6 +11,8 @@ import asyncio
 import time
 from dataclasses import replace
 
+import pytest
+
 from bot.storage.backends import AnyStore
 from bot.storage.rows import ApprovalRow
 from tests.test_store_contract import (
@@ -55,6 +57,33 @@ async def test_one_request_per_call_the_first_kept(store: AnyStore) -> None:
     assert await store.approval("a2") is None
     assert await store.approval_for_call("t1", "c1") == made
     assert [row.id for row in await store.pending_approvals("telegram:42")] == ["a1"]
+
+
+@pytest.mark.parametrize("alone", [False, True], ids=["shared", "alone"])
+async def test_the_pending_requests_follow_every_create_and_decision(
+    opener: Opener, alone: bool
+) -> None:
+    """Written alone, the store counts each conversation's pending requests instead of asking
+    the table every turn: what it answers is what the table holds."""
+    async with opener() as store, opener() as before:
+        await before.create_approval(_request("early", "c0"))  # pending when the store starts
+        if alone:
+            store.write_alone()
+        assert [r.id for r in await store.pending_approvals("telegram:42")] == ["early"]
+        assert await store.pending_approvals("telegram:9") == []
+        await store.create_approval(_request("a1", "c1"))
+        await store.create_approval(_request("a2", "c1"))  # the same call again: no new one
+        await store.create_approval(replace(_request("b1", "c2"), conversation_key="telegram:9"))
+        assert [r.id for r in await store.pending_approvals("telegram:42")] == ["early", "a1"]
+        assert [r.id for r in await store.pending_approvals("telegram:9")] == ["b1"]
+        for approval_id in ("early", "a1", "a1"):  # the second time: decided already
+            await store.decide_approval(
+                approval_id, status="denied", decision="deny", by="u", at=1.0
+            )
+        assert await store.pending_approvals("telegram:42") == []
+        await store.create_approval(_request("a3", "c3"))
+        assert [r.id for r in await store.pending_approvals("telegram:42")] == ["a3"]
+        assert [r.id for r in await store.pending_approvals("telegram:9")] == ["b1"]
 
 
 async def test_decided_once_across_processes(opener: Opener) -> None:

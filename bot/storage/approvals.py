@@ -7,6 +7,7 @@ sweep of two processes racing a late press.
 
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import astuple
 from typing import Any
 
@@ -71,6 +72,11 @@ _UNRESUMED = RowQuery(
     ApprovalRow,
 )
 _NEXT_EXPIRY = Query(sa.select(sa.func.min(A.c.expires_at)).where(A.c.status == "pending"))
+_PENDING_COUNTS = Query(
+    sa.select(A.c.conversation_key, sa.func.count())
+    .where(A.c.status == "pending")
+    .group_by(A.c.conversation_key)
+)
 _GRANT = Query(
     insert(G)
     .values(params("conversation_key", "tool_name", "target", "granted_by", "granted_at"))
@@ -86,12 +92,31 @@ _GRANTED = Query(
 
 
 class ApprovalTable(StoreCalls):
-    """`ApprovalRecords` (bot/storage/roles.py): one short statement or transaction a call."""
+    """`ApprovalRecords` (bot/storage/roles.py): one short statement or transaction a call.
+
+    Written alone (`write_alone`: the only writer of its conversations), the store counts the
+    pending requests of each conversation, read once, then kept by its own creates and
+    decisions: a turn's withdrawal of its user's open questions (every turn asks) reads the
+    table only where one is pending. A count is raised before a create and lowered after a
+    decision, so a read that overlaps either asks the table; a first read that overlapped one
+    is not kept (on PostgreSQL the calls interleave)."""
+
+    _alone: bool  # the message log's (`write_alone`)
+    _pending: Counter[str] | None = None  # alone: pending requests by conversation, once read
+    _approval_changes = 0  # creates and decisions begun and ended
 
     async def create_approval(self, row: ApprovalRow) -> ApprovalRow:
         """Records the request; the one already recorded for the same turn and call, if any
         (a turn resumed after a crash asks again about the call it was pausing on)."""
-        return await self._tx(_create, row)
+        self._count(row.conversation_key, 1)  # counted until it is known to be no new one
+        self._approval_changes += 1
+        try:
+            found = await self._tx(_create, row)
+        finally:
+            self._approval_changes += 1
+        if found.id != row.id:  # the one recorded before: counted when it was
+            self._count(row.conversation_key, -1)
+        return found
 
     async def approval(self, approval_id: str) -> ApprovalRow | None:
         return await self._tx(_one, _BY_ID, approval_id=approval_id)
@@ -104,7 +129,14 @@ class ApprovalTable(StoreCalls):
     ) -> ApprovalRow | None:
         """Decides a pending request; the decided row, or None when it was decided already
         (by anyone: used once)."""
-        return await self._tx(_decide, approval_id, status, decision, by, at)
+        self._approval_changes += 1
+        try:
+            won = await self._tx(_decide, approval_id, status, decision, by, at)
+        finally:
+            self._approval_changes += 1
+        if won is not None:  # it was pending
+            self._count(won.conversation_key, -1)
+        return won
 
     async def use_approval(self, approval_id: str) -> bool:
         """`allowed` -> `used`, right before the call runs; False: it was used already."""
@@ -114,7 +146,23 @@ class ApprovalTable(StoreCalls):
         await self._tx(_execute, _NOTICE, approval_id=approval_id, notice=notice)
 
     async def pending_approvals(self, conversation_key: str) -> list[ApprovalRow]:
+        if self._alone:
+            if self._pending is None:
+                changes = self._approval_changes
+                counts = await self._tx(_rows, _PENDING_COUNTS)
+                if changes == self._approval_changes:
+                    self._pending = Counter({key: n for key, n in counts})
+            if self._pending is not None and not self._pending.get(conversation_key):
+                return []
         return await self._tx(fetch_rows, _PENDING_IN, key=conversation_key)
+
+    def _count(self, conversation_key: str, change: int) -> None:
+        if self._pending is not None:
+            left = self._pending[conversation_key] + change
+            if left > 0:
+                self._pending[conversation_key] = left
+            else:
+                self._pending.pop(conversation_key, None)
 
     async def expired_approvals(self, now: float) -> list[ApprovalRow]:
         """Pending requests whose time is up (the oldest 100)."""
@@ -174,6 +222,10 @@ async def _decide(
 
 async def _execute(tx: Tx, query: Query, /, **values: Any) -> int:
     return await tx.execute(query, **values)
+
+
+async def _rows(tx: Tx, query: Query, /) -> list[Any]:
+    return await tx.fetch(query)
 
 
 async def _scalar(tx: Tx, query: Query, /, **values: Any) -> Any:
