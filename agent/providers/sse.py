@@ -6,8 +6,8 @@ SDK's `AsyncStream`. The SDK's stream runs four async generators for every event
 parsed item with `typing.Mapping` (an ABC check through `typing`); this reads each chunk that
 arrives in one loop and hands the vendor module, per chunk, the list of items its events made,
 so the vendor module's own wait for the next read (its deadline) is per read, not per event.
-bench/provider_bench.py --instructions, openai, a 5-piece answer: 1.90 M instructions a call
-before, 1.74 M after; each more event read on its own 87 k before, 65 k after.
+bench/provider_bench.py --instructions, a 5-piece answer: 1.90 → 1.71 M instructions a call
+(openai), 1.95 → 1.72 M (anthropic); each more event read on its own 87 → 62 k and 74 → 56 k.
 
 What the SDK's stream does with an event is done by the door's `handle` (openai_sdk.py,
 anthropic_sdk.py): the same JSON parsing and the SDK's own error for an `error` event; a failed
