@@ -25,16 +25,17 @@ POST of the same body, read to the end, is 0.65 M.
   error (`_make_status_error_from_response`: status, body, headers, the same subclasses) and a
   transport failure the SDK's timeout or connection error, as `post` does; the response's events
   are read by sse.py, each handled as the SDK's `AsyncStream` handles it (`[DONE]`, `error`
-  events, JSON), in batches, a batch per chunk read (1.90 → 1.74 M a call, openai).
+  events, JSON), in batches, a batch per chunk read (1.90 → 1.71 M a call, openai).
   Skipped is only what cannot change between calls, the SDK's retries (off anyway: resilient.py
   retries, knowing about fallbacks and about text already shown) and the anthropic SDK's
   per-call tracing span and middleware (neither is configured here).
 
 These are SDK internals, named only in each SDK's door (door.py), as is httpx's one (the
 client's `_transport_for_url`: a release without it fails the door's check too). Without them
-the provider uses the public `post` above, with the SDK's own stream, at 3.75 M (anthropic)
-and 4.21 M (openai) instead of 1.95 M and 1.90 M (`provider_bench.py --instructions --deltas 5
---public`; 2.25 M and 2.18 M before the request copy and the transport above).
+the provider uses the public `post` above, with the SDK's own stream, at 3.77 M (anthropic)
+and 4.21 M (openai) instead of 1.72 M and 1.71 M (`provider_bench.py --instructions --deltas 5
+--public`; 2.25 M and 2.18 M before the request copy and the transport above, 1.95 M and 1.90 M
+before the events were read by sse.py).
 
 Sending through httpx's own transport (a plain `httpx2.AsyncClient`) instead costs ~1.3 M more a
 call.
