@@ -296,6 +296,17 @@ async def test_history_round_trips_and_sees_other_processes(opener: Opener) -> N
         assert [row.is_error for row in rows] == [0, 0, 1, 0, 0, 0]
 
 
+async def _a_turn_each(
+    store: AnyStore, sessions: list[str], n: int, expected: list[list[tuple[str, Message]]]
+) -> None:
+    """Turn `n` of the conversation in each session, each history read back as it grows."""
+    for i, session_id in enumerate(sessions):
+        turn = [(f"t{n}", m) for _, m in CONVERSATION]
+        await store.append_messages(session_id, f"t{n}", [m for _, m in turn])
+        expected[i] += turn
+        assert await store.load_history(session_id) == expected[i]
+
+
 async def test_a_store_written_alone_keeps_its_histories_without_reading_them_back(
     opener: Opener,
 ) -> None:
@@ -308,11 +319,7 @@ async def test_a_store_written_alone_keeps_its_histories_without_reading_them_ba
         sessions = [await store.active_session(**SESSION | {"user_id": f"u{i}"}) for i in range(4)]
         expected: list[list[tuple[str, Message]]] = [[] for _ in sessions]
         for n in range(3):
-            for i, session_id in enumerate(sessions):
-                turn = [(f"t{n}", m) for _, m in CONVERSATION]
-                await store.append_messages(session_id, f"t{n}", [m for _, m in turn])
-                expected[i] += turn
-                assert await store.load_history(session_id) == expected[i]
+            await _a_turn_each(store, sessions, n, expected)
         for i, session_id in enumerate(sessions):
             assert await other.load_history(session_id) == expected[i]  # all of it was written
         cached = sessions[-1]
@@ -354,11 +361,7 @@ async def test_a_small_history_cache_gives_the_same_histories(opener: Opener) ->
         sessions = [await store.active_session(**SESSION | {"user_id": f"u{i}"}) for i in range(4)]
         expected: list[list[tuple[str, Message]]] = [[] for _ in sessions]
         for n in range(3):
-            for i, session_id in enumerate(sessions):
-                turn = [(f"t{n}", m) for _, m in CONVERSATION]
-                await store.append_messages(session_id, f"t{n}", [m for _, m in turn])
-                expected[i] += turn
-                assert await store.load_history(session_id) == expected[i]
+            await _a_turn_each(store, sessions, n, expected)
             # another process writes to one of them, cached or not
             extra = Message("user", f"from elsewhere {n}")
             await other.append_messages(sessions[n], f"x{n}", [extra])
