@@ -115,10 +115,15 @@ async def gateways(
 
 @asynccontextmanager
 async def logging_serve(
-    until: re.Pattern[str], *args: str, cwd: Path, env: Mapping[str, str] | None = None
+    until: re.Pattern[str],
+    *args: str,
+    cwd: Path,
+    env: Mapping[str, str] | None = None,
+    log: list[str] | None = None,
 ) -> AsyncIterator[re.Match[str]]:
     """`bot serve ARGS` in a child process (no config file needed), until a line of its log
-    matches `until` (the match is yielded); then SIGTERM, and it must exit cleanly."""
+    matches `until` (the match is yielded; `log`: a list that gets the lines read until then);
+    then SIGTERM, and it must exit cleanly."""
     process = await asyncio.create_subprocess_exec(
         sys.executable,
         "-m",
@@ -130,7 +135,7 @@ async def logging_serve(
         stderr=asyncio.subprocess.PIPE,
     )
     assert process.stderr is not None
-    log: list[str] = []
+    log = [] if log is None else log
     try:
         async with asyncio.timeout(30):
             while not (found := until.search(log[-1] if log else "")):

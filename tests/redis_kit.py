@@ -63,8 +63,10 @@ async def redis_prefix(url: str = URL) -> AsyncIterator[tuple[Redis, str]]:
     try:
         yield redis, prefix
     finally:
-        await delete_prefix(redis, prefix)
-        await redis.aclose()
+        try:
+            await delete_prefix(redis, prefix)
+        finally:  # a failed clean-up must not leave the client's sockets open too
+            await redis.aclose()
 
 
 async def until_queued(prefix: str, url: str = URL, timeout: float = 60.0) -> None:

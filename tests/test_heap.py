@@ -21,7 +21,7 @@ import pytest
 from bot.ops.gc_pauses import watched
 from bot.ops.metrics import Metrics
 from bot.runtime.heap import sweep_due
-from tests.processes import ROOT, Gateway, logging_serve, open_tab, serving, write_config
+from tests.processes import ROOT, SERVING, Gateway, logging_serve, open_tab, write_config
 
 pytestmark = pytest.mark.process
 
@@ -149,15 +149,17 @@ def test_a_watched_collection_reports_its_generation_and_pause_until_the_watch_e
 
 async def test_bot_serve_shows_each_collections_pause_in_its_metrics(tmp_path: Path) -> None:
     """Young collections come once 2,000 more objects live than before, after the heap has
-    settled: web sockets held open (~74 objects each; over aiohttp's 100 a session) bring one
-    about."""
+    settled (until then the collector is off: tabs opened sooner bring none about): web
+    sockets held open (~74 objects each; over aiohttp's 100 a session) bring one about."""
     young = re.compile(r'^gateway_gc_pause_seconds_count\{generation="0"\} (\S+)$', re.M)
     sockets = {"max_connections_per_address": 10_000, "rate_limit_per_minute": 10_000}
     config = write_config(tmp_path, channels={"websocket": sockets})
+    log: list[str] = []
     async with (
-        serving("--config", str(config), cwd=tmp_path) as port,
+        logging_serve(SETTLED, "--config", str(config), cwd=tmp_path, log=log),
         aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0)) as session,
     ):
+        port = next(int(m.group(2)) for line in log if (m := SERVING.search(line)))
         gateway = Gateway(cast(asyncio.subprocess.Process, None), port)
         tabs: list[aiohttp.ClientWebSocketResponse] = []
         counted = 0.0
