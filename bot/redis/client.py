@@ -84,6 +84,30 @@ class _UnixConnection(_CancellableWrites, UnixDomainSocketConnection):
     pass
 
 
+class _Pool(ConnectionPool):
+    """redis-py's pool, except that once closed it opens nothing: a task still running at
+    shutdown gets a ConnectionError (a RedisError, handled as Redis being down) instead of a
+    new socket, and a connection handed back is closed. redis-py's own pool connects again for
+    a command sent after `aclose`; the connection then stays open until the garbage collector
+    meets the pool (a ResourceWarning then: one failed a later test in CI)."""
+
+    closed = False
+
+    async def get_connection(self, *args: Any, **kwargs: Any) -> AbstractConnection:
+        if self.closed:
+            raise RedisConnectionError("the Redis client is closed")
+        return await super().get_connection(*args, **kwargs)  # type: ignore[no-untyped-call,no-any-return]
+
+    async def release(self, connection: AbstractConnection) -> None:
+        await super().release(connection)
+        if self.closed:
+            await connection.disconnect()
+
+    async def aclose(self) -> None:
+        self.closed = True
+        await super().aclose()
+
+
 _CONNECTIONS: Final[dict[str, type[AbstractConnection]]] = {
     "redis": _TcpConnection,
     "rediss": _TlsConnection,
@@ -95,7 +119,7 @@ def connect(url: str, *, reader: bool = False) -> Redis:
     """A client for `url`. `reader=True`: for commands that block up to `BLOCK_MS`."""
     # Only a refused or dropped connection is retried: the command never reached the server.
     retry = Retry(ExponentialWithJitterBackoff(base=0.05, cap=0.5), 1, (RedisConnectionError,))
-    pool = ConnectionPool.from_url(
+    pool = _Pool.from_url(
         url,
         decode_responses=True,
         socket_timeout=READER_TIMEOUT_S if reader else COMMAND_TIMEOUT_S,
@@ -140,12 +164,13 @@ class LuaScript:
 
     async def _send(self, command: tuple[str | int | float, ...]) -> Any:
         packed = pack_command(command)  # type: ignore[arg-type]  # its stub: a 1-tuple
-        pool = self._redis.connection_pool
+        pool: _Pool = self._redis.connection_pool  # type: ignore[assignment]  # connect()'s
         idle = _IDLE.setdefault(pool, [])
         for retry in (False, True):
             # a connection kept for scripts, not handed back: the pool's get and release cost
             # a lock each and metrics records; closing the client still closes them (in use)
-            connection = idle.pop() if idle else await pool.get_connection()  # type: ignore[no-untyped-call]
+            # closed: get_connection refuses (an idle one would connect again as it sends)
+            connection = idle.pop() if idle and not pool.closed else await pool.get_connection()
             try:
                 await connection.send_packed_command(packed)  # connects again if it was dropped
                 return await connection.read_response()  # a failed read drops the connection
@@ -154,9 +179,9 @@ class LuaScript:
                 if retry:
                     raise
             finally:
-                if len(idle) < KEPT_CONNECTIONS:
+                if len(idle) < KEPT_CONNECTIONS and not pool.closed:
                     idle.append(connection)
-                else:  # a burst of calls at once: the pool has the rest back
+                else:  # a burst of calls at once: the pool has the rest back (or closes it)
                     await pool.release(connection)
             await asyncio.sleep(random.uniform(0, RETRY_BACKOFF_S))  # noqa: S311
         raise AssertionError("unreachable")
