@@ -40,7 +40,7 @@ async def test_a_command_in_flight_as_the_client_closes_leaves_no_connection_ope
     async with redis_prefix() as (observer, _):
         name = f"t-{uuid.uuid4().hex[:8]}"
         redis = await _named_client(name)
-        connection = await redis.connection_pool.get_connection()
+        connection = await redis.connection_pool.get_connection()  # type: ignore[no-untyped-call]
         await redis.aclose()  # closes it: then its command connects it again
         await connection.send_command("PING")
         assert await connection.read_response() == "PONG"
