@@ -48,10 +48,11 @@ class ChannelServices:
     # None: the channel knows only what this process saw.
     history: ConversationHistory | None = None
     claims: Claims | None = None
-    # Whether the gateway claimed an event (by its id), where the gateway's claims are the
-    # store's (one process): a channel that must know before the gateway sees a message asks
-    # this instead of writing a claim of its own. None: the gateway claims elsewhere (Redis).
-    gateway_claimed: Callable[[str], Awaitable[bool]] | None = None
+    # The gateway's own claims, where they are the store's (embedded): a channel that must know
+    # whether a message is a first before the gateway sees it claims it here, for the gateway
+    # (whose claim then costs nothing), instead of writing a claim of its own. None: the
+    # gateway claims elsewhere (Redis).
+    gateway_claims: Claims | None = None
     # Whether the gateway answered in a conversation (by its key), from the store: a reply in
     # a Slack thread the bot was answering is answered after a restart too. None: no store.
     answered: Callable[[str], Awaitable[bool]] | None = None

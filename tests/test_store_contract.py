@@ -64,15 +64,21 @@ async def test_claims_are_once_until_released(store: AnyStore) -> None:
     assert not await store.claim_event("short", 60)
 
 
-async def test_whether_an_event_is_claimed_is_read_without_claiming_it(store: AnyStore) -> None:
-    assert not await store.event_claimed("e1")
-    assert not await store.event_claimed("e1")  # asking claims nothing
-    assert await store.claim_event("e1", 60)
-    assert await store.event_claimed("e1")
-    await store.release_event("e1")
-    assert not await store.event_claimed("e1")
-    assert await store.claim_event("gone", 0)  # expired as soon as it is made
-    assert not await store.event_claimed("gone")
+async def test_a_claim_made_ahead_for_the_gateway_is_its_claim_once_and_everyone_elses(
+    store: AnyStore, opener: Opener
+) -> None:
+    """The web socket's echo claims for the gateway (bot/pipeline/dedup.py `ClaimsAhead`)."""
+    assert await store.claim_event_ahead("e1", 60)
+    assert not await store.claim_event_ahead("e1", 60)  # a resend: not a first
+    async with opener() as other:  # another process: the claim is in the database
+        assert not await other.claim_event("e1", 60)
+    assert await store.claim_event("e1", 60)  # the gateway's claim: the one made ahead
+    assert not await store.claim_event("e1", 60)  # once
+    assert await store.claim_event_ahead("e2", 60)
+    await store.release_event("e2")  # the message never reached the gateway
+    async with opener() as other:
+        assert await other.claim_event("e2", 60)  # released in the database
+    assert not await store.claim_event("e2", 60)  # and forgotten here
 
 
 async def test_the_active_session_is_kept_until_new(store: AnyStore) -> None:

@@ -205,8 +205,9 @@ async def test_a_message_resent_after_a_restart_is_shown_once(
 async def test_one_process_writes_one_claim_a_message(
     start: Start, session: aiohttp.ClientSession
 ) -> None:
-    """Embedded, the gateway's claim is the store's: the echo asks for it (a read) rather than
-    writing a claim of its own, and a resend is still known after a restart (the test above)."""
+    """Embedded, the gateway's claim is the store's: the echo makes it for the gateway rather
+    than writing a claim of its own, and a resend is still known after a restart (the test
+    above)."""
     app = await start(ScriptedProvider([Reply("One."), Reply("Two.")]))
     await chat(app, session, ("c1", "first"), ("c2", "second"))
     await app.stop()

@@ -8,7 +8,7 @@ frame, is `endpoint.py`.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from aiohttp import web
@@ -75,7 +75,7 @@ class WebSocketChannel:
         client_address_header: str | None = None,
         history: ConversationHistory | None = None,
         claims: Claims | None = None,
-        gateway_claimed: Callable[[str], Awaitable[bool]] | None = None,
+        gateway_claims: Claims | None = None,
         rates: InboundRates | None = None,
         blobs: BlobStore | None = None,
         links: BlobLinks | None = None,
@@ -135,7 +135,7 @@ class WebSocketChannel:
             echo=UserEcho(
                 self._hub,
                 claims=claims,
-                gateway_claimed=gateway_claimed,
+                gateway_claims=gateway_claims,
                 render=self.files.attachments if self.files else None,
             ),
             history=history,

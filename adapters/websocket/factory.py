@@ -26,7 +26,7 @@ def build(section: WebsocketConfig, services: ChannelServices) -> WebSocketChann
         client_address_header=section.client_address_header,
         history=services.history,
         claims=services.claims,
-        gateway_claimed=services.gateway_claimed,
+        gateway_claims=services.gateway_claims,
         rates=services.inbound_rates,
         blobs=services.blobs,
         links=services.blob_links,

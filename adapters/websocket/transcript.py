@@ -8,10 +8,10 @@ of an id already published is not published again (the gateway answers it once, 
 transcript must not show it twice); the sending socket alone gets `message.user` with that id,
 `"duplicate": true` and no `seq` or text, so it can mark the message sent. `/new` publishes `conversation.cleared`, which empties the
 replay buffer (adapters/hub/) and every open tab. A resend is recognised after a restart (or in
-another process) too: where the gateway's own claims are the store's (one process), by asking
-whether the gateway claimed the message (`gateway_claimed`: a read, where a claim of its own was
-a second write a turn); else by a durable claim of its own (`claims`, the app's store, as
-`echo:<event id>`: the gateway's claims are then Redis's).
+another process) too: where the gateway's own claims are the store's (embedded), by making the
+gateway's claim for it (`gateway_claims`: the gateway's claim then writes nothing, where a read
+or a claim of the echo's own was one more statement a turn); else by a durable claim of its own
+(`claims`, the app's store, as `echo:<event id>`: the gateway's claims are then Redis's).
 
 The replay buffer is memory: a restart, an evicted idle conversation or one longer than the
 buffer would show a cut transcript while the bot remembers it all. So when the buffer cannot
@@ -26,7 +26,7 @@ from __future__ import annotations
 import json
 import logging
 from collections import OrderedDict
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, Final
 
 from adapters.base import ChatRef, InboundMessage, TryLater
@@ -53,14 +53,14 @@ class UserEcho:
         hub: EventHub,
         *,
         claims: Claims | None = None,
-        gateway_claimed: Callable[[str], Awaitable[bool]] | None = None,
+        gateway_claims: Claims | None = None,
         max_ids: int = MAX_REMEMBERED_IDS,
         render: Render | None = None,
     ) -> None:
         self._hub = hub
         self._render = render
         self._claims = claims
-        self._gateway_claimed = gateway_claimed  # asked instead of claiming (module doc)
+        self._gateway_claims = gateway_claims  # claimed for the gateway (module doc)
         self._max_ids = max_ids
         # (conversation, client_message_id) of published messages; the keys only, so that
         # 20,000 of them stay a few MiB however long their texts were
@@ -95,7 +95,7 @@ class UserEcho:
         except TryLater:  # nothing kept: the resend the client is told to send is a first
             if cmid is not None:
                 self._published.pop((identity, cmid), None)
-                await self._unclaim(message)
+                await self._unclaim(message, gateway_saw_it=False)
             raise
 
     async def refused(
@@ -118,26 +118,32 @@ class UserEcho:
         cmid = frame.client_message_id
         if cmid is not None:
             self._published.pop((message.chat.chat_id, cmid), None)
-            await self._unclaim(message)
+            await self._unclaim(message, gateway_saw_it=True)
         fields = {"message_id": message.message_id, "reason": "queue_full"}
         try:
             await self._hub.publish(message.chat.chat_id, "message.dropped", fields)
         except Exception as exc:  # the sender was told; other tabs show it as unanswered
             log.warning("websocket %s: refusal not published: %s", message.chat.chat_id, exc)
 
-    async def _unclaim(self, message: InboundMessage) -> None:
-        if self._gateway_claimed is not None or self._claims is None:
-            return  # the gateway lets go of its own claim, or there is none
+    async def _unclaim(self, message: InboundMessage, *, gateway_saw_it: bool) -> None:
+        if self._gateway_claims is not None:
+            if gateway_saw_it:
+                return  # the gateway let go of its claim as it refused the message
+            claims, event_id = self._gateway_claims, message.event_id
+        elif self._claims is not None:
+            claims, event_id = self._claims, "echo:" + message.event_id
+        else:
+            return
         try:
-            await self._claims.release("echo:" + message.event_id)
+            await claims.release(event_id)
         except Exception as exc:  # its resend then shows as a duplicate, and is still answered
             log.warning("websocket %s: resend claim not released: %s", message.chat.chat_id, exc)
 
     async def _claim(self, message: InboundMessage) -> bool:
         """False when another process (or this one before a restart) published this id."""
         try:
-            if self._gateway_claimed is not None:
-                return not await self._gateway_claimed(message.event_id)
+            if self._gateway_claims is not None:
+                return await self._gateway_claims.claim(message.event_id)
             if self._claims is None:
                 return True
             return await self._claims.claim("echo:" + message.event_id)

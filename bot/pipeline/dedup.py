@@ -57,6 +57,15 @@ class StoreDedup:
         await self.release(event_id)  # the embedded queue remembers no event
 
 
+class ClaimsAhead(StoreDedup):
+    """The gateway's claims in the store, made by a channel before the gateway sees the event
+    (`Claims` to the channel): the web socket's echo must know whether a resend was answered
+    before it publishes it. The gateway's own claim of the event then costs no statement."""
+
+    async def claim(self, event_id: str) -> bool:
+        return await self.store.claim_event_ahead(event_id, self.ttl_s)
+
+
 class MemoryDedup:
     """A bounded, time-limited set of seen ids in this process (tests, `bot chat`).
 

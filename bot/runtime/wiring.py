@@ -26,7 +26,7 @@ from bot.ops.operations import Operations
 from bot.pipeline.access import AccessRules
 from bot.pipeline.conversation_state import ConversationState, StoredConversationState
 from bot.pipeline.conversations import ConversationQueue, LocalConversations
-from bot.pipeline.dedup import Dedup, StoreDedup
+from bot.pipeline.dedup import ClaimsAhead, Dedup, StoreDedup
 from bot.pipeline.gateway_settings import GatewaySettings
 from bot.pipeline.persona_choice import PersonaChoice
 from bot.pipeline.quota import QuotaState, StoreQuotaState
@@ -106,7 +106,7 @@ def channel_services(
         history=StoreHistory(store, persona_name),
         claims=StoreDedup(store, ttl_s=config.gateway.dedup_ttl_s),
         # embedded, the gateway claims in the store (conversation_seams below)
-        gateway_claimed=None if redis else store.event_claimed,
+        gateway_claims=None if redis else ClaimsAhead(store, ttl_s=config.gateway.dedup_ttl_s),
         answered=_answered(store),
         event_hub=redis.hub if redis else None,
         rate_budget=redis.budget if redis else None,

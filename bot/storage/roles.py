@@ -48,8 +48,9 @@ class ClaimRecords(Protocol):
 
     async def release_event(self, event_id: str) -> None: ...
 
-    async def event_claimed(self, event_id: str) -> bool:
-        """Whether `event_id` is claimed now, without claiming it."""
+    async def claim_event_ahead(self, event_id: str, ttl_s: float) -> bool:
+        """`claim_event` made by a channel for this process's gateway: its own `claim_event` of
+        `event_id` then returns True once, without writing."""
         ...
 
 
