@@ -111,7 +111,9 @@ async def serve(data_dir: str, llm: dict[str, Any]) -> None:
         if os.environ.get("BENCH_GC_WALKS"):  # what each collection walked (bench/gc_walks.py)
             gc.callbacks.insert(0, GcWalks(Path(os.environ["BENCH_GC_WALKS"])))
         if os.environ.get("BENCH_STALLS"):  # where the loop was when it stalled (a file)
-            watch = StallWatch(Path(os.environ["BENCH_STALLS"])).start()  # noqa: F841
+            # BENCH_STALL_MS: how late the loop must be to count as stalled (default 40)
+            late_s = float(os.environ.get("BENCH_STALL_MS", "40")) / 1000
+            watch = StallWatch(Path(os.environ["BENCH_STALLS"]), late_s).start()  # noqa: F841
         print(f"PORT {app.port}", flush=True)
         with app.ops.collections_watched():  # as `bot serve` does
             await app.wait()

@@ -18,6 +18,7 @@ import asyncio
 import logging
 import random
 import sqlite3
+import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -97,6 +98,7 @@ class StoreConnection(StoreCalls):
         self._checkpoint: Future[None] | None = None
         self._checkpoint_conn: sqlite3.Connection | None = None  # used on that thread only
         self._restarting = False  # the checkpoint thread holds the write lock: calls go off-loop
+        self._loop: asyncio.AbstractEventLoop | None = None  # the loop the calls run on
         self.restarts = 0  # how many times the WAL was restarted (for tests and logs)
         self.busy_wait_s = BUSY_WAIT_S  # for another process's lock, per call
         self._waiter = LockWaiter()
@@ -126,6 +128,7 @@ class StoreConnection(StoreCalls):
         except (OSError, sqlite3.Error) as exc:
             raise StorageError(f"cannot open the database {str(self.path)!r}: {exc}") from exc
         self._open = True
+        self._loop = asyncio.get_running_loop()
         if self.on_disk:
             self._checkpointer = ThreadPoolExecutor(1, thread_name_prefix="sqlite-checkpoint")
         log.info("storage %s open, schema v%d (applied %s)", self.path, len(MIGRATIONS), applied)
@@ -259,13 +262,30 @@ class StoreConnection(StoreCalls):
             if frames > RESTART_AT_FRAMES:
                 self._restarting = True
                 try:
-                    row = self._checkpoint_conn.execute("PRAGMA wal_checkpoint(RESTART)")
-                    if row.fetchone()[0] == 0:  # 1: a reader or writer held on past the wait
-                        self.restarts += 1
+                    if self._loop_moved_on():
+                        row = self._checkpoint_conn.execute("PRAGMA wal_checkpoint(RESTART)")
+                        if row.fetchone()[0] == 0:  # 1: a reader or writer held on past the wait
+                            self.restarts += 1
                 finally:
                     self._restarting = False
         except sqlite3.Error as exc:
             log.warning("WAL checkpoint of %s failed: %s", self.path, exc)
+
+    def _loop_moved_on(self) -> bool:
+        """On the checkpoint thread, `_restarting` just set: True once the loop has run a
+        callback since, so every call on it that read the flag before it was set has ended (a
+        call on the loop runs from that check to its commit without a pause). Else one could
+        still be on its way to BEGIN as the RESTART took the write lock, and wait in SQLite's
+        busy handler on the loop (seen: a 12 ms stall in `BEGIN IMMEDIATE`, bench/many_bench.py
+        with BENCH_STALL_MS=10). False (no RESTART this time) if the loop is gone or does not
+        get to it within a second."""
+        moved_on = threading.Event()
+        try:
+            assert self._loop is not None
+            self._loop.call_soon_threadsafe(moved_on.set)
+        except RuntimeError:  # the loop is closed
+            return False
+        return moved_on.wait(1.0)
 
     def _close_checkpoint_conn(self) -> None:
         if self._checkpoint_conn is not None:
