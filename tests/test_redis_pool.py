@@ -1,7 +1,8 @@
 """A closed Redis client opens nothing and leaves nothing open (bot/redis/client.py `_Pool`).
 
 redis-py's pool connects again for a command sent after `aclose`, and that socket stays open
-until the garbage collector meets it (a ResourceWarning then, which failed a later test in CI).
+until the garbage collector meets it (a ResourceWarning then, like the one that failed a later
+test in CI).
 Real Redis; the server's CLIENT LIST says which of the test's connections are open.
 """
 
