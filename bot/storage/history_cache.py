@@ -29,7 +29,6 @@ text plus `ENTRY_BYTES` a message); past it the least recently used sessions go,
 from __future__ import annotations
 
 import gc
-import io
 import json
 import marshal
 from collections import OrderedDict
@@ -101,31 +100,29 @@ def _size(m: Message) -> int:
 
 class History:
     """A session's cached history, the id of the last message row it includes, its size, and
-    the bytes it was read back from (`packed`: `chunks` marshalled tuples of its first
-    `packed_count` items)."""
+    the bytes it was read back from (`packed`: its first `packed_count` items, as chunks)."""
 
-    __slots__ = ("chunks", "items", "last_id", "packed", "packed_count", "size")
+    __slots__ = ("items", "last_id", "packed", "packed_count", "size")
 
     def __init__(
-        self,
-        last_id: int,
-        items: list[HistoryItem],
-        size: int = 0,
-        packed: bytes = b"",
-        chunks: int = 0,
+        self, last_id: int, items: list[HistoryItem], size: int = 0, packed: Chunks = ()
     ) -> None:
         self.last_id = last_id
         self.items = items
         self.size = size
-        self.packed, self.chunks = packed, chunks
-        self.packed_count = len(items) if chunks else 0
+        self.packed = packed
+        self.packed_count = len(items) if packed else 0
 
 
-# cold: (last id, size counted, chunks, the items as `chunks` marshalled tuples one after the
-# other): a tuple of atomics, which the collector stops tracking once it has seen it. A history
-# going cold again encodes only the items added since it was read back, as one more chunk (a
-# cold hit does not encode the whole history again); past MAX_CHUNKS, all of it as one.
-Cold = tuple[int, int, int, bytes]
+# A history's items as bytes: a tuple of chunks, each a marshalled tuple of rows, read with
+# `marshal.loads` (one `marshal.load` on a stream of them read the stream a few bytes at a
+# time: 2.7 us a message, 27 times `loads`, most of a cold hit's cost; bench/sustained_bench.py).
+Chunks = tuple[bytes, ...]
+# cold: (last id, size counted, *chunks): a tuple of atomics (flat: a tuple in a tuple stays
+# tracked until a second collection), which the collector stops tracking once it has seen it. A history going cold again encodes only the items added since it was
+# read back, as one more chunk (a cold hit does not encode the whole history again); past
+# MAX_CHUNKS, all of it as one.
+Cold = tuple[Any, ...]  # (int, int, bytes, ...)
 MAX_CHUNKS = 8
 # A cold history that messages are appended to (`extend`) takes each append as one more chunk,
 # up to this many before it is encoded as one again: an append never reads the history back.
@@ -137,24 +134,21 @@ def _rows(items: list[HistoryItem]) -> bytes:
 
 
 def _encode(history: History) -> Cold:
-    last_id, size = history.last_id, history.size
-    if not history.chunks or history.chunks >= MAX_CHUNKS:
-        return last_id, size, 1, _rows(history.items)
+    last_id, size, packed = history.last_id, history.size, history.packed
+    if not packed or len(packed) >= MAX_CHUNKS:
+        return last_id, size, _rows(history.items)
     new = history.items[history.packed_count :]
     if not new:
-        return last_id, size, history.chunks, history.packed
-    return last_id, size, history.chunks + 1, history.packed + _rows(new)
+        return last_id, size, *packed
+    return last_id, size, *packed, _rows(new)
 
 
 def _decode(cold: Cold) -> History:
-    last_id, size, chunks, packed = cold
-    stream = io.BytesIO(packed)
+    last_id, size, packed = cold[0], cold[1], cold[2:]
     items = [
-        (row[0], message_from_columns(*row[1:]))
-        for _ in range(chunks)
-        for row in marshal.load(stream)
+        (row[0], message_from_columns(*row[1:])) for chunk in packed for row in marshal.loads(chunk)
     ]
-    return History(last_id, items, size, packed, chunks)
+    return History(last_id, items, size, packed)
 
 
 class HistoryCache:
@@ -213,8 +207,7 @@ class HistoryCache:
         if len(history.items) > HISTORY_TRIM_AT:
             del history.items[: len(history.items) - HISTORY_KEEP]
             history.size = sum(_size(m) for _, m in history.items)
-            history.chunks = history.packed_count = 0  # encoded afresh when it goes cold
-            history.packed = b""
+            history.packed, history.packed_count = (), 0  # encoded afresh when it goes cold
         self._hot_count += len(history.items) - count
         self._bytes += history.size - size
         if self._hot_count > self.hot_messages or self._bytes > self.max_bytes:
@@ -230,16 +223,15 @@ class HistoryCache:
         if cold is None:
             self.merge(session_id, rows, since)
             return
-        last_id, size, chunks, packed = cold
+        last_id, size, packed = cold[0], cold[1], cold[2:]
         new = [(row_id, item) for row_id, item in rows if row_id > last_id]
         if not new:
             return
-        if chunks >= MAX_APPENDED_CHUNKS:
+        if len(packed) >= MAX_APPENDED_CHUNKS:
             self.merge(session_id, rows, since)  # read back, and encoded as one when it goes
             return
         added = sum(_size(m) for _, (_, m) in new)
-        packed += _rows([item for _, item in new])
-        self._cold[session_id] = (new[-1][0], size + added, chunks + 1, packed)
+        self._cold[session_id] = (new[-1][0], size + added, *packed, _rows([i for _, i in new]))
         self._cold.move_to_end(session_id)
         self._bytes += added
         if self._bytes > self.max_bytes:
