@@ -12,9 +12,11 @@ Rows = Sequence[tuple[str, Message]]  # (turn id, message), oldest first
 # Anthropic: (width * height) / 750 tokens, a 1568 px long edge at most (~1,600); OpenAI's high
 # detail comes out close to it for the same size
 IMAGE_TOKENS = 1600
-# messages the windows keep in all (as the store's history cache keeps its newest 8,000 as
-# objects): each is an object the cyclic collector walks in every full collection
-KEPT_MESSAGES = 8000
+# messages the windows keep in all, as many as the store's history cache keeps as objects
+# (HOT_MESSAGES): fewer, and 50 conversations of 1,000 turns built their windows again each
+# turn (80 us a turn; bench/sustained_bench.py). Mostly the cache's own objects, frozen once old
+# (bot/runtime/heap.py), so the collector walks them about twice
+KEPT_MESSAGES = 128000
 
 
 def estimate_tokens(message: Message) -> int:

@@ -49,9 +49,11 @@ def test_a_history_gone_cold_reads_back_the_same() -> None:
     expected = [("t1", stored(m)) for m in MESSAGES] + [("t3", Message("user", "more"))]
     assert again.items == expected
     assert [m.usage for _, m in again.items[:4]] == [None] * 4
-    # read back from the bytes, then hot again: the same objects from now on
-    assert cache.merge("s1", (), 7) is not None
-    assert cache.merge("s1", (), 7).items[0][1] is again.items[0][1]  # type: ignore[union-attr]
+    # s2 was used since s1 was: read back, s1 is used once and stays bytes; back again sooner
+    # than s2 was used, it stays hot: the same objects from then on
+    back = cache.merge("s1", (), 7)
+    assert back is not None and back.items == expected and back.items[0][1] is not again.items[0][1]
+    assert cache.merge("s1", (), 7).items[0][1] is back.items[0][1]  # type: ignore[union-attr]
 
 
 def test_rows_already_included_are_not_added_again() -> None:
@@ -97,6 +99,43 @@ def test_only_the_most_recent_histories_are_kept_as_objects() -> None:
     older = cache.merge("s3", (), 32)  # went cold when s4 came: read back from its bytes
     assert older is not None and [m for _, m in older.items] == kept[3]
     assert older.items[0][1] is not kept[3][0]
+
+
+def hot_turns(cache: HistoryCache, order: list[str], last: dict[str, Message]) -> int:
+    """Merge each session of `order` in turn; how many found their history hot (the objects
+    of their last merge)."""
+    hits = 0
+    for session_id in order:
+        history = cache.merge(session_id, (), cache.last_id(session_id))
+        assert history is not None
+        hits += history.items[0][1] is last.get(session_id)
+        last[session_id] = history.items[0][1]
+    return hits
+
+
+def test_conversations_taking_turns_past_the_hot_bound_find_a_share_hot() -> None:
+    """Round robin over more history than `hot_messages`: with least recently used out first
+    every turn pushed out the next one's history; the hot ones now stay hot."""
+    cache = HistoryCache(hot_messages=10)
+    sessions = [f"s{n}" for n in range(4)]  # 4 of 4 messages: 16
+    for n, session_id in enumerate(sessions):
+        cache.merge(session_id, rows(10 * n + 1, "t", MESSAGES), 0)
+    last: dict[str, Message] = {}
+    hot_turns(cache, sessions * 2, last)
+    hits = hot_turns(cache, sessions * 10, last)
+    assert hits == 20  # the two that fit, on each of their turns
+
+
+def test_a_conversation_that_stopped_gives_way_to_one_that_came_back() -> None:
+    cache = HistoryCache(hot_messages=4)
+    for n, session_id in enumerate(("a", "b", "c")):  # a goes cold as c comes
+        cache.merge(session_id, rows(10 * n + 1, "t", MESSAGES[:2]), 0)
+    last: dict[str, Message] = {}
+    hot_turns(cache, ["b", "c"] * 3, last)
+    assert hot_turns(cache, ["a"], last) == 0  # b and c were used since: a is used once
+    hits = hot_turns(cache, ["c", "a"] * 4, last)  # b stopped: a takes its place
+    assert hits >= 6 and "b" in cache
+    assert hot_turns(cache, ["b"], last) == 0  # b's objects went: it was read back
 
 
 def test_cold_histories_keep_nothing_the_collector_walks() -> None:

@@ -7,7 +7,8 @@ nothing: 118 ms pauses after 33,000 turns in 250 conversations (issue 29). So mo
 is bytes: a session's history `marshal`led, one untracked object, read back when the session
 is used again (a cold hit, ~1 us a message, against a query of its rows).
 
-The sessions used most recently stay objects ("hot", `HOT_MESSAGES` messages in all): a turn
+The sessions used most recently stay objects ("hot", `HOT_MESSAGES` messages in all; which
+ones when those talking are more: `HistoryCache._admits`): a turn
 needs the same `Message` objects as the turn before, because the providers keep each message's
 wire bytes and what a request made of the history on them (`Message.derived`, agent/providers/
 wire.py) and the history window keeps its window (agent/history.py); a history decoded afresh
@@ -45,10 +46,12 @@ IdRow = tuple[int, HistoryItem]  # message id, (turn id, message)
 HISTORY_KEEP = 5000
 HISTORY_TRIM_AT = 6000
 # ~2 tracked objects each, frozen once they survive a collection of the middle generation
-# (bot/runtime/heap.py), so the collector walks each about twice. Enough to hold 50
-# conversations of 300 turns talking at once; 8,000 held 80 turns each, and past that every
-# turn read its history back (bench/sustained_bench.py: 1.4 ms of CPU a turn became 5.9 ms).
-HOT_MESSAGES = 32000
+# (bot/runtime/heap.py), so the collector walks each about twice; ~420 bytes each (~70 MB in
+# all, more than the cold bytes: RSS with 10,000 conversations cached 440 -> 510 MiB). Enough
+# to hold 50 conversations of 1,000 turns talking at once: 32,000 held 300 turns each, and
+# past that each turn read its history back (bench/sustained_bench.py: 0.6 ms of CPU a turn
+# became 8-10 ms by 1,000 turns; `_admits` keeps what fits hot once they are more).
+HOT_MESSAGES = 128000
 MAX_BYTES = 256 * 1024 * 1024  # 10,000 conversations of 50 turns take ~80 MB
 ENTRY_BYTES = 48  # what a message costs encoded beyond its text (its fields, the marshal codes)
 ITEM_OBJECTS = 2  # tracked objects a hot message holds: its `Message`, its (turn id, message) tuple
@@ -99,10 +102,11 @@ def _size(m: Message) -> int:
 
 
 class History:
-    """A session's cached history, the id of the last message row it includes, its size, and
-    the bytes it was read back from (`packed`: its first `packed_count` items, as chunks)."""
+    """A session's cached history, the id of the last message row it includes, its size, the
+    bytes it was read back from (`packed`: its first `packed_count` items, as chunks), and
+    when it was last used (the cache's count of `merge` calls)."""
 
-    __slots__ = ("items", "last_id", "packed", "packed_count", "size")
+    __slots__ = ("items", "last_id", "packed", "packed_count", "size", "used")
 
     def __init__(
         self, last_id: int, items: list[HistoryItem], size: int = 0, packed: Chunks = ()
@@ -112,17 +116,19 @@ class History:
         self.size = size
         self.packed = packed
         self.packed_count = len(items) if packed else 0
+        self.used = 0
 
 
 # A history's items as bytes: a tuple of chunks, each a marshalled tuple of rows, read with
 # `marshal.loads` (one `marshal.load` on a stream of them read the stream a few bytes at a
 # time: 2.7 us a message, 27 times `loads`, most of a cold hit's cost; bench/sustained_bench.py).
 Chunks = tuple[bytes, ...]
-# cold: (last id, size counted, *chunks): a tuple of atomics (flat: a tuple in a tuple stays
-# tracked until a second collection), which the collector stops tracking once it has seen it. A history going cold again encodes only the items added since it was
-# read back, as one more chunk (a cold hit does not encode the whole history again); past
-# MAX_CHUNKS, all of it as one.
-Cold = tuple[Any, ...]  # (int, int, bytes, ...)
+# cold: (last id, size counted, when last used, *chunks): a tuple of atomics (flat: a tuple in
+# a tuple stays tracked until a second collection), which the collector stops tracking once it
+# has seen it. A history read back is one chunk again (its rows copied, not encoded again), and
+# going cold again encodes only the items added since, as one more chunk; past MAX_CHUNKS, all
+# of it as one.
+Cold = tuple[Any, ...]  # (int, int, int, bytes, ...)
 MAX_CHUNKS = 8
 # A cold history that messages are appended to (`extend`) takes each append as one more chunk,
 # up to this many before it is encoded as one again: an append never reads the history back.
@@ -134,21 +140,26 @@ def _rows(items: list[HistoryItem]) -> bytes:
 
 
 def _encode(history: History) -> Cold:
-    last_id, size, packed = history.last_id, history.size, history.packed
+    last_id, size, used, packed = history.last_id, history.size, history.used, history.packed
     if not packed or len(packed) >= MAX_CHUNKS:
-        return last_id, size, _rows(history.items)
+        return last_id, size, used, _rows(history.items)
     new = history.items[history.packed_count :]
     if not new:
-        return last_id, size, *packed
-    return last_id, size, *packed, _rows(new)
+        return last_id, size, used, *packed
+    return last_id, size, used, *packed, _rows(new)
 
 
 def _decode(cold: Cold) -> History:
-    last_id, size, packed = cold[0], cold[1], cold[2:]
-    items = [
-        (row[0], message_from_columns(*row[1:])) for chunk in packed for row in marshal.loads(chunk)
-    ]
-    return History(last_id, items, size, packed)
+    chunks: Chunks = cold[3:]
+    if len(chunks) == 1:
+        rows = marshal.loads(chunks[0])
+    else:  # one chunk again: the rows as read, ~0.1 us a message
+        rows = tuple(row for chunk in chunks for row in marshal.loads(chunk))
+        chunks = (marshal.dumps(rows),)
+    items = [(row[0], message_from_columns(*row[1:])) for row in rows]
+    history = History(cold[0], items, cold[1], chunks)
+    history.used = cold[2]
+    return history
 
 
 class HistoryCache:
@@ -162,6 +173,7 @@ class HistoryCache:
         self._hot_count = 0  # messages in hot histories
         self._bytes = 0  # of all histories, as counted (see the module's docstring)
         self._freed = 0  # objects let go of since this cache last ran a young collection
+        self._tick = 0  # `merge` calls: when each history was last used
 
     def last_id(self, session_id: str) -> int | None:
         """The last message id the session's cached history includes; None: not cached."""
@@ -184,20 +196,28 @@ class HistoryCache:
     def merge(self, session_id: str, rows: Iterable[IdRow], since: int | None) -> History | None:
         """Rows past the cached history's last id join it, in id order; the session becomes
         the most recently used. `since`: the id the rows were read after (0: all of them).
-        A session not cached is cached only from all its rows; else None."""
+        A session not cached is cached only from all its rows; else None.
+
+        A cold history read back stays hot only if the hot ones it would push out have all
+        been unused for longer than it had (`_admits`); else it is used once and stays cold."""
+        self._tick += 1
         history = self._hot.get(session_id)
+        hot = True
         if history is not None:
             self._hot.move_to_end(session_id)
         else:
             cold = self._cold.pop(session_id, None)
             if cold is not None:
                 history = _decode(cold)
+                hot = self._admits(len(history.items), self._tick - history.used)
             elif since == 0:
                 history = History(0, [])
             else:
                 return None
-            self._hot[session_id] = history  # its bytes are counted already (cold: the same)
-            self._hot_count += len(history.items)
+            if hot:
+                self._hot[session_id] = history  # its bytes are counted already (cold: the same)
+                self._hot_count += len(history.items)
+        history.used = self._tick
         count, size = len(history.items), history.size
         for row_id, item in rows:
             if row_id > history.last_id:
@@ -208,22 +228,45 @@ class HistoryCache:
             del history.items[: len(history.items) - HISTORY_KEEP]
             history.size = sum(_size(m) for _, m in history.items)
             history.packed, history.packed_count = (), 0  # encoded afresh when it goes cold
-        self._hot_count += len(history.items) - count
+        if hot:
+            self._hot_count += len(history.items) - count
+        else:
+            self._cold[session_id] = _encode(history)  # the newest of the cold
         self._bytes += history.size - size
         if self._hot_count > self.hot_messages or self._bytes > self.max_bytes:
             self._bound()
         return history
 
+    def _admits(self, count: int, unused_for: int) -> bool:
+        """Whether a history read back (`count` messages, unused for `unused_for` merges) is to
+        stay hot: only if the least recently used hot histories that would go cold to make room
+        have each been unused for longer.
+
+        Why not plain LRU: conversations taking turns one after another whose histories are
+        more than `hot_messages` push each other out, so with LRU every turn read its history
+        back (CPU per turn rose from 0.6 ms to 8-10 ms with 50 conversations of 1,000 turns,
+        bench/sustained_bench.py). Admitted so, the hot ones stay hot and a share of the turns
+        as large as the hot bound's of their histories finds them hot; a conversation that
+        stopped stays hot only until one back sooner than it was unused needs the room."""
+        room = self.hot_messages - self._hot_count - count
+        for history in self._hot.values():  # the least recently used first
+            if room >= 0:
+                return True
+            if self._tick - history.used <= unused_for:
+                return False
+            room += len(history.items)
+        return True  # all would go: the newest stays hot whatever its length
+
     def extend(self, session_id: str, rows: Sequence[IdRow], since: int) -> None:
         """Rows a session's own writes just added (and those others added since `since`), as
         `merge` takes them, without making its history hot: a cold history takes them as one
         more chunk of its bytes, not read back (a turn's appends come while other turns use
-        the hot histories, and reading a long history back costs ~5 us a message)."""
+        the hot histories, and reading a long history back costs ~1 us a message)."""
         cold = self._cold.get(session_id)
         if cold is None:
             self.merge(session_id, rows, since)
             return
-        last_id, size, packed = cold[0], cold[1], cold[2:]
+        last_id, size, used, packed = cold[0], cold[1], cold[2], cold[3:]
         new = [(row_id, item) for row_id, item in rows if row_id > last_id]
         if not new:
             return
@@ -231,7 +274,13 @@ class HistoryCache:
             self.merge(session_id, rows, since)  # read back, and encoded as one when it goes
             return
         added = sum(_size(m) for _, (_, m) in new)
-        self._cold[session_id] = (new[-1][0], size + added, *packed, _rows([i for _, i in new]))
+        self._cold[session_id] = (
+            new[-1][0],
+            size + added,
+            used,
+            *packed,
+            _rows([i for _, i in new]),
+        )
         self._cold.move_to_end(session_id)
         self._bytes += added
         if self._bytes > self.max_bytes:
