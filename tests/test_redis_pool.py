@@ -56,7 +56,9 @@ async def test_a_closed_client_opens_no_connection_for_a_late_command_or_script(
         redis = await _named_client(name)
         script = LuaScript(redis, "return ARGV[1]")
         assert await script(keys=[f"{prefix}k"], args=["x"]) == "x"  # keeps its connection
-        assert await _open_named(observer, name, 1) == 1
+        # 1, or 2 if Redis did not know the script yet (a new server: it failed so here): SCRIPT LOAD
+        # went through the pool, whose connection stays open beside the one scripts keep
+        assert await _open_named(observer, name, 1) in (1, 2)
         await redis.aclose()
         with pytest.raises(RedisConnectionError, match="closed"):
             await redis.get(f"{prefix}k")  # a task still running at shutdown
