@@ -6,13 +6,18 @@ web socket conversations that each send T turns one after another, all at once; 
 `--every` seconds this prints the turns done, the gateway's CPU per turn over that window and
 the size of its SQLite WAL file. Per turn the CPU should stay flat and the WAL bounded.
 
-Two things it found (issue 29):
+What it found (issue 29):
 - the WAL grew by every page a turn wrote (~100 KB a turn, 1 GB after 10,000 turns), since a
   PASSIVE checkpoint never caught up with writes that never paused (bot/storage/connection.py);
 - with 50 conversations of ~200 turns talking at once, their histories (20,000 messages) were
   more than the history cache kept as objects (8,000), so each turn read its conversation's
   history back from bytes, up to three times: CPU per turn rose from 1.4 to 5.9 ms
-  (bot/storage/history_cache.py).
+  (bot/storage/history_cache.py);
+- with 50 conversations of 1,000 turns (100,000 messages) past the 32,000 it then kept, least
+  recently used out first: conversations taking turns each came back just after theirs was
+  pushed out, so every turn read its history back (and `marshal.load` read the bytes a few at a
+  time): 0.6 ms a turn became 8-10 ms. Now 128,000 are kept, and past that the hot ones stay
+  hot (`HistoryCache._admits`).
 
     python bench/sustained_bench.py [--conversations 50] [--turns 200] [--every 3]
                                     [--provider scripted|openai|anthropic]

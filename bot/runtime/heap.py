@@ -15,11 +15,13 @@ most freed by reference counting before any collection sees them. Measured over 
 16-20 ms (two full collections); at 2,000, 12 us and 2-5 ms; at 10,000, 5 us but every young
 collection a 3-5 ms pause. Unfrozen at 700 (before): 62 us and 70-95 ms.
 
-The middle generation is collected after every 2 young collections (CPython: 10). Each
-collection's pause is the objects it walks, and on a large heap each costs ~0.5 us (its
+The middle generation is collected at every other collection (its threshold 0: CPython
+collects it once more young collections than its threshold have run; CPython's is 10). Each
+collection's pause is the objects it walks, and on a large heap each costs ~0.5-0.9 us (its
 references reach objects cold in the CPU's cache): with 10,000 conversations cached, the middle
-generation held up to 36,000 objects at 10 (25 ms while the conversations warmed), ~10,000 at 2
-(the longest pause while they warmed 7-12 ms in three runs, bench/many_bench.py). What it walks
+generation held up to 36,000 objects at 10 (25 ms while the conversations warmed), ~11,500 at 2
+(the longest pause while they warmed 9.2-13.0 ms in four runs with 128,000 messages hot in the
+history cache), ~7,000 at 0 (4.5-6.0 ms; bench/many_bench.py, BENCH_GC_WALKS). What it walks
 is walked once either way (then frozen), so the collector's CPU a turn stayed the same (7-11 us).
 
 What outlives start-up is frozen too, after each collection of the middle or the oldest
@@ -62,7 +64,7 @@ from typing import Final
 log = logging.getLogger(__name__)
 
 YOUNG_THRESHOLD: Final = 2_000  # allocations between young collections (CPython: 700)
-OLDER_THRESHOLDS: Final = (2, 10)  # CPython: (10, 10)
+OLDER_THRESHOLDS: Final = (0, 10)  # CPython: (10, 10)
 SWEEP_CHECK_S: Final = 3600.0  # how often `sweep_due` is asked
 SWEEP_GROWTH: Final = 1.25  # resident memory, as a multiple of what it was after the last sweep
 SWEEP_AT_LEAST_S: Final = 86_400.0

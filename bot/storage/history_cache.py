@@ -8,12 +8,11 @@ is bytes: a session's history `marshal`led, one untracked object, read back when
 is used again (a cold hit, ~1 us a message, against a query of its rows).
 
 The sessions used most recently stay objects ("hot", `HOT_MESSAGES` messages in all; which
-ones when those talking are more: `HistoryCache._admits`): a turn
-needs the same `Message` objects as the turn before, because the providers keep each message's
-wire bytes and what a request made of the history on them (`Message.derived`, agent/providers/
-wire.py) and the history window keeps its window (agent/history.py); a history decoded afresh
-costs the next model call the encoding of all of it again. The most recent session stays hot
-whatever its length.
+ones when more are talking: `HistoryCache._admits`): a turn needs the same `Message` objects as
+the turn before, because the providers keep each message's wire bytes and what a request made
+of the history on them (`Message.derived`, agent/providers/wire.py) and the history window
+keeps its window (agent/history.py); a history decoded afresh costs the next model call the
+encoding of all of it again. A session made hot stays hot whatever its length.
 
 A history made hot (read back, or loaded) makes objects while the hot history it pushes out
 frees as many old ones, and CPython counts the young generation as allocations minus
