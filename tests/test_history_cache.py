@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import gc
 
-from agent.types import Message, ToolCall, Usage
+from agent.types import Message, ToolCall, Usage, message_of
 from bot.runtime.heap import OLDER_THRESHOLDS, YOUNG_THRESHOLD
 from bot.storage.history_cache import (
     ENTRY_BYTES,
@@ -54,6 +54,15 @@ def test_a_history_gone_cold_reads_back_the_same() -> None:
     back = cache.merge("s1", (), 7)
     assert back is not None and back.items == expected and back.items[0][1] is not again.items[0][1]
     assert cache.merge("s1", (), 7).items[0][1] is back.items[0][1]  # type: ignore[union-attr]
+
+
+def test_message_of_makes_what_the_dataclass_makes() -> None:
+    """The cache's fast constructor (agent/types.py): every field, and a `derived` of its own."""
+    for m in [*MESSAGES, Message("assistant", "x", usage=Usage(1, 2, "anthropic", "m"))]:
+        fields = (m.role, m.content, m.tool_calls, m.tool_call_id, m.name, m.is_error, m.usage)
+        made = message_of(*fields, m.parts)
+        assert made == m and repr(made) == repr(m) and made.usage == m.usage
+        assert made.derived == {} and made.derived is not message_of(*fields, m.parts).derived
 
 
 def test_rows_already_included_are_not_added_again() -> None:
