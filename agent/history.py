@@ -54,8 +54,8 @@ class HistoryWindow:
     per turn stays flat however long the conversation gets. Dropping the oldest turns until the
     rest fits keeps exactly the newest whole turns that fit.
 
-    The kept messages of the newest sessions are kept too (`max_kept` messages in all, the
-    newest session's whatever their number), and extended by the new rows, when the store hands
+    The kept messages of the newest sessions are kept too (`max_kept` messages in all, which
+    sessions' when more are talking: `_keeps`; one kept whatever their number), and extended by the new rows, when the store hands
     out the same message objects as last time (the store's history cache does for the sessions
     it keeps as objects): building them again walked the whole window in Python on every turn,
     a tenth of the gateway's CPU per turn at 2,000 messages. Only that many: they hold their
@@ -65,16 +65,19 @@ class HistoryWindow:
     def __init__(self, max_sessions: int = 4096, max_kept: int = KEPT_MESSAGES) -> None:
         self.max_sessions = max_sessions
         self.max_kept = max_kept
-        self._state: OrderedDict[str, tuple[int, int, int]] = OrderedDict()  # seen, start, used
+        # seen, start, used, and when it was last fitted (`_tick`)
+        self._state: OrderedDict[str, tuple[int, int, int, int]] = OrderedDict()
         # session -> the calls of the last step still without a result, and the rows (indices)
         # that are results of no open call: what `_strays` found in the rows measured so far
         self._calls: dict[str, tuple[set[str], list[int]]] = {}
         # session -> (the last message measured, the messages from `start` up to it)
-        self._kept: OrderedDict[str, tuple[Message, list[Message]]] = OrderedDict()
+        self._kept: OrderedDict[str, tuple[Message, list[Message], int]] = OrderedDict()
         self._kept_count = 0  # messages in `_kept`
+        self._tick = 0  # `fit` calls
 
     def fit(self, session_id: str, rows: Rows, budget_tokens: int) -> list[Message]:
-        seen, start, used = self._state.pop(session_id, (0, 0, 0))
+        self._tick += 1
+        seen, start, used, fitted = self._state.pop(session_id, (0, 0, 0, self._tick))
         if seen > len(rows):  # not the history we measured: start over
             seen, start, used = 0, 0, 0
         new = rows[seen:]
@@ -87,7 +90,7 @@ class HistoryWindow:
             while start < len(rows) and rows[start][0] == turn_id:
                 used -= estimate_tokens(rows[start][1])
                 start += 1
-        self._state[session_id] = (len(rows), start, used)
+        self._state[session_id] = (len(rows), start, used, self._tick)
         strays = [index for index in strays if index >= start]
         if waiting or strays:  # most sessions have neither: nothing kept (nothing for the GC)
             self._calls[session_id] = (waiting, strays)
@@ -103,8 +106,8 @@ class HistoryWindow:
             del kept[: start - was_start]
         else:
             kept = [message for _, message in rows[start:]]
-        if rows:
-            self._kept[session_id] = (rows[-1][1], kept)
+        if rows and self._keeps(len(kept), self._tick - fitted):
+            self._kept[session_id] = (rows[-1][1], kept, self._tick)
             self._kept_count += len(kept)
             while self._kept_count > self.max_kept and len(self._kept) > 1:
                 self._kept_count -= len(self._kept.popitem(last=False)[1][1])
@@ -116,6 +119,22 @@ class HistoryWindow:
             skip = {index - start for index in strays}
             return [m for i, m in enumerate(kept) if i >= first_user and i not in skip]
         return kept[first_user:]
+
+    def _keeps(self, count: int, unused_for: int) -> bool:
+        """Whether a window of `count` messages, its session fitted `unused_for` fits ago (0: new
+        here), is kept: only if the least recently fitted windows that would go to make room
+        were each unused for longer (the store's history cache keeps its histories so, for
+        the same reason: conversations taking turns past the bound pushed each other's
+        windows out every turn, and each turn built its window again, ~0.8 ms at 2,400
+        messages; bench/sustained_bench.py --turns 1600)."""
+        room = self.max_kept - self._kept_count - count
+        for _, kept, fitted in self._kept.values():  # the least recently fitted first
+            if room >= 0:
+                return True
+            if self._tick - fitted <= unused_for:
+                return False
+            room += len(kept)
+        return True
 
 
 def _strays(new: Rows, seen: int, waiting: set[str], strays: list[int]) -> set[str]:

@@ -79,6 +79,20 @@ def test_only_the_newest_sessions_keep_their_messages() -> None:
     assert again.read > 8  # s0's were dropped: built again from its rows
 
 
+def test_sessions_taking_turns_past_the_bound_keep_a_share_of_their_windows() -> None:
+    """Round robin over more than `max_kept`: least recently fitted out first, each session's
+    window was pushed out just before its turn; now those kept stay kept."""
+    window = HistoryWindow(max_kept=12)  # messages: two sessions' six each, not three
+    sessions = {f"s{n}": _turns(0, 3) for n in range(3)}
+    kept = 0
+    for _ in range(10):
+        for session, rows in sessions.items():
+            counted = CountingRows(rows)
+            assert window.fit(session, counted, 1000) == fit_history(rows, 1000)
+            kept += counted.read < 6  # its window kept: not built again from its rows
+    assert kept == 18  # two of the three, from the second round on
+
+
 def _calling(turn: str, call_id: str, results: list[str]) -> list[Row]:
     """A turn with one tool call and `results` recorded for it, in order."""
     rows: list[Row] = [
