@@ -54,12 +54,13 @@ class HistoryWindow:
     per turn stays flat however long the conversation gets. Dropping the oldest turns until the
     rest fits keeps exactly the newest whole turns that fit.
 
-    The kept messages of the newest sessions are kept too (`max_kept` messages in all, which
-    sessions' when more are talking: `_keeps`; one kept whatever their number), and extended by the new rows, when the store hands
-    out the same message objects as last time (the store's history cache does for the sessions
-    it keeps as objects): building them again walked the whole window in Python on every turn,
-    a tenth of the gateway's CPU per turn at 2,000 messages. Only that many: they hold their
-    messages alive, where the collector walks them (bot/storage/history_cache.py).
+    The kept messages of the newest sessions are kept too (`max_kept` messages in all; whose,
+    when more are talking: `_keeps`; one session's whatever their number), and extended by the
+    new rows, when the store hands out the same message objects as last time (the store's
+    history cache does for the sessions it keeps as objects): building them again walked the
+    whole window in Python on every turn, a tenth of the gateway's CPU per turn at 2,000
+    messages. Only that many: they hold their messages alive, where the collector walks them
+    (bot/storage/history_cache.py).
     """
 
     def __init__(self, max_sessions: int = 4096, max_kept: int = KEPT_MESSAGES) -> None:
