@@ -401,6 +401,35 @@ async def test_a_reader_holding_on_defers_the_restart_and_no_write_fails(
         assert [m.content for _, m in history] == [str(n) for n in range(written)]
 
 
+def _wal_starts(wal: Path) -> int:
+    """The WAL header's checkpoint sequence: one more each time the WAL starts over."""
+    return int.from_bytes(wal.read_bytes()[12:16], "big")
+
+
+async def test_the_checkpoint_thread_starts_the_wal_over_not_the_next_write(
+    tmp_path: Path,
+) -> None:
+    """The write that starts a WAL over syncs it (SQLite with synchronous=NORMAL): made on the
+    checkpoint thread once a checkpoint copied it all, not by the loop's next write."""
+    async with SqliteStore(tmp_path / "bot.db") as store:
+        session_id = await store.active_session(**KEY)
+        for n in range(20):
+            await store.append_messages(session_id, f"t{n}", [Message("user", str(n))])
+        wal = tmp_path / "bot.db-wal"
+        before = _wal_starts(wal)
+        store._request_checkpoint()
+        assert store._checkpoint is not None
+        await asyncio.wrap_future(store._checkpoint)
+        assert _wal_starts(wal) == before + 1  # started over, and no write of ours since
+        await store.append_messages(session_id, "t20", [Message("user", "20")])
+        assert _wal_starts(wal) == before + 1
+        history = await store.load_history(session_id)
+    assert [m.content for _, m in history] == [str(n) for n in range(21)]
+    async with SqliteStore(tmp_path / "bot.db") as again:  # what the WAL held is all there
+        reread = await again.load_history(session_id)
+    assert [m.content for _, m in reread] == [str(n) for n in range(21)]
+
+
 async def test_a_very_long_history_is_trimmed_to_the_newest_messages(tmp_path: Path) -> None:
     from bot.storage.history_cache import HISTORY_KEEP, HISTORY_TRIM_AT
 

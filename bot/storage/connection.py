@@ -254,22 +254,45 @@ class StoreConnection(StoreCalls):
         if self._checkpoint_conn is None:
             # its busy timeout is only the RESTART's: a PASSIVE checkpoint never waits
             self._checkpoint_conn = sqlite3.connect(str(self.path), timeout=RESTART_WAIT_S)
+            self._checkpoint_conn.execute(f"PRAGMA journal_size_limit = {WAL_KEEP_BYTES}")
         try:
-            _, frames, _ = self._checkpoint_conn.execute(
+            _, frames, copied = self._checkpoint_conn.execute(
                 "PRAGMA wal_checkpoint(PASSIVE)"
             ).fetchone()
             self.checkpoints += 1
-            if frames > RESTART_AT_FRAMES:
+            restart = frames > RESTART_AT_FRAMES
+            copied_all = 0 < frames == copied  # then the next write starts the WAL over
+            if restart or copied_all:
                 self._restarting = True
                 try:
                     if self._loop_moved_on():
-                        row = self._checkpoint_conn.execute("PRAGMA wal_checkpoint(RESTART)")
-                        if row.fetchone()[0] == 0:  # 1: a reader or writer held on past the wait
-                            self.restarts += 1
+                        if restart:
+                            row = self._checkpoint_conn.execute("PRAGMA wal_checkpoint(RESTART)")
+                            copied_all = row.fetchone()[0] == 0  # 1: a reader or writer held on
+                            self.restarts += copied_all
+                        if copied_all:
+                            self._start_wal_over()
                 finally:
                     self._restarting = False
         except sqlite3.Error as exc:
             log.warning("WAL checkpoint of %s failed: %s", self.path, exc)
+
+    def _start_wal_over(self) -> None:
+        """On the checkpoint thread, the WAL all copied: make the write that starts it over.
+
+        That write syncs the WAL (SQLite, synchronous=NORMAL: "the WAL file header is
+        synchronized when a WAL file begins to be reused after a checkpoint"): three fdatasyncs,
+        and cuts it back to WAL_KEEP_BYTES. Left to the loop's next write, they stalled the
+        loop, 9-18 ms with a large database under load (bench/many_bench.py, BENCH_STALL_MS):
+        the loop's writes wait off the loop meanwhile (`_restarting`). A write that changes
+        nothing: the database's user_version set to itself."""
+        assert self._checkpoint_conn is not None
+        try:
+            version = int(self._checkpoint_conn.execute("PRAGMA user_version").fetchone()[0])
+            self._checkpoint_conn.execute(f"PRAGMA user_version = {version}")
+        except sqlite3.OperationalError as exc:
+            if not is_busy(exc):  # busy: another process writes, and starts it over itself
+                raise
 
     def _loop_moved_on(self) -> bool:
         """On the checkpoint thread, `_restarting` just set: True once the loop has run a
