@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import sqlite3
+import threading
 from pathlib import Path
 
 import pytest
@@ -399,6 +400,44 @@ async def test_a_reader_holding_on_defers_the_restart_and_no_write_fails(
         assert store.restarts == 1
         history = await store.load_history(session_id)
         assert [m.content for _, m in history] == [str(n) for n in range(written)]
+
+
+async def test_writes_during_a_restart_wait_for_it_on_the_loop(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """While the checkpoint thread's RESTART holds the write lock (here waiting out a reader for
+    RESTART_WAIT_S), the loop's writes wait for it and then run on the loop, in order: handed
+    to a thread, they waited for the GIL behind the busy loop."""
+    from bot.storage import connection
+
+    monkeypatch.setattr(connection, "RESTART_AT_FRAMES", 64)
+    threads: set[int] = set()
+    async with SqliteStore(tmp_path / "bot.db") as store:
+        store._conn.set_trace_callback(lambda _: threads.add(threading.get_ident()))
+        session_id = await store.active_session(**KEY)
+        reader = sqlite3.connect(tmp_path / "bot.db")
+        reader.execute("BEGIN")
+        assert reader.execute("SELECT count(*) FROM messages").fetchone() == (0,)
+        written = 0
+        for _ in range(connection.CHECKPOINT_EVERY):
+            await store.append_messages(session_id, "t", [Message("user", str(written))])
+            written += 1
+        assert store._checkpoint is not None
+        during = 0
+        while not store._checkpoint.done():  # writes all through the checkpoint and its RESTART
+            tasks = [
+                store.append_messages(session_id, "t", [Message("user", str(written + n))])
+                for n in range(5)
+            ]
+            await asyncio.gather(*tasks)
+            written += 5
+            during += 5
+        reader.rollback()
+        reader.close()
+        assert store._checkpoint.result() is None and during > 5
+        history = await store.load_history(session_id)
+    assert [m.content for _, m in history] == [str(n) for n in range(written)]
+    assert threads == {threading.get_ident()}  # every statement on the loop's thread
 
 
 def _wal_starts(wal: Path) -> int:

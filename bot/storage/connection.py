@@ -97,7 +97,8 @@ class StoreConnection(StoreCalls):
         self._checkpointer: ThreadPoolExecutor | None = None
         self._checkpoint: Future[None] | None = None
         self._checkpoint_conn: sqlite3.Connection | None = None  # used on that thread only
-        self._restarting = False  # the checkpoint thread holds the write lock: calls go off-loop
+        self._restarting = False  # the checkpoint thread holds the write lock: calls wait
+        self._restart_over: asyncio.Future[None] | None = None  # what calls wait for meanwhile
         self._loop: asyncio.AbstractEventLoop | None = None  # the loop the calls run on
         self.restarts = 0  # how many times the WAL was restarted (for tests and logs)
         self.busy_wait_s = BUSY_WAIT_S  # for another process's lock, per call
@@ -179,12 +180,28 @@ class StoreConnection(StoreCalls):
             if self._writes >= CHECKPOINT_EVERY:
                 self._request_checkpoint()
             return result
-        if self._open and self._restarting:  # a write would wait for the restart: off the loop
-            return await self._off_loop(op, args, kwargs)
+        if self._open and self._restarting:  # a write would wait for the restart: not here
+            await self._after_restart()
+            return await self._tx(op, *args, **kwargs)
         if self._open and self._waiter.idle:  # the calls that waited are done: prune, go on
             return await self._tx(op, *args, **kwargs)
         self._check_open()
         return await self._run(driver(op), self._on_conn, args, kwargs)
+
+    async def _after_restart(self) -> None:
+        """Wait, the loop serving other work meanwhile, until the checkpoint thread's RESTART
+        and the write after it are done (a few ms); the calls that waited then run in the order
+        they came. Handed to the lock waiter's thread instead, a call waited for the GIL behind
+        the busy loop (see the module's docstring) and could take the lock before the checkpoint
+        thread's write, and start the WAL over itself (three fdatasyncs)."""
+        if self._restart_over is None or self._restart_over.done():
+            self._restart_over = asyncio.get_running_loop().create_future()
+        await asyncio.shield(self._restart_over)
+
+    def _restart_ended(self) -> None:
+        """On the loop, after the checkpoint thread cleared `_restarting`: the calls go on."""
+        if self._restart_over is not None and not self._restart_over.done():
+            self._restart_over.set_result(None)
 
     async def _off_loop(self, op: Op[P, T], args: tuple[Any, ...], kwargs: dict[str, Any]) -> T:
         """`op` on the lock waiter's thread, behind any call waiting there (see bot.storage.faults)."""
@@ -248,9 +265,9 @@ class StoreConnection(StoreCalls):
         turns flat out, its index slower to search with each frame). So when a checkpoint leaves
         more than RESTART_AT_FRAMES behind it, a RESTART follows: it holds the write lock while
         it copies what the PASSIVE one missed (a few hundred frames) and waits for readers to
-        leave the WAL (~2-3 ms in all), and the next write starts the WAL over. Meanwhile this
-        process's calls go to the lock waiter's thread, so the loop does not sleep in SQLite's
-        busy handler (`_tx`)."""
+        leave the WAL (~2-3 ms in all), and the write after it starts the WAL over
+        (`_start_wal_over`). Meanwhile this process's calls wait for both, so the loop does not
+        sleep in SQLite's busy handler (`_tx`, `_after_restart`)."""
         if self._checkpoint_conn is None:
             # its busy timeout is only the RESTART's: a PASSIVE checkpoint never waits
             self._checkpoint_conn = sqlite3.connect(str(self.path), timeout=RESTART_WAIT_S)
@@ -274,6 +291,7 @@ class StoreConnection(StoreCalls):
                             self._start_wal_over()
                 finally:
                     self._restarting = False
+                    self._call_loop(self._restart_ended)
         except sqlite3.Error as exc:
             log.warning("WAL checkpoint of %s failed: %s", self.path, exc)
 
@@ -284,7 +302,7 @@ class StoreConnection(StoreCalls):
         synchronized when a WAL file begins to be reused after a checkpoint"): three fdatasyncs,
         and cuts it back to WAL_KEEP_BYTES. Left to the loop's next write, they stalled the
         loop, 9-18 ms with a large database under load (bench/many_bench.py, BENCH_STALL_MS):
-        the loop's writes wait off the loop meanwhile (`_restarting`). A write that changes
+        the loop's writes wait for it meanwhile (`_restarting`, `_after_restart`). A write that changes
         nothing: the database's user_version set to itself."""
         assert self._checkpoint_conn is not None
         try:
@@ -303,12 +321,16 @@ class StoreConnection(StoreCalls):
         with BENCH_STALL_MS=10). False (no RESTART this time) if the loop is gone or does not
         get to it within a second."""
         moved_on = threading.Event()
+        return self._call_loop(moved_on.set) and moved_on.wait(1.0)
+
+    def _call_loop(self, callback: Callable[[], object]) -> bool:
+        """From the checkpoint thread: `callback` soon on the loop; False if the loop is closed."""
         try:
             assert self._loop is not None
-            self._loop.call_soon_threadsafe(moved_on.set)
+            self._loop.call_soon_threadsafe(callback)
         except RuntimeError:  # the loop is closed
             return False
-        return moved_on.wait(1.0)
+        return True
 
     def _close_checkpoint_conn(self) -> None:
         if self._checkpoint_conn is not None:
