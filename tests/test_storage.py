@@ -446,10 +446,13 @@ def _wal_starts(wal: Path) -> int:
 
 
 async def test_the_checkpoint_thread_starts_the_wal_over_not_the_next_write(
-    tmp_path: Path,
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The write that starts a WAL over syncs it (SQLite with synchronous=NORMAL): made on the
-    checkpoint thread once a checkpoint copied it all, not by the loop's next write."""
+    checkpoint thread right after its RESTART, not by the loop's next write."""
+    from bot.storage import connection
+
+    monkeypatch.setattr(connection, "RESTART_AT_FRAMES", 8)
     async with SqliteStore(tmp_path / "bot.db") as store:
         session_id = await store.active_session(**KEY)
         for n in range(20):
@@ -459,6 +462,7 @@ async def test_the_checkpoint_thread_starts_the_wal_over_not_the_next_write(
         store._request_checkpoint()
         assert store._checkpoint is not None
         await asyncio.wrap_future(store._checkpoint)
+        assert store.restarts == 1
         assert _wal_starts(wal) == before + 1  # started over, and no write of ours since
         await store.append_messages(session_id, "t20", [Message("user", "20")])
         assert _wal_starts(wal) == before + 1

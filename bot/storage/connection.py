@@ -273,21 +273,17 @@ class StoreConnection(StoreCalls):
             self._checkpoint_conn = sqlite3.connect(str(self.path), timeout=RESTART_WAIT_S)
             self._checkpoint_conn.execute(f"PRAGMA journal_size_limit = {WAL_KEEP_BYTES}")
         try:
-            _, frames, copied = self._checkpoint_conn.execute(
+            _, frames, _ = self._checkpoint_conn.execute(
                 "PRAGMA wal_checkpoint(PASSIVE)"
             ).fetchone()
             self.checkpoints += 1
-            restart = frames > RESTART_AT_FRAMES
-            copied_all = 0 < frames == copied  # then the next write starts the WAL over
-            if restart or copied_all:
+            if frames > RESTART_AT_FRAMES:
                 self._restarting = True
                 try:
                     if self._loop_moved_on():
-                        if restart:
-                            row = self._checkpoint_conn.execute("PRAGMA wal_checkpoint(RESTART)")
-                            copied_all = row.fetchone()[0] == 0  # 1: a reader or writer held on
-                            self.restarts += copied_all
-                        if copied_all:
+                        row = self._checkpoint_conn.execute("PRAGMA wal_checkpoint(RESTART)")
+                        if row.fetchone()[0] == 0:  # 1: a reader or writer held on past the wait
+                            self.restarts += 1
                             self._start_wal_over()
                 finally:
                     self._restarting = False
@@ -296,14 +292,15 @@ class StoreConnection(StoreCalls):
             log.warning("WAL checkpoint of %s failed: %s", self.path, exc)
 
     def _start_wal_over(self) -> None:
-        """On the checkpoint thread, the WAL all copied: make the write that starts it over.
+        """On the checkpoint thread, after a RESTART: make the write that starts the WAL over.
 
         That write syncs the WAL (SQLite, synchronous=NORMAL: "the WAL file header is
-        synchronized when a WAL file begins to be reused after a checkpoint"): three fdatasyncs,
-        and cuts it back to WAL_KEEP_BYTES. Left to the loop's next write, they stalled the
-        loop, 9-18 ms with a large database under load (bench/many_bench.py, BENCH_STALL_MS):
-        the loop's writes wait for it meanwhile (`_restarting`, `_after_restart`). A write that changes
-        nothing: the database's user_version set to itself."""
+        synchronized when a WAL file begins to be reused after a checkpoint": an fdatasync,
+        perf counted one a restart) and cuts it back to WAL_KEEP_BYTES. It was the first write
+        after the RESTART: the loop's (an fsync on the loop, under load the ext4 journal's
+        wait with it: the stall watch found 9-18 ms pauses in the loop's writes) or a call's
+        handed to the lock waiter's thread meanwhile. The loop's writes now wait for it
+        (`_after_restart`). A write that changes nothing: user_version set to itself."""
         assert self._checkpoint_conn is not None
         try:
             version = int(self._checkpoint_conn.execute("PRAGMA user_version").fetchone()[0])
