@@ -272,6 +272,8 @@ class StoreConnection(StoreCalls):
             # its busy timeout is only the RESTART's: a PASSIVE checkpoint never waits
             self._checkpoint_conn = sqlite3.connect(str(self.path), timeout=RESTART_WAIT_S)
             self._checkpoint_conn.execute(f"PRAGMA journal_size_limit = {WAL_KEEP_BYTES}")
+            # its one write (`_start_wal_over`) syncs as the loop's would: not again at commit
+            self._checkpoint_conn.execute("PRAGMA synchronous = NORMAL")
         try:
             _, frames, _ = self._checkpoint_conn.execute(
                 "PRAGMA wal_checkpoint(PASSIVE)"
