@@ -193,7 +193,7 @@ class StoreConnection(StoreCalls):
         and the write after it are done (a few ms); the calls that waited then run in the order
         they came. Handed to the lock waiter's thread instead, a call waited for the GIL behind
         the busy loop (see the module's docstring) and could take the lock before the checkpoint
-        thread's write, and start the WAL over itself (three fdatasyncs)."""
+        thread's write, and start the WAL over itself (its fdatasync)."""
         if self._restart_over is None or self._restart_over.done():
             self._restart_over = asyncio.get_running_loop().create_future()
         await asyncio.shield(self._restart_over)
