@@ -74,7 +74,7 @@ async def test_frames_go_on_pubsub_only_while_another_process_has_a_socket(
         assert mine.seqs == list(range(1, 13))
         assert await sent_on(channel, own, "c") == []
     finally:
-        await channel.aclose()  # type: ignore[no-untyped-call]
+        await channel.aclose()
         await watcher.aclose()
 
 

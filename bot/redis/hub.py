@@ -131,7 +131,7 @@ class RedisEventHub:
         if self._task is not None:
             self._task.cancel()
             await asyncio.wait([self._task])
-        await self._pubsub.aclose()  # type: ignore[no-untyped-call]
+        await self._pubsub.aclose()
 
     async def attach(
         self, conversation: str, subscriber: Subscriber, resume_after: int | None

@@ -55,4 +55,4 @@ async def listen_for_stops(
             else:
                 stop(message["data"])
     finally:
-        await pubsub.aclose()  # type: ignore[no-untyped-call]
+        await pubsub.aclose()
