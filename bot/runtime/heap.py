@@ -21,7 +21,8 @@ collection's pause is the objects it walks, and on a large heap each costs ~0.5-
 references reach objects cold in the CPU's cache): with 10,000 conversations cached, the middle
 generation held up to 36,000 objects at 10 (25 ms while the conversations warmed), ~11,500 at 2
 (the longest pause while they warmed 9.2-13.0 ms in four runs with 128,000 messages hot in the
-history cache), ~7,000 at 0 (4.5-6.0 ms; bench/many_bench.py, BENCH_GC_WALKS). What it walks
+history cache), ~7,000 at 0 (6.0, 6.7 and, 930 ms stolen in that run, 9.3 ms; bench/
+many_bench.py, BENCH_GC_WALKS counted the objects). What it walks
 is walked once either way (then frozen), so the collector's CPU a turn stayed the same (7-11 us).
 
 What outlives start-up is frozen too, after each collection of the middle or the oldest
