@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 
 from agent.types import Message
 from content.parts import ImagePart, Part, describe
@@ -129,13 +129,24 @@ class HistoryWindow:
         windows out every turn, and each turn built its window again, ~0.8 ms at 2,400
         messages; bench/sustained_bench.py --turns 1600)."""
         room = self.max_kept - self._kept_count - count
-        for _, kept, fitted in self._kept.values():  # the least recently fitted first
-            if room >= 0:
-                return True
-            if self._tick - fitted <= unused_for:
-                return False
-            room += len(kept)
-        return True
+        kept = ((fitted, len(messages)) for _, messages, fitted in self._kept.values())
+        return makes_room(room, kept, self._tick, unused_for)
+
+
+def makes_room(room: int, kept: Iterable[tuple[int, int]], now: int, unused_for: int) -> bool:
+    """Whether a newcomer, unused for `unused_for` ticks, is to be kept where `room` is what is
+    left once it is (below 0: too little): only if the kept ones that would go to make room,
+    least recently used first (`kept`: when each was last used, its size), were each unused
+    for longer. A kept one that stopped gives way once one back sooner needs the room; under a
+    cyclic load past the bound the kept ones stay kept (least recently used out first, each
+    newcomer pushed out the next one due). All would go: the newcomer is kept."""
+    for used, size in kept:
+        if room >= 0:
+            return True
+        if now - used <= unused_for:
+            return False
+        room += size
+    return True
 
 
 def _strays(new: Rows, seen: int, waiting: set[str], strays: list[int]) -> set[str]:

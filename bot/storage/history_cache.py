@@ -35,6 +35,7 @@ from collections import OrderedDict
 from collections.abc import Iterable, Sequence
 from typing import Any, cast
 
+from agent.history import makes_room
 from agent.types import Message, Role, ToolCall, message_of
 from content.parts import parts_from_json, parts_to_json
 
@@ -248,13 +249,8 @@ class HistoryCache:
         as large as the hot bound's of their histories finds them hot; a conversation that
         stopped stays hot only until one back sooner than it was unused needs the room."""
         room = self.hot_messages - self._hot_count - count
-        for history in self._hot.values():  # the least recently used first
-            if room >= 0:
-                return True
-            if self._tick - history.used <= unused_for:
-                return False
-            room += len(history.items)
-        return True  # all would go: the newest stays hot whatever its length
+        hot = ((history.used, len(history.items)) for history in self._hot.values())
+        return makes_room(room, hot, self._tick, unused_for)  # all would go: it stays hot
 
     def extend(self, session_id: str, rows: Sequence[IdRow], since: int) -> None:
         """Rows a session's own writes just added (and those others added since `since`), as
