@@ -63,6 +63,7 @@ class Run:
     rss_end: float = 0.0
     per_conversation: float = 0.0  # KiB
     per_socket: float = 0.0  # KiB
+    sockets_left: int = 0  # idle sockets still open after the load
     warm_s: float = 0.0
     rate: float = 0.0
     reached: float = 0.0
@@ -244,11 +245,17 @@ async def many(llm: str, rate: float, args: argparse.Namespace, cores: Cores) ->
                 run.per_socket = (mib(gateway.pid) - run.rss_warm) * 1024 / max(1, args.sockets)
                 run.gc_sockets = gc_figures(gateway)
                 print(f"  many: {len(sockets)} idle sockets open", file=sys.stderr, flush=True)
+                # each answers the server's pings, as a browser does (unanswered, the gateway
+                # closes it 10 s after its first ping: 30 s after it opened, mid-load)
+                answering = [asyncio.create_task(answer_pings(ws)) for ws in sockets]
                 _mark("paced load")
                 await paced(url, gateway, run, args.load_turns, 1_000_000)
                 _mark("paced load done")
+                run.sockets_left = sum(not ws.closed for ws in sockets)
                 run.rss_end = mib(gateway.pid)
                 run.sweep = sweep(gateway)
+                for task in answering:
+                    task.cancel()
                 for ws in sockets:
                     await ws.close()
         finally:
@@ -286,6 +293,12 @@ async def open_idle(
     return sockets
 
 
+async def answer_pings(ws: aiohttp.ClientWebSocketResponse) -> None:
+    """Read the socket until it closes: `receive` answers each ping with a pong."""
+    async for _ in ws:
+        pass
+
+
 def report(base: Run, full: Run, args: argparse.Namespace) -> None:
     columns = {"baseline": base, f"{args.conversations} conversations": full}
 
@@ -300,6 +313,7 @@ def report(base: Run, full: Run, args: argparse.Namespace) -> None:
     row("RSS at start / warm / end (MiB)", "{r.rss_start:.0f} / {r.rss_warm:.0f} / {r.rss_end:.0f}")
     row("RSS per cached conversation (KiB)", "{r.per_conversation:.1f}")
     row("memory per idle web socket (KiB)", "{r.per_socket:.1f}")
+    row("idle sockets still open after the load", "{r.sockets_left}")
     for phase, gc in (("warming", full.gc_warm), ("opening the sockets", full.gc_sockets)):
         print(
             f"  {phase}: {gc.get('collections', 0):.0f} collections, {gc.get('full', 0):.0f} "
