@@ -1,15 +1,17 @@
-"""Each web socket is pinged at its own time.
+"""Web sockets that opened together are not pinged together.
 
-aiohttp rounds a heartbeat of over 5 s up to the next whole second, so every socket that opened
-within that second pinged in one pass of the loop: with thousands of idle sockets, passes of
-tens of milliseconds that turns waited behind (bench/many_bench.py). The gateway's server asks
-for the times as they are.
+Thousands of sockets open at once when a deploy makes every tab reconnect, and each ping and its
+pong cost the loop ~0.1 ms: pinged in one pass, turns wait behind them (bench/many_bench.py).
+Two things put them in one pass: aiohttp rounds a heartbeat of over 5 s up to the next whole
+second of the loop's clock, and sockets with the same interval keep the phase they opened in.
+The gateway's server asks for the times as they are, and each socket draws its own interval.
 """
 
 from __future__ import annotations
 
 import asyncio
 import math
+from itertools import pairwise
 from pathlib import Path
 
 import aiohttp
@@ -27,23 +29,29 @@ async def pinged_at(ws: aiohttp.ClientWebSocketResponse) -> float:
         assert message.type == aiohttp.WSMsgType.TEXT, message
 
 
-async def test_sockets_opened_half_a_second_apart_are_pinged_half_a_second_apart(
+def moments(times: list[float], apart_s: float = 0.01) -> int:
+    """How many moments `times` fall at: those within `apart_s` of the one before are one."""
+    return 1 + sum(later - earlier > apart_s for earlier, later in pairwise(sorted(times)))
+
+
+async def test_sockets_opened_together_are_pinged_at_moments_of_their_own(
     tmp_path: Path, session: aiohttp.ClientSession
 ) -> None:
-    config = make_config(tmp_path, channels={"websocket": {"heartbeat_s": 5.1}})
+    """Ten sockets opened at once, just past a whole second, with a 6.5 s heartbeat: each pings
+    0.8-1 intervals later (all over 5 s), across ~1.3 s. Rounded up, they would ping at one or two whole
+    seconds; with one interval for all, within the few ms they opened in."""
+    config = make_config(tmp_path, channels={"websocket": {"heartbeat_s": 6.5}})
     loop = asyncio.get_running_loop()
     async with App(config, base_dir=tmp_path) as app:
-        # just past a whole second: rounded up, both heartbeats would fall on the same second
-        await asyncio.sleep(math.ceil(loop.time()) - loop.time() + 0.05)
-        opened, sockets = [], []
-        for pause in (0.0, 0.5):
-            await asyncio.sleep(pause)
-            ws = await session.ws_connect(
-                f"{app.url}/ws", headers={"Origin": ORIGIN}, autoping=False
+        await asyncio.sleep(math.ceil(loop.time()) - loop.time() + 0.02)
+        sockets = await asyncio.gather(
+            *(
+                session.ws_connect(f"{app.url}/ws", headers={"Origin": ORIGIN}, autoping=False)
+                for _ in range(10)
             )
-            opened.append(loop.time())
-            sockets.append(ws)
-        first, second = await asyncio.gather(*(pinged_at(ws) for ws in sockets))
+        )
+        pings = await asyncio.gather(*(pinged_at(ws) for ws in sockets))
         for ws in sockets:
             await ws.close()
-    assert abs((second - first) - (opened[1] - opened[0])) < 0.15, (opened, first, second)
+    # ten draws across ~1.3 s at fewer than 4 moments 10 ms apart: a few in a million
+    assert moments(pings) >= 4, sorted(pings)

@@ -13,6 +13,7 @@ import dataclasses
 import json
 import logging
 import math
+import random
 import uuid
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
@@ -44,6 +45,9 @@ from content.parts import Part
 log = logging.getLogger(__name__)
 
 TRY_LATER_MS = 2000  # a Redis restart takes about a second
+HEARTBEAT_SPREAD = (
+    0.8  # a socket pings every 0.8-1.0 x heartbeat_s (`WebSocketEndpoint._heartbeat`)
+)
 
 
 class SocketEndpoint:
@@ -93,12 +97,22 @@ class SocketEndpoint:
         finally:
             self._admission.closed(address)
 
+    def _heartbeat(self) -> float | None:
+        """This socket's ping interval: between HEARTBEAT_SPREAD and 1 times `heartbeat_s`.
+        Sockets that open together (thousands reconnecting after a deploy) would otherwise
+        ping together every interval for as long as they stay: each ping and its pong cost the
+        loop ~0.1 ms, and 5,000 sockets opened within 3 s made turns wait behind ~1,700 of
+        them a second (bench/many_bench.py). Spread, they drift apart from the first ping."""
+        if self._heartbeat_s is None:
+            return None
+        return self._heartbeat_s * random.uniform(HEARTBEAT_SPREAD, 1.0)
+
     async def _serve_admitted(self, request: web.Request, address: str) -> web.StreamResponse:
         # No permessage-deflate: its zlib state costs ~100 KiB per connection (measured: 113 KiB
         # per idle socket with it, 16 KiB without), and chat frames are small. aiohttp refuses
         # a frame of exactly max_msg_size; the documented limit lets that one through.
         ws = web.WebSocketResponse(
-            heartbeat=self._heartbeat_s, max_msg_size=self._max_frame_bytes + 1, compress=False
+            heartbeat=self._heartbeat(), max_msg_size=self._max_frame_bytes + 1, compress=False
         )
         await ws.prepare(request)
         conn = Connection(ws, address)
