@@ -24,6 +24,8 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
+import gc
 import json
 import os
 import resource
@@ -39,7 +41,9 @@ import aiohttp
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from bench.many_child import fill  # noqa: E402
+from bench import loop_passes  # noqa: E402
+from bench.loop_passes import Recording  # noqa: E402
+from bench.many_child import Probe, fill  # noqa: E402
 from bench.ws_load import (  # noqa: E402
     ORIGIN,
     Cores,
@@ -73,6 +77,7 @@ class Run:
     waited: float = 0.0  # ms per turn
     stolen: float = 0.0  # ms the hypervisor ran others on this machine's CPUs during the load
     client: float = 0.0  # ms of this process's CPU per turn (the load, and the idle sockets)
+    client_gc: float = 0.0  # ms: this process's longest collection in the load
     gc: dict[str, float] = field(default_factory=dict)
     gc_warm: dict[str, float] = field(default_factory=dict)
     gc_sockets: dict[str, float] = field(default_factory=dict)
@@ -125,7 +130,7 @@ def mib(pid: int) -> float:
     return rss_bytes(pid) / 2**20
 
 
-async def paced(url: str, gateway: Server, run: Run, turns: int, first: int) -> None:
+async def paced(url: str, gateway: Server, run: Run, turns: int, first: int, label: str) -> None:
     period_s = LOAD / run.rate
     placeholder: list[float] = []
     total: list[float] = []
@@ -133,13 +138,27 @@ async def paced(url: str, gateway: Server, run: Run, turns: int, first: int) -> 
     cpu, waited, started = gateway.cpu(), run_queue_wait(gateway.pid), time.perf_counter()
     stolen = stolen_ms()
     client = time.process_time()
-    async with aiohttp.ClientSession() as session:
-        await asyncio.gather(
-            *(
-                gateway_conversation(session, url, first + i, turns, placeholder, total, period_s)
-                for i in range(LOAD)
-            )
-        )
+    probe = Probe()  # this process's own pauses: a turn's latency is timed here
+    gc.callbacks.append(probe)
+    folder = os.environ.get("BENCH_PASSES")  # perf traces of the gateway loop's passes
+    trace = Path(folder) / f"{label}.perf" if folder else None
+    try:
+        with Recording(gateway.pid, trace) if trace else contextlib.nullcontext():
+            async with aiohttp.ClientSession() as session:
+                await asyncio.gather(
+                    *(
+                        gateway_conversation(
+                            session, url, first + i, turns, placeholder, total, period_s
+                        )
+                        for i in range(LOAD)
+                    )
+                )
+    finally:
+        gc.callbacks.remove(probe)
+    if trace:
+        print(f"  {label}: the gateway loop's passes in the load ({trace})", file=sys.stderr)
+        print(loop_passes.report(loop_passes.read(trace)), file=sys.stderr, flush=True)
+    run.client_gc = max((wall * 1e3 for _, wall, _ in probe.pauses), default=0.0)
     run.reached = len(total) / (time.perf_counter() - started)
     run.client = (time.process_time() - client) / len(total) * 1000
     run.cpu = (gateway.cpu() - cpu) / len(total) * 1000
@@ -174,7 +193,7 @@ async def baseline(llm: str, args: argparse.Namespace, cores: Cores) -> Run:
                     )
                     run.rate = len(total) / (time.perf_counter() - started) / 2
             print(f"  baseline: pacing at {run.rate:.0f} turns/s", file=sys.stderr, flush=True)
-            await paced(url, gateway, run, args.load_turns, 1_000_000)
+            await paced(url, gateway, run, args.load_turns, 1_000_000, "baseline")
             run.rss_end = mib(gateway.pid)
         finally:
             gateway.stop()
@@ -248,12 +267,18 @@ async def many(llm: str, rate: float, args: argparse.Namespace, cores: Cores) ->
                 # each answers the server's pings, as a browser does (unanswered, the gateway
                 # closes it 10 s after its first ping: 30 s after it opened, mid-load)
                 answering = [asyncio.create_task(answer_pings(ws)) for ws in sockets]
+                # they are the browsers', not the load's: its collector must not walk them (a
+                # full collection of this process's 5,000 sockets paused it 180 ms, and the
+                # turns it was timing with it, while the gateway waited for their next frames)
+                gc.collect()
+                gc.freeze()
                 _mark("paced load")
-                await paced(url, gateway, run, args.load_turns, 1_000_000)
+                await paced(url, gateway, run, args.load_turns, 1_000_000, "many")
                 _mark("paced load done")
                 run.sockets_left = sum(not ws.closed for ws in sockets)
                 run.rss_end = mib(gateway.pid)
                 run.sweep = sweep(gateway)
+                gc.unfreeze()
                 for task in answering:
                     task.cancel()
                 for ws in sockets:
@@ -314,11 +339,11 @@ def report(base: Run, full: Run, args: argparse.Namespace) -> None:
     row("RSS per cached conversation (KiB)", "{r.per_conversation:.1f}")
     row("memory per idle web socket (KiB)", "{r.per_socket:.1f}")
     row("idle sockets still open after the load", "{r.sockets_left}")
-    for phase, gc in (("warming", full.gc_warm), ("opening the sockets", full.gc_sockets)):
+    for phase, phase_gc in (("warming", full.gc_warm), ("opening the sockets", full.gc_sockets)):
         print(
-            f"  {phase}: {gc.get('collections', 0):.0f} collections, {gc.get('full', 0):.0f} "
-            f"full, longest {gc.get('longest', 0):.1f} ms (CPU {gc.get('longest_cpu', 0):.1f}), "
-            f"longest full {gc.get('longest_full', 0):.1f} ms"
+            f"  {phase}: {phase_gc.get('collections', 0):.0f} collections, {phase_gc.get('full', 0):.0f} "
+            f"full, longest {phase_gc.get('longest', 0):.1f} ms (CPU {phase_gc.get('longest_cpu', 0):.1f}), "
+            f"longest full {phase_gc.get('longest_full', 0):.1f} ms"
         )
     print(f"paced load: {LOAD} conversations x {args.load_turns} short turns, openai SDK")
     row("asked / reached (turns/s)", "{r.rate:.0f} / {r.reached:.0f}")
@@ -328,6 +353,7 @@ def report(base: Run, full: Run, args: argparse.Namespace) -> None:
     row("waiting for its core (ms per turn)", "{r.waited:.2f}")
     row("the machine's stolen time in the load (ms)", "{r.stolen:.0f}")
     row("the load's own CPU per turn (ms)", "{r.client:.2f}")
+    row("the load's own longest GC pause (ms)", "{r.client_gc:.1f}")
     row("collections (full)", "{r.gc[collections]:.0f} ({r.gc[full]:.0f})")
     row(
         "longest GC pause wall / CPU (ms), generation",
