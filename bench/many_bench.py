@@ -9,12 +9,16 @@ core, its model the real `openai` SDK against bench/fake_llm_server.py) in two r
   turns each (through the store's own API, under the conversation keys the web socket visitors
   will use: a first gateway's session row shows them), the gateway started on it, one turn on
   each conversation through its web socket (the history cache warm), `--sockets` of those
-  visitors back with an idle socket each, and the same paced load on 50 other conversations.
+  visitors back with an idle socket each (answering the gateway's pings, as a browser does,
+  and frozen out of this process's collector), and the same paced load on 50 other conversations.
 
 Printed for both: RSS, RSS per cached conversation, memory per idle web socket, the collector
 inside the gateway (a `gc.callbacks` probe: collections, the longest pause, wall and CPU, the
 longest full one, their CPU per turn), time to placeholder and turn latency p50/p99, the
-gateway's CPU per turn and the time it waited for its core (a shared machine's share of the tail).
+gateway's CPU per turn and the time it waited for its core (a shared machine's share of the tail),
+and this process's own longest collection (the turns are timed here: a pause of the load is not
+the gateway's). BENCH_PASSES=FOLDER traces the gateway during each paced load and prints its
+loop's passes and busy stretches (bench/loop_passes.py; perf takes CPU from the load's core).
 
     python bench/many_bench.py [--conversations 10000] [--sockets 5000] [--turns 50] [--rate N]
     python bench/many_bench.py --conversations 500 --sockets 300 --turns 10   # a quick one
@@ -138,8 +142,11 @@ async def paced(url: str, gateway: Server, run: Run, turns: int, first: int, lab
     cpu, waited, started = gateway.cpu(), run_queue_wait(gateway.pid), time.perf_counter()
     stolen = stolen_ms()
     client = time.process_time()
-    probe = Probe()  # this process's own pauses: a turn's latency is timed here
+    # the turns are timed in this process: its collector must not pause them (its pauses were
+    # up to 25 ms with the 5,000 idle sockets frozen, 180 ms before); the probe shows none ran
+    probe = Probe()
     gc.callbacks.append(probe)
+    gc.disable()
     folder = os.environ.get("BENCH_PASSES")  # perf traces of the gateway loop's passes
     trace = Path(folder) / f"{label}.perf" if folder else None
     try:
@@ -154,6 +161,7 @@ async def paced(url: str, gateway: Server, run: Run, turns: int, first: int, lab
                     )
                 )
     finally:
+        gc.enable()
         gc.callbacks.remove(probe)
     if trace:
         print(f"  {label}: the gateway loop's passes in the load ({trace})", file=sys.stderr)

@@ -45,9 +45,8 @@ from content.parts import Part
 log = logging.getLogger(__name__)
 
 TRY_LATER_MS = 2000  # a Redis restart takes about a second
-HEARTBEAT_SPREAD = (
-    0.8  # a socket pings every 0.8-1.0 x heartbeat_s (`WebSocketEndpoint._heartbeat`)
-)
+# a socket pings every 0.8-1.0 x heartbeat_s (`SocketEndpoint._heartbeat`)
+HEARTBEAT_SPREAD = 0.8
 
 
 class SocketEndpoint:
@@ -100,9 +99,10 @@ class SocketEndpoint:
     def _heartbeat(self) -> float | None:
         """This socket's ping interval: between HEARTBEAT_SPREAD and 1 times `heartbeat_s`.
         Sockets that open together (thousands reconnecting after a deploy) would otherwise
-        ping together every interval for as long as they stay: each ping and its pong cost the
-        loop ~0.1 ms, and 5,000 sockets opened within 3 s made turns wait behind ~1,700 of
-        them a second (bench/many_bench.py). Spread, they drift apart from the first ping."""
+        ping together every interval for as long as they stay, each ping and its pong a wake
+        of the loop: 5,000 sockets opened within 3 s sent and read ~1,000 more frames a second
+        for 3 s of every 20, and the loop, busy ~80 % with turns, fell behind (a perf trace of
+        bench/many_bench.py). Spread, they drift apart from the first ping."""
         if self._heartbeat_s is None:
             return None
         return self._heartbeat_s * random.uniform(HEARTBEAT_SPREAD, 1.0)
