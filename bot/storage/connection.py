@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import os
 import random
 import sqlite3
 import threading
@@ -57,7 +56,6 @@ WAL_KEEP_BYTES = 64 * 1024 * 1024
 # How long a RESTART waits for a writer or a reader (another process's long read, say) before it
 # gives up for this round: it holds the write lock meanwhile, and every write waits with it.
 RESTART_WAIT_S = 0.1
-CHECKPOINT_NICE = 10  # the checkpoint thread's nice, above the loop's: ~1/10 of its share of a core
 OPEN_BUSY_MS = 2000  # at start nothing else is served yet: waiting on the loop is fine
 OPEN_DEADLINE_S = 30.0  # for another process creating or migrating the schema meanwhile
 
@@ -82,19 +80,6 @@ def _prepare(conn: sqlite3.Connection, db: Database, *, wal: bool) -> list[int]:
             if conn.in_transaction:
                 conn.execute("ROLLBACK")
             time.sleep(random.uniform(0.01, 0.05))  # at start: nothing else is served yet
-
-
-def _yield_to_the_loop() -> None:
-    """On the checkpoint thread: a lower priority (Linux keeps one per thread). A checkpoint
-    copies pages without the GIL, so on a busy core the scheduler gave it slices of the loop's
-    time: passes of the loop 4-7 ms longer (bench/loop_passes.py, "preempted"). Where it is
-    not supported, nothing changes."""
-    try:
-        thread = threading.get_native_id()
-        nice = os.getpriority(os.PRIO_PROCESS, thread)
-        os.setpriority(os.PRIO_PROCESS, thread, min(19, nice + CHECKPOINT_NICE))
-    except (AttributeError, OSError) as exc:  # no setpriority (Windows), or not allowed
-        log.debug("checkpoint thread keeps its priority: %s", exc)
 
 
 class StoreConnection(StoreCalls):
@@ -146,9 +131,7 @@ class StoreConnection(StoreCalls):
         self._open = True
         self._loop = asyncio.get_running_loop()
         if self.on_disk:
-            self._checkpointer = ThreadPoolExecutor(
-                1, thread_name_prefix="sqlite-checkpoint", initializer=_yield_to_the_loop
-            )
+            self._checkpointer = ThreadPoolExecutor(1, thread_name_prefix="sqlite-checkpoint")
         log.info("storage %s open, schema v%d (applied %s)", self.path, len(MIGRATIONS), applied)
 
     async def close(self) -> None:
