@@ -46,7 +46,7 @@ FIELD = re.compile(r"(\w+)=(\S+)")
 
 def record_command(pid: int, out: Path, seconds: float | None = None) -> list[str]:
     """perf record of the loop's syscalls that matter and the scheduler's switches, filtered in
-    the kernel (a trace of every syscall slowed the gateway by ~10 %); without `seconds`, until
+    the kernel (every syscall traced: 2.2 M events in a 36 s load, 230 MB); without `seconds`, until
     perf gets SIGINT."""
     return [
         "perf", "record", "-q", "-k", "CLOCK_MONOTONIC", "-p", str(pid), "-o", str(out),
