@@ -13,7 +13,12 @@ Young collections are made rarer too: a turn allocates thousands of short-lived 
 most freed by reference counting before any collection sees them. Measured over ~4,000 turns
 (CPU of the collector per turn; longest pause): frozen at the default threshold 700, 21 us and
 16-20 ms (two full collections); at 2,000, 12 us and 2-5 ms; at 10,000, 5 us but every young
-collection a 3-5 ms pause. Unfrozen at 700 (before): 62 us and 70-95 ms.
+collection a 3-5 ms pause. Unfrozen at 700 (before): 62 us and 70-95 ms. Now 1,000: with
+10,000 conversations cached, old histories freed as new ones come lower CPython's young count
+(made minus freed), so at 2,000 the young collections came late and big (up to 13,200 objects,
+the middle generation's up to 19,500; the paced load's longest pause 8.3-15.7 ms in six runs of
+bench/many_bench.py --load-turns 200); at 1,000, 4.3-7.3 ms in three (CPU 3.3-4.3), for
+13-22 us of collector CPU a turn instead of 9-16.
 
 The middle generation is collected at every other collection (its threshold 0: CPython
 collects it once more young collections than its threshold have run; CPython's is 10). Each
@@ -64,7 +69,7 @@ from typing import Final
 
 log = logging.getLogger(__name__)
 
-YOUNG_THRESHOLD: Final = 2_000  # allocations between young collections (CPython: 700)
+YOUNG_THRESHOLD: Final = 1_000  # allocations between young collections (CPython: 700)
 OLDER_THRESHOLDS: Final = (0, 10)  # CPython: (10, 10)
 SWEEP_CHECK_S: Final = 3600.0  # how often `sweep_due` is asked
 SWEEP_GROWTH: Final = 1.25  # resident memory, as a multiple of what it was after the last sweep
