@@ -9,8 +9,8 @@ core, its model the real `openai` SDK against bench/fake_llm_server.py) in two r
   turns each (through the store's own API, under the conversation keys the web socket visitors
   will use: a first gateway's session row shows them), the gateway started on it, one turn on
   each conversation through its web socket (the history cache warm), `--sockets` of those
-  visitors back with an idle socket each (answering the gateway's pings, as a browser does,
-  and frozen out of this process's collector), and the same paced load on 50 other conversations.
+  visitors back with an idle socket each (answering the gateway's pings, as a browser does),
+  and the same paced load on 50 other conversations (this process's collector off meanwhile).
 
 Printed for both: RSS, RSS per cached conversation, memory per idle web socket, the collector
 inside the gateway (a `gc.callbacks` probe: collections, the longest pause, wall and CPU, the
@@ -142,8 +142,9 @@ async def paced(url: str, gateway: Server, run: Run, turns: int, first: int, lab
     cpu, waited, started = gateway.cpu(), run_queue_wait(gateway.pid), time.perf_counter()
     stolen = stolen_ms()
     client = time.process_time()
-    # the turns are timed in this process: its collector must not pause them (its pauses were
-    # up to 25 ms with the 5,000 idle sockets frozen, 180 ms before); the probe shows none ran
+    # the turns are timed in this process: its collector must not pause them (walking the
+    # 5,000 idle sockets' objects, it paused them 180 ms while the gateway waited for input);
+    # the probe shows that none ran
     probe = Probe()
     gc.callbacks.append(probe)
     gc.disable()
@@ -275,18 +276,12 @@ async def many(llm: str, rate: float, args: argparse.Namespace, cores: Cores) ->
                 # each answers the server's pings, as a browser does (unanswered, the gateway
                 # closes it 10 s after its first ping: 30 s after it opened, mid-load)
                 answering = [asyncio.create_task(answer_pings(ws)) for ws in sockets]
-                # they are the browsers', not the load's: its collector must not walk them (a
-                # full collection of this process's 5,000 sockets paused it 180 ms, and the
-                # turns it was timing with it, while the gateway waited for their next frames)
-                gc.collect()
-                gc.freeze()
                 _mark("paced load")
                 await paced(url, gateway, run, args.load_turns, 1_000_000, "many")
                 _mark("paced load done")
                 run.sockets_left = sum(not ws.closed for ws in sockets)
                 run.rss_end = mib(gateway.pid)
                 run.sweep = sweep(gateway)
-                gc.unfreeze()
                 for task in answering:
                     task.cancel()
                 for ws in sockets:
