@@ -96,7 +96,7 @@ async def serve(data_dir: str, llm: dict[str, Any]) -> None:
     resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
     from bot.runtime.app import App
     from bot.runtime.config import load_config
-    from bot.runtime.heap import settle_heap
+    from bot.runtime.heap import collect_young_periodically, settle_heap
     from bot.runtime.logs import secret_values, setup_logging
 
     config = load_config(config_file(data_dir, llm), env={"BENCH_LLM_KEY": "bench-key"})
@@ -107,6 +107,7 @@ async def serve(data_dir: str, llm: dict[str, Any]) -> None:
     gc.disable()  # as `bot serve` starts
     async with App(config, base_dir=Path(data_dir)) as app:
         settle_heap()
+        young = asyncio.create_task(collect_young_periodically())  # as `bot serve` does
         gc.callbacks.append(probe)
         if os.environ.get("BENCH_GC_WALKS"):  # what each collection walked (bench/gc_walks.py)
             gc.callbacks.insert(0, GcWalks(Path(os.environ["BENCH_GC_WALKS"])))
@@ -117,6 +118,7 @@ async def serve(data_dir: str, llm: dict[str, Any]) -> None:
         print(f"PORT {app.port}", flush=True)
         with app.ops.collections_watched():  # as `bot serve` does
             await app.wait()
+        young.cancel()
 
 
 def _answer(probe: Probe) -> None:

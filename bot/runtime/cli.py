@@ -212,7 +212,7 @@ async def _serve(config: Config, base_dir: Path) -> int:
 
 async def _serve_app(config: Config, base_dir: Path) -> int:
     from bot.runtime.app import App
-    from bot.runtime.heap import settle_heap, sweep_periodically
+    from bot.runtime.heap import collect_young_periodically, settle_heap, sweep_periodically
 
     loop = asyncio.get_running_loop()
     log.info("event loop: %s (server.event_loop: %s)", loop_name(loop), config.server.event_loop)
@@ -228,11 +228,13 @@ async def _serve_app(config: Config, base_dir: Path) -> int:
             await asyncio.sleep(SETTLE_HEAP_AFTER_S)
             settle_heap()
             sweeper = asyncio.create_task(sweep_periodically(), name="heap-sweep")
+            young = asyncio.create_task(collect_young_periodically(), name="heap-young")
             try:
                 with app.ops.collections_watched():  # each collection's pause in /metrics
                     await app.wait()
             finally:
                 sweeper.cancel()
+                young.cancel()
     except asyncio.CancelledError:
         log.info("stopped")
     except OSError as exc:

@@ -18,7 +18,11 @@ collection a 3-5 ms pause. Unfrozen at 700 (before): 62 us and 70-95 ms. Now 1,0
 (made minus freed), so at 2,000 the young collections came late and big (up to 13,200 objects,
 the middle generation's up to 19,500; the paced load's longest pause 8.3-15.7 ms in six runs of
 bench/many_bench.py --load-turns 200); at 1,000, 4.3-7.3 ms in three (CPU 3.3-4.3), for
-13-22 us of collector CPU a turn instead of 9-16.
+13-22 us of collector CPU a turn instead of 9-16. And a young collection comes at least every
+0.1 s (`collect_young_periodically`, `bot serve`): what replaces old objects is not counted at
+all, and 5,000 idle web sockets' pongs alone replace ~3,000 a second; bounded so, the paced
+load's longest pause beside them was 5.6 ms (CPU 3.5) instead of 7.1-10.7 (CPU 6.9-10.4) in four
+runs on a slower machine, its collector CPU a turn 42 us (22-48).
 
 The middle generation is collected at every other collection (its threshold 0: CPython
 collects it once more young collections than its threshold have run; CPython's is 10). Each
@@ -71,6 +75,9 @@ log = logging.getLogger(__name__)
 
 YOUNG_THRESHOLD: Final = 1_000  # allocations between young collections (CPython: 700)
 OLDER_THRESHOLDS: Final = (0, 10)  # CPython: (10, 10)
+YOUNG_AT_LEAST_S: Final = (
+    0.1  # a young collection at least this often (`collect_young_periodically`)
+)
 SWEEP_CHECK_S: Final = 3600.0  # how often `sweep_due` is asked
 SWEEP_GROWTH: Final = 1.25  # resident memory, as a multiple of what it was after the last sweep
 SWEEP_AT_LEAST_S: Final = 86_400.0
@@ -99,6 +106,38 @@ def freeze_survivors(phase: str, info: dict[str, int]) -> None:
     heap: a full collection walks only what has come since (so, nearly never anything)."""
     if phase == "stop" and info["generation"] >= 1:
         gc.freeze()
+
+
+def collect_young() -> None:
+    """A young collection, the middle generation's with it when due (as CPython would: an
+    explicit young collection does not start one, and the middle one would fill for as long)."""
+    gc.collect(1 if gc.get_count()[1] > gc.get_threshold()[1] else 0)
+
+
+async def collect_young_periodically(every_s: float = YOUNG_AT_LEAST_S) -> None:
+    """A young collection every `every_s` in which none ran, until cancelled.
+
+    CPython starts one when objects made minus objects freed pass the threshold, and an object
+    that replaces an old one counts as nothing: each pong of an idle web socket frees its read's
+    and its heartbeat's objects of ~18 s ago (frozen long since) and makes ~11 new ones (aiohttp's
+    read and its future, the timers, the message). With 5,000 idle sockets that is ~3,000
+    objects a second the count never sees, so the young collections came as the turns' objects
+    made them and walked the sockets' too: up to 9,500 objects in a young collection and 13,800
+    in a middle one (7-11 ms) with the threshold at 1,000 (bench/many_bench.py, a census of what
+    each walked). Collected at least every `every_s`, what the count misses is bounded by what
+    comes in that time, whatever makes it."""
+    collections = _collections()
+    while True:
+        await asyncio.sleep(every_s)
+        now = _collections()
+        if now == collections:
+            collect_young()
+            now += 1
+        collections = now
+
+
+def _collections() -> int:
+    return sum(generation["collections"] for generation in gc.get_stats())
 
 
 def sweep_frozen() -> tuple[int, float]:
