@@ -1,10 +1,11 @@
-"""Web sockets that opened together are not pinged together.
+"""Web sockets are pinged each at its own moment, and one that leaves a ping unanswered goes.
 
 Thousands of sockets open at once when a deploy makes every tab reconnect, and each ping and its
 pong cost the loop ~0.1 ms: pinged in one pass, turns wait behind them (bench/many_bench.py).
-Two things put them in one pass: aiohttp rounds a heartbeat of over 5 s up to the next whole
-second of the loop's clock, and sockets with the same interval keep the phase they opened in.
-The gateway's server asks for the times as they are, and each socket draws its own interval.
+aiohttp's heartbeat rounded an interval of over 5 s up to the next whole second of the loop's
+clock, and sockets with the same interval keep the phase they opened in; not rounded, it spun
+under uvloop (adapters/websocket/endpoint.py). The endpoint pings each socket itself, at an
+interval the socket draws, and its receive timeout drops a socket that answers no ping.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from itertools import pairwise
 from pathlib import Path
 
 import aiohttp
+import pytest
 
 from bot.runtime.app import App
 from tests.conftest import ORIGIN, make_config
@@ -55,3 +57,37 @@ async def test_sockets_opened_together_are_pinged_at_moments_of_their_own(
             await ws.close()
     # ten draws across ~1.3 s at fewer than 4 moments 10 ms apart: a few in a million
     assert moments(pings) >= 4, sorted(pings)
+
+
+async def hello(ws: aiohttp.ClientWebSocketResponse, visitor: str) -> None:
+    await ws.send_json({"type": "hello", "visitor_id": visitor})
+    while (await ws.receive_json(timeout=10))["type"] != "ready":
+        pass
+
+
+async def test_a_socket_that_leaves_a_ping_unanswered_is_dropped_one_that_answers_stays(
+    tmp_path: Path, session: aiohttp.ClientSession
+) -> None:
+    """A 1 s heartbeat: each socket is pinged every 0.8-1 s. One client answers (aiohttp's
+    client does, inside `receive`); one reads nothing, as a tab whose network went away: it is
+    closed half an interval after the ping it left unanswered, and the other is still open."""
+    config = make_config(tmp_path, channels={"websocket": {"heartbeat_s": 1}})
+    async with App(config, base_dir=tmp_path) as app:
+        url = f"{app.url}/ws"
+        live = await session.ws_connect(url, headers={"Origin": ORIGIN})
+        gone = await session.ws_connect(url, headers={"Origin": ORIGIN}, autoping=False)
+        await hello(live, "visitor-live")
+        await hello(gone, "visitor-gone")
+        with pytest.raises(TimeoutError):  # nothing but pings, answered inside `receive`
+            async with asyncio.timeout(3.5):  # (its own timeout restarts with each ping)
+                await live.receive()
+        frames = [await gone.receive(timeout=10) for _ in range(2)]
+        assert frames[0].type is aiohttp.WSMsgType.PING
+        assert frames[1].type is aiohttp.WSMsgType.CLOSE, frames
+        assert frames[1].data == aiohttp.WSCloseCode.GOING_AWAY
+        assert not live.closed
+        await live.send_json({"type": "message", "text": "still here", "client_message_id": "c1"})
+        while (await live.receive_json(timeout=10))["type"] != "message.completed":
+            pass
+        await live.close()
+        await gone.close()

@@ -33,6 +33,9 @@ class _Close:
     reason: str
 
 
+_PING: Final = b"ping"  # a ping queued among the frames (its payload)
+
+
 class Connection:
     """A socket of the channel; `identity` is set by its hello."""
 
@@ -47,6 +50,7 @@ class Connection:
         "address",
         "closing",
         "deadline",
+        "heartbeat",
         "identity",
         "language",
         "ws",
@@ -58,8 +62,9 @@ class Connection:
         self.identity: str | None = None
         self.language: str | None = None  # the hello's: every message of the socket carries it
         self.deadline: asyncio.TimerHandle | None = None  # closes the socket if hello is late
+        self.heartbeat: asyncio.TimerHandle | None = None  # its next ping (endpoint.py)
         self.closing = False  # a close is queued: ignore whatever the client still sends
-        self._pending: list[str | _Close] = []
+        self._pending: list[str | bytes | _Close] = []
         self._held: list[str] | None = None  # live frames kept back while the replay is read
         self._granted = 0  # queued frames a hello asked for: not counted against the cap
         self._errors: set[str] = set()  # codes of the error frames queued and not yet sent
@@ -85,6 +90,13 @@ class Connection:
             self.close(1013, "too slow: reconnect with resume_after")
             return False
         self._enqueue(frame)
+        return True
+
+    def ping(self) -> bool:
+        """Queue a ping; False once the socket is closing or gone."""
+        if self._dead or self.closing:
+            return False
+        self._enqueue(_PING)
         return True
 
     def hold(self) -> None:
@@ -137,10 +149,12 @@ class Connection:
         self._dead = True
         if self.deadline is not None:
             self.deadline.cancel()
+        if self.heartbeat is not None:
+            self.heartbeat.cancel()
         if self._writer is not None:
             self._writer.cancel()
 
-    def _enqueue(self, item: str | _Close) -> None:
+    def _enqueue(self, item: str | bytes | _Close) -> None:
         self._pending.append(item)
         if self._writer is None:
             self._writer = asyncio.create_task(self._write(), name="websocket-writer")
@@ -156,7 +170,10 @@ class Connection:
                         await self.ws.close(code=item.code, message=item.reason.encode())
                         self._dead = True
                         return
-                    await self.ws.send_str(item)
+                    if isinstance(item, bytes):  # the one bytes item: a ping
+                        await self.ws.ping(item)
+                    else:
+                        await self.ws.send_str(item)
         except (ConnectionError, RuntimeError) as exc:
             # The tab went away mid-send; the reader sees the close and ends the handler.
             log.debug("websocket %s send failed: %r", self.identity, exc)

@@ -47,6 +47,7 @@ log = logging.getLogger(__name__)
 TRY_LATER_MS = 2000  # a Redis restart takes about a second
 # a socket pings every 0.8-1.0 x heartbeat_s (`SocketEndpoint._heartbeat`)
 HEARTBEAT_SPREAD = 0.8
+PONG_WAIT = 0.5  # of the interval: how long past a ping a silent socket is kept (aiohttp's too)
 
 
 class SocketEndpoint:
@@ -111,15 +112,26 @@ class SocketEndpoint:
         # No permessage-deflate: its zlib state costs ~100 KiB per connection (measured: 113 KiB
         # per idle socket with it, 16 KiB without), and chat frames are small. aiohttp refuses
         # a frame of exactly max_msg_size; the documented limit lets that one through.
+        # The pings are the endpoint's (`_ping`), not aiohttp's `heartbeat`: it checks, when its
+        # timer fires, that the loop's clock has reached the ping's time, and sets the timer again
+        # if not; uvloop's timers fire up to 0.5 ms early (rounded to its millisecond clock), so
+        # each ping re-fired ~40 times in a spin until the clock ticked over: 5,000 idle sockets
+        # cost the loop 107 ms of CPU a second, ~0.6 ms a turn of the paced load beside them
+        # (bench/many_bench.py). A socket that sends nothing, not even the pong of a ping, for
+        # PONG_WAIT past its interval is dropped by its receive timeout.
+        interval = self._heartbeat()
         ws = web.WebSocketResponse(
-            heartbeat=self._heartbeat(), max_msg_size=self._max_frame_bytes + 1, compress=False
+            receive_timeout=interval * (1 + PONG_WAIT) if interval else None,
+            max_msg_size=self._max_frame_bytes + 1,
+            compress=False,
         )
         await ws.prepare(request)
         conn = Connection(ws, address)
         self.sockets.add(conn)
-        conn.deadline = asyncio.get_running_loop().call_later(
-            self._hello_timeout_s, self._hello_late, conn
-        )
+        loop = asyncio.get_running_loop()
+        conn.deadline = loop.call_later(self._hello_timeout_s, self._hello_late, conn)
+        if interval:
+            conn.heartbeat = loop.call_later(interval, self._ping, conn, interval)
         try:
             await self._read_frames(conn)
             await conn.finish()
@@ -130,6 +142,12 @@ class SocketEndpoint:
                 await self._hub.detach(conn.identity, conn)
         return ws
 
+    def _ping(self, conn: Connection, interval: float) -> None:
+        if conn.ping():
+            conn.heartbeat = asyncio.get_running_loop().call_later(
+                interval, self._ping, conn, interval
+            )
+
     def _hello_late(self, conn: Connection) -> None:
         # A socket that never says hello would hold a descriptor forever.
         if conn.identity is None:
@@ -139,6 +157,14 @@ class SocketEndpoint:
             conn.close(CLOSE_HELLO_TIMEOUT, "hello_timeout")
 
     async def _read_frames(self, conn: Connection) -> None:
+        try:
+            await self._read(conn)
+        except TimeoutError:  # the receive timeout: no frame, nor the pong of the last ping
+            log.debug("websocket %s closed: no pong", conn.identity or conn.address)
+            conn.abort()
+            await conn.ws.close(code=WSCloseCode.GOING_AWAY, message=b"no pong")
+
+    async def _read(self, conn: Connection) -> None:
         async for msg in conn.ws:
             if conn.closing:
                 continue

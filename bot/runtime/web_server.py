@@ -7,7 +7,6 @@ One aiohttp server carries them all; this module decides what is installed on it
 from __future__ import annotations
 
 import asyncio
-import math
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -102,12 +101,6 @@ class WebServer:
             # a whole request head stops it: an idle keep-alive connection, one that never
             # sends a request and a slow header writer (slowloris) are all closed by it
             keepalive_timeout=self.config.server.idle_timeout_s,
-            # aiohttp rounds a web socket's heartbeat (and its wait for the pong) up to the
-            # next whole second, so every socket that opened within a second pings in one
-            # pass of the loop: 5,000 idle sockets sent ~2,000 pings in one 80 ms pass, and
-            # turns waited behind it (a perf trace of bench/many_bench.py). Not rounded, each
-            # socket pings at its own time.
-            timeout_ceil_threshold=math.inf,
         )
         await self._runner.setup()
         assert self._runner.server is not None
