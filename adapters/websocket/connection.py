@@ -33,7 +33,15 @@ class _Close:
     reason: str
 
 
-_PING: Final = b"ping"  # a ping queued among the frames (its payload)
+@dataclass(frozen=True, slots=True)
+class _Control:
+    """A ping or a pong queued among the frames."""
+
+    pong: bool
+    payload: bytes
+
+
+_PING: Final = _Control(False, b"")
 
 
 class Connection:
@@ -48,9 +56,11 @@ class Connection:
         "_quiet",
         "_writer",
         "address",
+        "answered",
+        "beat",
         "closing",
         "deadline",
-        "heartbeat",
+        "due",
         "identity",
         "language",
         "ws",
@@ -62,9 +72,11 @@ class Connection:
         self.identity: str | None = None
         self.language: str | None = None  # the hello's: every message of the socket carries it
         self.deadline: asyncio.TimerHandle | None = None  # closes the socket if hello is late
-        self.heartbeat: asyncio.TimerHandle | None = None  # its next ping (endpoint.py)
+        # its pings (heartbeat.py): something came since the last; every how many ticks; when
+        self.answered = True
+        self.beat = self.due = 0
         self.closing = False  # a close is queued: ignore whatever the client still sends
-        self._pending: list[str | bytes | _Close] = []
+        self._pending: list[str | _Control | _Close] = []
         self._held: list[str] | None = None  # live frames kept back while the replay is read
         self._granted = 0  # queued frames a hello asked for: not counted against the cap
         self._errors: set[str] = set()  # codes of the error frames queued and not yet sent
@@ -98,6 +110,11 @@ class Connection:
             return False
         self._enqueue(_PING)
         return True
+
+    def pong(self, payload: bytes) -> None:
+        """Queue the answer to the client's ping."""
+        if not self._dead and not self.closing:
+            self._enqueue(_Control(True, payload))
 
     def hold(self) -> None:
         """Keep pushed frames back until `release`: the hub's live frames, while what must go
@@ -149,12 +166,10 @@ class Connection:
         self._dead = True
         if self.deadline is not None:
             self.deadline.cancel()
-        if self.heartbeat is not None:
-            self.heartbeat.cancel()
         if self._writer is not None:
             self._writer.cancel()
 
-    def _enqueue(self, item: str | bytes | _Close) -> None:
+    def _enqueue(self, item: str | _Control | _Close) -> None:
         self._pending.append(item)
         if self._writer is None:
             self._writer = asyncio.create_task(self._write(), name="websocket-writer")
@@ -170,8 +185,8 @@ class Connection:
                         await self.ws.close(code=item.code, message=item.reason.encode())
                         self._dead = True
                         return
-                    if isinstance(item, bytes):  # the one bytes item: a ping
-                        await self.ws.ping(item)
+                    if isinstance(item, _Control):
+                        await (self.ws.pong if item.pong else self.ws.ping)(item.payload)
                     else:
                         await self.ws.send_str(item)
         except (ConnectionError, RuntimeError) as exc:

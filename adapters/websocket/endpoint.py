@@ -13,7 +13,6 @@ import dataclasses
 import json
 import logging
 import math
-import random
 import uuid
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
@@ -28,6 +27,7 @@ from adapters.uploads import UploadRefused
 from adapters.websocket.admission import Admission
 from adapters.websocket.connection import Connection
 from adapters.websocket.files import WidgetFiles
+from adapters.websocket.heartbeat import Heartbeat
 from adapters.websocket.protocol import (
     CLOSE_HELLO_TIMEOUT,
     CLOSE_IDENTITY_INVALID,
@@ -45,9 +45,6 @@ from content.parts import Part
 log = logging.getLogger(__name__)
 
 TRY_LATER_MS = 2000  # a Redis restart takes about a second
-# a socket pings every 0.8-1.0 x heartbeat_s (`SocketEndpoint._heartbeat`)
-HEARTBEAT_SPREAD = 0.8
-PONG_WAIT = 0.5  # of the interval: how long past a ping a silent socket is kept (aiohttp's too)
 
 
 class SocketEndpoint:
@@ -82,7 +79,7 @@ class SocketEndpoint:
         self._rates = rates
         self._deliver = deliver
         self._max_frame_bytes = max_frame_bytes
-        self._heartbeat_s = heartbeat_s
+        self._heartbeat = Heartbeat(heartbeat_s) if heartbeat_s else None
         self._hello_timeout_s = hello_timeout_s
         self._per_minute = per_minute
         self._max_text_chars = max_text_chars
@@ -97,56 +94,33 @@ class SocketEndpoint:
         finally:
             self._admission.closed(address)
 
-    def _heartbeat(self) -> float | None:
-        """This socket's ping interval: between HEARTBEAT_SPREAD and 1 times `heartbeat_s`.
-        Sockets that open together (thousands reconnecting after a deploy) would otherwise
-        ping together every interval for as long as they stay, each ping and its pong a wake
-        of the loop: 5,000 sockets opened within 3 s sent and read ~1,000 more frames a second
-        for 3 s of every 20, and the loop, busy ~80 % with turns, fell behind (a perf trace of
-        bench/many_bench.py). Spread, they drift apart from the first ping."""
-        if self._heartbeat_s is None:
-            return None
-        return self._heartbeat_s * random.uniform(HEARTBEAT_SPREAD, 1.0)
-
     async def _serve_admitted(self, request: web.Request, address: str) -> web.StreamResponse:
         # No permessage-deflate: its zlib state costs ~100 KiB per connection (measured: 113 KiB
         # per idle socket with it, 16 KiB without), and chat frames are small. aiohttp refuses
         # a frame of exactly max_msg_size; the documented limit lets that one through.
-        # The pings are the endpoint's (`_ping`), not aiohttp's `heartbeat`: it checks, when its
-        # timer fires, that the loop's clock has reached the ping's time, and sets the timer again
-        # if not; uvloop's timers fire up to 0.5 ms early (rounded to its millisecond clock), so
-        # each ping re-fired ~40 times in a spin until the clock ticked over: 5,000 idle sockets
-        # cost the loop 107 ms of CPU a second, ~0.6 ms a turn of the paced load beside them
-        # (bench/many_bench.py). A socket that sends nothing, not even the pong of a ping, for
-        # PONG_WAIT past its interval is dropped by its receive timeout.
-        interval = self._heartbeat()
+        # autoping off: the reader answers pings and notes that pongs came (heartbeat.py)
         ws = web.WebSocketResponse(
-            receive_timeout=interval * (1 + PONG_WAIT) if interval else None,
-            max_msg_size=self._max_frame_bytes + 1,
-            compress=False,
+            autoping=False, max_msg_size=self._max_frame_bytes + 1, compress=False
         )
         await ws.prepare(request)
         conn = Connection(ws, address)
         self.sockets.add(conn)
-        loop = asyncio.get_running_loop()
-        conn.deadline = loop.call_later(self._hello_timeout_s, self._hello_late, conn)
-        if interval:
-            conn.heartbeat = loop.call_later(interval, self._ping, conn, interval)
+        conn.deadline = asyncio.get_running_loop().call_later(
+            self._hello_timeout_s, self._hello_late, conn
+        )
+        if self._heartbeat is not None:
+            self._heartbeat.add(conn)
         try:
             await self._read_frames(conn)
             await conn.finish()
         finally:
             conn.abort()
+            if self._heartbeat is not None:
+                self._heartbeat.discard(conn)
             self.sockets.discard(conn)
             if conn.identity is not None:
                 await self._hub.detach(conn.identity, conn)
         return ws
-
-    def _ping(self, conn: Connection, interval: float) -> None:
-        if conn.ping():
-            conn.heartbeat = asyncio.get_running_loop().call_later(
-                interval, self._ping, conn, interval
-            )
 
     def _hello_late(self, conn: Connection) -> None:
         # A socket that never says hello would hold a descriptor forever.
@@ -157,16 +131,12 @@ class SocketEndpoint:
             conn.close(CLOSE_HELLO_TIMEOUT, "hello_timeout")
 
     async def _read_frames(self, conn: Connection) -> None:
-        try:
-            await self._read(conn)
-        except TimeoutError:  # the receive timeout: no frame, nor the pong of the last ping
-            log.debug("websocket %s closed: no pong", conn.identity or conn.address)
-            conn.abort()
-            await conn.ws.close(code=WSCloseCode.GOING_AWAY, message=b"no pong")
-
-    async def _read(self, conn: Connection) -> None:
         async for msg in conn.ws:
-            if conn.closing:
+            conn.answered = True  # the client is there (heartbeat.py)
+            if msg.type is WSMsgType.PING:
+                conn.pong(msg.data)
+                continue
+            if msg.type is WSMsgType.PONG or conn.closing:
                 continue
             if msg.type is WSMsgType.TEXT:
                 await self._handle_text(conn, msg.data)
@@ -294,6 +264,8 @@ class SocketEndpoint:
 
     async def close_all(self, app: web.Application) -> None:
         """On shutdown: every socket closed with 1001, so clients reconnect elsewhere."""
+        if self._heartbeat is not None:
+            self._heartbeat.stop()
         async with asyncio.TaskGroup() as group:
             for conn in list(self.sockets):
                 group.create_task(
