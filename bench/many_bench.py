@@ -16,6 +16,7 @@ Printed for both: RSS, RSS per cached conversation, memory per idle web socket, 
 inside the gateway (a `gc.callbacks` probe: collections, the longest pause, wall and CPU, the
 longest full one, their CPU per turn), time to placeholder and turn latency p50/p99, the
 gateway's CPU per turn and the time it waited for its core (a shared machine's share of the tail),
+its CPU a second after the load, with no turn running (the idle sockets' pings),
 and this process's own longest collection (the turns are timed here: a pause of the load is not
 the gateway's). BENCH_PASSES=FOLDER traces the gateway during each paced load and prints its
 loop's passes and busy stretches (bench/loop_passes.py; perf takes CPU from the load's core).
@@ -72,6 +73,7 @@ class Run:
     per_conversation: float = 0.0  # KiB
     per_socket: float = 0.0  # KiB
     sockets_left: int = 0  # idle sockets still open after the load
+    idle_cpu: float = 0.0  # ms of the gateway's CPU a second after the load (the idle sockets')
     warm_s: float = 0.0
     rate: float = 0.0
     reached: float = 0.0
@@ -204,6 +206,7 @@ async def baseline(llm: str, args: argparse.Namespace, cores: Cores) -> Run:
             print(f"  baseline: pacing at {run.rate:.0f} turns/s", file=sys.stderr, flush=True)
             await paced(url, gateway, run, args.load_turns, 1_000_000, "baseline")
             run.rss_end = mib(gateway.pid)
+            run.idle_cpu = await idle_cpu(gateway)
         finally:
             gateway.stop()
     return run
@@ -281,6 +284,7 @@ async def many(llm: str, rate: float, args: argparse.Namespace, cores: Cores) ->
                 _mark("paced load done")
                 run.sockets_left = sum(not ws.closed for ws in sockets)
                 run.rss_end = mib(gateway.pid)
+                run.idle_cpu = await idle_cpu(gateway)
                 run.sweep = sweep(gateway)
                 for task in answering:
                     task.cancel()
@@ -289,6 +293,14 @@ async def many(llm: str, rate: float, args: argparse.Namespace, cores: Cores) ->
         finally:
             gateway.stop()
     return run
+
+
+async def idle_cpu(gateway: Server, seconds: float = 10.0) -> float:
+    """The gateway's CPU in ms a second while no turn runs: its timers, and the pings of the
+    idle sockets (open and answering them) where there are any."""
+    cpu, started = gateway.cpu(), time.perf_counter()
+    await asyncio.sleep(seconds)
+    return (gateway.cpu() - cpu) * 1000 / (time.perf_counter() - started)
 
 
 async def warm(url: str, n: int) -> None:
@@ -342,6 +354,7 @@ def report(base: Run, full: Run, args: argparse.Namespace) -> None:
     row("RSS per cached conversation (KiB)", "{r.per_conversation:.1f}")
     row("memory per idle web socket (KiB)", "{r.per_socket:.1f}")
     row("idle sockets still open after the load", "{r.sockets_left}")
+    row("gateway CPU with no turn running (ms/s)", "{r.idle_cpu:.1f}")
     for phase, phase_gc in (("warming", full.gc_warm), ("opening the sockets", full.gc_sockets)):
         print(
             f"  {phase}: {phase_gc.get('collections', 0):.0f} collections, {phase_gc.get('full', 0):.0f} "
