@@ -21,7 +21,7 @@ bench/many_bench.py --load-turns 200); at 1,000, 4.3-7.3 ms in three (CPU 3.3-4.
 13-22 us of collector CPU a turn instead of 9-16. And a young collection comes at least every
 0.1 s (`collect_young_periodically`, `bot serve`): what replaces old objects is not counted at
 all, and 5,000 idle web sockets' pongs alone replace ~3,000 a second; bounded so, the paced
-load's longest pause beside them was 5.6 ms (CPU 3.5) instead of 7.1-10.7 (CPU 6.9-10.4) in four
+load's longest pause beside them was 5.6 ms (CPU 3.5) instead of 7.1-10.7 (CPU 6.9-10.7) in three
 runs on a slower machine, its collector CPU a turn 42 us (22-48).
 
 The middle generation is collected at every other collection (its threshold 0: CPython
