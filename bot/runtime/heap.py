@@ -75,9 +75,8 @@ log = logging.getLogger(__name__)
 
 YOUNG_THRESHOLD: Final = 1_000  # allocations between young collections (CPython: 700)
 OLDER_THRESHOLDS: Final = (0, 10)  # CPython: (10, 10)
-YOUNG_AT_LEAST_S: Final = (
-    0.1  # a young collection at least this often (`collect_young_periodically`)
-)
+# a young collection at least this often (`collect_young_periodically`)
+YOUNG_AT_LEAST_S: Final = 0.1
 SWEEP_CHECK_S: Final = 3600.0  # how often `sweep_due` is asked
 SWEEP_GROWTH: Final = 1.25  # resident memory, as a multiple of what it was after the last sweep
 SWEEP_AT_LEAST_S: Final = 86_400.0
@@ -118,11 +117,12 @@ async def collect_young_periodically(every_s: float = YOUNG_AT_LEAST_S) -> None:
     """A young collection every `every_s` in which none ran, until cancelled.
 
     CPython starts one when objects made minus objects freed pass the threshold, and an object
-    that replaces an old one counts as nothing: each pong of an idle web socket frees its read's
-    and its heartbeat's objects of ~18 s ago (frozen long since) and makes ~11 new ones (aiohttp's
-    read and its future, the timers, the message). With 5,000 idle sockets that is ~3,000
-    objects a second the count never sees, so the young collections came as the turns' objects
-    made them and walked the sockets' too: up to 9,500 objects in a young collection and 13,800
+    that replaces an old one counts as nothing: each pong of an idle web socket freed its read's
+    and its heartbeat's objects of ~18 s ago (frozen long since) and made ~11 new ones (aiohttp's
+    read and its future, the timers, the message; measured with aiohttp's heartbeat, before
+    adapters/websocket/heartbeat.py, whose pings leave no timers: the reads remain). With 5,000
+    idle sockets that was ~3,000 objects a second the count never saw, so the young collections
+    came as the turns' objects made them and walked the sockets' too: up to 9,500 objects in a young collection and 13,800
     in a middle one (7-11 ms) with the threshold at 1,000 (bench/many_bench.py, a census of what
     each walked). Collected at least every `every_s`, what the count misses is bounded by what
     comes in that time, whatever makes it."""
