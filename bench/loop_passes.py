@@ -165,6 +165,17 @@ def report(trace: Trace, over_ms: float = 10.0, idle_ms: float = 50.0) -> str:
         f"{lengths[int(n * 0.99)]:.2f}, p99.9 {lengths[int(n * 0.999)]:.2f}, longest "
         f"{lengths[-1]:.1f} ms"
     ]
+    away: defaultdict[str, list[float]] = defaultdict(list)  # why: each pass's time off its CPU
+    for p in trace.passes:
+        for why, s in p.off.items():
+            away[why].append(s * 1e3)
+    lines.append(
+        "off its CPU in passes, in all: "
+        + "; ".join(
+            f"{why} {sum(ms):.1f} ms in {len(ms)} passes (longest {max(ms):.1f})"
+            for why, ms in sorted(away.items(), key=lambda i: -sum(i[1]))[:5]
+        )
+    )
     long = [p for p in trace.passes if p.ms > over_ms]
     lines.append(f"{len(long)} passes over {over_ms:g} ms:")
     for p in sorted(long, key=lambda p: -p.ms)[:12]:

@@ -1,0 +1,84 @@
+"""The WAL's pages that the kernel dropped from memory are read back before the WAL starts over.
+
+SQLite writes each WAL frame across two of the file's pages; a write to part of a page that is
+not in memory reads it from disk first, and those writes are the event loop's. A kernel short
+of memory, or a host reclaiming a VM's page cache, drops the WAL's pages once written back, so
+the checkpoint thread asks for them again before the RESTART that has the loop write them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import ctypes
+import mmap
+import os
+from pathlib import Path
+
+import pytest
+
+from agent.types import Message
+from bot.storage import SqliteStore
+
+KEY = {"channel": "websocket", "conversation_key": "chat-1", "user_id": "user-1"}
+PAGE = mmap.PAGESIZE
+
+
+def _in_memory(path: Path) -> float:
+    """The share of the file's pages in the page cache (mincore on a mapping that reads none)."""
+    size = path.stat().st_size
+    pages = (size + PAGE - 1) // PAGE
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.mincore.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_void_p]
+    with open(path, "rb") as file, mmap.mmap(file.fileno(), size, access=mmap.ACCESS_COPY) as m:
+        vector = (ctypes.c_ubyte * pages)()
+        start = ctypes.c_char.from_buffer(m)
+        try:
+            if libc.mincore(ctypes.addressof(start), size, vector) != 0:
+                raise OSError(ctypes.get_errno(), "mincore")
+        finally:
+            del start  # the mapping closes only once nothing points into it
+    return sum(byte & 1 for byte in vector) / pages
+
+
+def _drop_from_memory(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)  # written back first: a dirty page is not dropped
+        os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+    finally:
+        os.close(fd)
+
+
+async def _checkpoint(store: SqliteStore) -> None:
+    store._request_checkpoint()
+    assert store._checkpoint is not None
+    await asyncio.wrap_future(store._checkpoint)
+
+
+async def test_the_wal_pages_dropped_from_memory_are_read_back_before_a_restart(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from bot.storage import connection
+
+    monkeypatch.setattr(connection, "RESTART_AT_FRAMES", 10_000)
+    async with SqliteStore(tmp_path / "bot.db") as store:
+        session_id = await store.active_session(**KEY)
+        for n in range(40):  # a page or more each: ~80 frames
+            await store.append_messages(session_id, f"t{n}", [Message("user", "x" * PAGE)])
+        await _checkpoint(store)  # every frame copied, so the next one reads none of them
+        assert store.restarts == 0
+        wal = tmp_path / "bot.db-wal"
+        _drop_from_memory(wal)
+        if _in_memory(wal) > 0.5:
+            pytest.skip(f"the file system of {tmp_path} keeps the WAL's pages in memory (tmpfs?)")
+        monkeypatch.setattr(connection, "RESTART_AT_FRAMES", 8)
+        await _checkpoint(store)
+        assert store.restarts == 1
+        for _ in range(100):  # the read-ahead runs in the kernel: it may still be under way
+            if _in_memory(wal) > 0.9:
+                break
+            await asyncio.sleep(0.02)
+        assert _in_memory(wal) > 0.9
+        await store.append_messages(session_id, "t40", [Message("user", "40")])
+        history = await store.load_history(session_id)
+    assert len(history) == 41
