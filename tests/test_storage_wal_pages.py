@@ -55,30 +55,60 @@ async def _checkpoint(store: SqliteStore) -> None:
     await asyncio.wrap_future(store._checkpoint)
 
 
+async def _back_in_memory(wal: Path) -> float:
+    for _ in range(100):  # the read-ahead runs in the kernel: it may still be under way
+        if _in_memory(wal) > 0.9:
+            break
+        await asyncio.sleep(0.02)
+    return _in_memory(wal)
+
+
+async def _written_and_dropped(store: SqliteStore, wal: Path) -> str:
+    """A session of 40 page-sized messages (~80 frames), all copied, and its WAL's pages dropped
+    from memory (a checkpoint of them reads none: they are copied)."""
+    session_id = await store.active_session(**KEY)
+    for n in range(40):
+        await store.append_messages(session_id, f"t{n}", [Message("user", "x" * PAGE)])
+    await _checkpoint(store)
+    _drop_from_memory(wal)
+    if _in_memory(wal) > 0.5:
+        pytest.skip(f"the file system of {wal.parent} keeps the WAL's pages in memory (tmpfs?)")
+    return session_id
+
+
 async def test_the_wal_pages_dropped_from_memory_are_read_back_before_a_restart(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     from bot.storage import connection
 
     monkeypatch.setattr(connection, "RESTART_AT_FRAMES", 10_000)
+    wal = tmp_path / "bot.db-wal"
     async with SqliteStore(tmp_path / "bot.db") as store:
-        session_id = await store.active_session(**KEY)
-        for n in range(40):  # a page or more each: ~80 frames
-            await store.append_messages(session_id, f"t{n}", [Message("user", "x" * PAGE)])
-        await _checkpoint(store)  # every frame copied, so the next one reads none of them
+        session_id = await _written_and_dropped(store, wal)
         assert store.restarts == 0
-        wal = tmp_path / "bot.db-wal"
-        _drop_from_memory(wal)
-        if _in_memory(wal) > 0.5:
-            pytest.skip(f"the file system of {tmp_path} keeps the WAL's pages in memory (tmpfs?)")
         monkeypatch.setattr(connection, "RESTART_AT_FRAMES", 8)
         await _checkpoint(store)
         assert store.restarts == 1
-        for _ in range(100):  # the read-ahead runs in the kernel: it may still be under way
-            if _in_memory(wal) > 0.9:
-                break
-            await asyncio.sleep(0.02)
-        assert _in_memory(wal) > 0.9
+        assert await _back_in_memory(wal) > 0.9
+        await store.append_messages(session_id, "t40", [Message("user", "40")])
+        history = await store.load_history(session_id)
+    assert len(history) == 41
+
+
+async def test_a_quiet_wal_all_copied_is_read_back_before_the_next_write_starts_it_over(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With no RESTART (a quiet load: every checkpoint copies all), the next write starts the
+    WAL over at its beginning: the checkpoint that found it all copied reads it back too."""
+    from bot.storage import connection
+
+    monkeypatch.setattr(connection, "RESTART_AT_FRAMES", 10_000)
+    wal = tmp_path / "bot.db-wal"
+    async with SqliteStore(tmp_path / "bot.db") as store:
+        session_id = await _written_and_dropped(store, wal)
+        await _checkpoint(store)  # nothing new to copy: no page of the WAL read for that
+        assert store.restarts == 0
+        assert await _back_in_memory(wal) > 0.9
         await store.append_messages(session_id, "t40", [Message("user", "40")])
         history = await store.load_history(session_id)
     assert len(history) == 41

@@ -276,12 +276,13 @@ class StoreConnection(StoreCalls):
             # its one write (`_start_wal_over`) syncs as the loop's would: not again at commit
             self._checkpoint_conn.execute("PRAGMA synchronous = NORMAL")
         try:
-            _, frames, _ = self._checkpoint_conn.execute(
+            _, frames, copied = self._checkpoint_conn.execute(
                 "PRAGMA wal_checkpoint(PASSIVE)"
             ).fetchone()
             self.checkpoints += 1
-            if frames > RESTART_AT_FRAMES:
+            if frames > RESTART_AT_FRAMES or 0 < copied == frames:  # it starts over next
                 self._read_wal_ahead()
+            if frames > RESTART_AT_FRAMES:
                 self._restarting = True
                 try:
                     if self._loop_moved_on():
@@ -296,8 +297,9 @@ class StoreConnection(StoreCalls):
             log.warning("WAL checkpoint of %s failed: %s", self.path, exc)
 
     def _read_wal_ahead(self) -> None:
-        """On the checkpoint thread, before a RESTART: ask the kernel to read back the pages of
-        the WAL file it dropped from memory, so the loop's writes find them there.
+        """On the checkpoint thread, before the WAL starts over (after a RESTART, or at the next
+        write when all of it is copied): ask the kernel to read back the pages of the WAL file
+        it dropped from memory, so the loop's writes find them there.
 
         The WAL is started over in place, and SQLite writes each frame (24 bytes of header and
         a page) across two of the file's 4 KiB pages: a write to a part of a page that is not in
