@@ -297,17 +297,12 @@ class StoreConnection(StoreCalls):
             log.warning("WAL checkpoint of %s failed: %s", self.path, exc)
 
     def _read_wal_ahead(self) -> None:
-        """On the checkpoint thread, before the WAL starts over (after a RESTART, or at the next
-        write when all of it is copied): ask the kernel to read back the pages of the WAL file
-        it dropped from memory, so the loop's writes find them there.
-
-        The WAL is started over in place, and SQLite writes each frame (24 bytes of header and
-        a page) across two of the file's 4 KiB pages: a write to a part of a page that is not in
-        memory reads that page from disk first, on the loop. A kernel short of memory drops such
-        pages once written back, and so does a host that reclaims a VM's page cache (this
-        machine: `bench/sustained_bench.py` had the loop asleep in such reads 32 times in 12 s,
-        up to 10 ms each, and 65 ms once in `bench/many_bench.py`). The read-ahead skips what
-        is in memory and runs in the kernel meanwhile."""
+        """On the checkpoint thread, before the WAL starts over in place (after a RESTART, or at
+        the next write once all of it is copied): the kernel reads back the WAL's pages it
+        dropped (short of memory, or a host reclaiming a VM's page cache, as this one does).
+        SQLite writes each frame across two 4 KiB pages, and a write to part of a page not in
+        memory reads it first, on the loop: asleep 64.8 ms in one write in a paced load of
+        `bench/many_bench.py` (traced, BENCH_PASSES). The read-ahead skips what is in memory."""
         try:
             fd = os.open(f"{self.path}-wal", os.O_RDONLY)
         except OSError:
