@@ -19,6 +19,9 @@ import pytest
 from agent.types import Message
 from bot.storage import SqliteStore
 
+pytestmark = pytest.mark.skipif(
+    not hasattr(os, "posix_fadvise"), reason="posix_fadvise and mincore: Linux"
+)
 KEY = {"channel": "websocket", "conversation_key": "chat-1", "user_id": "user-1"}
 PAGE = mmap.PAGESIZE
 

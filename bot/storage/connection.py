@@ -303,6 +303,8 @@ class StoreConnection(StoreCalls):
         SQLite writes each frame across two 4 KiB pages, and a write to part of a page not in
         memory reads it first, on the loop: asleep 64.8 ms in one write in a paced load of
         `bench/many_bench.py` (traced, BENCH_PASSES). The read-ahead skips what is in memory."""
+        if not hasattr(os, "posix_fadvise"):  # macOS: not there
+            return
         try:
             fd = os.open(f"{self.path}-wal", os.O_RDONLY)
         except OSError:
