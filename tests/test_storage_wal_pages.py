@@ -3,7 +3,8 @@
 SQLite writes each WAL frame across two of the file's pages; a write to part of a page that is
 not in memory reads it from disk first, and those writes are the event loop's. A kernel short
 of memory, or a host reclaiming a VM's page cache, drops the WAL's pages once written back, so
-the checkpoint thread asks for them again before the RESTART that has the loop write them.
+the checkpoint thread asks for them again before the loop writes them: before a RESTART, and
+after a checkpoint that copied all of the WAL (the next write starts it over).
 """
 
 from __future__ import annotations
