@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import os
 import random
 import sqlite3
 import threading
@@ -40,6 +39,7 @@ from bot.storage.faults import (
 )
 from bot.storage.schema import MIGRATIONS, migrate
 from bot.storage.tx import Op, P, SqliteTx, StoreCalls, driver
+from bot.storage.wal import read_wal_back
 
 log = logging.getLogger(__name__)
 
@@ -281,7 +281,8 @@ class StoreConnection(StoreCalls):
             ).fetchone()
             self.checkpoints += 1
             if frames > RESTART_AT_FRAMES or 0 < copied == frames:  # it starts over next
-                self._read_wal_ahead()
+                page = int(self._checkpoint_conn.execute("PRAGMA page_size").fetchone()[0])
+                read_wal_back(self.path, frames, page)
             if frames > RESTART_AT_FRAMES:
                 self._restarting = True
                 try:
@@ -295,26 +296,6 @@ class StoreConnection(StoreCalls):
                     self._call_loop(self._restart_ended)
         except sqlite3.Error as exc:
             log.warning("WAL checkpoint of %s failed: %s", self.path, exc)
-
-    def _read_wal_ahead(self) -> None:
-        """On the checkpoint thread, before the WAL starts over in place (after a RESTART, or at
-        the next write once all of it is copied): the kernel reads back the WAL's pages it
-        dropped (short of memory, or a host reclaiming a VM's page cache, as this one does).
-        SQLite writes each frame across two 4 KiB pages, and a write to part of a page not in
-        memory reads it first, on the loop: asleep 64.8 ms in one write in a paced load of
-        `bench/many_bench.py` (traced, BENCH_PASSES). The read-ahead skips what is in memory."""
-        if not hasattr(os, "posix_fadvise"):  # macOS: not there
-            return
-        try:
-            fd = os.open(f"{self.path}-wal", os.O_RDONLY)
-        except OSError:
-            return  # no WAL file (yet): nothing to read
-        try:
-            os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_WILLNEED)  # 0: to the end of the file
-        except OSError as exc:
-            log.debug("WAL read-ahead of %s: %s", self.path, exc)
-        finally:
-            os.close(fd)
 
     def _start_wal_over(self) -> None:
         """On the checkpoint thread, after a RESTART: make the write that starts the WAL over.
