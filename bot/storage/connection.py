@@ -281,8 +281,7 @@ class StoreConnection(StoreCalls):
             ).fetchone()
             self.checkpoints += 1
             if frames > RESTART_AT_FRAMES or 0 < copied == frames:  # it starts over next
-                page = int(self._checkpoint_conn.execute("PRAGMA page_size").fetchone()[0])
-                read_wal_back(self.path, frames, page)
+                read_wal_back(self.path)
             if frames > RESTART_AT_FRAMES:
                 self._restarting = True
                 try:
