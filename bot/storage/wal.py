@@ -20,12 +20,12 @@ log = logging.getLogger(__name__)
 
 def read_wal_back(db_path: str | Path) -> None:
     """On the checkpoint thread, before the WAL starts over: the kernel reads back the pages of
-    the WAL file that it dropped, all of them (the file is at most WAL_KEEP_BYTES once cut
-    back). Reading only as many frames as the cycle that ends had, tried, left the loop asleep
-    in `pwrite64` 305.7 ms in a traced paced load, against 9.9 with the whole file (one run
-    each): the next cycle may be longer (a RESTART's, after quiet ones).
-    What is in memory is skipped, and the reads run in the kernel, off the loop. Nothing where
-    the OS has no posix_fadvise (macOS)."""
+    the WAL file that it dropped, all of them (at most WAL_KEEP_BYTES, bot/storage/connection.py,
+    once cut back). What is in memory is skipped, and the reads run in the kernel, off the loop.
+    Reading only as many frames as the cycle that ends had was tried: the loop slept 305.7 ms in
+    `pwrite64` in a traced paced load, against 9.9 and 35.2 ms with the whole file (two runs),
+    the next cycle being longer at times (a RESTART's, after quiet ones). Nothing where the OS
+    has no posix_fadvise (macOS)."""
     if not hasattr(os, "posix_fadvise"):
         return
     try:
