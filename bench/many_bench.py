@@ -9,7 +9,8 @@ core, its model the real `openai` SDK against bench/fake_llm_server.py) in two r
   turns each (through the store's own API, under the conversation keys the web socket visitors
   will use: a first gateway's session row shows them), the gateway started on it, one turn on
   each conversation through its web socket (the history cache warm), `--sockets` of those
-  visitors back with an idle socket each (answering the gateway's pings, as a browser does),
+  visitors back with an idle socket each (answering the gateway's pings, as a browser does; in a
+  process of their own, bench/idle_sockets.py, not in the one that times the turns),
   and the same paced load on 50 other conversations (this process's collector off meanwhile).
 
 Printed for both: RSS, RSS per cached conversation, memory per idle web socket, the collector
@@ -47,6 +48,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from bench import loop_passes  # noqa: E402
+from bench.idle_sockets import IdleSockets, visitor  # noqa: E402
 from bench.loop_passes import Recording  # noqa: E402
 from bench.many_child import Probe, fill  # noqa: E402
 from bench.ws_load import (  # noqa: E402
@@ -82,7 +84,7 @@ class Run:
     cpu: float = 0.0  # ms per turn
     waited: float = 0.0  # ms per turn
     stolen: float = 0.0  # ms the hypervisor ran others on this machine's CPUs during the load
-    client: float = 0.0  # ms of this process's CPU per turn (the load, and the idle sockets)
+    client: float = 0.0  # ms of this process's CPU per turn (the load's)
     client_gc: float = 0.0  # ms: this process's longest collection in the load
     gc: dict[str, float] = field(default_factory=dict)
     gc_warm: dict[str, float] = field(default_factory=dict)
@@ -145,8 +147,8 @@ async def paced(url: str, gateway: Server, run: Run, turns: int, first: int, lab
     stolen = stolen_ms()
     client = time.process_time()
     # the turns are timed in this process: its collector must not pause them (walking the
-    # 5,000 idle sockets' objects, it paused them 180 ms while the gateway waited for input);
-    # the probe shows that none ran
+    # 5,000 idle sockets' objects when they were held here, it paused them 180 ms while the
+    # gateway waited for input); the probe shows that none ran
     probe = Probe()
     gc.callbacks.append(probe)
     gc.disable()
@@ -224,10 +226,6 @@ def session_template(db: Path) -> tuple[str, str, str, str | None]:
     return key.replace(PROBE_VISITOR, "{}"), user.replace(PROBE_VISITOR, "{}"), agent, version
 
 
-def visitor(index: int) -> str:
-    return f"bench-visitor-{index:04d}"  # as ws_load.gateway_conversation names them
-
-
 async def many(llm: str, rate: float, args: argparse.Namespace, cores: Cores) -> Run:
     run = Run(rate=rate)
     n = args.conversations
@@ -269,27 +267,18 @@ async def many(llm: str, rate: float, args: argparse.Namespace, cores: Cores) ->
             run.rss_warm = mib(gateway.pid)
             run.per_conversation = (run.rss_warm - run.rss_start) * 1024 / n
             print(f"  many: cache warm in {run.warm_s:.0f} s", file=sys.stderr, flush=True)
-            connector = aiohttp.TCPConnector(limit=0)
-            async with aiohttp.ClientSession(connector=connector) as idle:
-                sockets = await open_idle(idle, url, args.sockets)
+            with IdleSockets(url, args.sockets) as idle:
                 await asyncio.sleep(1)
                 run.per_socket = (mib(gateway.pid) - run.rss_warm) * 1024 / max(1, args.sockets)
                 run.gc_sockets = gc_figures(gateway)
-                print(f"  many: {len(sockets)} idle sockets open", file=sys.stderr, flush=True)
-                # each answers the server's pings, as a browser does (unanswered, the gateway
-                # closes it 10 s after its first ping: 30 s after it opened, mid-load)
-                answering = [asyncio.create_task(answer_pings(ws)) for ws in sockets]
+                print(f"  many: {idle.opened} idle sockets open", file=sys.stderr, flush=True)
                 _mark("paced load")
                 await paced(url, gateway, run, args.load_turns, 1_000_000, "many")
                 _mark("paced load done")
-                run.sockets_left = sum(not ws.closed for ws in sockets)
+                run.sockets_left = idle.still_open()
                 run.rss_end = mib(gateway.pid)
                 run.idle_cpu = await idle_cpu(gateway)
                 run.sweep = sweep(gateway)
-                for task in answering:
-                    task.cancel()
-                for ws in sockets:
-                    await ws.close()
         finally:
             gateway.stop()
     return run
@@ -313,30 +302,6 @@ async def warm(url: str, n: int) -> None:
 
     async with aiohttp.ClientSession() as session:
         await asyncio.gather(*(one(session, i) for i in range(n)))
-
-
-async def open_idle(
-    session: aiohttp.ClientSession, url: str, count: int
-) -> list[aiohttp.ClientWebSocketResponse]:
-    """`count` visitors of the stored conversations back, each socket idle after its ready."""
-
-    async def one(index: int) -> aiohttp.ClientWebSocketResponse:
-        ws = await session.ws_connect(url, headers={"Origin": ORIGIN}, compress=15)
-        await ws.send_str(json.dumps({"type": "hello", "visitor_id": visitor(index)}))
-        await _until(ws, "ready")
-        return ws
-
-    sockets: list[aiohttp.ClientWebSocketResponse] = []
-    for start_at in range(0, count, 100):
-        batch = range(start_at, min(count, start_at + 100))
-        sockets += await asyncio.gather(*(one(i) for i in batch))
-    return sockets
-
-
-async def answer_pings(ws: aiohttp.ClientWebSocketResponse) -> None:
-    """Read the socket until it closes: `receive` answers each ping with a pong."""
-    async for _ in ws:
-        pass
 
 
 def report(base: Run, full: Run, args: argparse.Namespace) -> None:

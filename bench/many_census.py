@@ -22,7 +22,8 @@ import aiohttp
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from bench.many_bench import open_idle, start  # noqa: E402
+from bench.idle_sockets import open_idle  # noqa: E402
+from bench.many_bench import start  # noqa: E402
 from bench.ws_load import Server, pin_cores  # noqa: E402
 
 

@@ -94,3 +94,26 @@ async def test_a_socket_that_leaves_a_ping_unanswered_is_dropped_one_that_answer
             pass
         await live.close()
         await gone.close()
+
+
+async def test_a_pong_goes_after_the_frames_queued_before_it(
+    tmp_path: Path, session: aiohttp.ClientSession
+) -> None:
+    """Pings and pongs with nothing queued are written at once (adapters/websocket/connection.py);
+    one that comes while frames wait for the socket's writer goes after them. Here the client's
+    ping follows its hello in one write: the server reads it while `ready` is still queued."""
+    config = make_config(tmp_path, channels={"websocket": {"heartbeat_s": 60}})
+    async with App(config, base_dir=tmp_path) as app:
+        ws = await session.ws_connect(f"{app.url}/ws", headers={"Origin": ORIGIN}, autoping=False)
+        await asyncio.gather(
+            ws.send_json({"type": "hello", "visitor_id": "visitor-order"}), ws.ping(b"after ready")
+        )
+        kinds = []
+        while (message := await ws.receive(timeout=10)).type is not aiohttp.WSMsgType.PONG:
+            kinds.append(message.json()["type"])
+        assert message.data == b"after ready"
+        assert "ready" in kinds, kinds
+        await ws.ping(b"idle")  # nothing queued now: answered at once, whole
+        message = await ws.receive(timeout=10)
+        assert (message.type, message.data) == (aiohttp.WSMsgType.PONG, b"idle")
+        await ws.close()

@@ -103,7 +103,7 @@ class SocketEndpoint:
             autoping=False, max_msg_size=self._max_frame_bytes + 1, compress=False
         )
         await ws.prepare(request)
-        conn = Connection(ws, address)
+        conn = Connection(ws, address, request.transport)
         self.sockets.add(conn)
         conn.deadline = asyncio.get_running_loop().call_later(
             self._hello_timeout_s, self._hello_late, conn
