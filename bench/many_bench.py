@@ -331,6 +331,9 @@ def report(base: Run, full: Run, args: argparse.Namespace) -> None:
     row("time to placeholder p50 / p99 (ms)", "{r.placeholder[0]:.2f} / {r.placeholder[1]:.2f}")
     row("turn latency p50 / p99 (ms)", "{r.turn[0]:.2f} / {r.turn[1]:.2f}")
     row("gateway CPU per turn (ms)", "{r.cpu:.2f}")
+    for r in columns.values():  # where the p99s sit on the queue's curve
+        r.gc["busy"] = r.cpu * r.reached / 10
+    row("its core busy in the load (%)", "{r.gc[busy]:.0f}")
     row("waiting for its core (ms per turn)", "{r.waited:.2f}")
     row("the machine's stolen time in the load (ms)", "{r.stolen:.0f}")
     row("the load's own CPU per turn (ms)", "{r.client:.2f}")

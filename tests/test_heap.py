@@ -165,6 +165,49 @@ def test_the_frozen_heap_is_swept_once_memory_has_grown_by_a_quarter_not_every_h
     assert lines[-1] == "end True"
 
 
+SWEEP_AT_IDLE = """
+import asyncio, logging, sys
+from bot.runtime import heap
+
+logging.basicConfig(level=logging.INFO, stream=sys.stdout, format="%(message)s")
+
+async def sweeps(wait_idle_s, turn_s):
+    running = asyncio.Event()  # cleared: a turn is running (the gateway's wait_idle waits on one)
+    sweeper = asyncio.create_task(
+        heap.sweep_periodically(check_s=0.02, idle=running.wait, wait_idle_s=wait_idle_s)
+    )
+    await asyncio.sleep(0.1)
+    ballast = bytearray(heap.resident_bytes())  # due from now on
+    await asyncio.sleep(turn_s)
+    print("turn ended")
+    running.set()
+    await asyncio.sleep(0.3)
+    sweeper.cancel()
+    return len(ballast)
+
+async def main():
+    await sweeps(wait_idle_s=60, turn_s=0.5)
+    await sweeps(wait_idle_s=0.5, turn_s=2.0)  # never idle in time: swept anyway
+
+asyncio.run(main())
+"""
+
+
+def test_a_due_sweep_waits_for_no_turn_to_be_running_but_not_forever() -> None:
+    """The sweep's pause (the whole heap walked, ~0.3-0.6 s with 10,000 conversations) comes
+    when no answer waits on it, if such a moment comes in SWEEP_WAIT_IDLE_S."""
+    result = subprocess.run(
+        [sys.executable, "-c", SWEEP_AT_IDLE], cwd=ROOT, capture_output=True, text=True, timeout=60
+    )
+    assert result.returncode == 0, result.stderr
+    lines = [line for line in result.stdout.splitlines() if not line.startswith("heap settled")]
+    assert lines[0] == "turn ended", f"swept while a turn was running: {lines}"
+    assert lines[1].startswith("heap swept (memory grew"), lines
+    assert "no moment without a turn" not in lines[1]
+    assert "no moment without a turn in 0.5 s" in lines[2], f"never swept: {lines}"
+    assert lines[3] == "turn ended", lines
+
+
 def test_a_sweep_is_due_on_growth_by_a_quarter_or_after_a_day() -> None:
     mib = 1 << 20
     assert sweep_due(124 * mib, 100 * mib, 3600) is None

@@ -227,7 +227,9 @@ async def _serve_app(config: Config, base_dir: Path) -> int:
             await app.channels_started()
             await asyncio.sleep(SETTLE_HEAP_AFTER_S)
             settle_heap()
-            sweeper = asyncio.create_task(sweep_periodically(), name="heap-sweep")
+            sweeper = asyncio.create_task(
+                sweep_periodically(idle=app.gateway.wait_idle), name="heap-sweep"
+            )
             young = asyncio.create_task(collect_young_periodically(), name="heap-young")
             try:
                 with app.ops.collections_watched():  # each collection's pause in /metrics

@@ -56,7 +56,10 @@ says what it freed. It was hourly; it now runs when it can matter (`sweep_due`, 
 hourly): once the process's resident memory has grown by a quarter since the last sweep, and
 at least once a day. Stranded garbage is memory: it cannot grow unseen past that quarter for
 more than a day, and a gateway whose heap holds steady (the load leaves no cyclic garbage,
-above) pauses once a day instead of 24 times. Only a serving process calls `settle_heap` (`bot
+above) pauses once a day instead of 24 times. And a due sweep waits for a moment when no turn
+is running (`bot serve` gives `sweep_periodically` the gateway's `wait_idle`), up to
+SWEEP_WAIT_IDLE_S: its pause then holds up no one's answer, unless a message comes in it or the
+gateway is never idle for that long. Only a serving process calls `settle_heap` (`bot
 serve`, the benchmark's gateway); a process that starts and stops many apps (the tests) must not.
 In production, `bot serve`'s /metrics shows each pause (`gateway_gc_pause_seconds`, by
 generation: bot/ops/gc_pauses.py).
@@ -69,6 +72,7 @@ import gc
 import logging
 import os
 import time
+from collections.abc import Awaitable, Callable
 from typing import Final
 
 log = logging.getLogger(__name__)
@@ -80,6 +84,7 @@ YOUNG_AT_LEAST_S: Final = 0.1
 SWEEP_CHECK_S: Final = 3600.0  # how often `sweep_due` is asked
 SWEEP_GROWTH: Final = 1.25  # resident memory, as a multiple of what it was after the last sweep
 SWEEP_AT_LEAST_S: Final = 86_400.0
+SWEEP_WAIT_IDLE_S: Final = 600.0  # a due sweep waits at most this long for no turn to be running
 
 
 def settle_heap() -> int:
@@ -170,15 +175,26 @@ def resident_bytes() -> int:
         return 0  # then a sweep comes once a day only
 
 
-async def sweep_periodically(check_s: float = SWEEP_CHECK_S) -> None:
+async def sweep_periodically(
+    check_s: float = SWEEP_CHECK_S,
+    idle: Callable[[], Awaitable[None]] | None = None,
+    wait_idle_s: float = SWEEP_WAIT_IDLE_S,
+) -> None:
     """`sweep_frozen` whenever `sweep_due` says so (asked every `check_s` seconds), logged,
-    until cancelled."""
+    until cancelled; with `idle` (returns once no turn is running), at such a moment if one
+    comes within `wait_idle_s`."""
     after_last, last = resident_bytes(), time.monotonic()
     while True:
         await asyncio.sleep(check_s)
         why = sweep_due(resident_bytes(), after_last, time.monotonic() - last)
         if why is None:
             continue
+        if idle is not None:
+            try:
+                async with asyncio.timeout(wait_idle_s):
+                    await idle()
+            except TimeoutError:
+                why += f"; no moment without a turn in {wait_idle_s:g} s"
         freed, paused = sweep_frozen()
         after_last, last = resident_bytes(), time.monotonic()
         level = logging.WARNING if freed > 10_000 else logging.INFO
