@@ -27,7 +27,7 @@ import aiohttp
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from bench.ws_load import ORIGIN, _until  # noqa: E402
+from bench.ws_load import ORIGIN, _until, ask  # noqa: E402
 
 
 def visitor(index: int) -> str:
@@ -69,21 +69,15 @@ class IdleSockets:
             text=True,
             cwd=ROOT,
         )
-        line = self._readline()
+        assert self.process.stdout is not None
+        line = self.process.stdout.readline()
         if not line.startswith("OPEN "):
             self.process.kill()
             raise SystemExit(f"bench/idle_sockets.py did not open its sockets: {line!r}")
         self.opened = int(line.split()[1])
 
-    def _readline(self) -> str:
-        assert self.process.stdout is not None
-        return self.process.stdout.readline()
-
     def still_open(self) -> int:
-        assert self.process.stdin is not None
-        self.process.stdin.write("\n")
-        self.process.stdin.flush()
-        return int(self._readline().split()[1])
+        return int(ask(self.process).split()[1])
 
     def __enter__(self) -> IdleSockets:
         return self

@@ -168,6 +168,14 @@ def start_echo(cpu: str) -> Server:
     return Server(__file__, "--serve-echo", "--cpu", cpu)
 
 
+def ask(process: subprocess.Popen[str], line: str = "") -> str:
+    """Write `line` to a child's stdin and return the line it answers with."""
+    assert process.stdin is not None and process.stdout is not None
+    process.stdin.write(line + "\n")
+    process.stdin.flush()
+    return process.stdout.readline()
+
+
 class Server:
     """A child process that prints `PORT <n>` when it listens; `cpu()` probes a gateway child.
     `log`: a file its stderr goes to (a deployment's log is a file or a pipe, not a terminal);
@@ -204,10 +212,7 @@ class Server:
 
     def cpu(self) -> float:
         """The gateway child's CPU seconds so far (all its threads)."""
-        assert self.process.stdin is not None
-        self.process.stdin.write("\n")
-        self.process.stdin.flush()
-        return float(self._readline().split()[1])
+        return float(ask(self.process).split()[1])
 
     def stop(self) -> None:
         self.process.terminate()
