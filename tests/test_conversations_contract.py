@@ -233,3 +233,17 @@ async def test_a_full_queue_refuses_with_a_clear_error(
     turns.gate("b").set()
     await conversations.wait_idle()
     assert ["one too many"] not in turns.batches
+
+
+async def test_busy_here_while_a_turn_runs_in_this_process(
+    queue: tuple[ConversationQueue, Turns],
+) -> None:
+    """What the heap's sweep waits on (bot/runtime/heap.py): no pause while an answer waits."""
+    conversations, turns = queue
+    assert not conversations.busy_here()
+    await conversations.enqueue(msg("a", "one"))
+    assert await turns.started.get() == "a"
+    assert conversations.busy_here()
+    turns.gate("a").set()
+    await conversations.wait_idle()
+    assert not conversations.busy_here()

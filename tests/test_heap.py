@@ -172,16 +172,16 @@ from bot.runtime import heap
 logging.basicConfig(level=logging.INFO, stream=sys.stdout, format="%(message)s")
 
 async def sweeps(wait_idle_s, turn_s):
-    running = asyncio.Event()  # cleared: a turn is running (the gateway's wait_idle waits on one)
+    running = [True]  # a turn is running (the gateway's busy_here)
     sweeper = asyncio.create_task(
-        heap.sweep_periodically(check_s=0.02, idle=running.wait, wait_idle_s=wait_idle_s)
+        heap.sweep_periodically(check_s=0.02, busy=lambda: running[0], wait_idle_s=wait_idle_s)
     )
     await asyncio.sleep(0.1)
     ballast = bytearray(heap.resident_bytes())  # due from now on
     await asyncio.sleep(turn_s)
     print("turn ended")
-    running.set()
-    await asyncio.sleep(0.3)
+    running[0] = False
+    await asyncio.sleep(1.0)  # it looks every 0.5 s
     sweeper.cancel()
     return len(ballast)
 

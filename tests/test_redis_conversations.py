@@ -341,3 +341,31 @@ async def test_a_lease_taken_back_by_its_own_process_stops_only_the_old_turn(
     assert (resumed.resumed, resumed.lost, resumed.stopped) == (True, False, False)
     assert finished == [True]
     assert q.signals == {}
+
+
+async def test_busy_here_is_this_processs_turns_not_the_others(
+    processes: list[RedisConversations],
+) -> None:
+    started: asyncio.Queue[int] = asyncio.Queue()
+    release = asyncio.Event()
+
+    def runner(n: int):  # type: ignore[no-untyped-def]
+        async def run(batch: list[InboundMessage], signal: TurnSignal) -> None:
+            await started.put(n)
+            await release.wait()
+
+        return run
+
+    async with asyncio.TaskGroup() as group:
+        tasks = [group.create_task(q.run(runner(n))) for n, q in enumerate(processes)]
+        for q in processes:
+            await q.started.wait()
+        await processes[0].enqueue(msg("a", "long"))
+        async with asyncio.timeout(10):
+            runs_on = await started.get()
+            assert [q.busy_here() for q in processes] == [n == runs_on for n in range(3)]
+            release.set()
+            await processes[0].wait_idle()
+        assert not any(q.busy_here() for q in processes)
+        for task in tasks:
+            task.cancel()

@@ -108,6 +108,11 @@ class ConversationQueue(Protocol):
         """Until no conversation has a turn running or a message queued (tests, shutdown)."""
         ...
 
+    def busy_here(self) -> bool:
+        """Whether this process has a turn running or a message queued for one (a pause of its
+        loop, the heap's sweep, would hold up an answer)."""
+        ...
+
 
 @dataclass(frozen=True, slots=True)
 class Held:
@@ -233,6 +238,9 @@ class LocalConversations:
 
     async def wait_idle(self) -> None:
         await self._idle.wait()
+
+    def busy_here(self) -> bool:
+        return not self._idle.is_set()
 
     def waiting(self) -> int:
         """Conversations with messages queued for a turn (the /metrics gauge)."""

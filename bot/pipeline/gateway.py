@@ -226,6 +226,9 @@ class Gateway:
     async def wait_idle(self) -> None:
         await self.conversations.wait_idle()
 
+    def busy_here(self) -> bool:
+        return self.conversations.busy_here()
+
     async def handle(self, message: InboundMessage) -> None:
         """The inbox every channel calls. Returns at once; the turn runs in its own task."""
         if not self.accepting.is_set():

@@ -239,6 +239,10 @@ class RedisConversations:
         while self._draining or await self.redis.zcard(f"{self.base}busy"):  # noqa: ASYNC110
             await asyncio.sleep(IDLE_POLL_S)
 
+    def busy_here(self) -> bool:
+        """This process's turns only: what other processes run does not wait on its loop."""
+        return bool(self._draining)
+
     # -- taking work ----------------------------------------------------------------------
     async def _take_work(self, group: asyncio.TaskGroup) -> None:
         """Read "has work" entries (reclaiming a dead process's first) and drain each."""

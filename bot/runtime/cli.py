@@ -228,7 +228,7 @@ async def _serve_app(config: Config, base_dir: Path) -> int:
             await asyncio.sleep(SETTLE_HEAP_AFTER_S)
             settle_heap()
             sweeper = asyncio.create_task(
-                sweep_periodically(idle=app.gateway.wait_idle), name="heap-sweep"
+                sweep_periodically(busy=app.gateway.busy_here), name="heap-sweep"
             )
             young = asyncio.create_task(collect_young_periodically(), name="heap-young")
             try:

@@ -57,7 +57,7 @@ hourly): once the process's resident memory has grown by a quarter since the las
 at least once a day. Stranded garbage is memory: it cannot grow unseen past that quarter for
 more than a day, and a gateway whose heap holds steady (the load leaves no cyclic garbage,
 above) pauses once a day instead of 24 times. And a due sweep waits for a moment when no turn
-is running (`bot serve` gives `sweep_periodically` the gateway's `wait_idle`), up to
+is running in this process (`bot serve` gives `sweep_periodically` the gateway's `busy_here`), up to
 SWEEP_WAIT_IDLE_S: its pause then holds up no one's answer, unless a message comes in it or the
 gateway is never idle for that long. Only a serving process calls `settle_heap` (`bot
 serve`, the benchmark's gateway); a process that starts and stops many apps (the tests) must not.
@@ -72,7 +72,7 @@ import gc
 import logging
 import os
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from typing import Final
 
 log = logging.getLogger(__name__)
@@ -85,6 +85,7 @@ SWEEP_CHECK_S: Final = 3600.0  # how often `sweep_due` is asked
 SWEEP_GROWTH: Final = 1.25  # resident memory, as a multiple of what it was after the last sweep
 SWEEP_AT_LEAST_S: Final = 86_400.0
 SWEEP_WAIT_IDLE_S: Final = 600.0  # a due sweep waits at most this long for no turn to be running
+SWEEP_IDLE_POLL_S: Final = 0.5  # how often it looks meanwhile
 
 
 def settle_heap() -> int:
@@ -177,24 +178,24 @@ def resident_bytes() -> int:
 
 async def sweep_periodically(
     check_s: float = SWEEP_CHECK_S,
-    idle: Callable[[], Awaitable[None]] | None = None,
+    busy: Callable[[], bool] = lambda: False,
     wait_idle_s: float = SWEEP_WAIT_IDLE_S,
 ) -> None:
     """`sweep_frozen` whenever `sweep_due` says so (asked every `check_s` seconds), logged,
-    until cancelled; with `idle` (returns once no turn is running), at such a moment if one
-    comes within `wait_idle_s`."""
+    until cancelled: at a moment when `busy()` (a turn is running here) is false, looked for
+    every SWEEP_IDLE_POLL_S, or after `wait_idle_s` if none comes."""
     after_last, last = resident_bytes(), time.monotonic()
     while True:
         await asyncio.sleep(check_s)
         why = sweep_due(resident_bytes(), after_last, time.monotonic() - last)
         if why is None:
             continue
-        if idle is not None:
-            try:
-                async with asyncio.timeout(wait_idle_s):
-                    await idle()
-            except TimeoutError:
+        waited_since = time.monotonic()
+        while busy():
+            if time.monotonic() - waited_since >= wait_idle_s:
                 why += f"; no moment without a turn in {wait_idle_s:g} s"
+                break
+            await asyncio.sleep(min(SWEEP_IDLE_POLL_S, wait_idle_s))
         freed, paused = sweep_frozen()
         after_last, last = resident_bytes(), time.monotonic()
         level = logging.WARNING if freed > 10_000 else logging.INFO
