@@ -131,11 +131,18 @@ def _query_breaks_schema(method: str, path: str, url: str) -> bool:
     return False
 
 
-def _check(response: schemathesis.Response, negative: bool) -> None:
+# Headers that frame the HTTP message itself: a generated value (Content-Length ",lN2=5") makes
+# a message aiohttp's parser refuses with its own plain-text 400 before any handler sees it
+FRAMING = frozenset({"content-length", "transfer-encoding"})
+
+
+def _check(response: schemathesis.Response, negative: bool, framing: bool = False) -> None:
     status = response.status_code
     assert status < 500, f"{status}: {response.text[:300]}"
     if negative:
         assert 400 <= status < 500, f"malformed request accepted with {status}"
+    if framing and status == 400 and response.headers["content-type"][0].startswith("text/plain"):
+        return  # not an HTTP message: the server's parser answered, not the API
     if status >= 400:
         assert response.headers["content-type"][0].startswith("application/json")
         error = response.json()["error"]
@@ -183,7 +190,8 @@ def test_no_request_gets_a_server_error(
             )
             if _malformed(case, ParameterLocation.QUERY):
                 broken = broken or _query_breaks_schema(method, path, response.request.url or "")
-            _check(response, broken)
+            framing = any(name.lower() in FRAMING for name in case.headers or {})
+            _check(response, broken, framing)
         except AssertionError as exc:
             request = response.request
             raise AssertionError(
