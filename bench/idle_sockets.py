@@ -1,8 +1,8 @@
 """The idle visitors of bench/many_bench.py: web sockets open on the gateway, answering its pings.
 
 They run in a process of their own, as browsers do, not in the load's: the load's event loop
-times the paced turns, and answering 5,000 sockets' pings there (~250 a second, ~25 at each of
-the gateway's ticks) delayed the frames it timed. Each socket is a visitor of a stored
+times the paced turns, and 5,000 sockets' pings answered there (~250 a second, ~25 at each of
+the gateway's ticks) would take turns on that loop with the frames it times. Each socket is a visitor of a stored
 conversation (`visitor(index)`), says hello, waits for its `ready`, then reads until it closes:
 aiohttp's client answers each ping inside `receive`, as a browser answers it in its network
 stack. The child answers one line at a time on its stdin: an empty line, `OPEN <sockets still
