@@ -15,7 +15,7 @@ from contextlib import AsyncExitStack, asynccontextmanager
 import pytest
 
 from adapters.base import ChatRef, InboundMessage
-from bot.pipeline.conversations import QueueFull, TurnSignal
+from bot.pipeline.conversations import QueueFull, RunTurn, TurnSignal
 from bot.redis import messages
 from bot.redis.client import connect
 from bot.redis.conversations import RedisConversations
@@ -46,6 +46,20 @@ async def three_processes(
                 )
             )
         yield queues
+
+
+@asynccontextmanager
+async def running(
+    processes: list[RedisConversations], runner: Callable[[int], RunTurn]
+) -> AsyncIterator[None]:
+    """Inside the block each process takes turns with `runner(n)`; stopped at its end."""
+    async with asyncio.TaskGroup() as group:
+        tasks = [group.create_task(q.run(runner(n))) for n, q in enumerate(processes)]
+        for q in processes:
+            await q.started.wait()
+        yield
+        for task in tasks:
+            task.cancel()
 
 
 @pytest.fixture
@@ -111,18 +125,13 @@ async def test_stop_from_another_process_stops_the_turn(
 
         return run
 
-    async with asyncio.TaskGroup() as group:
-        tasks = [group.create_task(q.run(runner(n))) for n, q in enumerate(processes)]
-        for q in processes:
-            await q.started.wait()
+    async with running(processes, runner):
         await processes[0].enqueue(msg("a", "long"))
         async with asyncio.timeout(10):
             runs_on = await started.get()
             await processes[runs_on].enqueue(msg("a", "queued"))
             result = await processes[(runs_on + 1) % 3].stop("fake:a")  # asked elsewhere
             await processes[0].wait_idle()
-        for task in tasks:
-            task.cancel()
     assert (result.dropped, result.running) == (1, True)
     assert stopped == ["long"]
 
@@ -356,10 +365,7 @@ async def test_busy_here_is_this_processs_turns_not_the_others(
 
         return run
 
-    async with asyncio.TaskGroup() as group:
-        tasks = [group.create_task(q.run(runner(n))) for n, q in enumerate(processes)]
-        for q in processes:
-            await q.started.wait()
+    async with running(processes, runner):
         await processes[0].enqueue(msg("a", "long"))
         async with asyncio.timeout(10):
             runs_on = await started.get()
@@ -367,5 +373,3 @@ async def test_busy_here_is_this_processs_turns_not_the_others(
             release.set()
             await processes[0].wait_idle()
         assert not any(q.busy_here() for q in processes)
-        for task in tasks:
-            task.cancel()
