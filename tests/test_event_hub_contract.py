@@ -82,6 +82,7 @@ class Tab:
     def __init__(self, *, accepts: int | None = None) -> None:
         self.accepts = accepts  # pushes taken before it reports itself gone; None: never gone
         self.ready_seq: int | None = None
+        self.floor: int | None = None
         self.frames: list[dict[str, Any]] = []
         self.early: list[str] = []  # pushed before attach returned: a contract violation
         self.pushes = 0
@@ -99,7 +100,7 @@ class Tab:
         return True
 
     async def join(self, hub: EventHub, conversation: str, resume_after: int | None = None) -> Tab:
-        self.ready_seq, replay = await hub.attach(conversation, self, resume_after)
+        self.ready_seq, replay, self.floor = await hub.attach(conversation, self, resume_after)
         self.frames.extend(json.loads(frame) for frame in replay)
         return self
 
@@ -157,9 +158,10 @@ async def test_replay_keeps_only_the_newest_frames(make_hubs: MakeHubs) -> None:
     for hub in (small, none):
         for n in range(5):
             await hub.publish("c", "agent.started", {"task_id": f"t{n}"})
-    assert (await Tab().join(small, "c", resume_after=0)).seqs == [3, 4, 5]
+    kept = await Tab().join(small, "c", resume_after=0)
+    assert (kept.seqs, kept.floor) == ([3, 4, 5], 2)  # 1 and 2 let go of
     without = await Tab().join(none, "c", resume_after=0)
-    assert (without.ready_seq, without.seqs) == (5, [])
+    assert (without.ready_seq, without.seqs, without.floor) == (5, [], 5)
 
 
 async def test_replay_drops_updates_superseded_by_a_later_one(hub: EventHub) -> None:
@@ -172,7 +174,7 @@ async def test_replay_drops_updates_superseded_by_a_later_one(hub: EventHub) -> 
     await hub.publish("c", "message.updated", {"text": "no id: kept"})  # 6
     await hub.publish("c", "message.completed", {"message_id": "m1", "text": "abc"})  # 7
     resumed = await Tab().join(hub, "c", resume_after=0)
-    assert resumed.seqs == [1, 3, 4, 6, 7]
+    assert (resumed.seqs, resumed.floor) == ([1, 3, 4, 6, 7], 0)  # 2 and 5: superseded only
     assert resumed.frames[-1]["text"] == "abc"
     await live.until(7)
     assert live.seqs == [1, 2, 3, 4, 5, 6, 7]  # superseding only thins the replay
@@ -189,6 +191,17 @@ async def test_a_cleared_conversation_replays_nothing_before_the_clear(hub: Even
     assert [f["type"] for f in resumed.frames] == ["conversation.cleared", "message.completed"]
     await live.until(4)
     assert live.seqs == [1, 2, 3, 4]  # live tabs get everything, the clear included
+
+
+async def test_a_clear_lets_go_of_the_floor_with_the_frames(make_hubs: MakeHubs) -> None:
+    hub = (await make_hubs(replay_events=3))[0]
+    for n in range(5):
+        await hub.publish("c", "agent.started", {"task_id": f"t{n}"})  # 1-5
+    assert (await Tab().join(hub, "c", resume_after=0)).floor == 2
+    await hub.publish("c", "conversation.cleared", {"reason": "new"})  # 6
+    await hub.publish("c", "message.completed", {"message_id": "m2", "text": "fresh"})  # 7
+    resumed = await Tab().join(hub, "c", resume_after=0)
+    assert (resumed.seqs, resumed.floor) == ([6, 7], 0)  # all since the clear is kept
 
 
 async def test_two_tabs_of_one_conversation_both_receive(make_hubs: MakeHubs) -> None:

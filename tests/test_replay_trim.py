@@ -63,8 +63,7 @@ async def test_a_quiet_conversation_keeps_no_frames_and_its_seq() -> None:
 
     clock.now += 61  # "a" quiet for 121 s; the next frame anywhere lets its frames go
     await hub.publish("b", "agent.started", {"task_id": "t1"})
-    seq, replay = await hub.attach("a", Sink(), 0)
-    assert (seq, replay) == (4, [])
+    assert await hub.attach("a", Sink(), 0) == (4, [], 4)  # its seq, nothing kept: floor 4
     assert hub.footprint()["kept_bytes"] < kept
     assert len(tab.frames) == 4  # the tab had them all, live
 
@@ -109,8 +108,9 @@ async def test_a_cleared_conversation_keeps_its_clearing_frame() -> None:
     await answer(hub, "a", "m2")
     clock.now += 121
     await hub.publish("b", "agent.started", {"task_id": "t1"})
-    _, replay = await hub.attach("a", Sink(), 3)
+    _, replay, floor = await hub.attach("a", Sink(), 3)
     assert [json.loads(frame)["type"] for frame in replay] == [CLEARING_TYPE]
+    assert floor == 9  # m2's frames went with the rest: the transcript is needed
 
 
 async def test_without_replay_idle_s_the_frames_stay() -> None:

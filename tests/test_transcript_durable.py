@@ -168,6 +168,21 @@ async def test_a_conversation_longer_than_the_buffer_is_shown_whole(
     assert shown(frames)[-1] == ("message.completed", answers[-1], "Answer 7.")
 
 
+async def test_a_tab_back_after_a_streamed_answer_gets_it_from_the_replay_alone(
+    start: Start, session: aiohttp.ClientSession
+) -> None:
+    app = await start(ScriptedProvider([Reply("Answer 0.")]))
+    await chat(app, session, ("c0", "question 0"))  # a stored transcript to fall back on
+    hub = app.channels["websocket"]._hub  # type: ignore[attr-defined]  # the channel's own hub
+    conversation = "v:visitor-0001"
+    placeholder = await hub.publish(conversation, "message.created", {"message_id": "m1"})
+    for text in ("Ans", "Answer"):  # superseded in the buffer by the next
+        await hub.publish(conversation, "message.updated", {"message_id": "m1", "text": text})
+    await hub.publish(conversation, "message.completed", {"message_id": "m1", "text": "Answer."})
+    _, _, frames = await page_load(session, app, resume_after=placeholder)
+    assert [(f["type"], f.get("seq")) for f in frames] == [("message.completed", placeholder + 3)]
+
+
 async def test_the_stored_transcript_is_capped_at_the_last_100_messages(
     start: Start, session: aiohttp.ClientSession
 ) -> None:

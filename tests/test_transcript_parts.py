@@ -14,6 +14,7 @@ from sqlite_utils import Database
 
 from adapters.base import ChatRef, OutboundContent
 from adapters.history import StoredMessage
+from adapters.hub import Attached
 from adapters.websocket import WebSocketChannel
 from adapters.websocket.transcript import falls_short
 from bot.pipeline.transcript import StoreHistory
@@ -134,20 +135,22 @@ def frame(kind: str, seq: int) -> str:
 
 
 @pytest.mark.parametrize(
-    ("resume_after", "seq", "replay", "needed"),
+    ("resume_after", "seq", "replay", "floor", "needed"),
     [
-        (None, 9, [], False),  # no resume_after: live frames only
-        (0, 0, [], True),  # a page load after a restart
-        (0, 9, [frame("message.user", 4)], True),  # frames 1-3 are gone
-        (0, 9, [frame("conversation.cleared", 4)], False),  # everything since /new is kept
-        (12, 3, [], True),  # the hub forgot (a restart): seq went back
-        (9, 9, [], False),  # nothing missed
-        (5, 9, [frame("message.user", 6)], False),  # the replay starts right after
-        (5, 9, [frame("message.completed", 8)], True),  # 6 and 7 are gone (or superseded)
-        (5, 9, [], True),  # frames after 5 existed, none is kept
+        (None, 9, [], 0, False),  # no resume_after: live frames only
+        (0, 0, [], 0, True),  # a page load after a restart
+        (0, 9, [frame("message.user", 4)], 3, True),  # frames 1-3 are gone
+        (0, 9, [frame("conversation.cleared", 4)], 0, False),  # everything since /new is kept
+        (0, 9, [frame("conversation.cleared", 4)], 9, True),  # since /new, let go of when quiet
+        (12, 3, [], 0, True),  # the hub forgot (a restart): seq went back
+        (9, 9, [], 9, False),  # nothing missed
+        (5, 9, [frame("message.user", 6)], 5, False),  # the replay starts right after
+        (5, 9, [frame("message.completed", 8)], 0, False),  # 6 and 7 superseded by 8
+        (5, 9, [frame("message.completed", 8)], 7, True),  # 6 and 7 are gone
+        (5, 9, [], 9, True),  # frames after 5 existed, none is kept
     ],
 )
 def test_when_the_stored_transcript_is_needed(
-    resume_after: int | None, seq: int, replay: list[str], needed: bool
+    resume_after: int | None, seq: int, replay: list[str], floor: int, needed: bool
 ) -> None:
-    assert falls_short(resume_after, seq, replay) is needed
+    assert falls_short(resume_after, Attached(seq, replay, floor)) is needed

@@ -190,8 +190,8 @@ async def test_idle_conversations_keep_a_bounded_amount_of_frames() -> None:
         await hub.publish(f"v:{n}", "message.completed", {"message_id": f"m{n}", **answer})
     kept = hub.footprint()
     assert kept["idle_bytes"] <= 100_000 and kept["idle"] <= 20, kept
-    _, replay = await hub.attach("v:999", Sink(), 0)  # the most recent ones are still there
+    _, replay, _ = await hub.attach("v:999", Sink(), 0)  # the most recent ones are still there
     assert len(replay) == 1
-    _, replay = await hub.attach("v:0", Sink(), 0)  # the oldest were forgotten
+    _, replay, _ = await hub.attach("v:0", Sink(), 0)  # the oldest were forgotten
     assert replay == []
     assert hub.footprint()["idle_bytes"] <= kept["idle_bytes"] - 5_000

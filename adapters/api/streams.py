@@ -44,7 +44,7 @@ class SessionStreams:
         """A new message or action: recorded, handed on, streamed until it is answered."""
         session_id = record.session_id
         subscriber = sse.SseSubscriber()
-        seq, replay = await self.channel.hub.attach(hub_key(session_id), subscriber, resume)
+        seq, replay, _ = await self.channel.hub.attach(hub_key(session_id), subscriber, resume)
         try:
             record = await self.channel.records.add_api_message(replace(record, seq=seq))
             stop = inbound.command == "stop"
@@ -88,7 +88,7 @@ class SessionStreams:
         done = self._answered(sent, known=known, any_answer=stop)
         subscriber = sse.SseSubscriber()
         after = min(sent.seq, emit_after)
-        seq, replay = await self.channel.hub.attach(hub_key(session_id), subscriber, after)
+        seq, replay, _ = await self.channel.hub.attach(hub_key(session_id), subscriber, after)
         try:
             emit_after = _emit_after(emit_after, seq)
             if answer is not None and known is not None and not _completes(replay, known):
@@ -108,7 +108,7 @@ class SessionStreams:
             raise ApiError(409, "dropped", _DROPPED.format(sent.message_id))
         subscriber = sse.SseSubscriber()
         key = hub_key(sent.session_id)
-        seq, replay = await self.channel.hub.attach(key, subscriber, sent.seq)
+        seq, replay, _ = await self.channel.hub.attach(key, subscriber, sent.seq)
         await self.channel.hub.detach(key, subscriber)
         frame = next((f for f in map(json.loads, replay) if _drops(f, sent)), None)
         response = await sse.open_stream(request)
@@ -123,7 +123,7 @@ class SessionStreams:
     ) -> web.StreamResponse:
         """Every event of the session from now (or after `Last-Event-ID`) until it times out."""
         subscriber = sse.SseSubscriber()
-        seq, replay = await self.channel.hub.attach(hub_key(session_id), subscriber, resume)
+        seq, replay, _ = await self.channel.hub.attach(hub_key(session_id), subscriber, resume)
         try:
             return await self._pump(
                 request, subscriber, replay, _emit_after(resume, seq), _never, quiet=True

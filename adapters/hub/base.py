@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Hashable, Mapping
-from typing import Any, Final, Protocol
+from typing import Any, Final, NamedTuple, Protocol
 
 from adapters.base import ChannelError
 
@@ -19,6 +19,16 @@ MAX_IDLE_CONVERSATIONS: Final = 10_000
 _SUPERSEDING_TYPES: Final = frozenset({"message.updated", "message.completed"})
 # `/new`: the frames before it are another conversation's; a reload must not show them.
 CLEARING_TYPE: Final = "conversation.cleared"
+
+
+class Attached(NamedTuple):
+    """What `EventHub.attach` found (see the contract there)."""
+
+    seq: int
+    replay: list[str]
+    # the highest seq of a frame no longer kept though nothing superseded it (evicted past
+    # `replay_events`, let go of when quiet), 0 if none: a replay from below it has lost frames
+    floor: int = 0
 
 
 class Subscriber(Protocol):
@@ -36,12 +46,16 @@ class EventHub(Protocol):
       1 for the first frame of `c`, then strictly increasing by 1, whichever process publishes.
       A frame that is not JSON-serialisable raises `ChannelError`, consumes no seq and reaches
       no subscriber.
-    - **replay**: `attach(c, sub, resume_after)` returns `(seq, replay)`. `seq` is the seq of `c`
-      at one instant during the call (0 if nothing was published). `replay` is, in seq order,
-      every frame still kept with `resume_after < frame seq <= seq`; empty if `resume_after` is
-      None. A `message.updated` is not kept once a later `message.updated` or
+    - **replay**: `attach(c, sub, resume_after)` returns `Attached(seq, replay, floor)`. `seq` is
+      the seq of `c` at one instant during the call (0 if nothing was published). `replay` is,
+      in seq order, every frame still kept with `resume_after < frame seq <= seq`; empty if
+      `resume_after` is None. A `message.updated` is not kept once a later `message.updated` or
       `message.completed` of the same `message_id` exists: both carry the full text. A
       `conversation.cleared` frame drops every frame kept before it (it is kept itself).
+      `floor` is the highest seq of a frame let go of otherwise (the oldest past
+      `replay_events`; a hub may let a quiet conversation's frames go), 0 since a
+      `conversation.cleared` or if none was: `resume_after < floor` means the replay lacks
+      frames the client has not seen, a gap below `floor` only superseded updates.
     - **live delivery**: after `attach` returns, `sub.push` is called with every frame of `c` whose
       seq is greater than the returned `seq`, exactly once each, in seq order, and is never
       called before `attach` returns. So a caller that pushes `ready` and the replay before its
@@ -65,7 +79,7 @@ class EventHub(Protocol):
 
     async def attach(
         self, conversation: str, subscriber: Subscriber, resume_after: int | None
-    ) -> tuple[int, list[str]]: ...
+    ) -> Attached: ...
 
     async def detach(self, conversation: str, subscriber: Subscriber) -> None: ...
 

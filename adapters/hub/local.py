@@ -21,6 +21,7 @@ from typing import Any, Final
 from adapters.hub.base import (
     CLEARING_TYPE,
     MAX_IDLE_CONVERSATIONS,
+    Attached,
     Subscriber,
     encode_frame,
     replay_slot,
@@ -41,7 +42,7 @@ _CLOSING: Final = frozenset({"message.completed"})
 
 
 class _Conversation:
-    __slots__ = ("_kept", "cleared", "identity", "open", "seq", "size", "sockets")
+    __slots__ = ("_kept", "cleared", "floor", "identity", "open", "seq", "size", "sockets")
 
     def __init__(self, identity: str) -> None:
         self.identity = identity
@@ -52,6 +53,7 @@ class _Conversation:
         self._kept: OrderedDict[Hashable, tuple[int, str]] = OrderedDict()
         self.cleared: Hashable = None  # the slot of a kept `conversation.cleared` frame
         self.open: set[str] | None = None  # ids of messages created and not completed
+        self.floor = 0  # the highest seq let go of but by superseding (`Attached.floor`)
 
     def track(self, type: str, fields: Mapping[str, Any]) -> None:
         """Follow which messages are open (created, not completed yet)."""
@@ -70,6 +72,7 @@ class _Conversation:
         changed."""
         cleared = self._kept.get(self.cleared) if self.cleared is not None else None
         dropped = self.clear()
+        self.floor = self.seq
         if cleared is not None:
             dropped += self.remember(self.cleared, cleared[0], cleared[1], 1)
         return dropped
@@ -83,7 +86,8 @@ class _Conversation:
         self._kept[slot] = (seq, frame)
         self.size += len(frame)
         while len(self._kept) > limit:
-            self.size -= len(self._kept.popitem(last=False)[1][1])
+            self.floor, evicted = self._kept.popitem(last=False)[1]
+            self.size -= len(evicted)
         return self.size - before
 
     def clear(self) -> int:
@@ -92,6 +96,7 @@ class _Conversation:
         self._kept.clear()
         self.size = 0
         self.cleared = None
+        self.floor = 0
         return -dropped
 
     def frames_after(self, seq: int) -> list[str]:
@@ -137,7 +142,7 @@ class MemoryEventHub:
 
     async def attach(
         self, conversation: str, subscriber: Subscriber, resume_after: int | None
-    ) -> tuple[int, list[str]]:
+    ) -> Attached:
         conv = self._live.get(conversation)
         if conv is None:
             conv = self._idle.pop(conversation, None)
@@ -148,7 +153,8 @@ class MemoryEventHub:
             self._live[conversation] = conv
         conv.sockets.add(subscriber)
         replay = conv.frames_after(resume_after) if resume_after is not None else []
-        return conv.seq, replay
+        # with nothing kept, every frame is let go of
+        return Attached(conv.seq, replay, conv.floor if self._replay_events else conv.seq)
 
     async def detach(self, conversation: str, subscriber: Subscriber) -> None:
         conv = self._live.get(conversation)

@@ -229,7 +229,7 @@ class SocketEndpoint:
         if stale:
             resume_after = 0
         try:
-            seq, replay = await self._hub.attach(identity, conn, resume_after)
+            attached = await self._hub.attach(identity, conn, resume_after)
         except TryLater as exc:  # the events live in Redis, and it is down: come back later
             log.warning("websocket %s: hello refused: %s", identity, exc)
             conn.send_error(
@@ -239,6 +239,7 @@ class SocketEndpoint:
             )
             conn.close(1013, "try again later")
             return
+        seq, replay = attached.seq, attached.replay
         ready = {
             "type": "ready",
             "visitor_id": visitor_id,
@@ -253,7 +254,7 @@ class SocketEndpoint:
         first = [json.dumps(ready)]
         conn.hold()
         try:
-            if self._history is not None and falls_short(resume_after, seq, replay):
+            if self._history is not None and falls_short(resume_after, attached):
                 chat = ChatRef(self.name, identity)
                 render = self._files.attachments if self._files is not None else None
                 first += await stored_frames(self._history, chat, identity, replay, render)

@@ -31,7 +31,7 @@ from typing import Any, Final
 
 from adapters.base import ChatRef, InboundMessage, TryLater
 from adapters.history import Claims, ConversationHistory
-from adapters.hub import EventHub
+from adapters.hub import Attached, EventHub
 from adapters.hub.base import CLEARING_TYPE
 from adapters.websocket.connection import Connection
 from adapters.websocket.protocol import ActionFrame, Stop, UserText, now_stamp
@@ -155,19 +155,21 @@ class UserEcho:
 _HISTORY_TYPES: Final = {"user": "message.user", "assistant": "message.completed"}
 
 
-def falls_short(resume_after: int | None, seq: int, replay: list[str]) -> bool:
+def falls_short(resume_after: int | None, attached: Attached) -> bool:
     """Whether the replay buffer may lack frames the client asked for, so the stored transcript
-    is needed: the whole transcript (0), a hub that forgot (a restart: `seq` below it), or a
-    replay that does not start right after `resume_after` (frames evicted, or only superseded
-    updates: the buffer cannot tell, and a stored message the client has is harmless)."""
+    is needed: the whole transcript (0) unless the buffer holds all of it since a `/new`, a hub
+    that forgot (a restart: its seq below `resume_after`), or frames after `resume_after` let go
+    of (its floor above it). A gap of superseded updates alone is no reason: the frame that
+    superseded them carries their text."""
     if resume_after is None:
         return False
+    replay = attached.replay
     first = json.loads(replay[0]) if replay else {}
-    if first.get("type") == CLEARING_TYPE:
+    if first.get("type") == CLEARING_TYPE and attached.floor < first.get("seq", 0):
         return False  # the buffer holds everything since `/new`
-    if resume_after == 0 or seq < resume_after:
+    if resume_after == 0 or attached.seq < resume_after:
         return True
-    return seq > resume_after and first.get("seq", seq + 1) > resume_after + 1
+    return resume_after < attached.floor
 
 
 async def stored_frames(

@@ -32,7 +32,7 @@ from typing import Any, Final
 from redis.asyncio import Redis
 from redis.exceptions import RedisError
 
-from adapters.hub import Subscriber
+from adapters.hub import Attached, Subscriber
 from adapters.hub.base import CLEARING_TYPE, MAX_IDLE_CONVERSATIONS, encode_frame, replay_slot
 from bot.redis import hub_lua
 from bot.redis.client import LuaScript, describe, guarded
@@ -135,7 +135,7 @@ class RedisEventHub:
 
     async def attach(
         self, conversation: str, subscriber: Subscriber, resume_after: int | None
-    ) -> tuple[int, list[str]]:
+    ) -> Attached:
         conv = self._conversations.setdefault(conversation, _Conversation())
         sub = conv.subs[subscriber] = _Sub(subscriber)
         try:
@@ -147,9 +147,9 @@ class RedisEventHub:
                     self.subscribed_once.set()
                 async with asyncio.timeout(5):
                     await asyncio.shield(conv.subscribed)
-                seq, *replay = await self._attach(
+                seq, floor, *replay = await self._attach(
                     keys=[self._key(conversation, p) for p in ("seq", "s", "where")]
-                    + [f"{self.base}idle"],
+                    + [f"{self.base}idle", self._key(conversation, "slots")],
                     args=[
                         -1 if resume_after is None else resume_after,
                         self._ttl_ms,
@@ -163,7 +163,8 @@ class RedisEventHub:
         sub.last = int(seq)
         # after the caller has pushed ready and the replay (it does not await in between)
         asyncio.get_running_loop().call_soon(self._release_held, conversation, sub)
-        return sub.last, replay
+        # with nothing kept, every frame is let go of
+        return Attached(sub.last, replay, int(floor) if self._replay_events else sub.last)
 
     async def detach(self, conversation: str, subscriber: Subscriber) -> None:
         conv = self._conversations.get(conversation)

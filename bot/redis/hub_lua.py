@@ -2,7 +2,8 @@
 
 Per conversation C (`<p>hub:C`): `:seq` the last seq, `:s` a stream of kept frames whose entry
 id is `<seq>-0` (so a resume is an XRANGE by seq), `:slots` which entry holds each message's
-latest state (an update superseded by a later one is XDELed), `:where` how many sockets each
+latest state (an update superseded by a later one is XDELed; its field '' holds the floor: the
+highest seq trimmed past `replay_events`), `:where` how many sockets each
 process has attached (a hash: process id -> count; gone when none is). `<p>hub:idle` orders conversations with no socket by last use; past
 `max_idle` the oldest are deleted whole (their keys are built here: standalone Redis, not
 Cluster). Publishing also PUBLISHes the frame on `<p>hub:C`, inside the script, so every
@@ -61,6 +62,12 @@ for i = 0, (#KEYS - 2) / 5 - 1 do
         redis.call('HSET', KEYS[k + 3], slot, seq)
         redis.call('PEXPIRE', KEYS[k + 3], ttl)
       end
+      local kept = redis.call('XLEN', KEYS[k + 2])
+      if kept >= keep then
+        local gone = redis.call('XRANGE', KEYS[k + 2], '-', '+', 'COUNT', kept - keep + 1)
+        redis.call('HSET', KEYS[k + 3], '', string.match(gone[#gone][1], '^%d+'))
+        redis.call('PEXPIRE', KEYS[k + 3], ttl)
+      end
       redis.call('XADD', KEYS[k + 2], 'MAXLEN', keep, seq .. '-0', 'f', frame)
       redis.call('PEXPIRE', KEYS[k + 2], ttl)
     end
@@ -81,14 +88,14 @@ return seqs
 """
 )
 
-# KEYS: seq stream where idle; ARGV: resume_after (-1: none) ttl_ms conversation me
-# -> {seq, frame, frame, ...}: the seq now and the kept frames after resume_after
+# KEYS: seq stream where idle slots; ARGV: resume_after (-1: none) ttl_ms conversation me
+# -> {seq, floor, frame, frame, ...}: the seq now, the floor and the kept frames after resume_after
 ATTACH: Final = """
 redis.call('HINCRBY', KEYS[3], ARGV[4], 1)
 redis.call('PEXPIRE', KEYS[3], ARGV[2])
 redis.call('ZREM', KEYS[4], ARGV[3])
 local seq = tonumber(redis.call('GET', KEYS[1]) or '0')
-local out = {seq}
+local out = {seq, tonumber(redis.call('HGET', KEYS[5], '') or '0')}
 local after = tonumber(ARGV[1])
 if after >= 0 and after < seq then
   for _, entry in ipairs(redis.call('XRANGE', KEYS[2], (after + 1) .. '-0', seq .. '-0')) do
