@@ -16,7 +16,6 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-import uuid
 from collections.abc import Awaitable, Callable, Mapping
 
 from adapters.base import Channel, ChannelError, InboundMessage
@@ -55,6 +54,7 @@ from bot.pipeline.turn_outcome import (
 from bot.pipeline.turn_work import TurnWork
 from bot.pipeline.voice import Heard, Hearing
 from bot.storage.base import StorageError
+from bot.storage.ids import time_ordered_id
 from bot.storage.roles import TurnRecords
 from bot.storage.turns import chat_record, handle_record
 from content.blobs import BlobStore
@@ -144,7 +144,7 @@ class TurnRunner:
         if self.approvals is not None and self.resumer is not None:
             await withdraw_questions(self.approvals, self.resumer, batch, control)
         last = batch[-1]
-        turn_id = uuid.uuid4().hex
+        turn_id = time_ordered_id()  # its index stays hot (bot/storage/ids.py)
         # every log line of the turn, its tools and specialists included, names it (JSON log);
         # fresh: a background result's turn runs in a task its specialist started
         with (
