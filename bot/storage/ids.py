@@ -1,13 +1,14 @@
 """Keys for rows written once a turn: time-ordered, so each insert lands at the end of its index.
 
 Why: `turns.id` (and `chat_sessions.id`) are text primary keys, each with its own index. A random
-key (`uuid4`) puts every new row on a random leaf page of that index, and once the table is
-larger than SQLite's page cache (2 MB by default: ~40,000 turns) nearly every turn read a page
-of it back from the file, on the event loop: with 10,000 conversations of 50 turns stored, the
-loop made 812 `pread64`s of the database in 10 s of a paced load at 200 turns/s, against 139 with
-50 conversations (bench/many_bench.py --sockets 0, counted with strace). A page the kernel has
-let go of (this machine's DAMON pages out cold memory) is a read from disk inside a turn. Keys
-that grow with time keep the index's last page hot, its random page splits gone with the reads.
+key (`uuid4`) puts every new row on a random leaf page of that index, and once the index and
+the pages each turn needs outgrow SQLite's page cache (2 MB by default) a turn reads pages back
+from the file, on the event loop: with 10,000 conversations stored (20,000 turn rows), the loop
+made 812 `pread64`s of the database in 10 s of a paced load at 200 turns/s, against 139 with
+50 conversations; with these keys, 225 (bench/many_bench.py --sockets 0, counted with strace).
+A page the kernel has let go of (this machine's DAMON pages out cold memory) is a read from disk
+inside a turn, and a year of turns is an index of hundreds of MB. Keys that grow with time keep
+the index's last page hot, and its random page splits go with the reads.
 
 The format is a UUID version 7 (RFC 9562) as 32 hex characters, as `uuid4().hex` was: 48 bits
 of Unix milliseconds, then 74 random bits; ids of one millisecond are in random order, so two
