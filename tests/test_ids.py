@@ -1,4 +1,4 @@
-"""Time-ordered row keys (bot/storage/ids.py): UUIDs of version 7, the newer sorting last."""
+"""Time-ordered turn ids (bot/storage/ids.py): UUIDs of version 7, the newer sorting last."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ import uuid
 import aiohttp
 
 from agent.providers.scripted import Reply, ScriptedProvider
+from bot.pipeline.transcript import short_turn_id
 from bot.storage.ids import time_ordered_id
 from tests.conftest import Running, connect, db_rows
 
@@ -35,7 +36,7 @@ def test_ids_of_later_milliseconds_sort_after_and_none_repeats() -> None:
     assert made[-1] > made[0]
 
 
-async def test_turns_and_sessions_are_keyed_in_the_order_they_were_made(
+async def test_turns_are_keyed_in_the_order_they_were_made_and_sessions_at_random(
     running: Running, session: aiohttp.ClientSession
 ) -> None:
     app = await running(ScriptedProvider([Reply("one"), Reply("two"), Reply("three")]))
@@ -45,7 +46,17 @@ async def test_turns_and_sessions_are_keyed_in_the_order_they_were_made(
         await tab.ask(f"question {n}", f"c{n}")
         await app.gateway.wait_idle()
         await tab.ws.close()
-    for table in ("turns", "chat_sessions"):
-        ids = [row[0] for row in db_rows(app, f"SELECT id FROM {table} ORDER BY rowid")]  # noqa: S608
-        assert len(ids) == 3 and ids == sorted(ids), table
-        assert {uuid.UUID(made).version for made in ids} == {7}
+    turns = [row[0] for row in db_rows(app, "SELECT id FROM turns ORDER BY rowid")]
+    assert len(turns) == 3 and turns == sorted(turns)
+    assert {uuid.UUID(made).version for made in turns} == {7}
+    # an admin names a session by the start of its id (`bot sessions show 3f2a`): random
+    sessions = [row[0] for row in db_rows(app, "SELECT id FROM chat_sessions")]
+    assert len(sessions) == 3 and {uuid.UUID(made).version for made in sessions} == {4}
+
+
+def test_a_turn_is_named_by_the_random_end_of_a_time_ordered_id() -> None:
+    made = [time_ordered_id() for _ in range(50)]  # many in one millisecond
+    names = {short_turn_id(turn_id) for turn_id in made}
+    assert len(names) == 50 and all(len(name) == 12 for name in names)
+    old = uuid.uuid4().hex  # as turns were keyed before: named as they were
+    assert short_turn_id(old) == old[:12]

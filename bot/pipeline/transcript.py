@@ -50,8 +50,14 @@ class StoreHistory:
                 # no placeholder: its send went unconfirmed and the answer came as a new message
                 # (a record without `message_id`: the placeholder's id was never learned)
                 shown_id = placeholder.get("message_id") if placeholder else None
-                answer_id = shown_id if shown_id is not None else f"t_{turn.id[:12]}"
+                answer_id = shown_id if shown_id is not None else f"t_{short_turn_id(turn.id)}"
                 # with the media it went out with (links are signed afresh when shown)
                 answer = StoredMessage("assistant", answer_id, turn.final_text, turn.final_parts)
                 messages.append(answer)
         return messages[-self.limit :]
+
+
+def short_turn_id(turn_id: str) -> str:
+    """12 hex characters that name a turn: a random id's first (as before), a time-ordered
+    one's last (its first are the millisecond it was made; bot/storage/ids.py)."""
+    return turn_id[-12:] if turn_id[12:13] == "7" else turn_id[:12]

@@ -1,9 +1,9 @@
-"""Keys for rows written once a turn: time-ordered, so each insert lands at the end of its index.
+"""Turn ids: time-ordered, so each turn's row lands at the end of its key's index.
 
-Why: `turns.id` (and `chat_sessions.id`) are text primary keys, each with its own index. A random
-key (`uuid4`) puts every new row on a random leaf page of that index, and once the index and
-the pages each turn needs outgrow SQLite's page cache (2 MB by default) a turn reads pages back
-from the file, on the event loop: with 10,000 conversations stored (20,000 turn rows), the loop
+Why: `turns.id` is a text primary key, with an index of its own. A random key (`uuid4`) put
+every new row on a random leaf page of that index, and once the index and the pages each turn
+needs outgrew SQLite's page cache (2 MB by default) a turn read pages back from the file, on the
+event loop: with 10,000 conversations stored (20,000 turn rows), the loop
 made 812 `pread64`s of the database in 10 s of a paced load at 200 turns/s, against 139 with
 50 conversations; with these keys, 225 (bench/many_bench.py --sockets 0, counted with strace).
 A page the kernel has let go of (this machine's DAMON pages out cold memory) is a read from disk
@@ -12,7 +12,10 @@ the index's last page hot, and its random page splits go with the reads.
 
 The format is a UUID version 7 (RFC 9562) as 32 hex characters, as `uuid4().hex` was: 48 bits
 of Unix milliseconds, then 74 random bits; ids of one millisecond are in random order, so two
-processes never collide and none needs a counter.
+processes never collide and none needs a counter. Where a turn is named by 12 characters, they
+are its random end (bot/pipeline/transcript.py). Session ids stay random: one is made per
+conversation, not per turn, and an admin names a session by the start of its id (`bot sessions
+show 3f2a`), which time-ordered ids made in one millisecond share.
 """
 
 from __future__ import annotations

@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
+import uuid
 from collections import OrderedDict
 from collections.abc import Iterator
 from contextlib import contextmanager
 
 import sqlalchemy as sa
 
-from bot.storage.ids import time_ordered_id
 from bot.storage.query import Query, params
 from bot.storage.rows import SessionRow
 from bot.storage.schema import SESSION_STATUSES, check_status, now
@@ -168,7 +168,7 @@ def _key(key: SessionKey) -> dict[str, str]:
 async def _insert(
     tx: Tx, /, key: SessionKey, parent_session_id: str | None, persona_version: str | None
 ) -> str:
-    session_id, stamp = time_ordered_id(), now()
+    session_id, stamp = uuid.uuid4().hex, now()
     await tx.execute(
         _INSERT,
         id=session_id,
