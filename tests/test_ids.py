@@ -8,8 +8,7 @@ import uuid
 import aiohttp
 
 from agent.providers.scripted import Reply, ScriptedProvider
-from bot.pipeline.transcript import short_turn_id
-from bot.storage.ids import time_ordered_id
+from bot.storage.ids import short_turn_id, time_ordered_id
 from tests.conftest import Running, connect, db_rows
 
 

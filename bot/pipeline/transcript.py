@@ -13,6 +13,7 @@ from typing import Final
 
 from adapters.base import ChatRef
 from adapters.history import StoredMessage
+from bot.storage.ids import short_turn_id
 from bot.storage.roles import TurnRecords
 from content.parts import parts_from_json
 
@@ -55,9 +56,3 @@ class StoreHistory:
                 answer = StoredMessage("assistant", answer_id, turn.final_text, turn.final_parts)
                 messages.append(answer)
         return messages[-self.limit :]
-
-
-def short_turn_id(turn_id: str) -> str:
-    """12 hex characters that name a turn: a random id's first (as before), a time-ordered
-    one's last (its first are the millisecond it was made; bot/storage/ids.py)."""
-    return turn_id[-12:] if turn_id[12:13] == "7" else turn_id[:12]

@@ -13,7 +13,7 @@ the index's last page hot, and its random page splits go with the reads.
 The format is a UUID version 7 (RFC 9562) as 32 hex characters, as `uuid4().hex` was: 48 bits
 of Unix milliseconds, then 74 random bits; ids of one millisecond are in random order, so two
 processes never collide and none needs a counter. Where a turn is named by 12 characters, they
-are its random end (bot/pipeline/transcript.py). Session ids stay random: one is made per
+are its random end (`short_turn_id`). Session ids stay random: one is made per
 conversation, not per turn, and an admin names a session by the start of its id (`bot sessions
 show 3f2a`), which time-ordered ids made in one millisecond share.
 """
@@ -35,3 +35,9 @@ def time_ordered_id() -> str:
     value = (time.time_ns() // 1_000_000) << 80
     value |= _VERSION_7 | ((random >> 62) & _RANDOM_A) << 64 | _VARIANT | (random & _RANDOM_B)
     return f"{value:032x}"
+
+
+def short_turn_id(turn_id: str) -> str:
+    """12 hex characters that name a turn: a time-ordered id's last (its first are the
+    millisecond it was made), an older random one's first (as it was named before)."""
+    return turn_id[-12:] if turn_id[12:13] == "7" else turn_id[:12]
