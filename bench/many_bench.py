@@ -16,11 +16,11 @@ core, its model the real `openai` SDK against bench/fake_llm_server.py) in two r
 Printed for both: RSS, RSS per cached conversation, memory per idle web socket, the collector
 inside the gateway (a `gc.callbacks` probe: collections, the longest pause, wall and CPU, the
 longest full one, their CPU per turn), time to placeholder and turn latency p50/p99, the
-gateway's CPU per turn and the time it waited for its core (a shared machine's share of the tail),
-its CPU a second after the load, with no turn running (the idle sockets' pings),
-and this process's own longest collection (the turns are timed here: a pause of the load is not
-the gateway's). BENCH_PASSES=FOLDER traces the gateway during each paced load and prints its
-loop's passes and busy stretches (bench/loop_passes.py; perf takes CPU from the load's core).
+gateway's CPU per turn and the time it waited for its core (a shared machine's share of the
+tail), its CPU a second with no turn running (the idle sockets' pings), and this process's
+longest collection (the turns are timed here). At the end, `bot serve`'s look at its heap (a
+forked copy's count of garbage, the fork's pause; the sweep's pause). BENCH_PASSES=FOLDER traces
+the gateway in each paced load (bench/loop_passes.py; perf takes CPU from the load's core).
 
     python bench/many_bench.py [--conversations 10000] [--sockets 5000] [--turns 50] [--rate N]
     python bench/many_bench.py --conversations 500 --sockets 300 --turns 10   # a quick one
@@ -89,7 +89,7 @@ class Run:
     gc: dict[str, float] = field(default_factory=dict)
     gc_warm: dict[str, float] = field(default_factory=dict)
     gc_sockets: dict[str, float] = field(default_factory=dict)
-    sweep: tuple[float, float] = (0.0, 0.0)  # the sweep at the end: objects freed, ms
+    sweep: tuple[float, ...] = (0.0,) * 6  # the end's: freed, ms; a copy's garbage, fork, ms, MiB
 
     @property
     def busy(self) -> float:
@@ -113,13 +113,12 @@ def gc_figures(gateway: Server) -> dict[str, float]:
     return dict(zip(names, map(float, values), strict=True))
 
 
-def sweep(gateway: Server) -> tuple[float, float]:
-    """The child's sweep of its frozen heap, run now: (objects freed, pause in ms)."""
+def sweep(gateway: Server) -> tuple[float, ...]:
+    """The child's look at its frozen heap, now: its `SWEEP` figures (bench/many_child.py)."""
     assert gateway.process.stdin is not None and gateway.process.stdout is not None
     gateway.process.stdin.write("sweep\n")
     gateway.process.stdin.flush()
-    freed, ms = gateway.process.stdout.readline().split()[1:]
-    return float(freed), float(ms)
+    return tuple(map(float, gateway.process.stdout.readline().split()[1:]))
 
 
 def stolen_ms() -> float:
@@ -354,8 +353,9 @@ def report(base: Run, full: Run, args: argparse.Namespace) -> None:
     for r in columns.values():
         r.gc["garbage"] = r.gc["collected"] / max(1, LOAD * args.load_turns)
     row("cyclic garbage freed per turn (objects)", "{r.gc[garbage]:.1f}")
-    freed, ms = full.sweep
-    print(f"  the sweep at the end (the whole heap walked once): {ms:.1f} ms, freed {freed:.0f}")
+    freed, ms, n, fork, took, mib = full.sweep
+    print(f"  a forked copy: {n:.0f} garbage, {took:.0f} ms, {mib:.0f} MiB, fork {fork:.1f} ms")
+    print(f"  the sweep (the whole heap walked once): {ms:.1f} ms, freed {freed:.0f}")
 
 
 def main() -> None:

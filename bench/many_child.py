@@ -9,7 +9,10 @@ collection inside it. It answers one line at a time on its stdin:
 - `gc`: `GC <collections> <full> <longest pause ms> <its CPU ms> <longest full ms>
   <CPU of all pauses ms> <tracked objects> <objects freed>`, the figures since the last `gc`, then clears them;
 - `types`: `TYPES <tracked objects> <type> <count>, ...`, the 15 types it tracks most of;
-- `sweep`: `SWEEP <objects freed> <pause ms>`: `bot serve`'s sweep of the frozen heap, now;
+- `sweep`: `SWEEP <objects freed> <pause ms> <garbage> <fork ms> <copy ms> <copy MiB>`: `bot
+  serve`'s look at the frozen heap, now: a forked copy's count of its garbage (the fork's pause
+  of the loop, the copy's time to answer, the memory it took), then the sweep, run whatever the
+  count (its pause);
 - `garbage`: `GARBAGE <objects> <type> <count>, ...`: what a full collection frees now (kept
   with `gc.DEBUG_SAVEALL` to be counted, then let go of).
 
@@ -37,7 +40,8 @@ sys.path.insert(0, str(ROOT))
 from bench.gc_walks import GcWalks  # noqa: E402
 from bench.stall_watch import StallWatch  # noqa: E402
 from bench.ws_load import loop_factory, pin_self  # noqa: E402
-from bot.runtime.heap import sweep_frozen  # noqa: E402
+from bot.runtime.heap import resident_bytes, sweep_frozen  # noqa: E402
+from bot.runtime.heap_copy import garbage_in_a_copy  # noqa: E402
 
 ANSWER = "an answer of a usual length from the model, " * 6
 
@@ -103,7 +107,8 @@ async def serve(data_dir: str, llm: dict[str, Any]) -> None:
     log = (Path(data_dir) / "gateway.log").open("a", encoding="utf-8")
     setup_logging(config.log.level, config.log.format, secrets=secret_values(config), stream=log)
     probe = Probe()
-    threading.Thread(target=_answer, args=(probe,), daemon=True).start()
+    loop = asyncio.get_running_loop()
+    threading.Thread(target=_answer, args=(probe, loop), daemon=True).start()
     gc.disable()  # as `bot serve` starts
     async with App(config, base_dir=Path(data_dir)) as app:
         settle_heap()
@@ -121,15 +126,23 @@ async def serve(data_dir: str, llm: dict[str, Any]) -> None:
         young.cancel()
 
 
-def _answer(probe: Probe) -> None:
+def _answer(probe: Probe, loop: asyncio.AbstractEventLoop) -> None:
     for line in sys.stdin:
         if line.strip() == "gc":
             print(probe.report(), flush=True)
         elif line.strip() == "types":  # what the collector tracks, by type
             print(_census("TYPES", gc.get_objects()), flush=True)
-        elif line.strip() == "sweep":  # bot serve's sweep (bot/runtime/heap.py), now
+        elif line.strip() == "sweep":  # bot serve's look and sweep (bot/runtime/heap.py), now
+            copying = garbage_in_a_copy(needs=resident_bytes())
+            garbage, fork_s, copy_s, copied = asyncio.run_coroutine_threadsafe(
+                copying, loop
+            ).result() or (-1, 0.0, 0.0, 0)
             freed, paused = sweep_frozen()
-            print(f"SWEEP {freed} {paused * 1e3:.1f}", flush=True)
+            print(
+                f"SWEEP {freed} {paused * 1e3:.1f} {garbage} {fork_s * 1e3:.2f} {copy_s * 1e3:.0f}"
+                f" {copied >> 20}",
+                flush=True,
+            )
         elif line.strip() == "garbage":  # a full collection, keeping what it would free
             gc.set_debug(gc.DEBUG_SAVEALL)
             gc.collect()

@@ -51,15 +51,17 @@ connections since bot/runtime/listener.py breaks their cycles (29 objects each b
 The price: a frozen object that later becomes cyclic garbage is not freed by collections, and
 neither is what only old garbage held when it was frozen. So that such garbage cannot grow for
 the life of the process, `sweep_frozen` unfreezes everything and collects (`bot serve`): a full
-pause (all the heap is walked: ~0.3 s with 10,000 conversations and 5,000 sockets), and the log
-says what it freed. It was hourly; it now runs when it can matter (`sweep_due`, looked at
-hourly): once the process's resident memory has grown by a quarter since the last sweep, and
-at least once a day. Stranded garbage is memory: it cannot grow unseen past that quarter for
-more than a day, and a gateway whose heap holds steady (the load leaves no cyclic garbage,
-above) pauses once a day instead of 24 times. And a due sweep waits for a moment when no turn
-is running in this process (`bot serve` gives `sweep_periodically` the gateway's `busy_here`), up to
-SWEEP_WAIT_IDLE_S: its pause then holds up no one's answer, unless a message comes in it or the
-gateway is never idle for that long. Only a serving process calls `settle_heap` (`bot
+pause (all the heap is walked: ~0.3-0.5 s with 10,000 conversations and 5,000 sockets), and the
+log says what it freed. It was hourly; it is now looked at when it can matter (`sweep_due`,
+asked hourly): once the process's resident memory has grown by a quarter since the last look,
+and at least once a day. At a moment when no turn is running in this process (`bot serve` gives
+`sweep_periodically` the gateway's `busy_here`; up to SWEEP_WAIT_IDLE_S), a forked copy of the
+process first counts the frozen heap's garbage on its own (bot/runtime/heap_copy.py: the fork
+holds the loop ~5 ms at 500 MiB, the copy's walk holds up nothing), and the sweep runs only when
+the copy found SWEEP_GARBAGE_MIN objects or more (a leak: the sweep's log line is then a
+warning past 10,000) or where no copy can be made. A gateway whose turns leave no cyclic garbage
+(above) then never pauses for the sweep, and what it strands is swept once a look finds
+SWEEP_GARBAGE_MIN objects of it (under a MiB). Only a serving process calls `settle_heap` (`bot
 serve`, the benchmark's gateway); a process that starts and stops many apps (the tests) must not.
 In production, `bot serve`'s /metrics shows each pause (`gateway_gc_pause_seconds`, by
 generation: bot/ops/gc_pauses.py).
@@ -75,6 +77,8 @@ import time
 from collections.abc import Callable
 from typing import Final
 
+from bot.runtime.heap_copy import garbage_in_a_copy
+
 log = logging.getLogger(__name__)
 
 YOUNG_THRESHOLD: Final = 1_000  # allocations between young collections (CPython: 700)
@@ -86,6 +90,7 @@ SWEEP_GROWTH: Final = 1.25  # resident memory, as a multiple of what it was afte
 SWEEP_AT_LEAST_S: Final = 86_400.0
 SWEEP_WAIT_IDLE_S: Final = 600.0  # a due sweep waits at most this long for no turn to be running
 SWEEP_IDLE_POLL_S: Final = 0.5  # how often it looks meanwhile
+SWEEP_GARBAGE_MIN: Final = 1_000  # frozen garbage a copy must find for the sweep to run
 
 
 def settle_heap() -> int:
@@ -158,12 +163,12 @@ def sweep_frozen() -> tuple[int, float]:
 
 
 def sweep_due(resident: int, after_last: int, since_last_s: float) -> str | None:
-    """Why the frozen heap should be swept now (`resident`: bytes of memory now, `after_last`:
-    right after the last sweep or the start, 0 where unknown), or None."""
+    """Why the frozen heap should be looked over now (`resident`: bytes of memory now,
+    `after_last`: right after the last look or the start, 0 where unknown), or None."""
     if after_last and resident >= after_last * SWEEP_GROWTH:
-        return f"memory grew {resident / after_last:.2f}x since the last sweep"
+        return f"memory grew {resident / after_last:.2f}x since the last look"
     if since_last_s >= SWEEP_AT_LEAST_S:
-        return f"{since_last_s / 3600:.0f} h since the last sweep"
+        return f"{since_last_s / 3600:.0f} h since the last look"
     return None
 
 
@@ -180,22 +185,38 @@ async def sweep_periodically(
     check_s: float = SWEEP_CHECK_S,
     busy: Callable[[], bool] = lambda: False,
     wait_idle_s: float = SWEEP_WAIT_IDLE_S,
+    garbage_min: int = SWEEP_GARBAGE_MIN,
 ) -> None:
-    """`sweep_frozen` whenever `sweep_due` says so (asked every `check_s` seconds), logged,
-    until cancelled: at a moment when `busy()` (a turn is running here) is false, looked for
-    every SWEEP_IDLE_POLL_S, or after `wait_idle_s` if none comes."""
+    """Whenever `sweep_due` says so (asked every `check_s` seconds), until cancelled: at a
+    moment when `busy()` (a turn is running here) is false, looked for every SWEEP_IDLE_POLL_S,
+    or after `wait_idle_s` if none comes, a forked copy counts the frozen heap's garbage
+    (bot/runtime/heap_copy.py), and `sweep_frozen` runs only if it found `garbage_min` objects or
+    more, or where there is no copy. Each step logged."""
     after_last, last = resident_bytes(), time.monotonic()
     while True:
         await asyncio.sleep(check_s)
         why = sweep_due(resident_bytes(), after_last, time.monotonic() - last)
         if why is None:
             continue
-        waited_since = time.monotonic()
-        while busy():
-            if time.monotonic() - waited_since >= wait_idle_s:
-                why += f"; no moment without a turn in {wait_idle_s:g} s"
-                break
-            await asyncio.sleep(min(SWEEP_IDLE_POLL_S, wait_idle_s))
+        why += await _idle_moment(busy, wait_idle_s)
+        counted = await garbage_in_a_copy(needs=resident_bytes())
+        if counted is not None and counted.garbage < garbage_min:
+            after_last, last = resident_bytes(), time.monotonic()
+            log.info(
+                "heap looked over in a copy (%s): %d frozen objects were garbage, fewer than %d:"
+                " not swept (the fork held the loop %.1f ms; the copy answered in %.0f ms and"
+                " took %d MiB)",
+                why,
+                counted.garbage,
+                garbage_min,
+                counted.fork_s * 1e3,
+                counted.copy_s * 1e3,
+                counted.copied >> 20,
+            )
+            continue
+        if counted is not None:  # turns may have started while the copy counted
+            why += f"; a copy found {counted.garbage} garbage objects"
+            why += await _idle_moment(busy, wait_idle_s)
         freed, paused = sweep_frozen()
         after_last, last = resident_bytes(), time.monotonic()
         level = logging.WARNING if freed > 10_000 else logging.INFO
@@ -206,3 +227,14 @@ async def sweep_periodically(
             freed,
             paused * 1e3,
         )
+
+
+async def _idle_moment(busy: Callable[[], bool], wait_idle_s: float) -> str:
+    """Returns once `busy()` is false (looked at every SWEEP_IDLE_POLL_S) or `wait_idle_s` has
+    passed: then with what the log line should say about it."""
+    waited_since = time.monotonic()
+    while busy():
+        if time.monotonic() - waited_since >= wait_idle_s:
+            return f"; no moment without a turn in {wait_idle_s:g} s"
+        await asyncio.sleep(min(SWEEP_IDLE_POLL_S, wait_idle_s))
+    return ""
