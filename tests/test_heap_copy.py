@@ -46,6 +46,10 @@ ISOLATED = (
 import asyncio
 from bot.runtime.heap_copy import garbage_in_a_copy
 
+import resource
+soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+resource.setrlimit(resource.RLIMIT_NOFILE, (max(soft, min(hard, 4096)), hard))
+held = [os.open(os.devnull, os.O_RDONLY) for _ in range(1100)]  # as a gateway's sockets
 read_end, write_end = os.pipe()
 os.set_blocking(read_end, False)
 
@@ -75,7 +79,7 @@ print("still here", first() is not None, "signalled", signalled)
 def test_a_copy_counts_the_frozen_garbage_and_reaches_nothing_of_the_process() -> None:
     """The garbage's finalizers ran in the copy: their writes to the process's pipe and its
     standard output went nowhere, and the garbage is still in the process (the copy freed only
-    its own)."""
+    its own). The process holds over 1,024 descriptors, as a gateway with its sockets does."""
     result = subprocess.run(
         [sys.executable, "-c", ISOLATED], cwd=ROOT, capture_output=True, text=True, timeout=60
     )
@@ -131,7 +135,13 @@ def test_a_copy_that_hangs_or_dies_gives_no_count_and_is_not_left_behind(how: st
     )
     assert result.returncode == 0, result.stderr
     lines = result.stdout.splitlines()
-    assert lines[0] == "the copy of the heap gave no count in 1 s: killed", lines
+    assert (
+        lines[0]
+        == {
+            "hang": "the copy of the heap gave no count in 1 s: killed",
+            "die": "the copy of the heap ended with no count (killed by SIGTERM)",
+        }[how]
+    ), lines
     assert lines[1:] == ["counted None", "no copy left", "signalled []"]
 
 

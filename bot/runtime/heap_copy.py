@@ -84,9 +84,12 @@ async def garbage_in_a_copy(needs: int, timeout_s: float = COPY_TIMEOUT_S) -> Co
         _count_and_exit(write_end)
     forked = time.perf_counter() - started
     os.close(write_end)
-    answer = await asyncio.to_thread(_answer_of, pid, read_end, timeout_s)
-    if answer is None:
-        log.warning("the copy of the heap gave no count in %g s: killed", timeout_s)
+    try:
+        answer = await asyncio.to_thread(_answer_of, pid, read_end, timeout_s)
+    except (OSError, ValueError) as exc:  # the copy is reaped: the sweep runs as without one
+        answer = f"could not be heard ({exc!r})"
+    if isinstance(answer, str):
+        log.warning("the copy of the heap %s", answer)
         return None
     garbage, copied = answer
     return Counted(garbage, forked, time.perf_counter() - started, copied)
@@ -131,14 +134,16 @@ def _number_in(path: str) -> int | None:
         return None
 
 
-def _answer_of(pid: int, read_end: int, timeout_s: float) -> tuple[int, int] | None:
-    """The copy's count and the bytes it took, read from its pipe within `timeout_s`; the copy
-    reaped either way."""
+def _answer_of(pid: int, read_end: int, timeout_s: float) -> tuple[int, int] | str:
+    """The copy's count and the bytes it took, read from its pipe within `timeout_s`, or what
+    became of it instead; the copy reaped either way."""
     answer = b""
     try:
         deadline = time.monotonic() + timeout_s
+        readable = select.poll()  # not select(): a gateway's descriptors pass 1,024
+        readable.register(read_end, select.POLLIN)
         while (left := deadline - time.monotonic()) > 0:
-            if not select.select([read_end], [], [], left)[0]:
+            if not readable.poll(left * 1e3):
                 break
             chunk = os.read(read_end, 64)
             if not chunk:  # the copy has exited
@@ -146,16 +151,23 @@ def _answer_of(pid: int, read_end: int, timeout_s: float) -> tuple[int, int] | N
             answer += chunk
     finally:
         os.close(read_end)
+        late = time.monotonic() >= deadline
         if not answer.endswith(b"\n"):
-            try:
+            with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-        os.waitpid(pid, 0)
-    if not answer.endswith(b"\n"):
-        return None
-    garbage, copied = answer.split()
-    return int(garbage), int(copied)
+        _, status = os.waitpid(pid, 0)
+    if answer.endswith(b"\n"):
+        garbage, copied = answer.split()
+        return int(garbage), int(copied)
+    if late:
+        return f"gave no count in {timeout_s:g} s: killed"
+    return f"ended with no count ({_ended(status)})"
+
+
+def _ended(status: int) -> str:
+    if os.WIFSIGNALED(status):
+        return f"killed by {signal.Signals(os.WTERMSIG(status)).name}"
+    return f"exit status {os.waitstatus_to_exitcode(status)}"
 
 
 def _count_and_exit(write_end: int) -> NoReturn:
