@@ -16,6 +16,9 @@ collection inside it. It answers one line at a time on its stdin:
 - `garbage`: `GARBAGE <objects> <type> <count>, ...`: what a full collection frees now (kept
   with `gc.DEBUG_SAVEALL` to be counted, then let go of).
 
+BENCH_LOOKS_EVERY_S=N: the heap's look (a forked copy's count, as `bot serve` makes it once a
+day) every N seconds, whatever runs, each logged to `gateway.log` (`look: ...`).
+
     python bench/many_child.py --serve-gateway DIR --llm JSON [--cpu N]   # prints "PORT <n>"
 """
 
@@ -25,6 +28,7 @@ import argparse
 import asyncio
 import gc
 import json
+import logging
 import os
 import resource
 import sys
@@ -120,10 +124,28 @@ async def serve(data_dir: str, llm: dict[str, Any]) -> None:
             # BENCH_STALL_MS: how late the loop must be to count as stalled (default 40)
             late_s = float(os.environ.get("BENCH_STALL_MS", "40")) / 1000
             watch = StallWatch(Path(os.environ["BENCH_STALLS"]), late_s).start()  # noqa: F841
+        every_s = float(os.environ.get("BENCH_LOOKS_EVERY_S", "0"))  # the heap's look, in loads
+        looks = asyncio.create_task(_look_every(every_s)) if every_s else None
         print(f"PORT {app.port}", flush=True)
         with app.ops.collections_watched():  # as `bot serve` does
             await app.wait()
         young.cancel()
+        if looks is not None:
+            looks.cancel()
+
+
+async def _look_every(seconds: float) -> None:
+    """`bot serve`'s look at its heap (a forked copy's count) every `seconds`, whatever runs,
+    each logged to gateway.log: what it costs the turns beside it shows in their p99s."""
+    while True:
+        await asyncio.sleep(seconds)
+        counted = await garbage_in_a_copy(needs=resident_bytes())
+        if counted is not None:
+            garbage, fork_s, copy_s, copied = counted
+            logging.getLogger("bench").warning(
+                "look: %d garbage, fork %.1f ms, copy %.0f ms, %d MiB",
+                *(garbage, fork_s * 1e3, copy_s * 1e3, copied >> 20),
+            )
 
 
 def _answer(probe: Probe, loop: asyncio.AbstractEventLoop) -> None:

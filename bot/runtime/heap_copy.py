@@ -17,6 +17,10 @@ that waits for a lock some thread of the gateway held at the fork hangs it, and 
 then kills it after `timeout_s` and sweeps as it would have without a copy. Linux only (a
 fork of a threaded process elsewhere is unsafe): elsewhere there is no copy, and the sweep runs.
 
+The copy runs at the lowest priority there is (`SCHED_IDLE`): on a core the gateway keeps busy
+(one core, or a gateway pinned to its own) it takes only the time the gateway leaves, so a
+busy gateway's copy answers later rather than slowing a turn.
+
 The copy's memory: a collection writes to the header of every object it walks, and each page
 it writes to is copied, so the copy can take as much memory again as the gateway's heap for the
 second it lives (bench/many_bench.py prints how much it took). It is made only where that fits
@@ -194,6 +198,9 @@ def _private_dirty() -> int:
 def _cut_off(write_end: int) -> None:
     with contextlib.suppress(OSError), open("/proc/self/oom_score_adj", "w") as oom:
         oom.write("1000")  # memory running out kills the copy first
+    with contextlib.suppress(OSError):  # it runs when the gateway's cores have nothing else to do
+        os.nice(19)
+        os.sched_setscheduler(0, os.SCHED_IDLE, os.sched_param(0))
     for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
         signal.signal(signum, signal.SIG_DFL)
     signal.set_wakeup_fd(-1)
