@@ -17,9 +17,14 @@ that waits for a lock some thread of the gateway held at the fork hangs it, and 
 then kills it after `timeout_s` and sweeps as it would have without a copy. Linux only (a
 fork of a threaded process elsewhere is unsafe): elsewhere there is no copy, and the sweep runs.
 
-The copy runs at the lowest priority there is (`SCHED_IDLE`): on a core the gateway keeps busy
-(one core, or a gateway pinned to its own) it takes only the time the gateway leaves, so a
-busy gateway's copy answers later rather than slowing a turn.
+The copy runs at the lowest priority there is (`SCHED_IDLE`), on any core (a gateway may be
+pinned to one): it takes only time no one else wants, so a busy machine's copy answers later.
+
+What the gateway pays after the fork: each page it writes to for the first time since is a page
+fault, ~3 us while the copy lives (the page is copied), ~0.7 us after (measured here), so the
+turns of the next second or so run slower. That is why the look, like the sweep, waits for a
+moment with no turn (bot/runtime/heap.py), and bench/many_child.py's BENCH_LOOKS_EVERY_S shows
+what looks in a load would cost.
 
 The copy's memory: a collection writes to the header of every object it walks, and each page
 it writes to is copied, so the copy can take as much memory again as the gateway's heap for the
@@ -201,6 +206,8 @@ def _cut_off(write_end: int) -> None:
     with contextlib.suppress(OSError):  # it runs when the gateway's cores have nothing else to do
         os.nice(19)
         os.sched_setscheduler(0, os.SCHED_IDLE, os.sched_param(0))
+    with contextlib.suppress(OSError):  # on any core, not the one the gateway may be pinned to
+        os.sched_setaffinity(0, range(os.cpu_count() or 1))
     for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
         signal.signal(signum, signal.SIG_DFL)
     signal.set_wakeup_fd(-1)
