@@ -21,6 +21,7 @@ import pytest
 from bot.ops.gc_pauses import watched
 from bot.ops.metrics import Metrics
 from bot.runtime.heap import sweep_due
+from tests.heap_logged import LOGGED
 from tests.processes import ROOT, SERVING, Gateway, logging_serve, open_tab, write_config
 
 pytestmark = pytest.mark.process
@@ -132,26 +133,6 @@ def test_objects_that_replace_old_ones_are_collected_young_though_the_count_miss
     assert before >= 5000  # the young generation holds them all, uncounted
     assert after < 500, "no young collection came for the objects CPython's count missed"
 
-
-LOGGED = """
-import asyncio, logging, sys
-from bot.runtime import heap
-
-logged = []  # the heap's log lines, printed as they come
-
-class Kept(logging.Handler):
-    def emit(self, record):
-        logged.append(record.getMessage())
-        print(logged[-1], flush=True)
-
-logging.getLogger("bot.runtime").addHandler(Kept())
-logging.getLogger("bot.runtime").setLevel(logging.INFO)
-
-async def logged_lines(n):  # the copy runs at idle priority: on a busy machine, later
-    async with asyncio.timeout(50):
-        while len(logged) < n:
-            await asyncio.sleep(0.01)
-"""
 
 SWEEPS = (
     LOGGED

@@ -13,6 +13,7 @@ import sys
 import pytest
 
 from bot.runtime.heap_copy import can_copy
+from tests.heap_logged import LOGGED
 from tests.processes import ROOT
 
 pytestmark = [
@@ -161,28 +162,14 @@ def test_a_copy_that_hangs_or_dies_gives_no_count_and_is_not_left_behind(how: st
 
 SWEEPS = (
     GARBAGE
+    + LOGGED
     + """
-import asyncio, logging
-from bot.runtime import heap
-
-logged = []  # the heap's log lines, printed as they come
-
-class Kept(logging.Handler):
-    def emit(self, record):
-        logged.append(record.getMessage())
-        print(logged[-1], flush=True)
-
-logging.getLogger("bot.runtime").addHandler(Kept())
-logging.getLogger("bot.runtime").setLevel(logging.INFO)
-
 async def looks(garbage, garbage_min):
     first = frozen_garbage(garbage)
     heap.SWEEP_AT_LEAST_S = 0.05  # due at each look
     logged.clear()
     sweeper = asyncio.create_task(heap.sweep_periodically(check_s=0.1, garbage_min=garbage_min))
-    async with asyncio.timeout(50):  # the copy runs at idle priority: on a busy machine, later
-        while not logged:
-            await asyncio.sleep(0.01)
+    await logged_lines(1)
     sweeper.cancel()
     print("freed", first() is None)
 
