@@ -3,7 +3,7 @@
 Why: the sweep of the frozen heap (bot/runtime/heap.py) is a full collection of everything:
 ~0.3-0.5 s of a paused loop with 10,000 conversations cached and 5,000 sockets open, and what it
 usually finds is next to nothing (the gateway's turns leave no cyclic garbage). A fork copies
-the process's page tables, not its memory (7-9 ms at 516 MiB here), and the copy walks its own
+the process's page tables, not its memory (7-12 ms at 516 MiB here), and the copy walks its own
 heap at leisure on another core while the gateway goes on answering: the sweep then runs only
 when the copy found garbage worth its pause.
 
@@ -201,6 +201,9 @@ def _private_dirty() -> int:
 
 
 def _cut_off(write_end: int) -> None:
+    for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):  # first: the gateway's loop
+        signal.signal(signum, signal.SIG_DFL)  # must hear none of the copy's signals
+    signal.set_wakeup_fd(-1)
     with contextlib.suppress(OSError), open("/proc/self/oom_score_adj", "w") as oom:
         oom.write("1000")  # memory running out kills the copy first
     with contextlib.suppress(OSError):  # it runs when the gateway's cores have nothing else to do
@@ -208,9 +211,6 @@ def _cut_off(write_end: int) -> None:
         os.sched_setscheduler(0, os.SCHED_IDLE, os.sched_param(0))
     with contextlib.suppress(OSError):  # on any core, not the one the gateway may be pinned to
         os.sched_setaffinity(0, range(os.cpu_count() or 1))
-    for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
-        signal.signal(signum, signal.SIG_DFL)
-    signal.set_wakeup_fd(-1)
     null = os.open(os.devnull, os.O_RDWR)
     for fd in (0, 1, 2):
         os.dup2(null, fd)
