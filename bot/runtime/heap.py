@@ -13,16 +13,20 @@ Young collections are made rarer too: a turn allocates thousands of short-lived 
 most freed by reference counting before any collection sees them. Measured over ~4,000 turns
 (CPU of the collector per turn; longest pause): frozen at the default threshold 700, 21 us and
 16-20 ms (two full collections); at 2,000, 12 us and 2-5 ms; at 10,000, 5 us but every young
-collection a 3-5 ms pause. Unfrozen at 700 (before): 62 us and 70-95 ms. Now 1,000: with
-10,000 conversations cached, old histories freed as new ones come lower CPython's young count
-(made minus freed), so at 2,000 the young collections came late and big (up to 13,200 objects,
-the middle generation's up to 19,500; the paced load's longest pause 8.3-15.7 ms in six runs of
-bench/many_bench.py --load-turns 200); at 1,000, 4.3-7.3 ms in three (CPU 3.3-4.3), for
-13-22 us of collector CPU a turn instead of 9-16. And a young collection comes at least every
-0.1 s (`collect_young_periodically`, `bot serve`): what replaces old objects is not counted at
-all, and 5,000 idle web sockets' pongs alone replace ~3,000 a second; bounded so, the paced
-load's longest pause beside them was 5.6 ms (CPU 3.5) instead of 7.1-10.7 (CPU 6.9-10.7) in three
-runs on a slower machine, its collector CPU a turn 42 us (22-48).
+collection a 3-5 ms pause. Unfrozen at 700 (before): 62 us and 70-95 ms. With 10,000
+conversations cached, old histories freed as new ones come lower CPython's young count (made
+minus freed), so at 2,000 the young collections came late and big (up to 13,200 objects, the
+middle generation's up to 19,500; the paced load's longest pause 8.3-15.7 ms in six runs of
+bench/many_bench.py --load-turns 200), and for a while the threshold was 1,000 (4.3-7.3 ms in
+three). What fixed the cause is that a young collection now comes at least every 0.1 s
+(`collect_young_periodically`, `bot serve`): what replaces old objects is not counted at all,
+and 5,000 idle web sockets' pongs alone replace ~3,000 a second; bounded so, the paced load's
+longest pause beside them was 5.6 ms (CPU 3.5) instead of 7.1-10.7 (CPU 6.9-10.7) in three runs
+on a slower machine. With that, 2,000 again: in the paced load the timer's collections are most
+of them (224-266 in ~25 s at either threshold), and the longest pause in three many_bench runs
+was 2.1-2.5 ms (1,000: 2.6-6.5 in four), while warming 3.6-4.4 ms; but a gateway flat out has half
+as many collections: 3.91 M instructions a turn against 3.99 M (bench/ws_bench.py
+--instructions, openai, 50 conversations).
 
 The middle generation is collected at every other collection (its threshold 0: CPython
 collects it once more young collections than its threshold have run; CPython's is 10). Each
@@ -81,7 +85,7 @@ from bot.runtime.heap_copy import garbage_in_a_copy
 
 log = logging.getLogger(__name__)
 
-YOUNG_THRESHOLD: Final = 1_000  # allocations between young collections (CPython: 700)
+YOUNG_THRESHOLD: Final = 2_000  # allocations between young collections (CPython: 700)
 OLDER_THRESHOLDS: Final = (0, 10)  # CPython: (10, 10)
 # a young collection at least this often (`collect_young_periodically`)
 YOUNG_AT_LEAST_S: Final = 0.1
