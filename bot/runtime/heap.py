@@ -61,7 +61,7 @@ asked hourly): once the process's resident memory has grown by a quarter since t
 and at least once a day. At a moment when no turn is running in this process (`bot serve` gives
 `sweep_periodically` the gateway's `busy_here`; up to SWEEP_WAIT_IDLE_S), a forked copy of the
 process first counts the frozen heap's garbage on its own (bot/runtime/heap_copy.py: the
-fork holds the loop 7-12 ms at 516 MiB, the copy's walk holds up nothing), and the sweep runs
+fork holds the loop 7-13 ms at 516 MiB, the copy's walk holds up nothing), and the sweep runs
 only when the copy found SWEEP_GARBAGE_MIN objects or more (a leak: the sweep's log line is then a
 warning past 10,000) or where no copy can be made. A gateway whose turns leave no cyclic garbage
 (above) then never pauses for the sweep, and what it strands is swept once a look finds

@@ -3,7 +3,7 @@
 Why: the sweep of the frozen heap (bot/runtime/heap.py) is a full collection of everything:
 ~0.3-0.5 s of a paused loop with 10,000 conversations cached and 5,000 sockets open, and what it
 usually finds is next to nothing (the gateway's turns leave no cyclic garbage). A fork copies
-the process's page tables, not its memory (7-12 ms at 516 MiB here), and the copy walks its own
+the process's page tables, not its memory (7-13 ms at 516 MiB here), and the copy walks its own
 heap at leisure on another core while the gateway goes on answering: the sweep then runs only
 when the copy found garbage worth its pause.
 
